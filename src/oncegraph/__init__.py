@@ -1,0 +1,1 @@
+"""oncegraph: agent graphs that survive crashes without doing anything twice."""

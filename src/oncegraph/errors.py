@@ -1,0 +1,200 @@
+"""The one error tree of oncegraph, and the control-flow signals that live outside it.
+
+Every error a user can meet derives from :class:`OnceGraphError`::
+
+    OnceGraphError
+    ├── ConfigError                  bad config, bad graph, bad input: fix the call
+    │   ├── GraphValidationError     the graph cannot compile (names the node/edge)
+    │   ├── InvalidUpdateError       a node returned something that is not a state update
+    │   └── PayloadTooLargeError     a value is over the configured size limit
+    ├── RunStateError                the run is not in a state that allows this call
+    │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
+    │   ├── NoRunToResumeError       resume asked for, but nothing to resume
+    │   ├── RunNotFoundError         unknown run id
+    │   └── NeedsReviewError         the run is parked until an operator acts
+    ├── IncompatibleVersionError     the stored run was made by another graph version
+    ├── StorageError                 the store failed (driver errors are mapped here)
+    │   ├── StaleStateError          compare-and-swap lost: another writer was first
+    │   ├── LeaseLostError           a fenced writer lost its lease
+    │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
+    │   └── LedgerWriteError         an effect result could not be recorded
+    ├── EffectError                  a side effect could not be carried out safely
+    │   ├── RequestMismatchError     same effect id, different request (law 6)
+    │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
+    │   └── MissingRecordError       evidence replay found no recorded result
+    ├── NodeError                    a node raised; the run failed (resumable)
+    │   ├── NodeTimeoutError         node_timeout elapsed
+    │   └── InterruptSwallowedError  a node caught the interrupt signal
+    └── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
+
+Control flow (:class:`GraphInterrupt`, :class:`_CrashSignal`) derives from
+``BaseException`` so that a user's ``except Exception`` never swallows it by accident.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OnceGraphError(Exception):
+    """Root of every error oncegraph raises on purpose."""
+
+
+class ConfigError(OnceGraphError, ValueError):
+    """The call, config or graph is wrong; the message names the fix."""
+
+
+class GraphValidationError(ConfigError):
+    """The graph cannot be compiled."""
+
+
+class InvalidUpdateError(ConfigError):
+    """A node returned a value that is not a valid state update."""
+
+
+class PayloadTooLargeError(ConfigError):
+    """A value to be stored is over the configured size limit."""
+
+
+class RunStateError(OnceGraphError):
+    """The run is not in a state that allows this operation."""
+
+
+class UnfinishedRunError(RunStateError):
+    """New input was sent to a thread whose latest run has not finished."""
+
+
+class NoRunToResumeError(RunStateError):
+    """A resume was asked for, but the thread has no unfinished run."""
+
+
+class RunNotFoundError(RunStateError, LookupError):
+    """No run with that id exists."""
+
+
+class NeedsReviewError(RunStateError):
+    """The run is parked as ``needs_review``; an operator must act before it goes on."""
+
+    def __init__(self, message: str, *, run_id: str = "", effect_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.effect_id = effect_id
+
+
+class IncompatibleVersionError(OnceGraphError):
+    """The stored run was made by a graph whose version or shape differs from this one."""
+
+
+class StorageError(OnceGraphError):
+    """The store failed. Driver errors are mapped to this at the storage boundary."""
+
+
+class StaleStateError(StorageError):
+    """A compare-and-swap on the thread version lost; nothing was written."""
+
+
+class LeaseLostError(StorageError):
+    """The writer's lease (fencing token) is no longer current; nothing was written."""
+
+
+class LedgerUnavailableError(StorageError):
+    """The effect ledger cannot be read; risky tools do not run (law 7)."""
+
+
+class LedgerWriteError(StorageError):
+    """An effect result could not be recorded after retries (law 7)."""
+
+
+class EffectError(OnceGraphError):
+    """A side effect could not be carried out safely."""
+
+
+class RequestMismatchError(EffectError):
+    """The same effect id was used with a different request (law 6)."""
+
+    def __init__(self, effect_id: str, recorded_hash: str, new_hash: str) -> None:
+        super().__init__(
+            f"effect {effect_id} was recorded with request hash {recorded_hash} but is now "
+            f"called with request hash {new_hash}; nothing was sent. The same command must "
+            "carry the same arguments; fix the caller or start a new run."
+        )
+        self.effect_id = effect_id
+        self.recorded_hash = recorded_hash
+        self.new_hash = new_hash
+
+
+class EffectOutcomeUnknownError(EffectError):
+    """The outcome of an effect is unknown and its policy forbids guessing."""
+
+
+class MissingRecordError(EffectError):
+    """An evidence replay needed a recorded result that does not exist."""
+
+
+class NodeError(OnceGraphError):
+    """A node raised; the run is marked failed and can be resumed."""
+
+    def __init__(self, message: str, *, node: str = "") -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class NodeTimeoutError(NodeError, TimeoutError):
+    """The node ran longer than ``node_timeout``."""
+
+
+class InterruptSwallowedError(NodeError):
+    """A node caught oncegraph's interrupt signal instead of letting it propagate."""
+
+
+class ToolTimeoutError(OnceGraphError, TimeoutError):
+    """A tool ran longer than ``tool_timeout``; its outcome is UNKNOWN, not failed."""
+
+
+# -- control flow, outside the error tree -------------------------------------------------
+
+
+class GraphInterrupt(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised by :func:`oncegraph.interrupt` to pause the run. Never catch it."""
+
+    def __init__(self, value: Any, index: int) -> None:
+        super().__init__(value)
+        self.value = value
+        self.index = index
+
+
+class _CrashSignal(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised by an in-process FaultPlan to simulate a crash at a named point."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(point)
+        self.point = point
+
+
+__all__ = [
+    "ConfigError",
+    "EffectError",
+    "EffectOutcomeUnknownError",
+    "GraphInterrupt",
+    "GraphValidationError",
+    "IncompatibleVersionError",
+    "InterruptSwallowedError",
+    "InvalidUpdateError",
+    "LeaseLostError",
+    "LedgerUnavailableError",
+    "LedgerWriteError",
+    "MissingRecordError",
+    "NeedsReviewError",
+    "NoRunToResumeError",
+    "NodeError",
+    "NodeTimeoutError",
+    "OnceGraphError",
+    "PayloadTooLargeError",
+    "RequestMismatchError",
+    "RunNotFoundError",
+    "RunStateError",
+    "StaleStateError",
+    "StorageError",
+    "ToolTimeoutError",
+    "UnfinishedRunError",
+]

@@ -1,0 +1,80 @@
+"""Typed ids and their generators.
+
+One id per role (DESIGN.md section 1): ``thread_id`` connects a conversation,
+``run_id`` one graph execution, ``checkpoint_id`` a saved point, ``command_id`` the
+agent's intent, ``effect_id`` every attempt at one external result.
+
+Generated ids are ULID-shaped (48-bit millisecond time + 80 random bits, Crockford
+base32) behind a short prefix, so they sort by creation time within a process and
+across processes to the millisecond.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from typing import NewType
+
+ThreadId = NewType("ThreadId", str)
+RunId = NewType("RunId", str)
+CheckpointId = NewType("CheckpointId", str)
+CommandId = NewType("CommandId", str)
+EffectId = NewType("EffectId", str)
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last_ms = 0
+_last_rand = 0
+
+
+def _ulid() -> str:
+    """A monotonic ULID string: later calls in this process never sort before earlier ones."""
+    global _last_ms, _last_rand
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            rand = _last_rand + 1
+        else:
+            rand = int.from_bytes(os.urandom(10), "big") & ~(1 << 79)  # room to increment
+        _last_ms, _last_rand = ms, rand
+    value = (ms << 80) | rand
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_run_id() -> RunId:
+    return RunId("run_" + _ulid())
+
+
+def new_checkpoint_id() -> CheckpointId:
+    return CheckpointId("cp_" + _ulid())
+
+
+def new_message_id() -> str:
+    return "msg_" + _ulid()
+
+
+def new_task_id() -> str:
+    return "task_" + _ulid()
+
+
+def effect_id_for(run_id: str, effect_type: str, command_id: str) -> EffectId:
+    """``sha256(run_id : effect_type : command_id)``, hex; also the provider idempotency key."""
+    raw = f"{run_id}:{effect_type}:{command_id}".encode()
+    return EffectId(hashlib.sha256(raw).hexdigest())
+
+
+def tool_command_id(message_id: str, tool_call_id: str) -> CommandId:
+    """``<assistant message id>:<tool_call_id>``: stable because message ids are persisted."""
+    return CommandId(f"{message_id}:{tool_call_id}")
+
+
+def node_command_id(node: str, step: int, n: int) -> CommandId:
+    """``<node>:<step>:<n>`` for effects made directly inside a node, by position."""
+    return CommandId(f"{node}:{step}:{n}")

@@ -1,0 +1,128 @@
+"""The storage ports, one small Protocol each, in verbs.
+
+Every backend (memory, SQLite, PostgreSQL) implements :class:`CheckpointStore` and
+:class:`EffectStore`; a :class:`Checkpointer` is one object that is both. :class:`Cache`
+is the optional hot cache (Redis), never the source of truth. Each backend passes the
+conformance suite in :mod:`oncegraph.testing.conformance`.
+
+All methods are coroutines. Backends map their driver's errors to
+:class:`oncegraph.errors.StorageError` subclasses at this boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from oncegraph.storage.records import (
+    CheckpointRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    ThreadRecord,
+)
+
+
+@runtime_checkable
+class CheckpointStore(Protocol):
+    """Threads, runs, checkpoints, append-only logs and per-task writes."""
+
+    async def setup(self) -> None:
+        """Create or migrate the schema. Idempotent; safe when processes race."""
+
+    async def aclose(self) -> None:
+        """Release connections. The store may be set up again afterwards."""
+
+    async def commit(self, commit: StepCommit) -> None:
+        """Write one step atomically (see :class:`StepCommit` for the contract)."""
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
+
+    async def get_checkpoint(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        """The given checkpoint of the thread, or its head when ``checkpoint_id`` is None."""
+
+    async def list_checkpoints(
+        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        """Checkpoints of the thread (optionally one run), newest first."""
+
+    async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
+        """Values of log entries ``seq < end`` of ``(thread_id, channel)``, in seq order."""
+
+    async def put_task_write(self, write: TaskWrite) -> None:
+        """Insert or replace the write keyed ``(thread, checkpoint, task, kind, idx)``."""
+
+    async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
+        """Task writes of the step after ``checkpoint_id``, ordered by task, kind, idx."""
+
+    async def create_run(self, run: RunRecord) -> None:
+        """Insert a run that has no checkpoint yet (a queued submit)."""
+
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        error: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        """Set status and error. Raises ``RunNotFoundError`` for an unknown run and
+        ``LeaseLostError`` if ``fence`` is given and is not the run's fencing token."""
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        """Runs, newest first."""
+
+
+@runtime_checkable
+class EffectStore(Protocol):
+    """The effect ledger (laws 2 to 7)."""
+
+    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+        """Insert ``record`` unless its ``effect_id`` exists; first writer wins.
+
+        Returns ``(stored, created)``: the record now in the ledger and whether this
+        call inserted it. Committed durably before returning (law 2).
+        """
+
+    async def get_effect(self, effect_id: str) -> EffectRecord | None: ...
+
+    async def save_effect(self, record: EffectRecord) -> None:
+        """Update status, attempts, result, error, provider_reference and updated_at of an
+        existing record. ``request_hash`` never changes. Committed before returning."""
+
+    async def list_effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+    ) -> list[EffectRecord]:
+        """Effects ordered by creation time."""
+
+
+@runtime_checkable
+class Checkpointer(CheckpointStore, EffectStore, Protocol):
+    """What ``compile(checkpointer=...)`` takes: one store for state and ledger."""
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """A hot cache of each thread's latest state. Written only with a newer version."""
+
+    async def get_state(self, thread_id: str) -> tuple[int, bytes] | None: ...
+
+    async def put_state(self, thread_id: str, version: int, payload: bytes) -> bool:
+        """Store ``payload`` unless the cache holds ``version`` or newer; True if written."""

@@ -1,0 +1,194 @@
+"""Typed records that cross the storage boundary. Frozen and slotted; change with ``replace``.
+
+Invariants an implementer of a store must keep:
+
+* A :class:`CheckpointRecord` is immutable once written; a thread's head moves forward
+  only by :meth:`CheckpointStore.commit`, a compare-and-swap on ``ThreadRecord.version``.
+* Log channels (message lists and other append-only lists) are not copied into
+  checkpoints: a checkpoint stores ``logs[channel] = n``, the number of log entries of
+  that channel that belong to its state; entries are appended with ``seq`` 0, 1, 2 ...
+  per ``(thread_id, channel)`` and never rewritten.
+* An :class:`EffectRecord` is never deleted or overwritten by a different request:
+  ``effect_id`` and ``request_hash`` are fixed at the first insert (first writer wins).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch; every stored timestamp uses it."""
+    return time.time()
+
+
+class RunStatus(StrEnum):
+    QUEUED = "queued"  # submitted, waiting for a worker
+    RUNNING = "running"  # being executed (or its process died: resume continues it)
+    INTERRUPTED = "interrupted"  # paused by interrupt(); resume with Command(resume=...)
+    NEEDS_REVIEW = "needs_review"  # parked: an effect's outcome is unknown
+    FAILED = "failed"  # a node raised; resumable
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"  # an operator gave up on it; never resumed
+
+
+UNFINISHED_STATUSES = frozenset(
+    {
+        RunStatus.QUEUED,
+        RunStatus.RUNNING,
+        RunStatus.INTERRUPTED,
+        RunStatus.NEEDS_REVIEW,
+        RunStatus.FAILED,
+    }
+)
+
+
+class EffectStatus(StrEnum):
+    PENDING = "pending"  # intent committed; outcome unknown until recorded
+    ACCEPTED = "accepted"  # the provider queued the work; final result not known yet
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class EffectClass(StrEnum):
+    READ = "read"  # may run again
+    WRITE = "write"  # idempotent with a natural key: run again with the SAME key
+    IRREVERSIBLE = "irreversible"  # money, messages: reconcile or park, never re-send blindly
+    MODEL = "model"  # a model call: recorded as evidence; may run again if unrecorded
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRecord:
+    thread_id: str
+    version: int  # bumped by every checkpoint commit; the CAS token (law 8)
+    head_checkpoint_id: str | None
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    thread_id: str
+    status: RunStatus
+    workflow_name: str = "graph"
+    workflow_version: str = "1"
+    state_schema_version: int = 1
+    graph_fingerprint: str = ""
+    parent_run_id: str | None = None
+    parent_checkpoint_id: str | None = None
+    launch_reason: str = "invoke"  # invoke | submit | replay | branch
+    mode: str | None = None  # replays: evidence | simulation | live
+    input: Any = None  # JSON; what the run was started with (queued runs need it)
+    config: Mapping[str, Any] = field(default_factory=dict)  # JSON; timeouts etc.
+    error: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    fencing_token: int = 0
+    created_at: float = field(default_factory=now)
+    updated_at: float = field(default_factory=now)
+
+    def replace(self, **changes: Any) -> RunRecord:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    checkpoint_id: str
+    thread_id: str
+    run_id: str
+    step: int  # -1 for the input checkpoint of a run, then 0, 1, 2 ...
+    version: int  # the thread version this checkpoint created
+    parent_checkpoint_id: str | None
+    values: Mapping[str, Any]  # non-log channels, JSON
+    logs: Mapping[str, int]  # log channel -> number of entries in this state
+    next: tuple[str, ...]  # nodes to run next (law 1: recorded before they run)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    channel: str
+    seq: int
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class TaskWrite:
+    """A write that belongs to one task of the step after ``checkpoint_id``.
+
+    ``kind`` is ``writes`` (a finished sibling's update, kept so only unfinished siblings
+    re-run), ``interrupt`` (a pending interrupt value) or ``resume`` (an answer).
+    """
+
+    thread_id: str
+    checkpoint_id: str
+    task: str
+    kind: str
+    idx: int
+    value: Any
+    created_at: float = field(default_factory=now)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    number: int
+    started_at: float
+    ended_at: float | None = None
+    outcome: str | None = None  # completed | accepted | failed | timeout | unknown | reconciled
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRecord:
+    effect_id: str
+    effect_type: str
+    effect_class: EffectClass
+    command_id: str
+    run_id: str
+    thread_id: str
+    node: str
+    request_hash: str
+    status: EffectStatus
+    checkpoint_id: str | None = None
+    request: Any = None  # JSON arguments (masked only in operator views)
+    recipient: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    provider_reference: str | None = None
+    result: Any = None
+    error: str | None = None
+    created_at: float = field(default_factory=now)
+    updated_at: float = field(default_factory=now)
+
+    def replace(self, **changes: Any) -> EffectRecord:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class StepCommit:
+    """Everything one durable step writes, in ONE transaction.
+
+    The store must: check ``ThreadRecord.version == expected_version`` (0 = no thread
+    yet) and raise ``StaleStateError`` writing nothing otherwise; if ``fence`` is set,
+    check the run's ``fencing_token`` and raise ``LeaseLostError`` writing nothing on a
+    mismatch; then insert ``new_run`` (if any), insert ``checkpoint`` and ``log``
+    entries, move the thread head to ``checkpoint`` with version ``expected_version + 1``,
+    apply ``run_status`` / ``run_error`` to ``checkpoint.run_id``, save ``effects``
+    (folded effect results) and delete the task writes of ``clear_task_writes_of``.
+    """
+
+    thread_id: str
+    expected_version: int
+    checkpoint: CheckpointRecord
+    log: Sequence[LogEntry] = ()
+    new_run: RunRecord | None = None
+    run_status: RunStatus | None = None
+    run_error: str | None = None
+    effects: Sequence[EffectRecord] = ()
+    clear_task_writes_of: str | None = None
+    fence: int | None = None

@@ -1,0 +1,1 @@
+"""SQL storage: one schema (:mod:`.schema`), shared statements, thin dialect modules."""

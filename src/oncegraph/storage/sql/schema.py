@@ -1,0 +1,105 @@
+"""The one SQL schema, as append-only migrations.
+
+The position of a migration in :data:`MIGRATIONS` is its version; never edit or
+reorder a shipped migration, only append. The DDL uses types that SQLite and
+PostgreSQL both accept (TEXT, BIGINT, INTEGER, DOUBLE PRECISION); JSON is stored as
+TEXT written by orjson. Dialect modules only differ in placeholders and locking.
+"""
+
+from __future__ import annotations
+
+SCHEMA_TABLE = "oncegraph_schema_version"
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 1: threads, runs, checkpoints, logs, task writes, effects
+    (
+        """CREATE TABLE IF NOT EXISTS oncegraph_threads (
+            thread_id TEXT PRIMARY KEY,
+            version BIGINT NOT NULL,
+            head_checkpoint_id TEXT,
+            updated_at DOUBLE PRECISION NOT NULL
+        )""",
+        """CREATE TABLE IF NOT EXISTS oncegraph_runs (
+            run_id TEXT PRIMARY KEY,
+            thread_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            workflow_name TEXT NOT NULL,
+            workflow_version TEXT NOT NULL,
+            state_schema_version INTEGER NOT NULL,
+            graph_fingerprint TEXT NOT NULL,
+            parent_run_id TEXT,
+            parent_checkpoint_id TEXT,
+            launch_reason TEXT NOT NULL,
+            mode TEXT,
+            input TEXT,
+            config TEXT NOT NULL,
+            error TEXT,
+            lease_owner TEXT,
+            lease_expires_at DOUBLE PRECISION,
+            fencing_token BIGINT NOT NULL DEFAULT 0,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread ON oncegraph_runs (thread_id, run_id)",
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_status ON oncegraph_runs (status, run_id)",
+        """CREATE TABLE IF NOT EXISTS oncegraph_checkpoints (
+            thread_id TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT,
+            step INTEGER NOT NULL,
+            version BIGINT NOT NULL,
+            channel_values TEXT NOT NULL,
+            logs TEXT NOT NULL,
+            next_nodes TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS oncegraph_checkpoints_run "
+        "ON oncegraph_checkpoints (run_id, checkpoint_id)",
+        """CREATE TABLE IF NOT EXISTS oncegraph_log (
+            thread_id TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (thread_id, channel, seq)
+        )""",
+        """CREATE TABLE IF NOT EXISTS oncegraph_task_writes (
+            thread_id TEXT NOT NULL,
+            checkpoint_id TEXT NOT NULL,
+            task TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            value TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_id, task, kind, idx)
+        )""",
+        """CREATE TABLE IF NOT EXISTS oncegraph_effects (
+            effect_id TEXT PRIMARY KEY,
+            effect_type TEXT NOT NULL,
+            effect_class TEXT NOT NULL,
+            command_id TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            checkpoint_id TEXT,
+            node TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            request TEXT,
+            recipient TEXT,
+            status TEXT NOT NULL,
+            attempts TEXT NOT NULL,
+            provider_reference TEXT,
+            result TEXT,
+            error TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            UNIQUE (effect_type, effect_id)
+        )""",
+        "CREATE INDEX IF NOT EXISTS oncegraph_effects_run ON oncegraph_effects (run_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS oncegraph_effects_thread "
+        "ON oncegraph_effects (thread_id, created_at)",
+    ),
+)
+
+LATEST_VERSION = len(MIGRATIONS)

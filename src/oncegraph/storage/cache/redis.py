@@ -1,0 +1,198 @@
+"""A Redis hot cache of each thread's latest state: the ``Cache`` storage port.
+
+Invariants:
+
+* The cache is never the source of truth. A reader must validate what it gets against
+  the database's thread version; the cache only saves a read.
+* ``put_state`` writes only a NEWER version than the one stored (law 8). The compare
+  and the write happen in one Lua script on the server, so two writers racing can
+  never regress an entry; value, version and TTL are set together.
+* Redis trouble costs latency, never correctness: errors are logged at warning and
+  ``put_state`` returns False, ``get_state`` returns None. After an error the cache
+  stays quiet for ``cooldown_seconds`` so a dead or hanging Redis does not add a
+  timeout to every step.
+* A ``redis.asyncio`` client is bound to the event loop it first ran on, so there is
+  one client per running loop, created on first use in that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from typing import Any
+
+try:
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import RedisError
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError("RedisCache needs the redis client: pip install 'oncegraph[redis]'") from exc
+
+log = logging.getLogger("oncegraph.storage.cache.redis")
+
+# KEYS[1] = hash key; ARGV = version, payload, ttl in milliseconds.
+# Writes value + version + TTL together, only if the stored version is older.
+_PUT_IF_NEWER = """
+local cur = redis.call('HGET', KEYS[1], 'v')
+if cur and tonumber(cur) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'p', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class RedisCache:
+    """``Cache`` over Redis: ``<prefix>state:<thread_id>`` is a hash ``{v: version, p: payload}``.
+
+    ``url`` is a redis URL (``redis://host:6379/0``). ``socket_timeout`` bounds every
+    call; ``cooldown_seconds`` is how long the cache is skipped after an error.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_seconds: float = 3600,
+        prefix: str = "oncegraph:",
+        socket_timeout: float = 0.5,
+        cooldown_seconds: float = 1.0,
+    ) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+        self.url = url
+        self.ttl_seconds = ttl_seconds
+        self.prefix = prefix
+        self.socket_timeout = socket_timeout
+        self.cooldown_seconds = cooldown_seconds
+        self._clients: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._scripts: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._lock = threading.Lock()
+        self._quiet_until = 0.0
+
+    def key(self, thread_id: str) -> str:
+        return f"{self.prefix}state:{thread_id}"
+
+    # -- the Cache port ------------------------------------------------------------------
+
+    async def get_state(self, thread_id: str) -> tuple[int, bytes] | None:
+        """``(version, payload)`` of the thread, or None when absent or Redis fails."""
+        if self._cooling():
+            return None
+        try:
+            version, payload = await self._client().hmget(self.key(thread_id), ["v", "p"])
+        except _ERRORS as exc:
+            self._failed("get_state", exc)
+            return None
+        if version is None or payload is None:
+            return None
+        try:
+            return int(version), bytes(payload)
+        except ValueError:
+            log.warning("redis cache entry for thread %r has a bad version; ignored", thread_id)
+            return None
+
+    async def put_state(self, thread_id: str, version: int, payload: bytes) -> bool:
+        """Store ``payload`` unless the cache holds ``version`` or newer; True if written."""
+        if self._cooling():
+            return False
+        ttl_ms = max(1, int(self.ttl_seconds * 1000))
+        try:
+            script = self._script()
+            written = await script(keys=[self.key(thread_id)], args=[version, payload, ttl_ms])
+        except _ERRORS as exc:
+            self._failed("put_state", exc)
+            return False
+        return bool(written)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every client this cache opened; those of other live loops are closed there."""
+        with self._lock:
+            clients = list(self._clients.items())
+            self._clients.clear()
+            self._scripts.clear()
+        current = _running_loop()
+        for loop, client in clients:
+            with contextlib.suppress(*_ERRORS, RuntimeError):
+                await _close_on(loop, current, client.aclose())
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._clients.get(loop)
+            if client is None:
+                for old in [lp for lp in self._clients if lp.is_closed()]:
+                    del self._clients[old]
+                    self._scripts.pop(old, None)
+                client = aioredis.Redis.from_url(
+                    self.url,
+                    socket_timeout=self.socket_timeout,
+                    socket_connect_timeout=self.socket_timeout,
+                    retry=Retry(NoBackoff(), 0),
+                )
+                self._clients[loop] = client
+            return client
+
+    def _script(self) -> Any:
+        client = self._client()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            script = self._scripts.get(loop)
+            if script is None:
+                # register_script runs EVALSHA and falls back to EVAL when the
+                # server forgot the script (restart, SCRIPT FLUSH).
+                script = client.register_script(_PUT_IF_NEWER)
+                self._scripts[loop] = script
+            return script
+
+    def _cooling(self) -> bool:
+        return time.monotonic() < self._quiet_until
+
+    def _failed(self, op: str, exc: BaseException) -> None:
+        self._quiet_until = time.monotonic() + self.cooldown_seconds
+        log.warning(
+            "redis cache %s failed (%s: %s); continuing without the cache for %.1fs",
+            op,
+            type(exc).__name__,
+            exc,
+            self.cooldown_seconds,
+        )
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _close_on(
+    loop: asyncio.AbstractEventLoop,
+    current: asyncio.AbstractEventLoop | None,
+    coro: Any,
+) -> None:
+    """Await ``coro`` on ``loop``: here if it is the current loop, else in that loop's thread.
+
+    A loop that is closed, or idle while another loop runs in this thread, cannot run
+    it; the object is then left to the garbage collector.
+    """
+    if loop is current:
+        await coro
+    elif loop.is_running():
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    else:
+        coro.close()
+
+
+__all__ = ["RedisCache"]

@@ -1,0 +1,343 @@
+"""SQL statement text shared by every SQL dialect (SQLite, PostgreSQL).
+
+Written once with ``?`` placeholders; a dialect that needs ``%s`` converts the text
+mechanically (:func:`to_format_params`). Nothing here is dialect-specific: every
+statement is accepted by SQLite >= 3.35 and PostgreSQL >= 12 (``ON CONFLICT``,
+``RETURNING``).
+
+Column orders are a contract with :mod:`oncegraph.storage.sql.rows`: for each table,
+the ``*_COLUMNS`` tuple is both the INSERT parameter order and the SELECT row order,
+so ``rows.X_to_params(record)`` feeds the insert and ``rows.X_from_row(row)`` reads a
+select back.
+
+Invariants the callers keep:
+
+* The thread version is a compare-and-swap token: :data:`THREAD_CAS` and
+  :data:`THREAD_INSERT` each affect exactly one row when the writer is current and
+  zero rows when it lost (``rowcount == 0`` means ``StaleStateError``). No read is
+  needed before a commit.
+* A fenced run update (``*_FENCED``) affects zero rows when the fencing token moved
+  on; the caller then reads :data:`RUN_EXISTS` (cold path) to tell
+  ``RunNotFoundError`` from ``LeaseLostError``.
+* :data:`EFFECT_INSERT` never overwrites: the first writer wins and a conflicting
+  insert returns no row; :data:`EFFECT_UPSERT_RESULT` and :data:`EFFECT_UPDATE` never
+  touch ``request_hash``, ``request`` or the identity columns.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+# -- column orders (INSERT parameter order == SELECT row order) ----------------------
+
+THREAD_COLUMNS = ("thread_id", "version", "head_checkpoint_id", "updated_at")
+
+RUN_COLUMNS = (
+    "run_id",
+    "thread_id",
+    "status",
+    "workflow_name",
+    "workflow_version",
+    "state_schema_version",
+    "graph_fingerprint",
+    "parent_run_id",
+    "parent_checkpoint_id",
+    "launch_reason",
+    "mode",
+    "input",
+    "config",
+    "error",
+    "lease_owner",
+    "lease_expires_at",
+    "fencing_token",
+    "created_at",
+    "updated_at",
+)
+
+CHECKPOINT_COLUMNS = (
+    "checkpoint_id",
+    "thread_id",
+    "run_id",
+    "step",
+    "version",
+    "parent_checkpoint_id",
+    "channel_values",
+    "logs",
+    "next_nodes",
+    "metadata",
+    "created_at",
+)
+
+LOG_COLUMNS = ("thread_id", "channel", "seq", "value")
+
+TASK_WRITE_COLUMNS = ("thread_id", "checkpoint_id", "task", "kind", "idx", "value", "created_at")
+
+EFFECT_COLUMNS = (
+    "effect_id",
+    "effect_type",
+    "effect_class",
+    "command_id",
+    "run_id",
+    "thread_id",
+    "node",
+    "request_hash",
+    "status",
+    "checkpoint_id",
+    "request",
+    "recipient",
+    "attempts",
+    "provider_reference",
+    "result",
+    "error",
+    "created_at",
+    "updated_at",
+)
+
+# Columns an effect result may change (law 3); identity and request are fixed at insert.
+EFFECT_MUTABLE_COLUMNS = (
+    "status",
+    "attempts",
+    "provider_reference",
+    "result",
+    "error",
+    "updated_at",
+)
+
+
+def _cols(columns: tuple[str, ...], prefix: str = "") -> str:
+    return ", ".join(prefix + c for c in columns)
+
+
+def _marks(columns: tuple[str, ...]) -> str:
+    return ", ".join("?" for _ in columns)
+
+
+def _insert(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({_cols(columns)}) VALUES ({_marks(columns)})"
+
+
+# A LIMIT that means "all rows" in both dialects (PostgreSQL rejects negative limits).
+NO_LIMIT = 2**62
+
+# -- threads ------------------------------------------------------------------------
+
+# expected_version == 0: create the thread at version 1. Params: thread_id, version,
+# head_checkpoint_id, updated_at. rowcount 0 => the thread exists => StaleStateError.
+THREAD_INSERT = (
+    f"INSERT INTO oncegraph_threads ({_cols(THREAD_COLUMNS)}) VALUES ({_marks(THREAD_COLUMNS)}) "
+    "ON CONFLICT (thread_id) DO NOTHING"
+)
+
+# Params: new version, head_checkpoint_id, updated_at, thread_id, expected version.
+# rowcount 0 => another writer was first => StaleStateError.
+THREAD_CAS = (
+    "UPDATE oncegraph_threads SET version = ?, head_checkpoint_id = ?, updated_at = ? "
+    "WHERE thread_id = ? AND version = ?"
+)
+
+THREAD_SELECT = f"SELECT {_cols(THREAD_COLUMNS)} FROM oncegraph_threads WHERE thread_id = ?"
+
+# -- checkpoints --------------------------------------------------------------------
+
+CHECKPOINT_INSERT = _insert("oncegraph_checkpoints", CHECKPOINT_COLUMNS)
+
+CHECKPOINT_SELECT = (
+    f"SELECT {_cols(CHECKPOINT_COLUMNS)} FROM oncegraph_checkpoints "
+    "WHERE thread_id = ? AND checkpoint_id = ?"
+)
+
+# Params: thread_id. The head is the checkpoint the thread row points at.
+CHECKPOINT_SELECT_HEAD = (
+    f"SELECT {_cols(CHECKPOINT_COLUMNS, 'c.')} FROM oncegraph_threads t "
+    "JOIN oncegraph_checkpoints c "
+    "ON c.thread_id = t.thread_id AND c.checkpoint_id = t.head_checkpoint_id "
+    "WHERE t.thread_id = ?"
+)
+
+# Newest first: a thread's checkpoint versions are unique and increasing (the CAS).
+# Params: thread_id, limit (NO_LIMIT for all).
+CHECKPOINT_LIST = (
+    f"SELECT {_cols(CHECKPOINT_COLUMNS)} FROM oncegraph_checkpoints "
+    "WHERE thread_id = ? ORDER BY version DESC LIMIT ?"
+)
+
+# Params: thread_id, run_id, limit.
+CHECKPOINT_LIST_BY_RUN = (
+    f"SELECT {_cols(CHECKPOINT_COLUMNS)} FROM oncegraph_checkpoints "
+    "WHERE thread_id = ? AND run_id = ? ORDER BY version DESC LIMIT ?"
+)
+
+# -- append-only logs ---------------------------------------------------------------
+
+LOG_INSERT = _insert("oncegraph_log", LOG_COLUMNS)
+
+# Params: thread_id, channel, end (exclusive).
+LOG_SELECT = (
+    "SELECT value FROM oncegraph_log WHERE thread_id = ? AND channel = ? AND seq < ? ORDER BY seq"
+)
+
+# -- runs ---------------------------------------------------------------------------
+
+RUN_INSERT = _insert("oncegraph_runs", RUN_COLUMNS)
+
+RUN_SELECT = f"SELECT {_cols(RUN_COLUMNS)} FROM oncegraph_runs WHERE run_id = ?"
+
+RUN_EXISTS = "SELECT fencing_token FROM oncegraph_runs WHERE run_id = ?"
+
+# Params: status, error, updated_at, run_id.
+RUN_SET_STATUS = "UPDATE oncegraph_runs SET status = ?, error = ?, updated_at = ? WHERE run_id = ?"
+
+# Params: status, error, updated_at, run_id, fencing_token.
+RUN_SET_STATUS_FENCED = (
+    "UPDATE oncegraph_runs SET status = ?, error = ?, updated_at = ? "
+    "WHERE run_id = ? AND fencing_token = ?"
+)
+
+# A fence check without a status change. Params: updated_at, run_id, fencing_token.
+RUN_TOUCH_FENCED = "UPDATE oncegraph_runs SET updated_at = ? WHERE run_id = ? AND fencing_token = ?"
+
+# Lease columns (for workers). Params: lease_owner, lease_expires_at, updated_at,
+# run_id, expected fencing_token; the token is bumped by one on success.
+RUN_TAKE_LEASE = (
+    "UPDATE oncegraph_runs SET lease_owner = ?, lease_expires_at = ?, "
+    "fencing_token = fencing_token + 1, updated_at = ? WHERE run_id = ? AND fencing_token = ?"
+)
+
+# Params: lease_expires_at, updated_at, run_id, fencing_token.
+RUN_RENEW_LEASE = (
+    "UPDATE oncegraph_runs SET lease_expires_at = ?, updated_at = ? "
+    "WHERE run_id = ? AND fencing_token = ?"
+)
+
+
+@lru_cache(maxsize=64)
+def run_list(*, by_thread: bool, n_statuses: int) -> str:
+    """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending).
+
+    Params: ``thread_id`` if ``by_thread``, then ``n_statuses`` statuses, then limit.
+    """
+    where = []
+    if by_thread:
+        where.append("thread_id = ?")
+    if n_statuses:
+        where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT {_cols(RUN_COLUMNS)} FROM oncegraph_runs{clause} "
+        "ORDER BY created_at DESC, run_id DESC LIMIT ?"
+    )
+
+
+# -- task writes --------------------------------------------------------------------
+
+TASK_WRITE_UPSERT = (
+    f"INSERT INTO oncegraph_task_writes ({_cols(TASK_WRITE_COLUMNS)}) "
+    f"VALUES ({_marks(TASK_WRITE_COLUMNS)}) "
+    "ON CONFLICT (thread_id, checkpoint_id, task, kind, idx) "
+    "DO UPDATE SET value = excluded.value, created_at = excluded.created_at"
+)
+
+# Params: thread_id, checkpoint_id.
+TASK_WRITES_SELECT = (
+    f"SELECT {_cols(TASK_WRITE_COLUMNS)} FROM oncegraph_task_writes "
+    "WHERE thread_id = ? AND checkpoint_id = ? ORDER BY task, kind, idx"
+)
+
+# Params: thread_id, checkpoint_id.
+TASK_WRITES_DELETE = "DELETE FROM oncegraph_task_writes WHERE thread_id = ? AND checkpoint_id = ?"
+
+# -- effects (the ledger) -----------------------------------------------------------
+
+# First writer wins: returns one row (effect_id) when this call inserted, none when
+# the effect already existed; then read it with EFFECT_SELECT in the same transaction.
+EFFECT_INSERT = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
+    "ON CONFLICT (effect_id) DO NOTHING RETURNING effect_id"
+)
+
+# Save a result (save_effect and effects folded into a StepCommit): inserts the whole
+# record if it was never begun (a result is never dropped), else updates only the
+# mutable columns. Params: rows.effect_to_params(record).
+EFFECT_UPSERT_RESULT = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
+    "ON CONFLICT (effect_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in EFFECT_MUTABLE_COLUMNS)
+)
+
+# Params: rows.effect_update_params(record) = mutable columns..., effect_id.
+EFFECT_UPDATE = (
+    "UPDATE oncegraph_effects SET "
+    + ", ".join(f"{c} = ?" for c in EFFECT_MUTABLE_COLUMNS)
+    + " WHERE effect_id = ?"
+)
+
+EFFECT_SELECT = f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects WHERE effect_id = ?"
+
+
+@lru_cache(maxsize=64)
+def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
+    """``SELECT`` of effects in creation order (``created_at``, then ``effect_id``).
+
+    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses.
+    """
+    where = []
+    if by_run:
+        where.append("run_id = ?")
+    if by_thread:
+        where.append("thread_id = ?")
+    if n_statuses:
+        where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects{clause} "
+        "ORDER BY created_at, effect_id"
+    )
+
+
+# -- dialect helper -----------------------------------------------------------------
+
+
+def to_format_params(sql: str) -> str:
+    """``?`` placeholders -> ``%s`` (psycopg). The statements here contain no literal
+    ``?`` or ``%`` characters, so the conversion is purely mechanical."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+__all__ = [
+    "CHECKPOINT_COLUMNS",
+    "CHECKPOINT_INSERT",
+    "CHECKPOINT_LIST",
+    "CHECKPOINT_LIST_BY_RUN",
+    "CHECKPOINT_SELECT",
+    "CHECKPOINT_SELECT_HEAD",
+    "EFFECT_COLUMNS",
+    "EFFECT_INSERT",
+    "EFFECT_MUTABLE_COLUMNS",
+    "EFFECT_SELECT",
+    "EFFECT_UPDATE",
+    "EFFECT_UPSERT_RESULT",
+    "LOG_COLUMNS",
+    "LOG_INSERT",
+    "LOG_SELECT",
+    "NO_LIMIT",
+    "RUN_COLUMNS",
+    "RUN_EXISTS",
+    "RUN_INSERT",
+    "RUN_RENEW_LEASE",
+    "RUN_SELECT",
+    "RUN_SET_STATUS",
+    "RUN_SET_STATUS_FENCED",
+    "RUN_TAKE_LEASE",
+    "RUN_TOUCH_FENCED",
+    "TASK_WRITES_DELETE",
+    "TASK_WRITES_SELECT",
+    "TASK_WRITE_COLUMNS",
+    "TASK_WRITE_UPSERT",
+    "THREAD_CAS",
+    "THREAD_COLUMNS",
+    "THREAD_INSERT",
+    "THREAD_SELECT",
+    "effect_list",
+    "run_list",
+    "to_format_params",
+]

@@ -1,0 +1,313 @@
+"""Records <-> database rows, for every SQL dialect (and the in-memory store).
+
+A row is a tuple in the column order of :mod:`oncegraph.storage.sql.statements`
+(``*_COLUMNS``); ``X_to_params`` builds the INSERT parameters and ``X_from_row`` reads
+a SELECT row back, so ``X_from_row(X_to_params(r))`` equals ``r`` up to JSON
+normalization (tuples become lists, non-str keys become str). JSON columns are written
+with :func:`oncegraph._json.dumps_str` and read with :func:`oncegraph._json.loads`;
+a nullable JSON column stores SQL NULL for ``None``. Decoding always builds fresh
+objects, so a returned value never aliases stored data.
+
+A row that cannot be decoded raises :class:`~oncegraph.errors.StorageError` naming the
+table and key (law 12: corrupt rows get a clear error, never a silent default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from oncegraph._json import dumps_str, loads
+from oncegraph.errors import StorageError
+from oncegraph.storage.records import (
+    Attempt,
+    CheckpointRecord,
+    EffectClass,
+    EffectRecord,
+    EffectStatus,
+    LogEntry,
+    RunRecord,
+    RunStatus,
+    TaskWrite,
+    ThreadRecord,
+)
+
+Row = Sequence[Any]
+_R = TypeVar("_R")
+
+
+def _opt_json(value: Any) -> str | None:
+    return None if value is None else dumps_str(value)
+
+
+def _opt_loads(text: Any) -> Any:
+    return None if text is None else loads(text)
+
+
+def _decode(table: str, row: Row, build: Callable[[Row], _R]) -> _R:
+    try:
+        return build(row)
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        key = row[0] if row else "?"
+        raise StorageError(
+            f"corrupt row in {table} (key {key!r}): {exc}. The row was left untouched; "
+            "check the database was written by a compatible oncegraph version "
+            "(`oncegraph db verify`) or repair the row by hand."
+        ) from exc
+
+
+# -- threads ------------------------------------------------------------------------
+
+
+def thread_from_row(row: Row) -> ThreadRecord:
+    return ThreadRecord(
+        thread_id=row[0], version=int(row[1]), head_checkpoint_id=row[2], updated_at=row[3]
+    )
+
+
+# -- runs ---------------------------------------------------------------------------
+
+
+def run_to_params(run: RunRecord) -> tuple[Any, ...]:
+    return (
+        run.run_id,
+        run.thread_id,
+        str(run.status),
+        run.workflow_name,
+        run.workflow_version,
+        run.state_schema_version,
+        run.graph_fingerprint,
+        run.parent_run_id,
+        run.parent_checkpoint_id,
+        run.launch_reason,
+        run.mode,
+        _opt_json(run.input),
+        dumps_str(run.config),
+        run.error,
+        run.lease_owner,
+        run.lease_expires_at,
+        run.fencing_token,
+        run.created_at,
+        run.updated_at,
+    )
+
+
+def _run(row: Row) -> RunRecord:
+    return RunRecord(
+        run_id=row[0],
+        thread_id=row[1],
+        status=RunStatus(row[2]),
+        workflow_name=row[3],
+        workflow_version=row[4],
+        state_schema_version=int(row[5]),
+        graph_fingerprint=row[6],
+        parent_run_id=row[7],
+        parent_checkpoint_id=row[8],
+        launch_reason=row[9],
+        mode=row[10],
+        input=_opt_loads(row[11]),
+        config=loads(row[12]),
+        error=row[13],
+        lease_owner=row[14],
+        lease_expires_at=row[15],
+        fencing_token=int(row[16]),
+        created_at=row[17],
+        updated_at=row[18],
+    )
+
+
+def run_from_row(row: Row) -> RunRecord:
+    return _decode("oncegraph_runs", row, _run)
+
+
+# -- checkpoints --------------------------------------------------------------------
+
+
+def checkpoint_to_params(cp: CheckpointRecord) -> tuple[Any, ...]:
+    return (
+        cp.checkpoint_id,
+        cp.thread_id,
+        cp.run_id,
+        cp.step,
+        cp.version,
+        cp.parent_checkpoint_id,
+        dumps_str(cp.values),
+        dumps_str(cp.logs),
+        dumps_str(list(cp.next)),
+        dumps_str(cp.metadata),
+        cp.created_at,
+    )
+
+
+def _checkpoint(row: Row) -> CheckpointRecord:
+    return CheckpointRecord(
+        checkpoint_id=row[0],
+        thread_id=row[1],
+        run_id=row[2],
+        step=int(row[3]),
+        version=int(row[4]),
+        parent_checkpoint_id=row[5],
+        values=loads(row[6]),
+        logs=loads(row[7]),
+        next=tuple(loads(row[8])),
+        metadata=loads(row[9]),
+        created_at=row[10],
+    )
+
+
+def checkpoint_from_row(row: Row) -> CheckpointRecord:
+    return _decode("oncegraph_checkpoints", row, _checkpoint)
+
+
+# -- logs ---------------------------------------------------------------------------
+
+
+def log_params(thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
+    """Parameters for ``executemany(LOG_INSERT, ...)``."""
+    return [(thread_id, e.channel, e.seq, dumps_str(e.value)) for e in entries]
+
+
+def log_value_from_row(row: Row) -> Any:
+    return loads(row[0])
+
+
+# -- task writes --------------------------------------------------------------------
+
+
+def task_write_to_params(write: TaskWrite) -> tuple[Any, ...]:
+    return (
+        write.thread_id,
+        write.checkpoint_id,
+        write.task,
+        write.kind,
+        write.idx,
+        dumps_str(write.value),
+        write.created_at,
+    )
+
+
+def _task_write(row: Row) -> TaskWrite:
+    return TaskWrite(
+        thread_id=row[0],
+        checkpoint_id=row[1],
+        task=row[2],
+        kind=row[3],
+        idx=int(row[4]),
+        value=loads(row[5]),
+        created_at=row[6],
+    )
+
+
+def task_write_from_row(row: Row) -> TaskWrite:
+    return _decode("oncegraph_task_writes", row, _task_write)
+
+
+# -- effects ------------------------------------------------------------------------
+
+
+def _attempts_json(attempts: Sequence[Attempt]) -> str:
+    return dumps_str(
+        [
+            {
+                "number": a.number,
+                "started_at": a.started_at,
+                "ended_at": a.ended_at,
+                "outcome": a.outcome,
+                "error": a.error,
+            }
+            for a in attempts
+        ]
+    )
+
+
+def _attempts(text: Any) -> tuple[Attempt, ...]:
+    return tuple(
+        Attempt(
+            number=int(a["number"]),
+            started_at=a["started_at"],
+            ended_at=a.get("ended_at"),
+            outcome=a.get("outcome"),
+            error=a.get("error"),
+        )
+        for a in loads(text)
+    )
+
+
+def effect_to_params(effect: EffectRecord) -> tuple[Any, ...]:
+    return (
+        effect.effect_id,
+        effect.effect_type,
+        str(effect.effect_class),
+        effect.command_id,
+        effect.run_id,
+        effect.thread_id,
+        effect.node,
+        effect.request_hash,
+        str(effect.status),
+        effect.checkpoint_id,
+        _opt_json(effect.request),
+        effect.recipient,
+        _attempts_json(effect.attempts),
+        effect.provider_reference,
+        _opt_json(effect.result),
+        effect.error,
+        effect.created_at,
+        effect.updated_at,
+    )
+
+
+def effect_update_params(effect: EffectRecord) -> tuple[Any, ...]:
+    """Parameters for ``EFFECT_UPDATE``: the mutable columns, then ``effect_id``."""
+    return (
+        str(effect.status),
+        _attempts_json(effect.attempts),
+        effect.provider_reference,
+        _opt_json(effect.result),
+        effect.error,
+        effect.updated_at,
+        effect.effect_id,
+    )
+
+
+def _effect(row: Row) -> EffectRecord:
+    return EffectRecord(
+        effect_id=row[0],
+        effect_type=row[1],
+        effect_class=EffectClass(row[2]),
+        command_id=row[3],
+        run_id=row[4],
+        thread_id=row[5],
+        node=row[6],
+        request_hash=row[7],
+        status=EffectStatus(row[8]),
+        checkpoint_id=row[9],
+        request=_opt_loads(row[10]),
+        recipient=row[11],
+        attempts=_attempts(row[12]),
+        provider_reference=row[13],
+        result=_opt_loads(row[14]),
+        error=row[15],
+        created_at=row[16],
+        updated_at=row[17],
+    )
+
+
+def effect_from_row(row: Row) -> EffectRecord:
+    return _decode("oncegraph_effects", row, _effect)
+
+
+__all__ = [
+    "Row",
+    "checkpoint_from_row",
+    "checkpoint_to_params",
+    "effect_from_row",
+    "effect_to_params",
+    "effect_update_params",
+    "log_params",
+    "log_value_from_row",
+    "run_from_row",
+    "run_to_params",
+    "task_write_from_row",
+    "task_write_to_params",
+    "thread_from_row",
+]

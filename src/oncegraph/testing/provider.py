@@ -29,7 +29,8 @@ Invariants, as Stripe keeps them:
 - A request that fails validation (400) or by an injected fault stores nothing, so a retry
   with the same key may still perform.
 - State is in memory and dies with the process unless a ``state_file`` is given; the file
-  is replaced atomically after every change (it survives a kill, not a power loss).
+  is replaced atomically after every change (it survives a kill, not a power loss). Faults
+  are never saved: a restarted provider starts without any.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import http.client
 import json
 import os
 import signal
@@ -204,7 +206,6 @@ class ProviderState:
             self._effects = [Effect.from_json(e) for e in data["effects"]]
             self._by_key = {e.idempotency_key: e for e in self._effects if e.idempotency_key}
             self._counts = data["counts"]
-            self._faults = Faults.from_json(data["faults"])
 
     def _reset_locked(self) -> None:
         self._effects, self._by_key, self._in_flight = [], {}, set()
@@ -226,7 +227,7 @@ class ProviderState:
         effects = []
         for e in self._effects:
             effects.append({**e.to_json(now), "settles_at": e.settles_at})
-        data = {"effects": effects, "counts": self._counts, "faults": self._faults.to_json()}
+        data = {"effects": effects, "counts": self._counts}  # faults are per process
         tmp = self.state_file.with_name(self.state_file.name + ".tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.state_file)
@@ -383,8 +384,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         if reply.replayed:
             self.send_header("Idempotent-Replayed", "true")
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client gave up (a lost response)
 
     def do_GET(self) -> None:
         state = self.server.state
@@ -516,7 +520,14 @@ class FakeProvider:
 
 
 class ProviderError(Exception):
-    """The fake provider could not be used; what a real provider's SDK would raise."""
+    """The fake provider could not be used; what a real provider's SDK would raise::
+
+    ProviderError
+    ├── ProviderHTTPError            an HTTP error status; nothing was performed
+    ├── ProviderUnavailableError     connection refused; nothing was received
+    └── ProviderOutcomeUnknownError  sent, but no answer: performed or not, unknown
+        └── ProviderTimeoutError     no answer in time
+    """
 
 
 class ProviderHTTPError(ProviderError):
@@ -530,11 +541,15 @@ class ProviderHTTPError(ProviderError):
 
 
 class ProviderUnavailableError(ProviderError, ConnectionError):
-    """No connection to the provider; the request was not received."""
+    """No connection to the provider (refused): the request was not received."""
 
 
-class ProviderTimeoutError(ProviderError, TimeoutError):
-    """No answer in time; the request may or may not have been performed (unknown)."""
+class ProviderOutcomeUnknownError(ProviderError):
+    """The request was sent but no answer came back: it may or may not have been performed."""
+
+
+class ProviderTimeoutError(ProviderOutcomeUnknownError, TimeoutError):
+    """No answer in time; the outcome is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -587,9 +602,11 @@ class ProviderClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, TimeoutError):
                 raise ProviderTimeoutError(f"{method} {url}: no answer in time") from exc
-            raise ProviderUnavailableError(f"{method} {url}: {exc.reason}") from exc
-        except ConnectionError as exc:
-            raise ProviderUnavailableError(f"{method} {url}: {exc}") from exc
+            if isinstance(exc.reason, ConnectionRefusedError):
+                raise ProviderUnavailableError(f"{method} {url}: {exc.reason}") from exc
+            raise ProviderOutcomeUnknownError(f"{method} {url}: {exc.reason}") from exc
+        except (ConnectionError, http.client.HTTPException) as exc:  # the connection broke
+            raise ProviderOutcomeUnknownError(f"{method} {url}: {exc!r}") from exc
 
     def _effect(self, segment: str, body: dict[str, Any], key: str | None) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
@@ -753,6 +770,7 @@ __all__ = [
     "ProviderClient",
     "ProviderError",
     "ProviderHTTPError",
+    "ProviderOutcomeUnknownError",
     "ProviderProcess",
     "ProviderResponse",
     "ProviderState",

@@ -1,0 +1,1 @@
+"""Prebuilt graphs (the ``ReactAgent``) and the chat-model port they call (``models``)."""

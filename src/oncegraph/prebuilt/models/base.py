@@ -1,0 +1,364 @@
+"""The chat-model port: ``ChatModel``, ``ModelResponse`` and ``resolve_model``.
+
+Invariants an implementer keeps:
+
+- ``generate`` is a pure request/response call: it never mutates ``messages`` or
+  ``tools`` and keeps no conversation state, so a resumed process with a fresh model
+  object continues exactly where the old one stopped.
+- A :class:`ModelResponse` round-trips through JSON unchanged
+  (``ModelResponse.from_json(r.to_json()) == r``); the agent records ``to_json()`` in the
+  effect ledger as the model call's result and an evidence replay rebuilds it from there.
+- Every tool call in a response has a non-empty ``id`` that is unique within the
+  response; when the provider gives none the adapter assigns ``call_1``, ``call_2``, ...
+  in order (:func:`synthetic_call_id`), so the same response always gets the same ids.
+
+The provider adapters live in sibling modules and import their SDK at import time;
+:func:`resolve_model` imports them lazily so that a missing SDK only matters to someone
+who asked for that provider, and then fails with the exact install command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from oncegraph import _json
+from oncegraph.errors import ConfigError, OnceGraphError
+from oncegraph.messages import Message, ToolCall, ToolSpec
+
+PROVIDERS: Mapping[str, tuple[str, str]] = {
+    # provider -> (module, class)
+    "openai": ("oncegraph.prebuilt.models.openai", "OpenAIChatModel"),
+    "anthropic": ("oncegraph.prebuilt.models.anthropic", "AnthropicChatModel"),
+    "google": ("oncegraph.prebuilt.models.google", "GoogleChatModel"),
+}
+
+_T = TypeVar("_T")
+
+_RESPONSE_KEYS = frozenset(
+    {"content", "tool_calls", "provider_message_id", "usage", "raw_finish_reason"}
+)
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model the agent can call.
+
+    ``name`` identifies the model in run records (``"google/gemini-2.5-flash"``).
+    ``generate`` sends the whole conversation and the tool specs, and returns one
+    assistant turn. It must not mutate its arguments nor keep per-conversation state.
+    """
+
+    name: str
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """One assistant turn as returned by a model; JSON round-trips unchanged.
+
+    ``usage`` uses the common keys ``input_tokens``, ``output_tokens`` and
+    ``total_tokens`` (only those the provider reported). ``raw_finish_reason`` is the
+    provider's own stop reason string, unchanged (``"tool_calls"``, ``"tool_use"``,
+    ``"STOP"``...).
+    """
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    provider_message_id: str | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+    raw_finish_reason: str | None = None
+
+    def to_message(self, message_id: str) -> Message:
+        """The assistant message to append to the conversation, with its persistent id."""
+        message: Message = {"role": "assistant", "content": self.content, "id": message_id}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": call["id"], "name": call["name"], "args": copy.deepcopy(call["args"])}
+                for call in self.tool_calls
+            ]
+        return message
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-compatible dict (the form recorded in the effect ledger)."""
+        return {
+            "content": self.content,
+            "tool_calls": [
+                {"id": call["id"], "name": call["name"], "args": copy.deepcopy(call["args"])}
+                for call in self.tool_calls
+            ],
+            "provider_message_id": self.provider_message_id,
+            "usage": dict(self.usage),
+            "raw_finish_reason": self.raw_finish_reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str | bytes) -> ModelResponse:
+        """Rebuild a response from :meth:`to_json` output (a dict or its JSON text).
+
+        Missing keys take their defaults and a tool call without ``id`` gets
+        ``call_<n>`` (so hand-written scripts stay short); unknown keys and wrong types
+        raise :class:`~oncegraph.errors.ConfigError` naming the field.
+        """
+        if isinstance(data, (str, bytes)):
+            data = _json.loads(data)
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a model response must be a JSON object, got {type(data).__name__}")
+        unknown = set(data) - _RESPONSE_KEYS
+        if unknown:
+            raise ConfigError(
+                f"unknown model response field(s) {sorted(unknown)}; "
+                f"allowed: {sorted(_RESPONSE_KEYS)}"
+            )
+        content = data.get("content")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise ConfigError(f"model response 'content' must be a string, got {content!r}")
+        raw_calls = data.get("tool_calls") or []
+        if not isinstance(raw_calls, Sequence) or isinstance(raw_calls, (str, bytes)):
+            raise ConfigError(f"model response 'tool_calls' must be a list, got {raw_calls!r}")
+        calls = tuple(_tool_call_from(raw, index) for index, raw in enumerate(raw_calls))
+        _check_unique_ids(calls)
+        usage = data.get("usage") or {}
+        if not isinstance(usage, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in usage.items()
+        ):
+            raise ConfigError(f"model response 'usage' must map str to int, got {usage!r}")
+        return cls(
+            content=content,
+            tool_calls=calls,
+            provider_message_id=_opt_str(data, "provider_message_id"),
+            usage=dict(usage),
+            raw_finish_reason=_opt_str(data, "raw_finish_reason"),
+        )
+
+
+def resolve_model(model: str | ChatModel, provider: str | None = None, **options: Any) -> ChatModel:
+    """Turn ``model`` (+ ``provider``) into a :class:`ChatModel`.
+
+    - A ``ChatModel`` instance is returned as is (``options`` must then be empty).
+    - A string is a model id for ``provider`` (``"openai"``, ``"anthropic"`` or
+      ``"google"``); with ``provider=None`` the id must start with one of those names
+      (``"google/gemini-2.5-flash"``). ``options`` go to the adapter
+      (``api_key=``, ``base_url=``, ``timeout=``, ...).
+    - ``"scripted"`` cannot be built from a string: pass a ``ScriptedModel``.
+
+    A missing SDK raises ``ImportError`` whose message is the install command.
+    """
+    if not isinstance(model, str):
+        if not isinstance(model, ChatModel):
+            raise ConfigError(
+                f"model must be a model id string or a ChatModel (an object with a "
+                f"'name' and an async 'generate'), got {type(model).__name__}"
+            )
+        if options:
+            raise ConfigError(
+                f"model options {sorted(options)} only apply when the model is given by "
+                "name; configure the ChatModel instance itself instead"
+            )
+        return model
+    if not model:
+        raise ConfigError("model id is empty; pass e.g. model='google/gemini-2.5-flash'")
+    if provider is None:
+        prefix, sep, _ = model.partition("/")
+        if not sep or prefix.lower() not in PROVIDERS:
+            raise ConfigError(
+                f"cannot tell the provider of model {model!r}: pass provider= one of "
+                f"{sorted(PROVIDERS)} or prefix the id with it (e.g. 'openai/gpt-4o')"
+            )
+        provider = prefix
+    key = provider.lower()
+    if key == "scripted":
+        raise ConfigError(
+            "provider 'scripted' cannot be built from a string; pass "
+            "model=ScriptedModel([...]) from oncegraph.prebuilt.models"
+        )
+    if key not in PROVIDERS:
+        raise ConfigError(
+            f"unknown model provider {provider!r}; valid choices: {sorted(PROVIDERS)} "
+            "(or pass a ChatModel instance as model=)"
+        )
+    module_name, class_name = PROVIDERS[key]
+    cls = getattr(importlib.import_module(module_name), class_name)
+    try:
+        built: ChatModel = cls(model, **options)
+    except TypeError as exc:
+        raise ConfigError(f"bad option for the {key} model adapter: {exc}") from exc
+    return built
+
+
+# -- helpers shared by the adapters (not public API) ----------------------------------
+
+_SYNTHETIC_ID = re.compile(r"call_[0-9]+")
+
+
+def synthetic_call_id(index: int) -> str:
+    """The id given to the ``index``-th (0-based) tool call when the provider gave none."""
+    return f"call_{index + 1}"
+
+
+def is_synthetic_call_id(call_id: str) -> bool:
+    return _SYNTHETIC_ID.fullmatch(call_id) is not None
+
+
+def install_hint(extra: str, sdk: str) -> str:
+    return (
+        f"the {extra} model adapter needs the {sdk} package; "
+        f'install it with: pip install "oncegraph[{extra}]"'
+    )
+
+
+def content_text(content: Any) -> str:
+    """The text of a message ``content``: a string, or the text of its text parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            else:
+                raise ConfigError(
+                    f"unsupported message content part {part!r}; this adapter sends text "
+                    "parts only ({'type': 'text', 'text': ...})"
+                )
+        return "".join(texts)
+    return _json.dumps_str(content)
+
+
+def tool_result_text(content: Any) -> str:
+    """A tool message's content as the string providers expect (JSON for non-strings)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(p, Mapping) and p.get("type") == "text" for p in content
+    ):
+        return content_text(content)
+    return _json.dumps_str(content)
+
+
+def parse_tool_args(raw: str | None, *, tool: str, model: str) -> dict[str, Any]:
+    """Parse a provider's JSON-string tool arguments into a dict (``""`` means ``{}``)."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        value = _json.loads(raw)
+    except ValueError as exc:
+        raise OnceGraphError(
+            f"model {model} called tool {tool!r} with arguments that are not valid JSON: "
+            f"{raw!r}; nothing was run. Retry the run (resume) to ask the model again."
+        ) from exc
+    if not isinstance(value, dict):
+        raise OnceGraphError(
+            f"model {model} called tool {tool!r} with arguments {raw!r}, which are not a "
+            "JSON object; nothing was run. Retry the run (resume) to ask the model again."
+        )
+    return value
+
+
+def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]]:
+    """Pull all system messages out (joined by blank lines, in order) for providers
+    that take the system prompt as a separate parameter."""
+    system = [content_text(m.get("content")) for m in messages if m["role"] == "system"]
+    rest = [m for m in messages if m["role"] != "system"]
+    return ("\n\n".join(system) if system else None), rest
+
+
+def tool_names_by_call_id(messages: Sequence[Message]) -> dict[str, str]:
+    """``tool_call_id -> tool name`` from the assistant messages (for providers whose
+    tool results must name the tool)."""
+    names: dict[str, str] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            names[call["id"]] = call["name"]
+    return names
+
+
+class PerLoopClient(Generic[_T]):
+    """An SDK client built lazily, once per running event loop.
+
+    SDK async clients hold connection pools bound to the loop that opened them; the
+    sync facade may drive each ``invoke`` on a new loop, so a client is never reused
+    across loops. Building lazily also means constructing an adapter needs neither
+    credentials nor I/O (an evidence replay never calls the model).
+    """
+
+    __slots__ = ("_client", "_factory", "_loop")
+
+    def __init__(self, factory: Callable[[], _T]) -> None:
+        self._factory = factory
+        self._client: _T | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> _T:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = self._factory()
+            self._loop = loop
+        return self._client
+
+    def current(self) -> _T | None:
+        """The client built for the running loop, if any (for closing it)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return self._client if self._loop is loop else None
+
+
+def _tool_call_from(raw: Any, index: int) -> ToolCall:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"tool call #{index + 1} must be an object, got {raw!r}")
+    unknown = set(raw) - {"id", "name", "args"}
+    if unknown:
+        raise ConfigError(
+            f"tool call #{index + 1} has unknown field(s) {sorted(unknown)}; "
+            "allowed: ['args', 'id', 'name']"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"tool call #{index + 1} needs a non-empty string 'name': {raw!r}")
+    call_id = raw.get("id") or synthetic_call_id(index)
+    if not isinstance(call_id, str):
+        raise ConfigError(f"tool call #{index + 1} 'id' must be a string: {raw!r}")
+    args = raw.get("args")
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise ConfigError(f"tool call #{index + 1} 'args' must be an object: {raw!r}")
+    return {"id": call_id, "name": name, "args": copy.deepcopy(dict(args))}
+
+
+def _check_unique_ids(calls: Sequence[ToolCall]) -> None:
+    seen: set[str] = set()
+    for call in calls:
+        if call["id"] in seen:
+            raise ConfigError(
+                f"tool call id {call['id']!r} appears twice in one model response; "
+                "tool call ids must be unique within a response"
+            )
+        seen.add(call["id"])
+
+
+def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"model response {key!r} must be a string or null, got {value!r}")
+    return value
+
+
+__all__ = ["PROVIDERS", "ChatModel", "ModelResponse", "resolve_model"]

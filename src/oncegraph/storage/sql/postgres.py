@@ -1,0 +1,693 @@
+"""PostgreSQL :class:`~oncegraph.storage.protocols.Checkpointer` (psycopg 3, async pool).
+
+The statements are those of :mod:`oncegraph.storage.sql.statements`, converted once at
+import from ``?`` to ``%s``; rows go through :mod:`oncegraph.storage.sql.rows`. This
+module only adds what is PostgreSQL's own: the pool, pipelining, the migration lock
+and the error mapping.
+
+Invariants:
+
+* **One pool per event loop.** An ``AsyncConnectionPool`` is bound to the loop it was
+  opened on, and the framework's sync facade runs on its own loop thread while users
+  may ``ainvoke`` on theirs. Each running loop gets its own pool on first use.
+* **A step is one transaction** (:class:`~oncegraph.storage.records.StepCommit`):
+  the thread-version compare-and-swap comes first (it takes the thread's row lock, so
+  racing writers of one thread queue behind it and re-check the version), then the
+  run fence, the rows, and the head move. All statements are pipelined and checked
+  at one sync point before COMMIT; any failure rolls the whole step back.
+* **Migrations are serialized** by ``pg_advisory_xact_lock`` inside one transaction,
+  so processes starting at once apply each migration exactly once; a database newer
+  than this code is never touched.
+* **The cache never decides correctness.** After a commit the new head is offered to
+  the cache (it keeps only newer versions); a cached head is used only when the
+  database's thread row still names that version and checkpoint.
+* Driver errors become :class:`~oncegraph.errors.StorageError` subclasses here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise ImportError(
+        "PgCheckpointer needs psycopg 3 and psycopg_pool: pip install 'oncegraph[postgres]'"
+    ) from exc
+
+from oncegraph._json import dumps, loads
+from oncegraph.errors import (
+    LeaseLostError,
+    LedgerUnavailableError,
+    OnceGraphError,
+    RunNotFoundError,
+    StaleStateError,
+    StorageError,
+)
+from oncegraph.storage.protocols import Cache
+from oncegraph.storage.records import (
+    CheckpointRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    ThreadRecord,
+    now,
+)
+from oncegraph.storage.sql import migrate as M
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.migrate import SchemaState
+from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
+
+log = logging.getLogger("oncegraph.storage.postgres")
+
+_pg = S.to_format_params
+
+# -- statements, converted once ------------------------------------------------------
+THREAD_INSERT = _pg(S.THREAD_INSERT)
+THREAD_CAS = _pg(S.THREAD_CAS)
+THREAD_SELECT = _pg(S.THREAD_SELECT)
+CHECKPOINT_INSERT = _pg(S.CHECKPOINT_INSERT)
+CHECKPOINT_SELECT = _pg(S.CHECKPOINT_SELECT)
+CHECKPOINT_SELECT_HEAD = _pg(S.CHECKPOINT_SELECT_HEAD)
+CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
+CHECKPOINT_LIST_BY_RUN = _pg(S.CHECKPOINT_LIST_BY_RUN)
+LOG_INSERT = _pg(S.LOG_INSERT)
+LOG_SELECT = _pg(S.LOG_SELECT)
+RUN_INSERT = _pg(S.RUN_INSERT)
+RUN_SELECT = _pg(S.RUN_SELECT)
+RUN_EXISTS = _pg(S.RUN_EXISTS)
+RUN_SET_STATUS = _pg(S.RUN_SET_STATUS)
+RUN_SET_STATUS_FENCED = _pg(S.RUN_SET_STATUS_FENCED)
+RUN_TOUCH_FENCED = _pg(S.RUN_TOUCH_FENCED)
+TASK_WRITE_UPSERT = _pg(S.TASK_WRITE_UPSERT)
+TASK_WRITES_SELECT = _pg(S.TASK_WRITES_SELECT)
+TASK_WRITES_DELETE = _pg(S.TASK_WRITES_DELETE)
+EFFECT_INSERT = _pg(S.EFFECT_INSERT)
+EFFECT_UPSERT_RESULT = _pg(S.EFFECT_UPSERT_RESULT)
+EFFECT_SELECT = _pg(S.EFFECT_SELECT)
+INSERT_VERSION = _pg(M.INSERT_VERSION)
+# PostgreSQL's own: the migration lock, and the version read that tolerates a
+# database the schema table was never created in.
+ADVISORY_XACT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
+SCHEMA_TABLE_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
+# "oncegraph" in ASCII, as a signed 64-bit advisory lock key shared by all processes.
+MIGRATION_LOCK_KEY = int.from_bytes(b"\x00oncegrph", "big", signed=True)
+
+
+@lru_cache(maxsize=64)
+def _run_list(by_thread: bool, n_statuses: int) -> str:
+    return _pg(S.run_list(by_thread=by_thread, n_statuses=n_statuses))
+
+
+@lru_cache(maxsize=64)
+def _effect_list(by_run: bool, by_thread: bool, n_statuses: int) -> str:
+    return _pg(S.effect_list(by_run=by_run, by_thread=by_thread, n_statuses=n_statuses))
+
+
+# -- error mapping -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _mapped(op: str, where: str, cls: type[StorageError] = StorageError) -> Iterator[None]:
+    """Turn driver errors into ``cls`` (a StorageError); our own errors pass through."""
+    try:
+        yield
+    except OnceGraphError:
+        raise
+    except PoolTimeout as exc:
+        raise cls(
+            f"{op}: no PostgreSQL connection to {where} became available ({exc}). Check that "
+            "the server is up and reachable, or raise max_size if the pool is exhausted."
+        ) from exc
+    except psycopg.OperationalError as exc:
+        raise cls(f"{op}: PostgreSQL at {where} failed: {exc}".rstrip()) from exc
+    except psycopg.Error as exc:
+        raise cls(f"{op} failed on {where}: {type(exc).__name__}: {exc}".rstrip()) from exc
+
+
+def _describe_dsn(dsn: str) -> str:
+    """``dbname@host:port`` for messages; never the password."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "the configured PostgreSQL database"
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    return f"database {info.get('dbname', '?')!r} at {host}:{port}"
+
+
+def _duplicate_message(exc: pg_errors.UniqueViolation, commit: StepCommit) -> str:
+    table = getattr(exc.diag, "table_name", None) or ""
+    if table == "oncegraph_runs" and commit.new_run is not None:
+        return f"run {commit.new_run.run_id!r} already exists; nothing was written"
+    if table == "oncegraph_checkpoints":
+        return f"checkpoint {commit.checkpoint.checkpoint_id!r} already exists; nothing was written"
+    if table == "oncegraph_log":
+        return (
+            f"a log entry of thread {commit.thread_id!r} already exists (log entries are never "
+            f"rewritten): {exc.diag.message_detail or exc}; nothing was written"
+        )
+    return f"commit of thread {commit.thread_id!r} hit a duplicate key ({exc}); nothing was written"
+
+
+def _cache_payload(cp: CheckpointRecord) -> bytes:
+    return dumps(list(rows.checkpoint_to_params(cp)))
+
+
+def _from_cache_payload(payload: bytes) -> CheckpointRecord:
+    return rows.checkpoint_from_row(loads(payload))
+
+
+class PgCheckpointer:
+    """State and effect ledger in PostgreSQL, with an optional Redis hot cache.
+
+    ``PgCheckpointer(postgres_dsn="postgresql://...", redis_url="redis://...")``; the DSN
+    may also be given positionally. The pool opens lazily (``setup()`` or first use) in
+    each event loop that uses the store; with ``auto_migrate`` the schema is migrated
+    then, otherwise it is verified and a missing migration is an error naming the fix.
+    ``cache`` may be any :class:`~oncegraph.storage.protocols.Cache` instead of
+    ``redis_url``.
+    """
+
+    def __init__(
+        self,
+        postgres_dsn: str,
+        redis_url: str | None = None,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        auto_migrate: bool = True,
+        cache_ttl_seconds: float = 3600,
+        cache_prefix: str = "oncegraph:",
+        cache: Cache | None = None,
+        connect_timeout: float = 10.0,
+        pool_timeout: float = 30.0,
+    ) -> None:
+        if not postgres_dsn:
+            raise StorageError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
+        if min_size < 0 or max_size < max(min_size, 1):
+            raise StorageError(f"bad pool size: min_size={min_size}, max_size={max_size}")
+        if cache is not None and redis_url is not None:
+            raise StorageError("give PgCheckpointer either redis_url or cache, not both")
+        self._dsn = postgres_dsn
+        self._where = _describe_dsn(postgres_dsn)
+        self.min_size = min_size
+        self.max_size = max_size
+        self.auto_migrate = auto_migrate
+        self.connect_timeout = connect_timeout
+        self.pool_timeout = pool_timeout
+        self._owns_cache = False
+        if redis_url is not None:
+            from oncegraph.storage.cache.redis import RedisCache
+
+            cache = RedisCache(redis_url, ttl_seconds=cache_ttl_seconds, prefix=cache_prefix)
+            self._owns_cache = True
+        self.cache: Cache | None = cache
+        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
+        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._lock = threading.Lock()
+        self._schema_ok = False
+
+    def __repr__(self) -> str:
+        cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
+        return f"PgCheckpointer({self._where}{cache})"
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Open this loop's pool and migrate (or verify) the schema. Idempotent."""
+        await self._ready()
+
+    async def aclose(self) -> None:
+        """Close every pool this store opened (those of other live loops on their loop)."""
+        with self._lock:
+            pools = list(self._pools.items())
+            self._pools.clear()
+            self._opening.clear()
+        current = _running_loop()
+        for loop, pool in pools:
+            with contextlib.suppress(psycopg.Error, RuntimeError):
+                await _close_on(loop, current, pool.close())
+        if self._owns_cache and self.cache is not None:
+            closer = getattr(self.cache, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    async def migrate(self) -> SchemaState:
+        """Apply the missing migrations; returns the (now current) schema state.
+
+        A current schema costs one read. Otherwise the work happens in one transaction
+        holding ``pg_advisory_xact_lock``: the version is re-read under the lock, so of
+        several processes migrating at once one applies each migration and the others
+        find nothing left to do. Raises StorageError, changing nothing, if the database
+        is newer than this code.
+        """
+        state = await self.verify()
+        if state.needs_migrate:
+            await self._migrate()
+            state = await self.verify()
+        self._schema_ok = True
+        return state
+
+    async def verify(self) -> SchemaState:
+        """Read the schema version without changing anything.
+
+        Raises StorageError when the database is newer than this code; an older one is
+        reported through ``SchemaState.needs_migrate``.
+        """
+        pool = await self._pool()
+        with _mapped("verify", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(SCHEMA_TABLE_EXISTS, (SCHEMA_TABLE,))
+                exists = await cur.fetchone()
+                current = 0
+                if exists is not None and exists[0]:
+                    cur = await conn.execute(M.SELECT_VERSION)
+                    current = M.version_from_row(await cur.fetchone())
+        return M.verify(current, f"PostgreSQL {self._where}")
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    async def commit(self, commit: StepCommit) -> None:
+        rows.check_commit(commit)
+        cp = commit.checkpoint
+        cp_params = rows.checkpoint_to_params(cp)
+        log_params = rows.log_params(commit.thread_id, commit.log)
+        run_params = rows.run_to_params(commit.new_run) if commit.new_run else None
+        effect_params = [rows.effect_to_params(e) for e in commit.effects]
+        ts = now()
+        pool = await self._ready()
+        cas: psycopg.AsyncCursor[Any] | None = None
+        run_cur: psycopg.AsyncCursor[Any] | None = None
+        needs_run = commit.fence is not None or commit.run_status is not None
+        with _mapped("commit", self._where):
+            async with pool.connection() as conn:
+                try:
+                    async with conn.pipeline() as pipe, conn.transaction():
+                        if commit.expected_version == 0:
+                            cas = await conn.execute(
+                                THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts)
+                            )
+                        else:
+                            cas = await conn.execute(
+                                THREAD_CAS,
+                                (
+                                    commit.expected_version + 1,
+                                    cp.checkpoint_id,
+                                    ts,
+                                    commit.thread_id,
+                                    commit.expected_version,
+                                ),
+                            )
+                        if run_params is not None:
+                            await conn.execute(RUN_INSERT, run_params)
+                        if commit.run_status is not None:
+                            status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
+                            if commit.fence is None:
+                                run_cur = await conn.execute(RUN_SET_STATUS, status)
+                            else:
+                                run_cur = await conn.execute(
+                                    RUN_SET_STATUS_FENCED, (*status, commit.fence)
+                                )
+                        elif commit.fence is not None:
+                            run_cur = await conn.execute(
+                                RUN_TOUCH_FENCED, (ts, cp.run_id, commit.fence)
+                            )
+                        await conn.execute(CHECKPOINT_INSERT, cp_params)
+                        if log_params:
+                            await conn.cursor().executemany(LOG_INSERT, log_params)
+                        if effect_params:
+                            await conn.cursor().executemany(EFFECT_UPSERT_RESULT, effect_params)
+                        if commit.clear_task_writes_of is not None:
+                            await conn.execute(
+                                TASK_WRITES_DELETE,
+                                (commit.thread_id, commit.clear_task_writes_of),
+                            )
+                        await pipe.sync()
+                        if cas.rowcount != 1:
+                            raise StaleStateError(rows.stale_message(commit))
+                        if run_cur is not None and run_cur.rowcount != 1:
+                            raise _RunCheckFailedError
+                except _RunCheckFailedError:
+                    await self._raise_run_check(conn, cp.run_id, commit.fence)
+                except pg_errors.UniqueViolation as exc:
+                    # A loser of the version race may trip over the winner's log rows
+                    # before its own CAS result is looked at: the CAS decides.
+                    if cas is not None and cas.rowcount == 0:
+                        raise StaleStateError(rows.stale_message(commit)) from exc
+                    if needs_run and run_cur is not None and run_cur.rowcount == 0:
+                        await self._raise_run_check(conn, cp.run_id, commit.fence)
+                    raise StorageError(_duplicate_message(exc, commit)) from exc
+        if self.cache is not None:
+            await self.cache.put_state(commit.thread_id, cp.version, _cache_payload(cp))
+
+    async def _raise_run_check(
+        self, conn: psycopg.AsyncConnection[Any], run_id: str, fence: int | None
+    ) -> None:
+        cur = await conn.execute(RUN_EXISTS, (run_id,))
+        row = await cur.fetchone()
+        if row is None:
+            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+        if fence is not None and int(row[0]) != fence:
+            raise LeaseLostError(rows.lease_message(run_id, fence))
+        raise StorageError(f"run {run_id!r} could not be updated; nothing was written")
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        row = await self._fetchone("get_thread", THREAD_SELECT, (thread_id,))
+        return None if row is None else rows.thread_from_row(row)
+
+    async def get_checkpoint(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        if checkpoint_id is not None:
+            row = await self._fetchone(
+                "get_checkpoint", CHECKPOINT_SELECT, (thread_id, checkpoint_id)
+            )
+            return None if row is None else rows.checkpoint_from_row(row)
+        if self.cache is not None:
+            cached = await self._cached_head(thread_id)
+            if cached is not None:
+                return cached
+        row = await self._fetchone("get_checkpoint", CHECKPOINT_SELECT_HEAD, (thread_id,))
+        if row is None:
+            return None
+        head = rows.checkpoint_from_row(row)
+        if self.cache is not None:
+            await self.cache.put_state(thread_id, head.version, _cache_payload(head))
+        return head
+
+    async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
+        """The cached head, only if the database's thread row names that same head."""
+        assert self.cache is not None
+        entry = await self.cache.get_state(thread_id)
+        if entry is None:
+            return None
+        version, payload = entry
+        thread = await self.get_thread(thread_id)
+        if thread is None or thread.version != version:
+            return None
+        try:
+            head = _from_cache_payload(payload)
+        except (StorageError, ValueError, TypeError, IndexError) as exc:
+            log.warning("ignoring an undecodable cache entry for thread %r: %s", thread_id, exc)
+            return None
+        if (
+            head.thread_id != thread_id
+            or head.version != version
+            or head.checkpoint_id != thread.head_checkpoint_id
+        ):
+            return None
+        return head
+
+    async def list_checkpoints(
+        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        n = S.NO_LIMIT if limit is None else max(limit, 0)
+        if run_id is None:
+            found = await self._fetchall("list_checkpoints", CHECKPOINT_LIST, (thread_id, n))
+        else:
+            found = await self._fetchall(
+                "list_checkpoints", CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n)
+            )
+        return [rows.checkpoint_from_row(r) for r in found]
+
+    async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
+        found = await self._fetchall("read_log", LOG_SELECT, (thread_id, channel, end))
+        return [rows.log_value_from_row(r) for r in found]
+
+    async def put_task_write(self, write: TaskWrite) -> None:
+        await self._execute("put_task_write", TASK_WRITE_UPSERT, rows.task_write_to_params(write))
+
+    async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
+        found = await self._fetchall(
+            "get_task_writes", TASK_WRITES_SELECT, (thread_id, checkpoint_id)
+        )
+        return [rows.task_write_from_row(r) for r in found]
+
+    # -- runs ----------------------------------------------------------------------------
+
+    async def create_run(self, run: RunRecord) -> None:
+        try:
+            await self._execute("create_run", RUN_INSERT, rows.run_to_params(run))
+        except StorageError as exc:
+            if isinstance(exc.__cause__, pg_errors.UniqueViolation):
+                raise StorageError(
+                    f"run {run.run_id!r} already exists; nothing was written"
+                ) from exc.__cause__
+            raise
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await self._fetchone("get_run", RUN_SELECT, (run_id,))
+        return None if row is None else rows.run_from_row(row)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        error: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        pool = await self._ready()
+        params = (str(status), error, now(), run_id)
+        with _mapped("update_run", self._where):
+            async with pool.connection() as conn:
+                if fence is None:
+                    cur = await conn.execute(RUN_SET_STATUS, params)
+                else:
+                    cur = await conn.execute(RUN_SET_STATUS_FENCED, (*params, fence))
+                if cur.rowcount != 1:
+                    await self._raise_run_check(conn, run_id, fence)
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        wanted = [str(s) for s in statuses] if statuses is not None else []
+        if statuses is not None and not wanted:
+            return []
+        params: list[Any] = [] if thread_id is None else [thread_id]
+        params += wanted
+        params.append(max(limit, 0))
+        sql = _run_list(thread_id is not None, len(wanted))
+        return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
+
+    # -- effects -------------------------------------------------------------------------
+
+    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+        params = rows.effect_to_params(record)
+        pool = await self._ready()
+        with _mapped("begin_effect", self._where, LedgerUnavailableError):
+            async with pool.connection() as conn:
+                cur = await conn.execute(EFFECT_INSERT, params)
+                if await cur.fetchone() is not None:
+                    return rows.effect_from_row(params), True
+                # ON CONFLICT waited for the first writer to commit: its row is visible.
+                cur = await conn.execute(EFFECT_SELECT, (record.effect_id,))
+                row = await cur.fetchone()
+        if row is None:  # pragma: no cover - effects are never deleted
+            raise LedgerUnavailableError(
+                f"effect {record.effect_id} conflicted on insert but cannot be read back"
+            )
+        return rows.effect_from_row(row), False
+
+    async def get_effect(self, effect_id: str) -> EffectRecord | None:
+        row = await self._fetchone(
+            "get_effect", EFFECT_SELECT, (effect_id,), cls=LedgerUnavailableError
+        )
+        return None if row is None else rows.effect_from_row(row)
+
+    async def save_effect(self, record: EffectRecord) -> None:
+        await self._execute("save_effect", EFFECT_UPSERT_RESULT, rows.effect_to_params(record))
+
+    async def list_effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+    ) -> list[EffectRecord]:
+        wanted = [str(s) for s in statuses] if statuses is not None else []
+        if statuses is not None and not wanted:
+            return []
+        params: list[Any] = []
+        if run_id is not None:
+            params.append(run_id)
+        if thread_id is not None:
+            params.append(thread_id)
+        params += wanted
+        sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
+        found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
+        return [rows.effect_from_row(r) for r in found]
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _execute(self, op: str, sql: str, params: Sequence[Any]) -> None:
+        pool = await self._ready()
+        with _mapped(op, self._where):
+            async with pool.connection() as conn:
+                await conn.execute(sql, params)
+
+    async def _fetchone(
+        self, op: str, sql: str, params: Sequence[Any], cls: type[StorageError] = StorageError
+    ) -> Any:
+        pool = await self._ready()
+        with _mapped(op, self._where, cls):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return await cur.fetchone()
+
+    async def _fetchall(
+        self, op: str, sql: str, params: Sequence[Any], cls: type[StorageError] = StorageError
+    ) -> list[Any]:
+        pool = await self._ready()
+        with _mapped(op, self._where, cls):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                return await cur.fetchall()
+
+    async def _ready(self) -> AsyncConnectionPool:
+        """This loop's pool, with the schema migrated or verified once per store."""
+        pool = self._pools.get(asyncio.get_running_loop())
+        if pool is not None and self._schema_ok:
+            return pool
+        pool = await self._pool()
+        if not self._schema_ok:
+            if self.auto_migrate:
+                await self.migrate()
+            else:
+                state = await self.verify()
+                if state.needs_migrate:
+                    raise StorageError(
+                        f"PostgreSQL {self._where}: {state.describe()}; run `oncegraph db "
+                        "migrate --postgres DSN` or pass auto_migrate=True"
+                    )
+                self._schema_ok = True
+        return pool
+
+    async def _pool(self) -> AsyncConnectionPool:
+        """This loop's pool, opened on first use in the loop."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            pool = self._pools.get(loop)
+            if pool is not None:
+                return pool
+            for old in [lp for lp in self._pools if lp.is_closed()]:
+                del self._pools[old]
+                self._opening.pop(old, None)
+            opening = self._opening.setdefault(loop, asyncio.Lock())
+        async with opening:
+            pool = self._pools.get(loop)
+            if pool is not None:
+                return pool
+            pool = AsyncConnectionPool(
+                self._dsn,
+                min_size=self.min_size,
+                max_size=self.max_size,
+                open=False,
+                timeout=self.pool_timeout,
+                kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
+                name="oncegraph",
+            )
+            try:
+                with _mapped("connect", self._where):
+                    await pool.open(wait=True, timeout=self.connect_timeout)
+            except BaseException:
+                await pool.close()
+                raise
+            with self._lock:
+                self._pools[loop] = pool
+            return pool
+
+    async def _migrate(self) -> int:
+        """Apply what is missing under the advisory lock; returns how many were applied."""
+        pool = await self._pool()
+        where = f"PostgreSQL {self._where}"
+        with _mapped("migrate", self._where):
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(ADVISORY_XACT_LOCK, (MIGRATION_LOCK_KEY,))
+                await conn.execute(M.CREATE_VERSION_TABLE)
+                cur = await conn.execute(M.SELECT_VERSION)
+                current = M.version_from_row(await cur.fetchone())
+                steps = M.plan(current, where)
+                for migration in steps:
+                    for statement in migration.statements:
+                        await conn.execute(statement)
+                    await conn.execute(INSERT_VERSION, migration.version_params())
+        if steps:
+            log.info("migrated %s from schema version %d to %d", where, current, LATEST_VERSION)
+        return len(steps)
+
+
+class _RunCheckFailedError(Exception):
+    """Internal: the run update of a commit touched no row (missing run or lost fence)."""
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _close_on(
+    loop: asyncio.AbstractEventLoop, current: asyncio.AbstractEventLoop | None, coro: Any
+) -> None:
+    """Await ``coro`` on ``loop``: here if current, else via that loop's thread if it runs.
+
+    A pool whose loop is closed (or idle while another runs here) cannot be closed
+    properly; it is dropped and its connections die with the garbage collector.
+    """
+    if loop is current:
+        await coro
+    elif loop.is_running():
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    else:
+        coro.close()
+
+
+# -- sync entry points for the CLI (`oncegraph db migrate|verify --postgres DSN`) -----
+
+
+def migrate(dsn: str) -> SchemaState:
+    """Create or migrate the schema of the PostgreSQL database at ``dsn``.
+
+    Safe while other processes migrate or run; call it outside a running event loop.
+    """
+    return asyncio.run(_once(dsn, "migrate"))
+
+
+def verify(dsn: str) -> SchemaState:
+    """Read the schema version of the database at ``dsn`` without changing anything.
+
+    Raises StorageError if it is unreachable or was migrated by a newer oncegraph;
+    ``state.needs_migrate`` tells whether :func:`migrate` has work to do.
+    """
+    return asyncio.run(_once(dsn, "verify"))
+
+
+async def _once(dsn: str, op: str) -> SchemaState:
+    store = PgCheckpointer(dsn, min_size=1, max_size=1, auto_migrate=False)
+    try:
+        return await (store.migrate() if op == "migrate" else store.verify())
+    finally:
+        await store.aclose()
+
+
+__all__ = ["MIGRATION_LOCK_KEY", "PgCheckpointer", "migrate", "verify"]

@@ -1,1 +1,56 @@
-"""oncegraph: agent graphs that survive crashes without doing anything twice."""
+"""oncegraph: agent graphs that survive crashes without doing anything twice.
+
+A resumed run never re-sends a command whose effect is recorded, never blindly re-sends
+one whose outcome is unknown, and a replay never touches the outside world unless
+someone explicitly allowed it.
+"""
+
+from oncegraph.errors import (
+    IncompatibleVersionError,
+    NeedsReviewError,
+    OnceGraphError,
+    RequestMismatchError,
+    StaleStateError,
+    UnfinishedRunError,
+)
+from oncegraph.graph import END, START, StateGraph
+from oncegraph.hitl import Command, interrupt
+from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
+from oncegraph.runtime.app import CompiledGraph, StateSnapshot
+from oncegraph.runtime.context import current_effect
+from oncegraph.runtime.faults import FaultPlan, crash_point
+from oncegraph.state import add_messages, append
+from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "END",
+    "START",
+    "Accepted",
+    "Command",
+    "CompiledGraph",
+    "Completed",
+    "FaultPlan",
+    "IncompatibleVersionError",
+    "NeedsReviewError",
+    "OnceGraphError",
+    "Reconciled",
+    "RequestMismatchError",
+    "RetryPolicy",
+    "StaleStateError",
+    "StateGraph",
+    "StateSnapshot",
+    "Tool",
+    "ToolNode",
+    "UnfinishedRunError",
+    "__version__",
+    "add_messages",
+    "aeffect",
+    "append",
+    "crash_point",
+    "current_effect",
+    "effect",
+    "interrupt",
+    "tool",
+]

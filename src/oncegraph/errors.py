@@ -22,6 +22,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── RequestMismatchError     same effect id, different request (law 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
     │   └── MissingRecordError       evidence replay found no recorded result
+    │   ├── EffectFailedError        a recorded failure that is not retried
     ├── NodeError                    a node raised; the run failed (resumable)
     │   ├── NodeTimeoutError         node_timeout elapsed
     │   └── InterruptSwallowedError  a node caught the interrupt signal
@@ -127,6 +128,10 @@ class EffectOutcomeUnknownError(EffectError):
     """The outcome of an effect is unknown and its policy forbids guessing."""
 
 
+class EffectFailedError(EffectError):
+    """The effect failed earlier and its class forbids an automatic retry."""
+
+
 class MissingRecordError(EffectError):
     """An evidence replay needed a recorded result that does not exist."""
 
@@ -151,6 +156,10 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
     """A tool ran longer than ``tool_timeout``; its outcome is UNKNOWN, not failed."""
 
 
+class RecursionLimitError(NodeError):
+    """The run took more steps than ``recursion_limit`` in one call."""
+
+
 # -- control flow, outside the error tree -------------------------------------------------
 
 
@@ -161,6 +170,15 @@ class GraphInterrupt(BaseException):  # noqa: N818 - a signal, not an error
         super().__init__(value)
         self.value = value
         self.index = index
+
+
+class _ParkSignal(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised by the ledger to park the run as ``needs_review`` (law 5)."""
+
+    def __init__(self, effect_id: str, reason: str) -> None:
+        super().__init__(reason)
+        self.effect_id = effect_id
+        self.reason = reason
 
 
 class _CrashSignal(BaseException):  # noqa: N818 - a signal, not an error
@@ -174,6 +192,7 @@ class _CrashSignal(BaseException):  # noqa: N818 - a signal, not an error
 __all__ = [
     "ConfigError",
     "EffectError",
+    "EffectFailedError",
     "EffectOutcomeUnknownError",
     "GraphInterrupt",
     "GraphValidationError",
@@ -190,6 +209,7 @@ __all__ = [
     "NodeTimeoutError",
     "OnceGraphError",
     "PayloadTooLargeError",
+    "RecursionLimitError",
     "RequestMismatchError",
     "RunNotFoundError",
     "RunStateError",

@@ -1,0 +1,152 @@
+"""``StateGraph``: build a graph the way LangGraph users already know."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import GraphValidationError
+from oncegraph.graph.constants import END, START
+from oncegraph.graph.spec import BranchSpec, GraphSpec, NodeSpec
+from oncegraph.state.channels import StateSchema
+
+if TYPE_CHECKING:
+    from oncegraph.runtime.app import CompiledGraph
+    from oncegraph.storage.protocols import Cache, Checkpointer
+
+_RESERVED = frozenset({START, END})
+
+
+class StateGraph:
+    """A graph of nodes over a shared state.
+
+    ``StateGraph(State)`` where ``State`` is a TypedDict, dataclass or pydantic model;
+    fields annotated ``Annotated[T, reducer]`` merge concurrent writes.
+    """
+
+    def __init__(
+        self,
+        state_schema: Any,
+        *,
+        name: str = "graph",
+        version: str | int = "1",
+        state_schema_version: int = 1,
+    ) -> None:
+        self.schema = StateSchema.of(state_schema)
+        self.name = name
+        self.version = str(version)
+        self.state_schema_version = state_schema_version
+        self.nodes: dict[str, NodeSpec] = {}
+        self.edges: dict[str, list[str]] = {}
+        self.branches: dict[str, list[BranchSpec]] = {}
+
+    def add_node(
+        self,
+        node: str | Callable[..., Any],
+        action: Callable[..., Any] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> StateGraph:
+        if action is None:
+            if isinstance(node, str):
+                raise GraphValidationError(f"add_node({node!r}) needs a function to run")
+            action, name = node, getattr(node, "__name__", None) or getattr(node, "name", None)
+            if not isinstance(name, str):
+                raise GraphValidationError(f"cannot name node {node!r}; pass a name first")
+        else:
+            if not isinstance(node, str):
+                raise GraphValidationError("add_node(name, fn): the name must be a string")
+            name = node
+        if name in _RESERVED:
+            raise GraphValidationError(f"{name!r} is reserved; choose another node name")
+        if not name or ":" in name:
+            raise GraphValidationError(f"node name {name!r} must be non-empty without ':'")
+        if name in self.nodes:
+            raise GraphValidationError(f"node {name!r} is already in the graph")
+        if not callable(action):
+            raise GraphValidationError(f"node {name!r}: {action!r} is not callable")
+        self.nodes[name] = NodeSpec.of(name, action, timeout)
+        return self
+
+    def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
+        for src in [start] if isinstance(start, str) else list(start):
+            if src == END:
+                raise GraphValidationError("END has no outgoing edges")
+            if end == START:
+                raise GraphValidationError("START has no incoming edges")
+            self.edges.setdefault(src, [])
+            if end not in self.edges[src]:
+                self.edges[src].append(end)
+        return self
+
+    def add_conditional_edges(
+        self,
+        source: str,
+        path: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        if source == END:
+            raise GraphValidationError("END has no outgoing edges")
+        if isinstance(path_map, Mapping):
+            mapping: dict[str, str] | None = {str(k): v for k, v in path_map.items()}
+        elif path_map is not None:
+            mapping = {str(v): v for v in path_map}
+        else:
+            mapping = None
+        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping))
+        return self
+
+    def set_entry_point(self, node: str) -> StateGraph:
+        return self.add_edge(START, node)
+
+    def set_finish_point(self, node: str) -> StateGraph:
+        return self.add_edge(node, END)
+
+    def validate(self) -> GraphSpec:
+        known = set(self.nodes) | _RESERVED
+        if not self.edges.get(START) and not self.branches.get(START):
+            raise GraphValidationError(
+                "the graph has no entry point; add graph.add_edge(START, '<first node>')"
+            )
+        for src, targets in self.edges.items():
+            if src not in known:
+                raise GraphValidationError(f"edge from unknown node {src!r}; add_node it first")
+            for dst in targets:
+                if dst not in known:
+                    raise GraphValidationError(
+                        f"edge {src!r} -> {dst!r} points to unknown node {dst!r}"
+                    )
+        for src, branches in self.branches.items():
+            if src not in known:
+                raise GraphValidationError(f"conditional edge from unknown node {src!r}")
+            for b in branches:
+                for dst in (b.path_map or {}).values():
+                    if dst not in known:
+                        raise GraphValidationError(
+                            f"conditional edge from {src!r} maps to unknown node {dst!r}"
+                        )
+        return GraphSpec(
+            schema=self.schema,
+            nodes=dict(self.nodes),
+            edges={k: tuple(v) for k, v in self.edges.items()},
+            branches={k: tuple(v) for k, v in self.branches.items()},
+            name=self.name,
+            version=self.version,
+            state_schema_version=self.state_schema_version,
+        )
+
+    def compile(
+        self,
+        checkpointer: Checkpointer | None = None,
+        *,
+        cache: Cache | None = None,
+        name: str | None = None,
+        version: str | int | None = None,
+    ) -> CompiledGraph:
+        from oncegraph.runtime.app import CompiledGraph
+
+        if name is not None:
+            self.name = name
+        if version is not None:
+            self.version = str(version)
+        return CompiledGraph(self.validate(), checkpointer=checkpointer, cache=cache)

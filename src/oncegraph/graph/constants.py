@@ -1,0 +1,4 @@
+"""The virtual entry and exit nodes."""
+
+START = "__start__"
+END = "__end__"

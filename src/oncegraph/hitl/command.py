@@ -1,0 +1,33 @@
+"""``Command``: a node's combined update + routing, or the caller's answer to an interrupt."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """Returned by a node: ``Command(update={...}, goto="next")``.
+
+    Passed to ``invoke`` by the caller: ``Command(resume=answer)`` answers the pending
+    ``interrupt()`` of the thread's interrupted run.
+    """
+
+    update: Mapping[str, Any] | None = None
+    goto: str | Sequence[str] | None = None
+    resume: Any = _UNSET
+
+    @property
+    def has_resume(self) -> bool:
+        return self.resume is not _UNSET
+
+    def goto_nodes(self) -> tuple[str, ...]:
+        if self.goto is None:
+            return ()
+        if isinstance(self.goto, str):
+            return (self.goto,)
+        return tuple(self.goto)

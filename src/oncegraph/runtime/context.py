@@ -1,0 +1,98 @@
+"""Per-task context, reachable from node and tool code through context variables.
+
+``current_task()`` is internal; ``current_effect()`` is public: inside a tool or an
+``effect(...)`` call it gives the ``effect_id`` / ``idempotency_key`` to hand to a
+provider, so a re-sent request carries the SAME key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import ConfigError
+
+if TYPE_CHECKING:
+    from oncegraph.runtime.config import RunConfig
+    from oncegraph.runtime.faults import FaultPlan
+    from oncegraph.storage.protocols import Checkpointer
+    from oncegraph.storage.records import EffectRecord
+
+
+@dataclass(slots=True)
+class TaskContext:
+    run_id: str
+    thread_id: str
+    node: str
+    step: int
+    checkpoint_id: str
+    store: Checkpointer
+    config: RunConfig
+    loop: asyncio.AbstractEventLoop
+    emit: Callable[[str, dict[str, Any]], None]
+    fault_plan: FaultPlan | None = None
+    resume_values: list[Any] = field(default_factory=list)
+    interrupt_count: int = 0
+    interrupt_raised: tuple[Any, int] | None = None
+    effect_count: int = 0
+    may_fold: bool = False  # the task is alone in its step: results may ride the checkpoint
+    staged_effects: list[EffectRecord] = field(default_factory=list)
+    fence: int | None = None
+
+    def crash_point(self, point: str) -> None:
+        if self.fault_plan is not None:
+            self.fault_plan.hit(point)
+
+
+@dataclass(slots=True)
+class EffectContext:
+    """The effect in progress: what a tool passes to its provider."""
+
+    effect_id: str
+    effect_type: str
+    command_id: str
+    run_id: str
+    thread_id: str
+    attempt: int
+    provider_reference: str | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.effect_id
+
+
+_task: ContextVar[TaskContext | None] = ContextVar("oncegraph_task", default=None)
+_effect: ContextVar[EffectContext | None] = ContextVar("oncegraph_effect", default=None)
+
+
+def current_task() -> TaskContext | None:
+    return _task.get()
+
+
+def set_task(ctx: TaskContext | None) -> Any:
+    return _task.set(ctx)
+
+
+def reset_task(token: Any) -> None:
+    _task.reset(token)
+
+
+def current_effect() -> EffectContext:
+    """The effect being performed; raises ``ConfigError`` outside a tool/effect call."""
+    ctx = _effect.get()
+    if ctx is None:
+        raise ConfigError(
+            "current_effect() is only available while a tool or effect(...) call is running"
+        )
+    return ctx
+
+
+def set_effect(ctx: EffectContext | None) -> Any:
+    return _effect.set(ctx)
+
+
+def reset_effect(token: Any) -> None:
+    _effect.reset(token)

@@ -1,0 +1,81 @@
+"""Fault injection, public and scoped to a run (not a global registry).
+
+Named crash points sit at every commit boundary of the effect protocol::
+
+    before_intent -> [intent commit] -> after_intent -> [tool call] -> after_tool_return
+    -> [result commit] -> after_effect_record ... before_checkpoint -> [checkpoint commit]
+    -> after_checkpoint
+
+``FaultPlan("after_intent")`` raises an in-process crash signal at the first hit of that
+point; ``FaultPlan("after_intent", nth=2, kill=True)`` SIGKILLs the process at the
+second hit. ``ONCEGRAPH_CRASH_AT=<point>[:<nth>]`` in the environment hard-kills the
+process there, so recovery can be tested from outside. Tools may add their own points
+with :func:`crash_point` (e.g. ``"in_tool"`` right after the provider got the request).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+
+from oncegraph.errors import ConfigError, _CrashSignal
+
+CRASH_POINTS = (
+    "before_intent",
+    "after_intent",
+    "after_tool_return",
+    "after_effect_record",
+    "before_checkpoint",
+    "after_checkpoint",
+)
+
+
+@dataclass
+class FaultPlan:
+    point: str
+    nth: int = 1
+    kill: bool = False
+    hits: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.nth < 1:
+            raise ConfigError("FaultPlan nth counts from 1")
+
+    @classmethod
+    def from_env(cls) -> FaultPlan | None:
+        spec = os.environ.get("ONCEGRAPH_CRASH_AT")
+        if not spec:
+            return None
+        point, _, nth = spec.partition(":")
+        try:
+            return cls(point, int(nth) if nth else 1, kill=True)
+        except ValueError as exc:
+            raise ConfigError(
+                f"ONCEGRAPH_CRASH_AT={spec!r}: expected <point>[:<nth>], e.g. after_intent:2"
+            ) from exc
+
+    @property
+    def fired(self) -> bool:
+        return self.hits.get(self.point, 0) >= self.nth
+
+    def hit(self, point: str) -> None:
+        with self._lock:
+            count = self.hits.get(point, 0) + 1
+            self.hits[point] = count
+        if point != self.point or count != self.nth:
+            return
+        if self.kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise _CrashSignal(point)
+
+
+def crash_point(point: str) -> None:
+    """Mark a user-defined crash point (for example inside a tool)."""
+    from oncegraph.runtime.context import current_task
+
+    task = current_task()
+    if task is not None:
+        task.crash_point(point)

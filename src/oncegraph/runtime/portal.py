@@ -1,0 +1,86 @@
+"""The sync facade's portal: one background event loop thread per process.
+
+``invoke``/``stream`` hand their coroutine to this loop and block on the result, so
+connection pools bound to a loop live on one loop for the life of the process. Calling
+the sync API from a thread that is running an event loop is refused with a clear error:
+it would block that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from oncegraph.errors import ConfigError
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _portal_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="oncegraph-portal", daemon=True).start()
+            ready.wait()
+            _loop = loop
+        return _loop
+
+
+def _refuse_on_loop(api: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigError(
+        f"{api}() blocks, and this thread is running an event loop; use the async API "
+        f"(a{api}) with await instead"
+    )
+
+
+def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
+    try:
+        _refuse_on_loop(api)
+    except ConfigError:
+        coro.close()
+        raise
+    future = asyncio.run_coroutine_threadsafe(coro, _portal_loop())
+    try:
+        return future.result()
+    except (KeyboardInterrupt, concurrent.futures.CancelledError):
+        future.cancel()
+        raise
+
+
+def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
+    _refuse_on_loop(api)
+
+    async def step() -> tuple[bool, Any]:
+        try:
+            return True, await agen.__anext__()
+        except StopAsyncIteration:
+            return False, None
+
+    try:
+        while True:
+            more, item = run_sync(step(), api)
+            if not more:
+                return
+            yield item
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            run_sync(aclose(), api)

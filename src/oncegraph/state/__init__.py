@@ -1,0 +1,5 @@
+"""State schemas, channels and reducers."""
+
+from oncegraph.state.reducers import add_messages, append
+
+__all__ = ["add_messages", "append"]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from oncegraph._json import dumps_str, loads
-from oncegraph.errors import StorageError
+from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.records import (
     Attempt,
     CheckpointRecord,
@@ -28,6 +28,7 @@ from oncegraph.storage.records import (
     LogEntry,
     RunRecord,
     RunStatus,
+    StepCommit,
     TaskWrite,
     ThreadRecord,
 )
@@ -296,17 +297,57 @@ def effect_from_row(row: Row) -> EffectRecord:
     return _decode("oncegraph_effects", row, _effect)
 
 
+# -- commit checks and messages (shared by every store) -----------------------------
+
+
+def check_commit(commit: StepCommit) -> None:
+    """Reject a malformed :class:`StepCommit` before any transaction starts.
+
+    The checkpoint must belong to the commit's thread and carry the version the commit
+    creates (``expected_version + 1``); a folded effect must be of the same thread.
+    """
+    cp = commit.checkpoint
+    if cp.thread_id != commit.thread_id:
+        raise ConfigError(
+            f"StepCommit for thread {commit.thread_id!r} carries a checkpoint of thread "
+            f"{cp.thread_id!r}; build the checkpoint for the thread being committed"
+        )
+    if commit.expected_version < 0 or cp.version != commit.expected_version + 1:
+        raise ConfigError(
+            f"StepCommit expects thread version {commit.expected_version}, so its checkpoint "
+            f"must have version {commit.expected_version + 1}, not {cp.version}"
+        )
+
+
+def stale_message(commit: StepCommit) -> str:
+    return (
+        f"thread {commit.thread_id!r} is no longer at version {commit.expected_version}: "
+        "another writer committed first; nothing was written. Reload the thread's head "
+        "and retry from there."
+    )
+
+
+def lease_message(run_id: str, fence: int) -> str:
+    return (
+        f"run {run_id!r} is no longer held with fencing token {fence}: another worker took "
+        "it over; nothing was written. Stop working on this run."
+    )
+
+
 __all__ = [
     "Row",
+    "check_commit",
     "checkpoint_from_row",
     "checkpoint_to_params",
     "effect_from_row",
     "effect_to_params",
     "effect_update_params",
+    "lease_message",
     "log_params",
     "log_value_from_row",
     "run_from_row",
     "run_to_params",
+    "stale_message",
     "task_write_from_row",
     "task_write_to_params",
     "thread_from_row",

@@ -1,0 +1,300 @@
+"""An in-process :class:`~oncegraph.storage.protocols.Checkpointer` (tests, notebooks).
+
+Same semantics as the SQL stores, by construction: it keeps exactly the rows the SQL
+stores would keep (built by :mod:`oncegraph.storage.sql.rows`, JSON columns as text)
+and decodes them again on every read. So values are JSON-normalized and copied on the
+way in and out (a caller mutating a dict it passed or got back never changes the
+store), an unserializable value fails the same way, and orderings match the SQL
+``ORDER BY`` clauses of :mod:`oncegraph.storage.sql.statements`.
+
+Atomicity: :meth:`commit` checks everything (CAS, fence, duplicate keys, JSON) and
+builds every row before it changes anything, all under one lock, so a failed commit
+writes nothing. The lock is a :class:`threading.Lock` (never held across an await), so
+the store is usable from several event loops and threads. Nothing is durable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from oncegraph.errors import (
+    LeaseLostError,
+    RunNotFoundError,
+    StaleStateError,
+    StorageError,
+)
+from oncegraph.storage.records import (
+    CheckpointRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    ThreadRecord,
+    now,
+)
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+
+_RUN_STATUS = S.RUN_COLUMNS.index("status")
+_RUN_ERROR = S.RUN_COLUMNS.index("error")
+_RUN_FENCE = S.RUN_COLUMNS.index("fencing_token")
+_RUN_UPDATED = S.RUN_COLUMNS.index("updated_at")
+_RUN_CREATED = S.RUN_COLUMNS.index("created_at")
+_RUN_THREAD = S.RUN_COLUMNS.index("thread_id")
+_CP_RUN = S.CHECKPOINT_COLUMNS.index("run_id")
+_CP_VERSION = S.CHECKPOINT_COLUMNS.index("version")
+_EFFECT_MUTABLE = tuple(S.EFFECT_COLUMNS.index(c) for c in S.EFFECT_MUTABLE_COLUMNS)
+_EFFECT_RUN = S.EFFECT_COLUMNS.index("run_id")
+_EFFECT_THREAD = S.EFFECT_COLUMNS.index("thread_id")
+_EFFECT_STATUS = S.EFFECT_COLUMNS.index("status")
+_EFFECT_CREATED = S.EFFECT_COLUMNS.index("created_at")
+
+Row = tuple[Any, ...]
+
+
+def _with(row: Row, changes: dict[int, Any]) -> Row:
+    return tuple(changes.get(i, v) for i, v in enumerate(row))
+
+
+class InMemoryCheckpointer:
+    """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads: dict[str, Row] = {}
+        self._runs: dict[str, Row] = {}
+        self._checkpoints: dict[tuple[str, str], Row] = {}
+        self._logs: dict[tuple[str, str], dict[int, str]] = {}
+        self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
+        self._effects: dict[str, Row] = {}
+
+    def __repr__(self) -> str:
+        return f"InMemoryCheckpointer(threads={len(self._threads)}, runs={len(self._runs)})"
+
+    async def setup(self) -> None:
+        """Nothing to create; idempotent."""
+
+    async def aclose(self) -> None:
+        """Nothing to release; the data stays (the store may be set up again)."""
+
+    # -- checkpoints ------------------------------------------------------------------
+
+    async def commit(self, commit: StepCommit) -> None:
+        rows.check_commit(commit)
+        cp = commit.checkpoint
+        # Build every row first: a JSON error must leave the store untouched.
+        cp_row = rows.checkpoint_to_params(cp)
+        log_rows = rows.log_params(commit.thread_id, commit.log)
+        run_row = rows.run_to_params(commit.new_run) if commit.new_run else None
+        effect_rows = [rows.effect_to_params(e) for e in commit.effects]
+        ts = now()
+        with self._lock:
+            thread = self._threads.get(commit.thread_id)
+            current = 0 if thread is None else int(thread[1])
+            if current != commit.expected_version:
+                raise StaleStateError(rows.stale_message(commit))
+            if run_row is not None and run_row[0] in self._runs:
+                raise StorageError(f"run {run_row[0]!r} already exists; nothing was written")
+            run_id = cp.run_id
+            if run_row is not None and run_row[0] == run_id:
+                existing_run: Row | None = run_row
+            else:
+                existing_run = self._runs.get(run_id)
+            if commit.fence is not None or commit.run_status is not None:
+                if existing_run is None:
+                    raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+                if commit.fence is not None and existing_run[_RUN_FENCE] != commit.fence:
+                    raise LeaseLostError(rows.lease_message(run_id, commit.fence))
+            if (commit.thread_id, cp.checkpoint_id) in self._checkpoints:
+                raise StorageError(
+                    f"checkpoint {cp.checkpoint_id!r} already exists; nothing was written"
+                )
+            seen: set[tuple[str, int]] = set()
+            for _, channel, seq, _value in log_rows:
+                if (channel, seq) in seen or seq in self._logs.get((commit.thread_id, channel), {}):
+                    raise StorageError(
+                        f"log entry {channel!r}#{seq} of thread {commit.thread_id!r} already "
+                        "exists (log entries are never rewritten); nothing was written"
+                    )
+                seen.add((channel, seq))
+            # -- apply (nothing below can fail) --
+            self._threads[commit.thread_id] = (
+                commit.thread_id,
+                commit.expected_version + 1,
+                cp.checkpoint_id,
+                ts,
+            )
+            if run_row is not None:
+                self._runs[run_row[0]] = run_row
+            if commit.run_status is not None:
+                row = self._runs[run_id]
+                self._runs[run_id] = _with(
+                    row,
+                    {
+                        _RUN_STATUS: str(commit.run_status),
+                        _RUN_ERROR: commit.run_error,
+                        _RUN_UPDATED: ts,
+                    },
+                )
+            elif commit.fence is not None:
+                self._runs[run_id] = _with(self._runs[run_id], {_RUN_UPDATED: ts})
+            self._checkpoints[(commit.thread_id, cp.checkpoint_id)] = cp_row
+            for thread_id, channel, seq, value in log_rows:
+                self._logs.setdefault((thread_id, channel), {})[seq] = value
+            for effect_row in effect_rows:
+                self._upsert_effect(effect_row)
+            if commit.clear_task_writes_of is not None:
+                self._task_writes.pop((commit.thread_id, commit.clear_task_writes_of), None)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        with self._lock:
+            row = self._threads.get(thread_id)
+        return None if row is None else rows.thread_from_row(row)
+
+    async def get_checkpoint(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        with self._lock:
+            if checkpoint_id is None:
+                thread = self._threads.get(thread_id)
+                if thread is None or thread[2] is None:
+                    return None
+                checkpoint_id = thread[2]
+            row = self._checkpoints.get((thread_id, checkpoint_id))
+        return None if row is None else rows.checkpoint_from_row(row)
+
+    async def list_checkpoints(
+        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+    ) -> list[CheckpointRecord]:
+        with self._lock:
+            found = [
+                row
+                for (tid, _), row in self._checkpoints.items()
+                if tid == thread_id and (run_id is None or row[_CP_RUN] == run_id)
+            ]
+        found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
+        if limit is not None:
+            found = found[: max(limit, 0)]
+        return [rows.checkpoint_from_row(r) for r in found]
+
+    async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
+        with self._lock:
+            entries = dict(self._logs.get((thread_id, channel), {}))
+        return [rows.log_value_from_row((entries[s],)) for s in sorted(entries) if s < end]
+
+    async def put_task_write(self, write: TaskWrite) -> None:
+        row = rows.task_write_to_params(write)
+        with self._lock:
+            writes = self._task_writes.setdefault((write.thread_id, write.checkpoint_id), {})
+            writes[(write.task, write.kind, write.idx)] = row
+
+    async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
+        with self._lock:
+            writes = dict(self._task_writes.get((thread_id, checkpoint_id), {}))
+        return [rows.task_write_from_row(writes[k]) for k in sorted(writes)]
+
+    # -- runs -------------------------------------------------------------------------
+
+    async def create_run(self, run: RunRecord) -> None:
+        row = rows.run_to_params(run)
+        with self._lock:
+            if run.run_id in self._runs:
+                raise StorageError(f"run {run.run_id!r} already exists; nothing was written")
+            self._runs[run.run_id] = row
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            row = self._runs.get(run_id)
+        return None if row is None else rows.run_from_row(row)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        error: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None:
+                raise RunNotFoundError(f"run {run_id!r} does not exist")
+            if fence is not None and row[_RUN_FENCE] != fence:
+                raise LeaseLostError(rows.lease_message(run_id, fence))
+            self._runs[run_id] = _with(
+                row, {_RUN_STATUS: str(status), _RUN_ERROR: error, _RUN_UPDATED: now()}
+            )
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        wanted = None if statuses is None else {str(s) for s in statuses}
+        with self._lock:
+            found = [
+                row
+                for row in self._runs.values()
+                if (thread_id is None or row[_RUN_THREAD] == thread_id)
+                and (wanted is None or row[_RUN_STATUS] in wanted)
+            ]
+        found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
+        return [rows.run_from_row(r) for r in found[: max(limit, 0)]]
+
+    # -- effects ----------------------------------------------------------------------
+
+    def _upsert_effect(self, row: Row) -> None:
+        old = self._effects.get(row[0])
+        if old is None:
+            self._effects[row[0]] = row
+        else:
+            self._effects[row[0]] = _with(old, {i: row[i] for i in _EFFECT_MUTABLE})
+
+    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+        row = rows.effect_to_params(record)
+        with self._lock:
+            old = self._effects.get(record.effect_id)
+            if old is None:
+                self._effects[record.effect_id] = row
+                stored, created = row, True
+            else:
+                stored, created = old, False
+        return rows.effect_from_row(stored), created
+
+    async def get_effect(self, effect_id: str) -> EffectRecord | None:
+        with self._lock:
+            row = self._effects.get(effect_id)
+        return None if row is None else rows.effect_from_row(row)
+
+    async def save_effect(self, record: EffectRecord) -> None:
+        row = rows.effect_to_params(record)
+        with self._lock:
+            self._upsert_effect(row)
+
+    async def list_effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+    ) -> list[EffectRecord]:
+        wanted = None if statuses is None else {str(s) for s in statuses}
+        with self._lock:
+            found = [
+                row
+                for row in self._effects.values()
+                if (run_id is None or row[_EFFECT_RUN] == run_id)
+                and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
+                and (wanted is None or row[_EFFECT_STATUS] in wanted)
+            ]
+        found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        return [rows.effect_from_row(r) for r in found]
+
+
+__all__ = ["InMemoryCheckpointer"]

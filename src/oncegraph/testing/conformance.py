@@ -1,0 +1,964 @@
+"""The pytest-native contract suite every :class:`Checkpointer` backend must pass.
+
+A backend's test module subclasses :class:`CheckpointerConformance` and provides a
+``checkpointer`` fixture yielding a set-up store (closing it afterwards)::
+
+    class TestSqlite(CheckpointerConformance):
+        @pytest.fixture
+        async def checkpointer(self, tmp_path):
+            store = SqliteCheckpointer(tmp_path / "db.sqlite")
+            await store.setup()
+            yield store
+            await store.aclose()
+
+        @pytest.fixture
+        async def reopen(self, tmp_path):  # optional: enables the durability test
+            ...yield an async function returning a NEW set-up store on the same database
+
+Every test uses fresh, random thread and run ids and filters its listings by them, so
+the suite may run against a shared database (PostgreSQL) and in parallel. Records use
+fixed timestamps where an ordering is asserted, so no test depends on the clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from oncegraph.errors import (
+    ConfigError,
+    LeaseLostError,
+    RunNotFoundError,
+    StaleStateError,
+    StorageError,
+)
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import (
+    Attempt,
+    CheckpointRecord,
+    EffectClass,
+    EffectRecord,
+    EffectStatus,
+    LogEntry,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+)
+
+Reopen = Callable[[], Awaitable[Checkpointer]]
+
+# A value exercising JSON: unicode, 64-bit ints, floats, None, nesting, empty containers.
+NESTED: dict[str, Any] = {
+    "text": 'héllo wörld ✓ 日本語 🚀 \u0000 nul and "quotes" \\ back',
+    "big": 2**63 - 1,
+    "small": -(2**63),
+    "unsigned": 2**64 - 1,
+    "float": 3.141592653589793,
+    "tiny": 5e-324,
+    "neg_zero_ish": -0.5,
+    "none": None,
+    "flags": [True, False, None],
+    "nested": [[1, [2, [3, [4, {"deep": ["x", {"y": [None, 1.25]}]}]]]], [], {}],
+    "empty_str": "",
+}
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def make_run(
+    thread_id: str,
+    run_id: str | None = None,
+    *,
+    status: RunStatus = RunStatus.RUNNING,
+    created_at: float = 1_000.0,
+    **changes: Any,
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id or new_id("run"),
+        thread_id=thread_id,
+        status=status,
+        created_at=created_at,
+        updated_at=created_at,
+        **changes,
+    )
+
+
+def make_checkpoint(
+    thread_id: str,
+    run_id: str,
+    version: int,
+    *,
+    values: dict[str, Any] | None = None,
+    logs: dict[str, int] | None = None,
+    parent: str | None = None,
+    next_nodes: tuple[str, ...] = ("agent",),
+    metadata: dict[str, Any] | None = None,
+) -> CheckpointRecord:
+    return CheckpointRecord(
+        checkpoint_id=new_id("cp"),
+        thread_id=thread_id,
+        run_id=run_id,
+        step=version - 2,
+        version=version,
+        parent_checkpoint_id=parent,
+        values=values if values is not None else {"count": version},
+        logs=logs or {},
+        next=next_nodes,
+        metadata=metadata or {"source": "loop"},
+        created_at=2_000.0 + version,
+    )
+
+
+def make_effect(
+    run_id: str,
+    thread_id: str,
+    command_id: str = "msg_1:call_1",
+    *,
+    request: Any = None,
+    status: EffectStatus = EffectStatus.PENDING,
+    created_at: float = 3_000.0,
+    **changes: Any,
+) -> EffectRecord:
+    request = {"order": 7} if request is None else request
+    return EffectRecord(
+        effect_id=new_id("eff"),
+        effect_type="tool:refund",
+        effect_class=EffectClass.IRREVERSIBLE,
+        command_id=command_id,
+        run_id=run_id,
+        thread_id=thread_id,
+        node="tools",
+        request_hash="sha256:" + uuid.uuid4().hex,
+        status=status,
+        request=request,
+        recipient="payments",
+        attempts=(Attempt(number=1, started_at=created_at),),
+        created_at=created_at,
+        updated_at=created_at,
+        **changes,
+    )
+
+
+async def start_thread(
+    store: Checkpointer, **commit_fields: Any
+) -> tuple[str, str, CheckpointRecord]:
+    """Commit version 1 of a new thread with a new run; returns (thread, run, checkpoint)."""
+    thread_id, run_id = new_id("thread"), new_id("run")
+    cp = make_checkpoint(thread_id, run_id, 1, next_nodes=("__start__",))
+    await store.commit(
+        StepCommit(
+            thread_id=thread_id,
+            expected_version=0,
+            checkpoint=cp,
+            new_run=make_run(thread_id, run_id),
+            **commit_fields,
+        )
+    )
+    return thread_id, run_id, cp
+
+
+async def snapshot(store: Checkpointer, thread_id: str, run_ids: Sequence[str]) -> dict[str, Any]:
+    """Everything a test can observe about a thread, for "nothing was written" checks."""
+    head = await store.get_checkpoint(thread_id)
+    return {
+        "thread": await store.get_thread(thread_id),
+        "head": head,
+        "checkpoints": await store.list_checkpoints(thread_id),
+        "log": await store.read_log(thread_id, "messages", 1_000),
+        "runs": [await store.get_run(r) for r in run_ids],
+        "thread_runs": await store.list_runs(thread_id=thread_id),
+        "effects": await store.list_effects(thread_id=thread_id),
+        "task_writes": (await store.get_task_writes(thread_id, head.checkpoint_id) if head else []),
+    }
+
+
+class CheckpointerConformance:
+    """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends."""
+
+    @pytest.fixture
+    def reopen(self) -> Reopen | None:
+        """Override with a factory of NEW set-up stores on the same database to enable
+        the durability test; ``None`` (the default) skips it."""
+        return None
+
+    # -- protocol ---------------------------------------------------------------------
+
+    async def test_is_a_checkpointer(self, checkpointer: Checkpointer) -> None:
+        assert isinstance(checkpointer, Checkpointer)
+
+    async def test_unknown_ids_read_as_empty(self, checkpointer: Checkpointer) -> None:
+        tid = new_id("thread")
+        assert await checkpointer.get_thread(tid) is None
+        assert await checkpointer.get_checkpoint(tid) is None
+        assert await checkpointer.get_checkpoint(tid, "cp_missing") is None
+        assert await checkpointer.list_checkpoints(tid) == []
+        assert await checkpointer.read_log(tid, "messages", 10) == []
+        assert await checkpointer.get_task_writes(tid, "cp_missing") == []
+        assert await checkpointer.get_run(new_id("run")) is None
+        assert await checkpointer.list_runs(thread_id=tid) == []
+        assert await checkpointer.get_effect(new_id("eff")) is None
+        assert await checkpointer.list_effects(thread_id=tid) == []
+
+    # -- commit and CAS ---------------------------------------------------------------
+
+    async def test_commit_new_thread(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp = await start_thread(checkpointer)
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None
+        assert (thread.version, thread.head_checkpoint_id) == (1, cp.checkpoint_id)
+        assert await checkpointer.get_checkpoint(tid) == cp
+        assert await checkpointer.get_checkpoint(tid, cp.checkpoint_id) == cp
+        run = await checkpointer.get_run(rid)
+        assert run is not None
+        assert (run.thread_id, run.status) == (tid, RunStatus.RUNNING)
+
+    async def test_commit_moves_head_and_version(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id, values={"count": 2})
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        cp3 = make_checkpoint(tid, rid, 3, parent=cp2.checkpoint_id, next_nodes=())
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=2, checkpoint=cp3))
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None
+        assert (thread.version, thread.head_checkpoint_id) == (3, cp3.checkpoint_id)
+        assert await checkpointer.get_checkpoint(tid) == cp3
+        assert await checkpointer.get_checkpoint(tid, cp1.checkpoint_id) == cp1
+        assert await checkpointer.get_checkpoint(tid, cp2.checkpoint_id) == cp2
+
+    async def test_checkpoint_of_another_thread_is_not_found(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        _, _, cp = await start_thread(checkpointer)
+        other, _, _ = await start_thread(checkpointer)
+        assert await checkpointer.get_checkpoint(other, cp.checkpoint_id) is None
+
+    async def test_commit_applies_run_status_and_error(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                run_status=RunStatus.FAILED,
+                run_error="boom",
+            )
+        )
+        run = await checkpointer.get_run(rid)
+        assert run is not None
+        assert (run.status, run.error) == (RunStatus.FAILED, "boom")
+
+    async def test_stale_cas_raises_and_writes_nothing(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(
+            checkpointer, log=[LogEntry("messages", 0, {"role": "user", "content": "hi"})]
+        )
+        effect = make_effect(rid, tid)
+        await checkpointer.begin_effect(effect)
+        await checkpointer.put_task_write(
+            TaskWrite(tid, cp1.checkpoint_id, "tools", "writes", 0, {"x": 1})
+        )
+        before = await snapshot(checkpointer, tid, [rid])
+        other_run = new_id("run")
+        for stale in (0, 5):
+            cp = make_checkpoint(tid, rid, stale + 1, parent=cp1.checkpoint_id)
+            with pytest.raises(StaleStateError):
+                await checkpointer.commit(
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=stale,
+                        checkpoint=cp,
+                        log=[LogEntry("messages", 1, {"role": "ai", "content": "stale"})],
+                        new_run=make_run(tid, other_run),
+                        run_status=RunStatus.COMPLETED,
+                        run_error="stale",
+                        effects=[effect.replace(status=EffectStatus.COMPLETED, result="stale")],
+                        clear_task_writes_of=cp1.checkpoint_id,
+                    )
+                )
+            assert await checkpointer.get_checkpoint(tid, cp.checkpoint_id) is None
+        assert await checkpointer.get_run(other_run) is None
+        assert await snapshot(checkpointer, tid, [rid]) == before
+        assert await checkpointer.read_log(tid, "messages", 5) == [
+            {"role": "user", "content": "hi"}
+        ]
+
+    async def test_racing_writers_exactly_one_wins(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        candidates = [
+            make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id, values={"writer": i})
+            for i in range(6)
+        ]
+        results = await asyncio.gather(
+            *(
+                checkpointer.commit(
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=1,
+                        checkpoint=cp,
+                        log=[LogEntry("messages", 0, {"writer": i})],
+                    )
+                )
+                for i, cp in enumerate(candidates)
+            ),
+            return_exceptions=True,
+        )
+        winners = [i for i, r in enumerate(results) if r is None]
+        assert len(winners) == 1, results
+        assert all(isinstance(r, StaleStateError) for r in results if r is not None), results
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None and thread.version == 2
+        assert thread.head_checkpoint_id == candidates[winners[0]].checkpoint_id
+        assert await checkpointer.read_log(tid, "messages", 5) == [{"writer": winners[0]}]
+        assert len(await checkpointer.list_checkpoints(tid)) == 2
+
+    async def test_racing_new_threads_exactly_one_wins(self, checkpointer: Checkpointer) -> None:
+        tid = new_id("thread")
+        commits = []
+        for _ in range(4):
+            rid = new_id("run")
+            commits.append(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=0,
+                    checkpoint=make_checkpoint(tid, rid, 1),
+                    new_run=make_run(tid, rid),
+                )
+            )
+        results = await asyncio.gather(
+            *(checkpointer.commit(c) for c in commits), return_exceptions=True
+        )
+        assert sum(r is None for r in results) == 1, results
+        assert all(isinstance(r, StaleStateError) for r in results if r is not None), results
+        assert len(await checkpointer.list_runs(thread_id=tid)) == 1
+
+    async def test_malformed_commit_is_rejected(self, checkpointer: Checkpointer) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        wrong_version = make_checkpoint(tid, rid, 5)
+        with pytest.raises(ConfigError):
+            await checkpointer.commit(
+                StepCommit(thread_id=tid, expected_version=1, checkpoint=wrong_version)
+            )
+        other_thread = make_checkpoint(new_id("thread"), rid, 2)
+        with pytest.raises(ConfigError):
+            await checkpointer.commit(
+                StepCommit(thread_id=tid, expected_version=1, checkpoint=other_thread)
+            )
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None and thread.version == 1
+
+    async def test_unserializable_value_writes_nothing(self, checkpointer: Checkpointer) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        before = await snapshot(checkpointer, tid, [rid])
+        bad = make_checkpoint(tid, rid, 2, values={"x": object()})
+        with pytest.raises(ConfigError):
+            await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=bad))
+        bad_log = make_checkpoint(tid, rid, 2)
+        with pytest.raises(ConfigError):
+            await checkpointer.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=1,
+                    checkpoint=bad_log,
+                    log=[LogEntry("messages", 0, "ok"), LogEntry("messages", 1, object())],
+                )
+            )
+        assert await snapshot(checkpointer, tid, [rid]) == before
+        # the store is still usable at the same version
+        good = make_checkpoint(tid, rid, 2)
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=good))
+        assert await checkpointer.get_checkpoint(tid) == good
+
+    async def test_duplicate_checkpoint_id_writes_nothing(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        before = await snapshot(checkpointer, tid, [rid])
+        dup = dataclasses.replace(make_checkpoint(tid, rid, 2), checkpoint_id=cp1.checkpoint_id)
+        with pytest.raises(StorageError):
+            await checkpointer.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=1,
+                    checkpoint=dup,
+                    log=[LogEntry("messages", 0, "x")],
+                )
+            )
+        assert await snapshot(checkpointer, tid, [rid]) == before
+
+    # -- logs -------------------------------------------------------------------------
+
+    async def test_log_entries_appended_and_read_by_end(self, checkpointer: Checkpointer) -> None:
+        m = [{"role": "user", "content": f"m{i}"} for i in range(5)]
+        tid, rid, cp1 = await start_thread(
+            checkpointer,
+            log=[LogEntry("messages", 0, m[0]), LogEntry("messages", 1, m[1])],
+        )
+        cp2 = make_checkpoint(
+            tid, rid, 2, parent=cp1.checkpoint_id, logs={"messages": 5, "events": 1}
+        )
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                log=[
+                    LogEntry("messages", 2, m[2]),
+                    LogEntry("messages", 3, m[3]),
+                    LogEntry("messages", 4, m[4]),
+                    LogEntry("events", 0, "started"),
+                ],
+            )
+        )
+        assert await checkpointer.read_log(tid, "messages", 5) == m
+        assert await checkpointer.read_log(tid, "messages", 2) == m[:2]
+        assert await checkpointer.read_log(tid, "messages", 100) == m
+        assert await checkpointer.read_log(tid, "messages", 0) == []
+        assert await checkpointer.read_log(tid, "events", 1) == ["started"]
+        assert await checkpointer.read_log(tid, "nothing", 3) == []
+        head = await checkpointer.get_checkpoint(tid)
+        assert head is not None
+        assert dict(head.logs) == {"messages": 5, "events": 1}
+        assert "messages" not in head.values  # a checkpoint stores counts, not entries
+
+    async def test_log_entry_is_never_rewritten(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer, log=[LogEntry("messages", 0, "first")])
+        before = await snapshot(checkpointer, tid, [rid])
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        with pytest.raises(StorageError):
+            await checkpointer.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=1,
+                    checkpoint=cp2,
+                    log=[LogEntry("messages", 1, "new"), LogEntry("messages", 0, "rewrite")],
+                )
+            )
+        assert await snapshot(checkpointer, tid, [rid]) == before
+        assert await checkpointer.read_log(tid, "messages", 5) == ["first"]
+
+    # -- checkpoint listings ----------------------------------------------------------
+
+    async def test_list_checkpoints_newest_first_and_by_run(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, run_a, cp1 = await start_thread(checkpointer)
+        cp2 = make_checkpoint(tid, run_a, 2, parent=cp1.checkpoint_id)
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        run_b = new_id("run")
+        cp3 = make_checkpoint(tid, run_b, 3, parent=cp2.checkpoint_id)
+        cp4 = make_checkpoint(tid, run_b, 4, parent=cp3.checkpoint_id)
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid, expected_version=2, checkpoint=cp3, new_run=make_run(tid, run_b)
+            )
+        )
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=3, checkpoint=cp4))
+        ids = [c.checkpoint_id for c in await checkpointer.list_checkpoints(tid)]
+        assert ids == [cp4.checkpoint_id, cp3.checkpoint_id, cp2.checkpoint_id, cp1.checkpoint_id]
+        by_a = await checkpointer.list_checkpoints(tid, run_id=run_a)
+        assert [c.checkpoint_id for c in by_a] == [cp2.checkpoint_id, cp1.checkpoint_id]
+        by_b = await checkpointer.list_checkpoints(tid, run_id=run_b, limit=1)
+        assert by_b == [cp4]
+        limited = await checkpointer.list_checkpoints(tid, limit=2)
+        assert [c.version for c in limited] == [4, 3]
+        assert await checkpointer.list_checkpoints(tid, run_id=new_id("run")) == []
+
+    # -- task writes ------------------------------------------------------------------
+
+    async def test_task_writes_put_replace_get_ordered_and_cleared(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        cid = cp1.checkpoint_id
+        puts = [
+            TaskWrite(tid, cid, "tools", "writes", 1, {"b": 1}, created_at=1.0),
+            TaskWrite(tid, cid, "agent", "writes", 0, {"a": 1}, created_at=2.0),
+            TaskWrite(tid, cid, "tools", "interrupt", 0, "ask?", created_at=3.0),
+            TaskWrite(tid, cid, "tools", "writes", 0, {"c": 1}, created_at=4.0),
+        ]
+        for w in puts:
+            await checkpointer.put_task_write(w)
+        await checkpointer.put_task_write(TaskWrite(tid, "cp_other", "agent", "writes", 0, 1))
+        got = await checkpointer.get_task_writes(tid, cid)
+        assert [(w.task, w.kind, w.idx) for w in got] == [
+            ("agent", "writes", 0),
+            ("tools", "interrupt", 0),
+            ("tools", "writes", 0),
+            ("tools", "writes", 1),
+        ]
+        assert got[0] == puts[1]
+        replaced = TaskWrite(tid, cid, "tools", "interrupt", 0, {"answer": "yes"}, created_at=9.0)
+        await checkpointer.put_task_write(replaced)
+        got = await checkpointer.get_task_writes(tid, cid)
+        assert len(got) == 4
+        assert got[1] == replaced
+        cp2 = make_checkpoint(tid, rid, 2, parent=cid)
+        await checkpointer.commit(
+            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, clear_task_writes_of=cid)
+        )
+        assert await checkpointer.get_task_writes(tid, cid) == []
+        assert len(await checkpointer.get_task_writes(tid, "cp_other")) == 1
+
+    # -- runs -------------------------------------------------------------------------
+
+    async def test_runs_create_get_update(self, checkpointer: Checkpointer) -> None:
+        tid = new_id("thread")
+        run = make_run(
+            tid,
+            status=RunStatus.QUEUED,
+            input={"messages": [{"role": "user", "content": "hi"}]},
+            config={"tool_timeout": 60},
+            workflow_name="support",
+            workflow_version="7",
+            state_schema_version=3,
+            graph_fingerprint="fp",
+            parent_run_id="run_parent",
+            parent_checkpoint_id="cp_parent",
+            launch_reason="replay",
+            mode="evidence",
+            lease_owner="worker-1",
+            lease_expires_at=99.5,
+            fencing_token=4,
+        )
+        await checkpointer.create_run(run)
+        assert await checkpointer.get_run(run.run_id) == run
+        await checkpointer.update_run(run.run_id, status=RunStatus.FAILED, error="boom")
+        got = await checkpointer.get_run(run.run_id)
+        assert got is not None
+        assert (got.status, got.error) == (RunStatus.FAILED, "boom")
+        assert got.replace(status=run.status, error=None, updated_at=run.updated_at) == run
+        await checkpointer.update_run(run.run_id, status=RunStatus.COMPLETED)
+        got = await checkpointer.get_run(run.run_id)
+        assert got is not None
+        assert (got.status, got.error) == (RunStatus.COMPLETED, None)
+
+    async def test_duplicate_run_is_rejected(self, checkpointer: Checkpointer) -> None:
+        run = make_run(new_id("thread"), status=RunStatus.QUEUED)
+        await checkpointer.create_run(run)
+        with pytest.raises(StorageError):
+            await checkpointer.create_run(run.replace(status=RunStatus.COMPLETED))
+        assert await checkpointer.get_run(run.run_id) == run
+
+    async def test_list_runs_newest_first_by_thread_and_status(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, other = new_id("thread"), new_id("thread")
+        statuses = [
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.RUNNING,
+            RunStatus.INTERRUPTED,
+            RunStatus.FAILED,
+        ]
+        # created_at is deliberately not in insertion order
+        created = [1_003.0, 1_001.0, 1_004.0, 1_000.0, 1_002.0]
+        runs = [
+            make_run(tid, status=s, created_at=c) for s, c in zip(statuses, created, strict=True)
+        ]
+        for run in runs:
+            await checkpointer.create_run(run)
+        await checkpointer.create_run(make_run(other, status=RunStatus.FAILED))
+        newest_first = sorted(runs, key=lambda r: r.created_at, reverse=True)
+        assert await checkpointer.list_runs(thread_id=tid) == newest_first
+        assert await checkpointer.list_runs(thread_id=tid, limit=2) == newest_first[:2]
+        failed = await checkpointer.list_runs(thread_id=tid, statuses=[RunStatus.FAILED])
+        assert failed == [runs[4], runs[1]]
+        unfinished = await checkpointer.list_runs(
+            thread_id=tid, statuses=[RunStatus.RUNNING, RunStatus.INTERRUPTED]
+        )
+        assert unfinished == [runs[2], runs[3]]
+        # without a thread filter, our failed runs are found among everyone's
+        everywhere = await checkpointer.list_runs(statuses=[RunStatus.FAILED], limit=100_000)
+        ids = {r.run_id for r in everywhere}
+        assert {runs[1].run_id, runs[4].run_id} <= ids
+        assert all(r.status is RunStatus.FAILED for r in everywhere)
+
+    async def test_unknown_run(self, checkpointer: Checkpointer) -> None:
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.update_run(new_id("run"), status=RunStatus.COMPLETED)
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.update_run(new_id("run"), status=RunStatus.COMPLETED, fence=1)
+        tid, rid, cp1 = await start_thread(checkpointer)
+        before = await snapshot(checkpointer, tid, [rid])
+        ghost = new_id("run")
+        cp2 = make_checkpoint(tid, ghost, 2, parent=cp1.checkpoint_id)
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=1,
+                    checkpoint=cp2,
+                    run_status=RunStatus.COMPLETED,
+                )
+            )
+        assert await snapshot(checkpointer, tid, [rid]) == before
+
+    async def test_fence_mismatch_raises_and_writes_nothing(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        run_b = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_b, fencing_token=3))
+        effect = make_effect(run_b, tid)
+        await checkpointer.begin_effect(effect)
+        with pytest.raises(LeaseLostError):
+            await checkpointer.update_run(run_b, status=RunStatus.COMPLETED, fence=2)
+        got = await checkpointer.get_run(run_b)
+        assert got is not None and got.status is RunStatus.RUNNING
+        before = await snapshot(checkpointer, tid, [rid, run_b])
+        for run_status in (RunStatus.COMPLETED, None):
+            cp2 = make_checkpoint(tid, run_b, 2, parent=cp1.checkpoint_id)
+            with pytest.raises(LeaseLostError):
+                await checkpointer.commit(
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=1,
+                        checkpoint=cp2,
+                        log=[LogEntry("messages", 0, "fenced out")],
+                        run_status=run_status,
+                        effects=[effect.replace(status=EffectStatus.COMPLETED, result=1)],
+                        fence=2,
+                    )
+                )
+            assert await checkpointer.get_checkpoint(tid, cp2.checkpoint_id) is None
+        assert await snapshot(checkpointer, tid, [rid, run_b]) == before
+        # the current token passes
+        await checkpointer.update_run(run_b, status=RunStatus.RUNNING, fence=3)
+        cp2 = make_checkpoint(tid, run_b, 2, parent=cp1.checkpoint_id)
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                run_status=RunStatus.COMPLETED,
+                fence=3,
+            )
+        )
+        got = await checkpointer.get_run(run_b)
+        assert got is not None and got.status is RunStatus.COMPLETED
+
+    # -- effects ----------------------------------------------------------------------
+
+    async def test_begin_effect_first_writer_wins(self, checkpointer: Checkpointer) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        first = make_effect(rid, tid, request={"amount": 10})
+        stored, created = await checkpointer.begin_effect(first)
+        assert created is True
+        assert stored == first
+        second = first.replace(
+            request_hash="sha256:other", request={"amount": 99}, recipient="someone else"
+        )
+        stored, created = await checkpointer.begin_effect(second)
+        assert created is False
+        assert stored == first
+        assert stored.request_hash == first.request_hash
+        assert await checkpointer.get_effect(first.effect_id) == first
+
+    async def test_begin_effect_racing_one_creates(self, checkpointer: Checkpointer) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        base = make_effect(rid, tid)
+        variants = [base.replace(request_hash=f"sha256:{i}", request={"i": i}) for i in range(5)]
+        results = await asyncio.gather(*(checkpointer.begin_effect(v) for v in variants))
+        assert sum(created for _, created in results) == 1
+        winner = next(stored for stored, created in results if created)
+        assert all(stored == winner for stored, _ in results)
+        assert await checkpointer.get_effect(base.effect_id) == winner
+
+    async def test_save_effect_updates_result_never_request_hash(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        effect = make_effect(rid, tid, request={"amount": 10})
+        await checkpointer.begin_effect(effect)
+        attempts = (
+            Attempt(number=1, started_at=3_000.0, ended_at=3_001.0, outcome="timeout"),
+            Attempt(number=2, started_at=3_002.0, ended_at=3_003.5, outcome="completed"),
+        )
+        done = effect.replace(
+            status=EffectStatus.COMPLETED,
+            attempts=attempts,
+            result={"refund_id": "r_1", "amount": 10},
+            provider_reference="prov_1",
+            error=None,
+            updated_at=3_004.0,
+            request_hash="sha256:tampered",
+            request={"amount": 99},
+        )
+        await checkpointer.save_effect(done)
+        got = await checkpointer.get_effect(effect.effect_id)
+        assert got is not None
+        assert got.status is EffectStatus.COMPLETED
+        assert got.attempts == attempts
+        assert got.result == {"refund_id": "r_1", "amount": 10}
+        assert got.provider_reference == "prov_1"
+        assert got.updated_at == 3_004.0
+        assert got.request_hash == effect.request_hash
+        assert got.request == {"amount": 10}
+        assert got.created_at == effect.created_at
+        failed = done.replace(status=EffectStatus.FAILED, error="declined", result=None)
+        await checkpointer.save_effect(failed)
+        got = await checkpointer.get_effect(effect.effect_id)
+        assert got is not None
+        assert (got.status, got.error, got.result) == (EffectStatus.FAILED, "declined", None)
+        assert got.request_hash == effect.request_hash
+
+    async def test_save_effect_never_begun_is_recorded(self, checkpointer: Checkpointer) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        effect = make_effect(rid, tid, status=EffectStatus.COMPLETED, result={"ok": True})
+        await checkpointer.save_effect(effect)
+        assert await checkpointer.get_effect(effect.effect_id) == effect
+
+    async def test_list_effects_by_run_thread_status_in_creation_order(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, run_a, _ = await start_thread(checkpointer)
+        run_b = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_b))
+        other_tid, run_c, _ = await start_thread(checkpointer)
+        specs = [  # (run, status, created_at) - inserted out of creation order
+            (run_a, EffectStatus.PENDING, 3_005.0),
+            (run_a, EffectStatus.COMPLETED, 3_001.0),
+            (run_b, EffectStatus.ACCEPTED, 3_003.0),
+            (run_a, EffectStatus.FAILED, 3_002.0),
+            (run_b, EffectStatus.COMPLETED, 3_004.0),
+        ]
+        effects = [
+            make_effect(r, tid, f"msg:{i}", status=s, created_at=c)
+            for i, (r, s, c) in enumerate(specs)
+        ]
+        for e in effects:
+            await checkpointer.begin_effect(e)
+        await checkpointer.begin_effect(make_effect(run_c, other_tid, created_at=3_000.5))
+
+        def order(*idx: int) -> list[EffectRecord]:
+            return [effects[i] for i in idx]
+
+        assert await checkpointer.list_effects(run_id=run_a) == order(1, 3, 0)
+        assert await checkpointer.list_effects(run_id=run_b) == order(2, 4)
+        assert await checkpointer.list_effects(thread_id=tid) == order(1, 3, 2, 4, 0)
+        done = await checkpointer.list_effects(thread_id=tid, statuses=[EffectStatus.COMPLETED])
+        assert done == order(1, 4)
+        unsure = await checkpointer.list_effects(
+            run_id=run_b, statuses=[EffectStatus.PENDING, EffectStatus.ACCEPTED]
+        )
+        assert unsure == order(2)
+        assert await checkpointer.list_effects(run_id=run_a, thread_id=other_tid) == []
+
+    async def test_folded_effects_saved_in_commit(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        pending = make_effect(rid, tid)
+        await checkpointer.begin_effect(pending)
+        folded_new = make_effect(rid, tid, "msg_1:call_2", status=EffectStatus.COMPLETED)
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        done = pending.replace(
+            status=EffectStatus.COMPLETED,
+            result={"ok": 1},
+            provider_reference="p1",
+            checkpoint_id=cp2.checkpoint_id,
+            request_hash="sha256:ignored",
+        )
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                effects=[done, folded_new],
+            )
+        )
+        got = await checkpointer.get_effect(pending.effect_id)
+        assert got is not None
+        assert (got.status, got.result, got.provider_reference) == (
+            EffectStatus.COMPLETED,
+            {"ok": 1},
+            "p1",
+        )
+        assert got.request_hash == pending.request_hash
+        assert await checkpointer.get_effect(folded_new.effect_id) == folded_new
+
+    # -- values -----------------------------------------------------------------------
+
+    async def test_json_round_trip(self, checkpointer: Checkpointer) -> None:
+        tid, rid = new_id("thread"), new_id("run")
+        cp = make_checkpoint(
+            tid, rid, 1, values={"state": NESTED, "list": [NESTED]}, metadata={"m": NESTED}
+        )
+        run = make_run(tid, rid, input=NESTED, config={"c": NESTED})
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=0,
+                checkpoint=cp,
+                new_run=run,
+                log=[LogEntry("messages", 0, NESTED), LogEntry("messages", 1, None)],
+            )
+        )
+        await checkpointer.put_task_write(
+            TaskWrite(tid, cp.checkpoint_id, "t", "writes", 0, NESTED)
+        )
+        effect = make_effect(rid, tid, request=NESTED, result=[NESTED])
+        await checkpointer.begin_effect(effect)
+        got_cp = await checkpointer.get_checkpoint(tid)
+        assert got_cp is not None
+        assert got_cp.values == {"state": NESTED, "list": [NESTED]}
+        assert got_cp.metadata == {"m": NESTED}
+        got_run = await checkpointer.get_run(rid)
+        assert got_run is not None
+        assert (got_run.input, got_run.config) == (NESTED, {"c": NESTED})
+        assert await checkpointer.read_log(tid, "messages", 2) == [NESTED, None]
+        (write,) = await checkpointer.get_task_writes(tid, cp.checkpoint_id)
+        assert write.value == NESTED
+        got_effect = await checkpointer.get_effect(effect.effect_id)
+        assert got_effect is not None
+        assert (got_effect.request, got_effect.result) == (NESTED, [NESTED])
+        big = got_cp.values["state"]["big"]
+        assert big == 2**63 - 1 and isinstance(big, int)
+        assert isinstance(got_cp.values["state"]["float"], float)
+
+    async def test_json_normalizes_like_json(self, checkpointer: Checkpointer) -> None:
+        # tuples come back as lists and int keys as strings, on every backend alike
+        tid, rid = new_id("thread"), new_id("run")
+        cp = make_checkpoint(tid, rid, 1, values={"pair": (1, 2), "keys": {1: "one"}})
+        await checkpointer.commit(
+            StepCommit(thread_id=tid, expected_version=0, checkpoint=cp, new_run=make_run(tid, rid))
+        )
+        got = await checkpointer.get_checkpoint(tid)
+        assert got is not None
+        assert got.values == {"pair": [1, 2], "keys": {"1": "one"}}
+
+    async def test_values_are_not_aliases(self, checkpointer: Checkpointer) -> None:
+        tid, rid = new_id("thread"), new_id("run")
+        values: dict[str, Any] = {"items": [1, 2], "inner": {"k": "v"}}
+        log_value: dict[str, Any] = {"content": "hi"}
+        cp = make_checkpoint(tid, rid, 1, values=values)
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=0,
+                checkpoint=cp,
+                new_run=make_run(tid, rid, config={"a": [1]}),
+                log=[LogEntry("messages", 0, log_value)],
+            )
+        )
+        result: dict[str, Any] = {"r": [1]}
+        effect = make_effect(rid, tid, result=result)
+        await checkpointer.begin_effect(effect)
+        # mutate what we passed in
+        values["items"].append(3)
+        values["inner"]["k"] = "changed"
+        log_value["content"] = "changed"
+        result["r"].append(2)
+        # mutate what we got back
+        got = await checkpointer.get_checkpoint(tid)
+        assert got is not None
+        got.values["items"].append(99)
+        got.metadata["x"] = 1  # type: ignore[index]
+        (entry,) = await checkpointer.read_log(tid, "messages", 1)
+        entry["content"] = "mutated"
+        got_run = await checkpointer.get_run(rid)
+        assert got_run is not None
+        got_run.config["a"].append(2)
+        got_effect = await checkpointer.get_effect(effect.effect_id)
+        assert got_effect is not None
+        got_effect.result["r"].append(3)
+        stored, _ = await checkpointer.begin_effect(effect)
+        stored.result["r"].append(4)
+        # the store still holds the original values
+        again = await checkpointer.get_checkpoint(tid)
+        assert again is not None
+        assert again.values == {"items": [1, 2], "inner": {"k": "v"}}
+        assert again.metadata == {"source": "loop"}
+        assert await checkpointer.read_log(tid, "messages", 1) == [{"content": "hi"}]
+        run_again = await checkpointer.get_run(rid)
+        assert run_again is not None and run_again.config == {"a": [1]}
+        effect_again = await checkpointer.get_effect(effect.effect_id)
+        assert effect_again is not None and effect_again.result == {"r": [1]}
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def test_setup_twice_is_harmless(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp = await start_thread(checkpointer)
+        await checkpointer.setup()
+        await checkpointer.setup()
+        assert await checkpointer.get_checkpoint(tid) == cp
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp.checkpoint_id)
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        assert await checkpointer.get_checkpoint(tid) == cp2
+
+    async def test_closed_store_can_be_set_up_again(self, checkpointer: Checkpointer) -> None:
+        tid, rid, cp = await start_thread(checkpointer)
+        await checkpointer.aclose()
+        await checkpointer.aclose()  # closing twice is harmless
+        await checkpointer.setup()
+        assert await checkpointer.get_checkpoint(tid) == cp
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp.checkpoint_id)
+        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None and thread.version == 2
+
+    async def test_durable_across_instances(
+        self, checkpointer: Checkpointer, reopen: Reopen | None
+    ) -> None:
+        if reopen is None:
+            pytest.skip("this backend keeps nothing across instances (no `reopen` fixture)")
+        tid, rid, cp1 = await start_thread(checkpointer, log=[LogEntry("messages", 0, "hello")])
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id, logs={"messages": 1})
+        effect = make_effect(rid, tid)
+        await checkpointer.begin_effect(effect)
+        done = effect.replace(status=EffectStatus.COMPLETED, result={"id": 1})
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                effects=[done],
+                run_status=RunStatus.INTERRUPTED,
+            )
+        )
+        write = TaskWrite(tid, cp2.checkpoint_id, "tools", "interrupt", 0, "approve?")
+        await checkpointer.put_task_write(write)
+        queued = make_run(tid, status=RunStatus.QUEUED, created_at=5_000.0)
+        await checkpointer.create_run(queued)
+        other = await reopen()
+        assert other is not checkpointer
+        thread = await other.get_thread(tid)
+        assert thread is not None
+        assert (thread.version, thread.head_checkpoint_id) == (2, cp2.checkpoint_id)
+        assert await other.get_checkpoint(tid) == cp2
+        assert await other.list_checkpoints(tid) == [cp2, cp1]
+        assert await other.read_log(tid, "messages", 1) == ["hello"]
+        assert await other.get_task_writes(tid, cp2.checkpoint_id) == [write]
+        assert await other.get_effect(effect.effect_id) == done
+        run = await other.get_run(rid)
+        assert run is not None and run.status is RunStatus.INTERRUPTED
+        assert await other.get_run(queued.run_id) == queued
+        # and the new instance continues the CAS chain where the old one stopped
+        cp3 = make_checkpoint(tid, rid, 3, parent=cp2.checkpoint_id)
+        with pytest.raises(StaleStateError):
+            await other.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=1,
+                    checkpoint=make_checkpoint(tid, rid, 2),
+                )
+            )
+        await other.commit(StepCommit(thread_id=tid, expected_version=2, checkpoint=cp3))
+        assert await checkpointer.get_checkpoint(tid) == cp3
+
+
+__all__ = [
+    "NESTED",
+    "CheckpointerConformance",
+    "Reopen",
+    "make_checkpoint",
+    "make_effect",
+    "make_run",
+    "new_id",
+    "snapshot",
+    "start_thread",
+]

@@ -221,11 +221,12 @@ class _Performer:
             return await self._attempts(record)
         status = EffectStatus.COMPLETED if verdict.verdict == "done" else EffectStatus.ACCEPTED
         t = now()
+        closed = tuple(_close_open(a) for a in record.attempts)
         done = record.replace(
             status=status,
             result=verdict.result,
             provider_reference=verdict.provider_reference or record.provider_reference,
-            attempts=(*record.attempts, Attempt(len(record.attempts) + 1, t, t, "reconciled")),
+            attempts=(*closed, Attempt(len(closed) + 1, t, t, "reconciled")),
             updated_at=t,
         )
         await self._save(done)
@@ -247,10 +248,7 @@ class _Performer:
         call. Otherwise every call starts a new attempt, and an attempt left open by a
         crash is closed as ``unknown``.
         """
-        history = [
-            a if a.ended_at is not None else _ended(a, "unknown", "no outcome recorded")
-            for a in (record.attempts if attempts is None else attempts)
-        ]
+        history = [_close_open(a) for a in (record.attempts if attempts is None else attempts)]
         if fresh:
             history[-1] = record.attempts[-1]
         fresh_intent = fresh
@@ -347,6 +345,13 @@ class _Performer:
 
 def _ended(attempt: Attempt, outcome: str, error: str | None) -> Attempt:
     return Attempt(attempt.number, attempt.started_at, now(), outcome, error)
+
+
+def _close_open(attempt: Attempt) -> Attempt:
+    """An attempt left open by a crash: its outcome is unknown."""
+    if attempt.ended_at is not None:
+        return attempt
+    return _ended(attempt, "unknown", "no outcome was recorded (crash or lost response)")
 
 
 def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:

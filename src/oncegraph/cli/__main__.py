@@ -1,0 +1,3 @@
+from oncegraph.cli import main
+
+main()

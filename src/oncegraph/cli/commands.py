@@ -1,0 +1,123 @@
+"""Typer commands: ``demo``, ``db migrate|verify``, ``runs``, ``effects``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(help="oncegraph: agent graphs that survive crashes without doing anything twice.",
+                  no_args_is_help=True)
+db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+console = Console()
+
+SqliteOpt = Annotated[Path | None, typer.Option("--sqlite", help="SQLite database file")]
+PgOpt = Annotated[str | None, typer.Option("--postgres", help="PostgreSQL DSN")]
+
+
+def _store(sqlite: Path | None, postgres: str | None) -> Any:
+    if (sqlite is None) == (postgres is None):
+        raise typer.BadParameter("pass exactly one of --sqlite PATH or --postgres DSN")
+    from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+
+    if sqlite is not None:
+        return SqliteCheckpointer(sqlite)
+    return PgCheckpointer(postgres_dsn=postgres)
+
+
+@app.command()
+def demo(
+    db: Annotated[Path | None, typer.Option(help="SQLite file to use (default: a temp dir)")] = None,
+    crash_at: Annotated[str, typer.Option(help="crash point to kill the worker at")] = "in_tool",
+) -> None:
+    """Kill a support agent mid-refund, resume it in a fresh process, count the refunds."""
+    from oncegraph.cli.demo import run_demo
+
+    raise typer.Exit(run_demo(db, crash_at))
+
+
+@db_app.command("migrate")
+def db_migrate(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
+    """Apply pending migrations (safe while other processes start)."""
+    state = _migrate_or_verify(sqlite, postgres, migrate=True)
+    console.print(f"schema at version {state}")
+
+
+@db_app.command("verify")
+def db_verify(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
+    """Check the schema version against this oncegraph; exit 1 if it needs attention."""
+    state = _migrate_or_verify(sqlite, postgres, migrate=False)
+    console.print(f"schema: {state}")
+
+
+def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bool) -> Any:
+    from oncegraph.errors import StorageError
+
+    if (sqlite is None) == (postgres is None):
+        raise typer.BadParameter("pass exactly one of --sqlite PATH or --postgres DSN")
+    try:
+        if sqlite is not None:
+            from oncegraph.storage.sql import sqlite as mod
+            return mod.migrate(sqlite) if migrate else mod.verify(sqlite)
+        from oncegraph.storage.sql import postgres as pg
+        assert postgres is not None
+        return pg.migrate(postgres) if migrate else pg.verify(postgres)
+    except StorageError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
+
+
+@app.command()
+def runs(
+    sqlite: SqliteOpt = None, postgres: PgOpt = None,
+    thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+    limit: int = 50,
+) -> None:
+    """List runs, newest first."""
+    store = _store(sqlite, postgres)
+
+    async def go() -> list[Any]:
+        await store.setup()
+        try:
+            return list(await store.list_runs(thread_id=thread, limit=limit))
+        finally:
+            await store.aclose()
+
+    table = Table()
+    for col in ("run_id", "thread_id", "status", "reason", "error"):
+        table.add_column(col)
+    for r in asyncio.run(go()):
+        table.add_row(r.run_id, r.thread_id, r.status, r.launch_reason, (r.error or "")[:60])
+    console.print(table)
+
+
+@app.command()
+def effects(
+    sqlite: SqliteOpt = None, postgres: PgOpt = None,
+    run: Annotated[str | None, typer.Option(help="run id")] = None,
+    thread: Annotated[str | None, typer.Option(help="thread id")] = None,
+) -> None:
+    """The effect log of a run or thread."""
+    if run is None and thread is None:
+        raise typer.BadParameter("pass --run RUN_ID or --thread THREAD_ID")
+    store = _store(sqlite, postgres)
+
+    async def go() -> list[Any]:
+        await store.setup()
+        try:
+            return list(await store.list_effects(run_id=run, thread_id=thread))
+        finally:
+            await store.aclose()
+
+    table = Table()
+    for col in ("effect_id", "type", "class", "status", "attempts", "recipient"):
+        table.add_column(col)
+    for e in asyncio.run(go()):
+        table.add_row(e.effect_id[:16], e.effect_type, e.effect_class, e.status,
+                      str(len(e.attempts)), e.recipient or "")
+    console.print(table)

@@ -163,7 +163,7 @@ class RecursionLimitError(NodeError):
 # -- control flow, outside the error tree -------------------------------------------------
 
 
-class GraphInterrupt(BaseException):  # noqa: N818 - a signal, not an error
+class GraphInterrupt(BaseException):
     """Raised by :func:`oncegraph.interrupt` to pause the run. Never catch it."""
 
     def __init__(self, value: Any, index: int) -> None:
@@ -172,7 +172,7 @@ class GraphInterrupt(BaseException):  # noqa: N818 - a signal, not an error
         self.index = index
 
 
-class _ParkSignal(BaseException):  # noqa: N818 - a signal, not an error
+class _ParkSignal(BaseException):
     """Raised by the ledger to park the run as ``needs_review`` (law 5)."""
 
     def __init__(self, effect_id: str, reason: str) -> None:
@@ -181,7 +181,7 @@ class _ParkSignal(BaseException):  # noqa: N818 - a signal, not an error
         self.reason = reason
 
 
-class _CrashSignal(BaseException):  # noqa: N818 - a signal, not an error
+class _CrashSignal(BaseException):
     """Raised by an in-process FaultPlan to simulate a crash at a named point."""
 
     def __init__(self, point: str) -> None:

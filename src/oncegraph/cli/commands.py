@@ -10,8 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(help="oncegraph: agent graphs that survive crashes without doing anything twice.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="oncegraph: agent graphs that survive crashes without doing anything twice.",
+    no_args_is_help=True,
+)
 db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 console = Console()
@@ -27,12 +29,15 @@ def _store(sqlite: Path | None, postgres: str | None) -> Any:
 
     if sqlite is not None:
         return SqliteCheckpointer(sqlite)
+    assert postgres is not None
     return PgCheckpointer(postgres_dsn=postgres)
 
 
 @app.command()
 def demo(
-    db: Annotated[Path | None, typer.Option(help="SQLite file to use (default: a temp dir)")] = None,
+    db: Annotated[
+        Path | None, typer.Option(help="SQLite file to use (default: a temp dir)")
+    ] = None,
     crash_at: Annotated[str, typer.Option(help="crash point to kill the worker at")] = "in_tool",
 ) -> None:
     """Kill a support agent mid-refund, resume it in a fresh process, count the refunds."""
@@ -63,8 +68,10 @@ def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bo
     try:
         if sqlite is not None:
             from oncegraph.storage.sql import sqlite as mod
+
             return mod.migrate(sqlite) if migrate else mod.verify(sqlite)
         from oncegraph.storage.sql import postgres as pg
+
         assert postgres is not None
         return pg.migrate(postgres) if migrate else pg.verify(postgres)
     except StorageError as exc:
@@ -74,7 +81,8 @@ def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bo
 
 @app.command()
 def runs(
-    sqlite: SqliteOpt = None, postgres: PgOpt = None,
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
     thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
     limit: int = 50,
 ) -> None:
@@ -98,7 +106,8 @@ def runs(
 
 @app.command()
 def effects(
-    sqlite: SqliteOpt = None, postgres: PgOpt = None,
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
     run: Annotated[str | None, typer.Option(help="run id")] = None,
     thread: Annotated[str | None, typer.Option(help="thread id")] = None,
 ) -> None:
@@ -118,6 +127,12 @@ def effects(
     for col in ("effect_id", "type", "class", "status", "attempts", "recipient"):
         table.add_column(col)
     for e in asyncio.run(go()):
-        table.add_row(e.effect_id[:16], e.effect_type, e.effect_class, e.status,
-                      str(len(e.attempts)), e.recipient or "")
+        table.add_row(
+            e.effect_id[:16],
+            e.effect_type,
+            e.effect_class,
+            e.status,
+            str(len(e.attempts)),
+            e.recipient or "",
+        )
     console.print(table)

@@ -66,8 +66,9 @@ def run_demo(db: Path | None = None, crash_at: str = "in_tool") -> int:
             table.add_column(col)
         for e in app.effects(thread_id=thread):
             outcomes = ",".join(a.outcome or "?" for a in e.attempts)
-            table.add_row(e.effect_type, e.effect_class, e.status, outcomes,
-                          e.provider_reference or "")
+            table.add_row(
+                e.effect_type, e.effect_class, e.status, outcomes, e.provider_reference or ""
+            )
         console.print(table)
         performed = provider.stats()["performed"]
         runs = app.runs(thread_id=thread)

@@ -20,7 +20,7 @@ from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.storage.records import EffectRecord
 from oncegraph.testing.provider import ProviderClient
 
-SCRIPT = [
+SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "call_1", "name": "lookup_order", "args": {"order_id": "1042"}}]},
     {
         "tool_calls": [
@@ -52,7 +52,10 @@ def build(db: str, provider_url: str) -> CompiledGraph:
     def refund_order(order_id: str, amount: float) -> str:
         """Refund an order. Moves money, so it must not run twice for one request."""
         charge = client.charge(
-            amount, "EUR", order_id, idempotency_key=current_effect().idempotency_key,
+            amount,
+            "EUR",
+            order_id,
+            idempotency_key=current_effect().idempotency_key,
             kind="refund",
         )
         current_effect().provider_reference = str(charge.get("id"))

@@ -15,9 +15,9 @@ from typing import Any
 from oncegraph.errors import ConfigError
 from oncegraph.ids import node_command_id
 from oncegraph.ledger.perform import EffectCall, perform
+from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.storage.records import EffectClass
-from oncegraph.ledger.retry import RetryPolicy
 
 
 def _call(
@@ -36,7 +36,9 @@ def _call(
     try:
         cls = EffectClass(effect_class)
     except ValueError:
-        raise ConfigError(f"effect_class={effect_class!r}; use read, write or irreversible") from None
+        raise ConfigError(
+            f"effect_class={effect_class!r}; use read, write or irreversible"
+        ) from None
     n = ctx.effect_count
     ctx.effect_count += 1
 
@@ -46,7 +48,7 @@ def _call(
         return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
     return EffectCall(
-        effect_type=effect_type or getattr(fn, "__name__", "effect"),
+        effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
         effect_class=cls,
         command_id=node_command_id(ctx.node, ctx.step, n),
         request={"args": list(args), "kwargs": kwargs},
@@ -77,8 +79,18 @@ async def aeffect(
     **kwargs: Any,
 ) -> Any:
     ctx = _ctx()
-    call = _call(ctx, fn, args, kwargs, effect_type=effect_type, effect_class=effect_class,
-                 reconcile=reconcile, recipient=recipient, retry=retry, timeout=timeout)
+    call = _call(
+        ctx,
+        fn,
+        args,
+        kwargs,
+        effect_type=effect_type,
+        effect_class=effect_class,
+        reconcile=reconcile,
+        recipient=recipient,
+        retry=retry,
+        timeout=timeout,
+    )
     return await perform(ctx, call)
 
 
@@ -101,6 +113,16 @@ def effect(
         pass
     else:
         raise ConfigError("effect() is for sync nodes; in an async node use await aeffect(...)")
-    call = _call(ctx, fn, args, kwargs, effect_type=effect_type, effect_class=effect_class,
-                 reconcile=reconcile, recipient=recipient, retry=retry, timeout=timeout)
+    call = _call(
+        ctx,
+        fn,
+        args,
+        kwargs,
+        effect_type=effect_type,
+        effect_class=effect_class,
+        reconcile=reconcile,
+        recipient=recipient,
+        retry=retry,
+        timeout=timeout,
+    )
     return asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop).result()

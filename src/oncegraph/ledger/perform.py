@@ -37,9 +37,9 @@ from oncegraph.errors import (
 )
 from oncegraph.ids import effect_id_for
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
+from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
-from oncegraph.ledger.retry import RetryPolicy, policy_for
 
 log = logging.getLogger("oncegraph.ledger")
 

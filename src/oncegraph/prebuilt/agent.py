@@ -116,9 +116,12 @@ class ReactAgent:
         response = ModelResponse.from_json(recorded)
         from oncegraph.ids import effect_id_for
 
-        message_id = "ai_" + effect_id_for(
-            ctx.run_id, f"model:{model.name}", node_command_id(ctx.node, ctx.step, n)
-        )[:32]
+        message_id = (
+            "ai_"
+            + effect_id_for(
+                ctx.run_id, f"model:{model.name}", node_command_id(ctx.node, ctx.step, n)
+            )[:32]
+        )
         return {"messages": [response.to_message(message_id)]}
 
     def graph(self) -> StateGraph:

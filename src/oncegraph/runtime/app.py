@@ -132,8 +132,12 @@ class CompiledGraph:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:
                 return RunConfig(
-                    cfg.thread_id, cfg.node_timeout, cfg.tool_timeout, cfg.recursion_limit,
-                    env_plan, cfg.configurable,
+                    cfg.thread_id,
+                    cfg.node_timeout,
+                    cfg.tool_timeout,
+                    cfg.recursion_limit,
+                    env_plan,
+                    cfg.configurable,
                 )
         return cfg
 
@@ -177,7 +181,9 @@ class CompiledGraph:
         single = isinstance(stream_mode, str)
         modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
         if not modes or not modes <= STREAM_MODES:
-            raise ConfigError(f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}")
+            raise ConfigError(
+                f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}"
+            )
         cfg, store = await self._prepare_run(config)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -202,7 +208,7 @@ class CompiledGraph:
                 task.cancel()
                 try:
                     await task
-                except BaseException:  # noqa: BLE001 - the consumer left; the run is resumable
+                except BaseException:
                     pass
 
     def stream(
@@ -249,8 +255,9 @@ class CompiledGraph:
             if wanted:
                 raise RunNotFoundError(f"no checkpoint {wanted!r} on thread {cfg.thread_id!r}")
             head = empty_head(self.spec, cfg.thread_id)
-            return StateSnapshot(head.values, (), {"thread_id": cfg.thread_id}, {}, None, None,
-                                 None)
+            return StateSnapshot(
+                head.values, (), {"thread_id": cfg.thread_id}, {}, None, None, None
+            )
         return await self._snapshot(cp)
 
     def get_state(self, config: Mapping[str, Any]) -> StateSnapshot:
@@ -272,7 +279,10 @@ class CompiledGraph:
         return run_sync(self.aget_state_history(config, limit=limit), "get_state_history")
 
     async def aruns(
-        self, *, thread_id: str | None = None, status: str | Sequence[str] | None = None,
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
         await self.setup()
@@ -282,7 +292,10 @@ class CompiledGraph:
         return await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
 
     def runs(
-        self, *, thread_id: str | None = None, status: str | Sequence[str] | None = None,
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
         return run_sync(self.aruns(thread_id=thread_id, status=status, limit=limit), "runs")
@@ -298,7 +311,10 @@ class CompiledGraph:
         return run_sync(self.aget_run(run_id), "get_run")
 
     async def aeffects(
-        self, *, run_id: str | None = None, thread_id: str | None = None,
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
     ) -> list[EffectRecord]:
         if run_id is None and thread_id is None:
@@ -314,12 +330,13 @@ class CompiledGraph:
         return [_mask(r, masks.get(r.effect_type, ())) for r in records]
 
     def effects(
-        self, *, run_id: str | None = None, thread_id: str | None = None,
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
     ) -> list[EffectRecord]:
-        return run_sync(
-            self.aeffects(run_id=run_id, thread_id=thread_id, status=status), "effects"
-        )
+        return run_sync(self.aeffects(run_id=run_id, thread_id=thread_id, status=status), "effects")
 
     def _masks(self) -> dict[str, tuple[str, ...]]:
         from oncegraph.tools.node import ToolNode

@@ -26,7 +26,9 @@ def _timeout(name: str, value: Any, default: float) -> float | None:
     if value is None or value == 0:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"{name} must be a number of seconds, or None/0 to disable; got {value!r}")
+        raise ConfigError(
+            f"{name} must be a number of seconds, or None/0 to disable; got {value!r}"
+        )
     return float(value)
 
 

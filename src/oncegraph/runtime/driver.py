@@ -39,7 +39,7 @@ from oncegraph.hitl.command import Command
 from oncegraph.ids import new_run_id
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
-from oncegraph.runtime.engine import Head, TaskResult, advance, empty_head
+from oncegraph.runtime.engine import Head, TaskResult, advance
 from oncegraph.storage.records import (
     LogEntry,
     RunRecord,
@@ -105,7 +105,11 @@ class Runner:
             raise UnfinishedRunError(
                 f"thread {thread_id!r} has an unfinished run {latest.run_id} "
                 f"({latest.status}). Continue it with invoke(None, config)"
-                + (" or invoke(Command(resume=...), config)" if latest.status == "interrupted" else "")
+                + (
+                    " or invoke(Command(resume=...), config)"
+                    if latest.status == "interrupted"
+                    else ""
+                )
                 + ", or abandon it with app.abandon(config) before sending new input."
             )
         head = await self.app.load_head(self.store, thread_id)
@@ -275,9 +279,7 @@ class Runner:
             outcomes = [await self._run_task(contexts[todo[0]], head, save=not alone)]
         else:
             outcomes = list(
-                await asyncio.gather(
-                    *(self._run_task(contexts[n], head, save=True) for n in todo)
-                )
+                await asyncio.gather(*(self._run_task(contexts[n], head, save=True) for n in todo))
             )
         for o in outcomes:
             if o.signal is not None:
@@ -315,8 +317,9 @@ class Runner:
             assert o.result is not None
             done[o.node] = o.result
         results = [done[n] for n in cp.next]
-        nxt, entries, _ = advance(self.spec, head, run.run_id, results, step=cp.step + 1,
-                                  source="loop")
+        nxt, entries, _ = advance(
+            self.spec, head, run.run_id, results, step=cp.step + 1, source="loop"
+        )
         staged = [e for ctx in contexts.values() for e in ctx.staged_effects]
         if self.fault_plan is not None:
             self.fault_plan.hit("before_checkpoint")
@@ -347,7 +350,9 @@ class Runner:
         self.emit("events", {"event": "node_start", "node": ctx.node, "step": ctx.step})
         try:
             state = self.spec.schema.to_node_input(head.values)
-            args: tuple[Any, ...] = (state, self._node_config(ctx)) if node.takes_config else (state,)
+            args: tuple[Any, ...] = (
+                (state, self._node_config(ctx)) if node.takes_config else (state,)
+            )
             timeout = node.timeout if node.timeout is not None else self.config.node_timeout
             if node.is_async:
                 call = node.fn(*args)
@@ -398,8 +403,16 @@ class Runner:
             reset_task(token)
         self.emit(
             "events",
-            {"event": "node_end", "node": ctx.node, "step": ctx.step,
-             "status": "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"},
+            {
+                "event": "node_end",
+                "node": ctx.node,
+                "step": ctx.step,
+                "status": "ok"
+                if outcome.result
+                else "interrupted"
+                if outcome.interrupt
+                else "error",
+            },
         )
         return outcome
 
@@ -461,8 +474,13 @@ class Runner:
 
 
 _BLOCKING = frozenset(
-    {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.NEEDS_REVIEW,
-     RunStatus.FAILED}
+    {
+        RunStatus.QUEUED,
+        RunStatus.RUNNING,
+        RunStatus.INTERRUPTED,
+        RunStatus.NEEDS_REVIEW,
+        RunStatus.FAILED,
+    }
 )
 
 

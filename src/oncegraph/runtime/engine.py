@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import ConfigError, GraphValidationError
-from oncegraph.graph.constants import END, START
+from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StepWrites, apply_writes
@@ -126,4 +126,3 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     logs = {c: 0 for c in spec.schema.log_channels()}
     checkpoint = CheckpointRecord("", thread_id, "", -1, 0, None, {}, logs, ())
     return Head(checkpoint, spec.schema.initial())
-

@@ -99,9 +99,7 @@ class StateSchema:
             return cls(schema, channels, "pydantic")
         if isinstance(schema, type) and issubclass(schema, dict):  # TypedDict
             hints = get_type_hints(schema, include_extras=True)
-            return cls(
-                schema, {n: _channel(n, h, None) for n, h in hints.items()}, "typeddict"
-            )
+            return cls(schema, {n: _channel(n, h, None) for n, h in hints.items()}, "typeddict")
         raise ConfigError(
             f"cannot use {schema!r} as a state schema; pass a TypedDict, a dataclass or a "
             "pydantic model class"
@@ -176,7 +174,10 @@ def apply_writes(
                 assert channel.reducer is not None
                 new[key] = channel.reducer(new.get(key) or [], entries)
             elif channel.reducer is not None:
-                current = new[key] if key in new else (channel.default() if channel.default else None)
+                if key in new:
+                    current = new[key]
+                else:
+                    current = channel.default() if channel.default else None
                 new[key] = channel.reducer(current, value)
             else:
                 if key in written_by:

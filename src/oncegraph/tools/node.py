@@ -70,19 +70,35 @@ class ToolNode:
         base = {"role": "tool", "tool_call_id": call_id, "name": name}
         msg_id = "tool_" + effect_id_for(ctx.run_id, name, command_id)[:32]
         if not call_id:
-            return {**base, "id": msg_id, "status": "error",
-                    "content": "Error: the tool call has no id; it was not executed."}
+            return {
+                **base,
+                "id": msg_id,
+                "status": "error",
+                "content": "Error: the tool call has no id; it was not executed.",
+            }
         tool = self.tools.get(name)
         if tool is None:
-            return {**base, "id": msg_id, "status": "error",
-                    "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}"}
+            return {
+                **base,
+                "id": msg_id,
+                "status": "error",
+                "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}",
+            }
         args = call.get("args")
         problem = _check_args(tool, args)
         if problem:
             return {**base, "id": msg_id, "status": "error", "content": f"Error: {problem}"}
         assert isinstance(args, dict)
-        ctx.emit("events", {"event": "tool_start", "node": ctx.node, "tool": name,
-                            "tool_call_id": call_id, "args": args})
+        ctx.emit(
+            "events",
+            {
+                "event": "tool_start",
+                "node": ctx.node,
+                "tool": name,
+                "tool_call_id": call_id,
+                "args": args,
+            },
+        )
         effect_call = EffectCall(
             effect_type=name,
             effect_class=tool.effect,
@@ -103,12 +119,24 @@ class ToolNode:
         except OnceGraphError:
             raise
         except Exception as exc:  # the tool itself failed: tell the model
-            message = {**base, "id": msg_id, "status": "error",
-                       "content": f"Error: {type(exc).__name__}: {exc}"}
+            message = {
+                **base,
+                "id": msg_id,
+                "status": "error",
+                "content": f"Error: {type(exc).__name__}: {exc}",
+            }
         else:
             message = {**base, "id": msg_id, "status": "success", "content": _content(result)}
-        ctx.emit("events", {"event": "tool_end", "node": ctx.node, "tool": name,
-                            "tool_call_id": call_id, "status": message["status"]})
+        ctx.emit(
+            "events",
+            {
+                "event": "tool_end",
+                "node": ctx.node,
+                "tool": name,
+                "tool_call_id": call_id,
+                "status": message["status"],
+            },
+        )
         return message
 
 
@@ -127,6 +155,4 @@ def _check_args(tool: Tool, args: Any) -> str | None:
 def _has_var_kw(tool: Tool) -> bool:
     import inspect
 
-    return any(
-        p.kind is p.VAR_KEYWORD for p in inspect.signature(tool.fn).parameters.values()
-    )
+    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(tool.fn).parameters.values())

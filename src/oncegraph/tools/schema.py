@@ -48,7 +48,7 @@ def function_parameters(fn: Callable[..., Any]) -> tuple[dict[str, Any], list[st
     """``(schema, parameter names)`` for ``fn``'s keyword-passable parameters."""
     try:
         hints = get_type_hints(fn, include_extras=True)
-    except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to untyped
+    except Exception:
         hints = {}
     props: dict[str, Any] = {}
     required: list[str] = []

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from oncegraph.errors import ConfigError
+from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.messages import ToolSpec
 from oncegraph.storage.records import EffectClass
-from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.tools.schema import description_of, function_parameters
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
@@ -84,9 +84,7 @@ def _make(
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
     key = effect.value if isinstance(effect, EffectClass) else effect
     if key not in _CLASSES:
-        raise ConfigError(
-            f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}"
-        )
+        raise ConfigError(f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}")
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name:
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")

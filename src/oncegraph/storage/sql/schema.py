@@ -96,7 +96,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             updated_at DOUBLE PRECISION NOT NULL,
             UNIQUE (effect_type, effect_id)
         )""",
-        "CREATE INDEX IF NOT EXISTS oncegraph_effects_run ON oncegraph_effects (run_id, created_at)",
+        "CREATE INDEX IF NOT EXISTS oncegraph_effects_run "
+        "ON oncegraph_effects (run_id, created_at)",
         "CREATE INDEX IF NOT EXISTS oncegraph_effects_thread "
         "ON oncegraph_effects (thread_id, created_at)",
     ),

@@ -21,7 +21,7 @@ class NodeSpec:
 
     @classmethod
     def of(cls, name: str, fn: Callable[..., Any], timeout: float | None = None) -> NodeSpec:
-        target = getattr(fn, "__call__", fn) if not inspect.isroutine(fn) else fn
+        target = fn if inspect.isroutine(fn) else type(fn).__call__
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
         try:
             params = [

@@ -4,6 +4,7 @@ operator's read views (state, history, runs, effects)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -219,6 +220,34 @@ class CompiledGraph:
         stream_mode: str | Sequence[str] = "values",
     ) -> Iterator[Any]:
         return iterate_sync(self.astream(input, config, stream_mode=stream_mode), "stream")
+
+    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+        """Enqueue a run for the workers (``oncegraph worker``); returns the queued run.
+
+        A thread runs one run at a time: a run submitted while another is unfinished waits
+        behind it instead of failing, and its input is kept in the run record.
+        """
+        from oncegraph.runtime.driver import input_json
+
+        cfg = await self._prepare(config)
+        assert cfg.thread_id is not None
+        run = RunRecord(
+            run_id=new_run_id(),
+            thread_id=cfg.thread_id,
+            status=RunStatus.QUEUED,
+            workflow_name=self.spec.name,
+            workflow_version=self.spec.version,
+            state_schema_version=self.spec.state_schema_version,
+            graph_fingerprint=self.fingerprint,
+            launch_reason="submit",
+            input=input_json(input, self.spec),
+            config=cfg.to_json(),
+        )
+        await self.store.create_run(run)
+        return run
+
+    def submit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+        return run_sync(self.asubmit(input, config), "submit")
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ class RunConfig:
     recursion_limit: int = DEFAULT_RECURSION_LIMIT
     fault_plan: FaultPlan | None = None
     configurable: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str | None = None  # continue exactly this run (workers); None: the thread's latest
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -76,6 +77,7 @@ class RunConfig:
             recursion_limit=limit,
             fault_plan=merged.get("fault_plan"),
             configurable={k: v for k, v in merged.items() if k not in _KNOWN},
+            run_id=str(merged["run_id"]) if merged.get("run_id") else None,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -95,6 +95,13 @@ class Runner:
         return values
 
     async def _start(self, thread_id: str) -> tuple[Head, RunRecord]:
+        if self.config.run_id is not None:  # a worker executes exactly this run
+            run = await self.store.get_run(self.config.run_id)
+            if run is None or run.thread_id != thread_id:
+                raise NoRunToResumeError(f"no run {self.config.run_id!r} on thread {thread_id!r}")
+            if self.input is not None:
+                raise ConfigError("config['run_id'] continues a stored run; pass input=None")
+            return await self._continue(thread_id, run)
         latest = await self._latest_run(thread_id)
         inp = self.input
         if isinstance(inp, Command) and inp.has_resume:
@@ -122,7 +129,7 @@ class Runner:
             state_schema_version=self.spec.state_schema_version,
             graph_fingerprint=self.app.fingerprint,
             launch_reason="invoke",
-            input=_input_json(inp, self.spec),
+            input=input_json(inp, self.spec),
             config=self.config.to_json(),
         )
         return await self._commit_input(head, run, new=True), run
@@ -488,7 +495,7 @@ def _describe(node: str, error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _input_json(value: Any, spec: Any) -> Any:
+def input_json(value: Any, spec: Any) -> Any:
     if isinstance(value, Command):
         raise ConfigError(
             "Command(update=..., goto=...) as input is not supported; pass a dict of state "

@@ -42,20 +42,56 @@ def normalize_messages(update: Any) -> list[dict[str, Any]]:
     return [_coerce_message(update)]
 
 
+class _Messages(list[Any]):
+    """A message list that carries an id -> position index, shared with the lists it was
+    extended from (positions of a prefix never change), so appending is O(1) instead of
+    re-indexing the whole history every step. A stale entry (from a sibling list that
+    diverged) is detected by checking the id at that position."""
+
+    __slots__ = ("_ids",)
+    _ids: dict[str, int]
+
+
+def _ids_of(messages: list[Any]) -> dict[str, int]:
+    ids = getattr(messages, "_ids", None)
+    if ids is None:
+        ids = {}
+        for i, m in enumerate(messages):
+            if type(m) is dict or isinstance(m, Mapping):
+                mid = m.get("id")
+                if mid is not None:
+                    ids[mid] = i
+    return ids
+
+
+def _find(messages: list[Any], ids: dict[str, int], mid: str) -> int | None:
+    pos = ids.get(mid)
+    if pos is None:
+        return None
+    if pos < len(messages) and messages[pos].get("id") == mid:
+        return pos
+    for i in range(len(messages) - 1, -1, -1):  # stale shared entry: look it up for real
+        if messages[i].get("id") == mid:
+            return i
+    return None
+
+
 def add_messages(left: Any, right: Any) -> list[dict[str, Any]]:
     """Append ``right`` to ``left``; a message whose id exists replaces it in place."""
-    current = list(left or ())
+    base = left if isinstance(left, list) else list(left or ())
     incoming = normalize_messages(right)
-    if not incoming:
-        return current
-    index = {m["id"]: i for i, m in enumerate(current) if isinstance(m, Mapping) and "id" in m}
+    current = _Messages(base)
+    ids = _ids_of(base)
+    current._ids = ids
     for message in incoming:
-        at = index.get(message["id"])
+        mid = message["id"]
+        at = _find(current, ids, mid)
         if at is None:
-            index[message["id"]] = len(current)
+            ids[mid] = len(current)
             current.append(message)
         else:
             current[at] = message
+            ids[mid] = at
     return current
 
 

@@ -132,14 +132,7 @@ class CompiledGraph:
         if cfg.fault_plan is None:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:
-                return RunConfig(
-                    cfg.thread_id,
-                    cfg.node_timeout,
-                    cfg.tool_timeout,
-                    cfg.recursion_limit,
-                    env_plan,
-                    cfg.configurable,
-                )
+                return dataclasses.replace(cfg, fault_plan=env_plan)
         return cfg
 
     async def _prepare(self, config: Mapping[str, Any] | None) -> RunConfig:

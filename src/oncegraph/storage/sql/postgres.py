@@ -670,7 +670,7 @@ def migrate(dsn: str) -> SchemaState:
 
     Safe while other processes migrate or run; call it outside a running event loop.
     """
-    return asyncio.run(_once(dsn, "migrate"))
+    return _run_once(dsn, "migrate")
 
 
 def verify(dsn: str) -> SchemaState:
@@ -679,7 +679,16 @@ def verify(dsn: str) -> SchemaState:
     Raises StorageError if it is unreachable or was migrated by a newer oncegraph;
     ``state.needs_migrate`` tells whether :func:`migrate` has work to do.
     """
-    return asyncio.run(_once(dsn, "verify"))
+    return _run_once(dsn, "verify")
+
+
+def _run_once(dsn: str, op: str) -> SchemaState:
+    if _running_loop() is not None:
+        raise RuntimeError(
+            f"postgres.{op}() blocks; inside an event loop use "
+            f"`await PgCheckpointer(dsn, auto_migrate=False).{op}()` instead"
+        )
+    return asyncio.run(_once(dsn, op))
 
 
 async def _once(dsn: str, op: str) -> SchemaState:

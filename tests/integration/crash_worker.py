@@ -1,0 +1,181 @@
+"""The crash-matrix worker: one ReactAgent run (or its resume) in its own OS process.
+
+The agent is driven by a :class:`ScriptedModel` (turn 0 asks for the tool call(s), turn
+1 answers), so a fresh process replays the same script. Its tools call the fake payment
+provider with ``current_effect().idempotency_key`` and mark ``crash_point("in_tool")``
+right after the provider answered. Every tool invocation also appends one JSON line to
+``--calls-log`` BEFORE touching the provider, so the test can count how often a tool
+body really ran, across processes (an append reaches the kernel before a SIGKILL).
+
+The process prints one JSON report as its last stdout line::
+
+    {"outcome": "completed" | "needs_review" | "error", "run_id", "run_status",
+     "run_error", "effect_id", "error_type", "error", "final", "tool_messages"}
+
+Crashes come from the environment (``ONCEGRAPH_CRASH_AT``), set by the test harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from oncegraph import NeedsReviewError, Reconciled, current_effect, tool
+from oncegraph.prebuilt.agent import ReactAgent
+from oncegraph.prebuilt.models.scripted import ScriptedModel
+from oncegraph.runtime.faults import crash_point
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.records import EffectRecord
+from oncegraph.tools import Tool
+
+TOOL_CLASSES = ("write", "irreversible", "irreversible-noreconcile", "read")
+ORDERS = (("1042", 59.0), ("1043", 12.5))
+
+
+def _log_call(path: str, name: str, args: dict[str, Any]) -> None:
+    line = json.dumps({"tool": name, "key": current_effect().idempotency_key, "args": args})
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (line + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def build_tool(kind: str, provider_url: str, calls_log: str) -> Tool:
+    """The tool of class ``kind``; all of them charge (or look up) one order."""
+    from oncegraph.testing.provider import ProviderClient
+
+    client = ProviderClient(provider_url)
+
+    def charge_body(name: str, order_id: str, amount: float) -> dict[str, Any]:
+        _log_call(calls_log, name, {"order_id": order_id, "amount": amount})
+        charged = client.charge(
+            amount, "eur", order_id, idempotency_key=current_effect().idempotency_key
+        )
+        crash_point("in_tool")
+        return {"charge_id": charged["id"], "order_id": order_id, "amount": amount}
+
+    def find_charge(record: EffectRecord) -> Reconciled:
+        found = client.find_by_key(record.effect_id)
+        if found is None:
+            return Reconciled.not_done()
+        return Reconciled.done(
+            {
+                "charge_id": found["id"],
+                "order_id": found["body"]["order_id"],
+                "amount": found["body"]["amount"],
+            },
+            provider_reference=found["id"],
+        )
+
+    if kind == "write":
+
+        def refund_write(order_id: str, amount: float) -> dict[str, Any]:
+            """Refund an order (idempotent at the provider through the key)."""
+            return charge_body("refund_write", order_id, amount)
+
+        return tool(effect="write", recipient="payments")(refund_write)
+    if kind == "irreversible":
+
+        def refund_irreversible(order_id: str, amount: float) -> dict[str, Any]:
+            """Refund an order; money moves, so an unknown outcome is reconciled."""
+            return charge_body("refund_irreversible", order_id, amount)
+
+        return tool(effect="irreversible", reconcile=find_charge, recipient="payments")(
+            refund_irreversible
+        )
+    if kind == "irreversible-noreconcile":
+
+        def refund_blind(order_id: str, amount: float) -> dict[str, Any]:
+            """Refund an order; no way to ask the provider what happened."""
+            return charge_body("refund_blind", order_id, amount)
+
+        return tool(effect="irreversible", recipient="payments")(refund_blind)
+    if kind == "read":
+
+        def order_status(order_id: str, amount: float) -> dict[str, Any]:
+            """Look an order up (a read: may run again)."""
+            _log_call(calls_log, "order_status", {"order_id": order_id, "amount": amount})
+            found = client.find_by_key(f"order-{order_id}")
+            crash_point("in_tool")
+            return {"order_id": order_id, "known": found is not None}
+
+        return tool(effect="read")(order_status)
+    raise SystemExit(f"unknown tool class {kind!r}; use one of {TOOL_CLASSES}")
+
+
+def build_model(tool_name: str, parallel: bool) -> ScriptedModel:
+    orders = ORDERS if parallel else ORDERS[:1]
+    calls = [
+        {"id": f"call_{i + 1}", "name": tool_name, "args": {"order_id": o, "amount": a}}
+        for i, (o, a) in enumerate(orders)
+    ]
+    return ScriptedModel.turns({"content": "", "tool_calls": calls}, "All refunds are done.")
+
+
+def _drive(app: Any, input: Any, config: dict[str, Any], path: str) -> None:
+    if path == "invoke":
+        app.invoke(input, config)
+    else:
+        for _ in app.stream(input, config, stream_mode=["updates", "events"]):
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="crash_worker")
+    parser.add_argument("--db", default=os.environ.get("ONCEGRAPH_CRASH_DB"), required=False)
+    parser.add_argument("--provider", required=True, help="URL of the fake provider")
+    parser.add_argument("--calls-log", required=True)
+    parser.add_argument("--thread", default="crash-thread")
+    parser.add_argument("--mode", choices=("run", "resume"), required=True)
+    parser.add_argument("--path", choices=("invoke", "stream"), default="invoke")
+    parser.add_argument("--tool", choices=TOOL_CLASSES, default="write")
+    parser.add_argument("--parallel", action="store_true", help="two tool calls in one turn")
+    args = parser.parse_args(argv)
+    if not args.db:
+        parser.error("--db (or ONCEGRAPH_CRASH_DB) is required")
+
+    the_tool = build_tool(args.tool, args.provider, args.calls_log)
+    app = ReactAgent(
+        model=build_model(the_tool.name, args.parallel),
+        system_prompt="You refund orders.",
+        tools=[the_tool],
+    ).compile(checkpointer=SqliteCheckpointer(args.db))
+    config: dict[str, Any] = {"thread_id": args.thread, "tool_timeout": 30}
+    user_input = {"messages": [{"role": "user", "content": "Refund my orders, please."}]}
+    report: dict[str, Any] = {"outcome": "completed"}
+    run: Callable[[], None]
+    if args.mode == "run":
+        run = lambda: _drive(app, user_input, config, args.path)  # noqa: E731
+    else:
+        run = lambda: _drive(app, None, config, args.path)  # noqa: E731
+    try:
+        run()
+    except NeedsReviewError as exc:
+        report.update(outcome="needs_review", effect_id=exc.effect_id, error=str(exc))
+    except Exception as exc:  # reported to the test, which decides
+        report.update(outcome="error", error_type=type(exc).__name__, error=str(exc))
+    latest = app.runs(thread_id=args.thread, limit=1)
+    if latest:
+        report.update(
+            run_id=latest[0].run_id, run_status=str(latest[0].status), run_error=latest[0].error
+        )
+    if report["outcome"] == "completed":
+        state = app.get_state({"thread_id": args.thread}).values
+        messages = state["messages"]
+        report["final"] = messages[-1].get("content")
+        report["tool_messages"] = [
+            {"status": m.get("status"), "content": m.get("content")}
+            for m in messages
+            if m["role"] == "tool"
+        ]
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

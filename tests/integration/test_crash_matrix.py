@@ -1,0 +1,320 @@
+"""The crash matrix: kill a real worker process at every commit boundary, resume it in a
+FRESH process, and count the effects at a provider that outlived both.
+
+Each test starts the fake payment provider as its own OS process, runs
+``crash_worker.py`` with ``ONCEGRAPH_CRASH_AT=<point>:<nth>`` so that it SIGKILLs itself
+inside the ``tools`` step (returncode -9 asserted), then runs a new worker process that
+continues the run (``invoke(None)`` or ``stream(None)``), and checks three witnesses:
+the provider's effects, the worker's call log (one line per execution of a tool body,
+written before the provider is called) and the SQLite ledger itself.
+
+What each crash point leaves behind, for a single tool call (folded into the step's
+checkpoint, law 3):
+
+================  =====================  =========================================
+point             provider after crash   ledger record of the tool call after crash
+================  =====================  =========================================
+before_intent     nothing                none
+after_intent      nothing                pending (intent committed, nothing sent)
+in_tool           charged                pending (sent, answer not yet recorded)
+after_tool_return charged                pending
+before_checkpoint charged                pending (result staged, commit not reached)
+after_effect_rec. charged                completed (rode the step's commit)
+after_checkpoint  charged                completed
+================  =====================  =========================================
+
+And what the resume does, by tool class:
+
+* ``write``: always completes with ONE provider effect. A pending record is re-sent with
+  the SAME idempotency key, so for the "charged + pending" points the tool body runs
+  twice with one key and the provider answers the second time from its key store.
+* ``irreversible`` with ``reconcile``: always completes with ONE provider effect and the
+  tool body never runs twice: a pending record is reconciled (``find_by_key``): not
+  found (after_intent) -> sent once; found (in_tool, after_tool_return,
+  before_checkpoint) -> recorded as done without calling the tool.
+* ``irreversible`` without ``reconcile``: before_intent -> completes (there was no
+  intent, so nothing could have been sent), one effect; after_intent -> needs_review with
+  ZERO provider effects (the intent was committed, the call never made, but nothing can
+  tell that); in_tool / after_tool_return / before_checkpoint -> needs_review with ONE
+  effect; after_effect_record / after_checkpoint -> completes with one effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.records import EffectRecord, EffectStatus
+from oncegraph.testing.crash import CompletedRun, run_in_subprocess
+from oncegraph.testing.provider import (
+    ProviderClient,
+    ProviderProcess,
+    serve_forever_in_subprocess,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+THREAD = "crash-thread"
+FINAL = "All refunds are done."
+
+# The n-th hit of each point that falls in the ``tools`` step: the agent step before it
+# already passed after_tool_return (the model call), before_checkpoint,
+# after_effect_record (the folded model record) and after_checkpoint once.
+TOOL_STEP_HIT = {
+    "before_intent": 1,
+    "after_intent": 1,
+    "in_tool": 1,
+    "after_tool_return": 2,
+    "after_effect_record": 2,
+    "before_checkpoint": 2,
+    "after_checkpoint": 2,
+}
+POINTS = tuple(TOOL_STEP_HIT)
+NOT_SENT = {"before_intent", "after_intent"}
+SENT_UNRECORDED = {"in_tool", "after_tool_return", "before_checkpoint"}
+RECORDED = {"after_effect_record", "after_checkpoint"}
+RISKY_CLASSES = ("write", "irreversible", "irreversible-noreconcile")
+TOOL_NAMES = {
+    "write": "refund_write",
+    "irreversible": "refund_irreversible",
+    "irreversible-noreconcile": "refund_blind",
+    "read": "order_status",
+}
+
+
+# -- the per-test world: a provider process, a database, a call log ---------------------
+
+
+@dataclass
+class World:
+    tmp: Path
+    provider: ProviderProcess
+
+    @property
+    def db(self) -> Path:
+        return self.tmp / "runs.db"
+
+    @property
+    def calls_log(self) -> Path:
+        return self.tmp / "calls.jsonl"
+
+    @property
+    def client(self) -> ProviderClient:
+        return ProviderClient(self.provider.url)
+
+    def worker(
+        self,
+        mode: str,
+        *,
+        tool: str,
+        path: str,
+        parallel: bool = False,
+        crash: str | None = None,
+    ) -> CompletedRun:
+        args = [
+            "--db",
+            str(self.db),
+            "--provider",
+            self.provider.url,
+            "--calls-log",
+            str(self.calls_log),
+            "--thread",
+            THREAD,
+            "--mode",
+            mode,
+            "--path",
+            path,
+            "--tool",
+            tool,
+        ]
+        if parallel:
+            args.append("--parallel")
+        crash_at = (crash, TOOL_STEP_HIT[crash]) if crash is not None else None
+        return run_in_subprocess(WORKER, args, timeout=60, crash_at=crash_at)
+
+    def crash(self, point: str, *, tool: str, path: str, parallel: bool = False) -> None:
+        """Run the worker with a crash plan and assert it died by SIGKILL."""
+        run = self.worker("run", tool=tool, path=path, parallel=parallel, crash=point)
+        assert run.killed, f"the worker was to SIGKILL itself at {point}\n{run.describe()}"
+        assert run.returncode == -9
+
+    def resume(self, *, tool: str, path: str, parallel: bool = False) -> dict[str, Any]:
+        run = self.worker("resume", tool=tool, path=path, parallel=parallel)
+        assert run.returncode == 0, run.describe()
+        report: dict[str, Any] = run.json()
+        return report
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.calls_log.exists():
+            return []
+        return [json.loads(line) for line in self.calls_log.read_text().splitlines()]
+
+    def provider_effects(self) -> list[dict[str, Any]]:
+        return self.client.effects()
+
+    def ledger(self, effect_type: str) -> list[EffectRecord]:
+        """The tool's effect records, read from the SQLite file by this process."""
+
+        async def read() -> list[EffectRecord]:
+            store = SqliteCheckpointer(self.db)
+            await store.setup()
+            try:
+                found = await store.list_effects(thread_id=THREAD)
+            finally:
+                await store.aclose()
+            return [r for r in found if r.effect_type == effect_type]
+
+        return asyncio.run(read())
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with serve_forever_in_subprocess(tmp_path / "provider.port") as provider:
+        yield World(tmp_path, provider)
+
+
+# -- expectations -------------------------------------------------------------------------
+
+
+def _expected_ledger_after_crash(point: str) -> EffectStatus | None:
+    if point == "before_intent":
+        return None
+    if point in RECORDED:
+        return EffectStatus.COMPLETED
+    return EffectStatus.PENDING
+
+
+def _check_completed(world: World, report: dict[str, Any], *, tool: str) -> None:
+    assert report["outcome"] == "completed", report
+    assert report["run_status"] == "completed", report
+    assert report["final"] == FINAL
+    effects = world.provider_effects()
+    assert len(effects) == 1, effects
+    (message,) = report["tool_messages"]
+    assert message["status"] == "success", message
+    assert json.loads(message["content"])["charge_id"] == effects[0]["id"]
+    (record,) = world.ledger(TOOL_NAMES[tool])
+    assert record.status is EffectStatus.COMPLETED
+    assert effects[0]["idempotency_key"] == record.effect_id
+
+
+def _check_needs_review(world: World, report: dict[str, Any], *, provider_count: int) -> None:
+    assert report["outcome"] == "needs_review", report
+    assert report["run_status"] == "needs_review", report
+    (record,) = world.ledger(TOOL_NAMES["irreversible-noreconcile"])
+    assert record.status is EffectStatus.PENDING
+    assert report["effect_id"] == record.effect_id
+    assert record.effect_id in report["run_error"]
+    assert len(world.provider_effects()) == provider_count
+    found = world.client.find_by_key(record.effect_id)
+    assert (found is not None) == (provider_count == 1), found
+
+
+def _run_case(world: World, point: str, tool: str, crash_path: str, resume_path: str) -> None:
+    world.crash(point, tool=tool, path=crash_path)
+
+    # What the crash left: at the provider and in the ledger.
+    sent = point not in NOT_SENT
+    assert len(world.provider_effects()) == (1 if sent else 0)
+    records = world.ledger(TOOL_NAMES[tool])
+    expected = _expected_ledger_after_crash(point)
+    assert [r.status for r in records] == ([] if expected is None else [expected])
+    calls_before = len(world.calls())
+    assert calls_before == (1 if sent else 0)
+
+    report = world.resume(tool=tool, path=resume_path)
+    calls = world.calls()
+    stats = world.client.stats()
+
+    if tool == "irreversible-noreconcile" and (point == "after_intent" or point in SENT_UNRECORDED):
+        _check_needs_review(world, report, provider_count=1 if sent else 0)
+        assert len(calls) == calls_before, "a parked irreversible tool must not be called"
+        return
+
+    _check_completed(world, report, tool=tool)
+    assert stats["performed"] == 1
+    (record,) = world.ledger(TOOL_NAMES[tool])
+    if tool == "write" and point in SENT_UNRECORDED | {"after_intent"}:
+        # re-sent with the SAME idempotency key (the provider answered from its store)
+        assert len(calls) == (2 if sent else 1)
+        assert {c["key"] for c in calls} == {record.effect_id}
+        assert stats["replayed"] == (1 if sent else 0)
+    else:
+        assert len(calls) == 1, calls  # the tool body ran once in all
+        assert calls[0]["key"] == record.effect_id
+        assert stats["replayed"] == 0
+    if tool == "irreversible" and point in SENT_UNRECORDED:
+        assert record.attempts[-1].outcome == "reconciled", record.attempts
+
+
+# -- the matrix ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["invoke", "stream"])
+@pytest.mark.parametrize("tool", RISKY_CLASSES)
+@pytest.mark.parametrize("point", POINTS)
+def test_crash_matrix(world: World, point: str, tool: str, path: str) -> None:
+    _run_case(world, point, tool, crash_path=path, resume_path=path)
+
+
+@pytest.mark.parametrize(
+    ("crash_path", "resume_path"), [("stream", "invoke"), ("invoke", "stream")]
+)
+@pytest.mark.parametrize("tool", ["write", "irreversible", "irreversible-noreconcile"])
+@pytest.mark.parametrize("point", ["after_intent", "in_tool", "before_checkpoint"])
+def test_resume_under_the_other_path(
+    world: World, point: str, tool: str, crash_path: str, resume_path: str
+) -> None:
+    _run_case(world, point, tool, crash_path=crash_path, resume_path=resume_path)
+
+
+@pytest.mark.parametrize("path", ["invoke", "stream"])
+@pytest.mark.parametrize("tool", ["write", "irreversible"])
+def test_parallel_finished_sibling_is_not_rerun(world: World, tool: str, path: str) -> None:
+    # Two calls in one assistant message are recorded one by one; the worker dies right
+    # after the first sibling's result is recorded (after_effect_record, 2nd hit).
+    world.crash("after_effect_record", tool=tool, path=path, parallel=True)
+    records = world.ledger(TOOL_NAMES[tool])
+    finished = {r.effect_id for r in records if r.status is EffectStatus.COMPLETED}
+    assert 1 <= len(finished) <= 2, records
+
+    report = world.resume(tool=tool, path=path, parallel=True)
+    assert report["outcome"] == "completed", report
+    assert report["run_status"] == "completed"
+    assert [m["status"] for m in report["tool_messages"]] == ["success", "success"]
+    records = world.ledger(TOOL_NAMES[tool])
+    assert len(records) == 2
+    assert all(r.status is EffectStatus.COMPLETED for r in records)
+    effects = world.provider_effects()
+    per_key = Counter(e["idempotency_key"] for e in effects)
+    assert per_key == Counter({r.effect_id: 1 for r in records}), effects
+    assert sorted(e["body"]["order_id"] for e in effects) == ["1042", "1043"]
+    calls = Counter(c["key"] for c in world.calls())
+    for key in finished:
+        assert calls[key] == 1, f"the finished sibling {key} ran again: {calls}"
+        (record,) = [r for r in records if r.effect_id == key]
+        assert len(record.attempts) == 1
+
+
+@pytest.mark.parametrize("path", ["invoke", "stream"])
+@pytest.mark.parametrize(("point", "runs"), [("in_tool", 2), ("after_checkpoint", 1)])
+def test_read_tool_may_run_again(world: World, point: str, runs: int, path: str) -> None:
+    # A read has no intent record; unrecorded, it simply runs again (and that's allowed).
+    world.crash(point, tool="read", path=path)
+    assert len(world.calls()) == 1
+    report = world.resume(tool="read", path=path)
+    assert report["outcome"] == "completed", report
+    assert report["final"] == FINAL
+    assert len(world.calls()) == runs
+    (record,) = world.ledger("order_status")
+    assert record.status is EffectStatus.COMPLETED
+    assert world.provider_effects() == []

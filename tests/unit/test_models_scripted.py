@@ -211,9 +211,9 @@ def test_a_bad_script_fails_at_construction() -> None:
     with pytest.raises(ConfigError, match=r"scripted response #1: unknown model response field"):
         ScriptedModel(["fine", {"text": "typo"}])
     with pytest.raises(ConfigError, match="scripted response #0 must be"):
-        ScriptedModel([42])
+        ScriptedModel([42])  # type: ignore[list-item]
     with pytest.raises(ConfigError, match="takes a list of responses"):
-        ScriptedModel("not a list")  # type: ignore[arg-type]
+        ScriptedModel("not a list")
     with pytest.raises(ConfigError, match="index_by"):
         ScriptedModel([], index_by="turns")  # type: ignore[arg-type]
 

@@ -23,7 +23,7 @@ import asyncio
 import copy
 import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
@@ -289,35 +289,58 @@ def tool_names_by_call_id(messages: Sequence[Message]) -> dict[str, str]:
 
 
 class PerLoopClient(Generic[_T]):
-    """An SDK client built lazily, once per running event loop.
+    """An SDK client built lazily, once per running event loop, closed with that loop.
+
+    ``close=None`` means the client was handed in by the caller, who closes it.
 
     SDK async clients hold connection pools bound to the loop that opened them; the
     sync facade may drive each ``invoke`` on a new loop, so a client is never reused
     across loops. Building lazily also means constructing an adapter needs neither
     credentials nor I/O (an evidence replay never calls the model).
+
+    Closing: next to each client we park an async generator suspended in a ``try``
+    whose ``finally`` closes the client. ``asyncio.run`` (and anyio's runner) call
+    ``loop.shutdown_asyncgens()`` before closing the loop, which runs that ``finally``
+    while the loop still works, so connections are closed, not leaked, when a loop ends.
     """
 
-    __slots__ = ("_client", "_factory", "_loop")
+    __slots__ = ("_client", "_close", "_factory", "_guard", "_loop")
 
-    def __init__(self, factory: Callable[[], _T]) -> None:
+    def __init__(
+        self, factory: Callable[[], _T], close: Callable[[_T], Awaitable[object]] | None
+    ) -> None:
         self._factory = factory
+        self._close = close
         self._client: _T | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
 
-    def get(self) -> _T:
+    async def get(self) -> _T:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = self._factory()
-            self._loop = loop
+            client = self._factory()
+            guard = None
+            if self._close is not None:  # None: the caller owns the client
+                guard = _close_at_loop_end(client, self._close)
+                await guard.__anext__()  # registers it with this loop's asyncgen hooks
+            self._client, self._loop, self._guard = client, loop, guard
         return self._client
 
-    def current(self) -> _T | None:
-        """The client built for the running loop, if any (for closing it)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return None
-        return self._client if self._loop is loop else None
+    async def aclose(self) -> None:
+        """Close the client of the running loop now, if there is one."""
+        guard = self._guard
+        if guard is not None and self._loop is asyncio.get_running_loop():
+            self._client = self._loop = self._guard = None
+            await guard.aclose()
+
+
+async def _close_at_loop_end(
+    client: _T, close: Callable[[_T], Awaitable[object]]
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await close(client)
 
 
 def _tool_call_from(raw: Any, index: int) -> ToolCall:

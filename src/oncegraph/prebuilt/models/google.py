@@ -1,0 +1,229 @@
+"""Google Gemini adapter (official ``google-genai`` SDK, ``client.aio``).
+
+Mapping (ours -> wire): every system message is joined (blank line between, in order)
+into ``config.system_instruction``; user messages become ``role: "user"`` contents,
+assistant messages ``role: "model"`` contents with a text part and one
+``function_call`` part per tool call; tool messages become ``function_response`` parts
+(``name`` from the message or from the assistant call with that id,
+``response={"output": ...}`` or ``{"error": ...}`` for ``status: "error"``) in a user
+content; consecutive contents of the same role are merged. A ``ToolSpec`` becomes a
+``FunctionDeclaration`` with ``parameters_json_schema`` (the JSON schema as is).
+Automatic function calling is always disabled: the agent runs tools, through the ledger.
+
+Ids: Gemini may return function calls without ids; they get ``call_1``, ``call_2``...
+(by position) and such synthetic ids are not sent back to the API, real ones are.
+Thought parts are dropped from the content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from oncegraph.errors import ConfigError, OnceGraphError
+from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models.base import (
+    ModelResponse,
+    PerLoopClient,
+    content_text,
+    install_hint,
+    is_synthetic_call_id,
+    split_system,
+    synthetic_call_id,
+    tool_names_by_call_id,
+)
+
+try:
+    from google import genai
+    from google.genai import types
+except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
+    raise ImportError(install_hint("google", "google-genai")) from exc
+
+
+class GoogleChatModel:
+    """A :class:`~oncegraph.prebuilt.models.ChatModel` over the Gemini API.
+
+    ``api_key`` defaults to ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY`` (read by the SDK);
+    ``base_url`` overrides the endpoint; ``timeout`` is in seconds; ``params`` are extra
+    ``GenerateContentConfig`` fields (``temperature``...). A leading ``"google/"`` is
+    stripped from the model id (``"google/gemini-2.5-flash"`` -> ``"gemini-2.5-flash"``).
+    """
+
+    __slots__ = ("_clients", "model", "name", "params")
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        client: genai.Client | None = None,
+    ) -> None:
+        model = model.removeprefix("google/")
+        if not model:
+            raise ConfigError("Gemini model id is empty; pass e.g. 'gemini-2.5-flash'")
+        self.model = model
+        self.name = f"google/{model}"
+        self.params: dict[str, Any] = dict(params or {})
+
+        def build() -> genai.Client:
+            if client is not None:
+                return client
+            http = types.HttpOptions(base_url=base_url)
+            if timeout is not None:
+                http.timeout = max(1, round(timeout * 1000))  # the SDK takes milliseconds
+            if max_retries is not None:
+                http.retry_options = types.HttpRetryOptions(attempts=max_retries + 1)
+            try:
+                return genai.Client(api_key=api_key, http_options=http)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"cannot create the Gemini client: {exc}. Set GEMINI_API_KEY (or "
+                    "GOOGLE_API_KEY) or pass api_key= to the model"
+                ) from exc
+
+        self._clients = PerLoopClient(
+            build, None if client is not None else lambda c: c.aio.aclose()
+        )
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        system, contents = to_google_contents(messages)
+        config = types.GenerateContentConfig(
+            **self.params,
+            system_instruction=system,
+            tools=to_google_tools(tools) if tools else None,
+            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        )
+        response = await (await self._clients.get()).aio.models.generate_content(
+            model=self.model, contents=contents, config=config
+        )
+        return self.from_google(response)
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop now (it is also closed when the
+        loop ends under ``asyncio.run``)."""
+        await self._clients.aclose()
+
+    def from_google(self, response: types.GenerateContentResponse) -> ModelResponse:
+        if not response.candidates:
+            feedback = response.prompt_feedback
+            reason = feedback.block_reason if feedback is not None else None
+            raise OnceGraphError(
+                f"model {self.name} returned no candidates"
+                + (f" (prompt blocked: {_enum_str(reason)})" if reason is not None else "")
+            )
+        candidate = response.candidates[0]
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        parts = candidate.content.parts if candidate.content is not None else None
+        for part in parts or ():
+            if part.function_call is not None:
+                call = part.function_call
+                calls.append(
+                    {
+                        "id": call.id or synthetic_call_id(len(calls)),
+                        "name": call.name or "",
+                        "args": dict(call.args or {}),
+                    }
+                )
+            elif part.text is not None and not part.thought:
+                texts.append(part.text)
+        usage: dict[str, int] = {}
+        meta = response.usage_metadata
+        if meta is not None:
+            for key, value in (
+                ("input_tokens", meta.prompt_token_count),
+                ("output_tokens", meta.candidates_token_count),
+                ("total_tokens", meta.total_token_count),
+            ):
+                if value is not None:
+                    usage[key] = value
+        return ModelResponse(
+            content="".join(texts),
+            tool_calls=tuple(calls),
+            provider_message_id=response.response_id,
+            usage=usage,
+            raw_finish_reason=_enum_str(candidate.finish_reason),
+        )
+
+
+def to_google_contents(messages: Sequence[Message]) -> tuple[str | None, list[types.Content]]:
+    system, rest = split_system(messages)
+    names = tool_names_by_call_id(rest)
+    out: list[types.Content] = []
+    for message in rest:
+        role = "model" if message["role"] == "assistant" else "user"
+        parts = _parts(message, names)
+        if not parts:
+            continue
+        if out and out[-1].role == role and out[-1].parts is not None:
+            out[-1].parts.extend(parts)
+        else:
+            out.append(types.Content(role=role, parts=parts))
+    return system, out
+
+
+def to_google_tools(tools: Sequence[ToolSpec]) -> list[types.Tool | Any]:
+    return [
+        types.Tool(
+            function_declarations=[
+                types.FunctionDeclaration(
+                    name=spec["name"],
+                    description=spec.get("description", ""),
+                    parameters_json_schema=spec.get("parameters")
+                    or {"type": "object", "properties": {}},
+                )
+                for spec in tools
+            ]
+        )
+    ]
+
+
+def _parts(message: Message, names: Mapping[str, str]) -> list[types.Part]:
+    role = message["role"]
+    content = message.get("content")
+    if role == "tool":
+        call_id = message.get("tool_call_id") or ""
+        name = message.get("name") or names.get(call_id)
+        if not name:
+            raise ConfigError(
+                f"tool message {message!r} names no tool and its tool_call_id matches no "
+                "assistant tool call; Gemini needs the tool name for a function response"
+            )
+        key = "error" if message.get("status") == "error" else "output"
+        response = types.FunctionResponse(name=name, response={key: content}, id=_wire_id(call_id))
+        return [types.Part(function_response=response)]
+    if role == "assistant":
+        text = content_text(content)
+        parts = [types.Part(text=text)] if text else []
+        parts.extend(
+            types.Part(
+                function_call=types.FunctionCall(
+                    name=call["name"], args=call["args"], id=_wire_id(call["id"])
+                )
+            )
+            for call in message.get("tool_calls") or ()
+        )
+        return parts
+    if role == "user":
+        text = content_text(content)
+        return [types.Part(text=text)] if text else []
+    raise ConfigError(f"unknown message role {role!r} in {message!r}")
+
+
+def _wire_id(call_id: str) -> str | None:
+    return None if not call_id or is_synthetic_call_id(call_id) else call_id
+
+
+def _enum_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+__all__ = ["GoogleChatModel"]

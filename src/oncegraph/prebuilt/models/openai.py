@@ -1,0 +1,193 @@
+"""OpenAI chat-completions adapter (official ``openai`` SDK, async client).
+
+Mapping (ours -> wire): system messages stay in place as ``role: system``; an assistant
+message's ``tool_calls`` become ``{"id", "type": "function", "function": {"name",
+"arguments": <JSON string>}}``; a tool message becomes ``role: tool`` with its
+``tool_call_id``; a ``ToolSpec`` becomes ``{"type": "function", "function": {...}}``.
+Back: ``arguments`` are parsed from their JSON string, ids kept as the provider sent
+them, ``content`` is the text (or the refusal when there is no text).
+
+Also works with OpenAI-compatible servers through ``base_url=``; with a ``base_url``
+the model id is sent verbatim (gateways use ids like ``"openai/gpt-4o"``), without one
+a leading ``"openai/"`` is stripped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from oncegraph import _json
+from oncegraph.errors import ConfigError, OnceGraphError
+from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models.base import (
+    ModelResponse,
+    PerLoopClient,
+    content_text,
+    install_hint,
+    parse_tool_args,
+    synthetic_call_id,
+    tool_result_text,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
+    raise ImportError(install_hint("openai", "openai")) from exc
+
+
+class OpenAIChatModel:
+    """A :class:`~oncegraph.prebuilt.models.ChatModel` over OpenAI chat completions.
+
+    ``api_key`` defaults to ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL``
+    (both read by the SDK); ``timeout`` is in seconds; ``params`` are extra request
+    fields (``temperature``, ``max_completion_tokens``...) sent on every call.
+    """
+
+    __slots__ = ("_clients", "model", "name", "params")
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        if base_url is None and client is None:
+            model = model.removeprefix("openai/")
+        if not model:
+            raise ConfigError("OpenAI model id is empty; pass e.g. 'gpt-4o-mini'")
+        self.model = model
+        self.name = model if model.startswith("openai/") else f"openai/{model}"
+        self.params: dict[str, Any] = dict(params or {})
+
+        def build() -> openai.AsyncOpenAI:
+            if client is not None:
+                return client
+            options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+            if timeout is not None:
+                options["timeout"] = timeout
+            if max_retries is not None:
+                options["max_retries"] = max_retries
+            try:
+                return openai.AsyncOpenAI(**options)
+            except openai.OpenAIError as exc:
+                raise ConfigError(
+                    f"cannot create the OpenAI client: {exc}. Set OPENAI_API_KEY or pass "
+                    "api_key= to the model"
+                ) from exc
+
+        self._clients = PerLoopClient(build, None if client is not None else lambda c: c.close())
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        request: dict[str, Any] = {
+            **self.params,
+            "model": self.model,
+            "messages": to_openai_messages(messages),
+        }
+        if tools:
+            request["tools"] = to_openai_tools(tools)
+        response = await (await self._clients.get()).chat.completions.create(**request)
+        return self.from_openai(response)
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop now (it is also closed when the
+        loop ends under ``asyncio.run``)."""
+        await self._clients.aclose()
+
+    def from_openai(self, response: Any) -> ModelResponse:
+        if not response.choices:
+            raise OnceGraphError(f"model {self.name} returned no choices (id {response.id})")
+        choice = response.choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for index, call in enumerate(message.tool_calls or ()):
+            if call.type != "function":
+                raise OnceGraphError(
+                    f"model {self.name} returned a {call.type!r} tool call; only function "
+                    "tools are supported"
+                )
+            name = call.function.name
+            args = parse_tool_args(call.function.arguments, tool=name, model=self.name)
+            calls.append({"id": call.id or synthetic_call_id(index), "name": name, "args": args})
+        usage: dict[str, int] = {}
+        if response.usage is not None:
+            usage = {
+                "input_tokens": response.usage.prompt_tokens,
+                "output_tokens": response.usage.completion_tokens,
+                "total_tokens": response.usage.total_tokens,
+            }
+        return ModelResponse(
+            content=message.content or message.refusal or "",
+            tool_calls=tuple(calls),
+            provider_message_id=response.id,
+            usage=usage,
+            raw_finish_reason=choice.finish_reason,
+        )
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = message["role"]
+        content = message.get("content")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not call_id:
+                raise ConfigError(f"tool message without tool_call_id: {message!r}")
+            out.append(
+                {"role": "tool", "tool_call_id": call_id, "content": tool_result_text(content)}
+            )
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            item: dict[str, Any] = {"role": "assistant", "content": content_text(content)}
+            if calls:
+                item["content"] = item["content"] or None
+                item["tool_calls"] = [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": _dump(call["args"])},
+                    }
+                    for call in calls
+                ]
+            out.append(item)
+        elif role in ("system", "user"):
+            # user content lists are passed through: OpenAI's own part format
+            value = (
+                content if isinstance(content, list) and role == "user" else content_text(content)
+            )
+            item = {"role": role, "content": value}
+            if message.get("name"):
+                item["name"] = message["name"]
+            out.append(item)
+        else:
+            raise ConfigError(f"unknown message role {role!r} in {message!r}")
+    return out
+
+
+def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": spec["name"],
+                "description": spec.get("description", ""),
+                "parameters": spec.get("parameters") or {"type": "object", "properties": {}},
+            },
+        }
+        for spec in tools
+    ]
+
+
+def _dump(args: Mapping[str, Any]) -> str:
+    return _json.dumps_str(dict(args))
+
+
+__all__ = ["OpenAIChatModel"]

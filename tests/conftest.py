@@ -1,0 +1,104 @@
+"""Shared fixtures: a checkpointer per backend, and one way to run an app on every path.
+
+``checkpointer`` is parametrized over ``memory`` and ``sqlite`` (a fresh file per test).
+``run_path`` is parametrized over ``invoke``, ``ainvoke``, ``stream`` and ``astream``:
+it is ONE callable ``run_path(app, input, config) -> dict`` that returns the final
+values the same way on all four paths, so every law is tested on every path:
+
+* ``invoke`` / ``ainvoke``: the return value;
+* ``stream`` / ``astream`` (modes ``values`` + ``updates``): the last ``values`` event,
+  with the ``__interrupt__`` list of an ``updates`` event surfaced as
+  ``values["__interrupt__"]``. A stream that emits no ``values`` event (a resumed node
+  that interrupts again before any step commits) falls back to the thread's head state.
+
+Errors propagate unchanged on every path. The async paths run on a fresh event loop
+(``asyncio.run``), so tests stay plain functions and may also call the sync API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegraph.runtime.app import CompiledGraph
+from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+from oncegraph.storage.protocols import Checkpointer
+
+RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]
+PATHS = ("invoke", "ainvoke", "stream", "astream")
+STREAM_MODES = ["values", "updates"]
+
+
+def make_checkpointer(kind: str, tmp_path: Path) -> Checkpointer:
+    """A new store of ``kind`` (``memory`` or ``sqlite``), not yet set up."""
+    if kind == "memory":
+        return InMemoryCheckpointer()
+    if kind == "sqlite":
+        return SqliteCheckpointer(tmp_path / "oncegraph.db")
+    raise ValueError(f"unknown checkpointer kind {kind!r}")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
+    store = make_checkpointer(str(request.param), tmp_path)
+    yield store
+    asyncio.run(store.aclose())
+
+
+def _fold_stream(items: list[tuple[str, Any]]) -> tuple[dict[str, Any] | None, list[Any]]:
+    values: dict[str, Any] | None = None
+    interrupts: list[Any] = []
+    for mode, payload in items:
+        if mode == "values":
+            values = dict(payload)
+        elif mode == "updates" and "__interrupt__" in payload:
+            interrupts = list(payload["__interrupt__"])
+    return values, interrupts
+
+
+async def _astream_final(
+    app: CompiledGraph, inp: Any, config: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    items = [item async for item in app.astream(inp, config, stream_mode=STREAM_MODES)]
+    values, interrupts = _fold_stream(items)
+    if values is None:
+        values = dict((await app.aget_state(config or {})).values)
+    if interrupts:
+        values["__interrupt__"] = interrupts
+    return values
+
+
+def _stream_final(app: CompiledGraph, inp: Any, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    items = list(app.stream(inp, config, stream_mode=STREAM_MODES))
+    values, interrupts = _fold_stream(items)
+    if values is None:
+        values = dict(app.get_state(config or {}).values)
+    if interrupts:
+        values["__interrupt__"] = interrupts
+    return values
+
+
+def run_on(path: str) -> RunPath:
+    """The runner for one path; see the module docstring."""
+
+    def run(app: CompiledGraph, inp: Any, config: Mapping[str, Any] | None) -> dict[str, Any]:
+        if path == "invoke":
+            return app.invoke(inp, config)
+        if path == "ainvoke":
+            return asyncio.run(app.ainvoke(inp, config))
+        if path == "stream":
+            return _stream_final(app, inp, config)
+        if path == "astream":
+            return asyncio.run(_astream_final(app, inp, config))
+        raise ValueError(f"unknown run path {path!r}")
+
+    return run
+
+
+@pytest.fixture(params=PATHS)
+def run_path(request: pytest.FixtureRequest) -> RunPath:
+    return run_on(str(request.param))

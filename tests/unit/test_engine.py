@@ -1,0 +1,209 @@
+"""The pure engine: routing and step application, with no event loop and no store.
+
+A run is driven here by hand: ``empty_head`` -> ``advance`` (input) -> ``advance``
+(each step), checking what the driver would commit (law 1: the next nodes are in the
+checkpoint before they run) and that log channels are never copied into checkpoints.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from oncegraph import END, START, StateGraph, add_messages
+from oncegraph.errors import GraphValidationError, InvalidUpdateError
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.engine import Head, TaskResult, advance, empty_head, next_nodes
+
+
+class S(TypedDict, total=False):
+    messages: Annotated[list[dict[str, Any]], add_messages]
+    hits: Annotated[list[str], operator.add]
+    route: str
+    x: int
+
+
+def _node(state: S) -> None:  # never called: the engine does not run nodes
+    raise AssertionError("the engine must not call nodes")
+
+
+def _spec(build: Any = None) -> GraphSpec:
+    g = StateGraph(S)
+    for name in ("a", "b", "c", "d"):
+        g.add_node(name, _node)
+    g.add_edge(START, "a")
+    if build is None:
+        g.add_edge("a", "b")
+        g.add_edge("b", END)
+    else:
+        build(g)
+    return g.validate()
+
+
+def _start(spec: GraphSpec, update: dict[str, Any]) -> Head:
+    head, _, _ = advance(
+        spec,
+        empty_head(spec, "t1"),
+        "run_1",
+        [TaskResult(START, update)],
+        step=-1,
+        source="input",
+    )
+    return head
+
+
+def test_empty_head_has_initial_values_and_zero_logs() -> None:
+    spec = _spec()
+    head = empty_head(spec, "t1")
+    assert head.version == 0
+    assert head.checkpoint.next == ()
+    assert dict(head.checkpoint.logs) == {"messages": 0, "hits": 0}
+    assert head.values == {"messages": [], "hits": []}
+
+
+def test_input_checkpoint_records_the_first_node_before_it_runs() -> None:
+    spec = _spec()
+    head, entries, _ = advance(
+        spec,
+        empty_head(spec, "t1"),
+        "run_1",
+        [TaskResult(START, {"messages": "hi", "x": 1})],
+        step=-1,
+        source="input",
+    )
+    cp = head.checkpoint
+    assert cp.next == ("a",)
+    assert (cp.step, cp.version, cp.run_id, cp.thread_id) == (-1, 1, "run_1", "t1")
+    assert cp.parent_checkpoint_id is None
+    assert cp.metadata == {"source": "input", "writes": [START]}
+    assert dict(cp.values) == {"x": 1}  # log channels are not stored in the checkpoint
+    assert dict(cp.logs) == {"messages": 1, "hits": 0}
+    assert [(e.channel, e.seq) for e in entries] == [("messages", 0)]
+    assert head.values["messages"][0]["content"] == "hi"
+
+
+def test_steps_chain_parents_versions_and_log_sequence_numbers() -> None:
+    spec = _spec()
+    h0 = _start(spec, {"messages": "one"})
+    h1, e1, _ = advance(
+        spec, h0, "run_1", [TaskResult("a", {"messages": ["two", "three"]})], step=0, source="loop"
+    )
+    h2, e2, _ = advance(
+        spec, h1, "run_1", [TaskResult("b", {"messages": "four"})], step=1, source="loop"
+    )
+    assert h1.checkpoint.parent_checkpoint_id == h0.checkpoint.checkpoint_id
+    assert h2.checkpoint.parent_checkpoint_id == h1.checkpoint.checkpoint_id
+    assert [h.version for h in (h0, h1, h2)] == [1, 2, 3]
+    assert [e.seq for e in e1] == [1, 2] and [e.seq for e in e2] == [3]
+    assert h1.checkpoint.next == ("b",) and h2.checkpoint.next == ()
+    assert dict(h2.checkpoint.logs)["messages"] == 4
+    assert [m["content"] for m in h2.values["messages"]] == ["one", "two", "three", "four"]
+    # the earlier heads are unchanged (no shared mutable lists)
+    assert len(h0.values["messages"]) == 1 and len(h1.values["messages"]) == 3
+
+
+def test_checkpoint_size_does_not_grow_with_the_log() -> None:
+    spec = _spec(lambda g: g.add_edge("a", "a"))
+    head = _start(spec, {"messages": "start"})
+    sizes = set()
+    for step in range(50):
+        head, entries, _ = advance(
+            spec,
+            head,
+            "run_1",
+            [TaskResult("a", {"messages": f"m{step}" * 10})],
+            step=step,
+            source="loop",
+        )
+        assert len(entries) == 1
+        sizes.add(repr(dict(head.checkpoint.values)))
+    assert sizes == {"{}"}
+    assert dict(head.checkpoint.logs)["messages"] == 51
+
+
+def test_fan_out_merges_writes_with_reducers_in_declaration_order() -> None:
+    def build(g: StateGraph) -> None:
+        g.add_edge("a", "c")
+        g.add_edge("a", "b")  # declared b before c: results ordered by node declaration
+        g.add_edge(["b", "c"], "d")
+
+    spec = _spec(build)
+    h0 = _start(spec, {})
+    h1, _, _ = advance(spec, h0, "r", [TaskResult("a", {})], step=0, source="loop")
+    assert h1.checkpoint.next == ("b", "c")
+    h2, entries, writes = advance(
+        spec,
+        h1,
+        "r",
+        [TaskResult("b", {"hits": ["b"]}), TaskResult("c", {"hits": ["c"]})],
+        step=1,
+        source="loop",
+    )
+    assert h2.values["hits"] == ["b", "c"]
+    assert [e.value for e in entries] == ["b", "c"]
+    assert h2.checkpoint.next == ("d",)  # both reach d: it runs once
+    assert writes.changed == {"hits"}
+
+
+def test_fan_out_writing_a_last_value_field_twice_is_an_error() -> None:
+    spec = _spec(lambda g: (g.add_edge("a", "b"), g.add_edge("a", "c")))
+    h1, _, _ = advance(spec, _start(spec, {}), "r", [TaskResult("a", {})], step=0, source="loop")
+    with pytest.raises(InvalidUpdateError, match="'b' and 'c' both wrote 'x'"):
+        advance(
+            spec,
+            h1,
+            "r",
+            [TaskResult("b", {"x": 1}), TaskResult("c", {"x": 2})],
+            step=1,
+            source="loop",
+        )
+
+
+def test_conditional_edges_with_path_map_and_list_returns() -> None:
+    def build(g: StateGraph) -> None:
+        g.add_conditional_edges("a", lambda s: s["route"], {"left": "b", "right": "c", "stop": END})
+        g.add_conditional_edges("b", lambda s: ["c", "d"])
+
+    spec = _spec(build)
+    head = _start(spec, {})
+    assert next_nodes(spec, {"route": "left"}, [TaskResult("a", {})]) == ("b",)
+    assert next_nodes(spec, {"route": "right"}, [TaskResult("a", {})]) == ("c",)
+    assert next_nodes(spec, {"route": "stop"}, [TaskResult("a", {})]) == ()
+    assert next_nodes(spec, {}, [TaskResult("b", {})]) == ("c", "d")
+    # the router sees the state AFTER the step's writes
+    h1, _, _ = advance(
+        spec, head, "r", [TaskResult("a", {"route": "right"})], step=0, source="loop"
+    )
+    assert h1.checkpoint.next == ("c",)
+
+
+def test_router_list_may_mix_path_map_keys() -> None:
+    spec = _spec(lambda g: g.add_conditional_edges("a", lambda s: ["x", "y"], {"x": "b", "y": "d"}))
+    assert next_nodes(spec, {}, [TaskResult("a", {})]) == ("b", "d")
+
+
+def test_router_returning_unknown_node_names_it() -> None:
+    spec = _spec(lambda g: g.add_conditional_edges("a", lambda s: "zzz"))
+    with pytest.raises(GraphValidationError, match="router of 'a' returned 'zzz'"):
+        next_nodes(spec, {}, [TaskResult("a", {})])
+
+
+def test_command_goto_routes_and_unknown_goto_is_named() -> None:
+    spec = _spec()
+    assert next_nodes(spec, {}, [TaskResult("a", {}, goto=("d",))]) == ("b", "d")
+    assert next_nodes(spec, {}, [TaskResult("b", {}, goto=(END,))]) == ()
+    with pytest.raises(GraphValidationError, match=r"'a' returned Command\(goto='q'\)"):
+        next_nodes(spec, {}, [TaskResult("a", {}, goto=("q",))])
+
+
+def test_advance_is_pure_and_deterministic_in_its_values() -> None:
+    spec = _spec()
+    h0 = _start(spec, {"x": 1})
+    before = (dict(h0.values), h0.checkpoint)
+    one, _, _ = advance(spec, h0, "r", [TaskResult("a", {"x": 2})], step=0, source="loop")
+    two, _, _ = advance(spec, h0, "r", [TaskResult("a", {"x": 2})], step=0, source="loop")
+    assert (dict(h0.values), h0.checkpoint) == before
+    assert one.values == two.values and one.checkpoint.next == two.checkpoint.next
+    assert one.checkpoint.checkpoint_id != two.checkpoint.checkpoint_id

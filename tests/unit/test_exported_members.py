@@ -1,0 +1,122 @@
+"""The public surface is curated: ``__all__`` lists exactly what is exported, every name
+in it imports, and optional backends are imported lazily (httpx's
+``tests/test_exported_members.py`` idea)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import oncegraph
+import oncegraph.storage.checkpointer as checkpointer_module
+
+EXPECTED = {
+    "END",
+    "START",
+    "Accepted",
+    "Command",
+    "CompiledGraph",
+    "Completed",
+    "FaultPlan",
+    "IncompatibleVersionError",
+    "NeedsReviewError",
+    "OnceGraphError",
+    "Reconciled",
+    "RequestMismatchError",
+    "RetryPolicy",
+    "StaleStateError",
+    "StateGraph",
+    "StateSnapshot",
+    "Tool",
+    "ToolNode",
+    "UnfinishedRunError",
+    "__version__",
+    "add_messages",
+    "aeffect",
+    "append",
+    "crash_point",
+    "current_effect",
+    "effect",
+    "interrupt",
+    "tool",
+}
+
+
+def test_all_is_exactly_the_public_names() -> None:
+    exported = {
+        name
+        for name, value in vars(oncegraph).items()
+        if not name.startswith("_") and not getattr(value, "__name__", "").startswith("oncegraph.")
+    }
+    assert set(oncegraph.__all__) == exported | {"__version__"}
+    assert len(oncegraph.__all__) == len(set(oncegraph.__all__))
+
+
+def test_design_api_names_are_public() -> None:
+    # DESIGN.md section 3 names these; removing one breaks users.
+    assert set(oncegraph.__all__) >= EXPECTED
+
+
+def test_every_name_in_all_imports() -> None:
+    for name in oncegraph.__all__:
+        assert getattr(oncegraph, name) is not None, name
+    namespace: dict[str, object] = {}
+    exec("from oncegraph import *", namespace)
+    assert set(oncegraph.__all__) <= set(namespace)
+
+
+def test_public_errors_share_one_root() -> None:
+    for name in oncegraph.__all__:
+        value = getattr(oncegraph, name)
+        if isinstance(value, type) and name.endswith("Error"):
+            assert issubclass(value, oncegraph.OnceGraphError), name
+
+
+def test_checkpointer_module_exports() -> None:
+    assert set(checkpointer_module.__all__) >= {
+        "InMemoryCheckpointer",
+        "SqliteCheckpointer",
+        "PgCheckpointer",
+    }
+    for name in checkpointer_module.__all__:
+        assert isinstance(getattr(checkpointer_module, name), type), name
+
+
+def test_pg_checkpointer_is_lazy() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import oncegraph
+        from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+        assert "psycopg" not in sys.modules, "importing oncegraph must not import psycopg"
+        assert "oncegraph.storage.sql.postgres" not in sys.modules
+        from oncegraph.storage.checkpointer import PgCheckpointer
+        assert PgCheckpointer.__module__ == "oncegraph.storage.sql.postgres"
+        assert "psycopg" in sys.modules
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_pg_checkpointer_without_psycopg_gives_the_install_hint() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["psycopg"] = None  # import psycopg -> ImportError
+        import oncegraph.storage.checkpointer as m
+        try:
+            m.PgCheckpointer
+        except ImportError as exc:
+            assert 'pip install "oncegraph[postgres]"' in str(exc), exc
+        else:
+            raise SystemExit("PgCheckpointer imported without psycopg")
+        try:
+            m.NoSuchThing
+        except AttributeError:
+            pass
+        else:
+            raise SystemExit("unknown attribute did not raise")
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -1,0 +1,225 @@
+"""``Worker``: claims queued runs from PostgreSQL and executes them under a lease.
+
+Invariants:
+
+* **A run executes only under its lease.** Each claimed run gets ``app.set_fence(run_id,
+  token)`` before it starts, so every checkpoint commit and status update it makes
+  carries the claim's fencing token; once another worker claims the run (after this
+  lease expired) those writes raise :class:`~oncegraph.errors.LeaseLostError` and
+  write nothing.
+* **Heartbeat.** Every ``heartbeat_seconds`` each held lease is renewed. A renewal
+  that is refused (the token moved on) cancels that run's task at once. A renewal that
+  cannot reach the database does not: but when a run's lease has not been renewed for
+  ``lease_seconds`` by this process's own clock, the run is cancelled too, so a
+  partitioned worker stops working on runs another worker may already hold.
+* **Never crash on a run.** A run that fails, parks (``needs_review``), is interrupted
+  or loses its lease is logged and dropped; the worker keeps claiming. The store has
+  already recorded the run's status (or refused the write when fenced off).
+* **Clean shutdown** (:meth:`Worker.stop`, SIGTERM in the CLI): claiming stops; runs
+  still executing after ``shutdown_grace_seconds`` are cancelled and released back to
+  the queue (lease cleared, token bumped), so another worker picks them up without
+  waiting for the lease to expire. A SIGKILLed worker releases nothing: its runs are
+  claimed again once their leases expire, and resume from their last checkpoint (the
+  effect ledger keeps their tools from acting twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from oncegraph.errors import LeaseLostError, NeedsReviewError, OnceGraphError
+from oncegraph.runtime.app import CompiledGraph
+from oncegraph.storage.records import RunRecord
+from oncegraph.worker.queue import RunQueue
+
+log = logging.getLogger("oncegraph.worker")
+
+
+def default_owner() -> str:
+    """``host:pid:random``: unique per worker object, readable in the runs table."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(slots=True)
+class _Held:
+    run: RunRecord
+    token: int
+    task: asyncio.Task[None]
+    renewed_at: float = field(default_factory=time.monotonic)
+    lost: bool = False
+
+
+class Worker:
+    """Execute an app's queued runs: ``await Worker(app, concurrency=4).run_forever()``.
+
+    ``concurrency`` runs at most that many runs at once (one asyncio task each; sync
+    nodes and tools use threads). ``lease_seconds`` is how long a silent worker keeps
+    its runs; ``heartbeat_seconds`` (well under the lease) how often leases are renewed;
+    ``poll_seconds`` how long an idle worker waits before asking for work again.
+    """
+
+    def __init__(
+        self,
+        app: CompiledGraph,
+        *,
+        concurrency: int = 1,
+        lease_seconds: float = 30.0,
+        heartbeat_seconds: float | None = None,
+        poll_seconds: float = 0.5,
+        shutdown_grace_seconds: float = 0.0,
+        owner: str | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        if lease_seconds <= 0:
+            raise ValueError(f"lease_seconds must be positive, got {lease_seconds}")
+        heartbeat = lease_seconds / 3 if heartbeat_seconds is None else heartbeat_seconds
+        if not 0 < heartbeat < lease_seconds:
+            raise ValueError(
+                f"heartbeat_seconds must be between 0 and lease_seconds ({lease_seconds}), "
+                f"got {heartbeat}"
+            )
+        self.app = app
+        self.queue = RunQueue(app.store)  # type: ignore[arg-type]
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.heartbeat_seconds = heartbeat
+        self.poll_seconds = poll_seconds
+        self.shutdown_grace_seconds = shutdown_grace_seconds
+        self.owner = owner or default_owner()
+        self.completed = 0  # runs that finished in this worker (any end status)
+        self._held: dict[str, _Held] = {}
+        self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+
+    # -- control ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming and shut down (safe from a signal handler on the worker's loop)."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def held(self) -> list[str]:
+        """Run ids this worker is executing now."""
+        return list(self._held)
+
+    async def run_forever(self) -> None:
+        """Claim and execute runs until :meth:`stop`; then release what is unfinished."""
+        await self.app.setup()
+        log.info("worker %s started (concurrency %d)", self.owner, self.concurrency)
+        heartbeat = asyncio.create_task(self._heartbeat(), name="oncegraph-heartbeat")
+        try:
+            while not self._stopping.is_set():
+                free = self.concurrency - len(self._held)
+                claimed: list[RunRecord] = []
+                if free > 0:
+                    try:
+                        claimed = await self.queue.claim(self.owner, self.lease_seconds, free)
+                    except OnceGraphError as exc:
+                        log.warning("claim failed (retrying): %s", exc)
+                for run in claimed:
+                    self._start(run)
+                if claimed and len(claimed) == free:
+                    continue  # full batch: there may be more work, ask again at once
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
+        finally:
+            await self._shutdown()
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            log.info("worker %s stopped", self.owner)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def _start(self, run: RunRecord) -> None:
+        self.app.set_fence(run.run_id, run.fencing_token)
+        task = asyncio.create_task(self._execute(run), name=f"oncegraph-run-{run.run_id}")
+        self._held[run.run_id] = _Held(run, run.fencing_token, task)
+        task.add_done_callback(functools.partial(self._finished, run.run_id))
+        log.info(
+            "claimed run %s (thread %s, token %d)", run.run_id, run.thread_id, run.fencing_token
+        )
+
+    def _finished(self, run_id: str, _task: object = None) -> None:
+        held = self._held.pop(run_id, None)
+        if held is not None and self.app.fence_for(run_id) == held.token:
+            self.app.set_fence(run_id, None)
+        self._wake.set()  # a slot is free
+
+    async def _execute(self, run: RunRecord) -> None:
+        config = {**dict(run.config), "thread_id": run.thread_id, "run_id": run.run_id}
+        try:
+            result = await self.app.ainvoke(None, config)
+        except LeaseLostError as exc:
+            log.warning("run %s: lease lost, stopped without writing: %s", run.run_id, exc)
+        except NeedsReviewError as exc:
+            log.warning("run %s parked for review: %s", run.run_id, exc)
+        except OnceGraphError as exc:
+            log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc)
+        except Exception:
+            log.exception("run %s raised an unexpected error", run.run_id)
+        else:
+            self.completed += 1
+            if "__interrupt__" in result:
+                log.info("run %s is waiting for an interrupt answer", run.run_id)
+            else:
+                log.info("run %s finished", run.run_id)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            for run_id, held in list(self._held.items()):
+                if held.task.done() or held.lost:
+                    continue
+                try:
+                    ok = await self.queue.renew(run_id, self.owner, held.token, self.lease_seconds)
+                except OnceGraphError as exc:
+                    if time.monotonic() - held.renewed_at >= self.lease_seconds:
+                        self._lose(held, f"lease could not be renewed in time ({exc})")
+                    else:
+                        log.warning("run %s: renew failed (will retry): %s", run_id, exc)
+                    continue
+                if ok:
+                    held.renewed_at = time.monotonic()
+                elif not held.task.done():
+                    self._lose(held, "another worker holds the lease now")
+
+    def _lose(self, held: _Held, why: str) -> None:
+        held.lost = True
+        log.warning("run %s: %s; cancelling it here", held.run.run_id, why)
+        held.task.cancel()
+
+    async def _shutdown(self) -> None:
+        active = [h for h in self._held.values() if not h.task.done()]
+        if active and self.shutdown_grace_seconds > 0:
+            await asyncio.wait([h.task for h in active], timeout=self.shutdown_grace_seconds)
+        unfinished = [h for h in active if not h.task.done()]
+        for held in unfinished:
+            held.task.cancel()
+        for held in unfinished:
+            with contextlib.suppress(asyncio.CancelledError):
+                await held.task
+        for held in unfinished:
+            if held.lost:
+                continue
+            try:
+                if await self.queue.release(held.run.run_id, self.owner, held.token):
+                    log.info("released run %s", held.run.run_id)
+            except OnceGraphError as exc:
+                log.warning(
+                    "could not release run %s (its lease will expire): %s", held.run.run_id, exc
+                )
+
+
+__all__ = ["Worker", "default_owner"]

@@ -156,16 +156,16 @@ async def test_concurrent_migrations_from_processes_and_tasks_apply_once(fresh_d
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(b"go\n")
-        results = await asyncio.gather(
-            *(store.migrate() for store in stores),
-            *(proc.communicate() for proc in procs),
+        states, outputs = await asyncio.gather(
+            asyncio.gather(*(store.migrate() for store in stores)),
+            asyncio.gather(*(proc.communicate() for proc in procs)),
         )
     finally:
         for store in stores:
             await store.aclose()
-    for state in results[: len(stores)]:
+    for state in states:
         assert state.up_to_date
-    for proc, (out, err) in zip(procs, results[len(stores) :], strict=True):
+    for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err.decode()
         assert out.decode().strip() == str(LATEST_VERSION)
     versions = sql(fresh_dsn, f"SELECT version FROM {SCHEMA_TABLE} ORDER BY version")

@@ -35,10 +35,11 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 log = logging.getLogger("oncegraph.storage.cache.redis")
 
 # KEYS[1] = hash key; ARGV = version, payload, ttl in milliseconds.
-# Writes value + version + TTL together, only if the stored version is older.
+# Writes value + version + TTL together, only if the stored version is older (an
+# entry whose version is not a number counts as absent).
 _PUT_IF_NEWER = """
-local cur = redis.call('HGET', KEYS[1], 'v')
-if cur and tonumber(cur) >= tonumber(ARGV[1]) then
+local cur = tonumber(redis.call('HGET', KEYS[1], 'v'))
+if cur and cur >= tonumber(ARGV[1]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'p', ARGV[2])

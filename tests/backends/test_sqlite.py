@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -137,7 +138,7 @@ async def test_locked_database_maps_to_storage_error_and_writes_nothing(tmp_path
 
 _WORKER = textwrap.dedent(
     """
-    import asyncio, json, sys
+    import asyncio, json, os, sys, time
     from oncegraph.errors import StaleStateError
     from oncegraph.storage.records import LogEntry, StepCommit
     from oncegraph.storage.sql.sqlite import SqliteCheckpointer
@@ -146,6 +147,10 @@ _WORKER = textwrap.dedent(
     async def main(path, tid, rid, target, name):
         store = SqliteCheckpointer(path)
         await store.setup()
+        open(f"{path}.ready.{name}", "w").close()
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"{path}.go") and time.monotonic() < deadline:
+            time.sleep(0.001)  # start together, so the commits really interleave
         wins = stale = 0
         while True:
             thread = await store.get_thread(tid)
@@ -164,6 +169,7 @@ _WORKER = textwrap.dedent(
                 wins += 1
             except StaleStateError:
                 stale += 1
+            await asyncio.sleep(0.001)  # let the other process take the lock now and then
         await store.aclose()
         print(json.dumps({"wins": wins, "stale": stale}))
 
@@ -182,6 +188,14 @@ def _run_workers(path: str, tid: str, rid: str, target: int) -> list[dict[str, i
         )
         for name in ("a", "b")
     ]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(
+        Path(f"{path}.ready.{name}").exists() for name in ("a", "b")
+    ):
+        if any(p.poll() is not None for p in procs):
+            break
+        time.sleep(0.005)
+    Path(f"{path}.go").touch()
     outputs = []
     for proc in procs:
         out, err = proc.communicate(timeout=100)
@@ -203,7 +217,7 @@ def _run_script(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow
 async def test_two_processes_commit_to_one_file(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")  # fresh: the processes also race on setup
-    tid, rid, target = new_id("thread"), new_id("run"), 150
+    tid, rid, target = new_id("thread"), new_id("run"), 200
     outputs = _run_workers(path, tid, rid, target)
     assert sum(o["wins"] for o in outputs) == target
     store = SqliteCheckpointer(path)

@@ -125,6 +125,14 @@ class TestPgConformance(CheckpointerConformance):
             await store.aclose()
 
 
+async def reap(procs: list[asyncio.subprocess.Process]) -> None:
+    """Kill and wait for the worker processes still running (a failed test leaves some)."""
+    for proc in procs:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 # -- migrations ------------------------------------------------------------------------
 
 MIGRATE_WORKER = """
@@ -163,6 +171,7 @@ async def test_concurrent_migrations_from_processes_and_tasks_apply_once(fresh_d
     finally:
         for store in stores:
             await store.aclose()
+        await reap(procs)
     for state in states:
         assert state.up_to_date
     for proc, (out, err) in zip(procs, outputs, strict=True):
@@ -401,14 +410,17 @@ async def test_cas_race_between_four_processes(fresh_dsn: str) -> None:
         )
         for i in range(n_procs)
     ]
-    for proc in procs:  # every process is connected before any starts racing
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert line == b"ready\n", line
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write(b"go\n")
-    outputs = await asyncio.gather(*(proc.communicate() for proc in procs))
+    try:
+        for proc in procs:  # every process is connected before any starts racing
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert line == b"ready\n", line
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+        outputs = await asyncio.gather(*(proc.communicate() for proc in procs))
+    finally:
+        await reap(procs)
     wins: list[tuple[int, str]] = []
     stale = 0
     for proc, (out, err) in zip(procs, outputs, strict=True):

@@ -54,7 +54,9 @@ class RedisCache:
     """``Cache`` over Redis: ``<prefix>state:<thread_id>`` is a hash ``{v: version, p: payload}``.
 
     ``url`` is a redis URL (``redis://host:6379/0``). ``socket_timeout`` bounds every
-    call; ``cooldown_seconds`` is how long the cache is skipped after an error.
+    call; ``cooldown_seconds`` is how long the cache is skipped after an error. Each
+    loop's client holds up to ``max_connections``; a call waits up to ``pool_timeout``
+    for a free one.
     """
 
     def __init__(
@@ -65,6 +67,8 @@ class RedisCache:
         prefix: str = "oncegraph:",
         socket_timeout: float = 0.5,
         cooldown_seconds: float = 1.0,
+        max_connections: int = 50,
+        pool_timeout: float = 2.0,
     ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
@@ -73,6 +77,8 @@ class RedisCache:
         self.prefix = prefix
         self.socket_timeout = socket_timeout
         self.cooldown_seconds = cooldown_seconds
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
         self._clients: dict[asyncio.AbstractEventLoop, Any] = {}
         self._scripts: dict[asyncio.AbstractEventLoop, Any] = {}
         self._lock = threading.Lock()
@@ -136,12 +142,17 @@ class RedisCache:
                 for old in [lp for lp in self._clients if lp.is_closed()]:
                     del self._clients[old]
                     self._scripts.pop(old, None)
-                client = aioredis.Redis.from_url(
+                # A blocking pool: a burst of commits waits for a connection instead
+                # of failing with "too many connections".
+                pool = aioredis.BlockingConnectionPool.from_url(
                     self.url,
+                    max_connections=self.max_connections,
+                    timeout=self.pool_timeout,
                     socket_timeout=self.socket_timeout,
                     socket_connect_timeout=self.socket_timeout,
                     retry=Retry(NoBackoff(), 0),
                 )
+                client = aioredis.Redis.from_pool(pool)
                 self._clients[loop] = client
             return client
 

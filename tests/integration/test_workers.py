@@ -417,7 +417,7 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
         ]
 
         async def claimer(store: PgCheckpointer, owner: str) -> list[str]:
-            queue, got = RunQueue(store), []
+            queue, got = RunQueue(store), list[str]()
             while True:
                 batch = await queue.claim(owner, 30, 3)
                 if not batch:

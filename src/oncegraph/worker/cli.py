@@ -30,7 +30,13 @@ def load_app(target: str) -> CompiledGraph:
         raise ConfigError(f"expected module:attribute (e.g. myapp.agent:app), got {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"cannot import {module_name!r} ({exc}); run the worker from the directory that "
+            "contains it or put it on PYTHONPATH"
+        ) from exc
     obj: Any = module
     for part in attr.split("."):
         try:
@@ -64,7 +70,7 @@ async def serve(worker: Worker) -> None:
 
 
 def run_worker(
-    target: str,
+    target: str | CompiledGraph,
     *,
     concurrency: int = 1,
     lease_seconds: float = 30.0,
@@ -73,8 +79,8 @@ def run_worker(
     shutdown_grace_seconds: float = 0.0,
     owner: str | None = None,
 ) -> int:
-    """Load the app and serve it until stopped; returns the exit code."""
-    app = load_app(target)
+    """Serve the app (or ``module:app``) until stopped; returns the exit code."""
+    app = target if isinstance(target, CompiledGraph) else load_app(target)
     worker = Worker(
         app,
         concurrency=concurrency,
@@ -105,8 +111,13 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s",
     )
+    try:
+        app = load_app(args.app)
+    except ConfigError as exc:
+        print(f"oncegraph worker: {exc}", file=sys.stderr)
+        return 2
     return run_worker(
-        args.app,
+        app,
         concurrency=args.concurrency,
         lease_seconds=args.lease,
         heartbeat_seconds=args.heartbeat,

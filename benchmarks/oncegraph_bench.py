@@ -1,0 +1,416 @@
+"""oncegraph's side of the benchmark suite: one JSON line per (workload, store, N).
+
+Workloads (``--workloads``, comma-separated):
+
+- ``toolloop``: one run of N sequential steps; a step is one turn of a scripted model node
+  (a plain node emitting an assistant message with one tool call) plus one call of a trivial
+  sync ``write``-class tool through the prebuilt ``ToolNode`` and the effect ledger. The
+  graph mirrors ``benchmarks/peers/langgraph_toolloop.py`` (``langgraph-toolnode``).
+  Stores: ``memory``, ``sqlite`` (file, WAL, synchronous=FULL: the default) and
+  ``postgres`` (a fresh database per measurement). Counts durable commits (wrapped
+  ``commit``, ``begin_effect``, ``save_effect``) and rows/bytes written.
+- ``growth``: the same ReAct shape with a ~200-byte tool result, so the message list grows
+  with N; time and bytes stored per step at N = 10, 100, 1000 (sqlite, postgres).
+- ``resume``: a child process runs the loop on SQLite and is SIGKILLed by
+  ``ONCEGRAPH_CRASH_AT=after_intent:<k>``; a fresh process times ``astream(None, config,
+  stream_mode="updates")`` from the call to the first update and to completion; tool
+  executions are counted in an append-only file.
+- ``threads``: 1,000 short runs (one model turn + one tool call), one per thread,
+  sequential and with concurrency 8 (``asyncio.gather`` + semaphore over ``ainvoke``).
+
+The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
+another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
+
+    python benchmarks/oncegraph_bench.py --workloads toolloop --stores memory,sqlite,postgres
+    python benchmarks/oncegraph_bench.py --profile      # cProfile of the memory tool loop
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import os
+import pstats
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from oncegraph import END, START, StateGraph, ToolNode, __version__, add_messages
+from oncegraph.runtime.app import CompiledGraph
+from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+EFFECTS: list[int] = []
+EFFECT_LOG = os.environ.get("BENCH_EFFECT_LOG")  # append-only file: one line per execution
+PAYLOAD = "x" * 200
+
+
+class Msgs(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+def record_effect(i: int) -> str:
+    """Perform one side effect (a trivial function)."""
+    EFFECTS.append(i)
+    if EFFECT_LOG:
+        with open(EFFECT_LOG, "a") as f:
+            f.write(f"{i}\n")
+    return f"done {i}"
+
+
+def record_payload(i: int) -> str:
+    """Perform one side effect and return a ~200-byte result."""
+    EFFECTS.append(i)
+    return f"done {i} {PAYLOAD}"
+
+
+def build(n: int, tool: Callable[..., str] = record_effect) -> StateGraph:
+    """The scripted ReAct loop: ``model`` -> ``tools`` -> ``model`` until N tool results."""
+    name = tool.__name__
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        done = sum(1 for m in state["messages"] if m.get("role") == "tool")
+        if done >= n:
+            return {"messages": [{"role": "assistant", "content": "finished"}]}
+        call = {"id": f"call_{done}", "name": name, "args": {"i": done}}
+        return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+    def route(state: dict[str, Any]) -> str:
+        return "tools" if state["messages"][-1].get("tool_calls") else END
+
+    g = StateGraph(Msgs)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([tool]))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", route, ["tools", END])
+    g.add_edge("tools", "model")
+    return g
+
+
+def _input(n: int) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": f"do {n} things"}]}
+
+
+def _config(thread_id: str, n: int) -> dict[str, Any]:
+    return {"thread_id": thread_id, "recursion_limit": 2 * n + 10}
+
+
+# -- stores, counters, footprint ----------------------------------------------------------
+
+
+def pg_dsn() -> str:
+    return os.environ.get("BENCH_PG_DSN") or os.environ.get("ONCEGRAPH_TEST_PG_DSN") or DEFAULT_DSN
+
+
+@contextlib.contextmanager
+def fresh_pg_database() -> Iterator[str]:
+    import psycopg
+
+    name = f"bench_oncegraph_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_dsn(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        parts = urllib.parse.urlsplit(pg_dsn())
+        yield urllib.parse.urlunsplit(parts._replace(path="/" + name))
+    finally:
+        with psycopg.connect(pg_dsn(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.asynccontextmanager
+async def open_store(kind: str) -> AsyncIterator[tuple[Any, Callable[[], dict[str, int]]]]:
+    """A fresh store and a function measuring (rows, bytes) stored."""
+    if kind == "memory":
+        store: Any = InMemoryCheckpointer()
+        yield store, lambda: {"rows": 0, "bytes": 0}
+    elif kind == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench_oncegraph_") as folder:
+            path = Path(folder) / "bench.sqlite"
+            store = SqliteCheckpointer(path)
+            try:
+                yield store, lambda: sqlite_footprint(path)
+            finally:
+                await store.aclose()
+    else:
+        from oncegraph.storage.checkpointer import PgCheckpointer
+
+        with fresh_pg_database() as dsn:
+            store = PgCheckpointer(postgres_dsn=dsn)
+            try:
+                yield store, lambda: pg_footprint(dsn)
+            finally:
+                await store.aclose()
+
+
+def sqlite_footprint(path: Path) -> dict[str, int]:
+    """Rows and summed length of every column of every oncegraph table."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = size = 0
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'oncegraph_%'"
+                " AND name != 'oncegraph_schema'"
+            )
+        ]
+        for table in tables:
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            expr = " + ".join(f"coalesce(length({c}), 0)" for c in cols) or "0"
+            count, total = conn.execute(f"SELECT count(*), sum({expr}) FROM {table}").fetchone()
+            rows += count
+            size += total or 0
+        return {"rows": rows, "bytes": size}
+    finally:
+        conn.close()
+
+
+def pg_footprint(dsn: str) -> dict[str, int]:
+    """Rows and summed ``pg_column_size`` of every row of every oncegraph table."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'oncegraph%%'"
+                " AND tablename != 'oncegraph_schema'"
+            )
+        ]
+        rows = size = 0
+        for table in tables:
+            row = conn.execute(
+                f"SELECT count(*), coalesce(sum(pg_column_size(t.*)), 0) FROM {table} t"
+            ).fetchone()
+            assert row is not None
+            rows += int(row[0])
+            size += int(row[1])
+        return {"rows": rows, "bytes": size}
+
+
+class Counters:
+    """Wraps a store's durable-write methods with counters (instance attributes)."""
+
+    def __init__(self, store: Any) -> None:
+        self.counts = {"commit": 0, "begin_effect": 0, "save_effect": 0}
+        for name in self.counts:
+            setattr(store, name, self._wrap(name, getattr(store, name)))
+
+    def _wrap(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.counts[name] += 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)
+
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def emit(workload: str, store: str, n: int, seconds: float, **extra: Any) -> None:
+    line = {
+        "peer": "oncegraph",
+        "workload": workload,
+        "store": store,
+        "n": n,
+        "seconds": round(seconds, 6),
+        "us_per_step": round(seconds / n * 1e6, 1),
+        "steps_per_s": round(n / seconds, 1),
+        "version": f"oncegraph {__version__}",
+        **extra,
+    }
+    print(json.dumps(line), flush=True)
+
+
+# -- workloads -----------------------------------------------------------------------------
+
+
+async def _warm(store: Any) -> None:
+    await build(2).compile(checkpointer=store).ainvoke(_input(2), _config("warmup", 2))
+
+
+async def loop_once(workload: str, kind: str, n: int) -> None:
+    tool = record_payload if workload == "growth" else record_effect
+    async with open_store(kind) as (store, footprint):
+        await _warm(store)
+        app = build(n, tool).compile(checkpointer=store)
+        counters = Counters(store)
+        before = footprint()
+        start_effects = len(EFFECTS)
+        start = time.perf_counter()
+        await app.ainvoke(_input(n), _config(uuid.uuid4().hex, n))
+        seconds = time.perf_counter() - start
+        assert len(EFFECTS) - start_effects == n, "every step must perform exactly one effect"
+        after = footprint()
+    rows = after["rows"] - before["rows"]
+    size = after["bytes"] - before["bytes"]
+    emit(
+        workload,
+        kind,
+        n,
+        seconds,
+        commits=counters.snapshot(),
+        commits_per_step=round(counters.total() / n, 3),
+        rows_per_step=round(rows / n, 2),
+        bytes_per_step=round(size / n, 1),
+    )
+
+
+def resume(n: int, k: int) -> None:
+    """Crash a child at the k-th intent, then time the resume in a fresh process."""
+    with tempfile.TemporaryDirectory(prefix="bench_resume_") as folder:
+        db, log = Path(folder) / "resume.sqlite", Path(folder) / "effects.log"
+        env = {**os.environ, "BENCH_EFFECT_LOG": str(log)}
+        me = [sys.executable, __file__]
+        crash = subprocess.run(
+            [*me, "_resume-child", str(db), str(n)],
+            env={**env, "ONCEGRAPH_CRASH_AT": f"after_intent:{k}"},
+            capture_output=True,
+            text=True,
+        )
+        before = len(log.read_text().splitlines()) if log.exists() else 0
+        out = subprocess.run(
+            [*me, "_resume-measure", str(db), str(n)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        executions = log.read_text().splitlines()
+    emit(
+        "resume",
+        "sqlite",
+        n,
+        result["total_s"],
+        crash_at=f"after_intent:{k}",
+        child_returncode=crash.returncode,
+        executions_before_crash=before,
+        first_update_ms=round(result["first_s"] * 1e3, 2),
+        first_update_node=result["first_node"],
+        total_ms=round(result["total_s"] * 1e3, 2),
+        tool_executions=len(executions),
+        steps_redone=len(executions) - n,
+        unique_steps=len(set(executions)),
+    )
+
+
+async def _resume_child(db: str, n: int) -> None:
+    store = SqliteCheckpointer(db)
+    await build(n).compile(checkpointer=store).ainvoke(_input(n), _config("resume", n))
+
+
+async def _resume_measure(db: str, n: int) -> None:
+    store = SqliteCheckpointer(db)
+    app = build(n).compile(checkpointer=store)
+    first: tuple[float, str] | None = None
+    start = time.perf_counter()
+    async for update in app.astream(None, _config("resume", n), stream_mode="updates"):
+        if first is None:
+            first = (time.perf_counter() - start, next(iter(update)))
+    total = time.perf_counter() - start
+    await store.aclose()
+    assert first is not None
+    print(json.dumps({"first_s": first[0], "first_node": first[1], "total_s": total}))
+
+
+async def threads_once(kind: str, runs: int, concurrency: int) -> None:
+    async with open_store(kind) as (store, footprint):
+        await _warm(store)
+        app: CompiledGraph = build(1).compile(checkpointer=store)
+        counters = Counters(store)
+        sem = asyncio.Semaphore(concurrency)
+        start_effects = len(EFFECTS)
+
+        async def one(i: int) -> None:
+            async with sem:
+                await app.ainvoke(_input(1), _config(f"t{i}", 1))
+
+        start = time.perf_counter()
+        if concurrency == 1:
+            for i in range(runs):
+                await app.ainvoke(_input(1), _config(f"t{i}", 1))
+        else:
+            await asyncio.gather(*(one(i) for i in range(runs)))
+        seconds = time.perf_counter() - start
+        assert len(EFFECTS) - start_effects == runs
+    emit(
+        "threads",
+        kind,
+        runs,
+        seconds,
+        concurrency=concurrency,
+        runs_per_s=round(runs / seconds, 1),
+        commits_per_run=round(counters.total() / runs, 3),
+    )
+
+
+def profile(n: int) -> None:
+    async def go() -> None:
+        store = InMemoryCheckpointer()
+        await _warm(store)
+        app = build(n).compile(checkpointer=store)
+        await app.ainvoke(_input(n), _config("profiled", n))
+
+    prof = cProfile.Profile()
+    prof.enable()
+    asyncio.run(go())
+    prof.disable()
+    for key in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(25)
+        print(buf.getvalue())
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1].startswith("_resume-"):
+        fn = _resume_child if sys.argv[1] == "_resume-child" else _resume_measure
+        asyncio.run(fn(sys.argv[2], int(sys.argv[3])))
+        return
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workloads", default="toolloop,growth,resume,threads")
+    parser.add_argument("--stores", default="memory,sqlite,postgres")
+    parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
+    parser.add_argument("--growth-n", default="10,100,1000")
+    parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    if args.profile:
+        profile(1000)
+        return
+    stores = [s for s in args.stores.split(",") if s]
+    durable = [s for s in stores if s != "memory"]
+    workloads = args.workloads.split(",")
+    if "toolloop" in workloads:
+        for kind in stores:
+            for n in map(int, args.n.split(",")):
+                asyncio.run(loop_once("toolloop", kind, n))
+    if "growth" in workloads:
+        for kind in durable:
+            for n in map(int, args.growth_n.split(",")):
+                asyncio.run(loop_once("growth", kind, n))
+    if "resume" in workloads:
+        for n, k in ((200, 100), (1000, 500)):
+            resume(n, k)
+    if "threads" in workloads:
+        for kind in durable:
+            for conc in (1, 8):
+                asyncio.run(threads_once(kind, args.threads, conc))
+
+
+if __name__ == "__main__":
+    main()

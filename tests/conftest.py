@@ -12,15 +12,17 @@ values the same way on all four paths, so every law is tested on every path:
   that interrupts again before any step commits) falls back to the thread's head state.
 
 Errors propagate unchanged on every path. The async paths run on a fresh event loop
-(``asyncio.run``), so tests stay plain functions and may also call the sync API.
+per call (like ``asyncio.run``, but closing it does not join the default executor, so a
+sync node abandoned by a timeout cannot hold the test up), so tests stay plain
+functions and may also call the sync API.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -31,6 +33,7 @@ from oncegraph.storage.protocols import Checkpointer
 RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]
 PATHS = ("invoke", "ainvoke", "stream", "astream")
 STREAM_MODES = ["values", "updates"]
+T = TypeVar("T")
 
 
 def make_checkpointer(kind: str, tmp_path: Path) -> Checkpointer:
@@ -82,6 +85,23 @@ def _stream_final(app: CompiledGraph, inp: Any, config: Mapping[str, Any] | None
     return values
 
 
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on a new event loop, then cancel leftovers and close the loop."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the executor down without waiting for abandoned threads
+
+
 def run_on(path: str) -> RunPath:
     """The runner for one path; see the module docstring."""
 
@@ -89,11 +109,11 @@ def run_on(path: str) -> RunPath:
         if path == "invoke":
             return app.invoke(inp, config)
         if path == "ainvoke":
-            return asyncio.run(app.ainvoke(inp, config))
+            return run_async(app.ainvoke(inp, config))
         if path == "stream":
             return _stream_final(app, inp, config)
         if path == "astream":
-            return asyncio.run(_astream_final(app, inp, config))
+            return run_async(_astream_final(app, inp, config))
         raise ValueError(f"unknown run path {path!r}")
 
     return run

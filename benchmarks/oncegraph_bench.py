@@ -329,7 +329,7 @@ async def _resume_measure(db: str, n: int) -> None:
 
 
 async def threads_once(kind: str, runs: int, concurrency: int) -> None:
-    async with open_store(kind) as (store, footprint):
+    async with open_store(kind) as (store, _):
         await _warm(store)
         app: CompiledGraph = build(1).compile(checkpointer=store)
         counters = Counters(store)

@@ -101,7 +101,7 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     og = [r for r in rows if r["peer"] == "oncegraph"]
     out = [
         f"Date {info['date']}; {info['nproc']} cores, {info['memory']} RAM; disk: "
-        f"{info['disk']}; Python {info['python']}; load average before "
+        f"{' / '.join(info['disk'].splitlines())}; Python {info['python']}; load average before "
         f"`{info['load_before']}`, after `{info['load_after']}`.",
         "",
         "### Tool loop (µs per step; a step = one model turn + one recorded tool call)",
@@ -127,8 +127,8 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"| {store} | {n} | {me['us_per_step']:,.0f} | {me['commits_per_step']} "
                 f"| {me['rows_per_step']} | {me['bytes_per_step']:,.0f} | {_us(lg)} "
-                f"| {_x(lg and lg['us_per_step'], me['us_per_step'])} | {_us(tx)} "
-                f"| {_x(tx and tx['us_per_step'], me['us_per_step'])} | {_us(db)} "
+                f"| {_x(lg['us_per_step'] if lg else None, me['us_per_step'])} | {_us(tx)} "
+                f"| {_x(tx['us_per_step'] if tx else None, me['us_per_step'])} | {_us(db)} "
                 f"| {floor_us or '-'} | {f'{floor_x:.1f}x' if floor_x else '-'} |"
             )
             if store != "memory" and n == 200:
@@ -197,7 +197,12 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             f"| {r['store']} | {r['n']} | {r['concurrency']} | {r['seconds']:.2f} "
             f"| {r['runs_per_s']:,.0f} | {r['us_per_step']:,.0f} | {r['commits_per_run']} |"
         )
-    versions = sorted({r["version"] for r in rows})
+    versions = sorted(
+        {
+            ("sqlite " if r["peer"] == "floor" and r["store"] == "sqlite" else "") + r["version"]
+            for r in rows
+        }
+    )
     out += ["", "### Budget", "", *verdicts, "", "Versions: " + "; ".join(versions) + "."]
     return "\n".join(out) + "\n"
 

@@ -271,3 +271,33 @@ def test_effects_before_an_interrupt_are_served_from_the_ledger(
 def test_interrupt_outside_a_node_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="inside a running graph node"):
         interrupt("nobody is listening")
+
+
+# BUG: Runner._resume (runtime/driver.py) answers the first task with ANY interrupt write
+# on the head checkpoint, even one that already finished (its "writes" are saved) or
+# already got its answer; the second sibling never gets one and the run never ends.
+@pytest.mark.xfail(strict=True, reason="BUG: driver _resume re-answers a finished sibling")
+def test_two_siblings_interrupting_in_one_step_are_answered_in_turn(
+    checkpointer: Checkpointer, run_path: RunPath
+) -> None:
+    def left(state: S) -> dict[str, Any]:
+        return {"log": [f"left={interrupt('left?')}"]}
+
+    def right(state: S) -> dict[str, Any]:
+        return {"log": [f"right={interrupt('right?')}"]}
+
+    g = StateGraph(S)
+    g.add_node("left", left)
+    g.add_node("right", right)
+    g.add_edge(START, "left")
+    g.add_edge(START, "right")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t"}
+    first = run_path(app, {}, cfg)
+    assert [i["node"] for i in first["__interrupt__"]] == ["left", "right"]
+    second = run_path(app, Command(resume=1), cfg)
+    assert [i["node"] for i in second["__interrupt__"]] == ["right"]
+    third = run_path(app, Command(resume=2), cfg)
+    assert "__interrupt__" not in third
+    assert third["log"] == ["left=1", "right=2"]
+    assert _status(app, "t") is RunStatus.COMPLETED

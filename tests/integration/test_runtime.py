@@ -38,6 +38,7 @@ from oncegraph.errors import (
     InvalidUpdateError,
     NodeError,
     NoRunToResumeError,
+    OnceGraphError,
     RecursionLimitError,
     RunNotFoundError,
     _CrashSignal,
@@ -294,6 +295,46 @@ def test_conditional_edges_with_path_map_and_list_returns(
     ]
     assert run_path(app, {"route": "R"}, {"thread_id": "r"})["hits"] == ["router", "right"]
     assert run_path(app, {"route": "stop"}, {"thread_id": "s"})["hits"] == ["router"]
+
+
+# BUG: Runner._step (runtime/driver.py) calls engine.advance (apply writes, run routers)
+# outside its error handling: InvalidUpdateError, a router's GraphValidationError or a
+# router's own exception leave the run "running" with no error recorded.
+@pytest.mark.xfail(
+    strict=True, reason="BUG: driver _step leaves the run 'running' on advance errors"
+)
+@pytest.mark.parametrize("fault", ["unknown_field", "router_raises", "router_unknown_node"])
+def test_errors_applying_a_step_fail_the_run(
+    checkpointer: Checkpointer, run_path: RunPath, fault: str
+) -> None:
+    def node(state: S) -> dict[str, Any]:
+        return {"nope": 1} if fault == "unknown_field" else {"x": 1}
+
+    def router(state: S) -> str:
+        if fault == "router_raises":
+            raise KeyError("route")
+        return "nowhere" if fault == "router_unknown_node" else END
+
+    g = StateGraph(S)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_conditional_edges("node", router)
+    app = g.compile(checkpointer=checkpointer)
+    with pytest.raises(OnceGraphError):
+        run_path(app, {"x": 0}, {"thread_id": "t"})
+    run = app.runs(thread_id="t")[0]
+    assert run.status is RunStatus.FAILED
+    assert run.error
+
+
+def test_bad_input_writes_nothing(checkpointer: Checkpointer, run_path: RunPath) -> None:
+    app = _fan(checkpointer, lambda s: None, lambda s: None)
+    with pytest.raises(InvalidUpdateError, match="returned int"):
+        run_path(app, 5, {"thread_id": "t"})
+    with pytest.raises(InvalidUpdateError, match="no field 'nope'"):
+        run_path(app, {"nope": 1}, {"thread_id": "t"})
+    assert app.runs(thread_id="t") == []
+    assert app.get_state_history({"thread_id": "t"}) == []
 
 
 # -- threads and runs ------------------------------------------------------------------

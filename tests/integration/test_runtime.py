@@ -297,12 +297,8 @@ def test_conditional_edges_with_path_map_and_list_returns(
     assert run_path(app, {"route": "stop"}, {"thread_id": "s"})["hits"] == ["router"]
 
 
-# BUG: Runner._step (runtime/driver.py) calls engine.advance (apply writes, run routers)
-# outside its error handling: InvalidUpdateError, a router's GraphValidationError or a
-# router's own exception leave the run "running" with no error recorded.
-@pytest.mark.xfail(
-    strict=True, reason="BUG: driver _step leaves the run 'running' on advance errors"
-)
+# A bad update, a router's GraphValidationError or a router's own exception fail the run
+# with the error recorded (it was once left "running").
 @pytest.mark.parametrize("fault", ["unknown_field", "router_raises", "router_unknown_node"])
 def test_errors_applying_a_step_fail_the_run(
     checkpointer: Checkpointer, run_path: RunPath, fault: str

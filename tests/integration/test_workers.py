@@ -345,13 +345,6 @@ async def test_expired_lease_is_fenced_off(dsn: str) -> None:
         await other.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (runtime/driver.py): Runner._fence is None until _start() returns, so "
-    "_continue's update_run(status=RUNNING) and _commit_input's StepCommit carry no fence; "
-    "a worker whose lease was taken over still commits the input checkpoint of a queued run "
-    "(and can flip a completed run back to running)",
-)
 async def test_app_run_under_a_lost_lease_writes_nothing(dsn: str) -> None:
     store = PgCheckpointer(dsn)
     try:

@@ -136,3 +136,12 @@ def effects(
             e.recipient or "",
         )
     console.print(table)
+
+
+def _register_subcommands() -> None:
+    from oncegraph.cli.worker_cmd import register
+
+    register(app)
+
+
+_register_subcommands()

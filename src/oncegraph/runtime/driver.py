@@ -120,7 +120,7 @@ class Runner:
                 + ", or abandon it with app.abandon(config) before sending new input."
             )
         head = await self.app.load_head(self.store, thread_id)
-        run = RunRecord(
+        run = self.run = RunRecord(
             run_id=new_run_id(),
             thread_id=thread_id,
             status=RunStatus.RUNNING,
@@ -148,6 +148,7 @@ class Runner:
                 log=entries,
                 new_run=run if new else None,
                 run_status=status,
+                fence=self._fence,
             ),
             nxt,
         )
@@ -180,6 +181,7 @@ class Runner:
             )
 
     async def _continue(self, thread_id: str, run: RunRecord | None) -> tuple[Head, RunRecord]:
+        self.run = run  # every write from here on carries the run's fence
         if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
             raise NoRunToResumeError(
                 f"thread {thread_id!r} has no unfinished run to continue; send new input "
@@ -205,6 +207,7 @@ class Runner:
     async def _resume(
         self, thread_id: str, run: RunRecord | None, answer: Any
     ) -> tuple[Head, RunRecord]:
+        self.run = run
         if run is None or run.status is not RunStatus.INTERRUPTED:
             raise NoRunToResumeError(
                 f"thread {thread_id!r} has no interrupted run; Command(resume=...) answers an "
@@ -324,9 +327,19 @@ class Runner:
             assert o.result is not None
             done[o.node] = o.result
         results = [done[n] for n in cp.next]
-        nxt, entries, _ = advance(
-            self.spec, head, run.run_id, results, step=cp.step + 1, source="loop"
-        )
+        try:
+            nxt, entries, _ = advance(
+                self.spec, head, run.run_id, results, step=cp.step + 1, source="loop"
+            )
+        except Exception as exc:  # a bad update or a failing router: the run fails, resumable
+            nodes = ", ".join(r.node for r in results)
+            await self._set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, OnceGraphError):
+                raise
+            raise NodeError(
+                f"applying the writes of {nodes} failed: {type(exc).__name__}: {exc}",
+                node=results[0].node if results else "",
+            ) from exc
         staged = [e for ctx in contexts.values() for e in ctx.staged_effects]
         if self.fault_plan is not None:
             self.fault_plan.hit("before_checkpoint")

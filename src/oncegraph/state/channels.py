@@ -59,7 +59,17 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
     log = reducer is add_messages or (reducer in (operator.add, append) and _is_list_type(base))
     if log and default is None:
         default = list
+    elif reducer is not None and default is None:
+        default = _zero_of(base)
     return Channel(name, reducer, log, default)
+
+
+def _zero_of(tp: Any) -> Callable[[], Any] | None:
+    """A reducer field's start value: the type's zero (``int() == 0``) when it has one."""
+    origin = get_origin(tp) or tp
+    if isinstance(origin, type) and origin in (int, float, str, list, dict, set, tuple):
+        return origin
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +185,11 @@ def apply_writes(
                 new[key] = channel.reducer(new.get(key) or [], entries)
             elif channel.reducer is not None:
                 if key in new:
-                    current = new[key]
-                else:
-                    current = channel.default() if channel.default else None
-                new[key] = channel.reducer(current, value)
+                    new[key] = channel.reducer(new[key], value)
+                elif channel.default is not None:
+                    new[key] = channel.reducer(channel.default(), value)
+                else:  # no value and no zero to start from: the first write is the value
+                    new[key] = value
             else:
                 if key in written_by:
                     raise InvalidUpdateError(

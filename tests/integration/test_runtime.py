@@ -14,6 +14,7 @@ import itertools
 import json
 import operator
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -811,16 +812,40 @@ def test_unknown_stream_mode_is_a_config_error() -> None:
 
 
 def test_stream_consumer_leaving_early_leaves_a_resumable_run(checkpointer: Checkpointer) -> None:
-    app = _agent_graph(checkpointer)
+    """Closing a stream cancels the run mid-node; it stays unfinished and continues later."""
+    gate, started = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow(state: Msgs) -> dict[str, Any]:
+        calls.append("slow")
+        started.set()
+        gate.wait(30)
+        return {"messages": [("assistant", "slow done")]}
+
+    def fast(state: Msgs) -> dict[str, Any]:
+        calls.append("fast")
+        return {"messages": [("assistant", "fast done")]}
+
+    g = StateGraph(Msgs)
+    g.add_node("slow", slow)
+    g.add_node("fast", fast)
+    g.add_edge(START, "slow")
+    g.add_edge("slow", "fast")
+    app = g.compile(checkpointer=checkpointer)
     cfg = {"thread_id": "t"}
     stream = app.stream({"messages": ["hi"]}, cfg)
-    first = next(iter(stream))
-    assert len(first["messages"]) == 1
-    stream.close()  # type: ignore[attr-defined]
-    run = app.runs(thread_id="t")[0]
-    if run.status is not RunStatus.COMPLETED:
-        out = app.invoke(None, cfg)
-        assert out["messages"][-1]["content"] == 'done: {"answer":"HI"}'
+    try:
+        first = next(iter(stream))  # the input checkpoint
+        assert _contents(first) == ["hi"]
+        assert started.wait(30)  # `slow` runs and is blocked on the gate
+        stream.close()  # type: ignore[attr-defined]
+    finally:
+        gate.set()
+    assert _status(app, "t") is RunStatus.RUNNING
+    assert app.get_state(cfg).next == ("slow",)
+    out = app.invoke(None, cfg)
+    assert _contents(out) == ["hi", "slow done", "fast done"]
+    assert calls == ["slow", "slow", "fast"]
     assert _status(app, "t") is RunStatus.COMPLETED
 
 

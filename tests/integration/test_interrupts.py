@@ -273,10 +273,8 @@ def test_interrupt_outside_a_node_is_a_config_error() -> None:
         interrupt("nobody is listening")
 
 
-# BUG: Runner._resume (runtime/driver.py) answers the first task with ANY interrupt write
-# on the head checkpoint, even one that already finished (its "writes" are saved) or
-# already got its answer; the second sibling never gets one and the run never ends.
-@pytest.mark.xfail(strict=True, reason="BUG: driver _resume re-answers a finished sibling")
+# Each Command(resume=...) answers the next sibling still waiting, in declaration order;
+# a finished or already-answered sibling is never answered again.
 def test_two_siblings_interrupting_in_one_step_are_answered_in_turn(
     checkpointer: Checkpointer, run_path: RunPath
 ) -> None:

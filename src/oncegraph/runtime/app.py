@@ -14,7 +14,7 @@ from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_run_id
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.driver import Runner
+from oncegraph.runtime.driver import Runner, open_interrupts
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -250,8 +250,7 @@ class CompiledGraph:
         writes = await self.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
         interrupts = tuple(
             {"node": w.task, "index": w.idx, "value": w.value}
-            for w in writes
-            if w.kind == "interrupt"
+            for w in open_interrupts(writes).values()
         )
         return StateSnapshot(
             values=values,

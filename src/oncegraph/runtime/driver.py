@@ -216,10 +216,10 @@ class Runner:
         self._check_version(run)
         head = await self.app.load_head(self.store, thread_id)
         writes = await self.store.get_task_writes(thread_id, head.checkpoint.checkpoint_id)
-        pending = [w for w in writes if w.kind == "interrupt"]
-        if not pending:
+        waiting = open_interrupts(writes)
+        if not waiting:
             raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-        task = sorted(pending, key=lambda w: self.spec.order.get(w.task, 0))[0].task
+        task = min(waiting, key=lambda t: self.spec.order.get(t, 0))
         answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
         await self.store.put_task_write(
             TaskWrite(thread_id, head.checkpoint.checkpoint_id, task, "resume", answered, answer)
@@ -502,6 +502,21 @@ _BLOCKING = frozenset(
         RunStatus.FAILED,
     }
 )
+
+
+def open_interrupts(writes: list[TaskWrite]) -> dict[str, TaskWrite]:
+    """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
+    finished = {w.task for w in writes if w.kind == "writes"}
+    answers: dict[str, int] = {}
+    for w in writes:
+        if w.kind == "resume":
+            answers[w.task] = answers.get(w.task, 0) + 1
+    waiting: dict[str, TaskWrite] = {}
+    for w in writes:
+        if w.kind == "interrupt" and w.task not in finished and w.idx >= answers.get(w.task, 0):
+            if w.task not in waiting or w.idx > waiting[w.task].idx:
+                waiting[w.task] = w
+    return waiting
 
 
 def _describe(node: str, error: BaseException) -> str:

@@ -513,10 +513,14 @@ def open_interrupts(writes: list[TaskWrite]) -> dict[str, TaskWrite]:
             answers[w.task] = answers.get(w.task, 0) + 1
     waiting: dict[str, TaskWrite] = {}
     for w in writes:
-        if w.kind == "interrupt" and w.task not in finished and w.idx >= answers.get(w.task, 0):
-            if w.task not in waiting or w.idx > waiting[w.task].idx:
-                waiting[w.task] = w
+        open_ = w.kind == "interrupt" and w.task not in finished
+        if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
+            waiting[w.task] = w
     return waiting
+
+
+def _idx(write: TaskWrite | None) -> int:
+    return -1 if write is None else write.idx
 
 
 def _describe(node: str, error: BaseException) -> str:

@@ -164,12 +164,18 @@ class _Performer:
         return await self._decide(stored)
 
     async def _run_unprotected(self) -> Any:
-        """read / model: no intent commit; a recorded result is reused."""
-        try:
-            found = await self.store.get_effect(self.effect_id)
-        except StorageError as exc:
-            log.warning("ledger unreadable, running %s again: %s", self.call.effect_type, exc)
-            found = None
+        """read / model: no intent commit; a recorded result is reused.
+
+        A model call on a fresh step (its checkpoint was just committed by this runner)
+        cannot have been recorded before, so its lookup is skipped; reads always look, so an
+        unreadable ledger is reported (law 7).
+        """
+        found = None
+        if not (self.ctx.fresh and self.call.effect_class is EffectClass.MODEL):
+            try:
+                found = await self.store.get_effect(self.effect_id)
+            except StorageError as exc:
+                log.warning("ledger unreadable, running %s again: %s", self.call.effect_type, exc)
         if found is not None:
             self._check_hash(found)
             if found.status is EffectStatus.COMPLETED:

@@ -18,11 +18,12 @@ from oncegraph.runtime.driver import Runner, open_interrupts
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
-from oncegraph.storage.protocols import Cache, Checkpointer
+from oncegraph.storage.protocols import Cache, Checkpointer, Pruner
 from oncegraph.storage.records import (
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
 )
@@ -382,6 +383,49 @@ class CompiledGraph:
 
     def abandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:
         return run_sync(self.aabandon(config, reason=reason), "abandon")
+
+    async def aprune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """Retention: delete checkpoints and finished effect records no open run needs.
+
+        Delegates to the store's :meth:`~oncegraph.storage.protocols.Pruner.prune` (the
+        head, the newest ``keep_checkpoints`` and unfinished runs' checkpoints stay; log
+        entries are never deleted); ``effects_older_than`` is in seconds.
+        """
+        store = self.store
+        if not isinstance(store, Pruner):
+            raise ConfigError(
+                f"{type(store).__name__} cannot prune (it has no prune() method); use "
+                "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer, or add "
+                "prune() (oncegraph.storage.protocols.Pruner) to your store"
+            )
+        await self.setup()
+        return await store.prune(
+            keep_checkpoints=keep_checkpoints,
+            effects_older_than=effects_older_than,
+            thread_id=thread_id,
+        )
+
+    def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        return run_sync(
+            self.aprune(
+                keep_checkpoints=keep_checkpoints,
+                effects_older_than=effects_older_than,
+                thread_id=thread_id,
+            ),
+            "prune",
+        )
 
 
 def _ignore(mode: str, payload: Any) -> None:

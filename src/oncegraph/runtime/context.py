@@ -39,6 +39,7 @@ class TaskContext:
     interrupt_raised: tuple[Any, int] | None = None
     effect_count: int = 0
     may_fold: bool = False  # the task is alone in its step: results may ride the checkpoint
+    fresh: bool = False  # first attempt of this step in this process: nothing recorded yet
     staged_effects: list[EffectRecord] = field(default_factory=list)
     fence: int | None = None
 

@@ -80,6 +80,9 @@ class Runner:
         self.fault_plan = config.fault_plan
         self.run: RunRecord | None = None
         self.interrupts: list[dict[str, Any]] = []
+        # The checkpoint this runner committed last: no task of the step after it can have
+        # run before, so it has no task writes and no effect records to look up.
+        self._fresh: str | None = None
 
     # -- entry -----------------------------------------------------------------------------
 
@@ -235,7 +238,6 @@ class Runner:
 
     async def _loop(self, head: Head, run: RunRecord) -> Head:
         steps = 0
-        first = True
         while head.checkpoint.next:
             if steps >= self.config.recursion_limit:
                 error = RecursionLimitError(
@@ -246,11 +248,10 @@ class Runner:
                 raise error
             steps += 1
             task_writes: list[TaskWrite] = []
-            if first:  # only a loaded checkpoint can have writes from an earlier attempt
+            if head.checkpoint.checkpoint_id != self._fresh:  # loaded: an attempt may precede
                 task_writes = await self.store.get_task_writes(
                     run.thread_id, head.checkpoint.checkpoint_id
                 )
-                first = False
             head = await self._step(head, run, task_writes)
             if self.interrupts:
                 break
@@ -281,6 +282,7 @@ class Runner:
                 fault_plan=self.fault_plan,
                 resume_values=resumes.get(node, []),
                 may_fold=alone,
+                fresh=cp.checkpoint_id == self._fresh,
                 fence=self._fence,
             )
             for node in todo
@@ -478,6 +480,7 @@ class Runner:
                     log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
                     raise
                 await asyncio.sleep(delay)
+        self._fresh = commit.checkpoint.checkpoint_id
         self.app.remember_head(head)
 
     async def _landed(self, commit: StepCommit) -> bool:

@@ -18,9 +18,9 @@ from typing import Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
-    PerLoopClient,
     content_text,
     install_hint,
     split_system,
@@ -36,17 +36,17 @@ except ImportError as exc:  # pragma: no cover - exercised by a test with the SD
 DEFAULT_MAX_TOKENS = 4096
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over the Anthropic Messages API.
 
     ``api_key`` defaults to ``ANTHROPIC_API_KEY`` and ``base_url`` to
     ``ANTHROPIC_BASE_URL`` (both read by the SDK); ``timeout`` is in seconds;
     ``max_tokens`` is required by the API (default 4096); ``params`` are extra request
     fields (``temperature``...) sent on every call. A leading ``"anthropic/"`` is
-    stripped from the model id.
+    stripped from the model id. ``aclose()`` closes the clients it opened.
     """
 
-    __slots__ = ("_clients", "max_tokens", "model", "name", "params")
+    __slots__ = ("max_tokens",)
 
     def __init__(
         self,
@@ -61,30 +61,21 @@ class AnthropicChatModel:
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
         model = model.removeprefix("anthropic/")
-        if not model:
-            raise ConfigError("Anthropic model id is empty; pass e.g. 'claude-sonnet-4-6'")
-        self.model = model
-        self.name = f"anthropic/{model}"
+        super().__init__(
+            model,
+            f"anthropic/{model}",
+            label="Anthropic",
+            example="claude-sonnet-4-6",
+            params=params,
+            client=client,
+            connect=lambda: anthropic.AsyncAnthropic(
+                **sdk_options(api_key, base_url, timeout, max_retries)
+            ),
+            close=lambda c: c.close(),
+            errors=(anthropic.AnthropicError,),
+            key_env="ANTHROPIC_API_KEY",
+        )
         self.max_tokens = max_tokens
-        self.params: dict[str, Any] = dict(params or {})
-
-        def build() -> anthropic.AsyncAnthropic:
-            if client is not None:
-                return client
-            options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
-            if timeout is not None:
-                options["timeout"] = timeout
-            if max_retries is not None:
-                options["max_retries"] = max_retries
-            try:
-                return anthropic.AsyncAnthropic(**options)
-            except anthropic.AnthropicError as exc:
-                raise ConfigError(
-                    f"cannot create the Anthropic client: {exc}. Set ANTHROPIC_API_KEY or "
-                    "pass api_key= to the model"
-                ) from exc
-
-        self._clients = PerLoopClient(build, None if client is not None else lambda c: c.close())
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
@@ -100,13 +91,8 @@ class AnthropicChatModel:
             request["system"] = system
         if tools:
             request["tools"] = to_anthropic_tools(tools)
-        response = await (await self._clients.get()).messages.create(**request)
+        response = await (await self._client()).messages.create(**request)
         return from_anthropic(response)
-
-    async def aclose(self) -> None:
-        """Close the client of the running event loop now (it is also closed when the
-        loop ends under ``asyncio.run``)."""
-        await self._clients.aclose()
 
 
 def from_anthropic(response: Any) -> ModelResponse:

@@ -19,13 +19,12 @@ who asked for that provider, and then fails with the exact install command.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import importlib
 import re
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
@@ -37,8 +36,6 @@ PROVIDERS: Mapping[str, tuple[str, str]] = {
     "anthropic": ("oncegraph.prebuilt.models.anthropic", "AnthropicChatModel"),
     "google": ("oncegraph.prebuilt.models.google", "GoogleChatModel"),
 }
-
-_T = TypeVar("_T")
 
 _RESPONSE_KEYS = frozenset(
     {"content", "tool_calls", "provider_message_id", "usage", "raw_finish_reason"}
@@ -52,6 +49,12 @@ class ChatModel(Protocol):
     ``name`` identifies the model in run records (``"google/gemini-2.5-flash"``).
     ``generate`` sends the whole conversation and the tool specs, and returns one
     assistant turn. It must not mutate its arguments nor keep per-conversation state.
+
+    An adapter that holds network clients may also offer ``async def aclose(self)``,
+    releasing the clients it opened (the provider adapters do; they also close them
+    when the event loop that used them ends). It is not part of the Protocol: callers
+    look for it (``getattr(model, "aclose", None)``), and a model must keep working
+    after it, opening new clients on demand.
     """
 
     name: str
@@ -286,61 +289,6 @@ def tool_names_by_call_id(messages: Sequence[Message]) -> dict[str, str]:
         for call in message.get("tool_calls") or ():
             names[call["id"]] = call["name"]
     return names
-
-
-class PerLoopClient(Generic[_T]):
-    """An SDK client built lazily, once per running event loop, closed with that loop.
-
-    ``close=None`` means the client was handed in by the caller, who closes it.
-
-    SDK async clients hold connection pools bound to the loop that opened them; the
-    sync facade may drive each ``invoke`` on a new loop, so a client is never reused
-    across loops. Building lazily also means constructing an adapter needs neither
-    credentials nor I/O (an evidence replay never calls the model).
-
-    Closing: next to each client we park an async generator suspended in a ``try``
-    whose ``finally`` closes the client. ``asyncio.run`` (and anyio's runner) call
-    ``loop.shutdown_asyncgens()`` before closing the loop, which runs that ``finally``
-    while the loop still works, so connections are closed, not leaked, when a loop ends.
-    """
-
-    __slots__ = ("_client", "_close", "_factory", "_guard", "_loop")
-
-    def __init__(
-        self, factory: Callable[[], _T], close: Callable[[_T], Awaitable[object]] | None
-    ) -> None:
-        self._factory = factory
-        self._close = close
-        self._client: _T | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._guard: AsyncGenerator[None, None] | None = None
-
-    async def get(self) -> _T:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            client = self._factory()
-            guard = None
-            if self._close is not None:  # None: the caller owns the client
-                guard = _close_at_loop_end(client, self._close)
-                await guard.__anext__()  # registers it with this loop's asyncgen hooks
-            self._client, self._loop, self._guard = client, loop, guard
-        return self._client
-
-    async def aclose(self) -> None:
-        """Close the client of the running loop now, if there is one."""
-        guard = self._guard
-        if guard is not None and self._loop is asyncio.get_running_loop():
-            self._client = self._loop = self._guard = None
-            await guard.aclose()
-
-
-async def _close_at_loop_end(
-    client: _T, close: Callable[[_T], Awaitable[object]]
-) -> AsyncGenerator[None, None]:
-    try:
-        yield
-    finally:
-        await close(client)
 
 
 def _tool_call_from(raw: Any, index: int) -> ToolCall:

@@ -22,9 +22,9 @@ from typing import Any
 
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models._client import SDKChatModel
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
-    PerLoopClient,
     content_text,
     install_hint,
     is_synthetic_call_id,
@@ -40,16 +40,17 @@ except ImportError as exc:  # pragma: no cover - exercised by a test with the SD
     raise ImportError(install_hint("google", "google-genai")) from exc
 
 
-class GoogleChatModel:
+class GoogleChatModel(SDKChatModel["genai.Client"]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over the Gemini API.
 
     ``api_key`` defaults to ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY`` (read by the SDK);
     ``base_url`` overrides the endpoint; ``timeout`` is in seconds; ``params`` are extra
     ``GenerateContentConfig`` fields (``temperature``...). A leading ``"google/"`` is
     stripped from the model id (``"google/gemini-2.5-flash"`` -> ``"gemini-2.5-flash"``).
+    ``aclose()`` closes the clients it opened.
     """
 
-    __slots__ = ("_clients", "model", "name", "params")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -63,30 +64,26 @@ class GoogleChatModel:
         client: genai.Client | None = None,
     ) -> None:
         model = model.removeprefix("google/")
-        if not model:
-            raise ConfigError("Gemini model id is empty; pass e.g. 'gemini-2.5-flash'")
-        self.model = model
-        self.name = f"google/{model}"
-        self.params: dict[str, Any] = dict(params or {})
 
-        def build() -> genai.Client:
-            if client is not None:
-                return client
+        def connect() -> genai.Client:
             http = types.HttpOptions(base_url=base_url)
             if timeout is not None:
                 http.timeout = max(1, round(timeout * 1000))  # the SDK takes milliseconds
             if max_retries is not None:
                 http.retry_options = types.HttpRetryOptions(attempts=max_retries + 1)
-            try:
-                return genai.Client(api_key=api_key, http_options=http)
-            except ValueError as exc:
-                raise ConfigError(
-                    f"cannot create the Gemini client: {exc}. Set GEMINI_API_KEY (or "
-                    "GOOGLE_API_KEY) or pass api_key= to the model"
-                ) from exc
+            return genai.Client(api_key=api_key, http_options=http)
 
-        self._clients = PerLoopClient(
-            build, None if client is not None else lambda c: c.aio.aclose()
+        super().__init__(
+            model,
+            f"google/{model}",
+            label="Gemini",
+            example="gemini-2.5-flash",
+            params=params,
+            client=client,
+            connect=connect,
+            close=lambda c: c.aio.aclose(),
+            errors=(ValueError,),
+            key_env="GEMINI_API_KEY (or GOOGLE_API_KEY)",
         )
 
     async def generate(
@@ -99,15 +96,10 @@ class GoogleChatModel:
             tools=to_google_tools(tools) if tools else None,
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
-        response = await (await self._clients.get()).aio.models.generate_content(
+        response = await (await self._client()).aio.models.generate_content(
             model=self.model, contents=contents, config=config
         )
         return self.from_google(response)
-
-    async def aclose(self) -> None:
-        """Close the client of the running event loop now (it is also closed when the
-        loop ends under ``asyncio.run``)."""
-        await self._clients.aclose()
 
     def from_google(self, response: types.GenerateContentResponse) -> ModelResponse:
         if not response.candidates:

@@ -20,9 +20,9 @@ from typing import Any
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
-    PerLoopClient,
     content_text,
     install_hint,
     parse_tool_args,
@@ -36,15 +36,16 @@ except ImportError as exc:  # pragma: no cover - exercised by a test with the SD
     raise ImportError(install_hint("openai", "openai")) from exc
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over OpenAI chat completions.
 
     ``api_key`` defaults to ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL``
     (both read by the SDK); ``timeout`` is in seconds; ``params`` are extra request
     fields (``temperature``, ``max_completion_tokens``...) sent on every call.
+    ``aclose()`` closes the clients it opened.
     """
 
-    __slots__ = ("_clients", "model", "name", "params")
+    __slots__ = ()
 
     def __init__(
         self,
@@ -59,29 +60,20 @@ class OpenAIChatModel:
     ) -> None:
         if base_url is None and client is None:
             model = model.removeprefix("openai/")
-        if not model:
-            raise ConfigError("OpenAI model id is empty; pass e.g. 'gpt-4o-mini'")
-        self.model = model
-        self.name = model if model.startswith("openai/") else f"openai/{model}"
-        self.params: dict[str, Any] = dict(params or {})
-
-        def build() -> openai.AsyncOpenAI:
-            if client is not None:
-                return client
-            options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
-            if timeout is not None:
-                options["timeout"] = timeout
-            if max_retries is not None:
-                options["max_retries"] = max_retries
-            try:
-                return openai.AsyncOpenAI(**options)
-            except openai.OpenAIError as exc:
-                raise ConfigError(
-                    f"cannot create the OpenAI client: {exc}. Set OPENAI_API_KEY or pass "
-                    "api_key= to the model"
-                ) from exc
-
-        self._clients = PerLoopClient(build, None if client is not None else lambda c: c.close())
+        super().__init__(
+            model,
+            model if model.startswith("openai/") else f"openai/{model}",
+            label="OpenAI",
+            example="gpt-4o-mini",
+            params=params,
+            client=client,
+            connect=lambda: openai.AsyncOpenAI(
+                **sdk_options(api_key, base_url, timeout, max_retries)
+            ),
+            close=lambda c: c.close(),
+            errors=(openai.OpenAIError,),
+            key_env="OPENAI_API_KEY",
+        )
 
     async def generate(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
@@ -93,13 +85,8 @@ class OpenAIChatModel:
         }
         if tools:
             request["tools"] = to_openai_tools(tools)
-        response = await (await self._clients.get()).chat.completions.create(**request)
+        response = await (await self._client()).chat.completions.create(**request)
         return self.from_openai(response)
-
-    async def aclose(self) -> None:
-        """Close the client of the running event loop now (it is also closed when the
-        loop ends under ``asyncio.run``)."""
-        await self._clients.aclose()
 
     def from_openai(self, response: Any) -> ModelResponse:
         if not response.choices:

@@ -1,0 +1,142 @@
+"""What the SDK-backed adapters share: a per-event-loop client, its closing, and the
+``ConfigError`` (naming the API-key variable) when the SDK refuses to build one.
+
+``SDKChatModel`` is their base (``model``, ``name``, ``params``, ``aclose``);
+``sdk_options`` is the keyword set of the httpx-based SDKs (``openai``,
+``anthropic``). Not public API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Generic, TypeVar
+
+from oncegraph.errors import ConfigError
+
+_T = TypeVar("_T")
+_C = TypeVar("_C")
+
+
+class PerLoopClient(Generic[_T]):
+    """An SDK client built lazily, once per running event loop, closed with that loop.
+
+    ``close=None`` means the client was handed in by the caller, who closes it.
+
+    SDK async clients hold connection pools bound to the loop that opened them; the
+    sync facade may drive each ``invoke`` on a new loop, so a client is never reused
+    across loops. Building lazily also means constructing an adapter needs neither
+    credentials nor I/O (an evidence replay never calls the model).
+
+    Closing: next to each client we park an async generator suspended in a ``try``
+    whose ``finally`` closes the client. ``asyncio.run`` (and anyio's runner) call
+    ``loop.shutdown_asyncgens()`` before closing the loop, which runs that ``finally``
+    while the loop still works, so connections are closed, not leaked, when a loop ends.
+    """
+
+    __slots__ = ("_client", "_close", "_factory", "_guard", "_loop")
+
+    def __init__(
+        self, factory: Callable[[], _T], close: Callable[[_T], Awaitable[object]] | None
+    ) -> None:
+        self._factory = factory
+        self._close = close
+        self._client: _T | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._guard: AsyncGenerator[None, None] | None = None
+
+    async def get(self) -> _T:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            client = self._factory()
+            guard = None
+            if self._close is not None:  # None: the caller owns the client
+                guard = _close_at_loop_end(client, self._close)
+                await guard.__anext__()  # registers it with this loop's asyncgen hooks
+            self._client, self._loop, self._guard = client, loop, guard
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop now, if there is one."""
+        guard = self._guard
+        if guard is not None and self._loop is asyncio.get_running_loop():
+            self._client = self._loop = self._guard = None
+            await guard.aclose()
+
+
+async def _close_at_loop_end(
+    client: _T, close: Callable[[_T], Awaitable[object]]
+) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await close(client)
+
+
+class SDKChatModel(Generic[_C]):
+    """The shared half of a provider adapter over an SDK client of type ``_C``.
+
+    A subclass normalizes its model id, then calls ``super().__init__`` with:
+    ``label`` (the provider as people write it, in messages), ``example`` (a valid
+    model id, for the empty-id error), ``connect`` (builds a new client; may raise one
+    of ``errors`` when the SDK refuses, e.g. without an API key), ``key_env`` (what to
+    set then), ``close`` (closes a client the adapter built) and ``client`` (the
+    caller's own client, which wins over ``connect`` and is never closed here).
+    """
+
+    __slots__ = ("_clients", "model", "name", "params")
+
+    def __init__(
+        self,
+        model: str,
+        name: str,
+        *,
+        label: str,
+        example: str,
+        params: Mapping[str, Any] | None,
+        client: _C | None,
+        connect: Callable[[], _C],
+        close: Callable[[_C], Awaitable[object]],
+        errors: tuple[type[Exception], ...],
+        key_env: str,
+    ) -> None:
+        if not model:
+            raise ConfigError(f"{label} model id is empty; pass e.g. {example!r}")
+        self.model = model
+        self.name = name
+        self.params: dict[str, Any] = dict(params or {})
+
+        def build() -> _C:
+            try:
+                return connect()
+            except errors as exc:
+                raise ConfigError(
+                    f"cannot create the {label} client: {exc}. Set {key_env} or pass "
+                    "api_key= to the model"
+                ) from exc
+
+        self._clients: PerLoopClient[_C] = (
+            PerLoopClient(build, close) if client is None else PerLoopClient(lambda: client, None)
+        )
+
+    async def _client(self) -> _C:
+        """The SDK client for the running event loop."""
+        return await self._clients.get()
+
+    async def aclose(self) -> None:
+        """Close the client of the running event loop now (it is also closed when the
+        loop ends under ``asyncio.run``); a caller's own ``client=`` is left open."""
+        await self._clients.aclose()
+
+
+def sdk_options(
+    api_key: str | None, base_url: str | None, timeout: float | None, max_retries: int | None
+) -> dict[str, Any]:
+    """Client keywords for the httpx-based SDKs; ``None`` timeout/retries keep the
+    SDK's defaults (``None`` key/url make it read its environment variables)."""
+    options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+    if timeout is not None:
+        options["timeout"] = timeout
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return options

@@ -22,6 +22,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     IncompatibleVersionError,
     InterruptSwallowedError,
+    InvalidUpdateError,
     NeedsReviewError,
     NodeError,
     NodeTimeoutError,
@@ -41,7 +42,6 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, TaskResult, advance
 from oncegraph.storage.records import (
-    LogEntry,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -536,8 +536,14 @@ def input_json(value: Any, spec: Any) -> Any:
             "Command(update=..., goto=...) as input is not supported; pass a dict of state "
             "updates, None to continue, or Command(resume=...) to answer an interrupt"
         )
-    update = spec.schema.to_update(START, value)
-    return dict(update)
+    if not isinstance(value, Mapping) and not (
+        spec.schema.kind in ("dataclass", "pydantic") and isinstance(value, spec.schema.source)
+    ):
+        raise InvalidUpdateError(
+            f"input must be a dict of state fields (or None to continue a run); got "
+            f"{type(value).__name__}"
+        )
+    return dict(spec.schema.to_update(START, value))
 
 
-__all__ = ["LogEntry", "Runner"]
+__all__ = ["Runner", "input_json", "open_interrupts"]

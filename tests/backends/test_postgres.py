@@ -18,13 +18,15 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from oncegraph import END, START, StateGraph, add_messages
 from oncegraph.errors import LeaseLostError, StaleStateError, StorageError
+from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,
@@ -32,6 +34,7 @@ from oncegraph.storage.records import (
     EffectRecord,
     EffectStatus,
     LogEntry,
+    PruneReport,
     RunStatus,
     StepCommit,
     TaskWrite,
@@ -42,6 +45,7 @@ from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 from oncegraph.testing.conformance import (
     CheckpointerConformance,
     Reopen,
+    build_history,
     make_checkpoint,
     make_effect,
     snapshot,
@@ -545,3 +549,118 @@ async def test_one_store_serves_two_event_loops(fresh_dsn: str) -> None:
     # the store can be used again afterwards, here
     assert await store.get_checkpoint(tid) == cp3
     await store.aclose()
+
+
+# -- retention and O(1) storage per step ---------------------------------------------
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[Any], add_messages]
+
+
+def _chat_app(store: PgCheckpointer, turns: int) -> CompiledGraph:
+    """One node that appends one message per step, looping until ``turns`` messages."""
+
+    def talk(state: Chat) -> dict[str, Any]:
+        return {"messages": [{"role": "assistant", "content": "one more line of chat"}]}
+
+    def route(state: Chat) -> str:
+        return "talk" if len(state["messages"]) < turns else END
+
+    g = StateGraph(Chat)
+    g.add_node("talk", talk)
+    g.add_edge(START, "talk")
+    g.add_conditional_edges("talk", route)
+    return g.compile(checkpointer=store)
+
+
+async def test_checkpoint_size_is_flat_in_conversation_length(fresh_dsn: str) -> None:
+    """Messages live in the log, a checkpoint stores their count: the checkpoint row of
+    step 120 is as big as that of step 20, and after a prune one row is left."""
+    turns = 120
+    store = PgCheckpointer(fresh_dsn)
+    try:
+        app = _chat_app(store, turns)
+        out = await app.ainvoke(
+            {"messages": [{"role": "user", "content": "hi"}]},
+            {"thread_id": "chat", "recursion_limit": 500},
+        )
+        assert len(out["messages"]) == turns
+        sizes = sql(
+            fresh_dsn,
+            "SELECT version, pg_column_size(channel_values), pg_column_size(c.*) "
+            "FROM oncegraph_checkpoints c WHERE thread_id = %s ORDER BY version",
+            ("chat",),
+        )
+        assert len(sizes) >= turns
+        by_version = {v: (values, row) for v, values, row in sizes}
+        assert len({values for values, _ in by_version.values()}) == 1, sizes
+        early, late = by_version[20], by_version[max(by_version)]
+        assert late[0] == early[0]
+        assert late[1] <= early[1] + 8  # a few more digits in counts, never the messages
+        report = await app.aprune(keep_checkpoints=1, thread_id="chat")
+        assert report.checkpoints == len(sizes) - 1
+        counts = sql(
+            fresh_dsn,
+            "SELECT (SELECT count(*) FROM oncegraph_checkpoints WHERE thread_id = %s), "
+            "(SELECT count(*) FROM oncegraph_log WHERE thread_id = %s)",
+            ("chat", "chat"),
+        )
+        assert counts == [(1, turns)]
+        state = await app.aget_state({"thread_id": "chat"})
+        assert len(state.values["messages"]) == turns
+    finally:
+        await store.aclose()
+
+
+async def test_prune_pages_through_every_thread(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres, "_THREAD_PAGE", 2)
+    store = PgCheckpointer(fresh_dsn)
+    try:
+        threads = [await build_history(store, [RunStatus.COMPLETED] * 2) for _ in range(5)]
+        report = await store.prune(keep_checkpoints=2)
+        assert (report.threads, report.checkpoints, report.task_writes) == (5, 10, 10)
+        for tid, runs in threads:
+            assert await store.list_checkpoints(tid) == runs[-1][1][::-1]
+        assert await store.prune(keep_checkpoints=2) == PruneReport(threads=5)
+    finally:
+        await store.aclose()
+
+
+def test_cli_db_prune(fresh_dsn: str) -> None:
+    from typer.testing import CliRunner
+
+    from oncegraph.cli.commands import app as cli
+
+    async def seed() -> tuple[str, list[Any], EffectRecord]:
+        store = PgCheckpointer(fresh_dsn)
+        try:
+            tid, runs = await build_history(store, [RunStatus.COMPLETED] * 3)
+            effect = make_effect(runs[0][0], tid, status=EffectStatus.COMPLETED)
+            await store.begin_effect(effect)
+            return tid, runs, effect
+        finally:
+            await store.aclose()
+
+    tid, runs, effect = asyncio.run(seed())
+    runner = CliRunner()
+    done = runner.invoke(cli, ["db", "prune", "--postgres", fresh_dsn, "--keep", "2"])
+    assert done.exit_code == 0, done.output
+    assert "deleted 4 checkpoints" in done.output
+    effects_left = sql(fresh_dsn, "SELECT effect_id FROM oncegraph_effects")
+    assert effects_left == [(effect.effect_id,)]  # no --effects-older-than-days: kept
+    done = runner.invoke(
+        cli,
+        ["db", "prune", "--postgres", fresh_dsn, "--effects-older-than-days", "1"],
+    )
+    assert done.exit_code == 0, done.output
+    assert "deleted 1 checkpoints" in done.output and "1 effect records" in done.output
+    assert sql(fresh_dsn, "SELECT count(*) FROM oncegraph_effects") == [(0,)]
+    rows_left = sql(
+        fresh_dsn, "SELECT checkpoint_id FROM oncegraph_checkpoints WHERE thread_id = %s", (tid,)
+    )
+    assert rows_left == [(runs[-1][1][-1].checkpoint_id,)]
+    bad = runner.invoke(cli, ["db", "prune", "--postgres", fresh_dsn, "--keep", "0"])
+    assert bad.exit_code != 0

@@ -1,4 +1,4 @@
-"""Typer commands: ``demo``, ``db migrate|verify``, ``runs``, ``effects``."""
+"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ app = typer.Typer(
     help="oncegraph: agent graphs that survive crashes without doing anything twice.",
     no_args_is_help=True,
 )
-db_app = typer.Typer(help="Schema migrations.", no_args_is_help=True)
+db_app = typer.Typer(help="Schema migrations and retention.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 console = Console()
 
@@ -136,6 +136,50 @@ def effects(
             e.recipient or "",
         )
     console.print(table)
+
+
+@db_app.command("prune")
+def db_prune(
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="checkpoints to keep per thread (>= 1)")
+    ] = 1,
+    effects_older_than_days: Annotated[
+        float | None,
+        typer.Option(
+            "--effects-older-than-days",
+            min=0,
+            help="also delete finished effect records of finished runs older than this",
+        ),
+    ] = None,
+    thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+) -> None:
+    """Retention: delete old checkpoints (and old finished effects); open runs keep theirs."""
+    from oncegraph.errors import OnceGraphError
+
+    store = _store(sqlite, postgres)
+    older = None if effects_older_than_days is None else effects_older_than_days * 86400
+
+    async def go() -> Any:
+        try:
+            await store.setup()
+            return await store.prune(
+                keep_checkpoints=keep, effects_older_than=older, thread_id=thread
+            )
+        finally:
+            await store.aclose()
+
+    try:
+        report = asyncio.run(go())
+    except OnceGraphError as exc:
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
+    console.print(
+        f"pruned {report.threads} threads: deleted {report.checkpoints} checkpoints, "
+        f"{report.task_writes} task writes, {report.effects} effect records "
+        "(log entries are kept)"
+    )
 
 
 def _register_subcommands() -> None:

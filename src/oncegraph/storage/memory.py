@@ -26,15 +26,20 @@ from oncegraph.errors import (
     StorageError,
 )
 from oncegraph.storage.records import (
+    PRUNABLE_EFFECT_RUN_STATUSES,
+    PRUNABLE_EFFECT_STATUSES,
+    UNFINISHED_STATUSES,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
     TaskWrite,
     ThreadRecord,
     now,
+    prune_effects_cutoff,
 )
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
@@ -52,6 +57,10 @@ _EFFECT_RUN = S.EFFECT_COLUMNS.index("run_id")
 _EFFECT_THREAD = S.EFFECT_COLUMNS.index("thread_id")
 _EFFECT_STATUS = S.EFFECT_COLUMNS.index("status")
 _EFFECT_CREATED = S.EFFECT_COLUMNS.index("created_at")
+_EFFECT_UPDATED = S.EFFECT_COLUMNS.index("updated_at")
+_KEEP_RUN_STATUSES = frozenset(str(s) for s in UNFINISHED_STATUSES)
+_PRUNE_EFFECT_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_STATUSES)
+_PRUNE_EFFECT_RUN_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
 
 Row = tuple[Any, ...]
 
@@ -295,6 +304,64 @@ class InMemoryCheckpointer:
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
         return [rows.effect_from_row(r) for r in found]
+
+    # -- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
+        with the same rules as the SQL statements of the prune."""
+        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        with self._lock:
+            thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
+        report = PruneReport()
+        for tid in thread_ids:
+            with self._lock:
+                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+        return report
+
+    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+        """Prune one thread; call under the lock."""
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return PruneReport()
+        version, head = int(thread[1]), thread[2]
+
+        def kept_run(run_id: str) -> bool:
+            run = self._runs.get(run_id)
+            return run is not None and run[_RUN_STATUS] in _KEEP_RUN_STATUSES
+
+        doomed = [
+            cid
+            for (tid, cid), row in self._checkpoints.items()
+            if tid == thread_id
+            and row[_CP_VERSION] <= version - keep
+            and cid != head
+            and not kept_run(row[_CP_RUN])
+        ]
+        writes = 0
+        for cid in doomed:
+            del self._checkpoints[(thread_id, cid)]
+            writes += len(self._task_writes.pop((thread_id, cid), {}))
+        effects = 0
+        if cutoff is not None:
+            for effect_id, row in list(self._effects.items()):
+                run = self._runs.get(row[_EFFECT_RUN])
+                if (
+                    row[_EFFECT_THREAD] == thread_id
+                    and row[_EFFECT_UPDATED] < cutoff
+                    and row[_EFFECT_STATUS] in _PRUNE_EFFECT_STATUSES
+                    and run is not None
+                    and run[_RUN_STATUS] in _PRUNE_EFFECT_RUN_STATUSES
+                ):
+                    del self._effects[effect_id]
+                    effects += 1
+        return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
 
 __all__ = ["InMemoryCheckpointer"]

@@ -2,7 +2,8 @@
 
 Every backend (memory, SQLite, PostgreSQL) implements :class:`CheckpointStore` and
 :class:`EffectStore`; a :class:`Checkpointer` is one object that is both. :class:`Cache`
-is the optional hot cache (Redis), never the source of truth. Each backend passes the
+is the optional hot cache (Redis), never the source of truth. :class:`Pruner` is
+retention, which every bundled backend also implements. Each backend passes the
 conformance suite in :mod:`oncegraph.testing.conformance`.
 
 All methods are coroutines. Backends map their driver's errors to
@@ -18,6 +19,7 @@ from oncegraph.storage.records import (
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -116,6 +118,35 @@ class EffectStore(Protocol):
 @runtime_checkable
 class Checkpointer(CheckpointStore, EffectStore, Protocol):
     """What ``compile(checkpointer=...)`` takes: one store for state and ledger."""
+
+
+@runtime_checkable
+class Pruner(Protocol):
+    """Retention: deletes history that no open run needs, so storage stays bounded."""
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """Delete old checkpoints and old finished effect records; returns the counts.
+
+        Per thread (only ``thread_id`` if given, else every thread), it keeps the head,
+        the newest ``keep_checkpoints`` checkpoints (>= 1) and every checkpoint of an
+        unfinished run (queued, running, interrupted, needs_review, failed), with their
+        task writes; it deletes the other checkpoints and their task writes. With
+        ``effects_older_than`` (seconds) it also deletes effect records that are
+        ``completed`` or ``failed``, were last updated longer ago than that, and belong
+        to a ``completed`` or ``abandoned`` run; never a pending or accepted record and
+        never one of an unfinished run. Log entries, threads and runs are never deleted
+        (a kept checkpoint names a prefix of each log and the head names all of it).
+
+        Safe while runs commit: one transaction per thread, and the thread row (the CAS
+        token) is read, never written or locked. Idempotent: repeated at once it deletes
+        nothing more. Raises ConfigError on bad arguments.
+        """
 
 
 @runtime_checkable

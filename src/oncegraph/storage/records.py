@@ -8,8 +8,10 @@ Invariants an implementer of a store must keep:
   checkpoints: a checkpoint stores ``logs[channel] = n``, the number of log entries of
   that channel that belong to its state; entries are appended with ``seq`` 0, 1, 2 ...
   per ``(thread_id, channel)`` and never rewritten.
-* An :class:`EffectRecord` is never deleted or overwritten by a different request:
-  ``effect_id`` and ``request_hash`` are fixed at the first insert (first writer wins).
+* An :class:`EffectRecord` is never overwritten by a different request: ``effect_id``
+  and ``request_hash`` are fixed at the first insert (first writer wins). It is never
+  deleted except by an explicit retention prune (:class:`PruneReport`), and then only
+  once it is ``completed`` or ``failed`` and its run is ``completed`` or ``abandoned``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from oncegraph.errors import ConfigError
 
 
 def now() -> float:
@@ -192,3 +196,50 @@ class StepCommit:
     effects: Sequence[EffectRecord] = ()
     clear_task_writes_of: str | None = None
     fence: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """What one retention prune deleted, counted per table.
+
+    ``threads`` is how many threads were examined. Log rows are never deleted by a
+    prune (a kept checkpoint names a prefix of each log, and the head names all of it),
+    and neither are threads or runs, so they have no count here.
+    """
+
+    threads: int = 0
+    checkpoints: int = 0
+    task_writes: int = 0
+    effects: int = 0
+
+    def plus(self, other: PruneReport) -> PruneReport:
+        return PruneReport(
+            threads=self.threads + other.threads,
+            checkpoints=self.checkpoints + other.checkpoints,
+            task_writes=self.task_writes + other.task_writes,
+            effects=self.effects + other.effects,
+        )
+
+
+# Effects a prune may delete: final outcomes of runs that will never run again.
+PRUNABLE_EFFECT_STATUSES = (EffectStatus.COMPLETED, EffectStatus.FAILED)
+PRUNABLE_EFFECT_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.ABANDONED)
+
+
+def prune_effects_cutoff(keep_checkpoints: int, effects_older_than: float | None) -> float | None:
+    """Check the arguments of a prune; the ``updated_at`` an effect must be older than
+    to be deleted (``None``: effects are not pruned). Raises ConfigError naming the fix."""
+    if isinstance(keep_checkpoints, bool) or not isinstance(keep_checkpoints, int):
+        raise ConfigError(f"keep_checkpoints must be an int >= 1; got {keep_checkpoints!r}")
+    if keep_checkpoints < 1:
+        raise ConfigError(
+            f"keep_checkpoints must be >= 1 (the head is always kept; 1 keeps only the head "
+            f"and the checkpoints of unfinished runs); got {keep_checkpoints}"
+        )
+    if effects_older_than is None:
+        return None
+    if effects_older_than < 0:
+        raise ConfigError(
+            f"effects_older_than is an age in seconds and must be >= 0; got {effects_older_than}"
+        )
+    return now() - float(effects_older_than)

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import operator
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Annotated, Any, TypedDict, cast
 
 import pytest
 
@@ -37,18 +38,21 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
-from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
+    UNFINISHED_STATUSES,
     Attempt,
     CheckpointRecord,
     EffectClass,
     EffectRecord,
     EffectStatus,
     LogEntry,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
     TaskWrite,
+    now,
 )
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
@@ -178,6 +182,97 @@ async def snapshot(store: Checkpointer, thread_id: str, run_ids: Sequence[str]) 
         "effects": await store.list_effects(thread_id=thread_id),
         "task_writes": (await store.get_task_writes(thread_id, head.checkpoint_id) if head else []),
     }
+
+
+async def build_history(
+    store: Checkpointer, run_statuses: Sequence[RunStatus], *, per_run: int = 2
+) -> tuple[str, list[tuple[str, list[CheckpointRecord]]]]:
+    """A new thread with one run per status, run after run, ``per_run`` checkpoints each.
+
+    Checkpoint ``v`` (1-based) appends log entry ``messages#v-1`` = ``"m{v-1}"`` and
+    gets one task write; a run's last commit sets its status. Returns the thread id
+    and ``(run_id, checkpoints oldest first)`` per run.
+    """
+    tid = new_id("thread")
+    version, parent = 0, None
+    out: list[tuple[str, list[CheckpointRecord]]] = []
+    for status in run_statuses:
+        rid = new_id("run")
+        cps: list[CheckpointRecord] = []
+        for i in range(per_run):
+            cp = make_checkpoint(
+                tid, rid, version + 1, parent=parent, logs={"messages": version + 1}
+            )
+            await store.commit(
+                StepCommit(
+                    thread_id=tid,
+                    expected_version=version,
+                    checkpoint=cp,
+                    log=[LogEntry("messages", version, f"m{version}")],
+                    new_run=make_run(tid, rid) if i == 0 else None,
+                    run_status=status if i == per_run - 1 else None,
+                )
+            )
+            await store.put_task_write(
+                TaskWrite(tid, cp.checkpoint_id, "tools", "writes", 0, {"v": cp.version})
+            )
+            version, parent = version + 1, cp.checkpoint_id
+            cps.append(cp)
+        out.append((rid, cps))
+    return tid, out
+
+
+def ids(effects: Sequence[EffectRecord]) -> set[str]:
+    return {e.effect_id for e in effects}
+
+
+async def ids_of(listing: Awaitable[list[EffectRecord]]) -> set[str]:
+    return ids(await listing)
+
+
+def as_pruner(store: Checkpointer) -> Pruner:
+    assert isinstance(store, Pruner), f"{type(store).__name__} has no prune()"
+    return store
+
+
+class PruneState(TypedDict, total=False):
+    log: Annotated[list[str], operator.add]
+
+
+def prune_graph(store: Checkpointer) -> Any:
+    """before -> ask (interrupts for an answer) -> after; every node appends to ``log``."""
+    from oncegraph import END, START, StateGraph, interrupt
+
+    def before(state: PruneState) -> dict[str, Any]:
+        return {"log": ["before"]}
+
+    def ask(state: PruneState) -> dict[str, Any]:
+        return {"log": [f"ask:{interrupt('approve?')}"]}
+
+    def after(state: PruneState) -> dict[str, Any]:
+        return {"log": ["after"]}
+
+    g = StateGraph(PruneState)
+    g.add_node("before", before)
+    g.add_node("ask", ask)
+    g.add_node("after", after)
+    g.add_edge(START, "before")
+    g.add_edge("before", "ask")
+    g.add_edge("ask", "after")
+    g.add_edge("after", END)
+    return g.compile(checkpointer=store)
+
+
+class _WithoutPrune:
+    """A store wrapper that hides ``prune`` (what a third-party store may look like)."""
+
+    def __init__(self, inner: Checkpointer) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "prune":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 class CheckpointerConformance:
@@ -879,6 +974,236 @@ class CheckpointerConformance:
         effect_again = await checkpointer.get_effect(effect.effect_id)
         assert effect_again is not None and effect_again.result == {"r": [1]}
 
+    # -- retention (prune) ------------------------------------------------------------
+
+    async def test_is_a_pruner(self, checkpointer: Checkpointer) -> None:
+        assert isinstance(checkpointer, Pruner)
+
+    async def test_prune_keeps_head_and_newest_n(self, checkpointer: Checkpointer) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(checkpointer, [RunStatus.COMPLETED] * 3)
+        other, _ = await build_history(checkpointer, [RunStatus.COMPLETED] * 2)
+        other_before = await snapshot(checkpointer, other, [])
+        cps = [cp for _, run_cps in runs for cp in run_cps]
+        report = await store.prune(keep_checkpoints=3, thread_id=tid)
+        assert report == PruneReport(threads=1, checkpoints=3, task_writes=3, effects=0)
+        assert await checkpointer.list_checkpoints(tid) == cps[:2:-1]  # v6, v5, v4
+        for cp in cps[:3]:
+            assert await checkpointer.get_checkpoint(tid, cp.checkpoint_id) is None
+            assert await checkpointer.get_task_writes(tid, cp.checkpoint_id) == []
+        for cp in cps[3:]:
+            (write,) = await checkpointer.get_task_writes(tid, cp.checkpoint_id)
+            assert write.value == {"v": cp.version}
+        # log entries are never pruned: the head needs all of them
+        assert await checkpointer.read_log(tid, "messages", 100) == [f"m{i}" for i in range(6)]
+        report = await store.prune(keep_checkpoints=1, thread_id=tid)
+        assert (report.checkpoints, report.task_writes) == (2, 2)
+        assert await checkpointer.list_checkpoints(tid) == [cps[-1]]
+        assert await checkpointer.get_checkpoint(tid) == cps[-1]
+        assert await snapshot(checkpointer, other, []) == other_before
+
+    async def test_prune_keeps_checkpoints_of_unfinished_runs(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        store = as_pruner(checkpointer)
+        for status in sorted(UNFINISHED_STATUSES):
+            tid, runs = await build_history(
+                checkpointer, [RunStatus.ABANDONED, status, RunStatus.COMPLETED]
+            )
+            (_, gone), (open_run, kept), (_, last) = runs
+            report = await store.prune(keep_checkpoints=1, thread_id=tid)
+            assert (report.checkpoints, report.task_writes) == (3, 3), status
+            remaining = await checkpointer.list_checkpoints(tid)
+            assert remaining == [last[-1], kept[1], kept[0]], status
+            assert await checkpointer.list_checkpoints(tid, run_id=open_run) == kept[::-1]
+            for cp in kept:
+                assert len(await checkpointer.get_task_writes(tid, cp.checkpoint_id)) == 1
+            for cp in [*gone, last[0]]:
+                assert await checkpointer.get_checkpoint(tid, cp.checkpoint_id) is None
+                assert await checkpointer.get_task_writes(tid, cp.checkpoint_id) == []
+
+    async def test_prune_effects_only_finished_old_of_finished_runs(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(
+            checkpointer, [RunStatus.COMPLETED, RunStatus.ABANDONED, RunStatus.INTERRUPTED]
+        )
+        (done, _), (abandoned, _), (open_run, _) = runs
+        fresh = now() - 1.0
+        doomed = [
+            make_effect(done, tid, "c:1", status=EffectStatus.COMPLETED),
+            make_effect(done, tid, "c:2", status=EffectStatus.FAILED),
+            make_effect(abandoned, tid, "c:3", status=EffectStatus.COMPLETED),
+        ]
+        kept = [
+            make_effect(done, tid, "c:4", status=EffectStatus.PENDING),
+            make_effect(done, tid, "c:5", status=EffectStatus.ACCEPTED),
+            make_effect(abandoned, tid, "c:6", status=EffectStatus.PENDING),
+            make_effect(done, tid, "c:7", status=EffectStatus.COMPLETED, created_at=fresh),
+            make_effect(open_run, tid, "c:8", status=EffectStatus.COMPLETED),
+            make_effect(open_run, tid, "c:9", status=EffectStatus.FAILED),
+            make_effect(new_id("run"), tid, "c:10", status=EffectStatus.COMPLETED),  # no run row
+        ]
+        other, ((other_run, _),) = await build_history(checkpointer, [RunStatus.COMPLETED])
+        elsewhere = make_effect(other_run, other, "c:11", status=EffectStatus.COMPLETED)
+        for e in [*doomed, *kept, elsewhere]:
+            await checkpointer.begin_effect(e)
+        # without effects_older_than no effect is touched
+        report = await store.prune(keep_checkpoints=100, thread_id=tid)
+        assert report == PruneReport(threads=1)
+        report = await store.prune(keep_checkpoints=100, effects_older_than=3_600.0, thread_id=tid)
+        assert report == PruneReport(threads=1, effects=3)
+        for e in doomed:
+            assert await checkpointer.get_effect(e.effect_id) is None
+        assert await ids_of(checkpointer.list_effects(thread_id=tid)) == ids(kept)
+        assert await checkpointer.get_effect(elsewhere.effect_id) == elsewhere
+        # an age of 0 takes the fresh completed one too, never the others
+        report = await store.prune(keep_checkpoints=100, effects_older_than=0, thread_id=tid)
+        assert report.effects == 1
+        remaining = ids(kept[:3] + kept[4:])
+        assert await ids_of(checkpointer.list_effects(thread_id=tid)) == remaining
+
+    async def test_prune_is_idempotent(self, checkpointer: Checkpointer) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(
+            checkpointer, [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.COMPLETED]
+        )
+        await checkpointer.begin_effect(make_effect(runs[0][0], tid, status=EffectStatus.COMPLETED))
+        first = await store.prune(keep_checkpoints=2, effects_older_than=60.0, thread_id=tid)
+        assert (first.checkpoints, first.effects) == (2, 1)
+        after = await snapshot(checkpointer, tid, [rid for rid, _ in runs])
+        again = await store.prune(keep_checkpoints=2, effects_older_than=60.0, thread_id=tid)
+        assert again == PruneReport(threads=1)
+        assert await snapshot(checkpointer, tid, [rid for rid, _ in runs]) == after
+
+    async def test_prune_unknown_thread_and_bad_arguments(self, checkpointer: Checkpointer) -> None:
+        store = as_pruner(checkpointer)
+        assert await store.prune(thread_id=new_id("thread")) == PruneReport()
+        tid, _ = await build_history(checkpointer, [RunStatus.COMPLETED] * 2)
+        before = await snapshot(checkpointer, tid, [])
+        for bad in (
+            {"keep_checkpoints": 0},
+            {"keep_checkpoints": -1},
+            {"effects_older_than": -1.0},
+        ):
+            with pytest.raises(ConfigError):
+                await store.prune(thread_id=tid, **bad)
+        assert await snapshot(checkpointer, tid, []) == before
+
+    async def test_pruned_thread_loads_and_continues(self, checkpointer: Checkpointer) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(checkpointer, [RunStatus.COMPLETED] * 2)
+        head = runs[-1][1][-1]
+        await store.prune(keep_checkpoints=1, thread_id=tid)
+        assert await checkpointer.get_checkpoint(tid) == head
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None
+        assert (thread.version, thread.head_checkpoint_id) == (4, head.checkpoint_id)
+        rid = new_id("run")
+        cp5 = make_checkpoint(tid, rid, 5, parent=head.checkpoint_id, logs={"messages": 5})
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=4,
+                checkpoint=cp5,
+                log=[LogEntry("messages", 4, "m4")],
+                new_run=make_run(tid, rid),
+                clear_task_writes_of=head.checkpoint_id,
+            )
+        )
+        assert await checkpointer.get_checkpoint(tid) == cp5
+        assert await checkpointer.read_log(tid, "messages", 5) == [f"m{i}" for i in range(5)]
+
+    async def test_prune_every_thread(self, checkpointer: Checkpointer) -> None:
+        # Prunes the whole store: a backend fixture must give each test its own database.
+        store = as_pruner(checkpointer)
+        threads = [await build_history(checkpointer, [RunStatus.COMPLETED] * 2) for _ in range(3)]
+        report = await store.prune(keep_checkpoints=1)
+        assert report.threads >= 3
+        assert report.checkpoints >= 9
+        for tid, runs in threads:
+            assert await checkpointer.list_checkpoints(tid) == [runs[-1][1][-1]]
+
+    async def test_prune_racing_commits(self, checkpointer: Checkpointer) -> None:
+        store = as_pruner(checkpointer)
+        tid, first_run, cp = await start_thread(checkpointer)
+        await checkpointer.update_run(first_run, status=RunStatus.COMPLETED)
+        steps = 30
+        done = asyncio.Event()
+        reports: list[PruneReport] = []
+
+        async def write() -> CheckpointRecord:
+            head = cp
+            for v in range(2, steps + 2):
+                rid = new_id("run")
+                nxt = make_checkpoint(tid, rid, v, parent=head.checkpoint_id, logs={"messages": v})
+                await checkpointer.commit(  # never stale: this is the only writer
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=v - 1,
+                        checkpoint=nxt,
+                        log=[LogEntry("messages", v - 2, v)],
+                        new_run=make_run(tid, rid),
+                        run_status=RunStatus.COMPLETED,
+                    )
+                )
+                head = nxt
+                await asyncio.sleep(0)
+            done.set()
+            return head
+
+        async def prune() -> None:
+            while not done.is_set():
+                reports.append(await store.prune(keep_checkpoints=1, thread_id=tid))
+                await asyncio.sleep(0)
+
+        head, _ = await asyncio.gather(write(), prune())
+        reports.append(await store.prune(keep_checkpoints=1, thread_id=tid))
+        assert await checkpointer.list_checkpoints(tid) == [head]
+        # every checkpoint but the head was deleted exactly once
+        assert sum(r.checkpoints for r in reports) == steps
+        assert await checkpointer.read_log(tid, "messages", 100) == list(range(2, steps + 2))
+
+    async def test_app_prune_then_resume(self, checkpointer: Checkpointer) -> None:
+        from oncegraph import Command
+
+        app = prune_graph(checkpointer)
+        tid = new_id("thread")
+        cfg = {"thread_id": tid}
+        expected: list[str] = []
+        for turn in range(4):
+            out = await app.ainvoke({"log": [f"u{turn}"]}, cfg)
+            expected += [f"u{turn}", "before"]
+            assert out["log"] == expected
+            if turn < 3:
+                out = await app.ainvoke(Command(resume=f"a{turn}"), cfg)
+                expected += [f"ask:a{turn}", "after"]
+                assert out["log"] == expected
+        (open_run,) = await app.aruns(thread_id=tid, limit=1)
+        assert open_run.status is RunStatus.INTERRUPTED
+        open_cps = await checkpointer.list_checkpoints(tid, run_id=open_run.run_id)
+        total = len(await checkpointer.list_checkpoints(tid))
+        report = await app.aprune(keep_checkpoints=1, thread_id=tid)
+        assert report.checkpoints == total - len(open_cps) > 0
+        assert await checkpointer.list_checkpoints(tid) == open_cps
+        # a fresh app (no in-process copy of the head) resumes the interrupted run
+        again = prune_graph(checkpointer)
+        assert (await again.aget_state(cfg)).interrupts[0]["value"] == "approve?"
+        out = await again.ainvoke(Command(resume="a3"), cfg)
+        expected += ["ask:a3", "after"]
+        assert out["log"] == expected
+        assert (await again.aget_run(open_run.run_id)).status is RunStatus.COMPLETED
+        await again.aprune(thread_id=tid)
+        (head,) = await checkpointer.list_checkpoints(tid)
+        assert (await again.aget_state(cfg)).values["log"] == expected
+        assert head.next == ()
+
+    async def test_app_prune_needs_a_store_that_prunes(self, checkpointer: Checkpointer) -> None:
+        app = prune_graph(cast(Checkpointer, _WithoutPrune(checkpointer)))
+        with pytest.raises(ConfigError, match="prune"):
+            await app.aprune()
+
     # -- lifecycle --------------------------------------------------------------------
 
     async def test_setup_twice_is_harmless(self, checkpointer: Checkpointer) -> None:
@@ -954,11 +1279,15 @@ class CheckpointerConformance:
 __all__ = [
     "NESTED",
     "CheckpointerConformance",
+    "PruneState",
     "Reopen",
+    "as_pruner",
+    "build_history",
     "make_checkpoint",
     "make_effect",
     "make_run",
     "new_id",
+    "prune_graph",
     "snapshot",
     "start_thread",
 ]

@@ -55,15 +55,20 @@ from oncegraph.errors import (
 )
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
+    PRUNABLE_EFFECT_RUN_STATUSES,
+    PRUNABLE_EFFECT_STATUSES,
+    UNFINISHED_STATUSES,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
     TaskWrite,
     ThreadRecord,
     now,
+    prune_effects_cutoff,
 )
 from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import rows
@@ -99,6 +104,14 @@ EFFECT_INSERT = _pg(S.EFFECT_INSERT)
 EFFECT_UPSERT_RESULT = _pg(S.EFFECT_UPSERT_RESULT)
 EFFECT_SELECT = _pg(S.EFFECT_SELECT)
 INSERT_VERSION = _pg(M.INSERT_VERSION)
+THREAD_IDS_FIRST = _pg(S.THREAD_IDS_FIRST)
+THREAD_IDS_AFTER = _pg(S.THREAD_IDS_AFTER)
+_KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
+_PRUNE_EFFECT_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_STATUSES)
+_PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
+CHECKPOINT_PRUNE = _pg(S.checkpoint_prune(len(_KEEP_RUN_STATUSES)))
+EFFECT_PRUNE = _pg(S.effect_prune(len(_PRUNE_EFFECT_STATUSES), len(_PRUNE_EFFECT_RUN_STATUSES)))
+_THREAD_PAGE = 500
 # PostgreSQL's own: the migration lock, and the version read that tolerates a
 # database the schema table was never created in.
 ADVISORY_XACT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
@@ -535,6 +548,66 @@ class PgCheckpointer:
         sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [rows.effect_from_row(r) for r in found]
+
+    # -- retention -----------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """See :meth:`oncegraph.storage.protocols.Pruner.prune`. One transaction per
+        thread; the thread row is only read, so a racing commit's CAS never waits on it.
+        Rows a racing commit inserts are invisible to the prune's statements and kept."""
+        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        if thread_id is not None:
+            return await self._prune_thread(thread_id, keep_checkpoints, cutoff)
+        report = PruneReport()
+        after: str | None = None
+        while True:
+            if after is None:
+                page = await self._fetchall("prune", THREAD_IDS_FIRST, (_THREAD_PAGE,))
+            else:
+                page = await self._fetchall("prune", THREAD_IDS_AFTER, (after, _THREAD_PAGE))
+            for (tid,) in page:
+                report = report.plus(await self._prune_thread(tid, keep_checkpoints, cutoff))
+            if len(page) < _THREAD_PAGE:
+                return report
+            after = page[-1][0]
+
+    async def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+        pool = await self._ready()
+        writes = effects = 0
+        with _mapped("prune", self._where):
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(THREAD_SELECT, (thread_id,))
+                if await cur.fetchone() is None:
+                    return PruneReport()
+                cur = await conn.execute(
+                    CHECKPOINT_PRUNE,
+                    (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES),
+                )
+                doomed = await cur.fetchall()
+                if doomed:
+                    cur = conn.cursor()
+                    await cur.executemany(
+                        TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]
+                    )
+                    writes = max(cur.rowcount, 0)
+                if cutoff is not None:
+                    cur = await conn.execute(
+                        EFFECT_PRUNE,
+                        (
+                            thread_id,
+                            cutoff,
+                            *_PRUNE_EFFECT_STATUSES,
+                            *_PRUNE_EFFECT_RUN_STATUSES,
+                        ),
+                    )
+                    effects = max(cur.rowcount, 0)
+        return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
     # -- plumbing ------------------------------------------------------------------------
 

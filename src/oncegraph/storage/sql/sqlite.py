@@ -42,15 +42,20 @@ from oncegraph.errors import (
     StorageError,
 )
 from oncegraph.storage.records import (
+    PRUNABLE_EFFECT_RUN_STATUSES,
+    PRUNABLE_EFFECT_STATUSES,
+    UNFINISHED_STATUSES,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
     TaskWrite,
     ThreadRecord,
     now,
+    prune_effects_cutoff,
 )
 from oncegraph.storage.sql import migrate as mig
 from oncegraph.storage.sql import rows
@@ -58,6 +63,12 @@ from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+_KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
+_PRUNE_EFFECT_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_STATUSES)
+_PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
+_CHECKPOINT_PRUNE = S.checkpoint_prune(len(_KEEP_RUN_STATUSES))
+_EFFECT_PRUNE = S.effect_prune(len(_PRUNE_EFFECT_STATUSES), len(_PRUNE_EFFECT_RUN_STATUSES))
+_THREAD_PAGE = 500
 
 
 def _map_error(exc: sqlite3.Error, path: str) -> StorageError:
@@ -461,6 +472,72 @@ class SqliteCheckpointer:
             n_statuses=len(statuses or ()),
         )
         return [rows.effect_from_row(r) for r in self._read(sql, params)]
+
+    # -- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
+        its own ``BEGIN IMMEDIATE`` transaction, so writers wait at most one thread."""
+        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        report = PruneReport()
+        if thread_id is not None:
+            return self._prune_thread(thread_id, keep_checkpoints, cutoff)
+        after: str | None = None
+        while True:
+            if after is None:
+                page = self._read(S.THREAD_IDS_FIRST, (_THREAD_PAGE,))
+            else:
+                page = self._read(S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
+            for (tid,) in page:
+                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+            if len(page) < _THREAD_PAGE:
+                return report
+            after = page[-1][0]
+
+    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if conn.execute(S.THREAD_SELECT, (thread_id,)).fetchone() is None:
+                    conn.execute("COMMIT")
+                    return PruneReport()
+                doomed = conn.execute(
+                    _CHECKPOINT_PRUNE,
+                    (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES),
+                ).fetchall()
+                writes = 0
+                if doomed:
+                    cur = conn.executemany(
+                        S.TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]
+                    )
+                    writes = cur.rowcount
+                effects = 0
+                if cutoff is not None:
+                    cur = conn.execute(
+                        _EFFECT_PRUNE,
+                        (
+                            thread_id,
+                            cutoff,
+                            *_PRUNE_EFFECT_STATUSES,
+                            *_PRUNE_EFFECT_RUN_STATUSES,
+                        ),
+                    )
+                    effects = cur.rowcount
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise _map_error(exc, self.path) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+        return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
 
 # -- sync helpers for the CLI (`oncegraph db migrate --sqlite PATH`) ----------------------

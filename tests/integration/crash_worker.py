@@ -12,6 +12,14 @@ The process prints one JSON report as its last stdout line::
     {"outcome": "completed" | "needs_review" | "error", "run_id", "run_status",
      "run_error", "effect_id", "error_type", "error", "final", "tool_messages"}
 
+The store is SQLite (``--db FILE``) or PostgreSQL (``--pg DSN``, a
+``PgCheckpointer(postgres_dsn=DSN)``). With ``--hold-lock FILE`` (PostgreSQL only) the
+tool body, once the provider answered, opens a SEPARATE connection and leaves a
+transaction open on it that holds ``FOR UPDATE`` row locks on the thread's row and on
+this call's effect row; it checks from a third connection (``NOWAIT``) that those rows
+really are locked, writes that witness as JSON to FILE, and keeps the connection open,
+so that a crash after that point kills the process while it holds an open transaction.
+
 Crashes come from the environment (``ONCEGRAPH_CRASH_AT``), set by the test harness.
 """
 
@@ -28,12 +36,16 @@ from oncegraph import NeedsReviewError, Reconciled, current_effect, tool
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runtime.faults import crash_point
-from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectRecord
 from oncegraph.tools import Tool
 
 TOOL_CLASSES = ("write", "irreversible", "irreversible-noreconcile", "read")
 ORDERS = (("1042", 59.0), ("1043", 12.5))
+# Connections that must stay open until the process dies (a closed or collected
+# connection would end its transaction and release the locks).
+_HELD: list[Any] = []
 
 
 def _log_call(path: str, name: str, args: dict[str, Any]) -> None:
@@ -45,17 +57,67 @@ def _log_call(path: str, name: str, args: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def build_tool(kind: str, provider_url: str, calls_log: str) -> Tool:
-    """The tool of class ``kind``; all of them charge (or look up) one order."""
+def hold_row_locks(dsn: str, thread_id: str, effect_id: str, witness: str) -> None:
+    """Open a transaction that locks the thread's row and the effect row, and keep it.
+
+    The witness file gets ``{"backend_pid", "thread_rows", "effect_rows",
+    "contended"}``: how many rows each ``SELECT ... FOR UPDATE`` locked, and whether a
+    ``NOWAIT`` attempt from another connection was refused on both (it must be).
+    """
+    import psycopg
+
+    holder = psycopg.connect(dsn)  # not autocommit: the first statement opens a transaction
+    _HELD.append(holder)
+    thread_rows = holder.execute(
+        "SELECT thread_id FROM oncegraph_threads WHERE thread_id = %s FOR UPDATE", (thread_id,)
+    ).fetchall()
+    effect_rows = holder.execute(
+        "SELECT effect_id FROM oncegraph_effects WHERE effect_id = %s FOR UPDATE", (effect_id,)
+    ).fetchall()
+    refused = 0
+    with psycopg.connect(dsn, autocommit=True) as probe:
+        for table, column, key in (
+            ("oncegraph_threads", "thread_id", thread_id),
+            ("oncegraph_effects", "effect_id", effect_id),
+        ):
+            try:
+                probe.execute(
+                    f"SELECT 1 FROM {table} WHERE {column} = %s FOR UPDATE NOWAIT", (key,)
+                )
+            except psycopg.errors.LockNotAvailable:
+                refused += 1
+    report = {
+        "backend_pid": holder.info.backend_pid,
+        "thread_rows": len(thread_rows),
+        "effect_rows": len(effect_rows),
+        "contended": refused == 2,
+    }
+    with open(witness, "w", encoding="utf-8") as out:
+        out.write(json.dumps(report))
+
+
+def build_tool(
+    kind: str,
+    provider_url: str,
+    calls_log: str,
+    *,
+    after_charge: Callable[[str], None] | None = None,
+) -> Tool:
+    """The tool of class ``kind``; all of them charge (or look up) one order.
+
+    ``after_charge(idempotency_key)`` runs once the provider answered, before the
+    ``in_tool`` crash point.
+    """
     from oncegraph.testing.provider import ProviderClient
 
     client = ProviderClient(provider_url)
 
     def charge_body(name: str, order_id: str, amount: float) -> dict[str, Any]:
         _log_call(calls_log, name, {"order_id": order_id, "amount": amount})
-        charged = client.charge(
-            amount, "eur", order_id, idempotency_key=current_effect().idempotency_key
-        )
+        key = current_effect().idempotency_key
+        charged = client.charge(amount, "eur", order_id, idempotency_key=key)
+        if after_charge is not None:
+            after_charge(key)
         crash_point("in_tool")
         return {"charge_id": charged["id"], "order_id": order_id, "amount": amount}
 
@@ -127,7 +189,9 @@ def _drive(app: Any, input: Any, config: dict[str, Any], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crash_worker")
-    parser.add_argument("--db", default=os.environ.get("ONCEGRAPH_CRASH_DB"), required=False)
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--db", default=os.environ.get("ONCEGRAPH_CRASH_DB"), help="SQLite file")
+    store.add_argument("--pg", metavar="DSN", help="PostgreSQL DSN (PgCheckpointer)")
     parser.add_argument("--provider", required=True, help="URL of the fake provider")
     parser.add_argument("--calls-log", required=True)
     parser.add_argument("--thread", default="crash-thread")
@@ -135,16 +199,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", choices=("invoke", "stream"), default="invoke")
     parser.add_argument("--tool", choices=TOOL_CLASSES, default="write")
     parser.add_argument("--parallel", action="store_true", help="two tool calls in one turn")
+    parser.add_argument(
+        "--hold-lock",
+        metavar="FILE",
+        help="(--pg only) after the charge, hold row locks in an open transaction",
+    )
     args = parser.parse_args(argv)
-    if not args.db:
-        parser.error("--db (or ONCEGRAPH_CRASH_DB) is required")
+    if not args.db and not args.pg:
+        parser.error("--db (or ONCEGRAPH_CRASH_DB) or --pg is required")
+    if args.hold_lock and not args.pg:
+        parser.error("--hold-lock needs --pg")
 
-    the_tool = build_tool(args.tool, args.provider, args.calls_log)
+    checkpointer: Checkpointer
+    if args.pg:
+        checkpointer = PgCheckpointer(postgres_dsn=args.pg)
+    else:
+        checkpointer = SqliteCheckpointer(args.db)
+    after_charge: Callable[[str], None] | None = None
+    if args.hold_lock:
+        dsn, thread_id, witness = args.pg, args.thread, args.hold_lock
+        after_charge = lambda key: hold_row_locks(dsn, thread_id, key, witness)  # noqa: E731
+    the_tool = build_tool(args.tool, args.provider, args.calls_log, after_charge=after_charge)
     app = ReactAgent(
         model=build_model(the_tool.name, args.parallel),
         system_prompt="You refund orders.",
         tools=[the_tool],
-    ).compile(checkpointer=SqliteCheckpointer(args.db))
+    ).compile(checkpointer=checkpointer)
     config: dict[str, Any] = {"thread_id": args.thread, "tool_timeout": 30}
     user_input = {"messages": [{"role": "user", "content": "Refund my orders, please."}]}
     report: dict[str, Any] = {"outcome": "completed"}

@@ -37,21 +37,46 @@ And what the resume does, by tool class:
   ZERO provider effects (the intent was committed, the call never made, but nothing can
   tell that); in_tool / after_tool_return / before_checkpoint -> needs_review with ONE
   effect; after_effect_record / after_checkpoint -> completes with one effect.
+
+Backends. Every case runs on SQLite (a file per test) and on PostgreSQL (a fresh
+database ``og_crash_<random>`` per test, created from ONCEGRAPH_TEST_PG_DSN, default
+``postgresql://postgres@127.0.0.1:5432/test``, and dropped afterwards; unreachable ->
+skipped with the reason, except under CI=true where it fails). The assertions are the
+same, exact ones on both. To keep the file well under two minutes with ``-n 2``,
+PostgreSQL runs:
+
+* ``test_crash_matrix``: the FULL point x class grid on ``invoke`` (21 cases), and on
+  ``stream`` the points after_intent, in_tool and after_effect_record x all three
+  classes (9 cases; SQLite runs the full grid on both paths);
+* ``test_resume_under_the_other_path``: in_tool x all three classes, crashed under
+  ``stream`` and resumed under ``invoke`` (3 cases);
+* ``test_parallel_finished_sibling_is_not_rerun`` and ``test_read_tool_may_run_again``
+  on ``invoke`` only;
+* PostgreSQL only, ``test_sigkill_with_open_transaction_does_not_block_the_resume``:
+  the tool body leaves a transaction open on its own connection holding ``FOR UPDATE``
+  locks on the thread row and the effect row (witnessed locked with ``NOWAIT`` from a
+  third connection), the process dies by SIGKILL at before_checkpoint, and a fresh
+  process, whose connections carry ``lock_timeout`` so a lock still held fails it
+  instead of hanging, resumes to completion: the server ended the dead client's
+  transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectRecord, EffectStatus
 from oncegraph.testing.crash import CompletedRun, run_in_subprocess
 from oncegraph.testing.provider import (
@@ -63,6 +88,7 @@ from oncegraph.testing.provider import (
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 WORKER = Path(__file__).with_name("crash_worker.py")
+PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 THREAD = "crash-thread"
 FINAL = "All refunds are done."
 
@@ -89,6 +115,54 @@ TOOL_NAMES = {
     "irreversible-noreconcile": "refund_blind",
     "read": "order_status",
 }
+PG_STREAM_POINTS = ("after_intent", "in_tool", "after_effect_record")
+
+
+def pg(*values: object) -> Any:
+    """One PostgreSQL case: ``("postgres", *values)`` marked ``postgres``."""
+    return pytest.param("postgres", *values, marks=pytest.mark.postgres)
+
+
+def both(*values: object) -> list[Any]:
+    """The same case on SQLite and on PostgreSQL."""
+    return [("sqlite", *values), pg(*values)]
+
+
+# -- a fresh PostgreSQL database per test ---------------------------------------------------
+
+
+def _pg_unreachable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"PostgreSQL is required under CI=true: {reason}")
+    pytest.skip(f"PostgreSQL unreachable ({reason}); set ONCEGRAPH_TEST_PG_DSN")
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> str:
+    """The DSN the per-test databases are created from (checked reachable once)."""
+    import psycopg
+
+    try:
+        psycopg.connect(PG_DSN, connect_timeout=3, autocommit=True).close()
+    except psycopg.Error as exc:
+        _pg_unreachable(f"{exc}".strip())
+    return PG_DSN
+
+
+@pytest.fixture
+def fresh_pg(pg_admin: str) -> Iterator[str]:
+    """The DSN of a brand-new, empty database, dropped (FORCE) after the test."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = "og_crash_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(pg_admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(pg_admin, dbname=name)
+    finally:
+        with psycopg.connect(pg_admin, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 # -- the per-test world: a provider process, a database, a call log ---------------------
@@ -98,10 +172,22 @@ TOOL_NAMES = {
 class World:
     tmp: Path
     provider: ProviderProcess
+    backend: str  # "sqlite" or "postgres"
+    pg_dsn: str | None = None
 
     @property
     def db(self) -> Path:
         return self.tmp / "runs.db"
+
+    def store_args(self) -> list[str]:
+        if self.pg_dsn is not None:
+            return ["--pg", self.pg_dsn]
+        return ["--db", str(self.db)]
+
+    def store(self) -> Checkpointer:
+        if self.pg_dsn is not None:
+            return PgCheckpointer(postgres_dsn=self.pg_dsn)
+        return SqliteCheckpointer(self.db)
 
     @property
     def calls_log(self) -> Path:
@@ -119,10 +205,10 @@ class World:
         path: str,
         parallel: bool = False,
         crash: str | None = None,
+        extra: Sequence[str] = (),
     ) -> CompletedRun:
         args = [
-            "--db",
-            str(self.db),
+            *self.store_args(),
             "--provider",
             self.provider.url,
             "--calls-log",
@@ -138,6 +224,7 @@ class World:
         ]
         if parallel:
             args.append("--parallel")
+        args.extend(extra)
         crash_at = (crash, TOOL_STEP_HIT[crash]) if crash is not None else None
         return run_in_subprocess(WORKER, args, timeout=60, crash_at=crash_at)
 
@@ -162,10 +249,10 @@ class World:
         return self.client.effects()
 
     def ledger(self, effect_type: str) -> list[EffectRecord]:
-        """The tool's effect records, read from the SQLite file by this process."""
+        """The tool's effect records, read from the store by this process."""
 
         async def read() -> list[EffectRecord]:
-            store = SqliteCheckpointer(self.db)
+            store = self.store()
             await store.setup()
             try:
                 found = await store.list_effects(thread_id=THREAD)
@@ -177,9 +264,15 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def world(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[World]:
+    """The provider process and an empty store of ``backend`` (the test's parameter)."""
+    dsn: str | None = None
+    if backend == "postgres":
+        dsn = request.getfixturevalue("fresh_pg")
+    elif backend != "sqlite":
+        raise ValueError(f"unknown backend {backend!r}")
     with serve_forever_in_subprocess(tmp_path / "provider.port") as provider:
-        yield World(tmp_path, provider)
+        yield World(tmp_path, provider, backend, dsn)
 
 
 # -- expectations -------------------------------------------------------------------------
@@ -259,26 +352,52 @@ def _run_case(world: World, point: str, tool: str, crash_path: str, resume_path:
 # -- the matrix ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["invoke", "stream"])
-@pytest.mark.parametrize("tool", RISKY_CLASSES)
-@pytest.mark.parametrize("point", POINTS)
+MATRIX = [
+    *[
+        ("sqlite", point, tool, path)
+        for path in ("invoke", "stream")
+        for tool in RISKY_CLASSES
+        for point in POINTS
+    ],
+    *[pg(point, tool, "invoke") for tool in RISKY_CLASSES for point in POINTS],
+    *[pg(point, tool, "stream") for tool in RISKY_CLASSES for point in PG_STREAM_POINTS],
+]
+
+
+@pytest.mark.parametrize(("backend", "point", "tool", "path"), MATRIX)
 def test_crash_matrix(world: World, point: str, tool: str, path: str) -> None:
     _run_case(world, point, tool, crash_path=path, resume_path=path)
 
 
-@pytest.mark.parametrize(
-    ("crash_path", "resume_path"), [("stream", "invoke"), ("invoke", "stream")]
-)
-@pytest.mark.parametrize("tool", ["write", "irreversible", "irreversible-noreconcile"])
-@pytest.mark.parametrize("point", ["after_intent", "in_tool", "before_checkpoint"])
+OTHER_PATH = [
+    *[
+        ("sqlite", point, tool, crash_path, resume_path)
+        for crash_path, resume_path in (("stream", "invoke"), ("invoke", "stream"))
+        for tool in RISKY_CLASSES
+        for point in ("after_intent", "in_tool", "before_checkpoint")
+    ],
+    *[pg("in_tool", tool, "stream", "invoke") for tool in RISKY_CLASSES],
+]
+
+
+@pytest.mark.parametrize(("backend", "point", "tool", "crash_path", "resume_path"), OTHER_PATH)
 def test_resume_under_the_other_path(
     world: World, point: str, tool: str, crash_path: str, resume_path: str
 ) -> None:
     _run_case(world, point, tool, crash_path=crash_path, resume_path=resume_path)
 
 
-@pytest.mark.parametrize("path", ["invoke", "stream"])
-@pytest.mark.parametrize("tool", ["write", "irreversible"])
+PARALLEL = [
+    *[
+        ("sqlite", tool, path)
+        for path in ("invoke", "stream")
+        for tool in ("write", "irreversible")
+    ],
+    *[pg(tool, "invoke") for tool in ("write", "irreversible")],
+]
+
+
+@pytest.mark.parametrize(("backend", "tool", "path"), PARALLEL)
 def test_parallel_finished_sibling_is_not_rerun(world: World, tool: str, path: str) -> None:
     # Two calls in one assistant message are recorded one by one; the worker dies right
     # after the first sibling's result is recorded (after_effect_record, 2nd hit).
@@ -305,8 +424,17 @@ def test_parallel_finished_sibling_is_not_rerun(world: World, tool: str, path: s
         assert len(record.attempts) == 1
 
 
-@pytest.mark.parametrize("path", ["invoke", "stream"])
-@pytest.mark.parametrize(("point", "runs"), [("in_tool", 2), ("after_checkpoint", 1)])
+READ = [
+    *[
+        ("sqlite", point, runs, path)
+        for path in ("invoke", "stream")
+        for point, runs in (("in_tool", 2), ("after_checkpoint", 1))
+    ],
+    *[pg(point, runs, "invoke") for point, runs in (("in_tool", 2), ("after_checkpoint", 1))],
+]
+
+
+@pytest.mark.parametrize(("backend", "point", "runs", "path"), READ)
 def test_read_tool_may_run_again(world: World, point: str, runs: int, path: str) -> None:
     # A read has no intent record; unrecorded, it simply runs again (and that's allowed).
     world.crash(point, tool="read", path=path)
@@ -318,3 +446,51 @@ def test_read_tool_may_run_again(world: World, point: str, runs: int, path: str)
     (record,) = world.ledger("order_status")
     assert record.status is EffectStatus.COMPLETED
     assert world.provider_effects() == []
+
+
+# -- PostgreSQL only: a SIGKILL while a transaction is open --------------------------------
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"])
+@pytest.mark.parametrize("tool", ["write", "irreversible"])
+def test_sigkill_with_open_transaction_does_not_block_the_resume(world: World, tool: str) -> None:
+    # The dying worker holds FOR UPDATE locks on the thread row and the effect row in a
+    # transaction it never ends; the resume needs both rows (the effect result and the
+    # thread's head move). The server must end the transaction when the client's
+    # connection drops. The resume's connections carry lock_timeout, so a lock that
+    # was still held makes the resume fail with an error instead of hanging.
+    from psycopg.conninfo import make_conninfo
+
+    assert world.pg_dsn is not None
+    witness = world.tmp / "lock.json"
+    run = world.worker(
+        "run",
+        tool=tool,
+        path="invoke",
+        crash="before_checkpoint",
+        extra=["--hold-lock", str(witness)],
+    )
+    assert run.killed, run.describe()
+    held = json.loads(witness.read_text())
+    assert held["thread_rows"] == 1, held
+    assert held["effect_rows"] == 1, held
+    assert held["contended"] is True, f"the rows were not locked when the worker died: {held}"
+    assert len(world.provider_effects()) == 1
+    (record,) = world.ledger(TOOL_NAMES[tool])
+    assert record.status is EffectStatus.PENDING
+
+    world.pg_dsn = make_conninfo(world.pg_dsn, options="-c lock_timeout=10s")
+    report = world.resume(tool=tool, path="invoke")
+    _check_completed(world, report, tool=tool)
+    stats = world.client.stats()
+    assert stats["performed"] == 1
+    calls = world.calls()
+    (record,) = world.ledger(TOOL_NAMES[tool])
+    assert {c["key"] for c in calls} == {record.effect_id}
+    if tool == "write":  # re-sent with the same key, answered from the provider's store
+        assert len(calls) == 2
+        assert stats["replayed"] == 1
+    else:  # reconciled: found at the provider, the body does not run again
+        assert len(calls) == 1
+        assert record.attempts[-1].outcome == "reconciled", record.attempts

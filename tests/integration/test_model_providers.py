@@ -22,7 +22,7 @@ import os
 import threading
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from oncegraph.errors import ConfigError, OnceGraphError
-from oncegraph.messages import Message, ToolSpec
+from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models import ModelResponse, resolve_model
 
 
@@ -60,11 +60,27 @@ class _Server(ThreadingHTTPServer):
     replies: deque[tuple[int, Any]]
     requests: list[Recorded]
     release: threading.Event
+    connections: int  # client connections open now
+    changed: threading.Condition  # notified when ``connections`` changes
 
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.changed:
+            self.server.connections += 1
+            self.server.changed.notify_all()
+
+    def finish(self) -> None:  # the client closed the connection (or the server did)
+        try:
+            super().finish()
+        finally:
+            with self.server.changed:
+                self.server.connections -= 1
+                self.server.changed.notify_all()
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
@@ -106,6 +122,8 @@ class WireServer:
         self._server.replies = deque()
         self._server.requests = []
         self._server.release = threading.Event()
+        self._server.connections = 0
+        self._server.changed = threading.Condition()
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), daemon=True
         )
@@ -115,6 +133,16 @@ class WireServer:
     @property
     def requests(self) -> list[Recorded]:
         return self._server.requests
+
+    @property
+    def connections(self) -> int:
+        return self._server.connections
+
+    def wait_no_connections(self, timeout: float) -> bool:
+        """True once every client connection is closed; False if one is still open
+        after ``timeout`` seconds (a generous bound, not a measurement)."""
+        with self._server.changed:
+            return self._server.changed.wait_for(lambda: self._server.connections == 0, timeout)
 
     def reply(self, body: Any, status: int = 200) -> None:
         self._server.replies.append((status, body))
@@ -136,6 +164,28 @@ def server() -> Iterator[WireServer]:
         yield running
     finally:
         running.close()
+
+
+MakeModel = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_model(server: WireServer) -> AsyncIterator[MakeModel]:
+    """``make(model_id, provider, **options)``: an adapter built by ``resolve_model``
+    against ``server`` (skipped without its SDK), closed with ``aclose()`` after the
+    test on the test's own loop."""
+    built: list[Any] = []
+
+    def make(model_id: str, provider: str | None, **options: Any) -> Any:
+        spec = PROVIDERS[provider or model_id.partition("/")[0]]
+        _sdk(spec.sdk, spec.extra)
+        model = resolve_model(model_id, provider, base_url=server.url + spec.path, **options)
+        built.append(model)
+        return model
+
+    yield make
+    for model in built:
+        await model.aclose()
 
 
 # -- shared conversation -----------------------------------------------------------------
@@ -161,6 +211,18 @@ TOOLS: list[ToolSpec] = [
         },
     },
 ]
+
+
+LOOKUP_ARGS = {"order_id": "1042"}
+REFUND_ARGS = {"order_id": "1042", "amount": 59.0}
+
+
+def _two_calls(lookup_id: str, refund_id: str) -> tuple[ToolCall, ToolCall]:
+    """The two tool calls every round trip expects back, under the provider's ids."""
+    return (
+        {"id": lookup_id, "name": "lookup_order", "args": LOOKUP_ARGS},
+        {"id": refund_id, "name": "refund_order", "args": REFUND_ARGS},
+    )
 
 
 def _start() -> list[Message]:
@@ -196,16 +258,6 @@ def _with_results(history: list[Message], response: ModelResponse) -> list[Messa
 # -- OpenAI ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-async def openai_model(server: WireServer) -> AsyncIterator[Any]:
-    _sdk("openai", "openai")
-    model = resolve_model(
-        "gpt-4o-mini", "openai", base_url=server.url + "/v1", api_key="sk-test", max_retries=0
-    )
-    yield model
-    await model.aclose()  # type: ignore[attr-defined]
-
-
 def _openai_completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1",
@@ -217,42 +269,31 @@ def _openai_completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
     }
 
 
-async def test_openai_tool_call_round_trip(openai_model: Any, server: WireServer) -> None:
+def _openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+async def test_openai_tool_call_round_trip(make_model: MakeModel, server: WireServer) -> None:
+    model = make_model("gpt-4o-mini", "openai", api_key="sk-test", max_retries=0)
     server.reply(
         _openai_completion(
             {
                 "role": "assistant",
                 "content": None,
                 "tool_calls": [
-                    {
-                        "id": "call_Lk1",
-                        "type": "function",
-                        "function": {"name": "lookup_order", "arguments": '{"order_id":"1042"}'},
-                    },
-                    {
-                        "id": "call_Rf2",
-                        "type": "function",
-                        "function": {
-                            "name": "refund_order",
-                            "arguments": '{"order_id": "1042", "amount": 59.0}',
-                        },
-                    },
+                    _openai_call("call_Lk1", "lookup_order", '{"order_id":"1042"}'),
+                    _openai_call(
+                        "call_Rf2", "refund_order", '{"order_id": "1042", "amount": 59.0}'
+                    ),
                 ],
             },
             "tool_calls",
         )
     )
-    first = await openai_model.generate(_start(), tools=TOOLS)
+    first = await model.generate(_start(), tools=TOOLS)
     assert first == ModelResponse(
         content="",
-        tool_calls=(
-            {"id": "call_Lk1", "name": "lookup_order", "args": {"order_id": "1042"}},
-            {
-                "id": "call_Rf2",
-                "name": "refund_order",
-                "args": {"order_id": "1042", "amount": 59.0},
-            },
-        ),
+        tool_calls=_two_calls("call_Lk1", "call_Rf2"),
         provider_message_id="chatcmpl-1",
         usage={"input_tokens": 30, "output_tokens": 7, "total_tokens": 37},
         raw_finish_reason="tool_calls",
@@ -282,7 +323,7 @@ async def test_openai_tool_call_round_trip(openai_model: Any, server: WireServer
             {"role": "assistant", "content": "Refund refused: card declined."}, "stop"
         )
     )
-    second = await openai_model.generate(_with_results(_start(), first), tools=TOOLS)
+    second = await model.generate(_with_results(_start(), first), tools=TOOLS)
     assert second.content == "Refund refused: card declined."
     assert second.tool_calls == ()
     assert second.raw_finish_reason == "stop"
@@ -293,10 +334,7 @@ async def test_openai_tool_call_round_trip(openai_model: Any, server: WireServer
         ("call_Lk1", "function", "lookup_order"),
         ("call_Rf2", "function", "refund_order"),
     ]
-    assert json.loads(wire[2]["tool_calls"][1]["function"]["arguments"]) == {
-        "order_id": "1042",
-        "amount": 59.0,
-    }
+    assert json.loads(wire[2]["tool_calls"][1]["function"]["arguments"]) == REFUND_ARGS
     assert wire[3] == {
         "role": "tool",
         "tool_call_id": "call_Lk1",
@@ -305,96 +343,39 @@ async def test_openai_tool_call_round_trip(openai_model: Any, server: WireServer
     assert wire[4] == {"role": "tool", "tool_call_id": "call_Rf2", "content": "card declined"}
 
 
-async def test_openai_without_tools_sends_no_tools_field(
-    openai_model: Any, server: WireServer
-) -> None:
-    server.reply(_openai_completion({"role": "assistant", "content": "Hello!"}, "stop"))
-    response = await openai_model.generate(_start(), tools=[])
-    assert response.content == "Hello!"
-    assert "tools" not in server.requests[0].body
-
-
 async def test_openai_bad_tool_arguments_are_a_clear_error(
-    openai_model: Any, server: WireServer
+    make_model: MakeModel, server: WireServer
 ) -> None:
+    model = make_model("gpt-4o-mini", "openai", api_key="sk-test", max_retries=0)
     server.reply(
         _openai_completion(
             {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "refund_order", "arguments": '{"order_id": '},
-                    }
-                ],
+                "tool_calls": [_openai_call("call_1", "refund_order", '{"order_id": ')],
             },
             "tool_calls",
         )
     )
     with pytest.raises(OnceGraphError, match=r"refund_order.*not valid JSON.*nothing was run"):
-        await openai_model.generate(_start(), tools=TOOLS)
+        await model.generate(_start(), tools=TOOLS)
 
 
-async def test_openai_provider_errors_propagate(openai_model: Any, server: WireServer) -> None:
+async def test_openai_provider_errors_propagate(make_model: MakeModel, server: WireServer) -> None:
+    model = make_model("gpt-4o-mini", "openai", api_key="sk-test", max_retries=0)
     openai = _sdk("openai", "openai")
     server.reply({"error": {"message": "overloaded", "type": "server_error"}}, status=500)
     with pytest.raises(openai.InternalServerError):
-        await openai_model.generate(_start(), tools=TOOLS)
+        await model.generate(_start(), tools=TOOLS)
 
 
-async def test_openai_timeout_is_applied(server: WireServer) -> None:
-    openai = _sdk("openai", "openai")
-    model = resolve_model(
-        "gpt-4o-mini",
-        "openai",
-        base_url=server.url + "/v1",
-        api_key="k",
-        timeout=0.2,
-        max_retries=0,
-    )
-    server.hang()
-    with pytest.raises(openai.APITimeoutError):
-        await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-
-
-async def test_openai_key_from_env_and_gateway_model_id(
-    server: WireServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_openai_prefix_is_stripped_without_a_gateway() -> None:
     _sdk("openai", "openai")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
-    model = resolve_model("openai/gpt-4o-mini", None, base_url=server.url + "/v1")
-    server.reply(_openai_completion({"role": "assistant", "content": "ok"}, "stop"))
-    await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-    assert server.requests[0].headers["authorization"] == "Bearer sk-from-env"
-    # with a base_url (a gateway) the id is sent verbatim
-    assert server.requests[0].body["model"] == "openai/gpt-4o-mini"
-    assert model.name == "openai/gpt-4o-mini"
-    assert resolve_model("openai/gpt-4o", None).name == "openai/gpt-4o"
-
-
-async def test_openai_missing_key_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
-    _sdk("openai", "openai")
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    model = resolve_model("gpt-4o-mini", "openai")  # building needs no key...
-    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):  # ...calling does
-        await model.generate(_start(), tools=[])
+    model = resolve_model("openai/gpt-4o", None)
+    assert (model.model, model.name) == ("gpt-4o", "openai/gpt-4o")  # type: ignore[attr-defined]
 
 
 # -- Anthropic -------------------------------------------------------------------------
-
-
-@pytest.fixture
-async def anthropic_model(server: WireServer) -> AsyncIterator[Any]:
-    _sdk("anthropic", "anthropic")
-    model = resolve_model(
-        "anthropic/claude-sonnet-4-6", None, base_url=server.url, api_key="ak-test", max_retries=0
-    )
-    yield model
-    await model.aclose()  # type: ignore[attr-defined]
 
 
 def _anthropic_message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
@@ -410,6 +391,14 @@ def _anthropic_message(content: list[dict[str, Any]], stop: str) -> dict[str, An
     }
 
 
+def _anthropic_tool_uses() -> list[dict[str, Any]]:
+    """The two ``tool_use`` blocks, as the API returns them and as they are sent back."""
+    return [
+        {"type": "tool_use", "id": "toolu_A", "name": "lookup_order", "input": LOOKUP_ARGS},
+        {"type": "tool_use", "id": "toolu_B", "name": "refund_order", "input": REFUND_ARGS},
+    ]
+
+
 def _anthropic_key(headers: dict[str, str]) -> str | None:
     """The API key as sent: ``x-api-key`` (older SDKs) or a bearer token (newer ones)."""
     if "x-api-key" in headers:
@@ -417,39 +406,22 @@ def _anthropic_key(headers: dict[str, str]) -> str | None:
     return headers.get("authorization", "").removeprefix("Bearer ") or None
 
 
-async def test_anthropic_tool_call_round_trip(anthropic_model: Any, server: WireServer) -> None:
-    assert anthropic_model.name == "anthropic/claude-sonnet-4-6"
+async def test_anthropic_tool_call_round_trip(make_model: MakeModel, server: WireServer) -> None:
+    model = make_model("anthropic/claude-sonnet-4-6", None, api_key="ak-test", max_retries=0)
+    assert model.name == "anthropic/claude-sonnet-4-6"
     server.reply(
         _anthropic_message(
-            [
-                {"type": "text", "text": "Let me check."},
-                {
-                    "type": "tool_use",
-                    "id": "toolu_A",
-                    "name": "lookup_order",
-                    "input": {"order_id": "1042"},
-                },
-                {
-                    "type": "tool_use",
-                    "id": "toolu_B",
-                    "name": "refund_order",
-                    "input": {"order_id": "1042", "amount": 59.0},
-                },
-            ],
-            "tool_use",
+            [{"type": "text", "text": "Let me check."}, *_anthropic_tool_uses()], "tool_use"
         )
     )
     history: list[Message] = [
         *_start(),
         {"role": "system", "content": "Be brief.", "id": "m-sys2"},
     ]
-    first = await anthropic_model.generate(history, tools=TOOLS)
+    first = await model.generate(history, tools=TOOLS)
     assert first == ModelResponse(
         content="Let me check.",
-        tool_calls=(
-            {"id": "toolu_A", "name": "lookup_order", "args": {"order_id": "1042"}},
-            {"id": "toolu_B", "name": "refund_order", "args": {"order_id": "1042", "amount": 59.0}},
-        ),
+        tool_calls=_two_calls("toolu_A", "toolu_B"),
         provider_message_id="msg_01",
         usage={"input_tokens": 40, "output_tokens": 9, "total_tokens": 49},
         raw_finish_reason="tool_use",
@@ -474,27 +446,13 @@ async def test_anthropic_tool_call_round_trip(anthropic_model: Any, server: Wire
     )
     conversation = _with_results(history, first)
     conversation.append({"role": "user", "content": "Why?", "id": "m-u2"})
-    second = await anthropic_model.generate(conversation, tools=TOOLS)
+    second = await model.generate(conversation, tools=TOOLS)
     assert second.content == "The card was declined."
     assert second.raw_finish_reason == "end_turn"
     wire = server.requests[1].body["messages"]
     assert wire[1] == {
         "role": "assistant",
-        "content": [
-            {"type": "text", "text": "Let me check."},
-            {
-                "type": "tool_use",
-                "id": "toolu_A",
-                "name": "lookup_order",
-                "input": {"order_id": "1042"},
-            },
-            {
-                "type": "tool_use",
-                "id": "toolu_B",
-                "name": "refund_order",
-                "input": {"order_id": "1042", "amount": 59.0},
-            },
-        ],
+        "content": [{"type": "text", "text": "Let me check."}, *_anthropic_tool_uses()],
     }
     # both results and the next user text follow in ONE user turn, results first
     assert wire[2] == {
@@ -517,47 +475,7 @@ async def test_anthropic_tool_call_round_trip(anthropic_model: Any, server: Wire
     assert len(wire) == 3
 
 
-async def test_anthropic_key_from_env(server: WireServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    _sdk("anthropic", "anthropic")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-from-env")
-    model = resolve_model("claude-haiku-4-5", "anthropic", base_url=server.url, max_tokens=256)
-    server.reply(_anthropic_message([{"type": "text", "text": "hi"}], "end_turn"))
-    response = await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-    assert response.content == "hi"
-    assert _anthropic_key(server.requests[0].headers) == "ak-from-env"
-    assert server.requests[0].body["max_tokens"] == 256
-    assert "tools" not in server.requests[0].body
-
-
-async def test_anthropic_timeout_is_applied(server: WireServer) -> None:
-    anthropic = _sdk("anthropic", "anthropic")
-    model = resolve_model(
-        "claude-haiku-4-5",
-        "anthropic",
-        base_url=server.url,
-        api_key="k",
-        timeout=0.2,
-        max_retries=0,
-    )
-    server.hang()
-    with pytest.raises(anthropic.APITimeoutError):
-        await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-
-
 # -- Google (Gemini) -----------------------------------------------------------------
-
-
-@pytest.fixture
-async def google_model(server: WireServer) -> AsyncIterator[Any]:
-    _sdk("google.genai", "google")
-    # the seed's spelling: provider prefix in the id AND provider=
-    model = resolve_model(
-        "google/gemini-2.5-flash", "google", base_url=server.url, api_key="gk-test", max_retries=0
-    )
-    yield model
-    await model.aclose()  # type: ignore[attr-defined]
 
 
 def _gemini_response(parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
@@ -574,36 +492,26 @@ def _gemini_response(parts: list[dict[str, Any]], finish: str) -> dict[str, Any]
     }
 
 
-async def test_google_tool_call_round_trip(google_model: Any, server: WireServer) -> None:
-    assert google_model.name == "google/gemini-2.5-flash"
+def _gemini_calls() -> list[dict[str, Any]]:
+    """The two ``functionCall`` parts: the first without an id (Gemini may omit it)."""
+    return [
+        {"functionCall": {"name": "lookup_order", "args": LOOKUP_ARGS}},
+        {"functionCall": {"id": "fc-real-7", "name": "refund_order", "args": REFUND_ARGS}},
+    ]
+
+
+async def test_google_tool_call_round_trip(make_model: MakeModel, server: WireServer) -> None:
+    # the seed's spelling: provider prefix in the id AND provider=
+    model = make_model("google/gemini-2.5-flash", "google", api_key="gk-test", max_retries=0)
+    assert model.name == "google/gemini-2.5-flash"
     server.reply(
-        _gemini_response(
-            [
-                {"thought": True, "text": "planning..."},
-                {"functionCall": {"name": "lookup_order", "args": {"order_id": "1042"}}},
-                {
-                    "functionCall": {
-                        "id": "fc-real-7",
-                        "name": "refund_order",
-                        "args": {"order_id": "1042", "amount": 59.0},
-                    }
-                },
-            ],
-            "STOP",
-        )
+        _gemini_response([{"thought": True, "text": "planning..."}, *_gemini_calls()], "STOP")
     )
-    first = await google_model.generate(_start(), tools=TOOLS)
+    first = await model.generate(_start(), tools=TOOLS)
     # Gemini gave no id for the first call: it gets the positional call_1
     assert first == ModelResponse(
         content="",
-        tool_calls=(
-            {"id": "call_1", "name": "lookup_order", "args": {"order_id": "1042"}},
-            {
-                "id": "fc-real-7",
-                "name": "refund_order",
-                "args": {"order_id": "1042", "amount": 59.0},
-            },
-        ),
+        tool_calls=_two_calls("call_1", "fc-real-7"),
         provider_message_id="resp-g1",
         usage={"input_tokens": 50, "output_tokens": 11, "total_tokens": 61},
         raw_finish_reason="STOP",
@@ -621,24 +529,12 @@ async def test_google_tool_call_round_trip(google_model: Any, server: WireServer
     assert schemas == [t["parameters"] for t in TOOLS]
 
     server.reply(_gemini_response([{"text": "The card was declined."}], "STOP"))
-    second = await google_model.generate(_with_results(_start(), first), tools=TOOLS)
+    second = await model.generate(_with_results(_start(), first), tools=TOOLS)
     assert second.content == "The card was declined."
     assert second.tool_calls == ()
     contents = server.requests[1].body["contents"]
-    assert contents[1] == {
-        "role": "model",
-        "parts": [
-            # the synthetic id is not sent back; the provider's own id is
-            {"functionCall": {"name": "lookup_order", "args": {"order_id": "1042"}}},
-            {
-                "functionCall": {
-                    "id": "fc-real-7",
-                    "name": "refund_order",
-                    "args": {"order_id": "1042", "amount": 59.0},
-                }
-            },
-        ],
-    }
+    # the synthetic id is not sent back; the provider's own id is
+    assert contents[1] == {"role": "model", "parts": _gemini_calls()}
     assert contents[2] == {
         "role": "user",
         "parts": [
@@ -660,55 +556,173 @@ async def test_google_tool_call_round_trip(google_model: Any, server: WireServer
     assert len(contents) == 3
 
 
-async def test_google_key_from_env(server: WireServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    _sdk("google.genai", "google")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.setenv("GEMINI_API_KEY", "gk-from-env")
-    model = resolve_model("gemini-2.5-flash", "google", base_url=server.url)
-    server.reply(_gemini_response([{"text": "hi"}], "STOP"))
-    response = await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-    assert response.content == "hi"
-    assert server.requests[0].headers["x-goog-api-key"] == "gk-from-env"
-    assert "tools" not in server.requests[0].body
-
-
-async def test_google_missing_key_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
-    _sdk("google.genai", "google")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    model = resolve_model("gemini-2.5-flash", "google")
-    with pytest.raises(ConfigError, match="GEMINI_API_KEY"):
-        await model.generate(_start(), tools=[])
-
-
 async def test_google_blocked_prompt_is_a_clear_error(
-    google_model: Any, server: WireServer
+    make_model: MakeModel, server: WireServer
 ) -> None:
+    model = make_model("gemini-2.5-flash", "google", api_key="gk-test", max_retries=0)
     server.reply({"promptFeedback": {"blockReason": "SAFETY"}, "responseId": "r"})
     with pytest.raises(OnceGraphError, match=r"no candidates \(prompt blocked: SAFETY\)"):
-        await google_model.generate(_start(), tools=[])
-
-
-async def test_google_timeout_is_applied(server: WireServer) -> None:
-    _sdk("google.genai", "google")
-    model = resolve_model(
-        "gemini-2.5-flash", "google", base_url=server.url, api_key="k", timeout=0.2, max_retries=0
-    )
-    server.hang()
-    with pytest.raises(Exception) as info:
         await model.generate(_start(), tools=[])
-    await model.aclose()  # type: ignore[attr-defined]
-    # the SDK lets its HTTP library's timeout through (httpx2 in new SDKs, httpx in old)
-    timeouts = tuple(
+
+
+# -- every provider --------------------------------------------------------------------
+
+
+def _sdk_timeout(sdk: ModuleType) -> tuple[type[BaseException], ...]:
+    return (sdk.APITimeoutError,)
+
+
+def _http_timeouts(sdk: ModuleType) -> tuple[type[BaseException], ...]:
+    # google-genai lets its HTTP library's timeout through (httpx2 in new SDKs, httpx in old)
+    return tuple(
         importlib.import_module(name).TimeoutException
         for name in ("httpx", "httpx2")
         if importlib.util.find_spec(name) is not None
     )
-    assert isinstance(info.value, timeouts)
 
 
-# -- resolve_model with real adapters --------------------------------------------------
+def _bearer(headers: dict[str, str]) -> str | None:
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return token if scheme == "Bearer" else None
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """What the provider-generic tests need to know about one adapter."""
+
+    sdk: str  # the module to import
+    extra: str  # the oncegraph extra that installs it
+    model_id: str
+    path: str  # appended to the server url to make base_url
+    key_envs: tuple[str, ...]  # where the SDK reads the API key, the one we name first
+    sent_key: Callable[[dict[str, str]], str | None]  # the key as it went over the wire
+    text_reply: Callable[[str], dict[str, Any]]  # a plain text answer in the wire format
+    timeouts: Callable[[ModuleType], tuple[type[BaseException], ...]]
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider(
+        sdk="openai",
+        extra="openai",
+        model_id="gpt-4o-mini",
+        path="/v1",
+        key_envs=("OPENAI_API_KEY",),
+        sent_key=_bearer,
+        text_reply=lambda text: _openai_completion({"role": "assistant", "content": text}, "stop"),
+        timeouts=_sdk_timeout,
+    ),
+    "anthropic": Provider(
+        sdk="anthropic",
+        extra="anthropic",
+        model_id="claude-haiku-4-5",
+        path="",
+        key_envs=("ANTHROPIC_API_KEY",),
+        sent_key=_anthropic_key,
+        text_reply=lambda text: _anthropic_message([{"type": "text", "text": text}], "end_turn"),
+        timeouts=_sdk_timeout,
+    ),
+    "google": Provider(
+        sdk="google.genai",
+        extra="google",
+        model_id="gemini-2.5-flash",
+        path="",
+        key_envs=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        sent_key=lambda headers: headers["x-goog-api-key"],
+        text_reply=lambda text: _gemini_response([{"text": text}], "STOP"),
+        timeouts=_http_timeouts,
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "provider", "options", "body", "name"),
+    [
+        # with a base_url (a gateway) the OpenAI id is sent verbatim
+        ("openai/gpt-4o-mini", None, {}, {"model": "openai/gpt-4o-mini"}, "openai/gpt-4o-mini"),
+        (
+            "claude-haiku-4-5",
+            "anthropic",
+            {"max_tokens": 256},
+            {"model": "claude-haiku-4-5", "max_tokens": 256},
+            "anthropic/claude-haiku-4-5",
+        ),
+        ("gemini-2.5-flash", "google", {}, {}, "google/gemini-2.5-flash"),
+    ],
+    ids=["openai", "anthropic", "google"],
+)
+async def test_key_from_env(
+    model_id: str,
+    provider: str | None,
+    options: dict[str, Any],
+    body: dict[str, Any],
+    name: str,
+    make_model: MakeModel,
+    server: WireServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = PROVIDERS[provider or model_id.partition("/")[0]]
+    for variable in spec.key_envs:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv(spec.key_envs[0], "key-from-env")
+    model = make_model(model_id, provider, **options)
+    server.reply(spec.text_reply("hi"))
+    response = await model.generate(_start(), tools=[])
+    assert response.content == "hi"
+    assert model.name == name
+    sent = server.requests[0]
+    assert spec.sent_key(sent.headers) == "key-from-env"
+    assert "tools" not in sent.body
+    assert {key: sent.body[key] for key in body} == body
+
+
+@pytest.mark.parametrize("provider", ["openai", "google"])
+async def test_missing_key_names_the_env_var(
+    provider: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = PROVIDERS[provider]
+    _sdk(spec.sdk, spec.extra)
+    for variable in spec.key_envs:
+        monkeypatch.delenv(variable, raising=False)
+    model = resolve_model(spec.model_id, provider)  # building needs no key...
+    with pytest.raises(ConfigError, match=spec.key_envs[0]):  # ...calling does
+        await model.generate(_start(), tools=[])
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_timeout_is_applied(provider: str, make_model: MakeModel, server: WireServer) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k", timeout=0.2, max_retries=0)
+    server.hang()
+    with pytest.raises(spec.timeouts(_sdk(spec.sdk, spec.extra))):
+        await model.generate(_start(), tools=[])
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_aclose_closes_the_connection_now_and_the_model_still_works(
+    provider: str, make_model: MakeModel, server: WireServer
+) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k", max_retries=0)
+    server.reply(spec.text_reply("ok"))
+    assert (await model.generate(_start(), tools=[])).content == "ok"
+    assert server.connections == 1  # kept alive in the client's pool
+    await model.aclose()
+    # on this loop, still running: not left for the loop's end
+    assert await asyncio.to_thread(server.wait_no_connections, 10)
+    server.reply(spec.text_reply("again"))  # a new client is opened on demand
+    assert (await model.generate(_start(), tools=[])).content == "again"
+
+
+async def test_aclose_leaves_the_callers_own_client_open(server: WireServer) -> None:
+    openai = _sdk("openai", "openai")
+    client = openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+    model = resolve_model("gpt-4o-mini", "openai", client=client)
+    server.reply(PROVIDERS["openai"].text_reply("ok"))
+    assert (await model.generate(_start(), tools=[])).content == "ok"
+    await model.aclose()  # type: ignore[attr-defined]
+    assert not client.is_closed()
+    await client.close()
+    assert await asyncio.to_thread(server.wait_no_connections, 10)
 
 
 def test_unknown_adapter_option_is_a_config_error() -> None:
@@ -717,42 +731,22 @@ def test_unknown_adapter_option_is_a_config_error() -> None:
         resolve_model("gpt-4o", "openai", temprature=0.2)
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic", "google"])
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
 def test_one_model_object_serves_successive_event_loops(provider: str, server: WireServer) -> None:
     # The sync facade may drive each invoke on a fresh loop: an SDK client whose pool
     # belongs to a closed loop must not be reused, and must be closed when its loop
     # ends (a leaked socket is a ResourceWarning, an error under filterwarnings=error).
-    sdk, extra, model_id, base_url, reply = {
-        "openai": (
-            "openai",
-            "openai",
-            "gpt-4o-mini",
-            server.url + "/v1",
-            _openai_completion({"role": "assistant", "content": "ok"}, "stop"),
-        ),
-        "anthropic": (
-            "anthropic",
-            "anthropic",
-            "claude-haiku-4-5",
-            server.url,
-            _anthropic_message([{"type": "text", "text": "ok"}], "end_turn"),
-        ),
-        "google": (
-            "google.genai",
-            "google",
-            "gemini-2.5-flash",
-            server.url,
-            _gemini_response([{"text": "ok"}], "STOP"),
-        ),
-    }[provider]
-    _sdk(sdk, extra)
-    model = resolve_model(model_id, provider, base_url=base_url, api_key="k", max_retries=0)
+    spec = PROVIDERS[provider]
+    _sdk(spec.sdk, spec.extra)
+    model = resolve_model(
+        spec.model_id, provider, base_url=server.url + spec.path, api_key="k", max_retries=0
+    )
 
     async def call() -> str:
         return (await model.generate(_start(), tools=[])).content  # no aclose()
 
     for _ in range(2):
-        server.reply(reply)
+        server.reply(spec.text_reply("ok"))
         assert asyncio.run(call()) == "ok"
     assert len(server.requests) == 2
     with warnings.catch_warnings(record=True) as caught:

@@ -12,16 +12,16 @@ Invariants:
   stays quiet for ``cooldown_seconds`` so a dead or hanging Redis does not add a
   timeout to every step.
 * A ``redis.asyncio`` client is bound to the event loop it first ran on, so there is
-  one client per running loop, created on first use in that loop.
+  one client per running loop, created on first use in that loop
+  (:class:`oncegraph._loopbound.LoopBound`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -31,6 +31,8 @@ try:
     from redis.exceptions import RedisError
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("RedisCache needs the redis client: pip install 'oncegraph[redis]'") from exc
+
+from oncegraph._loopbound import LoopBound
 
 log = logging.getLogger("oncegraph.storage.cache.redis")
 
@@ -48,6 +50,18 @@ return 1
 """
 
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+
+
+@dataclass(frozen=True, slots=True)
+class _Conn:
+    """One loop's client and its registered put-if-newer script."""
+
+    client: Any
+    script: Any
+
+
+async def _close_conn(conn: _Conn) -> None:
+    await conn.client.aclose()
 
 
 class RedisCache:
@@ -79,9 +93,7 @@ class RedisCache:
         self.cooldown_seconds = cooldown_seconds
         self.max_connections = max_connections
         self.pool_timeout = pool_timeout
-        self._clients: dict[asyncio.AbstractEventLoop, Any] = {}
-        self._scripts: dict[asyncio.AbstractEventLoop, Any] = {}
-        self._lock = threading.Lock()
+        self._conns: LoopBound[_Conn] = LoopBound()
         self._quiet_until = 0.0
 
     def key(self, thread_id: str) -> str:
@@ -123,50 +135,32 @@ class RedisCache:
 
     async def aclose(self) -> None:
         """Close every client this cache opened; those of other live loops are closed there."""
-        with self._lock:
-            clients = list(self._clients.items())
-            self._clients.clear()
-            self._scripts.clear()
-        current = _running_loop()
-        for loop, client in clients:
-            with contextlib.suppress(*_ERRORS, RuntimeError):
-                await _close_on(loop, current, client.aclose())
+        await self._conns.aclose_all(_close_conn, suppress=_ERRORS)
 
     # -- internals -----------------------------------------------------------------------
 
     def _client(self) -> Any:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._clients.get(loop)
-            if client is None:
-                for old in [lp for lp in self._clients if lp.is_closed()]:
-                    del self._clients[old]
-                    self._scripts.pop(old, None)
-                # A blocking pool: a burst of commits waits for a connection instead
-                # of failing with "too many connections".
-                pool = aioredis.BlockingConnectionPool.from_url(
-                    self.url,
-                    max_connections=self.max_connections,
-                    timeout=self.pool_timeout,
-                    socket_timeout=self.socket_timeout,
-                    socket_connect_timeout=self.socket_timeout,
-                    retry=Retry(NoBackoff(), 0),
-                )
-                client = aioredis.Redis.from_pool(pool)
-                self._clients[loop] = client
-            return client
+        return self._conns.get(self._connect).client
 
     def _script(self) -> Any:
-        client = self._client()
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            script = self._scripts.get(loop)
-            if script is None:
-                # register_script runs EVALSHA and falls back to EVAL when the
-                # server forgot the script (restart, SCRIPT FLUSH).
-                script = client.register_script(_PUT_IF_NEWER)
-                self._scripts[loop] = script
-            return script
+        return self._conns.get(self._connect).script
+
+    def _connect(self) -> _Conn:
+        """This loop's client (no I/O until its first command)."""
+        # A blocking pool: a burst of commits waits for a connection instead of
+        # failing with "too many connections".
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=self.max_connections,
+            timeout=self.pool_timeout,
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=self.socket_timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        client = aioredis.Redis.from_pool(pool)
+        # register_script runs EVALSHA and falls back to EVAL when the server forgot
+        # the script (restart, SCRIPT FLUSH).
+        return _Conn(client, client.register_script(_PUT_IF_NEWER))
 
     def _cooling(self) -> bool:
         return time.monotonic() < self._quiet_until
@@ -180,31 +174,6 @@ class RedisCache:
             exc,
             self.cooldown_seconds,
         )
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _close_on(
-    loop: asyncio.AbstractEventLoop,
-    current: asyncio.AbstractEventLoop | None,
-    coro: Any,
-) -> None:
-    """Await ``coro`` on ``loop``: here if it is the current loop, else in that loop's thread.
-
-    A loop that is closed, or idle while another loop runs in this thread, cannot run
-    it; the object is then left to the garbage collector.
-    """
-    if loop is current:
-        await coro
-    elif loop.is_running():
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-    else:
-        coro.close()
 
 
 __all__ = ["RedisCache"]

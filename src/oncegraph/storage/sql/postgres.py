@@ -9,7 +9,9 @@ Invariants:
 
 * **One pool per event loop.** An ``AsyncConnectionPool`` is bound to the loop it was
   opened on, and the framework's sync facade runs on its own loop thread while users
-  may ``ainvoke`` on theirs. Each running loop gets its own pool on first use.
+  may ``ainvoke`` on theirs. Each running loop gets its own pool on first use
+  (:class:`oncegraph._loopbound.LoopBound`); a pool whose loop is closed cannot be
+  closed properly and is dropped, its connections dying with the garbage collector.
 * **A step is one transaction** (:class:`~oncegraph.storage.records.StepCommit`):
   the thread-version compare-and-swap comes first (it takes the thread's row lock, so
   racing writers of one thread queue behind it and re-check the version), then the
@@ -29,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -45,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from oncegraph._json import dumps, loads
+from oncegraph._loopbound import LoopBound, running_loop
 from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
@@ -229,9 +231,7 @@ class PgCheckpointer:
             cache = RedisCache(redis_url, ttl_seconds=cache_ttl_seconds, prefix=cache_prefix)
             self._owns_cache = True
         self.cache: Cache | None = cache
-        self._pools: dict[asyncio.AbstractEventLoop, AsyncConnectionPool] = {}
-        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
-        self._lock = threading.Lock()
+        self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._schema_ok = False
 
     def __repr__(self) -> str:
@@ -246,14 +246,7 @@ class PgCheckpointer:
 
     async def aclose(self) -> None:
         """Close every pool this store opened (those of other live loops on their loop)."""
-        with self._lock:
-            pools = list(self._pools.items())
-            self._pools.clear()
-            self._opening.clear()
-        current = _running_loop()
-        for loop, pool in pools:
-            with contextlib.suppress(psycopg.Error, RuntimeError):
-                await _close_on(loop, current, pool.close())
+        await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
         if self._owns_cache and self.cache is not None:
             closer = getattr(self.cache, "aclose", None)
             if closer is not None:
@@ -637,7 +630,7 @@ class PgCheckpointer:
 
     async def _ready(self) -> AsyncConnectionPool:
         """This loop's pool, with the schema migrated or verified once per store."""
-        pool = self._pools.get(asyncio.get_running_loop())
+        pool = self._pools.peek()
         if pool is not None and self._schema_ok:
             return pool
         pool = await self._pool()
@@ -656,37 +649,25 @@ class PgCheckpointer:
 
     async def _pool(self) -> AsyncConnectionPool:
         """This loop's pool, opened on first use in the loop."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            pool = self._pools.get(loop)
-            if pool is not None:
-                return pool
-            for old in [lp for lp in self._pools if lp.is_closed()]:
-                del self._pools[old]
-                self._opening.pop(old, None)
-            opening = self._opening.setdefault(loop, asyncio.Lock())
-        async with opening:
-            pool = self._pools.get(loop)
-            if pool is not None:
-                return pool
-            pool = AsyncConnectionPool(
-                self._dsn,
-                min_size=self.min_size,
-                max_size=self.max_size,
-                open=False,
-                timeout=self.pool_timeout,
-                kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
-                name="oncegraph",
-            )
-            try:
-                with _mapped("connect", self._where):
-                    await pool.open(wait=True, timeout=self.connect_timeout)
-            except BaseException:
-                await pool.close()
-                raise
-            with self._lock:
-                self._pools[loop] = pool
-            return pool
+        return await self._pools.aget(self._open_pool)
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        pool = AsyncConnectionPool(
+            self._dsn,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            open=False,
+            timeout=self.pool_timeout,
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
+            name="oncegraph",
+        )
+        try:
+            with _mapped("connect", self._where):
+                await pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
 
     async def _migrate(self) -> int:
         """Apply what is missing under the advisory lock; returns how many were applied."""
@@ -712,27 +693,8 @@ class _RunCheckFailedError(Exception):
     """Internal: the run update of a commit touched no row (missing run or lost fence)."""
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _close_on(
-    loop: asyncio.AbstractEventLoop, current: asyncio.AbstractEventLoop | None, coro: Any
-) -> None:
-    """Await ``coro`` on ``loop``: here if current, else via that loop's thread if it runs.
-
-    A pool whose loop is closed (or idle while another runs here) cannot be closed
-    properly; it is dropped and its connections die with the garbage collector.
-    """
-    if loop is current:
-        await coro
-    elif loop.is_running():
-        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-    else:
-        coro.close()
+async def _close_pool(pool: AsyncConnectionPool) -> None:
+    await pool.close()
 
 
 # -- sync entry points for the CLI (`oncegraph db migrate|verify --postgres DSN`) -----
@@ -756,7 +718,7 @@ def verify(dsn: str) -> SchemaState:
 
 
 def _run_once(dsn: str, op: str) -> SchemaState:
-    if _running_loop() is not None:
+    if running_loop() is not None:
         raise RuntimeError(
             f"postgres.{op}() blocks; inside an event loop use "
             f"`await PgCheckpointer(dsn, auto_migrate=False).{op}()` instead"

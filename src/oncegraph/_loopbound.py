@@ -1,0 +1,149 @@
+"""One resource per running event loop (a connection pool, a client).
+
+asyncio drivers bind their pools and clients to the loop they were opened on, and an
+oncegraph store serves several loops at once: the sync facade's loop thread and the
+user's own loop. :class:`LoopBound` keeps one resource per loop.
+
+Invariants:
+
+* A loop gets at most one resource: creation is serialized per loop (an
+  :class:`asyncio.Lock` per loop for async openers, the thread lock for sync ones), and
+  a resource whose opener failed is never stored.
+* The bookkeeping dicts are guarded by a :class:`threading.Lock` that is never held
+  across an await, so loops in several threads may use one object.
+* Entries of closed loops are dropped when a new resource is created; such a resource
+  cannot be closed on its loop any more and is left to the garbage collector.
+* :meth:`aclose_all` forgets every resource first, then closes each on its own loop:
+  here if it is the current loop, through that loop's thread if it runs elsewhere;
+  otherwise (closed, or idle while another loop runs in this thread) it is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+Closer = Callable[[T], Coroutine[Any, Any, Any]]
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The running loop of this thread, or None outside a loop."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def close_on(
+    loop: asyncio.AbstractEventLoop,
+    current: asyncio.AbstractEventLoop | None,
+    coro: Coroutine[Any, Any, Any],
+) -> None:
+    """Await ``coro`` on ``loop``: here if current, else via that loop's thread if it runs.
+
+    A loop that is closed, or idle while another loop runs in this thread, cannot run
+    it; the coroutine is then closed unawaited.
+    """
+    if loop is current:
+        await coro
+    elif loop.is_running():
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    else:
+        coro.close()
+
+
+class LoopBound(Generic[T]):
+    """Get-or-create one ``T`` per running event loop; close one or all of them."""
+
+    __slots__ = ("_items", "_lock", "_opening")
+
+    def __init__(self) -> None:
+        self._items: dict[asyncio.AbstractEventLoop, T] = {}
+        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def peek(self) -> T | None:
+        """The running loop's resource, or None if it has none yet (no creation)."""
+        return self._items.get(asyncio.get_running_loop())
+
+    def get(self, create: Callable[[], T]) -> T:
+        """The running loop's resource, made by ``create()`` (sync, no I/O) on first use."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            item = self._items.get(loop)
+            if item is None:
+                self._forget_closed_loops()
+                item = create()
+                self._items[loop] = item
+            return item
+
+    async def aget(self, open: Callable[[], Awaitable[T]]) -> T:
+        """The running loop's resource, made by ``await open()`` on first use.
+
+        Concurrent first calls in one loop wait for a single ``open()``; if it raises,
+        nothing is stored and the next call tries again.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            item = self._items.get(loop)
+            if item is not None:
+                return item
+            self._forget_closed_loops()
+            opening = self._opening.setdefault(loop, asyncio.Lock())
+        async with opening:
+            item = self._items.get(loop)
+            if item is not None:
+                return item
+            item = await open()
+            with self._lock:
+                self._items[loop] = item
+            return item
+
+    async def aclose_current(
+        self, close: Closer[T], *, suppress: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        """Forget and close the running loop's resource, if it has one."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            item = self._items.pop(loop, None)
+            self._opening.pop(loop, None)
+        if item is not None:
+            with contextlib.suppress(*suppress):
+                await close(item)
+
+    async def aclose_all(
+        self, close: Closer[T], *, suppress: tuple[type[BaseException], ...] = ()
+    ) -> None:
+        """Forget every resource, then close each on its own loop where that is possible.
+
+        Errors of the types in ``suppress`` (and RuntimeError from a loop that stopped
+        meanwhile) are swallowed so one bad resource never keeps the others open.
+        """
+        with self._lock:
+            items = list(self._items.items())
+            self._items.clear()
+            self._opening.clear()
+        current = running_loop()
+        for loop, item in items:
+            with contextlib.suppress(*suppress, RuntimeError):
+                await close_on(loop, current, close(item))
+
+    def _forget_closed_loops(self) -> None:
+        """Drop entries of closed loops. Call under the lock."""
+        for old in [lp for lp in self._items if lp.is_closed()]:
+            del self._items[old]
+            self._opening.pop(old, None)
+        for old in [lp for lp in self._opening if lp.is_closed()]:
+            del self._opening[old]
+
+
+__all__ = ["LoopBound", "close_on", "running_loop"]

@@ -12,7 +12,7 @@ from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
     from oncegraph.runtime.app import CompiledGraph
-    from oncegraph.storage.protocols import Cache, Checkpointer
+    from oncegraph.storage.protocols import Checkpointer
 
 _RESERVED = frozenset({START, END})
 
@@ -139,7 +139,6 @@ class StateGraph:
         self,
         checkpointer: Checkpointer | None = None,
         *,
-        cache: Cache | None = None,
         name: str | None = None,
         version: str | int | None = None,
     ) -> CompiledGraph:
@@ -149,4 +148,4 @@ class StateGraph:
             self.name = name
         if version is not None:
             self.version = str(version)
-        return CompiledGraph(self.validate(), checkpointer=checkpointer, cache=cache)
+        return CompiledGraph(self.validate(), checkpointer=checkpointer)

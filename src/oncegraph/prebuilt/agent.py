@@ -29,7 +29,7 @@ from oncegraph.prebuilt.models import ChatModel, ModelResponse, resolve_model
 from oncegraph.runtime.app import CompiledGraph
 from oncegraph.runtime.context import current_task
 from oncegraph.state.reducers import add_messages
-from oncegraph.storage.protocols import Cache, Checkpointer
+from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.node import ToolNode
 from oncegraph.tools.tool import Tool, as_tool
@@ -136,7 +136,5 @@ class ReactAgent:
             g.add_edge("agent", END)
         return g
 
-    def compile(
-        self, checkpointer: Checkpointer | None = None, *, cache: Cache | None = None
-    ) -> CompiledGraph:
-        return self.graph().compile(checkpointer=checkpointer, cache=cache)
+    def compile(self, checkpointer: Checkpointer | None = None) -> CompiledGraph:
+        return self.graph().compile(checkpointer=checkpointer)

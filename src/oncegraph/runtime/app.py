@@ -18,7 +18,7 @@ from oncegraph.runtime.driver import Runner, open_interrupts
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
-from oncegraph.storage.protocols import Cache, Checkpointer, Pruner
+from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     CheckpointRecord,
     EffectRecord,
@@ -46,12 +46,9 @@ class StateSnapshot:
 
 
 class CompiledGraph:
-    def __init__(
-        self, spec: GraphSpec, *, checkpointer: Checkpointer | None, cache: Cache | None = None
-    ) -> None:
+    def __init__(self, spec: GraphSpec, *, checkpointer: Checkpointer | None) -> None:
         self.spec = spec
         self.checkpointer = checkpointer
-        self.cache = cache
         self.fingerprint = spec.fingerprint()
         self._ready: set[int] = set()
         self._heads: OrderedDict[str, Head] = OrderedDict()

@@ -238,12 +238,8 @@ class SqliteCheckpointer:
                 raise _map_error(exc, self.path) from exc
 
     def _read_one(self, sql: str, params: Sequence[Any]) -> Any:
-        with self._lock:
-            conn = self._connect()
-            try:
-                return conn.execute(sql, params).fetchone()
-            except sqlite3.Error as exc:
-                raise _map_error(exc, self.path) from exc
+        rows = self._read(sql, params)  # key lookups: at most one row
+        return rows[0] if rows else None
 
     def _write_one(self, sql: str, params: Sequence[Any]) -> None:
         with self._lock:

@@ -326,7 +326,7 @@ def test_errors_applying_a_step_fail_the_run(
 
 def test_bad_input_writes_nothing(checkpointer: Checkpointer, run_path: RunPath) -> None:
     app = _fan(checkpointer, lambda s: None, lambda s: None)
-    with pytest.raises(InvalidUpdateError, match="input must be a dict.*got int"):
+    with pytest.raises(InvalidUpdateError, match=r"input must be a dict.*got int"):
         run_path(app, 5, {"thread_id": "t"})
     with pytest.raises(InvalidUpdateError, match="no field 'nope'"):
         run_path(app, {"nope": 1}, {"thread_id": "t"})

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from typing import Any
 
 import orjson
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, PayloadTooLargeError
+
+#: The largest single stored value (state channel, log entry, tool argument or result).
+MAX_VALUE_BYTES = int(os.environ.get("ONCEGRAPH_MAX_VALUE_BYTES", 16 * 1024 * 1024))
 
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _CANON = _OPTS | orjson.OPT_SORT_KEYS
@@ -30,14 +34,23 @@ def _default(value: Any) -> Any:
 
 
 def dumps(value: Any) -> bytes:
+    """JSON bytes of ``value``; over :data:`MAX_VALUE_BYTES` is a ``PayloadTooLargeError``
+    raised before anything is written."""
     try:
-        return orjson.dumps(value, default=_default, option=_OPTS)
+        data = orjson.dumps(value, default=_default, option=_OPTS)
     except TypeError as exc:
         raise ConfigError(
             f"cannot store value: {exc}. oncegraph stores state, tool arguments and results "
             "as JSON; convert the value to dicts, lists, str, int, float, bool or None "
             "(pydantic models and dataclasses are converted for you)."
         ) from exc
+    if len(data) > MAX_VALUE_BYTES:
+        raise PayloadTooLargeError(
+            f"a value of {len(data):,} bytes is over the storage limit of {MAX_VALUE_BYTES:,} "
+            "bytes; nothing was written. Keep large blobs outside the state (a file or object "
+            "store) and store a reference, or raise ONCEGRAPH_MAX_VALUE_BYTES."
+        )
+    return data
 
 
 def dumps_str(value: Any) -> str:

@@ -345,19 +345,23 @@ class Runner:
         staged = [e for ctx in contexts.values() for e in ctx.staged_effects]
         if self.fault_plan is not None:
             self.fault_plan.hit("before_checkpoint")
-        await self._commit(
-            StepCommit(
-                thread_id=run.thread_id,
-                expected_version=head.version,
-                checkpoint=nxt.checkpoint,
-                log=entries,
-                run_status=None if nxt.checkpoint.next else RunStatus.COMPLETED,
-                effects=staged,
-                clear_task_writes_of=cp.checkpoint_id if task_writes or len(cp.next) > 1 else None,
-                fence=self._fence,
-            ),
-            nxt,
+        commit = StepCommit(
+            thread_id=run.thread_id,
+            expected_version=head.version,
+            checkpoint=nxt.checkpoint,
+            log=entries,
+            run_status=None if nxt.checkpoint.next else RunStatus.COMPLETED,
+            effects=staged,
+            clear_task_writes_of=cp.checkpoint_id if task_writes or len(cp.next) > 1 else None,
+            fence=self._fence,
         )
+        try:
+            await self._commit(commit, nxt)
+        except StorageError:
+            raise  # a lost CAS or lease writes nothing, not even the run's status
+        except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
+            await self._set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+            raise
         if staged and self.fault_plan is not None:
             self.fault_plan.hit("after_effect_record")
         if self.fault_plan is not None:

@@ -50,14 +50,16 @@ def demo(
 def db_migrate(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
     """Apply pending migrations (safe while other processes start)."""
     state = _migrate_or_verify(sqlite, postgres, migrate=True)
-    console.print(f"schema at version {state}")
+    console.print(state.describe())
 
 
 @db_app.command("verify")
 def db_verify(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
     """Check the schema version against this oncegraph; exit 1 if it needs attention."""
     state = _migrate_or_verify(sqlite, postgres, migrate=False)
-    console.print(f"schema: {state}")
+    console.print(state.describe())
+    if not state.up_to_date:
+        raise typer.Exit(1)
 
 
 def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bool) -> Any:

@@ -96,6 +96,16 @@ LOG_SELECT = _pg(S.LOG_SELECT)
 RUN_INSERT = _pg(S.RUN_INSERT)
 RUN_SELECT = _pg(S.RUN_SELECT)
 RUN_EXISTS = _pg(S.RUN_EXISTS)
+# PostgreSQL-only guards of the one-round-trip commit: 1/0 aborts the transaction when the
+# CAS (or the run update) matched nothing, before anything after it runs.
+_CHECK_HEAD = (
+    "SELECT 1 / count(*) FROM oncegraph_threads WHERE thread_id = %s AND head_checkpoint_id = %s"
+)
+_CHECK_RUN = (
+    "SELECT 1 / count(*) FROM oncegraph_runs "
+    "WHERE run_id = %s AND (%s::bigint IS NULL OR fencing_token = %s)"
+)
+THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
 RUN_SET_STATUS = _pg(S.RUN_SET_STATUS)
 RUN_SET_STATUS_FENCED = _pg(S.RUN_SET_STATUS_FENCED)
 RUN_TOUCH_FENCED = _pg(S.RUN_TOUCH_FENCED)
@@ -295,20 +305,22 @@ class PgCheckpointer:
         run_params = rows.run_to_params(commit.new_run) if commit.new_run else None
         effect_params = [rows.effect_to_params(e) for e in commit.effects]
         ts = now()
-        pool = await self._ready()
-        cas: psycopg.AsyncCursor[Any] | None = None
-        run_cur: psycopg.AsyncCursor[Any] | None = None
         needs_run = commit.fence is not None or commit.run_status is not None
+        pool = await self._ready()
         with _mapped("commit", self._where):
             async with pool.connection() as conn:
                 try:
-                    async with conn.pipeline() as pipe, conn.transaction():
+                    # ONE round trip: BEGIN ... COMMIT in a single pipeline sync. The checks
+                    # after the CAS and the run update abort the transaction on the server
+                    # (division by zero) when they did not match, so nothing is committed.
+                    async with conn.pipeline() as pipe:
+                        await conn.execute("BEGIN")
                         if commit.expected_version == 0:
-                            cas = await conn.execute(
+                            await conn.execute(
                                 THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts)
                             )
                         else:
-                            cas = await conn.execute(
+                            await conn.execute(
                                 THREAD_CAS,
                                 (
                                     commit.expected_version + 1,
@@ -318,20 +330,19 @@ class PgCheckpointer:
                                     commit.expected_version,
                                 ),
                             )
+                        await conn.execute(_CHECK_HEAD, (commit.thread_id, cp.checkpoint_id))
                         if run_params is not None:
                             await conn.execute(RUN_INSERT, run_params)
                         if commit.run_status is not None:
                             status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
                             if commit.fence is None:
-                                run_cur = await conn.execute(RUN_SET_STATUS, status)
+                                await conn.execute(RUN_SET_STATUS, status)
                             else:
-                                run_cur = await conn.execute(
-                                    RUN_SET_STATUS_FENCED, (*status, commit.fence)
-                                )
+                                await conn.execute(RUN_SET_STATUS_FENCED, (*status, commit.fence))
                         elif commit.fence is not None:
-                            run_cur = await conn.execute(
-                                RUN_TOUCH_FENCED, (ts, cp.run_id, commit.fence)
-                            )
+                            await conn.execute(RUN_TOUCH_FENCED, (ts, cp.run_id, commit.fence))
+                        if needs_run:
+                            await conn.execute(_CHECK_RUN, (cp.run_id, commit.fence, commit.fence))
                         await conn.execute(CHECKPOINT_INSERT, cp_params)
                         if log_params:
                             await conn.cursor().executemany(LOG_INSERT, log_params)
@@ -342,28 +353,44 @@ class PgCheckpointer:
                                 TASK_WRITES_DELETE,
                                 (commit.thread_id, commit.clear_task_writes_of),
                             )
+                        await conn.execute("COMMIT")
                         await pipe.sync()
-                        if cas.rowcount != 1:
-                            raise StaleStateError(rows.stale_message(commit))
-                        if run_cur is not None and run_cur.rowcount != 1:
-                            raise _RunCheckFailedError
-                except _RunCheckFailedError:
-                    await self._raise_run_check(conn, cp.run_id, commit.fence)
-                except pg_errors.UniqueViolation as exc:
-                    # A loser of the version race may trip over the winner's log rows
-                    # before its own CAS result is looked at: the CAS decides.
-                    if cas is not None and cas.rowcount == 0:
-                        raise StaleStateError(rows.stale_message(commit)) from exc
-                    if needs_run and run_cur is not None and run_cur.rowcount == 0:
-                        await self._raise_run_check(conn, cp.run_id, commit.fence)
-                    raise StorageError(_duplicate_message(exc, commit)) from exc
+                except psycopg.Error as exc:
+                    # psycopg's prepared-statement bookkeeping cannot be trusted after an
+                    # aborted pipeline: explain on this connection without preparing, then
+                    # close it so the pool replaces it.
+                    try:
+                        await conn.execute("ROLLBACK", prepare=False)
+                        await self._explain_failed_commit(conn, commit, exc)
+                    finally:
+                        await conn.close()
         if self.cache is not None:
             await self.cache.put_state(commit.thread_id, cp.version, _cache_payload(cp))
+
+    async def _explain_failed_commit(
+        self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
+    ) -> None:
+        """The commit was rolled back: say why, from what the database holds now."""
+        cur = await conn.execute(THREAD_VERSION, (commit.thread_id,), prepare=False)
+        row = await cur.fetchone()
+        current = 0 if row is None else int(row[0])
+        if current != commit.expected_version:  # the CAS is what failed
+            raise StaleStateError(rows.stale_message(commit)) from exc
+        if commit.fence is not None or commit.run_status is not None:
+            try:
+                await self._raise_run_check(conn, commit.checkpoint.run_id, commit.fence)
+            except (RunNotFoundError, LeaseLostError) as found:
+                raise found from exc
+            except StorageError:
+                pass  # the run is fine: the failure was elsewhere
+        if isinstance(exc, pg_errors.UniqueViolation):
+            raise StorageError(_duplicate_message(exc, commit)) from exc
+        raise exc
 
     async def _raise_run_check(
         self, conn: psycopg.AsyncConnection[Any], run_id: str, fence: int | None
     ) -> None:
-        cur = await conn.execute(RUN_EXISTS, (run_id,))
+        cur = await conn.execute(RUN_EXISTS, (run_id,), prepare=False)
         row = await cur.fetchone()
         if row is None:
             raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
@@ -687,10 +714,6 @@ class PgCheckpointer:
         if steps:
             log.info("migrated %s from schema version %d to %d", where, current, LATEST_VERSION)
         return len(steps)
-
-
-class _RunCheckFailedError(Exception):
-    """Internal: the run update of a commit touched no row (missing run or lost fence)."""
 
 
 async def _close_pool(pool: AsyncConnectionPool) -> None:

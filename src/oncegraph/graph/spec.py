@@ -18,9 +18,16 @@ class NodeSpec:
     is_async: bool
     takes_config: bool
     timeout: float | None = None  # overrides the run's node_timeout when set
+    inline: bool = False  # a sync node called on the event loop thread (no hand-off)
 
     @classmethod
-    def of(cls, name: str, fn: Callable[..., Any], timeout: float | None = None) -> NodeSpec:
+    def of(
+        cls,
+        name: str,
+        fn: Callable[..., Any],
+        timeout: float | None = None,
+        inline: bool = False,
+    ) -> NodeSpec:
         target = fn if inspect.isroutine(fn) else type(fn).__call__
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
         try:
@@ -31,7 +38,7 @@ class NodeSpec:
             ]
         except (TypeError, ValueError):
             params = []
-        return cls(name, fn, is_async, len(params) >= 2, timeout)
+        return cls(name, fn, is_async, len(params) >= 2, timeout, inline)
 
 
 @dataclass(frozen=True, slots=True)

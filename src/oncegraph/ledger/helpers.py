@@ -112,7 +112,10 @@ def effect(
     except RuntimeError:
         pass
     else:
-        raise ConfigError("effect() is for sync nodes; in an async node use await aeffect(...)")
+        raise ConfigError(
+            "effect() is for sync nodes running in a worker thread; in an async node use "
+            "await aeffect(...), and do not mark a node that calls effect() inline=True"
+        )
     call = _call(
         ctx,
         fn,

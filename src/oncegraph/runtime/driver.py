@@ -49,6 +49,7 @@ from oncegraph.storage.records import (
 )
 
 if TYPE_CHECKING:
+    from oncegraph.graph.spec import NodeSpec
     from oncegraph.runtime.app import CompiledGraph
     from oncegraph.storage.protocols import Checkpointer
 
@@ -369,6 +370,22 @@ class Runner:
         self._emit_step(nxt, {r.node: r.update for r in results})
         return nxt
 
+    async def _call_node(self, node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
+        """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
+        timeout = node.timeout if node.timeout is not None else self.config.node_timeout
+        call = node.fn(*args) if node.is_async else asyncio.to_thread(node.fn, *args)
+        if timeout is None:
+            return await call
+        try:
+            async with asyncio.timeout(timeout) as cm:
+                return await call
+        except TimeoutError as exc:
+            if cm.expired():
+                raise NodeTimeoutError(
+                    f"node {ctx.node!r} ran longer than node_timeout={timeout}s", node=ctx.node
+                ) from exc
+            raise
+
     async def _run_task(self, ctx: TaskContext, head: Head, *, save: bool) -> _Outcome:
         node = self.spec.nodes[ctx.node]
         outcome = _Outcome(ctx.node)
@@ -379,24 +396,10 @@ class Runner:
             args: tuple[Any, ...] = (
                 (state, self._node_config(ctx)) if node.takes_config else (state,)
             )
-            timeout = node.timeout if node.timeout is not None else self.config.node_timeout
-            if node.is_async:
-                call = node.fn(*args)
+            if node.inline:  # on the loop thread: no hand-off, no timeout
+                value = node.fn(*args)
             else:
-                call = asyncio.to_thread(node.fn, *args)
-            try:
-                if timeout is None:
-                    value = await call
-                else:
-                    async with asyncio.timeout(timeout) as cm:
-                        value = await call
-            except TimeoutError as exc:
-                if timeout is not None and cm.expired():
-                    raise NodeTimeoutError(
-                        f"node {ctx.node!r} ran longer than node_timeout={timeout}s",
-                        node=ctx.node,
-                    ) from exc
-                raise
+                value = await self._call_node(node, ctx, args)
             if ctx.interrupt_raised is not None:
                 raise InterruptSwallowedError(
                     f"node {ctx.node!r} caught the interrupt signal (a bare except or except "

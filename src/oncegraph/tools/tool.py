@@ -10,6 +10,11 @@ Plain functions work as tools unchanged (class ``write``). ``@tool(effect=...)``
 returns a :class:`~oncegraph.ledger.outcomes.Reconciled`; ``simulate(**args)`` stands in
 for the tool in simulation replays; ``probe(effect_record)`` checks an ``accepted``
 effect.
+
+A sync tool runs in a worker thread, so ``tool_timeout`` can be enforced and a slow call
+does not stall other runs on the event loop. ``@tool(inline=True)`` calls it on the event
+loop thread instead, saving the hand-off: for quick, CPU-only tools that never block. An
+inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Tool:
     retry: RetryPolicy | None = None
     timeout: float | None = None  # overrides the run's tool_timeout
     is_async: bool = field(default=False)
+    inline: bool = False  # a sync tool called on the event loop thread (no hand-off)
 
     @property
     def spec(self) -> ToolSpec:
@@ -57,10 +63,19 @@ class Tool:
         return self.recipient
 
     async def acall(self, args: dict[str, Any]) -> Any:
-        """Run the function: coroutines on the loop, sync functions in a worker thread."""
+        """Run the function: coroutines and inline tools on the loop, other sync functions
+        in a worker thread."""
         if self.is_async:
             return await self.fn(**args)
+        if self.inline:
+            return self.fn(**args)
         return await asyncio.to_thread(functools.partial(self.fn, **args))
+
+    def timeout_in(self, run_timeout: float | None) -> float | None:
+        """The timeout a call of this tool runs under: its own, else the run's; none inline."""
+        if self.inline:
+            return None
+        return self.timeout if self.timeout is not None else run_timeout
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -79,9 +94,21 @@ def _make(
     mask: Sequence[str] = (),
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    inline: bool = False,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
+    is_async = inspect.iscoroutinefunction(fn)
+    if inline and is_async:
+        raise ConfigError(
+            f"tool {fn!r} is a coroutine function; inline=True is for sync functions "
+            "(coroutines already run on the event loop)"
+        )
+    if inline and timeout is not None:
+        raise ConfigError(
+            f"tool {fn!r}: an inline tool runs on the event loop thread and cannot be timed "
+            "out; pass timeout= or inline=True, not both"
+        )
     key = effect.value if isinstance(effect, EffectClass) else effect
     if key not in _CLASSES:
         raise ConfigError(f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}")
@@ -103,7 +130,8 @@ def _make(
         mask=tuple(mask),
         retry=retry,
         timeout=timeout,
-        is_async=inspect.iscoroutinefunction(fn),
+        is_async=is_async,
+        inline=inline,
     )
 
 
@@ -124,6 +152,7 @@ def tool(
     mask: Sequence[str] = (),
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    inline: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -45,7 +45,7 @@ def _targets(spec: GraphSpec, node: str, values: Mapping[str, Any]) -> list[str]
     for branch in spec.branches.get(node, ()):
         state = spec.schema.to_node_input(values)
         picked = branch.router(state)
-        if inspect.isawaitable(picked):
+        if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
                 close()

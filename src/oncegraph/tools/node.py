@@ -57,8 +57,9 @@ class ToolNode:
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
         calls = list(last["tool_calls"])
-        fold = len(calls) == 1
-        results = await asyncio.gather(*(self._run(ctx, message_id, c, fold) for c in calls))
+        if len(calls) == 1:  # the common case: no task to schedule
+            return {self.messages_key: [await self._run(ctx, message_id, calls[0], True)]}
+        results = await asyncio.gather(*(self._run(ctx, message_id, c, False) for c in calls))
         return {self.messages_key: list(results)}
 
     async def _run(
@@ -109,7 +110,7 @@ class ToolNode:
             reconcile=tool.reconcile,
             probe=tool.probe,
             retry=tool.retry,
-            timeout=tool.timeout if tool.timeout is not None else ctx.config.tool_timeout,
+            timeout=tool.timeout_in(ctx.config.tool_timeout),
             fold=fold,
         )
         try:

@@ -57,6 +57,14 @@ def two_nodes(checkpointer: Checkpointer) -> CompiledGraph:
     return g.compile(checkpointer=checkpointer)
 
 
+def one_inline_node(checkpointer: Checkpointer, fn: Callable[..., Any]) -> CompiledGraph:
+    g = StateGraph(S)
+    g.add_node("only", fn, inline=True)
+    g.add_edge(START, "only")
+    g.add_edge("only", END)
+    return g.compile(checkpointer=checkpointer)
+
+
 def tool_graph(checkpointer: Checkpointer, fn: Callable[..., Any]) -> CompiledGraph:
     """One scripted assistant turn calling ``fn`` once, then the ToolNode."""
     name = getattr(fn, "name", None) or fn.__name__
@@ -96,11 +104,7 @@ def test_inline_node_is_not_timed_out(checkpointer: Checkpointer, run_path: RunP
         time.sleep(OVERRUN)
         return {"inline_on_loop": on_loop()}
 
-    g = StateGraph(S)
-    g.add_node("blocking", blocking, inline=True)
-    g.add_edge(START, "blocking")
-    g.add_edge("blocking", END)
-    app = g.compile(checkpointer=checkpointer)
+    app = one_inline_node(checkpointer, blocking)
     out = run_path(app, {}, {"thread_id": "t", "node_timeout": TIMEOUT})
     assert out["inline_on_loop"] is True
 
@@ -116,11 +120,7 @@ def test_inline_node_that_fails_fails_its_run_resumably(
             raise ValueError("first call fails")
         return {"inline_on_loop": on_loop()}
 
-    g = StateGraph(S)
-    g.add_node("flaky", flaky, inline=True)
-    g.add_edge(START, "flaky")
-    g.add_edge("flaky", END)
-    app = g.compile(checkpointer=checkpointer)
+    app = one_inline_node(checkpointer, flaky)
     with pytest.raises(Exception, match="first call fails"):
         run_path(app, {}, {"thread_id": "t"})
     assert app.runs(thread_id="t")[0].status is RunStatus.FAILED
@@ -145,11 +145,7 @@ def test_effect_helper_in_an_inline_node_names_the_fix(checkpointer: Checkpointe
         effect_helper(lambda: "charged", effect_type="charge")
         return {}
 
-    g = StateGraph(S)
-    g.add_node("pays", pays, inline=True)
-    g.add_edge(START, "pays")
-    g.add_edge("pays", END)
-    app = g.compile(checkpointer=checkpointer)
+    app = one_inline_node(checkpointer, pays)
     with pytest.raises(ConfigError, match="do not mark a node that calls effect\\(\\) inline"):
         app.invoke({}, {"thread_id": "t"})
     assert app.effects(thread_id="t") == []

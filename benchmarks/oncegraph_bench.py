@@ -8,7 +8,10 @@ Workloads (``--workloads``, comma-separated):
   graph mirrors ``benchmarks/peers/langgraph_toolloop.py`` (``langgraph-toolnode``).
   Stores: ``memory``, ``sqlite`` (file, WAL, synchronous=FULL: the default) and
   ``postgres`` (a fresh database per measurement). Counts durable commits (wrapped
-  ``commit``, ``begin_effect``, ``save_effect``) and rows/bytes written.
+  ``commit``, ``begin_effect``, ``save_effect``) and rows/bytes written. Variants
+  (``--variants``): ``default`` runs the sync model node and tool in worker threads (so
+  timeouts are enforceable); ``inline`` marks both ``inline=True``, running them on the
+  event loop thread as LangGraph's sync ``invoke`` runs its nodes.
 - ``growth``: the same ReAct shape with a ~200-byte tool result, so the message list grows
   with N; time and bytes stored per step at N = 10, 100, 1000 (sqlite, postgres).
 - ``resume``: a child process runs the loop on SQLite and is SIGKILLed by
@@ -47,6 +50,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from oncegraph import END, START, StateGraph, ToolNode, __version__, add_messages
+from oncegraph import tool as as_tool
 from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 
@@ -75,8 +79,14 @@ def record_payload(i: int) -> str:
     return f"done {i} {PAYLOAD}"
 
 
-def build(n: int, tool: Callable[..., str] = record_effect) -> StateGraph:
-    """The scripted ReAct loop: ``model`` -> ``tools`` -> ``model`` until N tool results."""
+def build(n: int, tool: Callable[..., str] = record_effect, *, inline: bool = False) -> StateGraph:
+    """The scripted ReAct loop: ``model`` -> ``tools`` -> ``model`` until N tool results.
+
+    ``inline``: the model node and the tool run on the event loop thread
+    (``add_node(..., inline=True)``, ``@tool(inline=True)``), as LangGraph's sync
+    ``invoke`` runs them, instead of in a worker thread (the default, which makes
+    timeouts enforceable).
+    """
     name = tool.__name__
 
     def model(state: dict[str, Any]) -> dict[str, Any]:
@@ -90,8 +100,8 @@ def build(n: int, tool: Callable[..., str] = record_effect) -> StateGraph:
         return "tools" if state["messages"][-1].get("tool_calls") else END
 
     g = StateGraph(Msgs)
-    g.add_node("model", model)
-    g.add_node("tools", ToolNode([tool]))
+    g.add_node("model", model, inline=inline)
+    g.add_node("tools", ToolNode([as_tool(tool, inline=inline)]))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", route, ["tools", END])
     g.add_edge("tools", "model")
@@ -243,11 +253,11 @@ async def _warm(store: Any) -> None:
     await build(2).compile(checkpointer=store).ainvoke(_input(2), _config("warmup", 2))
 
 
-async def loop_once(workload: str, kind: str, n: int) -> None:
+async def loop_once(workload: str, kind: str, n: int, variant: str = "default") -> None:
     tool = record_payload if workload == "growth" else record_effect
     async with open_store(kind) as (store, footprint):
         await _warm(store)
-        app = build(n, tool).compile(checkpointer=store)
+        app = build(n, tool, inline=variant == "inline").compile(checkpointer=store)
         counters = Counters(store)
         before = footprint()
         start_effects = len(EFFECTS)
@@ -263,6 +273,7 @@ async def loop_once(workload: str, kind: str, n: int) -> None:
         kind,
         n,
         seconds,
+        variant=variant,
         commits=counters.snapshot(),
         commits_per_step=round(counters.total() / n, 3),
         rows_per_step=round(rows / n, 2),
@@ -387,6 +398,11 @@ def main() -> None:
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
+    parser.add_argument(
+        "--variants",
+        default="default,inline",
+        help="tool-loop variants: default (sync callables in worker threads), inline",
+    )
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     if args.profile:
@@ -398,7 +414,8 @@ def main() -> None:
     if "toolloop" in workloads:
         for kind in stores:
             for n in map(int, args.n.split(",")):
-                asyncio.run(loop_once("toolloop", kind, n))
+                for variant in args.variants.split(","):
+                    asyncio.run(loop_once("toolloop", kind, n, variant))
     if "growth" in workloads:
         for kind in durable:
             for n in map(int, args.growth_n.split(",")):

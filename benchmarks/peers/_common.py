@@ -33,7 +33,9 @@ def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("n", nargs="*", type=int, default=[10, 200, 1000], help="steps per run")
     parser.add_argument("--stores", default=",".join(STORES), help="sqlite,postgres")
+    parser.add_argument("--shapes", default="", help="graph shapes to run (default: all)")
     args = parser.parse_args()
+    args.shapes = [s for s in args.shapes.split(",") if s]
     args.stores = [s for s in args.stores.split(",") if s]
     unknown = set(args.stores) - set(STORES)
     if unknown:

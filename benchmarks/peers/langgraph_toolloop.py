@@ -9,6 +9,8 @@ before the next step runs:
 - ``node-loop``: one node that calls the tool and loops to itself until N.
 
     benchmarks/.venvs/langgraph/bin/python benchmarks/peers/langgraph_toolloop.py 10 200 1000
+    benchmarks/.venvs/langgraph/bin/python benchmarks/peers/langgraph_toolloop.py 200 \
+        --shapes toolnode
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ def measure(shape: str, build: Callable[[int], StateGraph], store: str, n: int) 
 def main() -> None:
     args = parse_args(__doc__ or "")
     for shape, build in (("toolnode", toolnode_graph), ("node-loop", node_loop_graph)):
+        if args.shapes and shape not in args.shapes:
+            continue
         for store in args.stores:
             for n in args.n:
                 measure(shape, build, store, n)

@@ -3,18 +3,21 @@
 Runs the floor, oncegraph (all workloads) and the peers' tool loop, each peer with its own
 virtualenv python (``benchmarks/.venvs/<peer>``, made by ``benchmarks/peers/setup_venvs.sh``),
 then prints a markdown table with ratios: oncegraph vs LangGraph ToolNode, vs 10xGraph, vs
-the floor (per-step cost / (durable commits per step x median floor commit)).
+the floor (per-step cost / (durable commits per step x the floor's mean commit)).
 
-    python benchmarks/run_all.py            # about 5-10 minutes on 2 cores
+    python benchmarks/run_all.py             # about 5 minutes on 2 quiet cores
+    python benchmarks/run_all.py --quick     # the floor and the N = 200 rounds only
+    python benchmarks/run_all.py results/<file>.jsonl   # re-render a results file
 
 10xGraph runs at N = 10 and 200 only, each capped by BENCH_TENXGRAPH_CAP_SECONDS (20 here),
 because its cost per step grows with N.
 
-The budget's N = 200 comparison is measured in ``BENCH_ROUNDS`` (default 5) interleaved
-rounds: each round runs oncegraph, LangGraph's ToolNode graph and DBOS back to back, so a
-burst of load on this shared machine hits every framework alike. The table shows each
-framework's median over the rounds, and each ratio is the median of the per-round ratios
-(with its range).
+The budget's N = 200 comparison is measured in ``--rounds`` (``BENCH_ROUNDS``, default 3)
+interleaved rounds: each round runs oncegraph, LangGraph's ToolNode graph and DBOS back to
+back, so a burst of load on this shared machine hits every framework alike. The table shows
+each framework's median over the rounds, and each ratio is the median of the per-round
+ratios (with its range). Rows are appended to the .jsonl as each process ends, so a run cut
+short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ PEERS = HERE / "peers"
 VENVS = HERE / ".venvs"
 RESULTS = HERE / "results"
 NS = ["10", "200", "1000"]
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 ROUND_N = 200
 
 

@@ -26,7 +26,7 @@ class TestInMemory(CheckpointerConformance):
 
 def _python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=60
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, timeout=300
     )
 
 

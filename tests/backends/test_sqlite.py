@@ -210,7 +210,7 @@ def _run_script(script: str, *args: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-W", "error", "-c", script, *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
 
 

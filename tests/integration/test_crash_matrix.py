@@ -226,7 +226,7 @@ class World:
             args.append("--parallel")
         args.extend(extra)
         crash_at = (crash, TOOL_STEP_HIT[crash]) if crash is not None else None
-        return run_in_subprocess(WORKER, args, timeout=60, crash_at=crash_at)
+        return run_in_subprocess(WORKER, args, timeout=300, crash_at=crash_at)
 
     def crash(self, point: str, *, tool: str, path: str, parallel: bool = False) -> None:
         """Run the worker with a crash plan and assert it died by SIGKILL."""

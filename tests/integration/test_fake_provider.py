@@ -341,7 +341,7 @@ def test_subprocess_killed_mid_request_keeps_the_effect_in_its_state_file(
 
     def worker() -> None:
         try:
-            ProviderClient(first.url, timeout=30.0).charge(
+            ProviderClient(first.url, timeout=120.0).charge(
                 4, "eur", "o-6", idempotency_key="crash-1"
             )
         except BaseException as exc:

@@ -63,7 +63,7 @@ def _wait_for_marker(proc: subprocess.Popen[str], marker: Path) -> None:
 
 
 def _finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     values: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return values
@@ -116,7 +116,7 @@ def test_sigkill_in_the_middle_of_a_node_then_resume_in_a_fresh_process(
     _wait_for_marker(proc, tmp_path / "middle.marker")
     assert int((tmp_path / "middle.marker").read_text()) == proc.pid
     os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL
     assert _executions(tmp_path) == ["first", "middle:start"]
 
@@ -130,7 +130,7 @@ def test_oncegraph_crash_at_before_checkpoint_then_resume_in_a_fresh_process(
 ) -> None:
     # the 2nd step checkpoint is the one after `middle`: the node ran, its commit did not
     proc = _spawn(tmp_path, path, "start", ONCEGRAPH_CRASH_AT="before_checkpoint:2")
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=300)
     assert proc.returncode == -signal.SIGKILL, err
     assert out == ""
     assert _executions(tmp_path) == ["first", "middle:start", "middle:end"]
@@ -151,13 +151,13 @@ def test_oncegraph_crash_at_before_checkpoint_then_resume_in_a_fresh_process(
 
 def test_a_second_resume_after_completion_is_refused(tmp_path: Path) -> None:
     proc = _spawn(tmp_path, "invoke", "start", ONCEGRAPH_CRASH_AT="after_checkpoint:1")
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=300)
     assert proc.returncode == -signal.SIGKILL
     assert _executions(tmp_path) == ["first"]
     _finish(_spawn(tmp_path, "invoke", "resume"))
     assert _executions(tmp_path) == ["first", "middle:start", "middle:end", "last"]
     again = _spawn(tmp_path, "invoke", "resume")
-    _, err = again.communicate(timeout=60)
+    _, err = again.communicate(timeout=300)
     assert again.returncode != 0
     assert "NoRunToResumeError" in err
     assert _executions(tmp_path) == ["first", "middle:start", "middle:end", "last"]

@@ -298,12 +298,12 @@ def test_refund_happens_once_across_a_sigkill(
     ]
     env = {k: os.environ[k] for k in ("GOOGLE_GEMINI_BASE_URL", "GEMINI_API_KEY")}
     crashed = run_in_subprocess(
-        __file__, [*args, "--mode", "run"], env=env, crash_at=(point, nth), timeout=90
+        __file__, [*args, "--mode", "run"], env=env, crash_at=(point, nth), timeout=300
     )
     assert crashed.killed, crashed.describe()
     assert calls.read_text().splitlines() == ["refund_order"], "the refund ran before the kill"
 
-    resumed = run_in_subprocess(__file__, [*args, "--mode", "resume"], env=env, timeout=90)
+    resumed = run_in_subprocess(__file__, [*args, "--mode", "resume"], env=env, timeout=300)
     assert resumed.returncode == 0, resumed.describe()
     report = resumed.json()
     assert report["final"] == ANSWER

@@ -100,7 +100,7 @@ def run_in_subprocess(
     target: str | os.PathLike[str],
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-    timeout: float = 60.0,
+    timeout: float = 300.0,
     *,
     crash_at: str | tuple[str, int] | None = None,
     cwd: str | os.PathLike[str] | None = None,

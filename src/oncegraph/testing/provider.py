@@ -712,7 +712,7 @@ def serve_forever_in_subprocess(
     *,
     port: int = 0,
     state_file: str | Path | None = None,
-    timeout: float = 15.0,
+    timeout: float = 120.0,
 ) -> ProviderProcess:
     """Start ``python -m oncegraph.testing.provider`` and wait until it has written its port.
 

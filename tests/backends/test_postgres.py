@@ -68,7 +68,7 @@ def _unreachable(reason: str) -> None:
 def pg_admin() -> str:
     """The DSN of the database new test databases are created from."""
     try:
-        psycopg.connect(PG_DSN, connect_timeout=3, autocommit=True).close()
+        psycopg.connect(PG_DSN, connect_timeout=10, autocommit=True).close()
     except psycopg.Error as exc:
         _unreachable(f"{exc}".strip())
     return PG_DSN

@@ -42,7 +42,7 @@ REDIS_URL = os.environ.get("ONCEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3, socket_timeout=3)
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=10, socket_timeout=10)
         try:
             client.ping()
         finally:
@@ -78,9 +78,15 @@ def prefix(redis_url: str) -> Iterator[str]:
         client.close()
 
 
+def patient(url: str, prefix: str, **kwargs: Any) -> RedisCache:
+    """A cache for tests that are not about timeouts: generous socket and pool timeouts,
+    so a loaded test machine does not turn a slow connect into a (correct) cache miss."""
+    return RedisCache(url, prefix=prefix, socket_timeout=30, pool_timeout=30, **kwargs)
+
+
 @pytest.fixture
 async def cache(redis_url: str, prefix: str) -> AsyncIterator[RedisCache]:
-    store = RedisCache(redis_url, prefix=prefix)
+    store = patient(redis_url, prefix)
     yield store
     await store.aclose()
 
@@ -118,7 +124,7 @@ async def test_racing_writers_never_regress(
 ) -> None:
     """Many tasks over several clients write shuffled versions; the newest stays."""
     caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
-    caches = [RedisCache(redis_url, prefix=prefix) for _ in range(4)]
+    caches = [patient(redis_url, prefix) for _ in range(4)]
     versions = list(range(1, 201))
     random.Random(7).shuffle(versions)
     try:
@@ -146,7 +152,7 @@ async def test_racing_writers_never_regress(
 
 
 async def test_ttl_is_set_with_the_value(redis_url: str, prefix: str) -> None:
-    cache = RedisCache(redis_url, prefix=prefix, ttl_seconds=30)
+    cache = patient(redis_url, prefix, ttl_seconds=30)
     client = redis.Redis.from_url(redis_url)
     try:
         assert await cache.put_state("t", 1, b"x")
@@ -160,7 +166,7 @@ async def test_ttl_is_set_with_the_value(redis_url: str, prefix: str) -> None:
 
 
 async def test_flush_between_puts_is_harmless(flush_url: str, prefix: str) -> None:
-    cache = RedisCache(flush_url, prefix=prefix)
+    cache = patient(flush_url, prefix)
     client = redis.Redis.from_url(flush_url)
     try:
         assert await cache.put_state("t", 5, b"five")
@@ -262,10 +268,12 @@ async def pg_cached(
     flush_url: str,
     prefix: str,
 ) -> AsyncIterator[PgCheckpointer]:
-    store = PgCheckpointer(postgres_dsn=fresh_dsn, redis_url=flush_url, cache_prefix=prefix)
+    cache = patient(flush_url, prefix)
+    store = PgCheckpointer(postgres_dsn=fresh_dsn, cache=cache)
     await store.setup()
     yield store
     await store.aclose()
+    await cache.aclose()
 
 
 async def three_versions(store: PgCheckpointer) -> tuple[str, list[Any]]:

@@ -148,7 +148,7 @@ _WORKER = textwrap.dedent(
         store = SqliteCheckpointer(path)
         await store.setup()
         open(f"{path}.ready.{name}", "w").close()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while not os.path.exists(f"{path}.go") and time.monotonic() < deadline:
             time.sleep(0.001)  # start together, so the commits really interleave
         wins = stale = 0
@@ -188,7 +188,7 @@ def _run_workers(path: str, tid: str, rid: str, target: int) -> list[dict[str, i
         )
         for name in ("a", "b")
     ]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # hang detectors, sized for a loaded VM
     while time.monotonic() < deadline and not all(
         Path(f"{path}.ready.{name}").exists() for name in ("a", "b")
     ):
@@ -198,7 +198,7 @@ def _run_workers(path: str, tid: str, rid: str, target: int) -> list[dict[str, i
     Path(f"{path}.go").touch()
     outputs = []
     for proc in procs:
-        out, err = proc.communicate(timeout=100)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         assert "locked" not in err and err.strip() == "", err
         outputs.append(json.loads(out))

@@ -22,7 +22,7 @@ def test_demo_crashes_resumes_and_refunds_once(tmp_path: Path) -> None:
         [sys.executable, "-m", "oncegraph.cli", "demo", "--db", str(db)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=600,  # a hang detector: the demo starts two processes and a provider
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "killed by SIGKILL" in out.stdout

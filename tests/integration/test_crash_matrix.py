@@ -85,7 +85,7 @@ from oncegraph.testing.provider import (
     serve_forever_in_subprocess,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("crash_worker.py")
 PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -143,7 +143,7 @@ def pg_admin() -> str:
     import psycopg
 
     try:
-        psycopg.connect(PG_DSN, connect_timeout=3, autocommit=True).close()
+        psycopg.connect(PG_DSN, connect_timeout=10, autocommit=True).close()
     except psycopg.Error as exc:
         _pg_unreachable(f"{exc}".strip())
     return PG_DSN

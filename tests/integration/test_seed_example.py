@@ -193,13 +193,13 @@ def _reachable(backend: str) -> None:
     try:
         import psycopg
 
-        psycopg.connect(PG_DSN, connect_timeout=3).close()
+        psycopg.connect(PG_DSN, connect_timeout=10).close()
     except Exception as exc:
         problems.append(f"PostgreSQL at {PG_DSN}: {exc}")
     try:
         import redis
 
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=10)
         try:
             client.ping()
         finally:

@@ -84,8 +84,8 @@ def test_node_timeout_fails_the_run_resumably(
     assert app.get_state(cfg).next == ("slow",)
     assert issubclass(NodeTimeoutError, NodeError) and issubclass(NodeTimeoutError, TimeoutError)
 
-    hang[0] = False
-    out = run_path(app, None, {**cfg, "node_timeout": SHORT})
+    hang[0] = False  # the resume gets a limit no loaded machine reaches
+    out = run_path(app, None, {**cfg, "node_timeout": LONG})
     assert out["done"] == "yes" and calls == ["slow", "slow"]
     assert _status(app, "t") is RunStatus.COMPLETED
 
@@ -138,7 +138,9 @@ def test_timeouts_are_stored_with_the_run(checkpointer: Checkpointer) -> None:
 
 
 def _agent(checkpointer: Checkpointer, tools: list[Any], name: str) -> CompiledGraph:
-    def agent(state: S) -> dict[str, Any]:
+    # A coroutine that never suspends cannot be timed out however loaded the machine is,
+    # so a short node_timeout can only ever hit the tools node.
+    async def agent(state: S) -> dict[str, Any]:
         last = state["messages"][-1]
         if last["role"] == "tool":
             return {"done": last["content"]}
@@ -177,8 +179,8 @@ def test_tool_timeout_is_an_unknown_outcome_and_resume_reuses_the_key(
     assert record.status is EffectStatus.PENDING
     assert record.attempts[-1].outcome == "timeout"
 
-    hang[0] = False
-    out = run_path(app, None, cfg)
+    hang[0] = False  # the resume gets a limit no loaded machine reaches
+    out = run_path(app, None, {**cfg, "tool_timeout": LONG})
     assert out["done"] == "shipped o1"
     assert len(keys) == 2 and keys[0] == keys[1] == record.effect_id
     (record,) = app.effects(thread_id="t")

@@ -23,7 +23,8 @@ def _worker(mode: str, db: Path, url: str, thread: str, crash_at: str | None) ->
     if crash_at:
         env["ONCEGRAPH_CRASH_AT"] = crash_at
     cmd = [sys.executable, "-m", "oncegraph.cli.demo_agent", mode, str(db), url, thread]
-    return subprocess.run(cmd, env=env, capture_output=True, timeout=120).returncode
+    # A hang detector, not a speed limit: a loaded machine may take minutes to start Python.
+    return subprocess.run(cmd, env=env, capture_output=True, timeout=600).returncode
 
 
 def run_demo(db: Path | None = None, crash_at: str = "in_tool") -> int:

@@ -40,6 +40,7 @@ from oncegraph.storage.records import (
     TaskWrite,
 )
 from oncegraph.storage.sql import postgres
+from oncegraph.storage.sql.pg_step import numbered, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 from oncegraph.testing.conformance import (
@@ -371,6 +372,7 @@ RACE_WORKER = """
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1])
 from test_postgres import race_commits
+from oncegraph.storage.sql.pg_step import numbered, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 
 async def main():
@@ -514,6 +516,65 @@ async def test_lease_taken_while_commit_waits_on_the_run_row(fresh_dsn: str) -> 
         assert await store.get_checkpoint(tid, cp2.checkpoint_id) is None
         run = await store.get_run(rid)
         assert run is not None and run.status is RunStatus.RUNNING and run.fencing_token == 1
+    finally:
+        await store.aclose()
+
+
+# -- the one-message step commit (pg_step) ---------------------------------------------
+
+
+def test_placeholders_are_numbered_in_order() -> None:
+    assert numbered("UPDATE t SET a = ?, b = ? WHERE c = ?") == (
+        "UPDATE t SET a = $1, b = $2 WHERE c = $3"
+    )
+    assert numbered("SELECT 1") == "SELECT 1"
+
+
+async def test_step_is_one_message_of_prepared_statements(fresh_dsn: str) -> None:
+    store = PgCheckpointer(fresh_dsn, min_size=1, max_size=1)
+    try:
+        tid, rid, cp1 = await start_thread(store)
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        script, params = step_script(
+            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, fence=0), 1.0
+        )
+        assert "BEGIN" not in script and "COMMIT" not in script  # one implicit transaction
+        assert [line.split("(")[0] for line in script.split(";\n")] == [
+            "EXECUTE og_thread_cas",
+            "EXECUTE og_check_head",
+            "EXECUTE og_run_touch_fenced",
+            "EXECUTE og_check_run",
+            "EXECUTE og_checkpoint_insert",
+        ]
+        assert script.count("%s") == len(params)
+        pool = store._pools.peek()
+        assert pool is not None
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'og\\_%'"
+            )
+            assert (await cur.fetchone()) == (12,)
+    finally:
+        await store.aclose()
+
+
+async def test_session_that_lost_its_prepared_statements_commits(fresh_dsn: str) -> None:
+    """A pooler's DISCARD ALL (or a DBA's DEALLOCATE) between steps costs one re-prepare;
+    the failed message committed nothing, so the step is sent again, once."""
+    store = PgCheckpointer(fresh_dsn, min_size=1, max_size=1)
+    try:
+        tid, rid, cp1 = await start_thread(store)
+        pool = store._pools.peek()
+        assert pool is not None
+        async with pool.connection() as conn:
+            await conn.execute("DEALLOCATE og_thread_cas", prepare=False)
+            await conn.execute("DEALLOCATE og_checkpoint_insert", prepare=False)
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        await store.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        assert await store.get_checkpoint(tid) == cp2
+        thread = await store.get_thread(tid)
+        assert thread is not None and thread.version == 2
+        assert [r[0] for r in sql(fresh_dsn, "SELECT count(*) FROM oncegraph_checkpoints")] == [2]
     finally:
         await store.aclose()
 

@@ -73,6 +73,14 @@ NESTED: dict[str, Any] = {
 }
 
 
+# Text that breaks naively built SQL: quotes, backslashes, placeholders of every driver
+# style, a statement separator, comments, an escape-string prefix, control characters.
+HOSTILE = (
+    'it\'s a "test" \\ back\\slash %s %% %(x)s $1 ? :name ; '
+    "DROP TABLE oncegraph_threads; -- /* c */ E'\\x41' \n\t\r ✓ 🚀"
+)
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
@@ -914,6 +922,39 @@ class CheckpointerConformance:
         big = got_cp.values["state"]["big"]
         assert big == 2**63 - 1 and isinstance(big, int)
         assert isinstance(got_cp.values["state"]["float"], float)
+
+    async def test_sql_metacharacters_are_data(self, checkpointer: Checkpointer) -> None:
+        # Quotes, backslashes, placeholders, statement separators and comments in every
+        # text a step writes come back unchanged, and the step still commits as a whole.
+        tid, rid = new_id("thread") + "'; -- %s $1", new_id("run")
+        cp1 = make_checkpoint(tid, rid, 1)
+        first = StepCommit(tid, 0, cp1, new_run=make_run(tid, rid))
+        await checkpointer.commit(first)
+        cp2 = make_checkpoint(
+            tid, rid, 2, parent=cp1.checkpoint_id, values={"v": HOSTILE}, metadata={HOSTILE: 1}
+        )
+        effect = make_effect(rid, tid, request={"q": HOSTILE}, result=HOSTILE)
+        await checkpointer.commit(
+            StepCommit(
+                thread_id=tid,
+                expected_version=1,
+                checkpoint=cp2,
+                log=[LogEntry("messages", 0, HOSTILE)],
+                effects=[effect],
+                run_status=RunStatus.FAILED,
+                run_error=HOSTILE,
+            )
+        )
+        got = await checkpointer.get_checkpoint(tid)
+        assert got is not None
+        assert (got.values, got.metadata) == ({"v": HOSTILE}, {HOSTILE: 1})
+        assert await checkpointer.read_log(tid, "messages", 1) == [HOSTILE]
+        run = await checkpointer.get_run(rid)
+        assert run is not None and (run.status, run.error) == (RunStatus.FAILED, HOSTILE)
+        saved = await checkpointer.get_effect(effect.effect_id)
+        assert saved is not None and (saved.request, saved.result) == ({"q": HOSTILE}, HOSTILE)
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None and thread.version == 2
 
     async def test_json_normalizes_like_json(self, checkpointer: Checkpointer) -> None:
         # tuples come back as lists and int keys as strings, on every backend alike

@@ -2,8 +2,8 @@
 
 The statements are those of :mod:`oncegraph.storage.sql.statements`, converted once at
 import from ``?`` to ``%s``; rows go through :mod:`oncegraph.storage.sql.rows`. This
-module only adds what is PostgreSQL's own: the pool, pipelining, the migration lock
-and the error mapping.
+module only adds what is PostgreSQL's own: the pool, the one-message step commit, the
+migration lock and the error mapping.
 
 Invariants:
 
@@ -15,8 +15,9 @@ Invariants:
 * **A step is one transaction** (:class:`~oncegraph.storage.records.StepCommit`):
   the thread-version compare-and-swap comes first (it takes the thread's row lock, so
   racing writers of one thread queue behind it and re-check the version), then the
-  run fence, the rows, and the head move. All statements are pipelined and checked
-  at one sync point before COMMIT; any failure rolls the whole step back.
+  run fence, the rows, and the head move, in ONE message that PostgreSQL runs as one
+  implicit transaction (:mod:`oncegraph.storage.sql.pg_step`): any failure rolls the
+  whole step back, in one round trip.
 * **Migrations are serialized** by ``pg_advisory_xact_lock`` inside one transaction,
   so processes starting at once apply each migration exactly once; a database newer
   than this code is never touched.
@@ -76,6 +77,7 @@ from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
+from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 
 log = logging.getLogger("oncegraph.storage.postgres")
@@ -83,32 +85,18 @@ log = logging.getLogger("oncegraph.storage.postgres")
 _pg = S.to_format_params
 
 # -- statements, converted once ------------------------------------------------------
-THREAD_INSERT = _pg(S.THREAD_INSERT)
-THREAD_CAS = _pg(S.THREAD_CAS)
 THREAD_SELECT = _pg(S.THREAD_SELECT)
-CHECKPOINT_INSERT = _pg(S.CHECKPOINT_INSERT)
 CHECKPOINT_SELECT = _pg(S.CHECKPOINT_SELECT)
 CHECKPOINT_SELECT_HEAD = _pg(S.CHECKPOINT_SELECT_HEAD)
 CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
 CHECKPOINT_LIST_BY_RUN = _pg(S.CHECKPOINT_LIST_BY_RUN)
-LOG_INSERT = _pg(S.LOG_INSERT)
 LOG_SELECT = _pg(S.LOG_SELECT)
 RUN_INSERT = _pg(S.RUN_INSERT)
 RUN_SELECT = _pg(S.RUN_SELECT)
 RUN_EXISTS = _pg(S.RUN_EXISTS)
-# PostgreSQL-only guards of the one-round-trip commit: 1/0 aborts the transaction when the
-# CAS (or the run update) matched nothing, before anything after it runs.
-_CHECK_HEAD = (
-    "SELECT 1 / count(*) FROM oncegraph_threads WHERE thread_id = %s AND head_checkpoint_id = %s"
-)
-_CHECK_RUN = (
-    "SELECT 1 / count(*) FROM oncegraph_runs "
-    "WHERE run_id = %s AND (%s::bigint IS NULL OR fencing_token = %s)"
-)
 THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
 RUN_SET_STATUS = _pg(S.RUN_SET_STATUS)
 RUN_SET_STATUS_FENCED = _pg(S.RUN_SET_STATUS_FENCED)
-RUN_TOUCH_FENCED = _pg(S.RUN_TOUCH_FENCED)
 TASK_WRITE_UPSERT = _pg(S.TASK_WRITE_UPSERT)
 TASK_WRITES_SELECT = _pg(S.TASK_WRITES_SELECT)
 TASK_WRITES_DELETE = _pg(S.TASK_WRITES_DELETE)
@@ -243,6 +231,7 @@ class PgCheckpointer:
         self.cache: Cache | None = cache
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._schema_ok = False
+        self._steps = StepWriter()
 
     def __repr__(self) -> str:
         cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
@@ -299,72 +288,16 @@ class PgCheckpointer:
 
     async def commit(self, commit: StepCommit) -> None:
         rows.check_commit(commit)
-        cp = commit.checkpoint
-        cp_params = rows.checkpoint_to_params(cp)
-        log_params = rows.log_params(commit.thread_id, commit.log)
-        run_params = rows.run_to_params(commit.new_run) if commit.new_run else None
-        effect_params = [rows.effect_to_params(e) for e in commit.effects]
         ts = now()
-        needs_run = commit.fence is not None or commit.run_status is not None
         pool = await self._ready()
         with _mapped("commit", self._where):
             async with pool.connection() as conn:
                 try:
-                    # ONE round trip: BEGIN ... COMMIT in a single pipeline sync. The checks
-                    # after the CAS and the run update abort the transaction on the server
-                    # (division by zero) when they did not match, so nothing is committed.
-                    async with conn.pipeline() as pipe:
-                        await conn.execute("BEGIN")
-                        if commit.expected_version == 0:
-                            await conn.execute(
-                                THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts)
-                            )
-                        else:
-                            await conn.execute(
-                                THREAD_CAS,
-                                (
-                                    commit.expected_version + 1,
-                                    cp.checkpoint_id,
-                                    ts,
-                                    commit.thread_id,
-                                    commit.expected_version,
-                                ),
-                            )
-                        await conn.execute(_CHECK_HEAD, (commit.thread_id, cp.checkpoint_id))
-                        if run_params is not None:
-                            await conn.execute(RUN_INSERT, run_params)
-                        if commit.run_status is not None:
-                            status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
-                            if commit.fence is None:
-                                await conn.execute(RUN_SET_STATUS, status)
-                            else:
-                                await conn.execute(RUN_SET_STATUS_FENCED, (*status, commit.fence))
-                        elif commit.fence is not None:
-                            await conn.execute(RUN_TOUCH_FENCED, (ts, cp.run_id, commit.fence))
-                        if needs_run:
-                            await conn.execute(_CHECK_RUN, (cp.run_id, commit.fence, commit.fence))
-                        await conn.execute(CHECKPOINT_INSERT, cp_params)
-                        if log_params:
-                            await conn.cursor().executemany(LOG_INSERT, log_params)
-                        if effect_params:
-                            await conn.cursor().executemany(EFFECT_UPSERT_RESULT, effect_params)
-                        if commit.clear_task_writes_of is not None:
-                            await conn.execute(
-                                TASK_WRITES_DELETE,
-                                (commit.thread_id, commit.clear_task_writes_of),
-                            )
-                        await conn.execute("COMMIT")
-                        await pipe.sync()
+                    await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
                 except psycopg.Error as exc:
-                    # psycopg's prepared-statement bookkeeping cannot be trusted after an
-                    # aborted pipeline: explain on this connection without preparing, then
-                    # close it so the pool replaces it.
-                    try:
-                        await conn.execute("ROLLBACK", prepare=False)
-                        await self._explain_failed_commit(conn, commit, exc)
-                    finally:
-                        await conn.close()
+                    await self._explain_failed_commit(conn, commit, exc)
         if self.cache is not None:
+            cp = commit.checkpoint
             await self.cache.put_state(commit.thread_id, cp.version, _cache_payload(cp))
 
     async def _explain_failed_commit(

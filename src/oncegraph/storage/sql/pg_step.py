@@ -1,0 +1,143 @@
+"""PostgreSQL's step commit: one message, one round trip, one transaction.
+
+A step (:class:`~oncegraph.storage.records.StepCommit`) is up to a dozen statements:
+the thread-version compare-and-swap, its check, the run's insert / status / fence, the
+checkpoint, log entries, effect results, and the cleanup of task writes.
+
+Invariants:
+
+* **One implicit transaction.** The statements go to the server as ONE simple-query
+  message with no BEGIN or COMMIT of its own, which PostgreSQL runs as one transaction:
+  if any statement fails, none of them is committed. The checks after the CAS and the
+  run update divide by zero when they matched nothing, so a lost race aborts the step
+  before anything after it runs.
+* **Prepared once per connection.** The statements are ``PREPARE``d (named ``og_*``,
+  apart from psycopg's own ``_pg3_*``) the first time a connection commits a step; the
+  message is then a list of ``EXECUTE og_...(...)`` whose arguments are bound
+  client-side by psycopg's ``ClientCursor``, which quotes every value as a literal. A
+  session that lost its prepared statements (``DISCARD ALL`` by a pooler) gets them
+  again, and the step is sent again: the failed message committed nothing.
+
+Why not pipelining: on loopback PostgreSQL 15 with async psycopg, five statements cost
+~0.24-0.29 ms per commit this way, against ~0.36-0.39 ms pipelined (BEGIN ... COMMIT,
+one sync: the pipeline takes a round of the event loop per statement) and ~0.31-0.33 ms
+unprepared in one message (a parse and plan per statement).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from oncegraph.storage.records import StepCommit
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+
+# 1/0 aborts the transaction when the CAS (or the run update) matched nothing.
+CHECK_HEAD = (
+    "SELECT 1 / count(*) FROM oncegraph_threads WHERE thread_id = ? AND head_checkpoint_id = ?"
+)
+CHECK_RUN = (
+    "SELECT 1 / count(*) FROM oncegraph_runs "
+    "WHERE run_id = ? AND (?::bigint IS NULL OR fencing_token = ?)"
+)
+
+_STATEMENTS = {
+    "og_thread_insert": S.THREAD_INSERT,
+    "og_thread_cas": S.THREAD_CAS,
+    "og_check_head": CHECK_HEAD,
+    "og_run_insert": S.RUN_INSERT,
+    "og_run_status": S.RUN_SET_STATUS,
+    "og_run_status_fenced": S.RUN_SET_STATUS_FENCED,
+    "og_run_touch_fenced": S.RUN_TOUCH_FENCED,
+    "og_check_run": CHECK_RUN,
+    "og_checkpoint_insert": S.CHECKPOINT_INSERT,
+    "og_log_insert": S.LOG_INSERT,
+    "og_effect_upsert": S.EFFECT_UPSERT_RESULT,
+    "og_task_writes_delete": S.TASK_WRITES_DELETE,
+}
+_PREPARED_NAMES = "SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)"
+
+
+def numbered(sql: str) -> str:
+    """``?`` placeholders -> ``$1``, ``$2``, ... (the statements hold no literal ``?``)."""
+    pieces = sql.split("?")
+    out = [pieces[0]]
+    for i, piece in enumerate(pieces[1:], start=1):
+        out.append(f"${i}{piece}")
+    return "".join(out)
+
+
+def _prepare(name: str) -> str:
+    return f"PREPARE {name} AS {numbered(_STATEMENTS[name])}"
+
+
+def step_script(commit: StepCommit, ts: float) -> tuple[str, list[Any]]:
+    """The step as one message of ``EXECUTE``s, and its arguments in order."""
+    cp = commit.checkpoint
+    parts: list[tuple[str, Sequence[Any]]] = []
+    if commit.expected_version == 0:
+        parts.append(("og_thread_insert", (commit.thread_id, 1, cp.checkpoint_id, ts)))
+    else:
+        cas = (commit.expected_version + 1, cp.checkpoint_id, ts, commit.thread_id)
+        parts.append(("og_thread_cas", (*cas, commit.expected_version)))
+    parts.append(("og_check_head", (commit.thread_id, cp.checkpoint_id)))
+    if commit.new_run is not None:
+        parts.append(("og_run_insert", rows.run_to_params(commit.new_run)))
+    if commit.run_status is not None:
+        status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
+        if commit.fence is None:
+            parts.append(("og_run_status", status))
+        else:
+            parts.append(("og_run_status_fenced", (*status, commit.fence)))
+    elif commit.fence is not None:
+        parts.append(("og_run_touch_fenced", (ts, cp.run_id, commit.fence)))
+    if commit.fence is not None or commit.run_status is not None:
+        parts.append(("og_check_run", (cp.run_id, commit.fence, commit.fence)))
+    parts.append(("og_checkpoint_insert", rows.checkpoint_to_params(cp)))
+    parts.extend(("og_log_insert", p) for p in rows.log_params(commit.thread_id, commit.log))
+    parts.extend(("og_effect_upsert", rows.effect_to_params(e)) for e in commit.effects)
+    if commit.clear_task_writes_of is not None:
+        parts.append(("og_task_writes_delete", (commit.thread_id, commit.clear_task_writes_of)))
+    script = ";\n".join(f"EXECUTE {name}({', '.join(['%s'] * len(p))})" for name, p in parts)
+    return script, [value for _, params in parts for value in params]
+
+
+class StepWriter:
+    """Sends step commits; remembers which connections hold the prepared statements."""
+
+    def __init__(self) -> None:
+        self._ready: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
+
+    async def send(self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float) -> None:
+        """Commit ``commit`` on ``conn`` (autocommit), or raise what the server said."""
+        script, params = step_script(commit, ts)
+        if conn not in self._ready:
+            await self._prepare(conn)
+        try:
+            await _execute(conn, script, params)
+        except pg_errors.InvalidSqlStatementName:
+            # The session lost its prepared statements: nothing was committed.
+            self._ready.discard(conn)
+            await self._prepare(conn)
+            await _execute(conn, script, params)
+
+    async def _prepare(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        cur = await conn.execute(_PREPARED_NAMES, (list(_STATEMENTS),), prepare=False)
+        have = {name for (name,) in await cur.fetchall()}
+        missing = [_prepare(name) for name in _STATEMENTS if name not in have]
+        if missing:
+            await _execute(conn, ";\n".join(missing), [])
+        self._ready.add(conn)
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]) -> None:
+    async with psycopg.AsyncClientCursor(conn) as cur:
+        await cur.execute(script, params or None)
+
+
+__all__ = ["CHECK_HEAD", "CHECK_RUN", "StepWriter", "numbered", "step_script"]

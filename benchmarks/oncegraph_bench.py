@@ -13,13 +13,17 @@ Workloads (``--workloads``, comma-separated):
   timeouts are enforceable); ``inline`` marks both ``inline=True``, running them on the
   event loop thread as LangGraph's sync ``invoke`` runs its nodes.
 - ``growth``: the same ReAct shape with a ~200-byte tool result, so the message list grows
-  with N; time and bytes stored per step at N = 10, 100, 1000 (sqlite, postgres).
+  with N; time and bytes stored per step at N = 10, 100, 1000 (bytes on sqlite and
+  postgres; the memory store keeps no bytes to count).
 - ``resume``: a child process runs the loop on SQLite and is SIGKILLed by
   ``ONCEGRAPH_CRASH_AT=after_intent:<k>``; a fresh process times ``astream(None, config,
   stream_mode="updates")`` from the call to the first update and to completion; tool
   executions are counted in an append-only file.
 - ``threads``: 1,000 short runs (one model turn + one tool call), one per thread,
   sequential and with concurrency 8 (``asyncio.gather`` + semaphore over ``ainvoke``).
+- ``workers``: the same 1,000 runs submitted to the PostgreSQL run queue (``asubmit``) and
+  executed by 1, 2 and 4 ``Worker`` processes (concurrency 8 each, claiming with
+  ``FOR UPDATE SKIP LOCKED`` under a lease); timed from "go" to the last run completed.
 
 The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
 another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
@@ -370,6 +374,107 @@ async def threads_once(kind: str, runs: int, concurrency: int) -> None:
     )
 
 
+def workers(procs: int, runs: int, concurrency: int) -> None:
+    """``runs`` short runs queued in PostgreSQL, executed by ``procs`` worker processes.
+
+    The runs are submitted first (timed apart); each worker process then builds its app,
+    opens its pool and says ``ready``; the clock starts when every worker is told to go and
+    stops when the database shows every run ``completed``.
+    """
+    import psycopg
+
+    with (
+        fresh_pg_database() as dsn,
+        tempfile.TemporaryDirectory(prefix="bench_workers_") as folder,
+    ):
+        log = Path(folder) / "effects.log"
+        submit_s = asyncio.run(_submit(dsn, runs))
+        env = {**os.environ, "BENCH_EFFECT_LOG": str(log)}
+        children = [
+            subprocess.Popen(
+                [sys.executable, __file__, "_worker-child", dsn, str(concurrency)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
+            for _ in range(procs)
+        ]
+        try:
+            for child in children:
+                assert child.stdout is not None
+                if child.stdout.readline().strip() != "ready":
+                    raise RuntimeError(f"worker process {child.pid} did not start")
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                start = time.perf_counter()
+                for child in children:
+                    assert child.stdin is not None
+                    child.stdin.write("go\n")
+                    child.stdin.flush()
+                done = 0
+                while done < runs:
+                    if time.perf_counter() - start > 600:
+                        raise RuntimeError(f"only {done} of {runs} runs completed in 600 s")
+                    time.sleep(0.005)
+                    row = conn.execute(
+                        "SELECT count(*) FROM oncegraph_runs WHERE status = 'completed'"
+                    ).fetchone()
+                    done = int(row[0]) if row else 0
+                seconds = time.perf_counter() - start
+        finally:
+            for child in children:
+                child.terminate()
+            for child in children:
+                child.wait(60)
+        executions = log.read_text().splitlines()
+    emit(
+        "workers",
+        "postgres",
+        runs,
+        seconds,
+        processes=procs,
+        concurrency=concurrency,
+        runs_per_s=round(runs / seconds, 1),
+        submit_us_per_run=round(submit_s / runs * 1e6, 1),
+        tool_executions=len(executions),
+    )
+
+
+async def _submit(dsn: str, runs: int) -> float:
+    from oncegraph.storage.checkpointer import PgCheckpointer
+
+    store = PgCheckpointer(postgres_dsn=dsn)
+    try:
+        app = build(1).compile(checkpointer=store)
+        await app.setup()
+        start = time.perf_counter()
+        for i in range(runs):
+            await app.asubmit(_input(1), _config(f"t{i}", 1))
+        return time.perf_counter() - start
+    finally:
+        await store.aclose()
+
+
+async def _worker_child(dsn: str, concurrency: int) -> None:
+    import signal
+
+    from oncegraph.storage.checkpointer import PgCheckpointer
+    from oncegraph.worker import Worker
+
+    store = PgCheckpointer(postgres_dsn=dsn, max_size=concurrency + 2)
+    try:
+        app = build(1).compile(checkpointer=store)
+        await app.setup()
+        worker = Worker(app, concurrency=concurrency, poll_seconds=0.05)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, worker.stop)
+        print("ready", flush=True)
+        await loop.run_in_executor(None, sys.stdin.readline)
+        await worker.run_forever()
+    finally:
+        await store.aclose()
+
+
 def profile(n: int) -> None:
     async def go() -> None:
         store = InMemoryCheckpointer()
@@ -388,16 +493,23 @@ def profile(n: int) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1].startswith("_resume-"):
-        fn = _resume_child if sys.argv[1] == "_resume-child" else _resume_measure
-        asyncio.run(fn(sys.argv[2], int(sys.argv[3])))
+    if len(sys.argv) > 1 and sys.argv[1].startswith("_"):
+        children = {
+            "_resume-child": _resume_child,
+            "_resume-measure": _resume_measure,
+            "_worker-child": _worker_child,
+        }
+        asyncio.run(children[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
         return
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workloads", default="toolloop,growth,resume,threads")
+    parser.add_argument("--workloads", default="toolloop,growth,resume,threads,workers")
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
+    parser.add_argument(
+        "--processes", default="1,2,4", help="worker processes in the workers workload"
+    )
     parser.add_argument(
         "--variants",
         default="default,inline",
@@ -417,7 +529,7 @@ def main() -> None:
                 for variant in args.variants.split(","):
                     asyncio.run(loop_once("toolloop", kind, n, variant))
     if "growth" in workloads:
-        for kind in durable:
+        for kind in stores:
             for n in map(int, args.growth_n.split(",")):
                 asyncio.run(loop_once("growth", kind, n))
     if "resume" in workloads:
@@ -427,6 +539,9 @@ def main() -> None:
         for kind in durable:
             for conc in (1, 8):
                 asyncio.run(threads_once(kind, args.threads, conc))
+    if "workers" in workloads and "postgres" in stores:
+        for procs in map(int, args.processes.split(",")):
+            workers(procs, args.threads, 8)
 
 
 if __name__ == "__main__":

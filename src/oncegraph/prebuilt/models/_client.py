@@ -8,14 +8,23 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from oncegraph._loopbound import LoopBound
 from oncegraph.errors import ConfigError
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
+
+
+@dataclass(slots=True)
+class _Held(Generic[_T]):
+    """One loop's client, and the guard that closes it when that loop ends."""
+
+    client: _T
+    guard: AsyncGenerator[None, None] | None
 
 
 class PerLoopClient(Generic[_T]):
@@ -24,9 +33,11 @@ class PerLoopClient(Generic[_T]):
     ``close=None`` means the client was handed in by the caller, who closes it.
 
     SDK async clients hold connection pools bound to the loop that opened them; the
-    sync facade may drive each ``invoke`` on a new loop, so a client is never reused
-    across loops. Building lazily also means constructing an adapter needs neither
-    credentials nor I/O (an evidence replay never calls the model).
+    sync facade may drive each ``invoke`` on a new loop, and a user's own loop may call
+    the same model meanwhile, so each running loop gets its own client and keeps it
+    (:class:`~oncegraph._loopbound.LoopBound`): alternating between two live loops
+    builds two clients, not one per switch. Building lazily also means constructing an
+    adapter needs neither credentials nor I/O (an evidence replay never calls the model).
 
     Closing: next to each client we park an async generator suspended in a ``try``
     whose ``finally`` closes the client. ``asyncio.run`` (and anyio's runner) call
@@ -34,34 +45,34 @@ class PerLoopClient(Generic[_T]):
     while the loop still works, so connections are closed, not leaked, when a loop ends.
     """
 
-    __slots__ = ("_client", "_close", "_factory", "_guard", "_loop")
+    __slots__ = ("_close", "_factory", "_held")
 
     def __init__(
         self, factory: Callable[[], _T], close: Callable[[_T], Awaitable[object]] | None
     ) -> None:
         self._factory = factory
         self._close = close
-        self._client: _T | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._guard: AsyncGenerator[None, None] | None = None
+        self._held: LoopBound[_Held[_T]] = LoopBound()
 
     async def get(self) -> _T:
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            client = self._factory()
-            guard = None
-            if self._close is not None:  # None: the caller owns the client
-                guard = _close_at_loop_end(client, self._close)
-                await guard.__anext__()  # registers it with this loop's asyncgen hooks
-            self._client, self._loop, self._guard = client, loop, guard
-        return self._client
+        return (await self._held.aget(self._open)).client
+
+    async def _open(self) -> _Held[_T]:
+        client = self._factory()
+        guard = None
+        if self._close is not None:  # None: the caller owns the client
+            guard = _close_at_loop_end(client, self._close)
+            await guard.__anext__()  # registers it with this loop's asyncgen hooks
+        return _Held(client, guard)
 
     async def aclose(self) -> None:
         """Close the client of the running loop now, if there is one."""
-        guard = self._guard
-        if guard is not None and self._loop is asyncio.get_running_loop():
-            self._client = self._loop = self._guard = None
-            await guard.aclose()
+        await self._held.aclose_current(_release)
+
+
+async def _release(held: _Held[Any]) -> None:
+    if held.guard is not None:
+        await held.guard.aclose()
 
 
 async def _close_at_loop_end(

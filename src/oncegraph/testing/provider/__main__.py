@@ -1,0 +1,12 @@
+"""``python -m oncegraph.testing.provider``: serve the fake provider until SIGTERM or SIGINT.
+
+The options are those of :func:`oncegraph.testing.provider.process.main`
+(``--host``, ``--port``, ``--port-file``, ``--state-file``, ``--exit-with-parent``).
+"""
+
+from __future__ import annotations
+
+from oncegraph.testing.provider.process import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

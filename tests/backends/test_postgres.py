@@ -40,7 +40,7 @@ from oncegraph.storage.records import (
     TaskWrite,
 )
 from oncegraph.storage.sql import postgres
-from oncegraph.storage.sql.pg_step import numbered, step_script
+from oncegraph.storage.sql.pg_step import StepWriter, numbered, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 from oncegraph.testing.conformance import (
@@ -128,6 +128,18 @@ class TestPgConformance(CheckpointerConformance):
         yield factory
         for store in opened:
             await store.aclose()
+
+
+class TestPgUnpreparedConformance(CheckpointerConformance):
+    """The whole contract with ``prepared_statements=False`` (behind PgBouncer's
+    transaction pooling): the step's statements themselves, in one message."""
+
+    @pytest.fixture
+    async def checkpointer(self, fresh_dsn: str) -> AsyncIterator[Checkpointer]:
+        store = PgCheckpointer(fresh_dsn, prepared_statements=False)
+        await store.setup()
+        yield store
+        await store.aclose()
 
 
 async def reap(procs: list[asyncio.subprocess.Process]) -> None:
@@ -372,7 +384,7 @@ RACE_WORKER = """
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1])
 from test_postgres import race_commits
-from oncegraph.storage.sql.pg_step import numbered, step_script
+from oncegraph.storage.sql.pg_step import StepWriter, numbered, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 
 async def main():
@@ -575,6 +587,55 @@ async def test_session_that_lost_its_prepared_statements_commits(fresh_dsn: str)
         thread = await store.get_thread(tid)
         assert thread is not None and thread.version == 2
         assert [r[0] for r in sql(fresh_dsn, "SELECT count(*) FROM oncegraph_checkpoints")] == [2]
+    finally:
+        await store.aclose()
+
+
+async def test_unprepared_store_prepares_nothing(fresh_dsn: str) -> None:
+    store = PgCheckpointer(fresh_dsn, min_size=1, max_size=1, prepared_statements=False)
+    try:
+        tid, rid, cp = await start_thread(store)
+        for version in range(1, 8):  # past psycopg's own threshold of 5 runs
+            nxt = make_checkpoint(tid, rid, version + 1, parent=cp.checkpoint_id)
+            await store.commit(StepCommit(tid, version, nxt, log=[LogEntry("m", version, 1)]))
+            assert await store.get_checkpoint(tid) == nxt
+            cp = nxt
+        pool = store._pools.peek()
+        assert pool is not None
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT name FROM pg_prepared_statements")
+            assert await cur.fetchall() == []
+        script, _ = step_script(StepCommit(tid, 8, cp), 1.0, prepared=False)
+        assert "EXECUTE" not in script and script.startswith("UPDATE oncegraph_threads")
+    finally:
+        await store.aclose()
+
+
+async def test_statements_lost_again_name_the_switch(fresh_dsn: str) -> None:
+    """A proxy that hands each message to another server session loses the prepared
+    statements every time: after one re-prepare the error says what to set."""
+
+    class ForgetfulWriter(StepWriter):
+        async def _prepare(self, conn: Any) -> None:  # prepares on "another session"
+            self._ready.add(conn)
+
+    store = PgCheckpointer(fresh_dsn, min_size=1, max_size=1)
+    try:
+        tid, rid, cp1 = await start_thread(store)
+        pool = store._pools.peek()
+        assert pool is not None
+        async with pool.connection() as conn:  # the one session: drop what it prepared
+            cur = await conn.execute("SELECT name FROM pg_prepared_statements")
+            for (name,) in await cur.fetchall():
+                if name.startswith("og_"):
+                    await conn.execute(f"DEALLOCATE {name}", prepare=False)
+        store._steps = ForgetfulWriter()
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        with pytest.raises(StorageError, match=r"prepared_statements=False") as caught:
+            await store.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        assert "nothing was written" in str(caught.value)
+        thread = await store.get_thread(tid)
+        assert thread is not None and thread.version == 1
     finally:
         await store.aclose()
 

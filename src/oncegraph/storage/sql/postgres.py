@@ -192,7 +192,10 @@ class PgCheckpointer:
     each event loop that uses the store; with ``auto_migrate`` the schema is migrated
     then, otherwise it is verified and a missing migration is an error naming the fix.
     ``cache`` may be any :class:`~oncegraph.storage.protocols.Cache` instead of
-    ``redis_url``.
+    ``redis_url``. ``prepared_statements=False`` is for a transaction-pooling proxy
+    (PgBouncer ``pool_mode=transaction``), which cannot keep a session's prepared
+    statements: nothing is prepared then, by oncegraph or by psycopg, at the cost of a
+    parse and plan per statement.
     """
 
     def __init__(
@@ -208,6 +211,7 @@ class PgCheckpointer:
         cache: Cache | None = None,
         connect_timeout: float = 10.0,
         pool_timeout: float = 30.0,
+        prepared_statements: bool = True,
     ) -> None:
         if not postgres_dsn:
             raise StorageError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
@@ -231,7 +235,8 @@ class PgCheckpointer:
         self.cache: Cache | None = cache
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._schema_ok = False
-        self._steps = StepWriter()
+        self.prepared_statements = prepared_statements
+        self._steps = StepWriter(prepared=prepared_statements)
 
     def __repr__(self) -> str:
         cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
@@ -618,7 +623,12 @@ class PgCheckpointer:
             max_size=self.max_size,
             open=False,
             timeout=self.pool_timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(self.connect_timeout))},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, round(self.connect_timeout)),
+                # psycopg prepares a statement after 5 runs; None: never (see __init__)
+                "prepare_threshold": 5 if self.prepared_statements else None,
+            },
             name="oncegraph",
         )
         try:

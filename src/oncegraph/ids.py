@@ -24,6 +24,7 @@ CommandId = NewType("CommandId", str)
 EffectId = NewType("EffectId", str)
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # 10 bits -> 2 characters
 _lock = threading.Lock()
 _last_ms = 0
 _last_rand = 0
@@ -40,12 +41,9 @@ def _ulid() -> str:
         else:
             rand = int.from_bytes(os.urandom(10), "big") & ~(1 << 79)  # room to increment
         _last_ms, _last_rand = ms, rand
-    value = (ms << 80) | rand
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    value = (ms << 80) | rand  # 128 bits in 26 characters (the first one holds 3 bits)
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 1023] for shift in range(120, -1, -10)])
 
 
 def new_run_id() -> RunId:

@@ -53,12 +53,16 @@ from oncegraph.testing.provider import ProviderClient
 
 client = ProviderClient(os.environ["WORKER_TEST_PROVIDER"])
 SLEEP = float(os.environ.get("WORKER_TEST_TOOL_SLEEP", "0"))
+GATE = os.environ.get("WORKER_TEST_GATE")  # a file: the tool waits for it to exist
 
 
 @tool(effect="write", recipient="payments")
 def charge(order_id: str, amount: float) -> dict:
     """Charge an order (idempotent at the provider through the effect key)."""
     time.sleep(SLEEP)
+    deadline = time.monotonic() + 300
+    while GATE and not os.path.exists(GATE) and time.monotonic() < deadline:
+        time.sleep(0.02)
     done = client.charge(amount, "eur", order_id,
                          idempotency_key=current_effect().idempotency_key)
     return {"charge_id": done["id"], "order_id": order_id}
@@ -151,7 +155,9 @@ class Workers:
         lease: float = 2.0,
         heartbeat: float = 0.5,
         tool_sleep: float = 0.0,
+        gate: Path | None = None,
     ) -> subprocess.Popen[bytes]:
+        """A worker process; its tool calls wait for ``gate`` to exist, if given."""
         argv = [
             sys.executable,
             "-m",
@@ -174,7 +180,11 @@ class Workers:
             cwd=self.tmp,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**self.env, "WORKER_TEST_TOOL_SLEEP": str(tool_sleep)},
+            env={
+                **self.env,
+                "WORKER_TEST_TOOL_SLEEP": str(tool_sleep),
+                "WORKER_TEST_GATE": str(gate) if gate else "",
+            },
         )
         log.close()
         self.procs.append(proc)
@@ -374,21 +384,24 @@ async def test_app_run_under_a_lost_lease_writes_nothing(dsn: str) -> None:
 
 @pytest.mark.slow
 def test_sigstopped_worker_cannot_write_after_its_lease_expired(
-    dsn: str, provider: FakeProvider, workers: Workers
+    dsn: str, provider: FakeProvider, workers: Workers, tmp_path: Path
 ) -> None:
     [run_id] = submit_all(dsn, [("t-stop", "o-stop")])
-    paused = workers.start("paused", concurrency=1, lease=1.0, heartbeat=0.2, tool_sleep=2.0)
+    gate = tmp_path / "gate"
+    paused = workers.start("paused", concurrency=1, lease=1.0, heartbeat=0.2, gate=gate)
     wait_for("paused to claim", lambda: run_rows(dsn)[run_id][1] == "paused")
-    time.sleep(0.5)  # inside the tool's sleep, before the provider call
+    # its intent is committed: the tool is running, held at the gate before the provider
+    wait_for("paused to enter the tool", lambda: len(charge_keys(dsn)) == 1)
     os.kill(paused.pid, signal.SIGSTOP)
     try:
-        time.sleep(1.5)  # its lease expires
+        time.sleep(1.5)  # its lease expires (the rescuer polls until it may claim)
         workers.start("rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0)
         wait_for("rescuer to complete", lambda: run_rows(dsn)[run_id][0] == "completed")
         version = sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'")
         token = run_rows(dsn)[run_id][2]
     finally:
         os.kill(paused.pid, signal.SIGCONT)
+    gate.touch()  # the paused tool goes on to the provider, with the same key
     wait_for(
         "the paused worker to notice",
         lambda: "lease" in workers.log("paused").lower() and run_id in workers.log("paused"),
@@ -516,16 +529,25 @@ async def test_second_submit_on_busy_thread_queues_behind(dsn: str) -> None:
 
 @pytest.mark.slow
 def test_sigterm_releases_runs_and_another_worker_completes_them(
-    dsn: str, provider: FakeProvider, workers: Workers
+    dsn: str, provider: FakeProvider, workers: Workers, tmp_path: Path
 ) -> None:
     ids = submit_all(dsn, [(f"t{i}", f"o-{i}") for i in range(4)])
-    leaving = workers.start("leaving", concurrency=4, lease=60.0, heartbeat=1.0, tool_sleep=3.0)
+    gate = tmp_path / "gate"  # no run of "leaving" can finish before it is released
+    leaving = workers.start("leaving", concurrency=4, lease=60.0, heartbeat=1.0, gate=gate)
     wait_for(
         "leaving to hold all runs",
         lambda: all(run_rows(dsn)[r][:2] == ("running", "leaving") for r in ids),
     )
     leaving.send_signal(signal.SIGTERM)
-    assert leaving.wait(timeout=60) == 0
+    wait_for(
+        "leaving to release its runs",
+        lambda: all(run_rows(dsn)[r][:2] == ("queued", None) for r in ids),
+    )
+    # Its tool threads, cut loose from their cancelled runs, finish now (their provider
+    # calls carry the runs' keys, so the resumed runs below replay, not repeat, them);
+    # the process exits once they have.
+    gate.touch()
+    assert leaving.wait(timeout=120) == 0
     released = run_rows(dsn)
     for rid in ids:
         status, owner, _ = released[rid]

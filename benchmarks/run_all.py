@@ -56,6 +56,11 @@ def machine() -> dict[str, Any]:
         "load_before": sh("cat /proc/loadavg"),
         "python": platform.python_version(),
         "kernel": platform.release(),
+        # the code measured: the commit, "+dirty" when the work tree had changes
+        "commit": sh(
+            f"cd {HERE.parent} && git rev-parse --short HEAD 2>/dev/null && "
+            "(git diff --quiet HEAD -- src benchmarks 2>/dev/null || echo +dirty)"
+        ).replace("\n", ""),
     }
 
 
@@ -163,7 +168,8 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     og = [r for r in rows if r["peer"] == "oncegraph"]
     out = [
         f"Date {info['date']}; {info['nproc']} cores, {info['memory']} RAM; disk: "
-        f"{' / '.join(info['disk'].splitlines())}; Python {info['python']}; load average before "
+        f"{' / '.join(info['disk'].splitlines())}; Python {info['python']}; "
+        f"commit {info.get('commit') or 'unknown'}; load average before "
         f"`{info['load_before']}`, after `{info['load_after']}`.",
         "",
         "### Tool loop (µs per step; a step = one model turn + one recorded tool call)",

@@ -108,9 +108,11 @@ def sql(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[An
 
 
 class TestPgConformance(CheckpointerConformance):
+    OPTIONS: dict[str, Any] = {}  # PgCheckpointer keywords
+
     @pytest.fixture
     async def checkpointer(self, fresh_dsn: str) -> AsyncIterator[Checkpointer]:
-        store = PgCheckpointer(fresh_dsn)
+        store = PgCheckpointer(fresh_dsn, **self.OPTIONS)
         await store.setup()
         yield store
         await store.aclose()
@@ -120,7 +122,7 @@ class TestPgConformance(CheckpointerConformance):
         opened: list[PgCheckpointer] = []
 
         async def factory() -> Checkpointer:
-            store = PgCheckpointer(postgres_dsn=fresh_dsn)
+            store = PgCheckpointer(postgres_dsn=fresh_dsn, **self.OPTIONS)
             await store.setup()
             opened.append(store)
             return store
@@ -130,16 +132,11 @@ class TestPgConformance(CheckpointerConformance):
             await store.aclose()
 
 
-class TestPgUnpreparedConformance(CheckpointerConformance):
+class TestPgUnpreparedConformance(TestPgConformance):
     """The whole contract with ``prepared_statements=False`` (behind PgBouncer's
     transaction pooling): the step's statements themselves, in one message."""
 
-    @pytest.fixture
-    async def checkpointer(self, fresh_dsn: str) -> AsyncIterator[Checkpointer]:
-        store = PgCheckpointer(fresh_dsn, prepared_statements=False)
-        await store.setup()
-        yield store
-        await store.aclose()
+    OPTIONS = {"prepared_statements": False}
 
 
 async def reap(procs: list[asyncio.subprocess.Process]) -> None:

@@ -365,6 +365,9 @@ def test_missing_thread_id_with_a_checkpointer_is_a_config_error(
         run_path(app, {"messages": ["hi"]}, None)
     with pytest.raises(ConfigError, match="thread_id must not be empty"):
         run_path(app, {"messages": ["hi"]}, {"thread_id": ""})
+    with pytest.raises(ConfigError, match="thread_id must not contain NUL"):
+        run_path(app, {"messages": ["hi"]}, {"thread_id": "t\x00"})
+    assert app.runs() == []  # nothing was written
 
 
 def test_second_invoke_continues_the_thread_with_a_new_run(

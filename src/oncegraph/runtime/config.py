@@ -63,6 +63,11 @@ class RunConfig:
             thread_id = str(thread_id)
             if not thread_id:
                 raise ConfigError("thread_id must not be empty")
+            if "\x00" in thread_id:
+                raise ConfigError(
+                    f"thread_id must not contain NUL characters (no store keeps them); got "
+                    f"{thread_id!r}"
+                )
         limit = merged.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ConfigError(f"recursion_limit must be a positive integer; got {limit!r}")

@@ -26,6 +26,22 @@ from typing import Any
 from oncegraph.errors import ConfigError
 
 
+def error_text(text: str | None) -> str | None:
+    """Free text (a run's error or reason; an effect's error, recipient or provider
+    reference) as every store can keep it: NUL characters, which PostgreSQL text cannot
+    hold, become the four characters ``\\x00``. These fields describe; a tool whose
+    exception message carries a NUL must still leave its failure on record."""
+    return None if text is None else text.replace("\x00", "\\x00")
+
+
+def _keep_describable(record: object, *names: str) -> None:
+    """Pass a frozen record's free-text fields through :func:`error_text`."""
+    for name in names:
+        value = getattr(record, name)
+        if isinstance(value, str) and "\x00" in value:
+            object.__setattr__(record, name, error_text(value))
+
+
 def now() -> float:
     """Wall-clock seconds since the epoch; every stored timestamp uses it."""
     return time.time()
@@ -95,6 +111,9 @@ class RunRecord:
     fencing_token: int = 0
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
+
+    def __post_init__(self) -> None:
+        _keep_describable(self, "error")
 
     def replace(self, **changes: Any) -> RunRecord:
         return dataclasses.replace(self, **changes)
@@ -168,6 +187,9 @@ class EffectRecord:
     error: str | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
+
+    def __post_init__(self) -> None:
+        _keep_describable(self, "error", "recipient", "provider_reference")
 
     def replace(self, **changes: Any) -> EffectRecord:
         return dataclasses.replace(self, **changes)

@@ -34,6 +34,7 @@ import pytest
 from oncegraph.errors import (
     ConfigError,
     LeaseLostError,
+    NodeError,
     RunNotFoundError,
     StaleStateError,
     StorageError,
@@ -955,6 +956,45 @@ class CheckpointerConformance:
         assert saved is not None and (saved.request, saved.result) == ({"q": HOSTILE}, HOSTILE)
         thread = await checkpointer.get_thread(tid)
         assert thread is not None and thread.version == 2
+
+    async def test_nul_in_free_text_is_kept_visible(self, checkpointer: Checkpointer) -> None:
+        # PostgreSQL text cannot hold NUL: every store keeps such descriptions as "\\x00"
+        tid, rid = new_id("thread"), new_id("run")
+        run = make_run(tid, rid, error="boom\x00")
+        await checkpointer.create_run(run)
+        effect = make_effect(rid, tid, error="bad\x00byte", provider_reference="ref\x00")
+        effect = effect.replace(recipient="a\x00b")
+        await checkpointer.begin_effect(effect)
+        await checkpointer.update_run(rid, status=RunStatus.FAILED, error=run.error)
+        got = await checkpointer.get_effect(effect.effect_id)
+        assert got is not None
+        assert (got.error, got.recipient, got.provider_reference) == (
+            "bad\\x00byte",
+            "a\\x00b",
+            "ref\\x00",
+        )
+        stored = await checkpointer.get_run(rid)
+        assert stored is not None and stored.error == "boom\\x00"
+
+    async def test_app_records_a_failure_whose_message_holds_nul(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        from oncegraph import END, START, StateGraph
+
+        def fails(state: PruneState) -> dict[str, Any]:
+            raise ValueError("bad\x00byte")
+
+        g = StateGraph(PruneState)
+        g.add_node("fails", fails)
+        g.add_edge(START, "fails")
+        g.add_edge("fails", END)
+        app = g.compile(checkpointer=checkpointer)
+        tid = new_id("thread")
+        with pytest.raises(NodeError, match="bad"):
+            await app.ainvoke({"log": ["x\x00y"]}, {"thread_id": tid})
+        [run] = await checkpointer.list_runs(thread_id=tid)
+        assert run.status is RunStatus.FAILED
+        assert run.error is not None and run.error.endswith("ValueError: bad\\x00byte")
 
     async def test_json_normalizes_like_json(self, checkpointer: Checkpointer) -> None:
         # tuples come back as lists and int keys as strings, on every backend alike

@@ -26,7 +26,6 @@ from oncegraph.storage.records import (
     PruneReport,
     RunRecord,
     RunStatus,
-    error_text,
 )
 
 STREAM_MODES = frozenset({"values", "updates", "events"})
@@ -376,9 +375,7 @@ class CompiledGraph:
         runs = await self.store.list_runs(thread_id=cfg.thread_id, limit=1)
         if not runs or runs[0].status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
             raise RunNotFoundError(f"thread {cfg.thread_id!r} has no unfinished run to abandon")
-        await self.store.update_run(
-            runs[0].run_id, status=RunStatus.ABANDONED, error=error_text(reason)
-        )
+        await self.store.update_run(runs[0].run_id, status=RunStatus.ABANDONED, error=reason)
         return await self.aget_run(runs[0].run_id)
 
     def abandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:

@@ -46,7 +46,6 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
-    error_text,
 )
 
 if TYPE_CHECKING:
@@ -496,9 +495,7 @@ class Runner:
         return thread is not None and thread.head_checkpoint_id == commit.checkpoint.checkpoint_id
 
     async def _set_status(self, run: RunRecord, status: RunStatus, error: str | None) -> None:
-        await self.store.update_run(
-            run.run_id, status=status, error=error_text(error), fence=self._fence
-        )
+        await self.store.update_run(run.run_id, status=status, error=error, fence=self._fence)
 
     def _emit_step(self, head: Head, updates: Mapping[str, Any]) -> None:
         for node, update in updates.items():

@@ -38,6 +38,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -235,7 +236,7 @@ class InMemoryCheckpointer:
             if fence is not None and row[_RUN_FENCE] != fence:
                 raise LeaseLostError(rows.lease_message(run_id, fence))
             self._runs[run_id] = _with(
-                row, {_RUN_STATUS: str(status), _RUN_ERROR: error, _RUN_UPDATED: now()}
+                row, {_RUN_STATUS: str(status), _RUN_ERROR: error_text(error), _RUN_UPDATED: now()}
             )
 
     async def list_runs(

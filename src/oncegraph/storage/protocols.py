@@ -75,8 +75,9 @@ class CheckpointStore(Protocol):
         error: str | None = None,
         fence: int | None = None,
     ) -> None:
-        """Set status and error. Raises ``RunNotFoundError`` for an unknown run and
-        ``LeaseLostError`` if ``fence`` is given and is not the run's fencing token."""
+        """Set status and error (kept as :func:`~oncegraph.storage.records.error_text`).
+        Raises ``RunNotFoundError`` for an unknown run and ``LeaseLostError`` if
+        ``fence`` is given and is not the run's fencing token."""
 
     async def list_runs(
         self,

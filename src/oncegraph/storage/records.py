@@ -219,6 +219,9 @@ class StepCommit:
     clear_task_writes_of: str | None = None
     fence: int | None = None
 
+    def __post_init__(self) -> None:
+        _keep_describable(self, "run_error")
+
 
 @dataclass(frozen=True, slots=True)
 class PruneReport:

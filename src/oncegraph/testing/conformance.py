@@ -965,7 +965,9 @@ class CheckpointerConformance:
         effect = make_effect(rid, tid, error="bad\x00byte", provider_reference="ref\x00")
         effect = effect.replace(recipient="a\x00b")
         await checkpointer.begin_effect(effect)
-        await checkpointer.update_run(rid, status=RunStatus.FAILED, error=run.error)
+        created = await checkpointer.get_run(rid)
+        assert created is not None and created.error == "boom\\x00"
+        await checkpointer.update_run(rid, status=RunStatus.FAILED, error="update\x00d")
         got = await checkpointer.get_effect(effect.effect_id)
         assert got is not None
         assert (got.error, got.recipient, got.provider_reference) == (
@@ -974,7 +976,20 @@ class CheckpointerConformance:
             "ref\\x00",
         )
         stored = await checkpointer.get_run(rid)
-        assert stored is not None and stored.error == "boom\\x00"
+        assert stored is not None and stored.error == "update\\x00d"
+        # and through a step commit
+        cp = make_checkpoint(tid, new_id("run"), 1)
+        step = StepCommit(
+            tid,
+            0,
+            cp,
+            new_run=make_run(tid, cp.run_id),
+            run_status=RunStatus.FAILED,
+            run_error="step\x00",
+        )
+        await checkpointer.commit(step)
+        committed = await checkpointer.get_run(cp.run_id)
+        assert committed is not None and committed.error == "step\\x00"
 
     async def test_app_records_a_failure_whose_message_holds_nul(
         self, checkpointer: Checkpointer

@@ -70,6 +70,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -433,7 +434,7 @@ class PgCheckpointer:
         fence: int | None = None,
     ) -> None:
         pool = await self._ready()
-        params = (str(status), error, now(), run_id)
+        params = (str(status), error_text(error), now(), run_id)
         with _mapped("update_run", self._where):
             async with pool.connection() as conn:
                 if fence is None:

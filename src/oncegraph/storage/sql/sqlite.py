@@ -54,6 +54,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -387,7 +388,7 @@ class SqliteCheckpointer:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                self._update_run_in_tx(conn, run_id, status, error, fence, now())
+                self._update_run_in_tx(conn, run_id, status, error_text(error), fence, now())
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)

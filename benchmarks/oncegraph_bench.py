@@ -55,7 +55,7 @@ from typing import Annotated, Any, TypedDict
 
 from oncegraph import END, START, StateGraph, ToolNode, __version__, add_messages
 from oncegraph import tool as as_tool
-from oncegraph.runtime.app import CompiledGraph
+from oncegraph.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"

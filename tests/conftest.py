@@ -1,6 +1,9 @@
 """Shared fixtures: a checkpointer per backend, and one way to run an app on every path.
 
-``checkpointer`` is parametrized over ``memory`` and ``sqlite`` (a fresh file per test).
+``checkpointer`` is parametrized over ``memory``, ``sqlite`` (a fresh file per test) and
+``postgres`` (a fresh database per test, from ``fresh_dsn``), so every law suite runs on
+every backend. ``pg_admin`` checks once that PostgreSQL is reachable: without it the
+PostgreSQL cases skip with the reason, except under ``CI=true``, where they fail.
 ``run_path`` is parametrized over ``invoke``, ``ainvoke``, ``stream`` and ``astream``:
 it is ONE callable ``run_path(app, input, config) -> dict`` that returns the final
 values the same way on all four paths, so every law is tested on every path:
@@ -20,15 +23,17 @@ functions and may also call the sync API.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from oncegraph.runtime.app import CompiledGraph
+from oncegraph.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
+from oncegraph.testing.postgres import admin_dsn, fresh_database, unreachable
 
 RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]
 PATHS = ("invoke", "ainvoke", "stream", "astream")
@@ -36,20 +41,56 @@ STREAM_MODES = ["values", "updates"]
 T = TypeVar("T")
 
 
-def make_checkpointer(kind: str, tmp_path: Path) -> Checkpointer:
-    """A new store of ``kind`` (``memory`` or ``sqlite``), not yet set up."""
+BACKENDS = ("memory", "sqlite", "postgres")
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> str:
+    """The DSN test databases are created from; skips (fails under CI) if unreachable."""
+    dsn = admin_dsn()
+    problem = unreachable(dsn)
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required under CI=true: {problem}")
+        pytest.skip(f"PostgreSQL unreachable ({problem}); set ONCEGRAPH_TEST_PG_DSN")
+    return dsn
+
+
+@pytest.fixture
+def fresh_dsn(pg_admin: str) -> Iterator[str]:
+    """A DSN to a brand-new, empty database (no schema yet), dropped after the test."""
+    with fresh_database(pg_admin) as dsn:
+        yield dsn
+
+
+def make_checkpointer(kind: str, tmp_path: Path, dsn: str | None = None) -> Checkpointer:
+    """A new store of ``kind`` (``memory``, ``sqlite`` or ``postgres``), not yet set up."""
     if kind == "memory":
         return InMemoryCheckpointer()
     if kind == "sqlite":
         return SqliteCheckpointer(tmp_path / "oncegraph.db")
+    if kind == "postgres":
+        from oncegraph.storage.checkpointer import PgCheckpointer
+
+        assert dsn is not None, "a postgres store needs the fresh_dsn fixture"
+        return PgCheckpointer(dsn)
     raise ValueError(f"unknown checkpointer kind {kind!r}")
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 def checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    store = make_checkpointer(str(request.param), tmp_path)
+    kind = str(request.param)
+    dsn = request.getfixturevalue("fresh_dsn") if kind == "postgres" else None
+    store = make_checkpointer(kind, tmp_path, dsn)
     yield store
-    asyncio.run(store.aclose())
+    close_store(store)
+
+
+def close_store(store: Checkpointer) -> None:
+    """Close ``store`` on whatever loops it opened: the portal's (sync API) and others."""
+    from oncegraph.runtime.portal import run_sync
+
+    run_sync(store.aclose(), "aclose")
 
 
 def _fold_stream(items: list[tuple[str, Any]]) -> tuple[dict[str, Any] | None, list[Any]]:

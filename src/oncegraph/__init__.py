@@ -5,6 +5,7 @@ one whose outcome is unknown, and a replay never touches the outside world unles
 someone explicitly allowed it.
 """
 
+from oncegraph.app import CompiledGraph, StateSnapshot
 from oncegraph.errors import (
     IncompatibleVersionError,
     NeedsReviewError,
@@ -16,7 +17,6 @@ from oncegraph.errors import (
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl import Command, interrupt
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
-from oncegraph.runtime.app import CompiledGraph, StateSnapshot
 from oncegraph.runtime.context import current_effect
 from oncegraph.runtime.faults import FaultPlan, crash_point
 from oncegraph.state import add_messages, append

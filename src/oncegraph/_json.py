@@ -1,13 +1,12 @@
 """The one serialization format: JSON through orjson. No pickle anywhere.
 
-``dumps``/``loads`` store values; ``canonical`` gives the normalized form whose
-sha256 is an effect's ``request_hash`` (sorted keys, no insignificant whitespace).
+``dumps``/``loads`` store values; ``canonical`` gives the normalized form (sorted keys,
+no insignificant whitespace) that :func:`oncegraph.ledger.keys.request_hash` hashes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Any
 
@@ -68,8 +67,3 @@ def canonical(value: Any) -> bytes:
         return orjson.dumps(value, default=_default, option=_CANON)
     except TypeError as exc:
         raise ConfigError(f"cannot hash request: {exc}; pass JSON-compatible arguments") from exc
-
-
-def request_hash(value: Any) -> str:
-    """``sha256:<hex>`` of the canonical JSON of ``value``."""
-    return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()

@@ -11,7 +11,6 @@ across processes to the millisecond.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -60,19 +59,3 @@ def new_message_id() -> str:
 
 def new_task_id() -> str:
     return "task_" + _ulid()
-
-
-def effect_id_for(run_id: str, effect_type: str, command_id: str) -> EffectId:
-    """``sha256(run_id : effect_type : command_id)``, hex; also the provider idempotency key."""
-    raw = f"{run_id}:{effect_type}:{command_id}".encode()
-    return EffectId(hashlib.sha256(raw).hexdigest())
-
-
-def tool_command_id(message_id: str, tool_call_id: str) -> CommandId:
-    """``<assistant message id>:<tool_call_id>``: stable because message ids are persisted."""
-    return CommandId(f"{message_id}:{tool_call_id}")
-
-
-def node_command_id(node: str, step: int, n: int) -> CommandId:
-    """``<node>:<step>:<n>`` for effects made directly inside a node, by position."""
-    return CommandId(f"{node}:{step}:{n}")

@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import threading
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
 from oncegraph import END, START, StateGraph, add_messages
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError, StaleStateError, StorageError
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,
@@ -55,46 +52,7 @@ from oncegraph.testing.conformance import (
 
 pytestmark = pytest.mark.postgres
 
-PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 HERE = Path(__file__).parent
-
-
-def _unreachable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is required under CI=true: {reason}")
-    pytest.skip(f"PostgreSQL unreachable ({reason}); set ONCEGRAPH_TEST_PG_DSN")
-
-
-@pytest.fixture(scope="session")
-def pg_admin() -> str:
-    """The DSN of the database new test databases are created from."""
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=10, autocommit=True).close()
-    except psycopg.Error as exc:
-        _unreachable(f"{exc}".strip())
-    return PG_DSN
-
-
-def create_database(admin: str) -> str:
-    name = "og_test_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return name
-
-
-def drop_database(admin: str, name: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-@pytest.fixture
-def fresh_dsn(pg_admin: str) -> Iterator[str]:
-    """A DSN to a brand-new, empty database (no schema yet), dropped after the test."""
-    name = create_database(pg_admin)
-    try:
-        yield make_conninfo(pg_admin, dbname=name)
-    finally:
-        drop_database(pg_admin, name)
 
 
 def sql(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

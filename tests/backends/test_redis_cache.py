@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 import redis
-from test_postgres import fresh_dsn, pg_admin  # noqa: F401 - fixtures
 
 from oncegraph.storage.cache.redis import RedisCache
 from oncegraph.storage.protocols import Cache, Checkpointer
@@ -233,7 +232,7 @@ class TestPgRedisConformance(CheckpointerConformance):
     @pytest.fixture
     async def checkpointer(
         self,
-        fresh_dsn: str,  # noqa: F811 - fixture
+        fresh_dsn: str,
         redis_url: str,
         prefix: str,
     ) -> AsyncIterator[Checkpointer]:
@@ -245,7 +244,7 @@ class TestPgRedisConformance(CheckpointerConformance):
     @pytest.fixture
     async def reopen(
         self,
-        fresh_dsn: str,  # noqa: F811 - fixture
+        fresh_dsn: str,
         redis_url: str,
         prefix: str,
     ) -> AsyncIterator[Reopen]:
@@ -264,7 +263,7 @@ class TestPgRedisConformance(CheckpointerConformance):
 
 @pytest.fixture
 async def pg_cached(
-    fresh_dsn: str,  # noqa: F811 - fixture
+    fresh_dsn: str,
     flush_url: str,
     prefix: str,
 ) -> AsyncIterator[PgCheckpointer]:
@@ -347,7 +346,7 @@ async def test_poisoned_cache_is_never_trusted(pg_cached: PgCheckpointer, flush_
 
 @pytest.mark.postgres
 async def test_checkpointer_works_with_redis_down(
-    fresh_dsn: str,  # noqa: F811 - fixture
+    fresh_dsn: str,
     prefix: str,
 ) -> None:
     store = PgCheckpointer(

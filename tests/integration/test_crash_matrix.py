@@ -65,8 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -88,7 +86,6 @@ from oncegraph.testing.provider import (
 pytestmark = pytest.mark.slow
 
 WORKER = Path(__file__).with_name("crash_worker.py")
-PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 THREAD = "crash-thread"
 FINAL = "All refunds are done."
 
@@ -126,43 +123,6 @@ def pg(*values: object) -> Any:
 def both(*values: object) -> list[Any]:
     """The same case on SQLite and on PostgreSQL."""
     return [("sqlite", *values), pg(*values)]
-
-
-# -- a fresh PostgreSQL database per test ---------------------------------------------------
-
-
-def _pg_unreachable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is required under CI=true: {reason}")
-    pytest.skip(f"PostgreSQL unreachable ({reason}); set ONCEGRAPH_TEST_PG_DSN")
-
-
-@pytest.fixture(scope="session")
-def pg_admin() -> str:
-    """The DSN the per-test databases are created from (checked reachable once)."""
-    import psycopg
-
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=10, autocommit=True).close()
-    except psycopg.Error as exc:
-        _pg_unreachable(f"{exc}".strip())
-    return PG_DSN
-
-
-@pytest.fixture
-def fresh_pg(pg_admin: str) -> Iterator[str]:
-    """The DSN of a brand-new, empty database, dropped (FORCE) after the test."""
-    import psycopg
-    from psycopg.conninfo import make_conninfo
-
-    name = "og_crash_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(pg_admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        yield make_conninfo(pg_admin, dbname=name)
-    finally:
-        with psycopg.connect(pg_admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 # -- the per-test world: a provider process, a database, a call log ---------------------
@@ -268,7 +228,7 @@ def world(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Itera
     """The provider process and an empty store of ``backend`` (the test's parameter)."""
     dsn: str | None = None
     if backend == "postgres":
-        dsn = request.getfixturevalue("fresh_pg")
+        dsn = request.getfixturevalue("fresh_dsn")
     elif backend != "sqlite":
         raise ValueError(f"unknown backend {backend!r}")
     with serve_forever_in_subprocess(tmp_path / "provider.port") as provider:

@@ -23,8 +23,8 @@ import pytest
 from oncegraph import END, START, FaultPlan, StateGraph, ToolNode, add_messages, current_effect
 from oncegraph import effect as effect_helper
 from oncegraph import tool as make_tool
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, GraphValidationError, _CrashSignal
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectStatus, RunStatus
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from oncegraph import END, START, Command, StateGraph, UnfinishedRunError, effect, interrupt
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
     GraphInterrupt,
@@ -23,7 +24,6 @@ from oncegraph.errors import (
     NoRunToResumeError,
     OnceGraphError,
 )
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
 

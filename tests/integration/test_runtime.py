@@ -34,6 +34,7 @@ from oncegraph import (
     UnfinishedRunError,
     add_messages,
 )
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
     InvalidUpdateError,
@@ -44,7 +45,6 @@ from oncegraph.errors import (
     RunNotFoundError,
     _CrashSignal,
 )
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit

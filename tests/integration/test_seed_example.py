@@ -64,7 +64,6 @@ app = ReactAgent(
 
 SEED_DSN = "postgresql://user:password@db/tenxgraph"
 SEED_REDIS = "redis://redis:6379/0"
-PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("ONCEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 CI = os.environ.get("CI") == "true"
 ANSWER = "Refunded 59.00 for order 1042."
@@ -79,8 +78,11 @@ def seeds_dir() -> Path:
 
 
 def seed_source(backend: str, db: str) -> str:
-    """The seed example with its placeholder services replaced by ours."""
-    source = SEED_EXAMPLE.replace(SEED_DSN, PG_DSN).replace(SEED_REDIS, REDIS_URL)
+    """The seed example with its placeholder services replaced by ours: ``db`` is a SQLite
+    path, or for ``postgres`` the DSN of the test's own database."""
+    source = SEED_EXAMPLE.replace(SEED_REDIS, REDIS_URL)
+    if backend == "postgres":
+        source = source.replace(SEED_DSN, db)
     if backend == "sqlite":
         source = re.sub(
             r"checkpointer = PgCheckpointer\(.*?\n\)\n",
@@ -186,16 +188,8 @@ def gemini(monkeypatch: pytest.MonkeyPatch) -> Iterator[GeminiServer]:
     thread.join(10)
 
 
-def _reachable(backend: str) -> None:
-    if backend != "postgres":
-        return
+def _redis_reachable() -> None:
     problems = []
-    try:
-        import psycopg
-
-        psycopg.connect(PG_DSN, connect_timeout=10).close()
-    except Exception as exc:
-        problems.append(f"PostgreSQL at {PG_DSN}: {exc}")
     try:
         import redis
 
@@ -214,8 +208,16 @@ def _reachable(backend: str) -> None:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
-    _reachable(str(request.param))
     return str(request.param)
+
+
+@pytest.fixture
+def seed_db(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the example keeps its runs: a SQLite file, or a fresh PostgreSQL database."""
+    if backend == "sqlite":
+        return str(tmp_path / "seed.db")
+    _redis_reachable()
+    return str(request.getfixturevalue("fresh_dsn"))
 
 
 # -- tests ----------------------------------------------------------------------------------
@@ -242,8 +244,8 @@ def close_seed(ns: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def seed_app(backend: str, gemini: GeminiServer, tmp_path: Path) -> Iterator[Any]:
-    ns = load_seed(backend, str(tmp_path / "seed.db"))
+def seed_app(backend: str, seed_db: str, gemini: GeminiServer) -> Iterator[Any]:
+    ns = load_seed(backend, seed_db)
     yield ns["app"]
     close_seed(ns)
 
@@ -280,7 +282,7 @@ def test_seed_example_runs(seed_app: Any, gemini: GeminiServer) -> None:
     ],
 )
 def test_refund_happens_once_across_a_sigkill(
-    backend: str, gemini: GeminiServer, tmp_path: Path, point: str, nth: int
+    backend: str, seed_db: str, gemini: GeminiServer, tmp_path: Path, point: str, nth: int
 ) -> None:
     from oncegraph.testing.crash import run_in_subprocess
 
@@ -290,7 +292,7 @@ def test_refund_happens_once_across_a_sigkill(
         "--backend",
         backend,
         "--db",
-        str(tmp_path / "seed.db"),
+        seed_db,
         "--thread",
         thread,
         "--calls",

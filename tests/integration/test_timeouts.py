@@ -17,8 +17,8 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from oncegraph import END, START, StateGraph, ToolNode, add_messages, current_effect, tool
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, NodeError, NodeTimeoutError, ToolTimeoutError
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectStatus, RunStatus
 

@@ -18,19 +18,18 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
-from oncegraph.runtime.app import CompiledGraph
+from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
@@ -38,7 +37,6 @@ from oncegraph.worker import RunQueue, Worker
 
 pytestmark = pytest.mark.postgres
 
-PG_DSN = os.environ.get("ONCEGRAPH_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 APP_MODULE = '''
 """Worker test app: one charge per run through the fake provider."""
@@ -85,31 +83,9 @@ app = ReactAgent(
 # -- fixtures ----------------------------------------------------------------------------
 
 
-def _unreachable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"PostgreSQL is required under CI=true: {reason}")
-    pytest.skip(f"PostgreSQL unreachable ({reason}); set ONCEGRAPH_TEST_PG_DSN")
-
-
-@pytest.fixture(scope="module")
-def pg_admin() -> str:
-    try:
-        psycopg.connect(PG_DSN, connect_timeout=10, autocommit=True).close()
-    except psycopg.Error as exc:
-        _unreachable(f"{exc}".strip())
-    return PG_DSN
-
-
 @pytest.fixture
-def dsn(pg_admin: str) -> Iterator[str]:
-    name = "og_worker_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(pg_admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        yield make_conninfo(pg_admin, dbname=name)
-    finally:
-        with psycopg.connect(pg_admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+def dsn(fresh_dsn: str) -> str:
+    return fresh_dsn
 
 
 @pytest.fixture
@@ -374,9 +350,10 @@ async def test_app_run_under_a_lost_lease_writes_nothing(dsn: str) -> None:
         expire_lease(dsn, run.run_id)
         [theirs] = await queue.claim("b", 30, 10)
         assert theirs.fencing_token == mine.fencing_token + 1
-        app.set_fence(run.run_id, mine.fencing_token)
         with pytest.raises(LeaseLostError):
-            await app.ainvoke(None, {"thread_id": "t", "run_id": run.run_id})
+            await app.service.execute(
+                mine, RunConfig.parse({"thread_id": "t"}), fence=mine.fencing_token
+            )
         assert await store.get_thread("t") is None  # nothing written
     finally:
         await store.aclose()

@@ -35,7 +35,7 @@ from oncegraph import (
     effect,
     tool,
 )
-from oncegraph._json import request_hash
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     EffectFailedError,
     LedgerUnavailableError,
@@ -47,10 +47,10 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _CrashSignal,
 )
+from oncegraph.ledger.keys import request_hash
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ModelResponse
 from oncegraph.prebuilt.models.scripted import ScriptedModel
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectRecord, EffectStatus, RunStatus

@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 from oncegraph import Reconciled, crash_point, current_effect, tool
+from oncegraph.app import CompiledGraph
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ScriptedModel
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.storage.records import EffectRecord
 from oncegraph.testing.provider import ProviderClient

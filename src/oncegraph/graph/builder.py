@@ -11,7 +11,7 @@ from oncegraph.graph.spec import BranchSpec, GraphSpec, NodeSpec
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
-    from oncegraph.runtime.app import CompiledGraph
+    from oncegraph.app import CompiledGraph
     from oncegraph.storage.protocols import Checkpointer
 
 _RESERVED = frozenset({START, END})
@@ -163,7 +163,7 @@ class StateGraph:
         name: str | None = None,
         version: str | int | None = None,
     ) -> CompiledGraph:
-        from oncegraph.runtime.app import CompiledGraph
+        from oncegraph.app import CompiledGraph
 
         if name is not None:
             self.name = name

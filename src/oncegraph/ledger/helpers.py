@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from oncegraph.errors import ConfigError
-from oncegraph.ids import node_command_id
+from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, perform
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.runtime.context import TaskContext, current_task
@@ -39,8 +39,6 @@ def _call(
         raise ConfigError(
             f"effect_class={effect_class!r}; use read, write or irreversible"
         ) from None
-    n = ctx.effect_count
-    ctx.effect_count += 1
 
     async def run() -> Any:
         if inspect.iscoroutinefunction(fn):
@@ -50,7 +48,7 @@ def _call(
     return EffectCall(
         effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
         effect_class=cls,
-        command_id=node_command_id(ctx.node, ctx.step, n),
+        command_id=next_command_id(ctx),
         request={"args": list(args), "kwargs": kwargs},
         fn=run,
         recipient=recipient,
@@ -91,7 +89,7 @@ async def aeffect(
         retry=retry,
         timeout=timeout,
     )
-    return await perform(ctx, call)
+    return (await perform(ctx, call)).result
 
 
 def effect(
@@ -128,4 +126,4 @@ def effect(
         retry=retry,
         timeout=timeout,
     )
-    return asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop).result()
+    return asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop).result().result

@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oncegraph._json import request_hash
 from oncegraph.errors import (
     EffectFailedError,
     LedgerUnavailableError,
@@ -35,7 +34,7 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
-from oncegraph.ids import effect_id_for
+from oncegraph.ledger.keys import effect_id_for, request_hash
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
@@ -368,6 +367,15 @@ def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
     return EffectStatus.COMPLETED, value, None
 
 
-async def perform(ctx: TaskContext, call: EffectCall) -> Any:
-    """Run ``call`` under the ledger's protocol and return its (possibly recorded) result."""
-    return await _Performer(ctx, call).run()
+@dataclass(frozen=True, slots=True)
+class Performed:
+    """What :func:`perform` hands back: the result (recorded or fresh) and the effect id."""
+
+    result: Any
+    effect_id: str
+
+
+async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
+    """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
+    performer = _Performer(ctx, call)
+    return Performed(await performer.run(), performer.effect_id)

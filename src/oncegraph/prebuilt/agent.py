@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
 
 from oncegraph import _json
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
 from oncegraph.graph import END, START, StateGraph
-from oncegraph.ids import node_command_id
+from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, perform
 from oncegraph.messages import Message
 from oncegraph.prebuilt.models import ChatModel, ModelResponse, resolve_model
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.runtime.context import current_task
 from oncegraph.state.reducers import add_messages
 from oncegraph.storage.protocols import Checkpointer
@@ -95,34 +95,23 @@ class ReactAgent:
             "system": self._system_hash,
             "tools": [s["name"] for s in specs],
         }
-        n = ctx.effect_count
-        ctx.effect_count += 1
-
         async def call() -> Any:
             response = await model.generate(prompt, tools=specs)
             return response.to_json()
 
-        recorded = await perform(
+        performed = await perform(
             ctx,
             EffectCall(
                 effect_type=f"model:{model.name}",
                 effect_class=EffectClass.MODEL,
-                command_id=node_command_id(ctx.node, ctx.step, n),
+                command_id=next_command_id(ctx),
                 request=request,
                 fn=call,
                 fold=True,
             ),
         )
-        response = ModelResponse.from_json(recorded)
-        from oncegraph.ids import effect_id_for
-
-        message_id = (
-            "ai_"
-            + effect_id_for(
-                ctx.run_id, f"model:{model.name}", node_command_id(ctx.node, ctx.step, n)
-            )[:32]
-        )
-        return {"messages": [response.to_message(message_id)]}
+        response = ModelResponse.from_json(performed.result)
+        return {"messages": [response.to_message("ai_" + performed.effect_id[:32])]}
 
     def graph(self) -> StateGraph:
         g = StateGraph(AgentState, name=self.name, version=self.version)

@@ -1,12 +1,21 @@
-"""The one async driver of the run loop. Every path (invoke, ainvoke, stream, astream)
-runs :meth:`Runner.run`; the paths differ only in what they do with emitted events.
+"""The one async driver of the run loop: the engine decides, the driver does.
 
-Per step: the head checkpoint names the nodes to run (law 1); the tasks run
-concurrently; a finished sibling's writes are saved as task writes when the step has
-several tasks (so only unfinished siblings re-run after a crash); then the engine builds
-the next checkpoint and ONE commit, a compare-and-swap on the thread version, records
-it together with the effect results that rode along (law 8). Stream events for a step
-are emitted only after its commit.
+Every run path (invoke, ainvoke, stream, astream, a worker, an operator's continue) ends
+up in :meth:`Driver.run`; the paths differ only in what they do with emitted events.
+Per step::
+
+    task_writes = <read, unless this driver committed the head itself>
+    plan = plan_step(head, task_writes)          (pure)
+    outcomes = <run plan.todo concurrently; a finished sibling's writes are kept>
+    decision = decide(spec, head, plan, outcomes)  (pure)
+    <execute the decision: ONE commit, or a status, or stop>
+
+Invariants: a step's next nodes are committed before they run (law 1); the commit is a
+compare-and-swap on the thread version carrying the run's fence (law 8); stream events
+of a step are emitted only after its commit; every write carries ``fence`` so a writer
+that lost the run writes nothing. Crash points sit on the transitions:
+``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect results rode
+the commit) -> ``after_checkpoint``.
 """
 
 from __future__ import annotations
@@ -14,44 +23,38 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from oncegraph.errors import (
-    ConfigError,
-    GraphInterrupt,
-    IncompatibleVersionError,
-    InterruptSwallowedError,
-    InvalidUpdateError,
     NeedsReviewError,
     NodeError,
-    NodeTimeoutError,
-    NoRunToResumeError,
     OnceGraphError,
     RecursionLimitError,
     StaleStateError,
     StorageError,
-    UnfinishedRunError,
-    _CrashSignal,
-    _ParkSignal,
 )
 from oncegraph.graph.constants import START
-from oncegraph.hitl.command import Command
-from oncegraph.ids import new_run_id
+from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.context import TaskContext, reset_task, set_task
-from oncegraph.runtime.engine import Head, TaskResult, advance
-from oncegraph.storage.records import (
-    RunRecord,
-    RunStatus,
-    StepCommit,
-    TaskWrite,
+from oncegraph.runtime.context import TaskContext
+from oncegraph.runtime.engine import (
+    Commit,
+    Crash,
+    Decision,
+    Fail,
+    Head,
+    Interrupt,
+    Park,
+    TaskResult,
+    advance,
+    decide,
+    plan_step,
 )
-
-if TYPE_CHECKING:
-    from oncegraph.graph.spec import NodeSpec
-    from oncegraph.runtime.app import CompiledGraph
-    from oncegraph.storage.protocols import Checkpointer
+from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.tasks import run_task
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import RunRecord, RunStatus, StepCommit, TaskWrite
 
 log = logging.getLogger("oncegraph.driver")
 
@@ -59,86 +62,34 @@ Emit = Callable[[str, Any], None]
 COMMIT_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 
+def ignore(mode: str, payload: Any) -> None:
+    """An ``Emit`` that drops every event (``invoke``)."""
+    return None
+
+
 @dataclass(slots=True)
-class _Outcome:
-    node: str
-    result: TaskResult | None = None
-    interrupt: tuple[Any, int] | None = None
-    error: BaseException | None = None
-    signal: BaseException | None = None  # crash or park: stops the run without writes
+class Driver:
+    """Executes one run's steps against one store.
 
+    ``fence`` is the run's fencing token when a lease holds the run: every write carries
+    it. ``interrupts`` collects the questions of the step that interrupted.
+    """
 
-class Runner:
-    def __init__(
-        self, app: CompiledGraph, store: Checkpointer, input: Any, config: RunConfig, emit: Emit
-    ) -> None:
-        self.app = app
-        self.spec = app.spec
-        self.store = store
-        self.input = input
-        self.config = config
-        self.emit = emit
-        self.fault_plan = config.fault_plan
-        self.run: RunRecord | None = None
-        self.interrupts: list[dict[str, Any]] = []
-        # The checkpoint this runner committed last: no task of the step after it can have
-        # run before, so it has no task writes and no effect records to look up.
-        self._fresh: str | None = None
+    spec: GraphSpec
+    store: Checkpointer
+    heads: Heads
+    config: RunConfig
+    emit: Emit = ignore
+    fence: int | None = None
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    # The checkpoint this driver committed last: no task of the step after it can have
+    # run before, so it has no task writes and no effect records to look up.
+    fresh: str | None = None
 
-    # -- entry -----------------------------------------------------------------------------
+    # -- the input step --------------------------------------------------------------------
 
-    async def execute(self) -> dict[str, Any]:
-        thread_id = self.config.thread_id
-        assert thread_id is not None
-        head, run = await self._start(thread_id)
-        self.run = run
-        head = await self._loop(head, run)
-        values = dict(head.values)
-        if self.interrupts:
-            values["__interrupt__"] = list(self.interrupts)
-        return values
-
-    async def _start(self, thread_id: str) -> tuple[Head, RunRecord]:
-        if self.config.run_id is not None:  # a worker executes exactly this run
-            run = await self.store.get_run(self.config.run_id)
-            if run is None or run.thread_id != thread_id:
-                raise NoRunToResumeError(f"no run {self.config.run_id!r} on thread {thread_id!r}")
-            if self.input is not None:
-                raise ConfigError("config['run_id'] continues a stored run; pass input=None")
-            return await self._continue(thread_id, run)
-        latest = await self._latest_run(thread_id)
-        inp = self.input
-        if isinstance(inp, Command) and inp.has_resume:
-            return await self._resume(thread_id, latest, inp.resume)
-        if inp is None:
-            return await self._continue(thread_id, latest)
-        if latest is not None and latest.status in _BLOCKING:
-            raise UnfinishedRunError(
-                f"thread {thread_id!r} has an unfinished run {latest.run_id} "
-                f"({latest.status}). Continue it with invoke(None, config)"
-                + (
-                    " or invoke(Command(resume=...), config)"
-                    if latest.status == "interrupted"
-                    else ""
-                )
-                + ", or abandon it with app.abandon(config) before sending new input."
-            )
-        head = await self.app.load_head(self.store, thread_id)
-        run = self.run = RunRecord(
-            run_id=new_run_id(),
-            thread_id=thread_id,
-            status=RunStatus.RUNNING,
-            workflow_name=self.spec.name,
-            workflow_version=self.spec.version,
-            state_schema_version=self.spec.state_schema_version,
-            graph_fingerprint=self.app.fingerprint,
-            launch_reason="invoke",
-            input=input_json(inp, self.spec),
-            config=self.config.to_json(),
-        )
-        return await self._commit_input(head, run, new=True), run
-
-    async def _commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
+    async def commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
+        """The run's input checkpoint (step -1): the first nodes, before any runs."""
         update = self.spec.schema.to_update(START, run.input)
         nxt, entries, _ = advance(
             self.spec, head, run.run_id, [TaskResult(START, update)], step=-1, source="input"
@@ -152,92 +103,17 @@ class Runner:
                 log=entries,
                 new_run=run if new else None,
                 run_status=status,
-                fence=self._fence,
+                fence=self.fence,
             ),
             nxt,
         )
         self._emit_step(nxt, {START: update})
         return nxt
 
-    async def _latest_run(self, thread_id: str) -> RunRecord | None:
-        runs = await self.store.list_runs(thread_id=thread_id, limit=1)
-        return runs[0] if runs else None
-
-    def _check_version(self, run: RunRecord) -> None:
-        spec = self.spec
-        mismatches = []
-        if run.workflow_name != spec.name:
-            mismatches.append(f"workflow_name {run.workflow_name!r} != {spec.name!r}")
-        if run.workflow_version != spec.version:
-            mismatches.append(f"workflow_version {run.workflow_version!r} != {spec.version!r}")
-        if run.state_schema_version != spec.state_schema_version:
-            mismatches.append(
-                f"state_schema_version {run.state_schema_version} != {spec.state_schema_version}"
-            )
-        if run.graph_fingerprint and run.graph_fingerprint != self.app.fingerprint:
-            mismatches.append("graph fingerprint differs (nodes, edges or routes changed)")
-        if mismatches:
-            raise IncompatibleVersionError(
-                f"run {run.run_id} was started by another version of this graph: "
-                + "; ".join(mismatches)
-                + ". It is not resumed on a guess. Options: register a state migration, run it "
-                "on the old graph version, or review it manually (app.abandon(config))."
-            )
-
-    async def _continue(self, thread_id: str, run: RunRecord | None) -> tuple[Head, RunRecord]:
-        self.run = run  # every write from here on carries the run's fence
-        if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
-            raise NoRunToResumeError(
-                f"thread {thread_id!r} has no unfinished run to continue; send new input "
-                "instead of None"
-            )
-        if run.status is RunStatus.INTERRUPTED:
-            raise NoRunToResumeError(
-                f"run {run.run_id} is waiting for an answer to interrupt(); continue it with "
-                "invoke(Command(resume=<answer>), config)"
-            )
-        if run.status is RunStatus.NEEDS_REVIEW:
-            raise NeedsReviewError(
-                f"run {run.run_id} is parked for review: {run.error}", run_id=run.run_id
-            )
-        self._check_version(run)
-        head = await self.app.load_head(self.store, thread_id)
-        if head.checkpoint.run_id != run.run_id:  # queued: never started
-            await self.store.update_run(run.run_id, status=RunStatus.RUNNING, fence=self._fence)
-            return await self._commit_input(head, run, new=False), run
-        await self.store.update_run(run.run_id, status=RunStatus.RUNNING, fence=self._fence)
-        return head, run
-
-    async def _resume(
-        self, thread_id: str, run: RunRecord | None, answer: Any
-    ) -> tuple[Head, RunRecord]:
-        self.run = run
-        if run is None or run.status is not RunStatus.INTERRUPTED:
-            raise NoRunToResumeError(
-                f"thread {thread_id!r} has no interrupted run; Command(resume=...) answers an "
-                "interrupt(). Use invoke(None, config) to continue a crashed or failed run."
-            )
-        self._check_version(run)
-        head = await self.app.load_head(self.store, thread_id)
-        writes = await self.store.get_task_writes(thread_id, head.checkpoint.checkpoint_id)
-        waiting = open_interrupts(writes)
-        if not waiting:
-            raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-        task = min(waiting, key=lambda t: self.spec.order.get(t, 0))
-        answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
-        await self.store.put_task_write(
-            TaskWrite(thread_id, head.checkpoint.checkpoint_id, task, "resume", answered, answer)
-        )
-        await self.store.update_run(run.run_id, status=RunStatus.RUNNING, fence=self._fence)
-        return head, run
-
-    @property
-    def _fence(self) -> int | None:
-        return self.app.fence_for(self.run.run_id) if self.run is not None else None
-
     # -- the loop --------------------------------------------------------------------------
 
-    async def _loop(self, head: Head, run: RunRecord) -> Head:
+    async def run(self, head: Head, run: RunRecord) -> Head:
+        """Run steps until the run ends, interrupts, parks or fails (then raise)."""
         steps = 0
         while head.checkpoint.next:
             if steps >= self.config.recursion_limit:
@@ -245,32 +121,23 @@ class Runner:
                     f"run {run.run_id} took {steps} steps without finishing; raise "
                     "config['recursion_limit'] if that is expected, or fix the loop"
                 )
-                await self._set_status(run, RunStatus.FAILED, str(error))
+                await self.set_status(run, RunStatus.FAILED, str(error))
                 raise error
             steps += 1
-            task_writes: list[TaskWrite] = []
-            if head.checkpoint.checkpoint_id != self._fresh:  # loaded: an attempt may precede
-                task_writes = await self.store.get_task_writes(
-                    run.thread_id, head.checkpoint.checkpoint_id
-                )
-            head = await self._step(head, run, task_writes)
+            head = await self._step(head, run)
             if self.interrupts:
                 break
         return head
 
-    async def _step(self, head: Head, run: RunRecord, task_writes: list[TaskWrite]) -> Head:
+    async def _step(self, head: Head, run: RunRecord) -> Head:
         cp = head.checkpoint
-        done: dict[str, TaskResult] = {}
-        resumes: dict[str, list[Any]] = {}
-        for w in task_writes:
-            if w.kind == "writes":
-                done[w.task] = TaskResult(w.task, w.value["update"], tuple(w.value["goto"]))
-            elif w.kind == "resume":
-                resumes.setdefault(w.task, []).append(w.value)
-        todo = [n for n in cp.next if n not in done]
-        alone = len(cp.next) == 1
-        contexts = {
-            node: TaskContext(
+        task_writes: list[TaskWrite] = []
+        if cp.checkpoint_id != self.fresh:  # loaded: an earlier attempt may have left writes
+            task_writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+        plan = plan_step(head, task_writes)
+        loop = asyncio.get_running_loop()
+        contexts = [
+            TaskContext(
                 run_id=run.run_id,
                 thread_id=run.thread_id,
                 node=node,
@@ -278,172 +145,88 @@ class Runner:
                 checkpoint_id=cp.checkpoint_id,
                 store=self.store,
                 config=self.config,
-                loop=asyncio.get_running_loop(),
+                loop=loop,
                 emit=self.emit,
-                fault_plan=self.fault_plan,
-                resume_values=resumes.get(node, []),
-                may_fold=alone,
-                fresh=cp.checkpoint_id == self._fresh,
-                fence=self._fence,
+                fault_plan=self.config.fault_plan,
+                resume_values=list(plan.resumes.get(node, ())),
+                may_fold=plan.alone,
+                fresh=cp.checkpoint_id == self.fresh,
+                fence=self.fence,
             )
-            for node in todo
-        }
-        if len(todo) == 1:
-            outcomes = [await self._run_task(contexts[todo[0]], head, save=not alone)]
+            for node in plan.todo
+        ]
+        save = None if plan.alone else self._save_task
+        if len(contexts) == 1:
+            outcomes = [await run_task(self.spec, contexts[0], head, save)]
         else:
             outcomes = list(
-                await asyncio.gather(*(self._run_task(contexts[n], head, save=True) for n in todo))
+                await asyncio.gather(*(run_task(self.spec, c, head, save) for c in contexts))
             )
-        for o in outcomes:
-            if o.signal is not None:
-                if isinstance(o.signal, _ParkSignal):
-                    await self._set_status(run, RunStatus.NEEDS_REVIEW, o.signal.reason)
-                    raise NeedsReviewError(
-                        o.signal.reason, run_id=run.run_id, effect_id=o.signal.effect_id
-                    )
-                raise o.signal
-        errors = [o for o in outcomes if o.error is not None]
-        if errors:
-            first = errors[0]
-            assert first.error is not None
-            await self._set_status(run, RunStatus.FAILED, _describe(first.node, first.error))
-            if isinstance(first.error, OnceGraphError):
-                raise first.error
-            raise NodeError(
-                f"node {first.node!r} raised {_describe(first.node, first.error)}; the run "
-                f"{run.run_id} is failed and can be resumed with invoke(None, config)",
-                node=first.node,
-            ) from first.error
-        interrupted = [o for o in outcomes if o.interrupt is not None]
-        if interrupted:
-            for o in interrupted:
-                assert o.interrupt is not None
-                value, index = o.interrupt
+        decision = decide(self.spec, head, plan, outcomes, run_id=run.run_id)
+        staged = [e for ctx in contexts for e in ctx.staged_effects]
+        return await self._execute(decision, head, run, staged)
+
+    async def _execute(
+        self, decision: Decision, head: Head, run: RunRecord, staged: list[Any]
+    ) -> Head:
+        if isinstance(decision, Crash):
+            raise decision.signal
+        if isinstance(decision, Park):
+            await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
+            raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
+        if isinstance(decision, Fail):
+            await self.set_status(run, RunStatus.FAILED, decision.description)
+            if isinstance(decision.error, OnceGraphError):
+                raise decision.error
+            raise NodeError(_failure_message(decision, run), node=decision.node) from (
+                decision.error
+            )
+        if isinstance(decision, Interrupt):
+            cp = head.checkpoint
+            for node, value, index in decision.waits:
                 await self.store.put_task_write(
-                    TaskWrite(run.thread_id, cp.checkpoint_id, o.node, "interrupt", index, value)
+                    TaskWrite(run.thread_id, cp.checkpoint_id, node, "interrupt", index, value)
                 )
-                self.interrupts.append({"value": value, "node": o.node, "index": index})
-            await self._set_status(run, RunStatus.INTERRUPTED, None)
+                self.interrupts.append({"value": value, "node": node, "index": index})
+            await self.set_status(run, RunStatus.INTERRUPTED, None)
             self.emit("updates", {"__interrupt__": list(self.interrupts)})
             return head
-        for o in outcomes:
-            assert o.result is not None
-            done[o.node] = o.result
-        results = [done[n] for n in cp.next]
-        try:
-            nxt, entries, _ = advance(
-                self.spec, head, run.run_id, results, step=cp.step + 1, source="loop"
-            )
-        except Exception as exc:  # a bad update or a failing router: the run fails, resumable
-            nodes = ", ".join(r.node for r in results)
-            await self._set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
-            if isinstance(exc, OnceGraphError):
-                raise
-            raise NodeError(
-                f"applying the writes of {nodes} failed: {type(exc).__name__}: {exc}",
-                node=results[0].node if results else "",
-            ) from exc
-        staged = [e for ctx in contexts.values() for e in ctx.staged_effects]
-        if self.fault_plan is not None:
-            self.fault_plan.hit("before_checkpoint")
+        return await self._commit_step(decision, head, run, staged)
+
+    async def _commit_step(
+        self, decision: Commit, head: Head, run: RunRecord, staged: list[Any]
+    ) -> Head:
+        plan = self.config.fault_plan
+        if plan is not None:
+            plan.hit("before_checkpoint")
+        nxt = decision.head
         commit = StepCommit(
             thread_id=run.thread_id,
             expected_version=head.version,
             checkpoint=nxt.checkpoint,
-            log=entries,
-            run_status=None if nxt.checkpoint.next else RunStatus.COMPLETED,
+            log=decision.log,
+            run_status=decision.run_status,
             effects=staged,
-            clear_task_writes_of=cp.checkpoint_id if task_writes or len(cp.next) > 1 else None,
-            fence=self._fence,
+            clear_task_writes_of=head.checkpoint.checkpoint_id
+            if decision.clear_task_writes
+            else None,
+            fence=self.fence,
         )
         try:
             await self._commit(commit, nxt)
         except StorageError:
             raise  # a lost CAS or lease writes nothing, not even the run's status
         except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
-            await self._set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
+            await self.set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
             raise
-        if staged and self.fault_plan is not None:
-            self.fault_plan.hit("after_effect_record")
-        if self.fault_plan is not None:
-            self.fault_plan.hit("after_checkpoint")
-        self._emit_step(nxt, {r.node: r.update for r in results})
+        if plan is not None:
+            if staged:
+                plan.hit("after_effect_record")
+            plan.hit("after_checkpoint")
+        self._emit_step(nxt, {r.node: r.update for r in decision.results})
         return nxt
 
-    async def _call_node(self, node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
-        """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
-        timeout = node.timeout if node.timeout is not None else self.config.node_timeout
-        call = node.fn(*args) if node.is_async else asyncio.to_thread(node.fn, *args)
-        if timeout is None:
-            return await call
-        try:
-            async with asyncio.timeout(timeout) as cm:
-                return await call
-        except TimeoutError as exc:
-            if cm.expired():
-                raise NodeTimeoutError(
-                    f"node {ctx.node!r} ran longer than node_timeout={timeout}s", node=ctx.node
-                ) from exc
-            raise
-
-    async def _run_task(self, ctx: TaskContext, head: Head, *, save: bool) -> _Outcome:
-        node = self.spec.nodes[ctx.node]
-        outcome = _Outcome(ctx.node)
-        token = set_task(ctx)
-        self.emit("events", {"event": "node_start", "node": ctx.node, "step": ctx.step})
-        try:
-            state = self.spec.schema.to_node_input(head.values)
-            args: tuple[Any, ...] = (
-                (state, self._node_config(ctx)) if node.takes_config else (state,)
-            )
-            if node.inline:  # on the loop thread: no hand-off, no timeout
-                value = node.fn(*args)
-            else:
-                value = await self._call_node(node, ctx, args)
-            if ctx.interrupt_raised is not None:
-                raise InterruptSwallowedError(
-                    f"node {ctx.node!r} caught the interrupt signal (a bare except or except "
-                    "BaseException?) and returned normally; let GraphInterrupt propagate",
-                    node=ctx.node,
-                )
-            if isinstance(value, Command):
-                update = self.spec.schema.to_update(ctx.node, value.update)
-                result = TaskResult(ctx.node, update, value.goto_nodes())
-            else:
-                result = TaskResult(ctx.node, self.spec.schema.to_update(ctx.node, value))
-            if save:
-                await self._save_task(ctx, result)
-            outcome.result = result
-        except GraphInterrupt as gi:
-            outcome.interrupt = (gi.value, gi.index)
-        except (_CrashSignal, _ParkSignal) as sig:
-            outcome.signal = sig
-        except Exception as exc:
-            if ctx.interrupt_raised is not None and not isinstance(exc, OnceGraphError):
-                exc = InterruptSwallowedError(
-                    f"node {ctx.node!r} caught the interrupt signal and raised "
-                    f"{type(exc).__name__} instead; let GraphInterrupt propagate",
-                    node=ctx.node,
-                )
-            outcome.error = exc
-        except asyncio.CancelledError:
-            raise
-        finally:
-            reset_task(token)
-        self.emit(
-            "events",
-            {
-                "event": "node_end",
-                "node": ctx.node,
-                "step": ctx.step,
-                "status": "ok"
-                if outcome.result
-                else "interrupted"
-                if outcome.interrupt
-                else "error",
-            },
-        )
-        return outcome
+    # -- writes ----------------------------------------------------------------------------
 
     async def _save_task(self, ctx: TaskContext, result: TaskResult) -> None:
         """A sibling finished: keep its writes so a crash re-runs only the others."""
@@ -461,17 +244,6 @@ class Runner:
             )
         )
 
-    def _node_config(self, ctx: TaskContext) -> dict[str, Any]:
-        return {
-            "thread_id": ctx.thread_id,
-            "run_id": ctx.run_id,
-            "node": ctx.node,
-            "step": ctx.step,
-            **self.config.configurable,
-        }
-
-    # -- writes ----------------------------------------------------------------------------
-
     async def _commit(self, commit: StepCommit, head: Head) -> None:
         """Commit with retries on transient store errors; a lost CAS is final (law 8)."""
         for attempt, delay in enumerate((*COMMIT_RETRY_DELAYS, None)):
@@ -487,15 +259,15 @@ class Runner:
                     log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
                     raise
                 await asyncio.sleep(delay)
-        self._fresh = commit.checkpoint.checkpoint_id
-        self.app.remember_head(head)
+        self.fresh = commit.checkpoint.checkpoint_id
+        self.heads.remember(head)
 
     async def _landed(self, commit: StepCommit) -> bool:
         thread = await self.store.get_thread(commit.thread_id)
         return thread is not None and thread.head_checkpoint_id == commit.checkpoint.checkpoint_id
 
-    async def _set_status(self, run: RunRecord, status: RunStatus, error: str | None) -> None:
-        await self.store.update_run(run.run_id, status=status, error=error, fence=self._fence)
+    async def set_status(self, run: RunRecord, status: RunStatus, error: str | None) -> None:
+        await self.store.update_run(run.run_id, status=status, error=error, fence=self.fence)
 
     def _emit_step(self, head: Head, updates: Mapping[str, Any]) -> None:
         for node, update in updates.items():
@@ -503,54 +275,14 @@ class Runner:
         self.emit("values", head.values)
 
 
-_BLOCKING = frozenset(
-    {
-        RunStatus.QUEUED,
-        RunStatus.RUNNING,
-        RunStatus.INTERRUPTED,
-        RunStatus.NEEDS_REVIEW,
-        RunStatus.FAILED,
-    }
-)
+def _failure_message(decision: Fail, run: RunRecord) -> str:
+    if decision.applying:
+        nodes = ", ".join(decision.nodes)
+        return f"applying the writes of {nodes} failed: {decision.description}"
+    return (
+        f"node {decision.node!r} raised {decision.description}; the run {run.run_id} is "
+        "failed and can be resumed with invoke(None, config)"
+    )
 
 
-def open_interrupts(writes: list[TaskWrite]) -> dict[str, TaskWrite]:
-    """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
-    finished = {w.task for w in writes if w.kind == "writes"}
-    answers: dict[str, int] = {}
-    for w in writes:
-        if w.kind == "resume":
-            answers[w.task] = answers.get(w.task, 0) + 1
-    waiting: dict[str, TaskWrite] = {}
-    for w in writes:
-        open_ = w.kind == "interrupt" and w.task not in finished
-        if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
-            waiting[w.task] = w
-    return waiting
-
-
-def _idx(write: TaskWrite | None) -> int:
-    return -1 if write is None else write.idx
-
-
-def _describe(node: str, error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
-
-
-def input_json(value: Any, spec: Any) -> Any:
-    if isinstance(value, Command):
-        raise ConfigError(
-            "Command(update=..., goto=...) as input is not supported; pass a dict of state "
-            "updates, None to continue, or Command(resume=...) to answer an interrupt"
-        )
-    if not isinstance(value, Mapping) and not (
-        spec.schema.kind in ("dataclass", "pydantic") and isinstance(value, spec.schema.source)
-    ):
-        raise InvalidUpdateError(
-            f"input must be a dict of state fields (or None to continue a run); got "
-            f"{type(value).__name__}"
-        )
-    return dict(spec.schema.to_update(START, value))
-
-
-__all__ = ["Runner", "input_json", "open_interrupts"]
+__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore"]

@@ -1,9 +1,27 @@
-"""The run loop's pure part: routing and step application. No I/O, no awaits.
+"""The run loop's pure part: it decides, the driver does. No I/O, no awaits.
 
-The driver (:mod:`oncegraph.runtime.driver`) feeds it the state of a checkpoint and the
-writes of finished tasks; it answers with the next state, the log entries to append and
-the nodes to run next, which the driver commits as ONE checkpoint before running them
-(law 1).
+A step, as the driver (:mod:`oncegraph.runtime.driver`) runs it::
+
+    plan = plan_step(head, task_writes)        which tasks run, with which answers
+    outcomes = <the driver runs plan.todo>     one TaskOutcome per task
+    decision = decide(spec, head, plan, outcomes, run_id=...)
+
+and the decision is exactly one of:
+
+* :class:`Crash`: an in-process fault fired; stop, write nothing.
+* :class:`Park`: an effect's outcome is unknown and its policy forbids guessing; the run
+  becomes ``needs_review`` (law 5).
+* :class:`Fail`: a node (or applying the step's writes) raised; the run becomes
+  ``failed``, resumable.
+* :class:`Interrupt`: tasks called ``interrupt()``; their questions are kept and the run
+  becomes ``interrupted`` (law 11).
+* :class:`Commit`: the next checkpoint (state, log entries, the nodes to run next), to be
+  committed as ONE compare-and-swap before any of those nodes runs (law 1).
+
+Precedence when siblings disagree: crash, then park, then fail, then interrupt; a step
+commits only when every task finished. Everything here is deterministic given its
+inputs (apart from the new checkpoint's id), so unit tests drive it with no event loop
+and no store.
 """
 
 from __future__ import annotations
@@ -18,7 +36,7 @@ from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StepWrites, apply_writes
-from oncegraph.storage.records import CheckpointRecord, LogEntry
+from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,3 +144,176 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     logs = {c: 0 for c in spec.schema.log_channels()}
     checkpoint = CheckpointRecord("", thread_id, "", -1, 0, None, {}, logs, ())
     return Head(checkpoint, spec.schema.initial())
+
+
+# -- one step: plan, outcomes, decision -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """What the step after ``head`` runs.
+
+    ``todo``: the nodes still to run, in the order the checkpoint names them; ``done``:
+    siblings that finished in an earlier attempt of this step (their writes were kept as
+    task writes, so they do not run again); ``resumes``: the interrupt answers given to
+    each node, in order; ``alone``: the step has one task, so its effect results may ride
+    the step's checkpoint commit; ``clear``: task writes exist for this step and the
+    commit deletes them.
+    """
+
+    todo: tuple[str, ...]
+    done: Mapping[str, TaskResult]
+    resumes: Mapping[str, tuple[Any, ...]]
+    alone: bool
+    clear: bool
+
+
+def plan_step(head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
+    done: dict[str, TaskResult] = {}
+    resumes: dict[str, list[Any]] = {}
+    for w in task_writes:
+        if w.kind == "writes":
+            done[w.task] = TaskResult(w.task, w.value["update"], tuple(w.value["goto"]))
+        elif w.kind == "resume":
+            resumes.setdefault(w.task, []).append(w.value)
+    nxt = head.checkpoint.next
+    return StepPlan(
+        todo=tuple(n for n in nxt if n not in done),
+        done=done,
+        resumes={k: tuple(v) for k, v in resumes.items()},
+        alone=len(nxt) == 1,
+        clear=bool(task_writes) or len(nxt) > 1,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """How one task of a step ended: exactly one field besides ``node`` is set."""
+
+    node: str
+    result: TaskResult | None = None
+    interrupt: tuple[Any, int] | None = None  # (value, index) of the interrupt() raised
+    error: BaseException | None = None
+    park: tuple[str, str] | None = None  # (effect_id, reason): law 5 forbids guessing
+    crash: BaseException | None = None  # an in-process fault: stop without writing
+
+
+@dataclass(frozen=True, slots=True)
+class Crash:
+    signal: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class Park:
+    effect_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    node: str
+    error: BaseException
+    applying: bool = False  # True: the nodes ran; applying their writes (or routing) failed
+    nodes: tuple[str, ...] = ()  # with ``applying``: the nodes whose writes were applied
+
+    @property
+    def description(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}"
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    waits: tuple[tuple[str, Any, int], ...]  # (node, value, index), in outcome order
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    head: Head
+    log: list[LogEntry]
+    results: tuple[TaskResult, ...]  # in checkpoint order: what the step's nodes wrote
+    run_status: RunStatus | None  # COMPLETED when nothing is left to run
+    clear_task_writes: bool
+
+
+Decision = Crash | Park | Fail | Interrupt | Commit
+
+
+def decide(
+    spec: GraphSpec,
+    head: Head,
+    plan: StepPlan,
+    outcomes: Sequence[TaskOutcome],
+    *,
+    run_id: str,
+) -> Decision:
+    """The step's verdict from its tasks' outcomes (see the module docstring)."""
+    for o in outcomes:
+        if o.crash is not None:
+            return Crash(o.crash)
+    for o in outcomes:
+        if o.park is not None:
+            return Park(*o.park)
+    for o in outcomes:
+        if o.error is not None:
+            return Fail(o.node, o.error)
+    waits = tuple((o.node, *o.interrupt) for o in outcomes if o.interrupt is not None)
+    if waits:
+        return Interrupt(waits)
+    done = dict(plan.done)
+    for o in outcomes:
+        assert o.result is not None, f"task {o.node!r} has no outcome"
+        done[o.node] = o.result
+    results = tuple(done[n] for n in head.checkpoint.next)
+    try:
+        nxt, entries, _ = advance(
+            spec, head, run_id, results, step=head.checkpoint.step + 1, source="loop"
+        )
+    except Exception as exc:  # a bad update or a failing router: the run fails, resumable
+        nodes = tuple(r.node for r in results)
+        return Fail(nodes[0] if nodes else "", exc, applying=True, nodes=nodes)
+    return Commit(
+        head=nxt,
+        log=entries,
+        results=results,
+        run_status=None if nxt.checkpoint.next else RunStatus.COMPLETED,
+        clear_task_writes=plan.clear,
+    )
+
+
+def open_interrupts(writes: Sequence[TaskWrite]) -> dict[str, TaskWrite]:
+    """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
+    finished = {w.task for w in writes if w.kind == "writes"}
+    answers: dict[str, int] = {}
+    for w in writes:
+        if w.kind == "resume":
+            answers[w.task] = answers.get(w.task, 0) + 1
+    waiting: dict[str, TaskWrite] = {}
+    for w in writes:
+        open_ = w.kind == "interrupt" and w.task not in finished
+        if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
+            waiting[w.task] = w
+    return waiting
+
+
+def _idx(write: TaskWrite | None) -> int:
+    return -1 if write is None else write.idx
+
+
+__all__ = [
+    "Commit",
+    "Crash",
+    "Decision",
+    "Fail",
+    "Head",
+    "Interrupt",
+    "Park",
+    "StepPlan",
+    "TaskOutcome",
+    "TaskResult",
+    "advance",
+    "decide",
+    "empty_head",
+    "next_nodes",
+    "open_interrupts",
+    "plan_step",
+]

@@ -15,7 +15,7 @@ from typing import Any
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, EffectFailedError, OnceGraphError
-from oncegraph.ids import effect_id_for, tool_command_id
+from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, perform
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.tools.tool import Tool, as_tool
@@ -38,6 +38,11 @@ class ToolNode:
             raise ConfigError("two tools share a name; give each tool a unique name")
         self.messages_key = messages_key
         self.__name__ = name
+
+    @property
+    def effect_masks(self) -> dict[str, tuple[str, ...]]:
+        """The fields each tool declared in ``mask=[...]``, for operator views."""
+        return {t.name: t.mask for t in self.tools.values() if t.mask}
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         ctx = current_task()
@@ -114,7 +119,7 @@ class ToolNode:
             fold=fold,
         )
         try:
-            result = await perform(ctx, effect_call)
+            result = (await perform(ctx, effect_call)).result
         except EffectFailedError as exc:
             message = {**base, "id": msg_id, "status": "error", "content": f"Error: {exc}"}
         except OnceGraphError:

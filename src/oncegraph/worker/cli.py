@@ -1,7 +1,7 @@
 """The worker process: ``oncegraph worker module:app`` / ``python -m oncegraph.worker``.
 
 ``module:app`` names a module attribute that is a compiled app (a
-:class:`~oncegraph.runtime.app.CompiledGraph` with a ``PgCheckpointer``) or a zero-argument
+:class:`~oncegraph.app.CompiledGraph` with a ``PgCheckpointer``) or a zero-argument
 factory returning one; the current directory is importable, as with uvicorn. SIGTERM and
 SIGINT stop the worker cleanly (claiming stops, unfinished runs are released) and the
 process exits 0.
@@ -18,8 +18,8 @@ import signal
 import sys
 from typing import Any
 
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
-from oncegraph.runtime.app import CompiledGraph
 from oncegraph.worker.worker import Worker
 
 

@@ -2,11 +2,11 @@
 
 Invariants:
 
-* **A run executes only under its lease.** Each claimed run gets ``app.set_fence(run_id,
-  token)`` before it starts, so every checkpoint commit and status update it makes
-  carries the claim's fencing token; once another worker claims the run (after this
-  lease expired) those writes raise :class:`~oncegraph.errors.LeaseLostError` and
-  write nothing.
+* **A run executes only under its lease.** Each claimed run is executed by the run
+  service with the claim's fencing token (:meth:`RunService.execute`), so every
+  checkpoint commit and status update it makes carries that token; once another worker
+  claims the run (after this lease expired) those writes raise
+  :class:`~oncegraph.errors.LeaseLostError` and write nothing.
 * **Heartbeat.** Every ``heartbeat_seconds`` each held lease is renewed. A renewal
   that is refused (the token moved on) cancels that run's task at once. A renewal that
   cannot reach the database does not: but when a run's lease has not been renewed for
@@ -35,8 +35,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError, NeedsReviewError, OnceGraphError
-from oncegraph.runtime.app import CompiledGraph
+from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
 from oncegraph.worker.queue import RunQueue
 
@@ -143,7 +144,6 @@ class Worker:
     # -- runs ------------------------------------------------------------------------------
 
     def _start(self, run: RunRecord) -> None:
-        self.app.set_fence(run.run_id, run.fencing_token)
         task = asyncio.create_task(self._execute(run), name=f"oncegraph-run-{run.run_id}")
         self._held[run.run_id] = _Held(run, run.fencing_token, task)
         task.add_done_callback(functools.partial(self._finished, run.run_id))
@@ -152,15 +152,13 @@ class Worker:
         )
 
     def _finished(self, run_id: str, _task: object = None) -> None:
-        held = self._held.pop(run_id, None)
-        if held is not None and self.app.fence_for(run_id) == held.token:
-            self.app.set_fence(run_id, None)
+        self._held.pop(run_id, None)
         self._wake.set()  # a slot is free
 
     async def _execute(self, run: RunRecord) -> None:
-        config = {**dict(run.config), "thread_id": run.thread_id, "run_id": run.run_id}
+        config = RunConfig.parse({**dict(run.config), "thread_id": run.thread_id})
         try:
-            result = await self.app.ainvoke(None, config)
+            result = await self.app.service.execute(run, config, fence=run.fencing_token)
         except LeaseLostError as exc:
             log.warning("run %s: lease lost, stopped without writing: %s", run.run_id, exc)
         except NeedsReviewError as exc:
@@ -171,7 +169,7 @@ class Worker:
             log.exception("run %s raised an unexpected error", run.run_id)
         else:
             self.completed += 1
-            if "__interrupt__" in result:
+            if result.interrupts:
                 log.info("run %s is waiting for an interrupt answer", run.run_id)
             else:
                 log.info("run %s finished", run.run_id)

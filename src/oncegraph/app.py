@@ -1,0 +1,280 @@
+"""``CompiledGraph``: the runnable app, a thin facade over the run service.
+
+Four run paths (``invoke``, ``ainvoke``, ``stream``, ``astream``) and the operator views
+all go through one :class:`~oncegraph.runs.RunService` per store; the sync methods are
+the async ones run through the portal (:mod:`oncegraph.runtime.portal`), never a twin.
+Without a checkpointer every call gets a private in-memory store: the laws hold inside
+the call and nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from oncegraph.errors import ConfigError
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.ids import new_run_id
+from oncegraph.runs.service import RunService
+from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.faults import FaultPlan
+from oncegraph.runtime.portal import iterate_sync, run_sync
+from oncegraph.storage.protocols import Checkpointer, Pruner
+from oncegraph.storage.records import EffectRecord, EffectStatus, PruneReport, RunRecord, RunStatus
+
+STREAM_MODES = frozenset({"values", "updates", "events"})
+
+_NO_STORE = (
+    "this graph was compiled without a checkpointer, so nothing is stored; "
+    "compile(checkpointer=SqliteCheckpointer('runs.db')) to keep state"
+)
+
+
+class CompiledGraph:
+    def __init__(self, spec: GraphSpec, *, checkpointer: Checkpointer | None) -> None:
+        self.spec = spec
+        self.checkpointer = checkpointer
+        self.fingerprint = spec.fingerprint()
+        self._service = RunService(spec, checkpointer) if checkpointer is not None else None
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def service(self) -> RunService:
+        """The run service over this app's checkpointer."""
+        if self._service is None:
+            raise ConfigError(_NO_STORE)
+        return self._service
+
+    @property
+    def store(self) -> Checkpointer:
+        return self.service.store
+
+    async def setup(self) -> None:
+        await self.service.setup()
+
+    def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
+        cfg = RunConfig.parse(config)
+        if cfg.fault_plan is None:
+            env_plan = FaultPlan.from_env()
+            if env_plan is not None:
+                cfg = dataclasses.replace(cfg, fault_plan=env_plan)
+        return cfg
+
+    def _for_run(self, config: Mapping[str, Any] | None) -> tuple[RunService, RunConfig]:
+        """The service and config of one run; a private memory store without a checkpointer."""
+        cfg = self._config(config)
+        if self._service is not None:
+            return self._service, cfg
+        from oncegraph.storage.memory import InMemoryCheckpointer
+
+        if cfg.thread_id is None:
+            cfg = dataclasses.replace(cfg, thread_id=new_run_id())
+        return RunService(self.spec, InMemoryCheckpointer()), cfg
+
+    def _thread(self, config: Mapping[str, Any] | None) -> str:
+        cfg = RunConfig.parse(config)
+        if cfg.thread_id is None:
+            self.service  # noqa: B018 - no checkpointer is the first thing to report
+            raise ConfigError(
+                "this graph has a checkpointer, so every call needs a thread: pass "
+                "config={'thread_id': '<conversation id>'}"
+            )
+        return cfg.thread_id
+
+    # -- run paths -------------------------------------------------------------------------
+
+    async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        service, cfg = self._for_run(config)
+        return (await service.run(input, cfg)).output()
+
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return run_sync(self.ainvoke(input, config), "invoke")
+
+    async def astream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+    ) -> AsyncIterator[Any]:
+        single = isinstance(stream_mode, str)
+        modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
+        if not modes or not modes <= STREAM_MODES:
+            raise ConfigError(
+                f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}"
+            )
+        service, cfg = self._for_run(config)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+
+        def emit(mode: str, payload: Any) -> None:
+            if mode in modes:
+                if mode == "values":
+                    payload = dict(payload)
+                queue.put_nowait(payload if single else (mode, payload))
+
+        task = asyncio.ensure_future(service.run(input, cfg, emit))
+        task.add_done_callback(lambda _: queue.put_nowait(done))
+        try:
+            while True:
+                item = await queue.get()
+                if item is done:
+                    task.result()
+                    return
+                yield item
+        finally:
+            if not task.done():
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
+
+    def stream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "values",
+    ) -> Iterator[Any]:
+        return iterate_sync(self.astream(input, config, stream_mode=stream_mode), "stream")
+
+    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+        """Enqueue a run for the workers (``oncegraph worker``); returns the queued run.
+
+        A thread runs one run at a time: a run submitted while another is unfinished waits
+        behind it instead of failing, and its input is kept in the run record.
+        """
+        self._thread(config)
+        return await self.service.submit(input, self._config(config))
+
+    def submit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+        return run_sync(self.asubmit(input, config), "submit")
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def aget_state(self, config: Mapping[str, Any]) -> StateSnapshot:
+        thread_id = self._thread(config)
+        return await self.service.get_state(thread_id, (config or {}).get("checkpoint_id"))
+
+    def get_state(self, config: Mapping[str, Any]) -> StateSnapshot:
+        return run_sync(self.aget_state(config), "get_state")
+
+    async def aget_state_history(
+        self, config: Mapping[str, Any], *, limit: int | None = None
+    ) -> list[StateSnapshot]:
+        thread_id = self._thread(config)
+        run_id = (config or {}).get("run_id")
+        return await self.service.history(thread_id, run_id=run_id, limit=limit)
+
+    def get_state_history(
+        self, config: Mapping[str, Any], *, limit: int | None = None
+    ) -> list[StateSnapshot]:
+        return run_sync(self.aget_state_history(config, limit=limit), "get_state_history")
+
+    async def aruns(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        statuses = None
+        if status is not None:
+            statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
+        return await self.service.runs(thread_id=thread_id, statuses=statuses, limit=limit)
+
+    def runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        return run_sync(self.aruns(thread_id=thread_id, status=status, limit=limit), "runs")
+
+    async def aget_run(self, run_id: str) -> RunRecord:
+        return await self.service.get_run(run_id)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return run_sync(self.aget_run(run_id), "get_run")
+
+    async def aeffects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+    ) -> list[EffectRecord]:
+        statuses = None
+        if status is not None:
+            statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
+        return await self.service.effects(run_id=run_id, thread_id=thread_id, statuses=statuses)
+
+    def effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+    ) -> list[EffectRecord]:
+        return run_sync(self.aeffects(run_id=run_id, thread_id=thread_id, status=status), "effects")
+
+    # -- operator --------------------------------------------------------------------------
+
+    async def aabandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:
+        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
+        return await self.service.abandon(self._thread(config), reason=reason)
+
+    def abandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:
+        return run_sync(self.aabandon(config, reason=reason), "abandon")
+
+    async def aprune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """Retention: delete checkpoints and finished effect records no open run needs.
+
+        Delegates to the store's :meth:`~oncegraph.storage.protocols.Pruner.prune` (the
+        head, the newest ``keep_checkpoints`` and unfinished runs' checkpoints stay; log
+        entries are never deleted); ``effects_older_than`` is in seconds.
+        """
+        store = self.store
+        if not isinstance(store, Pruner):
+            raise ConfigError(
+                f"{type(store).__name__} cannot prune (it has no prune() method); use "
+                "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer, or add "
+                "prune() (oncegraph.storage.protocols.Pruner) to your store"
+            )
+        await self.setup()
+        return await store.prune(
+            keep_checkpoints=keep_checkpoints,
+            effects_older_than=effects_older_than,
+            thread_id=thread_id,
+        )
+
+    def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        return run_sync(
+            self.aprune(
+                keep_checkpoints=keep_checkpoints,
+                effects_older_than=effects_older_than,
+                thread_id=thread_id,
+            ),
+            "prune",
+        )
+
+
+__all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]

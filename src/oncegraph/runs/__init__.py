@@ -1,0 +1,10 @@
+"""The run service: the run lifecycle and operator commands over the engine and a store.
+
+The compiled app, the worker and the CLI call :class:`RunService`; none of them touches
+a store directly.
+"""
+
+from oncegraph.runs.service import RunResult, RunService
+from oncegraph.runs.views import StateSnapshot
+
+__all__ = ["RunResult", "RunService", "StateSnapshot"]

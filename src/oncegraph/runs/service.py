@@ -1,0 +1,306 @@
+"""The run service: the run lifecycle and every operator view, over the engine and a store.
+
+Every surface calls it (the compiled app, the worker, the CLI, the HTTP server); none of
+them touches a store directly. A service belongs to one graph (``spec``; ``None`` for a
+read-only service, e.g. the CLI's listings) and one store.
+
+Lifecycle (law 9): :meth:`RunService.run` starts a new run, continues an unfinished one
+(keeping its ``run_id``) or answers an interrupt, as :mod:`oncegraph.runs.lifecycle`
+decides from the input; :meth:`RunService.execute` continues one named run (a worker,
+under its lease); :meth:`RunService.submit` queues a run for the workers;
+:meth:`RunService.abandon` gives one up. Before any continue the stored versions are
+checked (:mod:`oncegraph.versioning`, law 10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from oncegraph.errors import (
+    ConfigError,
+    InvalidUpdateError,
+    NoRunToResumeError,
+    RunNotFoundError,
+)
+from oncegraph.graph.constants import START
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.command import Command
+from oncegraph.ids import new_run_id
+from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
+from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.driver import Driver, Emit, ignore
+from oncegraph.runtime.engine import Head, empty_head, open_interrupts
+from oncegraph.runtime.heads import Heads
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import (
+    CheckpointRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+    TaskWrite,
+)
+from oncegraph.versioning import GraphIdentity, check
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run call ended without an error: the final state and any open questions."""
+
+    run: RunRecord
+    values: dict[str, Any]
+    interrupts: tuple[dict[str, Any], ...] = ()
+
+    def output(self) -> dict[str, Any]:
+        """LangGraph's shape: the state, with ``__interrupt__`` when the run paused."""
+        values = dict(self.values)
+        if self.interrupts:
+            values["__interrupt__"] = list(self.interrupts)
+        return values
+
+
+class RunService:
+    """Runs of one graph in one store. See the module docstring."""
+
+    def __init__(self, spec: GraphSpec | None, store: Checkpointer) -> None:
+        self.spec = spec
+        self.store = store
+        self.identity = (
+            GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
+            if spec is not None
+            else None
+        )
+        self.masks = masks_of(spec)
+        self._heads = Heads(spec, store) if spec is not None else None
+        self._ready = False
+
+    async def setup(self) -> None:
+        """Create or migrate the store's schema, once per service."""
+        if not self._ready:
+            await self.store.setup()
+            self._ready = True
+
+    # -- the lifecycle -------------------------------------------------------------------
+
+    async def run(self, input: Any, cfg: RunConfig, emit: Emit = ignore) -> RunResult:
+        """What ``invoke(input, config)`` does: start, continue or answer (lifecycle)."""
+        _, heads = self._graph()
+        thread_id = _thread(cfg)
+        await self.setup()
+        if cfg.run_id is not None:  # continue exactly this run
+            if input is not None:
+                raise ConfigError("config['run_id'] continues a stored run; pass input=None")
+            return await self._continue(await self._run_on(thread_id, cfg.run_id), cfg, emit)
+        start = plan_start(thread_id, input, await self._latest(thread_id))
+        if isinstance(start, ContinueRun):
+            return await self._continue(start.run, cfg, emit)
+        if isinstance(start, AnswerInterrupt):
+            return await self._answer(start.run, start.answer, cfg, emit)
+        run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING)
+        driver = self._driver(cfg, emit, None)
+        head = await driver.commit_input(await heads.load(thread_id), run, new=True)
+        return await self._drive(driver, head, run)
+
+    async def execute(self, run: RunRecord, cfg: RunConfig, *, fence: int) -> RunResult:
+        """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
+        await self.setup()
+        return await self._continue(continuable(run.thread_id, run), cfg, ignore, fence=fence)
+
+    async def _continue(
+        self, run: RunRecord, cfg: RunConfig, emit: Emit, *, fence: int | None = None
+    ) -> RunResult:
+        _, heads = self._graph()
+        run = continuable(run.thread_id, run)
+        self._check_version(run)
+        driver = self._driver(cfg, emit, fence)
+        head = await heads.load(run.thread_id)
+        await driver.set_status(run, RunStatus.RUNNING, None)
+        if head.checkpoint.run_id != run.run_id:  # queued: it never started
+            head = await driver.commit_input(head, run, new=False)
+        return await self._drive(driver, head, run)
+
+    async def _answer(self, run: RunRecord, answer: Any, cfg: RunConfig, emit: Emit) -> RunResult:
+        spec, heads = self._graph()
+        self._check_version(run)
+        head = await heads.load(run.thread_id)
+        cp = head.checkpoint
+        writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+        waiting = open_interrupts(writes)
+        if not waiting:
+            raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
+        task = min(waiting, key=lambda t: spec.order.get(t, 0))
+        answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+        await self.store.put_task_write(
+            TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer)
+        )
+        driver = self._driver(cfg, emit, None)
+        await driver.set_status(run, RunStatus.RUNNING, None)
+        return await self._drive(driver, head, run)
+
+    async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
+        head = await driver.run(head, run)
+        return RunResult(run, dict(head.values), tuple(driver.interrupts))
+
+    async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
+        """Queue a run for the workers; a thread runs its runs one at a time, in order."""
+        thread_id = _thread(cfg)
+        await self.setup()
+        run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
+        await self.store.create_run(run)
+        return run
+
+    async def abandon(self, thread_id: str, *, reason: str = "abandoned") -> RunRecord:
+        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
+        await self.setup()
+        latest = await self._latest(thread_id)
+        if latest is None or latest.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+            raise RunNotFoundError(f"thread {thread_id!r} has no unfinished run to abandon")
+        await self.store.update_run(latest.run_id, status=RunStatus.ABANDONED, error=reason)
+        return await self.get_run(latest.run_id)
+
+    # -- views -----------------------------------------------------------------------------
+
+    async def runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+    ) -> list[RunRecord]:
+        await self.setup()
+        return await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        await self.setup()
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
+        return run
+
+    async def effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+    ) -> list[EffectRecord]:
+        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked."""
+        if run_id is None and thread_id is None:
+            raise ConfigError("effects() needs run_id=... or thread_id=...")
+        await self.setup()
+        records = await self.store.list_effects(
+            run_id=run_id, thread_id=thread_id, statuses=statuses
+        )
+        return [mask_effect(r, self.masks) for r in records]
+
+    async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
+        spec, _ = self._graph()
+        await self.setup()
+        cp = await self.store.get_checkpoint(thread_id, checkpoint_id)
+        if cp is None:
+            if checkpoint_id:
+                raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
+            return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
+        return await self._snapshot(cp)
+
+    async def history(
+        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+    ) -> list[StateSnapshot]:
+        self._graph()
+        await self.setup()
+        cps = await self.store.list_checkpoints(thread_id, run_id=run_id, limit=limit)
+        return [await self._snapshot(cp) for cp in cps]
+
+    async def _snapshot(self, cp: CheckpointRecord) -> StateSnapshot:
+        _, heads = self._graph()
+        values = await heads.materialize(cp)
+        writes = await self.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
+        interrupts = tuple(
+            {"node": w.task, "index": w.idx, "value": w.value}
+            for w in open_interrupts(writes).values()
+        )
+        return snapshot(cp, values, interrupts)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _graph(self) -> tuple[GraphSpec, Heads]:
+        if self.spec is None or self._heads is None:
+            raise ConfigError(
+                "this run service has no graph (a read-only service, e.g. the CLI's); running "
+                "and reading state need the compiled app"
+            )
+        return self.spec, self._heads
+
+    def _driver(self, cfg: RunConfig, emit: Emit, fence: int | None) -> Driver:
+        spec, heads = self._graph()
+        return Driver(spec, self.store, heads, cfg, emit, fence)
+
+    def _check_version(self, run: RunRecord) -> None:
+        assert self.identity is not None
+        check(run, self.identity).raise_if_incompatible()
+
+    async def _latest(self, thread_id: str) -> RunRecord | None:
+        runs = await self.store.list_runs(thread_id=thread_id, limit=1)
+        return runs[0] if runs else None
+
+    async def _run_on(self, thread_id: str, run_id: str) -> RunRecord:
+        run = await self.store.get_run(run_id)
+        if run is None or run.thread_id != thread_id:
+            raise NoRunToResumeError(f"no run {run_id!r} on thread {thread_id!r}")
+        return run
+
+    def _new_run(
+        self,
+        thread_id: str,
+        input: Any,
+        cfg: RunConfig,
+        *,
+        status: RunStatus,
+        reason: str = "invoke",
+    ) -> RunRecord:
+        spec, _ = self._graph()
+        assert self.identity is not None
+        return RunRecord(
+            run_id=new_run_id(),
+            thread_id=thread_id,
+            status=status,
+            workflow_name=self.identity.name,
+            workflow_version=self.identity.version,
+            state_schema_version=self.identity.state_schema_version,
+            graph_fingerprint=self.identity.fingerprint,
+            launch_reason=reason,
+            input=input_json(input, spec),
+            config=cfg.to_json(),
+        )
+
+
+def _thread(cfg: RunConfig) -> str:
+    if cfg.thread_id is None:
+        raise ConfigError(
+            "this graph has a checkpointer, so every call needs a thread: pass "
+            "config={'thread_id': '<conversation id>'}"
+        )
+    return cfg.thread_id
+
+
+def input_json(value: Any, spec: GraphSpec) -> Any:
+    """The run's input as stored: a dict of state updates (validated against the schema)."""
+    if isinstance(value, Command):
+        raise ConfigError(
+            "Command(update=..., goto=...) as input is not supported; pass a dict of state "
+            "updates, None to continue, or Command(resume=...) to answer an interrupt"
+        )
+    schema = spec.schema
+    typed = schema.kind in ("dataclass", "pydantic") and isinstance(value, schema.source)
+    if not isinstance(value, Mapping) and not typed:
+        raise InvalidUpdateError(
+            f"input must be a dict of state fields (or None to continue a run); got "
+            f"{type(value).__name__}"
+        )
+    return dict(schema.to_update(START, value))
+
+
+__all__ = ["RunResult", "RunService", "input_json"]

@@ -1,0 +1,66 @@
+"""A thread's head, materialized: the checkpoint a run stands on and its full state.
+
+Log channels (message lists) are stored once, append-only, so a checkpoint only names
+how many entries of each log belong to its state; materializing folds those entries
+back into values. The last head a process committed or loaded per thread is kept in
+memory and reused while the store's thread row still names it (the thread row is read
+every time: the cache never decides what the head is).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from oncegraph.errors import RunNotFoundError
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.engine import Head, empty_head
+from oncegraph.storage.protocols import CheckpointStore
+from oncegraph.storage.records import CheckpointRecord
+
+_CACHE_SIZE = 1024
+
+
+class Heads:
+    """Loads and remembers the heads of one graph's threads in one store."""
+
+    def __init__(self, spec: GraphSpec, store: CheckpointStore) -> None:
+        self.spec = spec
+        self.store = store
+        self._cache: OrderedDict[str, Head] = OrderedDict()
+
+    def remember(self, head: Head) -> None:
+        tid = head.checkpoint.thread_id
+        self._cache[tid] = head
+        self._cache.move_to_end(tid)
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    async def load(self, thread_id: str) -> Head:
+        """The thread's head; the in-process copy is used when still current."""
+        thread = await self.store.get_thread(thread_id)
+        if thread is None or thread.head_checkpoint_id is None:
+            return empty_head(self.spec, thread_id)
+        cached = self._cache.get(thread_id)
+        if cached is not None and cached.checkpoint.checkpoint_id == thread.head_checkpoint_id:
+            return cached
+        cp = await self.store.get_checkpoint(thread_id, thread.head_checkpoint_id)
+        if cp is None:
+            raise RunNotFoundError(f"thread {thread_id!r} points to a missing checkpoint")
+        head = Head(cp, await self.materialize(cp))
+        self.remember(head)
+        return head
+
+    async def materialize(self, cp: CheckpointRecord) -> dict[str, Any]:
+        """Every channel's value at ``cp``, log channels folded from their entries."""
+        schema = self.spec.schema
+        values = schema.initial()
+        values.update(cp.values)
+        for channel in schema.log_channels():
+            end = cp.logs.get(channel, 0)
+            entries = await self.store.read_log(cp.thread_id, channel, end) if end else []
+            values[channel] = schema.channel(channel).fold(entries)
+        return values
+
+
+__all__ = ["Heads"]

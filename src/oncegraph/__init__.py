@@ -18,7 +18,7 @@ from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl import Command, interrupt
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
 from oncegraph.runtime.context import current_effect
-from oncegraph.runtime.faults import FaultPlan, crash_point
+from oncegraph.runtime.faults import FaultPlan, crash_point, declare_crash_point
 from oncegraph.state import add_messages, append
 from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
 
@@ -50,6 +50,7 @@ __all__ = [
     "append",
     "crash_point",
     "current_effect",
+    "declare_crash_point",
     "effect",
     "interrupt",
     "tool",

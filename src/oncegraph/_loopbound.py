@@ -12,7 +12,8 @@ Invariants:
 * The bookkeeping dicts are guarded by a :class:`threading.Lock` that is never held
   across an await, so loops in several threads may use one object.
 * Entries of closed loops are dropped when a new resource is created; such a resource
-  cannot be closed on its loop any more and is left to the garbage collector.
+  cannot be closed on its loop any more: it is handed to ``orphan`` (if given), which
+  releases what it can without a loop, and is otherwise left to the garbage collector.
 * :meth:`aclose_all` forgets every resource first, then closes each on its own loop:
   here if it is the current loop, through that loop's thread if it runs elsewhere;
   otherwise (closed, or idle while another loop runs in this thread) it is dropped.
@@ -60,12 +61,13 @@ async def close_on(
 class LoopBound(Generic[T]):
     """Get-or-create one ``T`` per running event loop; close one or all of them."""
 
-    __slots__ = ("_items", "_lock", "_opening")
+    __slots__ = ("_items", "_lock", "_opening", "_orphan")
 
-    def __init__(self) -> None:
+    def __init__(self, orphan: Callable[[T], None] | None = None) -> None:
         self._items: dict[asyncio.AbstractEventLoop, T] = {}
         self._opening: dict[asyncio.AbstractEventLoop, asyncio.Lock] = {}
         self._lock = threading.Lock()
+        self._orphan = orphan
 
     def __len__(self) -> int:
         with self._lock:
@@ -134,13 +136,21 @@ class LoopBound(Generic[T]):
             self._opening.clear()
         current = running_loop()
         for loop, item in items:
+            if loop.is_closed():
+                self._abandon(item)
+                continue
             with contextlib.suppress(*suppress, RuntimeError):
                 await close_on(loop, current, close(item))
+
+    def _abandon(self, item: T) -> None:
+        if self._orphan is not None:
+            with contextlib.suppress(Exception):
+                self._orphan(item)
 
     def _forget_closed_loops(self) -> None:
         """Drop entries of closed loops. Call under the lock."""
         for old in [lp for lp in self._items if lp.is_closed()]:
-            del self._items[old]
+            self._abandon(self._items.pop(old))
             self._opening.pop(old, None)
         for old in [lp for lp in self._opening if lp.is_closed()]:
             del self._opening[old]

@@ -11,18 +11,21 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
     │   ├── NoRunToResumeError       resume asked for, but nothing to resume
     │   ├── RunNotFoundError         unknown run id
+    │   ├── RunBusyError             another live process holds the run right now
+    │   ├── RunClosedError           the run already stopped; nothing new starts in it
     │   └── NeedsReviewError         the run is parked until an operator acts
     ├── IncompatibleVersionError     the stored run was made by another graph version
     ├── StorageError                 the store failed (driver errors are mapped here)
     │   ├── StaleStateError          compare-and-swap lost: another writer was first
     │   ├── LeaseLostError           a fenced writer lost its lease
     │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
-    │   └── LedgerWriteError         an effect result could not be recorded
+    │   ├── LedgerWriteError         an effect result could not be recorded
+    │   └── CorruptRecordError       a stored row cannot be read back (left untouched)
     ├── EffectError                  a side effect could not be carried out safely
     │   ├── RequestMismatchError     same effect id, different request (law 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
-    │   └── MissingRecordError       evidence replay found no recorded result
-    │   ├── EffectFailedError        a recorded failure that is not retried
+    │   ├── MissingRecordError       evidence replay found no recorded result
+    │   └── EffectFailedError        a recorded failure that is not retried
     ├── NodeError                    a node raised; the run failed (resumable)
     │   ├── NodeTimeoutError         node_timeout elapsed
     │   └── InterruptSwallowedError  a node caught the interrupt signal
@@ -73,6 +76,19 @@ class RunNotFoundError(RunStateError, LookupError):
     """No run with that id exists."""
 
 
+class RunBusyError(RunStateError):
+    """Another live process holds the run (law 13); nothing was done here."""
+
+    def __init__(self, message: str, *, run_id: str = "", owner: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.owner = owner
+
+
+class RunClosedError(RunStateError):
+    """The run already stopped; an attempt started after that is refused (law 13)."""
+
+
 class NeedsReviewError(RunStateError):
     """The run is parked as ``needs_review``; an operator must act before it goes on."""
 
@@ -104,6 +120,10 @@ class LedgerUnavailableError(StorageError):
 
 class LedgerWriteError(StorageError):
     """An effect result could not be recorded after retries (law 7)."""
+
+
+class CorruptRecordError(StorageError):
+    """A stored row cannot be read back. It was left untouched and nothing re-ran."""
 
 
 class EffectError(OnceGraphError):
@@ -191,6 +211,7 @@ class _CrashSignal(BaseException):
 
 __all__ = [
     "ConfigError",
+    "CorruptRecordError",
     "EffectError",
     "EffectFailedError",
     "EffectOutcomeUnknownError",
@@ -211,6 +232,8 @@ __all__ = [
     "PayloadTooLargeError",
     "RecursionLimitError",
     "RequestMismatchError",
+    "RunBusyError",
+    "RunClosedError",
     "RunNotFoundError",
     "RunStateError",
     "StaleStateError",

@@ -20,6 +20,10 @@ this call's effect row; it checks from a third connection (``NOWAIT``) that thos
 really are locked, writes that witness as JSON to FILE, and keeps the connection open,
 so that a crash after that point kills the process while it holds an open transaction.
 
+With ``--gate FILE --inside FILE`` the tool body and the reconcile hook first create the
+``--inside`` file and then wait until the ``--gate`` file exists: the test holds this
+process inside the protocol while a second process tries the same run.
+
 Crashes come from the environment (``ONCEGRAPH_CRASH_AT``), set by the test harness.
 """
 
@@ -29,23 +33,42 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from oncegraph import NeedsReviewError, Reconciled, current_effect, tool
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
-from oncegraph.runtime.faults import crash_point
+from oncegraph.runtime.faults import crash_point, declare_crash_point
 from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectRecord
 from oncegraph.tools import Tool
+
+IN_TOOL = declare_crash_point("in_tool")  # the provider has the request; no record yet
 
 TOOL_CLASSES = ("write", "irreversible", "irreversible-noreconcile", "read")
 ORDERS = (("1042", 59.0), ("1043", 12.5))
 # Connections that must stay open until the process dies (a closed or collected
 # connection would end its transaction and release the locks).
 _HELD: list[Any] = []
+
+
+GATE: dict[str, str] = {}  # "gate" and "inside" file paths, from --gate / --inside
+
+
+def _wait_at_gate() -> None:
+    """Say we are inside, then wait until the test opens the gate (see the docstring)."""
+    if not GATE:
+        return
+    with open(GATE["inside"], "a", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(GATE["gate"]):
+        if time.monotonic() > deadline:
+            raise SystemExit("the gate never opened")
+        time.sleep(0.01)
 
 
 def _log_call(path: str, name: str, args: dict[str, Any]) -> None:
@@ -113,6 +136,7 @@ def build_tool(
     client = ProviderClient(provider_url)
 
     def charge_body(name: str, order_id: str, amount: float) -> dict[str, Any]:
+        _wait_at_gate()
         _log_call(calls_log, name, {"order_id": order_id, "amount": amount})
         key = current_effect().idempotency_key
         charged = client.charge(amount, "eur", order_id, idempotency_key=key)
@@ -122,6 +146,7 @@ def build_tool(
         return {"charge_id": charged["id"], "order_id": order_id, "amount": amount}
 
     def find_charge(record: EffectRecord) -> Reconciled:
+        _wait_at_gate()
         found = client.find_by_key(record.effect_id)
         if found is None:
             return Reconciled.not_done()
@@ -199,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", choices=("invoke", "stream"), default="invoke")
     parser.add_argument("--tool", choices=TOOL_CLASSES, default="write")
     parser.add_argument("--parallel", action="store_true", help="two tool calls in one turn")
+    parser.add_argument("--gate", metavar="FILE", help="wait in the tool until FILE exists")
+    parser.add_argument("--inside", metavar="FILE", help="created when at the gate")
     parser.add_argument(
         "--hold-lock",
         metavar="FILE",
@@ -209,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--db (or ONCEGRAPH_CRASH_DB) or --pg is required")
     if args.hold_lock and not args.pg:
         parser.error("--hold-lock needs --pg")
+    if bool(args.gate) != bool(args.inside):
+        parser.error("--gate and --inside go together")
+    if args.gate:
+        GATE.update(gate=args.gate, inside=args.inside)
 
     checkpointer: Checkpointer
     if args.pg:

@@ -365,8 +365,11 @@ def test_missing_thread_id_with_a_checkpointer_is_a_config_error(
         run_path(app, {"messages": ["hi"]}, None)
     with pytest.raises(ConfigError, match="thread_id must not be empty"):
         run_path(app, {"messages": ["hi"]}, {"thread_id": ""})
-    with pytest.raises(ConfigError, match="thread_id must not contain NUL"):
-        run_path(app, {"messages": ["hi"]}, {"thread_id": "t\x00"})
+    for forged in ("t\x00", "t\r\nINFO forged log line", "t\x1b[2J"):
+        with pytest.raises(ConfigError, match="thread_id must not contain control characters"):
+            run_path(app, {"messages": ["hi"]}, {"thread_id": forged})
+    with pytest.raises(ConfigError, match="lone surrogate"):
+        run_path(app, {"messages": ["hi"]}, {"thread_id": "t\udc80"})
     assert app.runs() == []  # nothing was written
 
 

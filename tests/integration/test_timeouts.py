@@ -195,8 +195,9 @@ def test_sync_tool_timeout(
         return "late"
 
     app = _agent(checkpointer, [ship], "ship")
-    with pytest.raises(ToolTimeoutError, match="ship timed out"):
-        run_path(app, {"messages": ["go"]}, {"thread_id": "t", "tool_timeout": SHORT})
+    cfg = {"thread_id": "t", "tool_timeout": SHORT, "tool_grace": SHORT}
+    with pytest.raises(ToolTimeoutError, match=r"ship timed out .* still running"):
+        run_path(app, {"messages": ["go"]}, cfg)
 
 
 def test_per_tool_timeout_overrides_the_run_setting(

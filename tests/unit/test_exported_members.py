@@ -36,6 +36,7 @@ EXPECTED = {
     "aeffect",
     "append",
     "crash_point",
+    "declare_crash_point",
     "current_effect",
     "effect",
     "interrupt",

@@ -486,21 +486,23 @@ class BrokenLedger:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
         if self.begin:
             raise StorageError("ledger unreachable (test)")
-        return await self.inner.begin_effect(record)
+        return await self.inner.begin_effect(record, fence=fence)
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         if self.read:
             raise StorageError("ledger unreadable (test)")
         return await self.inner.get_effect(effect_id)
 
-    async def save_effect(self, record: EffectRecord) -> None:
+    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
         self.save_calls += 1
         if self.save:
             raise StorageError("ledger write refused (test)")
-        await self.inner.save_effect(record)
+        await self.inner.save_effect(record, fence=fence)
 
 
 @pytest.mark.parametrize("cls", ["write", "irreversible"])

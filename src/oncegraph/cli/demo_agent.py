@@ -12,13 +12,15 @@ import os
 import sys
 from typing import Any
 
-from oncegraph import Reconciled, crash_point, current_effect, tool
+from oncegraph import Reconciled, crash_point, current_effect, declare_crash_point, tool
 from oncegraph.app import CompiledGraph
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ScriptedModel
 from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.storage.records import EffectRecord
 from oncegraph.testing.provider import ProviderClient
+
+IN_TOOL = declare_crash_point("in_tool")  # the provider moved the money; no record yet
 
 SCRIPT: list[dict[str, Any]] = [
     {"tool_calls": [{"id": "call_1", "name": "lookup_order", "args": {"order_id": "1042"}}]},

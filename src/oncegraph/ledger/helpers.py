@@ -14,7 +14,7 @@ from typing import Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.ledger.keys import next_command_id
-from oncegraph.ledger.perform import EffectCall, perform
+from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.storage.records import EffectClass
@@ -40,17 +40,13 @@ def _call(
             f"effect_class={effect_class!r}; use read, write or irreversible"
         ) from None
 
-    async def run() -> Any:
-        if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
-        return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
-
     return EffectCall(
         effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
         effect_class=cls,
         command_id=next_command_id(ctx),
         request={"args": list(args), "kwargs": kwargs},
-        fn=run,
+        fn=functools.partial(fn, *args, **kwargs),
+        runs="loop" if inspect.iscoroutinefunction(fn) else "thread",
         recipient=recipient,
         reconcile=reconcile,
         retry=retry,
@@ -89,7 +85,10 @@ async def aeffect(
         retry=retry,
         timeout=timeout,
     )
-    return (await perform(ctx, call)).result
+    try:
+        return (await perform(ctx, call)).result
+    except ToolFailed as failed:
+        raise failed.error from None
 
 
 def effect(
@@ -126,4 +125,8 @@ def effect(
         retry=retry,
         timeout=timeout,
     )
-    return asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop).result().result
+    future = asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop)
+    try:
+        return future.result().result
+    except ToolFailed as failed:
+        raise failed.error from None

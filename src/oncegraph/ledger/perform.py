@@ -1,19 +1,30 @@
-"""Perform one side effect through the ledger (laws 2 to 7).
+"""Perform one side effect through the ledger (laws 2 to 7 and 13).
 
 The protocol, for one command of one run::
 
-    look up / insert the intent (pending, attempt n)     -- committed BEFORE the call
+    claim attempt k in the effect row (pending)      -- committed BEFORE the call; the
+                                                        row's compare-and-set and the
+                                                        run's fence make it the only one
     call the tool under tool_timeout, with current_effect() set
-    record completed | accepted | failed                 -- committed right after,
-                                                            or folded into the checkpoint
-                                                            when the call is the node's
-                                                            last act
+    record completed | accepted | failed             -- committed right after, or folded
+                                                        into the step's checkpoint when
+                                                        the call is the node's last act
 
 A record found on the way in decides instead of the call: ``completed`` returns the
 recorded result; ``accepted`` asks the probe; ``pending`` is an UNKNOWN outcome handled
-by class (read and write run again with the same key, irreversible reconciles or parks);
-a different ``request_hash`` is a ``RequestMismatchError``. ``read`` and ``model``
-effects are not side effects: they skip the intent commit and are recorded once done.
+by class (read and write run again with the same key, irreversible reconciles or
+parks); a different ``request_hash`` is a ``RequestMismatchError``. ``read`` and
+``model`` effects are not side effects: they skip the intent commit and are recorded
+once done.
+
+Law 13, one attempt in flight: a call that times out is first cancelled (a coroutine)
+and then waited for during ``tool_grace`` (a sync tool's thread cannot be stopped). If
+it ends, its real outcome is recorded (a late result is a result); if it does not, it
+is still in flight: no new attempt and no reconcile may follow, the run stops (an
+irreversible tool parks, anything else fails with ``ToolTimeoutError``) and the run's
+claim keeps it, recording its outcome when it ends and holding the run until then.
+Automatic attempts are bounded by the class's retry policy for every class; an
+irreversible tool whose call timed out is never sent again automatically.
 """
 
 from __future__ import annotations
@@ -21,15 +32,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from oncegraph.errors import (
     EffectFailedError,
+    LeaseLostError,
     LedgerUnavailableError,
     LedgerWriteError,
+    OnceGraphError,
     RequestMismatchError,
+    StaleStateError,
     StorageError,
     ToolTimeoutError,
     _ParkSignal,
@@ -37,23 +51,30 @@ from oncegraph.errors import (
 from oncegraph.ledger.keys import effect_id_for, request_hash
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.retry import RetryPolicy, policy_for
+from oncegraph.runtime import executor
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
 
 log = logging.getLogger("oncegraph.ledger")
 
 Hook = Callable[[EffectRecord], Any]
+RunsOn = Literal["loop", "thread", "inline"]
 
 RECORD_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 
 @dataclass(frozen=True, slots=True)
 class EffectCall:
+    """One command to perform. ``fn()`` is called once per attempt: ``runs="loop"``: it
+    returns an awaitable, run as a task on the loop; ``"thread"``: it is the call itself,
+    run in the worker pool; ``"inline"``: called on the loop thread (no timeout)."""
+
     effect_type: str
     effect_class: EffectClass
     command_id: str
     request: Any
-    fn: Callable[[], Awaitable[Any]]
+    fn: Callable[[], Any]
+    runs: RunsOn = "loop"
     recipient: str | None = None
     reconcile: Hook | None = None
     probe: Hook | None = None
@@ -62,8 +83,48 @@ class EffectCall:
     fold: bool = False  # the call is the node's last act: its result may ride the checkpoint
 
 
-class _Unknown(Exception):
-    """The call's outcome is unknown (timeout)."""
+class ToolFailed(Exception):
+    """The tool itself raised ``error`` (recorded as a failed attempt). Raised by
+    :func:`perform` so callers can tell the tool's own failure, which a model may read
+    and correct, from a failure of the protocol or a bug, which must stop the run."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class Performed:
+    """What :func:`perform` hands back: the result (recorded or fresh) and the effect id."""
+
+    result: Any
+    effect_id: str
+
+
+# How one attempt's call ended.
+@dataclass(frozen=True, slots=True)
+class _Returned:
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Raised:
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """Timed out; the call has ended (a coroutine was cancelled) but its outcome is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    """Timed out and still running after the grace period."""
+
+    call: asyncio.Future[Any]
+
+
+_CallEnd = _Returned | _Raised | _Ended | _InFlight
 
 
 async def _call_hook(hook: Hook, record: EffectRecord) -> Any:
@@ -112,12 +173,16 @@ class _Performer:
             attempts=attempts,
         )
 
-    async def _save(self, record: EffectRecord) -> None:
-        """Commit a record; retried with backoff, then fail loudly (law 7)."""
+    async def _save(self, record: EffectRecord, *, sent: bool) -> EffectRecord:
+        """Commit the next version of ``record`` (compare-and-set, fenced); retried with
+        backoff, then fail loudly (law 7). ``sent``: the tool may have acted already."""
+        new = record.replace(row_version=record.row_version + 1, updated_at=now())
         for delay in (*RECORD_RETRY_DELAYS, None):
             try:
-                await self.store.save_effect(record)
-                return
+                await self.store.save_effect(new, fence=self.ctx.fence)
+                return new
+            except (LeaseLostError, StaleStateError):
+                raise  # another holder took the run or the record: retrying cannot help
             except StorageError as exc:
                 if delay is None:
                     log.error(
@@ -126,40 +191,53 @@ class _Performer:
                         record.status,
                         exc,
                     )
+                    if not sent:
+                        raise LedgerUnavailableError(
+                            f"effect {record.effect_id} ({record.effect_type}) could not be "
+                            f"recorded before its call ({exc}); the tool did NOT run. The run "
+                            "failed and can be resumed once the store is back."
+                        ) from exc
                     raise LedgerWriteError(
                         f"effect {record.effect_id} ran but its {record.status} result could "
                         f"not be recorded: {exc}. The run stops here; resuming it treats the "
                         "effect as UNKNOWN and applies the tool class's policy."
                     ) from exc
-                await asyncio.sleep(delay)
+                await self.ctx.config.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _finish(self, record: EffectRecord) -> None:
+    async def _finish(self, record: EffectRecord) -> EffectRecord:
+        """Record a final outcome: staged into the step's commit, or committed now."""
         if self.call.fold and self.ctx.may_fold:
-            self.ctx.staged_effects.append(record)
-            return
-        await self._save(record)
+            staged = record.replace(row_version=record.row_version + 1, updated_at=now())
+            self.ctx.staged_effects.append(staged)
+            return staged
+        saved = await self._save(record, sent=True)
         self.ctx.crash_point("after_effect_record")
+        return saved
 
     # -- entry -----------------------------------------------------------------------------
 
     async def run(self) -> Any:
+        self.ctx.check_open()
         cls = self.call.effect_class
         if cls in (EffectClass.READ, EffectClass.MODEL):
             return await self._run_unprotected()
         self.ctx.crash_point("before_intent")
-        started = now()
-        intent = self._new_record(EffectStatus.PENDING, (Attempt(1, started),))
+        intent = self._new_record(EffectStatus.PENDING, (Attempt(1, now()),))
+        intent = intent.replace(row_version=1)
         try:
-            stored, created = await self.store.begin_effect(intent)
+            stored, created = await self.store.begin_effect(intent, fence=self.ctx.fence)
+        except LeaseLostError:
+            raise
         except StorageError as exc:
             raise LedgerUnavailableError(
                 f"the effect ledger cannot be read or written ({exc}); {cls} tool "
-                f"{self.call.effect_type!r} does not run. The run failed and can be resumed "
+                f"{self.call.effect_type!r} did NOT run. The run failed and can be resumed "
                 "once the store is back."
             ) from exc
         self.ctx.crash_point("after_intent")
         if created:
-            return await self._attempts(stored, fresh=True)
+            return await self._attempts(stored, claimed=True)
         return await self._decide(stored)
 
     async def _run_unprotected(self) -> Any:
@@ -179,9 +257,8 @@ class _Performer:
             self._check_hash(found)
             if found.status is EffectStatus.COMPLETED:
                 return found.result
-        attempts = found.attempts if found is not None else ()
         record = found or self._new_record(EffectStatus.PENDING, ())
-        return await self._attempts(record, attempts=attempts, insert=found is None)
+        return await self._attempts(record)
 
     def _check_hash(self, record: EffectRecord) -> None:
         if record.request_hash != self.request_hash:
@@ -204,7 +281,9 @@ class _Performer:
                     "it is never retried automatically. Redeliver it explicitly if it must go."
                 )
             return await self._attempts(record)
-        # pending: the outcome is UNKNOWN
+        # pending: the outcome is UNKNOWN. Its holder is gone (we hold the run now), so an
+        # attempt left open was cut off by a crash.
+        record = record.replace(attempts=tuple(_close_open(a) for a in record.attempts))
         if self.call.effect_class is EffectClass.IRREVERSIBLE:
             return await self._reconcile(record, "was sent but its outcome is unknown")
         return await self._attempts(record)  # write: again with the SAME key
@@ -216,13 +295,24 @@ class _Performer:
         return await self._apply_reconcile(record, verdict, why)
 
     async def _apply_reconcile(
-        self, record: EffectRecord, verdict: Any, why: str = "is still pending"
+        self,
+        record: EffectRecord,
+        verdict: Any,
+        why: str = "is still pending",
+        *,
+        may_send: bool = True,
     ) -> Any:
         if not isinstance(verdict, Reconciled) or verdict.verdict == "unknown":
             if record.status is EffectStatus.ACCEPTED:
                 return record.result
             raise _park(record, why + " and reconcile could not tell")
         if verdict.verdict == "not_done":
+            if not may_send:
+                raise _park(
+                    record,
+                    why + "; reconcile found nothing at the recipient, but a request that "
+                    "timed out may still arrive, so it is not sent again automatically",
+                )
             return await self._attempts(record)
         status = EffectStatus.COMPLETED if verdict.verdict == "done" else EffectStatus.ACCEPTED
         t = now()
@@ -232,131 +322,208 @@ class _Performer:
             result=verdict.result,
             provider_reference=verdict.provider_reference or record.provider_reference,
             attempts=(*closed, Attempt(len(closed) + 1, t, t, "reconciled")),
-            updated_at=t,
         )
-        await self._save(done)
+        await self._save(done, sent=True)
         return verdict.result
 
     # -- attempts --------------------------------------------------------------------------
 
-    async def _attempts(
-        self,
-        record: EffectRecord,
-        *,
-        attempts: tuple[Attempt, ...] | None = None,
-        insert: bool = False,
-        fresh: bool = False,
-    ) -> Any:
-        """Call the tool up to the policy's budget.
+    async def _attempts(self, record: EffectRecord, *, claimed: bool = False) -> Any:
+        """Call the tool, at most the policy's number of times in this perform.
 
-        ``fresh``: the last attempt of ``record`` is the intent just committed for this
-        call. Otherwise every call starts a new attempt, and an attempt left open by a
-        crash is closed as ``unknown``.
+        ``claimed``: the record's last attempt is the intent just committed for this call.
+        Otherwise each try first claims a new attempt in the row (for side effects a
+        committed intent, law 2).
         """
-        history = [_close_open(a) for a in (record.attempts if attempts is None else attempts)]
-        if fresh:
-            history[-1] = record.attempts[-1]
-        fresh_intent = fresh
-        budget = self.policy.max_attempts
-        for n in range(budget):
-            if not fresh_intent:
-                history.append(Attempt(len(history) + 1, now()))
-                if self.risky:  # a new attempt of a side effect is an intent too (law 2)
-                    record = record.replace(
-                        status=EffectStatus.PENDING, attempts=tuple(history), updated_at=now()
-                    )
-                    await self._save(record)
-            fresh_intent = False
-            effect = EffectContext(
-                self.effect_id,
-                self.call.effect_type,
-                self.call.command_id,
-                self.ctx.run_id,
-                self.ctx.thread_id,
-                len(history),
-            )
-            token = set_effect(effect)
-            try:
-                value = await self._invoke()
-            except _Unknown:
-                history[-1] = _ended(history[-1], "timeout", "tool_timeout elapsed")
-                record = record.replace(attempts=tuple(history), updated_at=now())
+        budget = 1 if self.call.effect_class is EffectClass.IRREVERSIBLE else (
+            self.policy.max_attempts
+        )
+        made = 0
+        while True:
+            if not claimed:
+                self.ctx.check_open()
+                attempts = (*record.attempts, Attempt(len(record.attempts) + 1, now()))
+                record = record.replace(status=EffectStatus.PENDING, attempts=attempts)
                 if self.risky:
-                    await self._save(record)
+                    record = await self._save(record, sent=False)
+            claimed = False
+            made += 1
+            end = await self._call(record)
+            more = made < budget
+            if isinstance(end, _Returned):
+                self.ctx.crash_point("after_tool_return")
+                return await self._returned(record, end.value)
+            if isinstance(end, _Raised):
+                record = _end_last(record, "failed", f"{type(end.error).__name__}: {end.error}")
+                if more:
+                    await self.ctx.config.sleep(self.policy.delay(made))
+                    continue
+                failed = record.replace(status=EffectStatus.FAILED, error=record.attempts[-1].error)
+                await self._finish(failed)
+                if isinstance(end.error, OnceGraphError):
+                    raise end.error  # oncegraph's own error inside the tool: not the tool's
+                raise ToolFailed(end.error) from end.error
+            if isinstance(end, _InFlight):
+                self._keep(record, end.call)
                 if self.call.effect_class is EffectClass.IRREVERSIBLE:
-                    return await self._reconcile(record, "timed out")
-                if n + 1 < budget:
-                    await asyncio.sleep(self.policy.delay(n + 1))
-                    continue
+                    raise _park(record, self._still_running())
                 raise ToolTimeoutError(
-                    f"{self.call.effect_type} timed out after {self.call.timeout}s; its outcome "
-                    f"is unknown (effect {self.effect_id} stays pending). Resume the run to "
-                    "try again with the same idempotency key."
-                ) from None
-            except Exception as exc:
-                history[-1] = _ended(history[-1], "failed", f"{type(exc).__name__}: {exc}")
-                if n + 1 < budget:
-                    record = record.replace(attempts=tuple(history), updated_at=now())
-                    await asyncio.sleep(self.policy.delay(n + 1))
-                    continue
-                failed = record.replace(
-                    status=EffectStatus.FAILED,
-                    attempts=tuple(history),
-                    error=history[-1].error,
-                    updated_at=now(),
+                    f"{self.call.effect_type} {self._still_running()}; the run stays held by "
+                    "this process until it ends and its outcome is recorded, then it can be "
+                    "resumed."
                 )
-                await self._record(failed, insert)
-                raise
-            finally:
-                reset_effect(token)
-            self.ctx.crash_point("after_tool_return")
-            status, result, reference = _outcome(value)
-            history[-1] = _ended(history[-1], status.value, None)
-            done = record.replace(
-                status=status,
-                result=result,
-                provider_reference=reference or effect.provider_reference,
-                attempts=tuple(history),
-                error=None,
-                updated_at=now(),
+            # _Ended: timed out and stopped; what it did is unknown
+            record = _end_last(record, "timeout", "tool_timeout elapsed")
+            if self.risky:
+                record = await self._save(record, sent=True)
+            if self.call.effect_class is EffectClass.IRREVERSIBLE:
+                return await self._reconcile_timeout(record)
+            if more:
+                await self.ctx.config.sleep(self.policy.delay(made))
+                continue
+            raise ToolTimeoutError(
+                f"{self.call.effect_type} timed out after {self.call.timeout}s; its outcome "
+                f"is unknown (effect {self.effect_id} stays pending). Resume the run to "
+                "try again with the same idempotency key."
             )
-            await self._record(done, insert)
-            return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _record(self, record: EffectRecord, insert: bool) -> None:
-        if insert and not (self.call.fold and self.ctx.may_fold):
-            try:
-                _, created = await self.store.begin_effect(record)
-            except StorageError:
-                created = False
-            if created:
-                self.ctx.crash_point("after_effect_record")
-                return
-        await self._finish(record)
+    async def _reconcile_timeout(self, record: EffectRecord) -> Any:
+        """An irreversible call timed out and stopped: ask the recipient, never re-send."""
+        why = f"timed out after {self.call.timeout}s"
+        if self.call.reconcile is None:
+            raise _park(record, why + " and the tool has no reconcile hook")
+        verdict = await _call_hook(self.call.reconcile, record)
+        return await self._apply_reconcile(record, verdict, why, may_send=False)
 
-    async def _invoke(self) -> Any:
-        timeout = self.call.timeout
-        if timeout is None:
-            return await self.call.fn()
+    def _still_running(self) -> str:
+        return (
+            f"timed out after {self.call.timeout}s and was still running "
+            f"{self.ctx.config.tool_grace or 0}s later, so its outcome is unknown and it may "
+            "still reach the recipient"
+        )
+
+    async def _returned(self, record: EffectRecord, value: Any) -> Any:
+        status, result, reference = _outcome(value)
+        record = _end_last(record, status.value, None)
+        done = record.replace(
+            status=status,
+            result=result,
+            provider_reference=reference or self._reference,
+            error=None,
+        )
+        await self._finish(done)
+        return result
+
+    # -- one call ----------------------------------------------------------------------------
+
+    async def _call(self, record: EffectRecord) -> _CallEnd:
+        effect = EffectContext(
+            self.effect_id,
+            self.call.effect_type,
+            self.call.command_id,
+            self.ctx.run_id,
+            self.ctx.thread_id,
+            len(record.attempts),
+        )
+        self._effect = effect
+        token = set_effect(effect)
         try:
-            async with asyncio.timeout(timeout) as cm:
-                return await self.call.fn()
-        except TimeoutError:
-            if cm.expired():
-                raise _Unknown from None
+            if self.call.runs == "inline":
+                try:
+                    return _Returned(self.call.fn())
+                except Exception as exc:
+                    return _Raised(exc)
+            started = self._start()
+        finally:
+            reset_effect(token)
+        return await self._wait(record, started)
+
+    def _start(self) -> asyncio.Future[Any]:
+        """Start the call (in the current context, so current_effect() is set in it)."""
+        if self.call.runs == "thread":
+            return asyncio.wrap_future(executor.submit(self.call.fn))
+        started: asyncio.Future[Any] = asyncio.ensure_future(self.call.fn())
+        return started
+
+    async def _wait(self, record: EffectRecord, call: asyncio.Future[Any]) -> _CallEnd:
+        timeout = self.call.timeout
+        try:
+            done, _ = await asyncio.wait({call}, timeout=timeout)
+            if not done:  # timed out: stop a coroutine; a thread cannot be stopped
+                if self.call.runs == "loop":
+                    call.cancel()
+                grace = self.ctx.config.tool_grace
+                if grace:
+                    await asyncio.wait({call}, timeout=grace)
+        except asyncio.CancelledError:  # the run is being stopped from outside
+            if self.call.runs == "loop":
+                call.cancel()
+            if not call.done():
+                self._keep(record, call)
             raise
+        if not call.done():
+            return _InFlight(call)
+        if call.cancelled():
+            return _Ended()
+        error = call.exception()
+        if error is None:
+            return _Returned(call.result())
+        if isinstance(error, Exception):
+            return _Raised(error)
+        raise error  # a BaseException from the tool (a signal): let it through
+
+    @property
+    def _reference(self) -> str | None:
+        effect = getattr(self, "_effect", None)
+        return effect.provider_reference if effect is not None else None
+
+    # -- calls that outlive their step ------------------------------------------------------
+
+    def _keep(self, record: EffectRecord, call: asyncio.Future[Any]) -> None:
+        """Hand a call still running to the run's claim, which records it when it ends."""
+        claim = self.ctx.claim
+        if claim is None:  # no claim (a bare TaskContext in a test): nothing can hold it
+            return
+
+        async def record_late(ended: asyncio.Future[Any]) -> None:
+            if ended.cancelled():
+                late = _end_last(record, "unknown", "cancelled after its step stopped")
+            elif ended.exception() is not None:
+                error = ended.exception()
+                late = _end_last(record, "failed", f"{type(error).__name__}: {error}")
+                late = late.replace(status=EffectStatus.FAILED, error=late.attempts[-1].error)
+            else:
+                status, result, reference = _outcome(ended.result())
+                late = _end_last(record, status.value, None).replace(
+                    status=status, result=result, provider_reference=reference or self._reference
+                )
+            await self._save(late, sent=True)
+            log.info("effect %s ended after its step stopped: recorded %s", late.effect_id,
+                     late.status)
+
+        claim.keep(call, record_late)
 
 
-def _ended(attempt: Attempt, outcome: str, error: str | None) -> Attempt:
-    return Attempt(attempt.number, attempt.started_at, now(), outcome, error)
+def _end_last(record: EffectRecord, outcome: str, error: str | None) -> EffectRecord:
+    """``record`` with its last attempt ended now with ``outcome``."""
+    if not record.attempts:
+        return record
+    last = record.attempts[-1]
+    ended = Attempt(last.number, last.started_at, now(), outcome, error)
+    return record.replace(attempts=(*record.attempts[:-1], ended))
 
 
 def _close_open(attempt: Attempt) -> Attempt:
     """An attempt left open by a crash: its outcome is unknown."""
     if attempt.ended_at is not None:
         return attempt
-    return _ended(attempt, "unknown", "no outcome was recorded (crash or lost response)")
+    return Attempt(
+        attempt.number,
+        attempt.started_at,
+        now(),
+        "unknown",
+        "no outcome was recorded (crash or lost response)",
+    )
 
 
 def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
@@ -367,15 +534,10 @@ def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
     return EffectStatus.COMPLETED, value, None
 
 
-@dataclass(frozen=True, slots=True)
-class Performed:
-    """What :func:`perform` hands back: the result (recorded or fresh) and the effect id."""
-
-    result: Any
-    effect_id: str
-
-
 async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
     """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
     performer = _Performer(ctx, call)
     return Performed(await performer.run(), performer.effect_id)
+
+
+__all__ = ["EffectCall", "Performed", "RunsOn", "ToolFailed", "perform"]

@@ -10,6 +10,11 @@ decides from the input; :meth:`RunService.execute` continues one named run (a wo
 under its lease); :meth:`RunService.submit` queues a run for the workers;
 :meth:`RunService.abandon` gives one up. Before any continue the stored versions are
 checked (:mod:`oncegraph.versioning`, law 10).
+
+Law 13: no work starts on a run before this process holds it
+(:mod:`oncegraph.runs.claims`): a second resumer gets ``RunBusyError`` at once, and
+every write of the run carries the claim's fencing token. The claim is let go when the
+run stops, or, if a call outlived its step, when that call ends.
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import new_run_id
+from oncegraph.runs import claims
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
+from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
@@ -65,9 +72,12 @@ class RunResult:
 class RunService:
     """Runs of one graph in one store. See the module docstring."""
 
-    def __init__(self, spec: GraphSpec | None, store: Checkpointer) -> None:
+    def __init__(
+        self, spec: GraphSpec | None, store: Checkpointer, *, owner: str | None = None
+    ) -> None:
         self.spec = spec
         self.store = store
+        self.owner = owner or default_owner()
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
             if spec is not None
@@ -100,24 +110,46 @@ class RunService:
         if isinstance(start, AnswerInterrupt):
             return await self._answer(start.run, start.answer, cfg, emit)
         run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING)
-        driver = self._driver(cfg, emit, None)
-        head = await driver.commit_input(await heads.load(thread_id), run, new=True)
-        return await self._drive(driver, head, run)
+        claim = await claims.new(self.store, run)
+        driver = self._driver(cfg, emit, claim)
+        try:
+            head = await driver.commit_input(await heads.load(thread_id), run, new=True)
+            return await self._drive(driver, head, run)
+        finally:
+            await claim.release()
 
     async def execute(self, run: RunRecord, cfg: RunConfig, *, fence: int) -> RunResult:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
         await self.setup()
-        return await self._continue(continuable(run.thread_id, run), cfg, ignore, fence=fence)
-
-    async def _continue(
-        self, run: RunRecord, cfg: RunConfig, emit: Emit, *, fence: int | None = None
-    ) -> RunResult:
-        _, heads = self._graph()
         run = continuable(run.thread_id, run)
         self._check_version(run)
-        driver = self._driver(cfg, emit, fence)
+        claim = await claims.hold(self.store, run, token=fence)
+        driver = self._driver(cfg, ignore, claim)
+        try:
+            await driver.set_status(run, RunStatus.RUNNING, None)
+            return await self._start_or_go_on(driver, run)
+        finally:
+            await claim.release()
+
+    async def _continue(self, run: RunRecord, cfg: RunConfig, emit: Emit) -> RunResult:
+        run = continuable(run.thread_id, run)
+        self._check_version(run)
+
+        def still(found: RunRecord) -> RunRecord:
+            found = continuable(found.thread_id, found)
+            self._check_version(found)
+            return found
+
+        claim, run = await claims.take(self.store, run.run_id, owner=self.owner, check=still)
+        driver = self._driver(cfg, emit, claim)
+        try:
+            return await self._start_or_go_on(driver, run)
+        finally:
+            await claim.release()
+
+    async def _start_or_go_on(self, driver: Driver, run: RunRecord) -> RunResult:
+        _, heads = self._graph()
         head = await heads.load(run.thread_id)
-        await driver.set_status(run, RunStatus.RUNNING, None)
         if head.checkpoint.run_id != run.run_id:  # queued: it never started
             head = await driver.commit_input(head, run, new=False)
         return await self._drive(driver, head, run)
@@ -125,20 +157,46 @@ class RunService:
     async def _answer(self, run: RunRecord, answer: Any, cfg: RunConfig, emit: Emit) -> RunResult:
         spec, heads = self._graph()
         self._check_version(run)
-        head = await heads.load(run.thread_id)
-        cp = head.checkpoint
-        writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
-        waiting = open_interrupts(writes)
-        if not waiting:
-            raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-        task = min(waiting, key=lambda t: spec.order.get(t, 0))
-        answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
-        await self.store.put_task_write(
-            TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer)
-        )
-        driver = self._driver(cfg, emit, None)
-        await driver.set_status(run, RunStatus.RUNNING, None)
-        return await self._drive(driver, head, run)
+        lock = await self.store.lock_run(run.run_id)
+        if lock is None:
+            raise await claims.busy_error(self.store, run.run_id)
+        claim: Claim | None = None
+        try:
+            found = await self.store.get_run(run.run_id)
+            if found is None or found.status is not RunStatus.INTERRUPTED:
+                raise NoRunToResumeError(
+                    f"run {run.run_id} is no longer waiting for an answer "
+                    f"({found.status if found else 'gone'}); nothing was answered"
+                )
+            head = await heads.load(run.thread_id)
+            cp = head.checkpoint
+            writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+            waiting = open_interrupts(writes)
+            if not waiting:
+                raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
+            task = min(waiting, key=lambda t: spec.order.get(t, 0))
+            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            taken = await self.store.fence_run(
+                run.run_id,
+                expected_token=found.fencing_token,
+                owner=self.owner,
+                status=RunStatus.RUNNING,
+            )
+            if taken is None:
+                raise await claims.busy_error(self.store, run.run_id)
+            claim = Claim(run.run_id, taken.fencing_token, lock)
+        finally:
+            if claim is None:
+                await lock.release()
+        try:
+            await self.store.put_task_write(
+                TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer),
+                run_id=run.run_id,
+                fence=claim.token,
+            )
+            return await self._drive(self._driver(cfg, emit, claim), head, taken)
+        finally:
+            await claim.release()
 
     async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
         head = await driver.run(head, run)
@@ -153,13 +211,27 @@ class RunService:
         return run
 
     async def abandon(self, thread_id: str, *, reason: str = "abandoned") -> RunRecord:
-        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
+        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted.
+
+        The operator's decision wins: the run's token is bumped, so a process still
+        working on it is fenced out (its next write fails, it starts no new attempt)."""
         await self.setup()
         latest = await self._latest(thread_id)
-        if latest is None or latest.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
-            raise RunNotFoundError(f"thread {thread_id!r} has no unfinished run to abandon")
-        await self.store.update_run(latest.run_id, status=RunStatus.ABANDONED, error=reason)
-        return await self.get_run(latest.run_id)
+
+        def unfinished(run: RunRecord | None) -> RunRecord:
+            if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+                raise RunNotFoundError(f"thread {thread_id!r} has no unfinished run to abandon")
+            return run
+
+        run = unfinished(latest)
+        return await claims.overrule(
+            self.store,
+            run.run_id,
+            owner=f"operator:{self.owner}",
+            status=RunStatus.ABANDONED,
+            error=reason,
+            check=unfinished,
+        )
 
     # -- views -----------------------------------------------------------------------------
 
@@ -234,9 +306,9 @@ class RunService:
             )
         return self.spec, self._heads
 
-    def _driver(self, cfg: RunConfig, emit: Emit, fence: int | None) -> Driver:
+    def _driver(self, cfg: RunConfig, emit: Emit, claim: Claim) -> Driver:
         spec, heads = self._graph()
-        return Driver(spec, self.store, heads, cfg, emit, fence)
+        return Driver(spec, self.store, heads, cfg, emit, claim)
 
     def _check_version(self, run: RunRecord) -> None:
         assert self.identity is not None
@@ -274,6 +346,8 @@ class RunService:
             launch_reason=reason,
             input=input_json(input, spec),
             config=cfg.to_json(),
+            lease_owner=self.owner if status is RunStatus.RUNNING else None,
+            fencing_token=1 if status is RunStatus.RUNNING else 0,
         )
 
 

@@ -1,8 +1,23 @@
-"""The run config: the familiar ``config={"thread_id": ...}`` turned into a typed value."""
+"""The run config: the familiar ``config={"thread_id": ...}`` turned into a typed value.
+
+Two kinds of keys:
+
+* **identity** (``thread_id``, ``run_id``), read from the top level or from
+  ``config["configurable"]`` as LangGraph writes them;
+* **control** (timeouts, grace, ``recursion_limit``, ``fault_plan``, ``sleep``), read from
+  the TOP LEVEL only. An app that forwards a client's ``configurable`` to ``invoke``
+  therefore never lets that client turn a timeout off or plant a fault plan: inside
+  ``configurable`` those names are plain values handed to nodes, nothing more.
+
+Everything else in ``configurable`` (and unknown top-level keys) reaches nodes that take
+a ``config`` parameter.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,14 +28,19 @@ if TYPE_CHECKING:
 
 DEFAULT_NODE_TIMEOUT = 900.0
 DEFAULT_TOOL_TIMEOUT = 300.0
+DEFAULT_TOOL_GRACE = 30.0
 DEFAULT_RECURSION_LIMIT = 100
 
-_KNOWN = frozenset(
-    {"thread_id", "node_timeout", "tool_timeout", "recursion_limit", "fault_plan", "run_id"}
+Sleep = Callable[[float], Awaitable[Any]]
+
+_IDENTITY = frozenset({"thread_id", "run_id"})
+_CONTROL = frozenset(
+    {"node_timeout", "tool_timeout", "tool_grace", "recursion_limit", "fault_plan", "sleep"}
 )
+_MISSING: Any = object()
 
 
-def _timeout(name: str, value: Any, default: float) -> float | None:
+def _seconds(name: str, value: Any, default: float) -> float | None:
     if value is _MISSING:
         return default
     if value is None or value == 0:
@@ -32,7 +52,28 @@ def _timeout(name: str, value: Any, default: float) -> float | None:
     return float(value)
 
 
-_MISSING: Any = object()
+def _thread_id(value: Any) -> str | None:
+    """A thread id as stored: a string (ints and UUIDs are written as their text)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, uuid.UUID)):
+        raise ConfigError(f"thread_id must be a string (or an int or UUID); got {value!r}")
+    text = str(value)
+    if not text:
+        raise ConfigError("thread_id must not be empty")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ConfigError(
+            f"thread_id must not contain control characters (NUL, newlines, escapes: no "
+            f"store keeps NUL, and the others forge log lines and terminal output); got "
+            f"{text!r}"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"thread_id must be valid Unicode text (it holds a lone surrogate); got {text!r}"
+        ) from None
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,10 +81,14 @@ class RunConfig:
     thread_id: str | None
     node_timeout: float | None = DEFAULT_NODE_TIMEOUT
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
+    # After a timeout, how long to wait for the call to actually end (a sync tool's
+    # thread cannot be stopped) before treating it as still in flight (law 13).
+    tool_grace: float | None = DEFAULT_TOOL_GRACE
     recursion_limit: int = DEFAULT_RECURSION_LIMIT
     fault_plan: FaultPlan | None = None
     configurable: Mapping[str, Any] = field(default_factory=dict)
-    run_id: str | None = None  # continue exactly this run (workers); None: the thread's latest
+    run_id: str | None = None  # continue exactly this run; None: the thread's latest
+    sleep: Sleep = asyncio.sleep  # waits between retries (tests inject a fake)
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -51,44 +96,60 @@ class RunConfig:
             return cls(thread_id=None)
         if not isinstance(config, Mapping):
             raise ConfigError(f"config must be a dict like {{'thread_id': 't1'}}; got {config!r}")
-        merged: dict[str, Any] = {}
         inner = config.get("configurable")
-        if isinstance(inner, Mapping):
-            merged.update(inner)
-        merged.update({k: v for k, v in config.items() if k != "configurable"})
-        thread_id = merged.get("thread_id")
-        if thread_id is not None:
-            if not isinstance(thread_id, (str, int)) or isinstance(thread_id, bool):
-                raise ConfigError(f"thread_id must be a string; got {thread_id!r}")
-            thread_id = str(thread_id)
-            if not thread_id:
-                raise ConfigError("thread_id must not be empty")
-            if "\x00" in thread_id:
-                raise ConfigError(
-                    f"thread_id must not contain NUL characters (no store keeps them); got "
-                    f"{thread_id!r}"
-                )
-        limit = merged.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
+        if inner is not None and not isinstance(inner, Mapping):
+            raise ConfigError(f"config['configurable'] must be a dict; got {inner!r}")
+        inner = dict(inner or {})
+        top = {k: v for k, v in config.items() if k != "configurable"}
+        identity = {k: inner[k] for k in _IDENTITY if k in inner}
+        identity.update({k: top[k] for k in _IDENTITY if k in top})
+        limit = top.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ConfigError(f"recursion_limit must be a positive integer; got {limit!r}")
+        sleep = top.get("sleep", asyncio.sleep)
+        if not callable(sleep):
+            raise ConfigError(f"sleep must be an async function of seconds; got {sleep!r}")
+        plan = top.get("fault_plan")
+        if plan is not None:
+            from oncegraph.runtime.faults import FaultPlan
+
+            if not isinstance(plan, FaultPlan):
+                raise ConfigError(f"fault_plan must be a FaultPlan; got {plan!r}")
+        run_id = identity.get("run_id")
         return cls(
-            thread_id=thread_id,
-            node_timeout=_timeout(
-                "node_timeout", merged.get("node_timeout", _MISSING), DEFAULT_NODE_TIMEOUT
+            thread_id=_thread_id(identity.get("thread_id")),
+            node_timeout=_seconds(
+                "node_timeout", top.get("node_timeout", _MISSING), DEFAULT_NODE_TIMEOUT
             ),
-            tool_timeout=_timeout(
-                "tool_timeout", merged.get("tool_timeout", _MISSING), DEFAULT_TOOL_TIMEOUT
+            tool_timeout=_seconds(
+                "tool_timeout", top.get("tool_timeout", _MISSING), DEFAULT_TOOL_TIMEOUT
             ),
+            tool_grace=_seconds("tool_grace", top.get("tool_grace", _MISSING), DEFAULT_TOOL_GRACE),
             recursion_limit=limit,
-            fault_plan=merged.get("fault_plan"),
-            configurable={k: v for k, v in merged.items() if k not in _KNOWN},
-            run_id=str(merged["run_id"]) if merged.get("run_id") else None,
+            fault_plan=plan,
+            configurable={
+                **{k: v for k, v in inner.items() if k not in _IDENTITY},
+                **{k: v for k, v in top.items() if k not in _IDENTITY and k not in _CONTROL},
+            },
+            run_id=str(run_id) if run_id else None,
+            sleep=sleep,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """What is stored with the run (timeouts; not the fault plan)."""
+        """What is stored with the run (timeouts; not the fault plan or the sleeper)."""
         return {
             "node_timeout": self.node_timeout,
             "tool_timeout": self.tool_timeout,
+            "tool_grace": self.tool_grace,
             "recursion_limit": self.recursion_limit,
         }
+
+
+__all__ = [
+    "DEFAULT_NODE_TIMEOUT",
+    "DEFAULT_RECURSION_LIMIT",
+    "DEFAULT_TOOL_GRACE",
+    "DEFAULT_TOOL_TIMEOUT",
+    "RunConfig",
+    "Sleep",
+]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import ConfigError
 
 if TYPE_CHECKING:
+    from oncegraph.runtime.claim import Claim
     from oncegraph.runtime.config import RunConfig
     from oncegraph.runtime.faults import FaultPlan
     from oncegraph.storage.protocols import Checkpointer
@@ -41,7 +42,16 @@ class TaskContext:
     may_fold: bool = False  # the task is alone in its step: results may ride the checkpoint
     fresh: bool = False  # first attempt of this step in this process: nothing recorded yet
     staged_effects: list[EffectRecord] = field(default_factory=list)
-    fence: int | None = None
+    claim: Claim | None = None  # the run's claim: its token fences every write
+
+    @property
+    def fence(self) -> int | None:
+        return self.claim.token if self.claim is not None else None
+
+    def check_open(self) -> None:
+        """Raise unless a new attempt may start in this run (law 13)."""
+        if self.claim is not None:
+            self.claim.check_open()
 
     def crash_point(self, point: str) -> None:
         if self.fault_plan is not None:

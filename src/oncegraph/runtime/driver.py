@@ -36,6 +36,7 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.engine import (
@@ -71,8 +72,8 @@ def ignore(mode: str, payload: Any) -> None:
 class Driver:
     """Executes one run's steps against one store.
 
-    ``fence`` is the run's fencing token when a lease holds the run: every write carries
-    it. ``interrupts`` collects the questions of the step that interrupted.
+    ``claim`` is the run's claim (:mod:`oncegraph.runtime.claim`): every write carries its
+    fencing token. ``interrupts`` collects the questions of the step that interrupted.
     """
 
     spec: GraphSpec
@@ -80,11 +81,15 @@ class Driver:
     heads: Heads
     config: RunConfig
     emit: Emit = ignore
-    fence: int | None = None
+    claim: Claim | None = None
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     # The checkpoint this driver committed last: no task of the step after it can have
     # run before, so it has no task writes and no effect records to look up.
     fresh: str | None = None
+
+    @property
+    def fence(self) -> int | None:
+        return self.claim.token if self.claim is not None else None
 
     # -- the input step --------------------------------------------------------------------
 
@@ -151,7 +156,7 @@ class Driver:
                 resume_values=list(plan.resumes.get(node, ())),
                 may_fold=plan.alone,
                 fresh=cp.checkpoint_id == self.fresh,
-                fence=self.fence,
+                claim=self.claim,
             )
             for node in plan.todo
         ]
@@ -171,6 +176,8 @@ class Driver:
     ) -> Head:
         if isinstance(decision, Crash):
             raise decision.signal
+        if not isinstance(decision, Commit):
+            await self._save_staged(staged)  # a completed call's result is never dropped
         if isinstance(decision, Park):
             await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
             raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
@@ -185,7 +192,9 @@ class Driver:
             cp = head.checkpoint
             for node, value, index in decision.waits:
                 await self.store.put_task_write(
-                    TaskWrite(run.thread_id, cp.checkpoint_id, node, "interrupt", index, value)
+                    TaskWrite(run.thread_id, cp.checkpoint_id, node, "interrupt", index, value),
+                    run_id=run.run_id,
+                    fence=self.fence,
                 )
                 self.interrupts.append({"value": value, "node": node, "index": index})
             await self.set_status(run, RunStatus.INTERRUPTED, None)
@@ -230,8 +239,7 @@ class Driver:
 
     async def _save_task(self, ctx: TaskContext, result: TaskResult) -> None:
         """A sibling finished: keep its writes so a crash re-runs only the others."""
-        for record in ctx.staged_effects:
-            await self.store.save_effect(record)
+        await self._save_staged(ctx.staged_effects)
         ctx.staged_effects.clear()
         await self.store.put_task_write(
             TaskWrite(
@@ -241,8 +249,14 @@ class Driver:
                 "writes",
                 0,
                 {"update": dict(result.update), "goto": list(result.goto)},
-            )
+            ),
+            run_id=ctx.run_id,
+            fence=self.fence,
         )
+
+    async def _save_staged(self, staged: list[Any]) -> None:
+        for record in staged:
+            await self.store.save_effect(record, fence=self.fence)
 
     async def _commit(self, commit: StepCommit, head: Head) -> None:
         """Commit with retries on transient store errors; a lost CAS is final (law 8)."""

@@ -11,6 +11,11 @@ point; ``FaultPlan("after_intent", nth=2, kill=True)`` SIGKILLs the process at t
 second hit. ``ONCEGRAPH_CRASH_AT=<point>[:<nth>]`` in the environment hard-kills the
 process there, so recovery can be tested from outside. Tools may add their own points
 with :func:`crash_point` (e.g. ``"in_tool"`` right after the provider got the request).
+
+A plan can never pass vacuously: its point must be one of :data:`CRASH_POINTS` or a
+name declared with :func:`declare_crash_point` (at import time, before the plan is
+made), or the plan is refused with a ``ConfigError``. A typo therefore fails the test
+that uses it instead of never firing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,24 @@ CRASH_POINTS = (
 )
 
 
+_declared: set[str] = set()
+_declared_lock = threading.Lock()
+
+
+def declare_crash_point(name: str) -> str:
+    """Make ``name`` a valid target of a :class:`FaultPlan` (for :func:`crash_point`)."""
+    if not isinstance(name, str) or not name or any(c.isspace() or c == ":" for c in name):
+        raise ConfigError(f"a crash point is a non-empty name without spaces or ':'; got {name!r}")
+    with _declared_lock:
+        _declared.add(name)
+    return name
+
+
+def known_points() -> tuple[str, ...]:
+    with _declared_lock:
+        return (*CRASH_POINTS, *sorted(_declared - set(CRASH_POINTS)))
+
+
 @dataclass
 class FaultPlan:
     point: str
@@ -43,6 +66,12 @@ class FaultPlan:
     def __post_init__(self) -> None:
         if self.nth < 1:
             raise ConfigError("FaultPlan nth counts from 1")
+        if self.point not in known_points():
+            raise ConfigError(
+                f"unknown crash point {self.point!r}: a plan for it would never fire. Use one "
+                f"of {', '.join(known_points())}, or declare your own with "
+                f"declare_crash_point({self.point!r}) where your code calls crash_point()"
+            )
 
     @classmethod
     def from_env(cls) -> FaultPlan | None:
@@ -51,11 +80,12 @@ class FaultPlan:
             return None
         point, _, nth = spec.partition(":")
         try:
-            return cls(point, int(nth) if nth else 1, kill=True)
+            count = int(nth) if nth else 1
         except ValueError as exc:
             raise ConfigError(
                 f"ONCEGRAPH_CRASH_AT={spec!r}: expected <point>[:<nth>], e.g. after_intent:2"
             ) from exc
+        return cls(point, count, kill=True)
 
     @property
     def fired(self) -> bool:

@@ -11,6 +11,7 @@ the driver's hook that keeps a finished sibling's writes.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,6 +25,7 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
+from oncegraph.runtime import executor
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, TaskOutcome, TaskResult
 
@@ -87,7 +89,10 @@ async def _outcome(
 async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
     """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
     timeout = node.timeout if node.timeout is not None else ctx.config.node_timeout
-    call = node.fn(*args) if node.is_async else asyncio.to_thread(node.fn, *args)
+    if node.is_async:
+        call = node.fn(*args)
+    else:  # in the worker pool; a timeout stops waiting, the thread cannot be stopped
+        call = asyncio.wrap_future(executor.submit(functools.partial(node.fn, *args)))
     if timeout is None:
         return await call
     try:

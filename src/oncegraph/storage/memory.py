@@ -11,6 +11,9 @@ Atomicity: :meth:`commit` checks everything (CAS, fence, duplicate keys, JSON) a
 builds every row before it changes anything, all under one lock, so a failed commit
 writes nothing. The lock is a :class:`threading.Lock` (never held across an await), so
 the store is usable from several event loops and threads. Nothing is durable.
+
+Run liveness locks (:meth:`lock_run`) live in the store object: the store exists in one
+process only, so they die with it.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from oncegraph.storage.sql import statements as S
 _RUN_STATUS = S.RUN_COLUMNS.index("status")
 _RUN_ERROR = S.RUN_COLUMNS.index("error")
 _RUN_FENCE = S.RUN_COLUMNS.index("fencing_token")
+_RUN_OWNER = S.RUN_COLUMNS.index("lease_owner")
+_RUN_EXPIRES = S.RUN_COLUMNS.index("lease_expires_at")
 _RUN_UPDATED = S.RUN_COLUMNS.index("updated_at")
 _RUN_CREATED = S.RUN_COLUMNS.index("created_at")
 _RUN_THREAD = S.RUN_COLUMNS.index("thread_id")
@@ -59,6 +64,7 @@ _EFFECT_THREAD = S.EFFECT_COLUMNS.index("thread_id")
 _EFFECT_STATUS = S.EFFECT_COLUMNS.index("status")
 _EFFECT_CREATED = S.EFFECT_COLUMNS.index("created_at")
 _EFFECT_UPDATED = S.EFFECT_COLUMNS.index("updated_at")
+_EFFECT_VERSION = S.EFFECT_COLUMNS.index("row_version")
 _KEEP_RUN_STATUSES = frozenset(str(s) for s in UNFINISHED_STATUSES)
 _PRUNE_EFFECT_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_STATUSES)
 _PRUNE_EFFECT_RUN_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
@@ -81,6 +87,7 @@ class InMemoryCheckpointer:
         self._logs: dict[tuple[str, str], dict[int, str]] = {}
         self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
         self._effects: dict[str, Row] = {}
+        self._held: set[str] = set()
 
     def __repr__(self) -> str:
         return f"InMemoryCheckpointer(threads={len(self._threads)}, runs={len(self._runs)})"
@@ -196,9 +203,13 @@ class InMemoryCheckpointer:
             entries = dict(self._logs.get((thread_id, channel), {}))
         return [rows.log_value_from_row((entries[s],)) for s in sorted(entries) if s < end]
 
-    async def put_task_write(self, write: TaskWrite) -> None:
+    async def put_task_write(
+        self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
+    ) -> None:
         row = rows.task_write_to_params(write)
         with self._lock:
+            if fence is not None:
+                self._check_fence(run_id or "", fence)
             writes = self._task_writes.setdefault((write.thread_id, write.checkpoint_id), {})
             writes[(write.task, write.kind, write.idx)] = row
 
@@ -239,6 +250,52 @@ class InMemoryCheckpointer:
                 row, {_RUN_STATUS: str(status), _RUN_ERROR: error_text(error), _RUN_UPDATED: now()}
             )
 
+    def _check_fence(self, run_id: str, fence: int) -> None:
+        """Raise unless ``run_id`` holds ``fence``; call under the lock."""
+        row = self._runs.get(run_id)
+        if row is None:
+            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+        if row[_RUN_FENCE] != fence:
+            raise LeaseLostError(rows.lease_message(run_id, fence))
+
+    async def lock_run(self, run_id: str) -> _MemoryRunLock | None:
+        with self._lock:
+            if run_id in self._held:
+                return None
+            self._held.add(run_id)
+        return _MemoryRunLock(self, run_id)
+
+    def _unlock(self, run_id: str) -> None:
+        with self._lock:
+            self._held.discard(run_id)
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+    ) -> RunRecord | None:
+        with self._lock:
+            row = self._runs.get(run_id)
+            if row is None:
+                raise RunNotFoundError(f"run {run_id!r} does not exist")
+            if row[_RUN_FENCE] != expected_token:
+                return None
+            changes: dict[int, Any] = {
+                _RUN_FENCE: expected_token + 1,
+                _RUN_OWNER: owner,
+                _RUN_EXPIRES: None,
+                _RUN_UPDATED: now(),
+            }
+            if status is not None:
+                changes[_RUN_STATUS] = str(status)
+                changes[_RUN_ERROR] = error_text(error)
+            row = self._runs[run_id] = _with(row, changes)
+        return rows.run_from_row(row)
+
     async def list_runs(
         self,
         *,
@@ -266,9 +323,13 @@ class InMemoryCheckpointer:
         else:
             self._effects[row[0]] = _with(old, {i: row[i] for i in _EFFECT_MUTABLE})
 
-    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
         row = rows.effect_to_params(record)
         with self._lock:
+            if fence is not None:
+                self._check_fence(record.run_id, fence)
             old = self._effects.get(record.effect_id)
             if old is None:
                 self._effects[record.effect_id] = row
@@ -282,9 +343,15 @@ class InMemoryCheckpointer:
             row = self._effects.get(effect_id)
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord) -> None:
+    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
         row = rows.effect_to_params(record)
         with self._lock:
+            if fence is not None:
+                self._check_fence(record.run_id, fence)
+            old = self._effects.get(record.effect_id)
+            stored = 0 if old is None else int(old[_EFFECT_VERSION])
+            if stored != record.row_version - 1:
+                raise StaleStateError(rows.effect_cas_message(record.effect_id, stored))
             self._upsert_effect(row)
 
     async def list_effects(
@@ -363,6 +430,23 @@ class InMemoryCheckpointer:
                     del self._effects[effect_id]
                     effects += 1
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
+
+
+class _MemoryRunLock:
+    __slots__ = ("_store", "run_id")
+
+    def __init__(self, store: InMemoryCheckpointer, run_id: str) -> None:
+        self._store: InMemoryCheckpointer | None = store
+        self.run_id = run_id
+
+    @property
+    def lost(self) -> bool:
+        return False
+
+    async def release(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store._unlock(self.run_id)
 
 
 __all__ = ["InMemoryCheckpointer"]

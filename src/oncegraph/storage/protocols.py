@@ -29,6 +29,20 @@ from oncegraph.storage.records import (
 
 
 @runtime_checkable
+class RunLock(Protocol):
+    """A run's liveness lock, held by this process (see :meth:`CheckpointStore.lock_run`)."""
+
+    run_id: str
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock may no longer be held (its database session died)."""
+
+    async def release(self) -> None:
+        """Let the run go. Idempotent."""
+
+
+@runtime_checkable
 class CheckpointStore(Protocol):
     """Threads, runs, checkpoints, append-only logs and per-task writes."""
 
@@ -56,8 +70,14 @@ class CheckpointStore(Protocol):
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         """Values of log entries ``seq < end`` of ``(thread_id, channel)``, in seq order."""
 
-    async def put_task_write(self, write: TaskWrite) -> None:
-        """Insert or replace the write keyed ``(thread, checkpoint, task, kind, idx)``."""
+    async def put_task_write(
+        self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
+    ) -> None:
+        """Insert or replace the write keyed ``(thread, checkpoint, task, kind, idx)``.
+
+        With ``fence``, only while run ``run_id`` holds that fencing token: otherwise
+        ``LeaseLostError`` (``RunNotFoundError`` for an unknown run) and nothing written.
+        """
 
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         """Task writes of the step after ``checkpoint_id``, ordered by task, kind, idx."""
@@ -88,23 +108,55 @@ class CheckpointStore(Protocol):
     ) -> list[RunRecord]:
         """Runs, newest first."""
 
+    async def lock_run(self, run_id: str) -> RunLock | None:
+        """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.
+
+        The lock dies with its holder: a process that exits or is killed releases it at
+        once (an OS file lock, a PostgreSQL session advisory lock), so a crashed run is
+        never waited for. It is exclusive across processes AND within this process. It
+        guards who may START work on a run; the fencing token guards the writes.
+        """
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+    ) -> RunRecord | None:
+        """Take the run over: compare-and-set ``fencing_token`` from ``expected_token`` to
+        ``expected_token + 1``, set ``lease_owner`` (no lease expiry) and, if given, the
+        status and error. Returns the run as stored now, or None if the token had moved
+        (someone else took it first: read it again). ``RunNotFoundError`` if unknown."""
+
 
 @runtime_checkable
 class EffectStore(Protocol):
     """The effect ledger (laws 2 to 7)."""
 
-    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
         """Insert ``record`` unless its ``effect_id`` exists; first writer wins.
 
         Returns ``(stored, created)``: the record now in the ledger and whether this
-        call inserted it. Committed durably before returning (law 2).
+        call inserted it. Committed durably before returning (law 2). Concurrent calls
+        never fail: exactly one creates, the others get its record. With ``fence``, only
+        while ``record.run_id`` holds that token (else ``LeaseLostError``, nothing
+        written, whether or not the record exists).
         """
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None: ...
 
-    async def save_effect(self, record: EffectRecord) -> None:
-        """Update status, attempts, result, error, provider_reference and updated_at of an
-        existing record. ``request_hash`` never changes. Committed before returning."""
+    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+        """Write status, attempts, result, error, provider_reference, updated_at and
+        row_version of the record, by compare-and-set: the stored ``row_version`` must be
+        ``record.row_version - 1`` (a record never begun, ``row_version`` 1, is
+        inserted). Otherwise ``StaleStateError`` and nothing written. ``request_hash``
+        never changes. With ``fence``, as :meth:`begin_effect`. Committed before
+        returning."""
 
     async def list_effects(
         self,

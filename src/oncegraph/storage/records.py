@@ -12,6 +12,12 @@ Invariants an implementer of a store must keep:
   and ``request_hash`` are fixed at the first insert (first writer wins). It is never
   deleted except by an explicit retention prune (:class:`PruneReport`), and then only
   once it is ``completed`` or ``failed`` and its run is ``completed`` or ``abandoned``.
+  Every later write of it is a compare-and-set on ``row_version`` (the version the
+  writer read), so two writers can never both start attempt k of one effect (law 13).
+* A run is held by at most one live process at a time: its liveness lock
+  (:class:`RunLock`, released when the holder dies) and its ``fencing_token``, which
+  every write of the run carries. Taking a run over bumps the token, so a writer that
+  lost the run writes nothing.
 """
 
 from __future__ import annotations
@@ -187,6 +193,9 @@ class EffectRecord:
     error: str | None = None
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
+    # The row's compare-and-set token: 0 before the first insert, then bumped by every
+    # write. A writer passes the version it read; the store refuses a stale one.
+    row_version: int = 0
 
     def __post_init__(self) -> None:
         _keep_describable(self, "error", "recipient", "provider_reference")

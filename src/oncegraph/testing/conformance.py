@@ -156,7 +156,7 @@ def make_effect(
         attempts=(Attempt(number=1, started_at=created_at),),
         created_at=created_at,
         updated_at=created_at,
-        **changes,
+        **{"row_version": 1, **changes},
     )
 
 
@@ -793,6 +793,7 @@ class CheckpointerConformance:
             updated_at=3_004.0,
             request_hash="sha256:tampered",
             request={"amount": 99},
+            row_version=2,
         )
         await checkpointer.save_effect(done)
         got = await checkpointer.get_effect(effect.effect_id)
@@ -805,7 +806,9 @@ class CheckpointerConformance:
         assert got.request_hash == effect.request_hash
         assert got.request == {"amount": 10}
         assert got.created_at == effect.created_at
-        failed = done.replace(status=EffectStatus.FAILED, error="declined", result=None)
+        failed = done.replace(
+            status=EffectStatus.FAILED, error="declined", result=None, row_version=3
+        )
         await checkpointer.save_effect(failed)
         got = await checkpointer.get_effect(effect.effect_id)
         assert got is not None
@@ -817,6 +820,120 @@ class CheckpointerConformance:
         effect = make_effect(rid, tid, status=EffectStatus.COMPLETED, result={"ok": True})
         await checkpointer.save_effect(effect)
         assert await checkpointer.get_effect(effect.effect_id) == effect
+        with pytest.raises(StaleStateError):  # a second "first write" is stale
+            await checkpointer.save_effect(effect.replace(result={"ok": False}))
+        assert await checkpointer.get_effect(effect.effect_id) == effect
+
+    async def test_save_effect_is_a_compare_and_set_on_the_row_version(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        effect = make_effect(rid, tid)
+        await checkpointer.begin_effect(effect)  # row version 1
+        second = effect.replace(attempts=(*effect.attempts, Attempt(2, 3_010.0)), row_version=2)
+        await checkpointer.save_effect(second)
+        # A writer that read version 1 too (it would start attempt 2 as well) loses.
+        rival = effect.replace(status=EffectStatus.COMPLETED, result="rival", row_version=2)
+        with pytest.raises(StaleStateError, match="changed since it was read"):
+            await checkpointer.save_effect(rival)
+        for stale in (1, 2, 4):  # not the next version (3): refused, nothing written
+            with pytest.raises(StaleStateError):
+                await checkpointer.save_effect(second.replace(result=stale, row_version=stale))
+        assert await checkpointer.get_effect(effect.effect_id) == second
+        # Concurrent writers of the same next version: exactly one wins.
+        tries = [second.replace(result=i, row_version=3) for i in range(5)]
+        outcomes = await asyncio.gather(
+            *(checkpointer.save_effect(t) for t in tries), return_exceptions=True
+        )
+        assert sum(o is None for o in outcomes) == 1
+        assert all(isinstance(o, StaleStateError) for o in outcomes if o is not None)
+        got = await checkpointer.get_effect(effect.effect_id)
+        assert got is not None and got.row_version == 3 and got.result in range(5)
+
+    async def test_fenced_effect_and_task_writes(self, checkpointer: Checkpointer) -> None:
+        tid, _, cp = await start_thread(checkpointer)
+        run_b = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_b, fencing_token=4))
+        effect = make_effect(run_b, tid)
+        with pytest.raises(LeaseLostError):
+            await checkpointer.begin_effect(effect, fence=3)
+        assert await checkpointer.get_effect(effect.effect_id) is None
+        stored, created = await checkpointer.begin_effect(effect, fence=4)
+        assert created and stored == effect
+        with pytest.raises(LeaseLostError):  # an existing record is not returned to it
+            await checkpointer.begin_effect(effect, fence=3)
+        done = effect.replace(status=EffectStatus.COMPLETED, result="ok", row_version=2)
+        with pytest.raises(LeaseLostError):
+            await checkpointer.save_effect(done, fence=3)
+        assert await checkpointer.get_effect(effect.effect_id) == effect
+        await checkpointer.save_effect(done, fence=4)
+        assert await checkpointer.get_effect(effect.effect_id) == done
+        write = TaskWrite(tid, cp.checkpoint_id, "agent", "writes", 0, {"update": {}})
+        with pytest.raises(LeaseLostError):
+            await checkpointer.put_task_write(write, run_id=run_b, fence=5)
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.put_task_write(write, run_id=new_id("run"), fence=1)
+        assert await checkpointer.get_task_writes(tid, cp.checkpoint_id) == []
+        await checkpointer.put_task_write(write, run_id=run_b, fence=4)
+        assert [w.task for w in await checkpointer.get_task_writes(tid, cp.checkpoint_id)] == [
+            "agent"
+        ]
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.begin_effect(make_effect(new_id("run"), tid), fence=1)
+
+    async def test_fence_run_takes_a_run_over_by_compare_and_set(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, _, _ = await start_thread(checkpointer)
+        run_id = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_id, fencing_token=2))
+        taken = await checkpointer.fence_run(
+            run_id, expected_token=2, owner="host:1:a", status=RunStatus.RUNNING
+        )
+        assert taken is not None
+        assert (taken.fencing_token, taken.lease_owner, taken.status) == (
+            3,
+            "host:1:a",
+            RunStatus.RUNNING,
+        )
+        assert taken.lease_expires_at is None
+        assert await checkpointer.get_run(run_id) == taken
+        # a second taker that read token 2 too loses, and writes nothing
+        assert await checkpointer.fence_run(run_id, expected_token=2, owner="other") is None
+        assert await checkpointer.get_run(run_id) == taken
+        # without a status, the status and error stay
+        again = await checkpointer.fence_run(run_id, expected_token=3, owner="op")
+        assert again is not None and again.status is RunStatus.RUNNING
+        assert again.fencing_token == 4 and again.lease_owner == "op"
+        stopped = await checkpointer.fence_run(
+            run_id, expected_token=4, owner="op", status=RunStatus.ABANDONED, error="no"
+        )
+        assert stopped is not None and (stopped.status, stopped.error) == (
+            RunStatus.ABANDONED,
+            "no",
+        )
+        # the old holder's writes are fenced out
+        with pytest.raises(LeaseLostError):
+            await checkpointer.update_run(run_id, status=RunStatus.COMPLETED, fence=3)
+        with pytest.raises(RunNotFoundError):
+            await checkpointer.fence_run(new_id("run"), expected_token=0, owner="x")
+        racers = await asyncio.gather(
+            *(checkpointer.fence_run(run_id, expected_token=5, owner=f"r{i}") for i in range(5))
+        )
+        assert sum(r is not None for r in racers) == 1
+
+    async def test_lock_run_is_exclusive_and_released(self, checkpointer: Checkpointer) -> None:
+        first = await checkpointer.lock_run("run_locked")
+        assert first is not None and first.run_id == "run_locked" and not first.lost
+        assert await checkpointer.lock_run("run_locked") is None  # held, in this process too
+        other = await checkpointer.lock_run("run_other")
+        assert other is not None  # locks are per run
+        await first.release()
+        await first.release()  # idempotent
+        again = await checkpointer.lock_run("run_locked")
+        assert again is not None
+        await again.release()
+        await other.release()
 
     async def test_list_effects_by_run_thread_status_in_creation_order(
         self, checkpointer: Checkpointer

@@ -39,10 +39,12 @@ CRASH_ENV = "ONCEGRAPH_CRASH_AT"
 
 __all__ = [
     "CRASH_ENV",
+    "Child",
     "CompletedRun",
     "crash_spec",
     "python_command",
     "run_in_subprocess",
+    "start_in_subprocess",
 ]
 
 
@@ -96,21 +98,51 @@ def crash_spec(point: str, nth: int = 1) -> str:
     return point if nth == 1 else f"{point}:{nth}"
 
 
-def run_in_subprocess(
+@dataclass(frozen=True, slots=True)
+class Child:
+    """A child process started by :func:`start_in_subprocess`; :meth:`wait` collects it."""
+
+    argv: tuple[str, ...]
+    process: subprocess.Popen[str]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout: float = 300.0) -> CompletedRun:
+        """Wait for the child; one still running after ``timeout`` seconds is killed with
+        its process group and ``TimeoutError`` is raised with its output so far."""
+        try:
+            stdout, stderr = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            stdout, stderr = self.process.communicate()
+            late = CompletedRun(self.argv, self.process.returncode, stdout, stderr)
+            raise TimeoutError(
+                f"the child ran longer than {timeout}s and was killed\n{late.describe()}"
+            ) from None
+        return CompletedRun(self.argv, self.process.returncode, stdout, stderr)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def start_in_subprocess(
     target: str | os.PathLike[str],
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
-    timeout: float = 300.0,
     *,
     crash_at: str | tuple[str, int] | None = None,
     cwd: str | os.PathLike[str] | None = None,
-) -> CompletedRun:
-    """Run ``target`` (script path or module) in a fresh process and wait for it.
+) -> Child:
+    """Start ``target`` (script path or module) in a fresh process, without waiting.
 
     ``env`` is added to this process's environment (minus ``ONCEGRAPH_CRASH_AT``);
     ``crash_at`` (``"after_intent"`` or ``("after_checkpoint", 2)``) sets the crash plan.
-    A child still running after ``timeout`` seconds is killed with its process group
-    and ``TimeoutError`` is raised with its output so far.
+    The child runs in its own session (:meth:`Child.kill` ends its whole group).
     """
     argv = python_command(target, args)
     child_env = {k: v for k, v in os.environ.items() if k != CRASH_ENV}
@@ -128,16 +160,19 @@ def run_in_subprocess(
         text=True,
         start_new_session=True,
     )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        stdout, stderr = process.communicate()
-        late = CompletedRun(tuple(argv), process.returncode, stdout, stderr)
-        raise TimeoutError(
-            f"the child ran longer than {timeout}s and was killed\n{late.describe()}"
-        ) from None
-    return CompletedRun(tuple(argv), process.returncode, stdout, stderr)
+    return Child(tuple(argv), process)
+
+
+def run_in_subprocess(
+    target: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300.0,
+    *,
+    crash_at: str | tuple[str, int] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> CompletedRun:
+    """Run ``target`` in a fresh process and wait for it (:func:`start_in_subprocess`,
+    then :meth:`Child.wait` with ``timeout``)."""
+    child = start_in_subprocess(target, args, env, crash_at=crash_at, cwd=cwd)
+    return child.wait(timeout)

@@ -10,15 +10,22 @@ stops the run, because answering the model would be guessing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from oncegraph import _json
-from oncegraph.errors import ConfigError, EffectFailedError, OnceGraphError
+from oncegraph.errors import (
+    ConfigError,
+    EffectFailedError,
+    _CrashSignal,
+    _ParkSignal,
+)
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
-from oncegraph.ledger.perform import EffectCall, perform
+from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.tools.tool import Tool, as_tool
+
+T = TypeVar("T")
 
 
 def _content(result: Any) -> str:
@@ -64,8 +71,8 @@ class ToolNode:
         calls = list(last["tool_calls"])
         if len(calls) == 1:  # the common case: no task to schedule
             return {self.messages_key: [await self._run(ctx, message_id, calls[0], True)]}
-        results = await asyncio.gather(*(self._run(ctx, message_id, c, False) for c in calls))
-        return {self.messages_key: list(results)}
+        results = await settle([self._run(ctx, message_id, c, False) for c in calls])
+        return {self.messages_key: results}
 
     async def _run(
         self, ctx: TaskContext, message_id: str, call: Mapping[str, Any], fold: bool
@@ -110,7 +117,8 @@ class ToolNode:
             effect_class=tool.effect,
             command_id=command_id,
             request=args,
-            fn=lambda: tool.acall(args),
+            fn=tool.bind(args),
+            runs=tool.runs,
             recipient=tool.recipient_for(args),
             reconcile=tool.reconcile,
             probe=tool.probe,
@@ -122,14 +130,13 @@ class ToolNode:
             result = (await perform(ctx, effect_call)).result
         except EffectFailedError as exc:
             message = {**base, "id": msg_id, "status": "error", "content": f"Error: {exc}"}
-        except OnceGraphError:
-            raise
-        except Exception as exc:  # the tool itself failed: tell the model
+        except ToolFailed as failed:  # the tool itself failed: tell the model
+            error = failed.error
             message = {
                 **base,
                 "id": msg_id,
                 "status": "error",
-                "content": f"Error: {type(exc).__name__}: {exc}",
+                "content": f"Error: {type(error).__name__}: {error}",
             }
         else:
             message = {**base, "id": msg_id, "status": "success", "content": _content(result)}
@@ -144,6 +151,30 @@ class ToolNode:
             },
         )
         return message
+
+
+async def settle(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run sibling calls concurrently and return when ALL of them have ended (law 13).
+
+    Unlike ``asyncio.gather``, one sibling that parks the run or fails never returns
+    while the others still run: each is finished and recorded first. Then the strongest
+    signal is raised (a crash, then a park, then the first error, in call order). If the
+    step itself is cancelled, the siblings are cancelled and waited for too.
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+    errors = [t.exception() for t in tasks if not t.cancelled() and t.exception() is not None]
+    for kind in (_CrashSignal, _ParkSignal, BaseException):
+        for error in errors:
+            if isinstance(error, kind):
+                raise error
+    return [t.result() for t in tasks]
 
 
 def _check_args(tool: Tool, args: Any) -> str | None:

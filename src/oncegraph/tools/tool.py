@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, overload
 
 from oncegraph.errors import ConfigError
+from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.messages import ToolSpec
+from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.schema import description_of, function_parameters
 
@@ -62,14 +64,24 @@ class Tool:
             return str(self.recipient(args))
         return self.recipient
 
+    @property
+    def runs(self) -> RunsOn:
+        """Where a call runs: coroutines on the loop, sync tools in the worker pool (or on
+        the loop thread when ``inline``)."""
+        return "loop" if self.is_async else "inline" if self.inline else "thread"
+
+    def bind(self, args: dict[str, Any]) -> Callable[[], Any]:
+        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`."""
+        return functools.partial(self.fn, **args)
+
     async def acall(self, args: dict[str, Any]) -> Any:
-        """Run the function: coroutines and inline tools on the loop, other sync functions
-        in a worker thread."""
+        """Run the function directly, outside the ledger (coroutines on the loop, sync
+        functions in the worker pool unless inline)."""
         if self.is_async:
             return await self.fn(**args)
         if self.inline:
             return self.fn(**args)
-        return await asyncio.to_thread(functools.partial(self.fn, **args))
+        return await asyncio.wrap_future(executor.submit(self.bind(args)))
 
     def timeout_in(self, run_timeout: float | None) -> float | None:
         """The timeout a call of this tool runs under: its own, else the run's; none inline."""

@@ -8,12 +8,15 @@ Invariants:
   row it has just claimed no longer matches (PostgreSQL re-checks the ``WHERE`` clause
   on the newest row version before locking it).
 * **Every claim bumps ``fencing_token``.** The token returned with a claimed run is the
-  one its writes must carry (``app.set_fence``); the store refuses a commit or status
-  update with an older token (:class:`~oncegraph.errors.LeaseLostError`), so a worker
+  one its writes must carry (``RunService.execute(run, fence=token)``); the store refuses
+  a write with an older token (:class:`~oncegraph.errors.LeaseLostError`), so a worker
   that lost its lease (paused, partitioned) cannot write afterwards.
 * **Claimable** means: ``queued``, or ``running`` with a lease that has expired (its
-  worker died or stopped heartbeating). A ``running`` run that never had a lease was
-  started in-process by ``invoke`` and is its caller's to continue. ``interrupted``,
+  worker died or stopped heartbeating), and in both cases not locked by a live session
+  (:data:`~oncegraph.storage.sql.pg_locks.HELD_BY_OTHERS`): a holder that is alive but
+  silent may still have a call in flight, so its run is not taken (law 13). A ``running``
+  run that never had a lease was started in-process by ``invoke`` and is its caller's to
+  continue. ``interrupted``,
   ``needs_review``, ``failed``, ``completed`` and ``abandoned`` runs are never claimed:
   an interrupt waits for its answer and a parked run for an operator. ``failed`` runs
   are NOT retried automatically either: a node raised, and re-running it on a timer
@@ -39,6 +42,7 @@ from oncegraph.errors import StorageError
 from oncegraph.storage.records import RunRecord, RunStatus
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
 from oncegraph.storage.sql.postgres import PgCheckpointer, _mapped
 
 _DB_NOW = "extract(epoch from clock_timestamp())"
@@ -63,6 +67,7 @@ WITH picked AS (
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
             AND r.lease_expires_at < {_DB_NOW})
     )
+    AND NOT {HELD_BY_OTHERS}
     AND NOT EXISTS (
         SELECT 1 FROM oncegraph_runs o
         WHERE o.thread_id = r.thread_id

@@ -90,6 +90,10 @@ class Worker:
             )
         self.app = app
         self.queue = RunQueue(app.store)  # type: ignore[arg-type]
+        # A run this worker holds is taken over once it has been silent for its lease.
+        store = self.queue.store
+        if store.claim_timeout is None or store.claim_timeout > lease_seconds:
+            store.claim_timeout = lease_seconds
         self.concurrency = concurrency
         self.lease_seconds = lease_seconds
         self.heartbeat_seconds = heartbeat

@@ -24,6 +24,9 @@ Invariants:
 * **The cache never decides correctness.** After a commit the new head is offered to
   the cache (it keeps only newer versions); a cached head is used only when the
   database's thread row still names that version and checkpoint.
+* **Run locks die with their session.** :meth:`PgCheckpointer.lock_run` takes a session
+  advisory lock on a dedicated connection per loop (:mod:`oncegraph.storage.sql.pg_locks`);
+  fenced writes check the run's token in the same statement as the write.
 * Driver errors become :class:`~oncegraph.errors.StorageError` subclasses here.
 """
 
@@ -41,6 +44,7 @@ try:
     from psycopg import errors as pg_errors
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
+    from psycopg_pool.pool_async import StopWorker
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "PgCheckpointer needs psycopg 3 and psycopg_pool: pip install 'oncegraph[postgres]'"
@@ -78,6 +82,7 @@ from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
+from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
 from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 
@@ -99,10 +104,17 @@ THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
 RUN_SET_STATUS = _pg(S.RUN_SET_STATUS)
 RUN_SET_STATUS_FENCED = _pg(S.RUN_SET_STATUS_FENCED)
 TASK_WRITE_UPSERT = _pg(S.TASK_WRITE_UPSERT)
+TASK_WRITE_UPSERT_FENCED = _pg(S.TASK_WRITE_UPSERT_FENCED)
+RUN_FENCE = _pg(S.RUN_FENCE)
+RUN_FENCE_STATUS = _pg(S.RUN_FENCE_STATUS)
+EFFECT_INSERT_FENCED = _pg(S.EFFECT_INSERT_FENCED)
+EFFECT_UPDATE_CAS = _pg(S.EFFECT_UPDATE_CAS)
+EFFECT_UPDATE_CAS_FENCED = _pg(S.EFFECT_UPDATE_CAS_FENCED)
+EFFECT_UPSERT_FIRST = _pg(S.EFFECT_UPSERT_FIRST)
+EFFECT_UPSERT_FIRST_FENCED = _pg(S.EFFECT_UPSERT_FIRST_FENCED)
 TASK_WRITES_SELECT = _pg(S.TASK_WRITES_SELECT)
 TASK_WRITES_DELETE = _pg(S.TASK_WRITES_DELETE)
 EFFECT_INSERT = _pg(S.EFFECT_INSERT)
-EFFECT_UPSERT_RESULT = _pg(S.EFFECT_UPSERT_RESULT)
 EFFECT_SELECT = _pg(S.EFFECT_SELECT)
 INSERT_VERSION = _pg(M.INSERT_VERSION)
 THREAD_IDS_FIRST = _pg(S.THREAD_IDS_FIRST)
@@ -177,6 +189,33 @@ def _duplicate_message(exc: pg_errors.UniqueViolation, commit: StepCommit) -> st
     return f"commit of thread {commit.thread_id!r} hit a duplicate key ({exc}); nothing was written"
 
 
+class _Pool(AsyncConnectionPool):
+    """psycopg_pool's pool, with maintenance workers that let cancellation through.
+
+    psycopg_pool's maintenance tasks swallow a ``CancelledError`` (a failed connect is
+    logged and retried later), and its workers then wait for the next task. When a
+    program's loop ends with such a task in progress (``asyncio.run`` cancels every task
+    and waits for them), that worker never ends and the program never exits. This worker
+    is the same loop, except that a cancellation, even one a task swallowed, ends it.
+    """
+
+    @classmethod
+    async def worker(cls, q: Any) -> None:
+        while True:
+            task = await q.get()
+            if isinstance(task, StopWorker):
+                return
+            try:
+                await task.run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("pool task %s failed: %s: %s", task, type(exc).__name__, exc)
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise asyncio.CancelledError  # the task swallowed our cancellation
+
+
 def _cache_payload(cp: CheckpointRecord) -> bytes:
     return dumps(list(rows.checkpoint_to_params(cp)))
 
@@ -197,6 +236,10 @@ class PgCheckpointer:
     (PgBouncer ``pool_mode=transaction``), which cannot keep a session's prepared
     statements: nothing is prepared then, by oncegraph or by psycopg, at the cost of a
     parse and plan per statement.
+
+    ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
+    that long (paused, partitioned) is treated as gone and the run may be taken over
+    (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its connection to end.
     """
 
     def __init__(
@@ -213,6 +256,7 @@ class PgCheckpointer:
         connect_timeout: float = 10.0,
         pool_timeout: float = 30.0,
         prepared_statements: bool = True,
+        claim_timeout: float | None = 30.0,
     ) -> None:
         if not postgres_dsn:
             raise StorageError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
@@ -235,8 +279,10 @@ class PgCheckpointer:
             self._owns_cache = True
         self.cache: Cache | None = cache
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
+        self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
         self._schema_ok = False
         self.prepared_statements = prepared_statements
+        self.claim_timeout = claim_timeout
         self._steps = StepWriter(prepared=prepared_statements)
 
     def __repr__(self) -> str:
@@ -250,7 +296,10 @@ class PgCheckpointer:
         await self._ready()
 
     async def aclose(self) -> None:
-        """Close every pool this store opened (those of other live loops on their loop)."""
+        """Close every pool this store opened (those of other live loops on their loop).
+
+        Closing also ends the lock sessions, which releases every run lock still held."""
+        await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
         if self._owns_cache and self.cache is not None:
             closer = getattr(self.cache, "aclose", None)
@@ -400,8 +449,38 @@ class PgCheckpointer:
         found = await self._fetchall("read_log", LOG_SELECT, (thread_id, channel, end))
         return [rows.log_value_from_row(r) for r in found]
 
-    async def put_task_write(self, write: TaskWrite) -> None:
-        await self._execute("put_task_write", TASK_WRITE_UPSERT, rows.task_write_to_params(write))
+    async def put_task_write(
+        self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
+    ) -> None:
+        params = rows.task_write_to_params(write)
+        if fence is None:
+            await self._execute("put_task_write", TASK_WRITE_UPSERT, params)
+            return
+        await self._fenced("put_task_write", TASK_WRITE_UPSERT_FENCED, params, run_id or "", fence)
+
+    async def _fenced(
+        self, op: str, sql: str, params: Sequence[Any], run_id: str, fence: int
+    ) -> int:
+        """A fenced write; zero rows is explained (unknown run, lost fence) or returned."""
+        pool = await self._ready()
+        with _mapped(op, self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, (*params, run_id, fence))
+                if cur.rowcount == 1:
+                    return 1
+                await self._check_run(conn, run_id, fence)
+                return 0
+
+    async def _check_run(
+        self, conn: psycopg.AsyncConnection[Any], run_id: str, fence: int
+    ) -> None:
+        """Raise if ``run_id`` is unknown or no longer held with ``fence``."""
+        cur = await conn.execute(RUN_EXISTS, (run_id,), prepare=False)
+        row = await cur.fetchone()
+        if row is None:
+            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+        if int(row[0]) != fence:
+            raise LeaseLostError(rows.lease_message(run_id, fence))
 
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         found = await self._fetchall(
@@ -460,16 +539,76 @@ class PgCheckpointer:
         sql = _run_list(thread_id is not None, len(wanted))
         return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
+    async def lock_run(self, run_id: str) -> PgRunLock | None:
+        session = await self._lock_session()
+        with _mapped("lock_run", self._where):
+            try:
+                got = await session.try_lock(run_id)
+            except psycopg.Error:
+                await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
+                raise
+        return PgRunLock(session, run_id) if got else None
+
+    async def _lock_session(self) -> LockSession:
+        session = self._lock_sessions.peek()
+        if session is not None and session.broken:
+            await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
+        await self._ready()
+        return await self._lock_sessions.aget(self._open_lock_session)
+
+    async def _open_lock_session(self) -> LockSession:
+        with _mapped("connect", self._where):
+            return await LockSession.open(
+                self._dsn, connect_timeout=self.connect_timeout, timeout=self.claim_timeout
+            )
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+    ) -> RunRecord | None:
+        ts = now()
+        params: tuple[Any, ...]
+        if status is None:
+            sql, params = RUN_FENCE, (owner, ts, run_id, expected_token)
+        else:
+            sql = RUN_FENCE_STATUS
+            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+        pool = await self._ready()
+        with _mapped("fence_run", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                row = await cur.fetchone()
+                if row is None:
+                    cur = await conn.execute(RUN_EXISTS, (run_id,))
+                    if await cur.fetchone() is None:
+                        raise RunNotFoundError(f"run {run_id!r} does not exist")
+                    return None
+        return rows.run_from_row(row)
+
     # -- effects -------------------------------------------------------------------------
 
-    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
         params = rows.effect_to_params(record)
         pool = await self._ready()
         with _mapped("begin_effect", self._where, LedgerUnavailableError):
             async with pool.connection() as conn:
-                cur = await conn.execute(EFFECT_INSERT, params)
+                if fence is None:
+                    cur = await conn.execute(EFFECT_INSERT, params)
+                else:
+                    cur = await conn.execute(
+                        EFFECT_INSERT_FENCED, (*params, record.run_id, fence)
+                    )
                 if await cur.fetchone() is not None:
                     return rows.effect_from_row(params), True
+                if fence is not None:  # fenced out, or the record exists?
+                    await self._check_run(conn, record.run_id, fence)
                 # ON CONFLICT waited for the first writer to commit: its row is visible.
                 cur = await conn.execute(EFFECT_SELECT, (record.effect_id,))
                 row = await cur.fetchone()
@@ -485,8 +624,26 @@ class PgCheckpointer:
         )
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord) -> None:
-        await self._execute("save_effect", EFFECT_UPSERT_RESULT, rows.effect_to_params(record))
+    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+        expected = record.row_version - 1
+        if expected == 0:  # never begun: insert it (or update a row that was never written)
+            sql, params = EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+            if fence is not None:
+                sql, params = EFFECT_UPSERT_FIRST_FENCED, (*params, record.run_id, fence)
+        else:
+            params = (*rows.effect_update_params(record), expected)
+            sql = EFFECT_UPDATE_CAS
+            if fence is not None:
+                sql, params = EFFECT_UPDATE_CAS_FENCED, (*params, record.run_id, fence)
+        pool = await self._ready()
+        with _mapped("save_effect", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, params)
+                if cur.rowcount == 1:
+                    return
+                if fence is not None:
+                    await self._check_run(conn, record.run_id, fence)
+        raise StaleStateError(rows.effect_cas_message(record.effect_id, expected))
 
     async def list_effects(
         self,
@@ -618,7 +775,7 @@ class PgCheckpointer:
         return await self._pools.aget(self._open_pool)
 
     async def _open_pool(self) -> AsyncConnectionPool:
-        pool = AsyncConnectionPool(
+        pool = _Pool(
             self._dsn,
             min_size=self.min_size,
             max_size=self.max_size,
@@ -662,6 +819,10 @@ class PgCheckpointer:
 
 async def _close_pool(pool: AsyncConnectionPool) -> None:
     await pool.close()
+
+
+async def _close_session(session: LockSession) -> None:
+    await session.aclose()
 
 
 # -- sync entry points for the CLI (`oncegraph db migrate|verify --postgres DSN`) -----

@@ -254,6 +254,7 @@ def effect_to_params(effect: EffectRecord) -> tuple[Any, ...]:
         effect.error,
         effect.created_at,
         effect.updated_at,
+        effect.row_version,
     )
 
 
@@ -266,6 +267,7 @@ def effect_update_params(effect: EffectRecord) -> tuple[Any, ...]:
         _opt_json(effect.result),
         effect.error,
         effect.updated_at,
+        effect.row_version,
         effect.effect_id,
     )
 
@@ -290,6 +292,7 @@ def _effect(row: Row) -> EffectRecord:
         error=row[15],
         created_at=row[16],
         updated_at=row[17],
+        row_version=int(row[18]),
     )
 
 
@@ -329,8 +332,15 @@ def stale_message(commit: StepCommit) -> str:
 
 def lease_message(run_id: str, fence: int) -> str:
     return (
-        f"run {run_id!r} is no longer held with fencing token {fence}: another worker took "
-        "it over; nothing was written. Stop working on this run."
+        f"run {run_id!r} is no longer held with fencing token {fence}: another process or "
+        "an operator took it over; nothing was written. Stop working on this run."
+    )
+
+
+def effect_cas_message(effect_id: str, expected: int) -> str:
+    return (
+        f"effect {effect_id} changed since it was read (row version {expected}): another "
+        "writer was first; nothing was written and nothing was sent."
     )
 
 
@@ -339,6 +349,7 @@ __all__ = [
     "check_commit",
     "checkpoint_from_row",
     "checkpoint_to_params",
+    "effect_cas_message",
     "effect_from_row",
     "effect_to_params",
     "effect_update_params",

@@ -101,6 +101,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_effects_thread "
         "ON oncegraph_effects (thread_id, created_at)",
     ),
+    # 2: effect rows are written by compare-and-set on a row version (law 13)
+    ("ALTER TABLE oncegraph_effects ADD COLUMN row_version BIGINT NOT NULL DEFAULT 0",),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

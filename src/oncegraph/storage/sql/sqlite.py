@@ -22,6 +22,11 @@ event loop for up to ``busy_timeout_ms``. Use PostgreSQL for many concurrent wri
 ``UPDATE``'s row count (``INSERT ... ON CONFLICT DO NOTHING`` for a new thread), the
 fence is a fenced ``UPDATE``'s row count, log entries go in with ``executemany``.
 sqlite3 errors are mapped to :class:`~oncegraph.errors.StorageError` subclasses.
+
+Run liveness locks (:meth:`SqliteCheckpointer.lock_run`) are OS record locks on the
+sidecar file ``<database>-claims`` (:mod:`oncegraph.storage.filelocks`): the kernel
+drops them when their process dies. Fenced writes check the run's token inside their
+``BEGIN IMMEDIATE`` transaction, which serializes them with every other writer.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.filelocks import FileRunLock, LockFile
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
@@ -157,6 +163,34 @@ def _check_schema(conn: sqlite3.Connection, path: str) -> mig.SchemaState:
     return state
 
 
+def _check_fence(conn: sqlite3.Connection, run_id: str, fence: int) -> None:
+    """Inside a write transaction: raise unless ``run_id`` holds fencing token ``fence``."""
+    row = conn.execute(S.RUN_EXISTS, (run_id,)).fetchone()
+    if row is None:
+        raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+    if int(row[0]) != fence:
+        raise LeaseLostError(rows.lease_message(run_id, fence))
+
+
+class _HeldInProcess:
+    """A run lock of a ``:memory:`` store (the store is private to its process)."""
+
+    __slots__ = ("_held", "_lock", "run_id")
+
+    def __init__(self, held: set[str], lock: threading.Lock, run_id: str) -> None:
+        self._held = held
+        self._lock = lock
+        self.run_id = run_id
+
+    @property
+    def lost(self) -> bool:
+        return False
+
+    async def release(self) -> None:
+        with self._lock:
+            self._held.discard(self.run_id)
+
+
 class SqliteCheckpointer:
     """A :class:`~oncegraph.storage.protocols.Checkpointer` on one SQLite file.
 
@@ -189,6 +223,8 @@ class SqliteCheckpointer:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._claims: LockFile | None = None
+        self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -223,12 +259,17 @@ class SqliteCheckpointer:
             self._connect()
 
     async def aclose(self) -> None:
-        """Close the connection; a later call opens it again (and re-checks the schema)."""
+        """Close the connection; a later call opens it again (and re-checks the schema).
+
+        Run locks still held stay held (their lock file closes with the last of them)."""
         with self._lock:
             self._conn = None
             if self._finalizer is not None:
                 self._finalizer()  # closes the connection exactly once
                 self._finalizer = None
+            claims, self._claims = self._claims, None
+        if claims is not None:
+            claims.close()
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:
@@ -242,13 +283,19 @@ class SqliteCheckpointer:
         rows = self._read(sql, params)  # key lookups: at most one row
         return rows[0] if rows else None
 
-    def _write_one(self, sql: str, params: Sequence[Any]) -> None:
+    def _write_one(
+        self, sql: str, params: Sequence[Any], fence: tuple[str, int] | None = None
+    ) -> int:
+        """One statement in its own write transaction, after the fence check; rowcount."""
         with self._lock:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(sql, params)
+                if fence is not None:
+                    _check_fence(conn, *fence)
+                count = conn.execute(sql, params).rowcount
                 conn.execute("COMMIT")
+                return count
             except sqlite3.Error as exc:
                 _rollback(conn)
                 raise _map_error(exc, self.path) from exc
@@ -360,8 +407,13 @@ class SqliteCheckpointer:
             rows.log_value_from_row(r) for r in self._read(S.LOG_SELECT, (thread_id, channel, end))
         ]
 
-    async def put_task_write(self, write: TaskWrite) -> None:
-        self._write_one(S.TASK_WRITE_UPSERT, rows.task_write_to_params(write))
+    async def put_task_write(
+        self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
+    ) -> None:
+        params = rows.task_write_to_params(write)
+        self._write_one(
+            S.TASK_WRITE_UPSERT, params, None if fence is None else (run_id or "", fence)
+        )
 
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         found = self._read(S.TASK_WRITES_SELECT, (thread_id, checkpoint_id))
@@ -413,14 +465,64 @@ class SqliteCheckpointer:
         sql = S.run_list(by_thread=thread_id is not None, n_statuses=len(statuses or ()))
         return [rows.run_from_row(r) for r in self._read(sql, params)]
 
+    async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
+        if self.path == ":memory:":  # private to this store: an in-process lock will do
+            with self._lock:
+                if run_id in self._memory_held:
+                    return None
+                self._memory_held.add(run_id)
+            return _HeldInProcess(self._memory_held, self._lock, run_id)
+        with self._lock:
+            if self._claims is None:
+                self._claims = LockFile.open(self.path + "-claims")
+            claims = self._claims
+        return FileRunLock(claims, run_id) if claims.try_lock(run_id) else None
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+    ) -> RunRecord | None:
+        ts = now()
+        params: tuple[Any, ...]
+        if status is None:
+            sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
+        else:
+            sql = S.RUN_FENCE_STATUS
+            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute(sql, params).fetchone()
+                missing = row is None and conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise _map_error(exc, self.path) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+        if missing:
+            raise RunNotFoundError(f"run {run_id!r} does not exist")
+        return None if row is None else rows.run_from_row(row)
+
     # -- effects ----------------------------------------------------------------------
 
-    async def begin_effect(self, record: EffectRecord) -> tuple[EffectRecord, bool]:
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
         params = rows.effect_to_params(record)
         with self._lock:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
+                if fence is not None:
+                    _check_fence(conn, record.run_id, fence)
                 inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
                 existing = (
                     None
@@ -444,8 +546,18 @@ class SqliteCheckpointer:
         row = self._read_one(S.EFFECT_SELECT, (effect_id,))
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord) -> None:
-        self._write_one(S.EFFECT_UPSERT_RESULT, rows.effect_to_params(record))
+    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+        expected = record.row_version - 1
+        if expected == 0:  # never begun: insert it (or update a row that was never written)
+            sql, params = S.EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+        else:
+            sql, params = S.EFFECT_UPDATE_CAS, (*rows.effect_update_params(record), expected)
+        changed = self._write_one(sql, params, None if fence is None else (record.run_id, fence))
+        if changed != 1:
+            stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
+            version = "none" if stored is None else rows.effect_from_row(stored).row_version
+            raise StaleStateError(rows.effect_cas_message(record.effect_id, expected)
+                                  + f" (stored row version: {version})")
 
     async def list_effects(
         self,

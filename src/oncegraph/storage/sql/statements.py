@@ -22,6 +22,10 @@ Invariants the callers keep:
 * :data:`EFFECT_INSERT` never overwrites: the first writer wins and a conflicting
   insert returns no row; :data:`EFFECT_UPSERT_RESULT` and :data:`EFFECT_UPDATE` never
   touch ``request_hash``, ``request`` or the identity columns.
+* Fenced statements (``*_FENCED``) write only while the run's ``fencing_token`` is the
+  writer's; zero rows means "fenced out or changed": the caller reads to tell which.
+* An effect row changes by compare-and-set on ``row_version``
+  (:data:`EFFECT_UPDATE_CAS`), so two writers can never both start attempt k.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ EFFECT_COLUMNS = (
     "error",
     "created_at",
     "updated_at",
+    "row_version",
 )
 
 # Columns an effect result may change (law 3); identity and request are fixed at insert.
@@ -101,6 +106,7 @@ EFFECT_MUTABLE_COLUMNS = (
     "result",
     "error",
     "updated_at",
+    "row_version",
 )
 
 
@@ -196,6 +202,22 @@ RUN_SET_STATUS_FENCED = (
 # A fence check without a status change. Params: updated_at, run_id, fencing_token.
 RUN_TOUCH_FENCED = "UPDATE oncegraph_runs SET updated_at = ? WHERE run_id = ? AND fencing_token = ?"
 
+# A run taken over by a new holder: the token is bumped, the lease is the new holder's
+# (no expiry: a direct caller's liveness is its lock), the status optionally set.
+# Params: lease_owner, updated_at, run_id, expected fencing_token.
+RUN_FENCE = (
+    "UPDATE oncegraph_runs SET fencing_token = fencing_token + 1, lease_owner = ?, "
+    "lease_expires_at = NULL, updated_at = ? WHERE run_id = ? AND fencing_token = ? "
+    f"RETURNING {_cols(RUN_COLUMNS)}"
+)
+# The same, setting status and error too. Params: lease_owner, status, error, updated_at,
+# run_id, expected fencing_token.
+RUN_FENCE_STATUS = (
+    "UPDATE oncegraph_runs SET fencing_token = fencing_token + 1, lease_owner = ?, "
+    "lease_expires_at = NULL, status = ?, error = ?, updated_at = ? "
+    f"WHERE run_id = ? AND fencing_token = ? RETURNING {_cols(RUN_COLUMNS)}"
+)
+
 # Lease columns (for workers). Params: lease_owner, lease_expires_at, updated_at,
 # run_id, expected fencing_token; the token is bumped by one on success.
 RUN_TAKE_LEASE = (
@@ -237,6 +259,16 @@ TASK_WRITE_UPSERT = (
     "DO UPDATE SET value = excluded.value, created_at = excluded.created_at"
 )
 
+# A task write that lands only while the run is held with the writer's token. Params:
+# rows.task_write_to_params(write), run_id, fencing_token. rowcount 0 => fenced out.
+TASK_WRITE_UPSERT_FENCED = (
+    f"INSERT INTO oncegraph_task_writes ({_cols(TASK_WRITE_COLUMNS)}) "
+    f"SELECT {_marks(TASK_WRITE_COLUMNS)} WHERE EXISTS (SELECT 1 FROM oncegraph_runs "
+    "WHERE run_id = ? AND fencing_token = ?) "
+    "ON CONFLICT (thread_id, checkpoint_id, task, kind, idx) "
+    "DO UPDATE SET value = excluded.value, created_at = excluded.created_at"
+)
+
 # Params: thread_id, checkpoint_id.
 TASK_WRITES_SELECT = (
     f"SELECT {_cols(TASK_WRITE_COLUMNS)} FROM oncegraph_task_writes "
@@ -250,9 +282,33 @@ TASK_WRITES_DELETE = "DELETE FROM oncegraph_task_writes WHERE thread_id = ? AND 
 
 # First writer wins: returns one row (effect_id) when this call inserted, none when
 # the effect already existed; then read it with EFFECT_SELECT in the same transaction.
+# ON CONFLICT without a target: a racing insert may hit either unique index first.
 EFFECT_INSERT = (
     f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
-    "ON CONFLICT (effect_id) DO NOTHING RETURNING effect_id"
+    "ON CONFLICT DO NOTHING RETURNING effect_id"
+)
+
+# The same, only while the run is held with the writer's token. Params:
+# rows.effect_to_params(record), run_id, fencing_token.
+EFFECT_INSERT_FENCED = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) SELECT {_marks(EFFECT_COLUMNS)} "
+    "WHERE EXISTS (SELECT 1 FROM oncegraph_runs WHERE run_id = ? AND fencing_token = ?) "
+    "ON CONFLICT DO NOTHING RETURNING effect_id"
+)
+
+# Compare-and-set of an effect row: only from the row version the writer read, and (if
+# fenced) only while the run is held with its token. Params:
+# rows.effect_update_params(record) (mutable columns with the NEW row_version, effect_id),
+# expected row_version. rowcount 0 => stale or missing.
+EFFECT_UPDATE_CAS = (
+    "UPDATE oncegraph_effects SET "
+    + ", ".join(f"{c} = ?" for c in EFFECT_MUTABLE_COLUMNS)
+    + " WHERE effect_id = ? AND row_version = ?"
+)
+# The same, fenced. Params: as EFFECT_UPDATE_CAS, then run_id, fencing_token.
+EFFECT_UPDATE_CAS_FENCED = (
+    EFFECT_UPDATE_CAS
+    + " AND EXISTS (SELECT 1 FROM oncegraph_runs WHERE run_id = ? AND fencing_token = ?)"
 )
 
 # Save a result (save_effect and effects folded into a StepCommit): inserts the whole
@@ -262,6 +318,19 @@ EFFECT_UPSERT_RESULT = (
     f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
     "ON CONFLICT (effect_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in EFFECT_MUTABLE_COLUMNS)
+)
+
+# The first write of an effect that was never begun (row_version 0 -> 1): inserts it, or
+# updates a row no one has written since it was created by an older oncegraph.
+# Params: rows.effect_to_params(record).
+EFFECT_UPSERT_FIRST = EFFECT_UPSERT_RESULT + " WHERE oncegraph_effects.row_version = 0"
+# The same, fenced. Params: rows.effect_to_params(record), run_id, fencing_token.
+EFFECT_UPSERT_FIRST_FENCED = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) SELECT {_marks(EFFECT_COLUMNS)} "
+    "WHERE EXISTS (SELECT 1 FROM oncegraph_runs WHERE run_id = ? AND fencing_token = ?) "
+    "ON CONFLICT (effect_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in EFFECT_MUTABLE_COLUMNS)
+    + " WHERE oncegraph_effects.row_version = 0"
 )
 
 # Params: rows.effect_update_params(record) = mutable columns..., effect_id.
@@ -365,9 +434,14 @@ __all__ = [
     "CHECKPOINT_SELECT_HEAD",
     "EFFECT_COLUMNS",
     "EFFECT_INSERT",
+    "EFFECT_INSERT_FENCED",
     "EFFECT_MUTABLE_COLUMNS",
     "EFFECT_SELECT",
     "EFFECT_UPDATE",
+    "EFFECT_UPDATE_CAS",
+    "EFFECT_UPDATE_CAS_FENCED",
+    "EFFECT_UPSERT_FIRST",
+    "EFFECT_UPSERT_FIRST_FENCED",
     "EFFECT_UPSERT_RESULT",
     "LOG_COLUMNS",
     "LOG_INSERT",
@@ -375,6 +449,8 @@ __all__ = [
     "NO_LIMIT",
     "RUN_COLUMNS",
     "RUN_EXISTS",
+    "RUN_FENCE",
+    "RUN_FENCE_STATUS",
     "RUN_INSERT",
     "RUN_RENEW_LEASE",
     "RUN_SELECT",
@@ -386,6 +462,7 @@ __all__ = [
     "TASK_WRITES_SELECT",
     "TASK_WRITE_COLUMNS",
     "TASK_WRITE_UPSERT",
+    "TASK_WRITE_UPSERT_FENCED",
     "THREAD_CAS",
     "THREAD_COLUMNS",
     "THREAD_IDS_AFTER",

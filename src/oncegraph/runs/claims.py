@@ -1,0 +1,118 @@
+"""Taking a run before any work on it (law 13).
+
+Whoever continues a run (invoke, stream, a worker, an operator's command) first takes
+its liveness lock (it dies with this process: a crashed holder is never waited for) and
+then takes the run over by bumping its fencing token (a compare-and-set, so an operator
+who abandoned it meanwhile wins). A second taker gets :class:`RunBusyError` at once,
+before anything runs. Every write of the run then carries the new token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError
+from oncegraph.runtime.claim import Claim
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import RunRecord, RunStatus
+
+# How often a takeover retries when the token moved between its read and its write.
+_TAKEOVER_TRIES = 5
+
+Check = Callable[[RunRecord], RunRecord]
+
+
+async def busy_error(store: Checkpointer, run_id: str) -> RunBusyError:
+    run = await store.get_run(run_id)
+    owner = run.lease_owner if run is not None else None
+    held_by = f" (held by {owner})" if owner else ""
+    return RunBusyError(
+        f"run {run_id} is being executed by another process right now{held_by}; nothing was "
+        "done here. Wait for it to finish (app.get_run(run_id).status); a holder that "
+        "crashed lets go at once, so if that process is gone, simply retry.",
+        run_id=run_id,
+        owner=owner,
+    )
+
+
+async def take(
+    store: Checkpointer,
+    run_id: str,
+    *,
+    owner: str,
+    check: Check,
+    status: RunStatus | None = RunStatus.RUNNING,
+) -> tuple[Claim, RunRecord]:
+    """Lock and take over ``run_id``: returns the claim and the run as stored now.
+
+    ``check(run)`` sees the run as read under the lock and raises if the call no longer
+    applies to it (it finished meanwhile, say); it returns the run to take.
+    """
+    lock = await store.lock_run(run_id)
+    if lock is None:
+        raise await busy_error(store, run_id)
+    try:
+        for _ in range(_TAKEOVER_TRIES):
+            found = await store.get_run(run_id)
+            if found is None:
+                raise RunNotFoundError(f"no run {run_id!r}")
+            found = check(found)
+            taken = await store.fence_run(
+                run_id, expected_token=found.fencing_token, owner=owner, status=status
+            )
+            if taken is not None:
+                return Claim(run_id, taken.fencing_token, lock), taken
+        raise await busy_error(store, run_id)
+    except BaseException:
+        await lock.release()
+        raise
+
+
+async def hold(store: Checkpointer, run: RunRecord, *, token: int) -> Claim:
+    """Lock ``run`` for a holder that already has its token (a worker's lease claim)."""
+    lock = await store.lock_run(run.run_id)
+    if lock is None:
+        raise await busy_error(store, run.run_id)
+    found = await store.get_run(run.run_id)
+    if found is None or found.fencing_token != token:
+        await lock.release()
+        raise LeaseLostError(
+            f"run {run.run_id} is no longer held with fencing token {token}: another "
+            "process took it over; nothing was written."
+        )
+    return Claim(run.run_id, token, lock)
+
+
+async def new(store: Checkpointer, run: RunRecord) -> Claim:
+    """Lock a run that is about to be created (its id is fresh; its token is its own)."""
+    lock = await store.lock_run(run.run_id)
+    if lock is None:  # pragma: no cover - a fresh id cannot be held by anyone
+        raise await busy_error(store, run.run_id)
+    return Claim(run.run_id, run.fencing_token, lock)
+
+
+async def overrule(
+    store: Checkpointer,
+    run_id: str,
+    *,
+    owner: str,
+    status: RunStatus,
+    error: str | None,
+    check: Check,
+) -> RunRecord:
+    """An operator's decision: set the status and bump the token WITHOUT the lock, so a
+    holder that is still working is fenced out and can overwrite nothing."""
+    for _ in range(_TAKEOVER_TRIES):
+        found = await store.get_run(run_id)
+        if found is None:
+            raise RunNotFoundError(f"no run {run_id!r}")
+        found = check(found)
+        done = await store.fence_run(
+            run_id, expected_token=found.fencing_token, owner=owner, status=status, error=error
+        )
+        if done is not None:
+            return done
+    raise await busy_error(store, run_id)
+
+
+__all__ = ["busy_error", "hold", "new", "overrule", "take"]

@@ -74,8 +74,8 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as M
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
 from oncegraph.storage.sql.pg_step import StepWriter
@@ -107,6 +107,8 @@ EFFECT_SELECT = _pg(S.EFFECT_SELECT)
 INSERT_VERSION = _pg(M.INSERT_VERSION)
 THREAD_IDS_FIRST = _pg(S.THREAD_IDS_FIRST)
 THREAD_IDS_AFTER = _pg(S.THREAD_IDS_AFTER)
+SECRET_INSERT = _pg(dbsecret.SECRET_INSERT)
+SECRET_SELECT = _pg(dbsecret.SECRET_SELECT)
 _KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
 _PRUNE_EFFECT_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_STATUSES)
 _PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
@@ -234,6 +236,10 @@ class PgCheckpointer:
             cache = RedisCache(redis_url, ttl_seconds=cache_ttl_seconds, prefix=cache_prefix)
             self._owns_cache = True
         self.cache: Cache | None = cache
+        self._secret: bytes | None = None  # the database secret, read on first need
+        provide_key = getattr(cache, "provide_key", None)  # a RedisCache without a MAC key
+        if provide_key is not None:
+            provide_key(self._cache_mac_key)
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._schema_ok = False
         self.prepared_statements = prepared_statements
@@ -362,8 +368,11 @@ class PgCheckpointer:
         return head
 
     async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
-        """The cached head, only if the database's thread row names that same head."""
+        """The cached head, only if the cache verifies its entries (a MAC: Redis can be
+        written by others) and the database's thread row names that same head."""
         assert self.cache is not None
+        if not getattr(self.cache, "verifies_entries", False):
+            return None
         entry = await self.cache.get_state(thread_id)
         if entry is None:
             return None
@@ -383,6 +392,27 @@ class PgCheckpointer:
         ):
             return None
         return head
+
+    async def _cache_mac_key(self) -> bytes:
+        """The key the Redis cache signs entries with, derived from the database secret."""
+        return dbsecret.derive_key(await self._database_secret(), dbsecret.CACHE_MAC_PURPOSE)
+
+    async def _database_secret(self) -> bytes:
+        """This database's secret (:mod:`~oncegraph.storage.sql.dbsecret`), created on first
+        need; read once per store."""
+        if self._secret is not None:
+            return self._secret
+        pool = await self._ready()
+        with _mapped("read the database secret", self._where):
+            async with pool.connection() as conn:
+                await conn.execute(
+                    SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
+                )
+                cur = await conn.execute(SECRET_SELECT, (dbsecret.SECRET_NAME,))
+                row = await cur.fetchone()
+        secret = dbsecret.secret_from_row(row, f"PostgreSQL {self._where}")
+        self._secret = secret
+        return secret
 
     async def list_checkpoints(
         self, thread_id: str, *, run_id: str | None = None, limit: int | None = None

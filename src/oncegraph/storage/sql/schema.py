@@ -101,6 +101,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_effects_thread "
         "ON oncegraph_effects (thread_id, created_at)",
     ),
+    # 2: the per-database secret that keyed digests derive from (storage/sql/dbsecret.py);
+    # its one row is written on first need, never by a migration
+    (
+        """CREATE TABLE IF NOT EXISTS oncegraph_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

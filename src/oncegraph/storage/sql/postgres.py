@@ -165,6 +165,28 @@ def _describe_dsn(dsn: str) -> str:
     return f"database {info.get('dbname', '?')!r} at {host}:{port}"
 
 
+def _check_dsn(dsn: str) -> None:
+    """Refuse a DSN libpq cannot parse before a pool sees it.
+
+    psycopg_pool logs each failed connection attempt at WARNING with libpq's message,
+    and a parse error quotes the offending token, which can be the password. The error
+    raised here shows neither the DSN nor libpq's message, and is raised outside the
+    ``except`` so that it does not even carry the parse error as its context.
+    """
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error:
+        pass
+    else:
+        return
+    raise StorageError(
+        "the PostgreSQL DSN could not be parsed (its text is not shown: it may hold a "
+        "password). Check its quoting: in key=value form quote a value with spaces or "
+        "quotes as password='a b' (backslash-escape ' and \\); in a postgresql:// URL "
+        "percent-encode reserved characters (@ as %40, / as %2F, space as %20)."
+    )
+
+
 def _duplicate_message(exc: pg_errors.UniqueViolation, commit: StepCommit) -> str:
     table = getattr(exc.diag, "table_name", None) or ""
     if table == "oncegraph_runs" and commit.new_run is not None:
@@ -648,6 +670,7 @@ class PgCheckpointer:
         return await self._pools.aget(self._open_pool)
 
     async def _open_pool(self) -> AsyncConnectionPool:
+        _check_dsn(self._dsn)
         pool = AsyncConnectionPool(
             self._dsn,
             min_size=self.min_size,

@@ -1,29 +1,31 @@
 """RedisCache against the real Redis server, and PgCheckpointer reading through it.
 
 The cache must keep only newer versions (server-side compare-and-set), expire, survive
-a flush, and cost nothing but latency when Redis is down or hangs. The checkpointer
-must read back the database's truth whatever the cache holds.
+a flush, never serve an entry whose MAC does not verify, never let a forged version
+block real writes, and cost nothing but latency when Redis is down or hangs. The
+checkpointer must read back the database's truth whatever the cache holds.
 
-Redis comes from ONCEGRAPH_TEST_REDIS_URL (default ``redis://127.0.0.1:6379/0``); every
-test uses its own key prefix. Flush tests flush a separate database index (the one
-after the configured one) so that parallel tests keep their keys. Without a reachable
-server the tests skip, except under CI=true where they fail.
+Redis comes from ``redis_fixtures`` (ONCEGRAPH_TEST_REDIS_URL, default database 15):
+every test uses its own key prefix and deletes only its own keys; tests that flush
+start a Redis server of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
-import socket
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 import redis
+from redis_fixtures import MAC_KEY, delete_prefixed, private_redis, unused_port
+from test_postgres import sql
 
+from oncegraph import END, START, Command, StateGraph, interrupt
+from oncegraph.storage.cache.mac import EntryMac
 from oncegraph.storage.cache.redis import RedisCache
 from oncegraph.storage.protocols import Cache, Checkpointer
 from oncegraph.storage.records import StepCommit
@@ -35,51 +37,11 @@ from oncegraph.testing.conformance import (
     start_thread,
 )
 
-REDIS_URL = os.environ.get("ONCEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> str:
-    try:
-        client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=10, socket_timeout=10)
-        try:
-            client.ping()
-        finally:
-            client.close()
-    except (redis.RedisError, OSError) as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"Redis is required under CI=true: {exc}")
-        pytest.skip(f"Redis unreachable ({exc}); set ONCEGRAPH_TEST_REDIS_URL")
-    return REDIS_URL
-
-
-@pytest.fixture
-def flush_url(redis_url: str) -> str:
-    """A URL to the database index after the configured one, which tests may flush."""
-    pool = redis.ConnectionPool.from_url(redis_url)
-    db = int(pool.connection_kwargs.get("db", 0))
-    pool.disconnect()
-    base = redis_url.rsplit("/", 1)[0] if redis_url.count("/") > 2 else redis_url
-    return f"{base}/{(db + 1) % 16}"
-
-
-@pytest.fixture
-def prefix(redis_url: str) -> Iterator[str]:
-    """A key prefix of this test; its keys are deleted afterwards."""
-    value = f"og_test:{uuid.uuid4().hex}:"
-    yield value
-    client = redis.Redis.from_url(redis_url)
-    try:
-        keys = list(client.scan_iter(match=value + "*"))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
-
 
 def patient(url: str, prefix: str, **kwargs: Any) -> RedisCache:
     """A cache for tests that are not about timeouts: generous socket and pool timeouts,
     so a loaded test machine does not turn a slow connect into a (correct) cache miss."""
+    kwargs.setdefault("mac_key", MAC_KEY)
     return RedisCache(url, prefix=prefix, socket_timeout=30, pool_timeout=30, **kwargs)
 
 
@@ -90,11 +52,12 @@ async def cache(redis_url: str, prefix: str) -> AsyncIterator[RedisCache]:
     await store.aclose()
 
 
-def unused_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
+@pytest.fixture
+def raw(redis_url: str) -> Any:
+    """A plain client for writing behind the cache's back (only under a test's prefix)."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=30)
+    yield client
+    client.close()
 
 
 pytestmark = pytest.mark.redis
@@ -164,26 +127,179 @@ async def test_ttl_is_set_with_the_value(redis_url: str, prefix: str) -> None:
         await cache.aclose()
 
 
-async def test_flush_between_puts_is_harmless(flush_url: str, prefix: str) -> None:
-    cache = patient(flush_url, prefix)
-    client = redis.Redis.from_url(flush_url)
+# -- MACs: a forged entry is never served, a forged version never pins a key ------------
+
+
+def forge(raw: Any, key: str, **fields: Any) -> None:
+    """Write fields of a cache entry behind the cache's back (a party with Redis access)."""
+    raw.hset(key, mapping=fields)
+
+
+def entry(raw: Any, key: str) -> dict[str, bytes]:
+    return {k.decode(): v for k, v in raw.hgetall(key).items()}
+
+
+async def test_entries_carry_a_verifiable_mac(cache: RedisCache, raw: Any) -> None:
+    assert await cache.put_state("t", 7, b"payload")
+    stored = raw.hgetall(cache.key("t"))
+    assert set(stored) == {b"v", b"p", b"d", b"m"}
+    mac = EntryMac(MAC_KEY)
+    assert stored[b"d"].decode() == mac.digest(b"payload")
+    assert mac.entry_ok("t", 7, stored[b"p"], stored[b"d"], stored[b"m"])
+    assert b"payload" not in repr(cache).encode() and "test key" not in repr(cache)
+
+
+async def test_a_forged_or_altered_entry_is_ignored_and_logged(
+    cache: RedisCache, raw: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
+    key = cache.key("t")
+    assert await cache.put_state("t", 3, b'{"amount": 59.0}')
+    genuine = entry(raw, key)
+    altered = b'{"amount": 5.0}'
+    cases: list[dict[str, Any]] = [
+        {"p": altered},  # the payload changed, digest and tag kept
+        {"p": altered, "d": EntryMac.digest(altered)},  # digest recomputed, no key for a tag
+        {"v": 4},  # another version claimed for the genuine payload
+        {"m": "0" * 64},
+        {"m": EntryMac(b"another database's key, 32 bytes").tag("t", 3, genuine["d"].decode())},
+    ]
+    for fields in cases:
+        raw.delete(key)
+        forge(raw, key, **{**genuine, **fields})
+        caplog.clear()
+        assert await cache.get_state("t") is None, fields
+        assert any("fails its MAC check" in r.getMessage() for r in caplog.records), fields
+    # an entry without any MAC (written the way an older oncegraph did, or by hand)
+    raw.delete(key)
+    forge(raw, key, v=3, p=altered)
+    assert await cache.get_state("t") is None
+    # a genuine entry of another thread, moved to this thread's key
+    assert await cache.put_state("other", 3, altered)
+    raw.delete(key)
+    forge(raw, key, **entry(raw, cache.key("other")))
+    assert await cache.get_state("t") is None
+    # a key of another type is no entry either, and does not block writes
+    raw.delete(key)
+    raw.set(key, "not a hash")
+    assert await cache.get_state("t") is None
+    assert await cache.put_state("t", 3, b"real")
+    assert await cache.get_state("t") == (3, b"real")
+
+
+async def test_a_huge_forged_version_does_not_pin_the_key(
+    cache: RedisCache, raw: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A version compare-and-set alone would refuse every real write below 10**18 and,
+    without a TTL, forever. The writer checks the claim's MAC and replaces the forgery."""
+    caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
+    key = cache.key("t")
+    forge(raw, key, v=10**18, p=b"forged", d="0" * 64, m="0" * 64)
+    assert raw.pttl(key) == -1  # no TTL: it would stay forever
+    assert await cache.put_state("t", 3, b"real") is True
+    assert await cache.get_state("t") == (3, b"real")
+    assert 0 < raw.pttl(key) <= 3_600_000
+    assert any("replacing it" in r.getMessage() for r in caplog.records)
+    # a genuine tag copied from a real entry does not make a bigger version real either
+    forge(raw, key, **{**entry(raw, key), "v": 10**18})
+    raw.persist(key)
+    assert await cache.put_state("t", 4, b"real 4") is True
+    assert await cache.get_state("t") == (4, b"real 4")
+    # nor does a claim without a MAC, or a version that is not a number
+    for fields in ({"v": 10**18, "p": b"x"}, {"v": "9" * 400, "p": b"x", "d": "", "m": ""}):
+        raw.delete(key)
+        forge(raw, key, **fields)
+        assert await cache.put_state("t", 5, b"real 5") is True
+        assert await cache.get_state("t") == (5, b"real 5")
+
+
+async def test_a_genuine_newer_version_still_wins(
+    redis_url: str,
+    prefix: str,
+    raw: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Another process with the same key wrote a newer version: it stays, no warning,
+    and a key that lost its TTL gets it back on the refused write."""
+    caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
+    one, two = patient(redis_url, prefix), patient(redis_url, prefix)
     try:
-        assert await cache.put_state("t", 5, b"five")
-        client.flushdb()
-        client.script_flush()  # the compare-and-set script is gone too
-        assert await cache.get_state("t") is None
-        assert await cache.put_state("t", 3, b"three") is True  # nothing newer is known
-        assert await cache.get_state("t") == (3, b"three")
-        assert await cache.put_state("t", 2, b"two") is False
+        assert await one.put_state("t", 9, b"nine")
+        raw.persist(one.key("t"))
+        assert await two.put_state("t", 8, b"eight") is False
+        assert await two.get_state("t") == (9, b"nine")
+        assert 0 < raw.pttl(one.key("t")) <= 3_600_000
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     finally:
-        client.close()
-        await cache.aclose()
+        await one.aclose()
+        await two.aclose()
+
+
+async def test_a_cache_without_a_key_serves_nothing(
+    redis_url: str,
+    prefix: str,
+    raw: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    keyed = patient(redis_url, prefix)
+    keyless = patient(redis_url, prefix, mac_key=None)
+    try:
+        assert await keyed.put_state("t", 1, b"x")
+        with caplog.at_level(logging.WARNING, logger="oncegraph.storage.cache.redis"):
+            assert await keyless.get_state("t") is None
+            assert await keyless.put_state("t", 2, b"y") is False
+        assert [r.getMessage() for r in caplog.records if "no MAC key" in r.getMessage()]
+        assert raw.hget(keyed.key("t"), "v") == b"1"
+        keyless.provide_key(MAC_KEY)
+        assert await keyless.get_state("t") == (1, b"x")
+        keyless.provide_key(b"a later key never replaces the first one")
+        assert await keyless.get_state("t") == (1, b"x")
+    finally:
+        await keyed.aclose()
+        await keyless.aclose()
+
+
+async def test_racing_writers_replace_a_forgery_and_never_regress(
+    redis_url: str,
+    prefix: str,
+    raw: Any,
+) -> None:
+    caches = [patient(redis_url, prefix) for _ in range(4)]
+    forge(raw, caches[0].key("t"), v=10**12, p=b"forged", m="")
+    versions = list(range(1, 101))
+    random.Random(3).shuffle(versions)
+    try:
+        await asyncio.gather(
+            *(caches[i % 4].put_state("t", v, b"%d" % v) for i, v in enumerate(versions))
+        )
+        assert await caches[1].get_state("t") == (100, b"100")
+    finally:
+        for c in caches:
+            await c.aclose()
+
+
+async def test_flush_between_puts_is_harmless(tmp_path: Path, prefix: str) -> None:
+    """A flush (and a forgotten script) on a Redis server this test starts and owns."""
+    with private_redis(tmp_path) as url:
+        cache = patient(url, prefix)
+        client = redis.Redis.from_url(url)
+        try:
+            assert await cache.put_state("t", 5, b"five")
+            client.flushdb()
+            client.script_flush()  # the compare-and-set script is gone too
+            assert await cache.get_state("t") is None
+            assert await cache.put_state("t", 3, b"three") is True  # nothing newer is known
+            assert await cache.get_state("t") == (3, b"three")
+            assert await cache.put_state("t", 2, b"two") is False
+        finally:
+            client.close()
+            await cache.aclose()
 
 
 async def test_redis_down_costs_nothing_but_a_miss(
     prefix: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cache = RedisCache(f"redis://127.0.0.1:{unused_port()}/0", prefix=prefix)
+    cache = RedisCache(f"redis://127.0.0.1:{unused_port()}/0", prefix=prefix, mac_key=MAC_KEY)
     try:
         with caplog.at_level(logging.WARNING, logger="oncegraph.storage.cache.redis"):
             assert await asyncio.wait_for(cache.put_state("t", 1, b"x"), 10) is False
@@ -204,7 +320,11 @@ async def test_hanging_redis_times_out_then_stays_quiet(prefix: str) -> None:
     server = await asyncio.start_server(swallow, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     cache = RedisCache(
-        f"redis://127.0.0.1:{port}/0", prefix=prefix, socket_timeout=0.2, cooldown_seconds=60
+        f"redis://127.0.0.1:{port}/0",
+        prefix=prefix,
+        socket_timeout=0.2,
+        cooldown_seconds=60,
+        mac_key=MAC_KEY,
     )
     try:
         assert await asyncio.wait_for(cache.put_state("t", 1, b"x"), 10) is False
@@ -264,10 +384,10 @@ class TestPgRedisConformance(CheckpointerConformance):
 @pytest.fixture
 async def pg_cached(
     fresh_dsn: str,
-    flush_url: str,
+    redis_url: str,
     prefix: str,
 ) -> AsyncIterator[PgCheckpointer]:
-    cache = patient(flush_url, prefix)
+    cache = patient(redis_url, prefix, mac_key=None)  # the store provides its database's key
     store = PgCheckpointer(postgres_dsn=fresh_dsn, cache=cache)
     await store.setup()
     yield store
@@ -294,31 +414,31 @@ async def test_commit_writes_the_head_into_the_cache(pg_cached: PgCheckpointer) 
 
 
 @pytest.mark.postgres
-async def test_state_is_correct_after_flush(pg_cached: PgCheckpointer, flush_url: str) -> None:
+async def test_state_is_correct_after_the_cache_lost_it(
+    pg_cached: PgCheckpointer,
+    redis_url: str,
+    prefix: str,
+) -> None:
     tid, (_, cp2, cp3) = await three_versions(pg_cached)
-    client = redis.Redis.from_url(flush_url)
-    try:
-        client.flushdb()
-        assert await pg_cached.get_checkpoint(tid) == cp3  # from the database, re-cached
-        assert pg_cached.cache is not None
-        assert (await pg_cached.cache.get_state(tid) or (0,))[0] == 3
-        client.flushdb()
-        cp4 = make_checkpoint(tid, cp3.run_id, 4, parent=cp3.checkpoint_id)
-        await pg_cached.commit(StepCommit(thread_id=tid, expected_version=3, checkpoint=cp4))
-        client.flushdb()
-        assert await pg_cached.get_checkpoint(tid) == cp4
-        assert await pg_cached.get_checkpoint(tid, cp2.checkpoint_id) == cp2
-    finally:
-        client.close()
+    assert delete_prefixed(redis_url, prefix) == 1
+    assert await pg_cached.get_checkpoint(tid) == cp3  # from the database, re-cached
+    assert pg_cached.cache is not None
+    assert (await pg_cached.cache.get_state(tid) or (0,))[0] == 3
+    delete_prefixed(redis_url, prefix)
+    cp4 = make_checkpoint(tid, cp3.run_id, 4, parent=cp3.checkpoint_id)
+    await pg_cached.commit(StepCommit(thread_id=tid, expected_version=3, checkpoint=cp4))
+    delete_prefixed(redis_url, prefix)
+    assert await pg_cached.get_checkpoint(tid) == cp4
+    assert await pg_cached.get_checkpoint(tid, cp2.checkpoint_id) == cp2
 
 
 @pytest.mark.postgres
-async def test_poisoned_cache_is_never_trusted(pg_cached: PgCheckpointer, flush_url: str) -> None:
+async def test_poisoned_cache_is_never_trusted(pg_cached: PgCheckpointer, raw: Any) -> None:
     tid, (cp1, cp2, cp3) = await three_versions(pg_cached)
     cache = pg_cached.cache
     assert isinstance(cache, RedisCache)
     stale = (await cache.get_state(tid) or (0, b""))[1]
-    client = redis.Redis.from_url(flush_url)
+    client = raw
     key = cache.key(tid)
     try:
         # an older version, written behind the version guard's back
@@ -356,5 +476,106 @@ async def test_checkpointer_works_with_redis_down(
         await store.setup()
         tid, (_, _, cp3) = await three_versions(store)
         assert await store.get_checkpoint(tid) == cp3
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.postgres
+async def test_the_cache_serves_genuine_entries_under_the_database_key(
+    fresh_dsn: str,
+    redis_url: str,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two stores on one database derive one key from its secret (created once), so one
+    store's entries are served to the other: the cache is really used, not just
+    distrusted. (The head row is edited behind both stores' backs to tell where a read
+    came from.)"""
+    caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
+    one = PgCheckpointer(fresh_dsn, redis_url, cache_prefix=prefix)
+    two = PgCheckpointer(fresh_dsn, redis_url, cache_prefix=prefix)
+    try:
+        tid, (_, _, cp3) = await three_versions(one)
+        sql(
+            fresh_dsn,
+            "UPDATE oncegraph_checkpoints SET metadata = %s WHERE checkpoint_id = %s",
+            ('{"source": "edited in the database"}', cp3.checkpoint_id),
+        )
+        by_id = await two.get_checkpoint(tid, cp3.checkpoint_id)  # never cached
+        assert by_id is not None and by_id.metadata == {"source": "edited in the database"}
+        assert await two.get_checkpoint(tid) == cp3  # the head, from one's cache entry
+        assert await one.get_checkpoint(tid) == cp3
+        assert sql(fresh_dsn, "SELECT name FROM oncegraph_secrets") == [("database",)]
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    finally:
+        await one.aclose()
+        await two.aclose()
+
+
+class Refund(TypedDict, total=False):
+    order: str
+    amount: float
+    approved: bool
+
+
+def refund_app(store: PgCheckpointer) -> Any:
+    def quote(state: Refund) -> dict[str, Any]:
+        return {"amount": 59.0}
+
+    def approve(state: Refund) -> dict[str, Any]:
+        return {"approved": bool(interrupt({"refund": state["amount"]}))}
+
+    g = StateGraph(Refund)
+    g.add_node("quote", quote)
+    g.add_node("approve", approve)
+    g.add_edge(START, "quote")
+    g.add_edge("quote", "approve")
+    g.add_edge("approve", END)
+    return g.compile(checkpointer=store)
+
+
+@pytest.mark.postgres
+async def test_a_forged_entry_never_reaches_get_state(
+    fresh_dsn: str,
+    redis_url: str,
+    prefix: str,
+    raw: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The review's attack: at an approval interrupt someone with Redis access rewrites
+    the cached head to show 5.00 instead of 59.00, keeping its version and checkpoint
+    id (so the database's version check alone passes it). The approver must see 59.00;
+    and a forged huge version must not stop the cache from following the run."""
+    caplog.set_level(logging.WARNING, logger="oncegraph.storage.cache.redis")
+    store = PgCheckpointer(fresh_dsn, redis_url, cache_prefix=prefix)
+    cfg = {"thread_id": "refund-1042"}
+    try:
+        app = refund_app(store)
+        await app.ainvoke({"order": "1042"}, cfg)
+        assert isinstance(store.cache, RedisCache)
+        key = store.cache.key("refund-1042")
+        genuine = entry(raw, key)
+        assert b"59.0" in genuine["p"]
+        forged = genuine["p"].replace(b"59.0", b"5.0")
+        forge(raw, key, p=forged, d=EntryMac.digest(forged))  # the tag cannot be redone
+        state = await app.aget_state(cfg)
+        assert state.values["amount"] == 59.0
+        assert any("fails its MAC check" in r.getMessage() for r in caplog.records)
+        # the read fell back to the database and put the genuine head back
+        assert entry(raw, key)["p"] == genuine["p"]
+        # a forged huge version without a TTL: the run goes on, the cache follows it
+        raw.delete(key)
+        forge(raw, key, v=10**18, p=forged, d=EntryMac.digest(forged), m="0" * 64)
+        assert (await app.aget_state(cfg)).values["amount"] == 59.0
+        out = await app.ainvoke(Command(resume=True), cfg)
+        assert out["approved"] is True and out["amount"] == 59.0
+        ((version,),) = sql(
+            fresh_dsn,
+            "SELECT version FROM oncegraph_threads WHERE thread_id = %s",
+            ("refund-1042",),
+        )
+        cached = await store.cache.get_state("refund-1042")
+        assert cached is not None and cached[0] == version
+        assert 0 < raw.pttl(key) <= 3_600_000
     finally:
         await store.aclose()

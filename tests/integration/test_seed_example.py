@@ -64,7 +64,9 @@ app = ReactAgent(
 
 SEED_DSN = "postgresql://user:password@db/tenxgraph"
 SEED_REDIS = "redis://redis:6379/0"
-REDIS_URL = os.environ.get("ONCEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+# database 15, not 0: see tests/backends/redis_fixtures.py
+REDIS_URL = os.environ.get("ONCEGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+SEED_CACHE_PREFIX = "oncegraph:"  # the seed keeps PgCheckpointer's default prefix
 CI = os.environ.get("CI") == "true"
 ANSWER = "Refunded 59.00 for order 1042."
 USER = {"messages": [{"role": "user", "content": "Please refund order 1042."}]}
@@ -220,6 +222,22 @@ def seed_db(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> str
     return str(request.getfixturevalue("fresh_dsn"))
 
 
+@pytest.fixture
+def thread(backend: str) -> Iterator[str]:
+    """A thread id of this test; on PostgreSQL its Redis cache entry (the one key the seed
+    app writes for it) is deleted afterwards, and nothing else."""
+    value = f"seed-{uuid.uuid4().hex}"
+    yield value
+    if backend == "postgres":
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL, socket_timeout=30)
+        try:
+            client.delete(f"{SEED_CACHE_PREFIX}state:{value}")
+        finally:
+            client.close()
+
+
 # -- tests ----------------------------------------------------------------------------------
 
 
@@ -250,9 +268,8 @@ def seed_app(backend: str, seed_db: str, gemini: GeminiServer) -> Iterator[Any]:
     close_seed(ns)
 
 
-def test_seed_example_runs(seed_app: Any, gemini: GeminiServer) -> None:
+def test_seed_example_runs(seed_app: Any, gemini: GeminiServer, thread: str) -> None:
     app = seed_app
-    thread = f"seed-{uuid.uuid4().hex}"
     out = app.invoke(USER, config={"thread_id": thread, "tool_timeout": 60})
     messages = out["messages"]
     assert messages[-1]["role"] == "assistant" and messages[-1]["content"] == ANSWER
@@ -282,12 +299,17 @@ def test_seed_example_runs(seed_app: Any, gemini: GeminiServer) -> None:
     ],
 )
 def test_refund_happens_once_across_a_sigkill(
-    backend: str, seed_db: str, gemini: GeminiServer, tmp_path: Path, point: str, nth: int
+    backend: str,
+    seed_db: str,
+    gemini: GeminiServer,
+    tmp_path: Path,
+    point: str,
+    nth: int,
+    thread: str,
 ) -> None:
     from oncegraph.testing.crash import run_in_subprocess
 
     calls = tmp_path / "refund_calls.txt"
-    thread = f"seed-crash-{uuid.uuid4().hex}"
     args = [
         "--backend",
         backend,

@@ -1,4 +1,8 @@
-"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``."""
+"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``.
+
+Every stored string (ids, statuses, errors, recipients) and every error message goes
+to the terminal through :func:`oncegraph.cli.literal.literal`: never as Rich markup,
+never with its control characters."""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from oncegraph.cli.literal import literal
 
 app = typer.Typer(
     help="oncegraph: agent graphs that survive crashes without doing anything twice.",
@@ -77,7 +83,7 @@ def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bo
         assert postgres is not None
         return pg.migrate(postgres) if migrate else pg.verify(postgres)
     except StorageError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(literal(exc, style="red"))
         raise typer.Exit(1) from exc
 
 
@@ -102,7 +108,10 @@ def runs(
     for col in ("run_id", "thread_id", "status", "reason", "error"):
         table.add_column(col)
     for r in asyncio.run(go()):
-        table.add_row(r.run_id, r.thread_id, r.status, r.launch_reason, (r.error or "")[:60])
+        table.add_row(
+            *(literal(v) for v in (r.run_id, r.thread_id, r.status, r.launch_reason)),
+            literal((r.error or "")[:60]),
+        )
     console.print(table)
 
 
@@ -130,12 +139,17 @@ def effects(
         table.add_column(col)
     for e in asyncio.run(go()):
         table.add_row(
-            e.effect_id[:16],
-            e.effect_type,
-            e.effect_class,
-            e.status,
-            str(len(e.attempts)),
-            e.recipient or "",
+            *(
+                literal(v)
+                for v in (
+                    e.effect_id[:16],
+                    e.effect_type,
+                    e.effect_class,
+                    e.status,
+                    len(e.attempts),
+                    e.recipient or "",
+                )
+            )
         )
     console.print(table)
 
@@ -175,7 +189,7 @@ def db_prune(
     try:
         report = asyncio.run(go())
     except OnceGraphError as exc:
-        console.print(f"[red]{exc}[/]")
+        console.print(literal(exc, style="red"))
         raise typer.Exit(1) from exc
     console.print(
         f"pruned {report.threads} threads: deleted {report.checkpoints} checkpoints, "

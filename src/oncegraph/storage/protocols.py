@@ -204,7 +204,16 @@ class Pruner(Protocol):
 
 @runtime_checkable
 class Cache(Protocol):
-    """A hot cache of each thread's latest state. Written only with a newer version."""
+    """A hot cache of each thread's latest state. Written only with a newer version.
+
+    Never the source of truth (law 15): a store serves a cached head only when the cache
+    ``verifies_entries`` (each entry carries a MAC the cache checked, so a forged entry is
+    never returned) AND the database's thread row still names that head.
+    """
+
+    @property
+    def verifies_entries(self) -> bool:
+        """True when :meth:`get_state` returns only entries whose MAC it verified."""
 
     async def get_state(self, thread_id: str) -> tuple[int, bytes] | None: ...
 

@@ -78,8 +78,8 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as M
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
@@ -119,6 +119,8 @@ EFFECT_SELECT = _pg(S.EFFECT_SELECT)
 INSERT_VERSION = _pg(M.INSERT_VERSION)
 THREAD_IDS_FIRST = _pg(S.THREAD_IDS_FIRST)
 THREAD_IDS_AFTER = _pg(S.THREAD_IDS_AFTER)
+SECRET_INSERT = _pg(dbsecret.SECRET_INSERT)
+SECRET_SELECT = _pg(dbsecret.SECRET_SELECT)
 _KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
 _PRUNE_EFFECT_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_STATUSES)
 _PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
@@ -173,6 +175,28 @@ def _describe_dsn(dsn: str) -> str:
     host = info.get("host") or "localhost"
     port = info.get("port") or "5432"
     return f"database {info.get('dbname', '?')!r} at {host}:{port}"
+
+
+def _check_dsn(dsn: str) -> None:
+    """Refuse a DSN libpq cannot parse before a pool sees it.
+
+    psycopg_pool logs each failed connection attempt at WARNING with libpq's message,
+    and a parse error quotes the offending token, which can be the password. The error
+    raised here shows neither the DSN nor libpq's message, and is raised outside the
+    ``except`` so that it does not even carry the parse error as its context.
+    """
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.Error:
+        pass
+    else:
+        return
+    raise StorageError(
+        "the PostgreSQL DSN could not be parsed (its text is not shown: it may hold a "
+        "password). Check its quoting: in key=value form quote a value with spaces or "
+        "quotes as password='a b' (backslash-escape ' and \\); in a postgresql:// URL "
+        "percent-encode reserved characters (@ as %40, / as %2F, space as %20)."
+    )
 
 
 def _duplicate_message(exc: pg_errors.UniqueViolation, commit: StepCommit) -> str:
@@ -278,6 +302,10 @@ class PgCheckpointer:
             cache = RedisCache(redis_url, ttl_seconds=cache_ttl_seconds, prefix=cache_prefix)
             self._owns_cache = True
         self.cache: Cache | None = cache
+        self._secret: bytes | None = None  # the database secret, read on first need
+        provide_key = getattr(cache, "provide_key", None)  # a RedisCache without a MAC key
+        if provide_key is not None:
+            provide_key(self._cache_mac_key)
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
         self._schema_ok = False
@@ -411,8 +439,11 @@ class PgCheckpointer:
         return head
 
     async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
-        """The cached head, only if the database's thread row names that same head."""
+        """The cached head, only if the cache verifies its entries (a MAC: Redis can be
+        written by others) and the database's thread row names that same head."""
         assert self.cache is not None
+        if not getattr(self.cache, "verifies_entries", False):
+            return None
         entry = await self.cache.get_state(thread_id)
         if entry is None:
             return None
@@ -432,6 +463,27 @@ class PgCheckpointer:
         ):
             return None
         return head
+
+    async def _cache_mac_key(self) -> bytes:
+        """The key the Redis cache signs entries with, derived from the database secret."""
+        return dbsecret.derive_key(await self._database_secret(), dbsecret.CACHE_MAC_PURPOSE)
+
+    async def _database_secret(self) -> bytes:
+        """This database's secret (:mod:`~oncegraph.storage.sql.dbsecret`), created on first
+        need; read once per store."""
+        if self._secret is not None:
+            return self._secret
+        pool = await self._ready()
+        with _mapped("read the database secret", self._where):
+            async with pool.connection() as conn:
+                await conn.execute(
+                    SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
+                )
+                cur = await conn.execute(SECRET_SELECT, (dbsecret.SECRET_NAME,))
+                row = await cur.fetchone()
+        secret = dbsecret.secret_from_row(row, f"PostgreSQL {self._where}")
+        self._secret = secret
+        return secret
 
     async def list_checkpoints(
         self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
@@ -775,6 +827,7 @@ class PgCheckpointer:
         return await self._pools.aget(self._open_pool)
 
     async def _open_pool(self) -> AsyncConnectionPool:
+        _check_dsn(self._dsn)
         pool = _Pool(
             self._dsn,
             min_size=self.min_size,

@@ -103,6 +103,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 2: effect rows are written by compare-and-set on a row version (law 13)
     ("ALTER TABLE oncegraph_effects ADD COLUMN row_version BIGINT NOT NULL DEFAULT 0",),
+    # 3: the per-database secret that keyed digests derive from (storage/sql/dbsecret.py);
+    # its one row is written on first need, never by a migration
+    (
+        """CREATE TABLE IF NOT EXISTS oncegraph_secrets (
+            name TEXT PRIMARY KEY,
+            value TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -100,7 +100,59 @@ def _rollback(conn: sqlite3.Connection) -> None:
             pass
 
 
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _refuse_symlinks(path: str) -> None:
+    """A database path that is a symbolic link is refused, never silently followed.
+
+    A link would put every conversation wherever it points (another user's file, a
+    shared directory). To use the target on purpose, pass the target's own path
+    (``os.path.realpath(path)``): that is the explicit opt-in. SQLite's side files
+    (``-wal``, ``-shm``, ``-journal``) are never links. Only the last component is
+    checked: a linked directory (``/var`` on macOS) is the user's layout.
+    """
+    if os.path.islink(path):
+        raise StorageError(
+            f"SQLite database path {path!r} is a symbolic link (to "
+            f"{os.readlink(path)!r}); oncegraph does not follow it silently. If you mean to "
+            f"use the target, pass its own path: os.path.realpath({path!r})."
+        )
+    for suffix in _SIDE_FILES:
+        if os.path.islink(path + suffix):
+            raise StorageError(
+                f"SQLite side file {path + suffix!r} is a symbolic link (to "
+                f"{os.readlink(path + suffix)!r}); SQLite would write the database's "
+                "journal there. Remove the link (with no process using the database)."
+            )
+
+
+def _create_private(path: str) -> None:
+    """Create a missing database file with mode 0600 before SQLite writes anything.
+
+    The file holds every conversation. ``O_EXCL | O_NOFOLLOW`` creates it ourselves
+    (the umask can only remove bits from 0600); an existing file is left as it is.
+    SQLite gives the ``-wal`` and ``-shm`` files it creates later the database file's
+    permissions, so they are 0600 too.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise StorageError(
+            f"cannot open SQLite database {path!r}: cannot create the file ({exc.strerror}). "
+            "Check the directory exists and is writable."
+        ) from exc
+    os.close(fd)
+
+
 def _open(path: str, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    if path not in ("", ":memory:"):
+        _refuse_symlinks(path)
+        _create_private(path)
     try:
         conn = sqlite3.connect(
             path,

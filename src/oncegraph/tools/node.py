@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from oncegraph import _json
-from oncegraph.errors import ConfigError, EffectFailedError, OnceGraphError
+from oncegraph.errors import ConfigError, EffectFailedError, OnceGraphError, ToolArgumentsError
 from oncegraph.ids import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, perform
 from oncegraph.runtime.context import TaskContext, current_task
@@ -85,10 +85,17 @@ class ToolNode:
                 "status": "error",
                 "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}",
             }
+        # The ledger records the JSON arguments the model sent (``args``): they are the
+        # request, so the request hash (law 6) and a resumed run's lookup depend only on
+        # what the model said, never on how validation coerced it. The tool body gets the
+        # validated, coerced values (``kwargs``). Bad arguments go back to the model as an
+        # error it can correct; nothing is recorded or called for them.
         args = call.get("args")
-        problem = _check_args(tool, args)
-        if problem:
-            return {**base, "id": msg_id, "status": "error", "content": f"Error: {problem}"}
+        try:
+            kwargs = tool.validate(args)
+        except ToolArgumentsError as exc:
+            content = f"Error: {exc}. Correct the arguments and call {name} again."
+            return {**base, "id": msg_id, "status": "error", "content": content}
         assert isinstance(args, dict)
         ctx.emit(
             "events",
@@ -105,7 +112,7 @@ class ToolNode:
             effect_class=tool.effect,
             command_id=command_id,
             request=args,
-            fn=lambda: tool.acall(args),
+            fn=lambda: tool.acall(kwargs),
             recipient=tool.recipient_for(args),
             reconcile=tool.reconcile,
             probe=tool.probe,
@@ -139,21 +146,3 @@ class ToolNode:
             },
         )
         return message
-
-
-def _check_args(tool: Tool, args: Any) -> str | None:
-    if not isinstance(args, dict):
-        return f"arguments for {tool.name} must be a JSON object; got {args!r}"
-    unknown = sorted(set(args) - set(tool.param_names))
-    if unknown and not _has_var_kw(tool):
-        return f"{tool.name} got unexpected arguments {unknown}; expected {list(tool.param_names)}"
-    missing = [p for p in tool.parameters.get("required", []) if p not in args]
-    if missing:
-        return f"{tool.name} is missing required arguments {missing}"
-    return None
-
-
-def _has_var_kw(tool: Tool) -> bool:
-    import inspect
-
-    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(tool.fn).parameters.values())

@@ -120,13 +120,7 @@ def arguments_of(
 ) -> Arguments:
     """The :class:`Arguments` of ``fn``'s keyword-passable parameters."""
     import pydantic
-    try:
-        hints = get_type_hints(fn, include_extras=True)
-    except Exception as exc:
-        raise ConfigError(
-            f"tool {tool_name!r}: cannot resolve the type hints of {fn!r} ({exc}); define "
-            "the types it names at module level"
-        ) from exc
+    hints = _type_hints(fn, tool_name)
     doc = docstring if docstring is not None else parse_docstring(inspect.getdoc(fn))
     fields: dict[str, Any] = {}
     names: dict[str, str] = {}
@@ -166,6 +160,38 @@ def arguments_of(
         ) from exc
     schema.pop("title", None)
     return Arguments(tool_name, model, schema, names, var_keyword)
+
+
+def _type_hints(fn: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    """``fn``'s resolved annotations; string annotations may also name its closure's
+    variables. An unresolvable one is a ConfigError naming the parameter."""
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except Exception:
+        pass
+    try:
+        local = dict(inspect.getclosurevars(fn).nonlocals)
+    except (TypeError, ValueError):
+        local = {}
+    hints: dict[str, Any] = {}
+    for name, annotation in getattr(fn, "__annotations__", {}).items():
+        try:
+            hints.update(
+                get_type_hints(_Holder({name: annotation}), fn.__globals__, local, True)
+            )
+        except Exception as exc:
+            raise ConfigError(
+                f"tool {tool_name!r}: cannot resolve the annotation {annotation!r} of "
+                f"{name!r} ({exc}); define the types a tool's signature names at module level"
+            ) from exc
+    return hints
+
+
+class _Holder:
+    """Something with ``__annotations__``, to resolve one annotation at a time."""
+
+    def __init__(self, annotations: dict[str, Any]) -> None:
+        self.__annotations__ = annotations
 
 
 def _culprit(fields: Mapping[str, Any], names: Mapping[str, str]) -> str:

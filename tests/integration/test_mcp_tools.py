@@ -19,6 +19,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,8 +157,9 @@ def test_a_react_agent_calls_mcp_tools_under_the_ledger(
 
 
 def test_bad_arguments_and_server_errors_reach_the_model(
-    server_spec: Any, state: Path, tmp_path: Path
+    http_url: str, state: Path, tmp_path: Path
 ) -> None:
+    """(Not transport-specific: HTTP only, to keep the file fast.)"""
     checkpointer = SqliteCheckpointer(tmp_path / "runs.db")
     model = ScriptedModel.turns(
         {
@@ -169,7 +171,7 @@ def test_bad_arguments_and_server_errors_reach_the_model(
         },
         "Sorry.",
     )
-    server = MCPTools(server_spec)
+    server = MCPTools(http_url)
     try:
         app = ReactAgent(model=model, tools=server.tools()).compile(checkpointer=checkpointer)
         out = app.invoke({"messages": [{"role": "user", "content": "x"}]}, {"thread_id": "t"})
@@ -191,35 +193,46 @@ def test_bad_arguments_and_server_errors_reach_the_model(
 
 
 def test_one_session_per_event_loop_and_close(transport: str, server_spec: Any) -> None:
+    """Each loop gets its own session; aclose() on one loop closes the other loop's session
+    through that loop's thread (as for the sync facade's loop)."""
     server = MCPTools(server_spec)
 
-    async def list_names() -> list[str]:
-        return sorted(t.name for t in await server.atools())
+    async def connect() -> tuple[Any, Any]:
+        client = await server.client()
+        assert await server.client() is client  # reused on its loop
+        return client, server._connections.peek()
 
-    loop_a = asyncio.new_event_loop()
-    loop_b = asyncio.new_event_loop()
+    other = asyncio.new_event_loop()
+    thread = threading.Thread(target=other.run_forever, daemon=True)
+    thread.start()
+    here = asyncio.new_event_loop()
     try:
-        assert loop_a.run_until_complete(list_names()) == ["create_refund", "order_status"]
-        client_a = loop_a.run_until_complete(server.client())
-        assert loop_a.run_until_complete(server.client()) is client_a  # reused on its loop
-        loop_b.run_until_complete(list_names())
-        assert loop_b.run_until_complete(server.client()) is not client_a
-        assert len(server._connections) == 2
-        loop_a.run_until_complete(server.aclose())  # closes loop_b's too (idle: dropped)
+        client_here, conn_here = here.run_until_complete(connect())
+        future = asyncio.run_coroutine_threadsafe(connect(), other)
+        client_other, conn_other = future.result(DEADLINE)
+        assert client_other is not client_here
+        assert len(server._connections) == 2 and conn_here.alive and conn_other.alive
+
+        here.run_until_complete(server.aclose())
         assert len(server._connections) == 0
+        assert not conn_here.alive and not conn_other.alive  # both sessions ended
+
         # a closed server opens a new session on the next use
-        assert loop_a.run_until_complete(list_names()) == ["create_refund", "order_status"]
-        loop_a.run_until_complete(server.aclose())
+        names = here.run_until_complete(server.atools())
+        assert sorted(t.name for t in names) == ["create_refund", "order_status"]
+        here.run_until_complete(server.aclose())
     finally:
-        loop_a.close()
-        loop_b.close()
+        here.close()
+        other.call_soon_threadsafe(other.stop)
+        thread.join(DEADLINE)
+        other.close()
 
 
-def test_unknown_tool_names_in_options_are_refused(server_spec: Any) -> None:
+def test_unknown_tool_names_in_options_are_refused(http_url: str) -> None:
     with pytest.raises(ConfigError, match="does not have"):
-        MCPTools(server_spec, effects={"delete_everything": "read"}).tools()
+        MCPTools(http_url, effects={"delete_everything": "read"}).tools()
     with pytest.raises(ConfigError, match="unknown options"):
-        MCPTools(server_spec, tool_options={"create_refund": {"colour": "red"}})
+        MCPTools(http_url, tool_options={"create_refund": {"colour": "red"}})
 
 
 @pytest.mark.slow

@@ -240,20 +240,23 @@ def test_sigkill_after_the_mcp_call_leaves_one_effect(
     transport: str, state: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     db = tmp_path / "runs.db"
-    target = ["--url", request.getfixturevalue("http_url")] if transport == "http" else [
-        "--stdio-state",
-        str(state),
-    ]
+    if transport == "http":
+        target = ["--url", request.getfixturevalue("http_url")]
+    else:
+        target = ["--stdio-state", str(state)]
     crashed = run_in_subprocess(
-        WORKER, ["--db", str(db), "--mode", "run", *target], crash_at="after_mcp_call",
+        WORKER,
+        ["--db", str(db), "--mode", "run", *target],
+        crash_at="after_mcp_call",
         timeout=DEADLINE,
     )
     assert crashed.killed, crashed.describe()
     before = read_state(state)
     assert len(before["refunds"]) == 1 and before["calls"] == 1  # the server did it once
 
-    resumed = run_in_subprocess(WORKER, ["--db", str(db), "--mode", "resume", *target],
-                                timeout=DEADLINE)
+    resumed = run_in_subprocess(
+        WORKER, ["--db", str(db), "--mode", "resume", *target], timeout=DEADLINE
+    )
     assert resumed.returncode == 0, resumed.describe()
     report = resumed.json()
     assert report["outcome"] == "completed", report

@@ -228,6 +228,16 @@ def test_one_session_per_event_loop_and_close(transport: str, server_spec: Any) 
         other.close()
 
 
+def test_an_unreachable_server_is_a_connection_error_naming_it() -> None:
+    server = MCPTools("http://127.0.0.1:9/mcp")  # nothing listens on the discard port
+    with pytest.raises(ConnectionError, match=r"could not open an MCP session with http://"):
+        server.tools()
+    failing = _stdio(Path("unused.json"))
+    failing.args = ["-c", "raise SystemExit(3)"]
+    with pytest.raises(ConnectionError, match="could not open an MCP session"):
+        MCPTools(failing).tools()
+
+
 def test_unknown_tool_names_in_options_are_refused(http_url: str) -> None:
     with pytest.raises(ConfigError, match="does not have"):
         MCPTools(http_url, effects={"delete_everything": "read"}).tools()

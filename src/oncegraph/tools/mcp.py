@@ -93,8 +93,9 @@ def _mcp() -> Any:
 class _Connection:
     """One open MCP client, held by a task of its own on one event loop."""
 
-    def __init__(self, make_client: Callable[[], Any]) -> None:
+    def __init__(self, make_client: Callable[[], Any], server_name: str) -> None:
         self._make_client = make_client
+        self._server_name = server_name
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
         self._error: BaseException | None = None
@@ -108,9 +109,12 @@ class _Connection:
     async def open(self) -> _Connection:
         self._task = asyncio.get_running_loop().create_task(self._hold(), name="oncegraph-mcp")
         await self._ready.wait()
-        if self._error is not None:
+        if self._error is not None or self.client is None:
             await asyncio.gather(self._task, return_exceptions=True)
-            raise self._error
+            cause = _leaf(self._error) if self._error is not None else "closed while opening"
+            raise ConnectionError(
+                f"could not open an MCP session with {self._server_name}: {cause}"
+            ) from self._error
         return self
 
     async def _hold(self) -> None:
@@ -186,12 +190,15 @@ class MCPTools:
 
     async def client(self) -> Any:
         """The running loop's ``mcp.Client`` (connected on first use, or again after the
-        connection died)."""
-        conn = await self._connections.aget(lambda: _Connection(self._make_client).open())
+        connection died). A server that cannot be reached is a ``ConnectionError``."""
+        conn = await self._connections.aget(self._open)
         if not conn.alive or conn.client is None:
             await self._connections.aclose_current(_close)
-            conn = await self._connections.aget(lambda: _Connection(self._make_client).open())
+            conn = await self._connections.aget(self._open)
         return conn.client
+
+    async def _open(self) -> _Connection:
+        return await _Connection(self._make_client, _server_name(self.server)).open()
 
     async def aclose(self) -> None:
         """Close every session, each on its own loop."""
@@ -199,6 +206,7 @@ class MCPTools:
 
     def close(self) -> None:
         """:meth:`aclose` from sync code (no event loop may run in this thread)."""
+        _refuse_running_loop("close", "aclose")
         asyncio.run(self.aclose())
 
     async def __aenter__(self) -> Self:
@@ -247,11 +255,8 @@ class MCPTools:
             finally:
                 await self._connections.aclose_current(_close)
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(list_and_close())
-        raise ConfigError("MCPTools.tools() is for sync code; in async code use await .atools()")
+        _refuse_running_loop("tools", "atools")
+        return asyncio.run(list_and_close())
 
     def _tool(self, listed: Any) -> Tool:
         options = dict(self.tool_options.get(listed.name, {}))
@@ -297,8 +302,25 @@ class MCPTools:
         return call
 
 
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups, as anyio raises them."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
 async def _close(conn: _Connection) -> None:
     await conn.aclose()
+
+
+def _refuse_running_loop(sync_name: str, async_name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ConfigError(
+        f"MCPTools.{sync_name}() is for sync code; in async code use await .{async_name}()"
+    )
 
 
 def _server_name(server: Any) -> str:

@@ -6,6 +6,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     ├── ConfigError                  bad config, bad graph, bad input: fix the call
     │   ├── GraphValidationError     the graph cannot compile (names the node/edge)
     │   ├── InvalidUpdateError       a node returned something that is not a state update
+    │   ├── ToolArgumentsError       a model's arguments do not fit the tool (told to the model)
     │   └── PayloadTooLargeError     a value is over the configured size limit
     ├── RunStateError                the run is not in a state that allows this call
     │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
@@ -54,6 +55,19 @@ class GraphValidationError(ConfigError):
 
 class InvalidUpdateError(ConfigError):
     """A node returned a value that is not a valid state update."""
+
+
+class ToolArgumentsError(ConfigError):
+    """The arguments a model sent do not fit the tool's parameters.
+
+    :class:`~oncegraph.tools.ToolNode` never raises it: it sends the message back to the
+    model as an error tool message, which names each bad argument so the model can
+    correct the call. Nothing was recorded or called.
+    """
+
+    def __init__(self, tool_name: str, message: str) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
 
 
 class PayloadTooLargeError(ConfigError):

@@ -66,6 +66,7 @@ def test_oversized_tool_result_stops_the_run(
     checkpointer: Checkpointer, run_path: Any, small_limit: int
 ) -> None:
     def huge() -> str:
+        """Return a result over the size limit."""
         return "z" * (small_limit * 2)
 
     def model(state: S) -> dict[str, Any]:

@@ -163,6 +163,7 @@ def test_tool_timeout_is_an_unknown_outcome_and_resume_reuses_the_key(
     hang = [True]
 
     async def ship(order: str) -> str:
+        """Ship an order."""
         keys.append(current_effect().idempotency_key)
         if hang[0]:
             await asyncio.sleep(LONG)
@@ -191,6 +192,7 @@ def test_sync_tool_timeout(
     checkpointer: Checkpointer, run_path: RunPath, release: threading.Event
 ) -> None:
     def ship(order: str) -> str:
+        """Ship an order."""
         release.wait(LONG)
         return "late"
 
@@ -205,6 +207,7 @@ def test_per_tool_timeout_overrides_the_run_setting(
 ) -> None:
     @tool(timeout=SHORT)
     async def ship(order: str) -> str:
+        """Ship an order."""
         await asyncio.sleep(LONG)
         return "never"
 
@@ -218,6 +221,7 @@ def test_none_or_zero_disables_tool_timeout(
     checkpointer: Checkpointer, run_path: RunPath, disabled: float | None
 ) -> None:
     async def ship(order: str) -> str:
+        """Ship an order."""
         await asyncio.sleep(0.1)
         return "slow but fine"
 
@@ -228,6 +232,7 @@ def test_none_or_zero_disables_tool_timeout(
 
 def test_node_timeout_bounds_a_tool_node_too(checkpointer: Checkpointer, run_path: RunPath) -> None:
     async def ship(order: str) -> str:
+        """Ship an order."""
         await asyncio.sleep(LONG)
         return "never"
 

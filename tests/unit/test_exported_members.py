@@ -121,3 +121,43 @@ def test_pg_checkpointer_without_psycopg_gives_the_install_hint() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_tool_integrations_are_lazy() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import oncegraph
+        from oncegraph import ToolNode, tool
+        import oncegraph.tools.mcp
+        assert "pydantic" not in sys.modules, "importing oncegraph must not import pydantic"
+
+        def lookup(order_id: str) -> str:
+            '''Look an order up.'''
+            return order_id
+
+        ToolNode([tool(lookup)])
+        assert "pydantic" in sys.modules  # made the tool's schema
+        import oncegraph.tools.langchain
+        for optional in ("mcp", "langchain_core"):
+            assert optional not in sys.modules, optional
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_mcp_tools_without_the_sdk_give_the_install_hint() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["mcp"] = None  # import mcp -> ImportError
+        from oncegraph.tools.mcp import MCPTools
+        try:
+            MCPTools("http://127.0.0.1:9/mcp")
+        except ImportError as exc:
+            assert 'pip install "oncegraph[mcp]"' in str(exc), exc
+        else:
+            raise SystemExit("MCPTools worked without the mcp SDK")
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)

@@ -396,6 +396,7 @@ def test_tool_timeout_is_unknown_not_failed(store: Checkpointer, path: str, cls:
         return Reconciled.done("it went through")
 
     async def slow(order_id: str, amount: float) -> str:
+        """Refund an order, slowly."""
         tries.append(current_effect().idempotency_key)
         await asyncio.sleep(10)
         return "late"

@@ -1,4 +1,5 @@
-"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``.
+"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``,
+``probe-recipient``.
 
 Every stored string (ids, statuses, errors, recipients) and every error message goes
 to the terminal through :func:`oncegraph.cli.literal.literal`: never as Rich markup,
@@ -196,6 +197,56 @@ def db_prune(
         f"{report.task_writes} task writes, {report.effects} effect records "
         "(log entries are kept)"
     )
+
+
+@app.command("probe-recipient")
+def probe_recipient_cmd(
+    url: Annotated[str, typer.Argument(help="the sandbox endpoint that performs the effect")],
+    payload: Annotated[str, typer.Option(help="JSON body of the probe's requests")],
+    changed_payload: Annotated[
+        str, typer.Option(help="another JSON body, sent with an already used key")
+    ],
+    header: Annotated[str, typer.Option(help="the idempotency key header")] = "Idempotency-Key",
+    h: Annotated[
+        list[str] | None, typer.Option("-H", help="extra header 'Name: value' (repeatable)")
+    ] = None,
+    id_field: Annotated[str, typer.Option(help="(dotted) field naming the result")] = "id",
+    retention: Annotated[
+        str, typer.Option(help="comma-separated seconds to re-check the key after, e.g. 60,600")
+    ] = "",
+) -> None:
+    """Check a recipient's idempotency contract (dedup, changed payload, key retention).
+
+    It performs real effects: point it at a sandbox. Exit code 1 when the recipient is
+    not safe for the write class.
+    """
+    import json
+
+    from oncegraph.testing.recipient import field_id, http_sender, probe_recipient
+
+    try:
+        headers = dict(_header(line) for line in h or [])
+        delays = [float(x) for x in retention.split(",") if x.strip()]
+        report = probe_recipient(
+            http_sender(url, header=header, headers=headers),
+            payload=json.loads(payload),
+            changed_payload=json.loads(changed_payload),
+            result_id=field_id(id_field),
+            retention=delays,
+        )
+    except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
+        console.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    console.print(report.describe(), highlight=False, markup=False)
+    if not report.safe_for_write:
+        raise typer.Exit(1)
+
+
+def _header(line: str) -> tuple[str, str]:
+    name, sep, value = line.partition(":")
+    if not sep or not name.strip():
+        raise ValueError(f"-H {line!r}: expected 'Name: value'")
+    return name.strip(), value.strip()
 
 
 def _register_subcommands() -> None:

@@ -17,6 +17,7 @@ from oncegraph import _json
 from oncegraph.errors import (
     ConfigError,
     EffectFailedError,
+    ToolArgumentsError,
     _CrashSignal,
     _ParkSignal,
 )
@@ -97,10 +98,17 @@ class ToolNode:
                 "status": "error",
                 "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}",
             }
+        # The ledger records the JSON arguments the model sent (``args``): they are the
+        # request, so the request hash (law 6) and a resumed run's lookup depend only on
+        # what the model said, never on how validation coerced it. The tool body gets the
+        # validated, coerced values (``kwargs``). Bad arguments go back to the model as an
+        # error it can correct; nothing is recorded or called for them.
         args = call.get("args")
-        problem = _check_args(tool, args)
-        if problem:
-            return {**base, "id": msg_id, "status": "error", "content": f"Error: {problem}"}
+        try:
+            kwargs = tool.validate(args)
+        except ToolArgumentsError as exc:
+            content = f"Error: {exc}. Correct the arguments and call {name} again."
+            return {**base, "id": msg_id, "status": "error", "content": content}
         assert isinstance(args, dict)
         ctx.emit(
             "events",
@@ -117,7 +125,7 @@ class ToolNode:
             effect_class=tool.effect,
             command_id=command_id,
             request=args,
-            fn=tool.bind(args),
+            fn=tool.bind(kwargs),
             runs=tool.runs,
             recipient=tool.recipient_for(args),
             reconcile=tool.reconcile,
@@ -175,21 +183,3 @@ async def settle(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
             if isinstance(error, kind):
                 raise error
     return [t.result() for t in tasks]
-
-
-def _check_args(tool: Tool, args: Any) -> str | None:
-    if not isinstance(args, dict):
-        return f"arguments for {tool.name} must be a JSON object; got {args!r}"
-    unknown = sorted(set(args) - set(tool.param_names))
-    if unknown and not _has_var_kw(tool):
-        return f"{tool.name} got unexpected arguments {unknown}; expected {list(tool.param_names)}"
-    missing = [p for p in tool.parameters.get("required", []) if p not in args]
-    if missing:
-        return f"{tool.name} is missing required arguments {missing}"
-    return None
-
-
-def _has_var_kw(tool: Tool) -> bool:
-    import inspect
-
-    return any(p.kind is p.VAR_KEYWORD for p in inspect.signature(tool.fn).parameters.values())

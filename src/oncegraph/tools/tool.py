@@ -11,6 +11,17 @@ returns a :class:`~oncegraph.ledger.outcomes.Reconciled`; ``simulate(**args)`` s
 for the tool in simulation replays; ``probe(effect_record)`` checks an ``accepted``
 effect.
 
+The model sees the tool's name, description and the JSON schema of its parameters
+(:mod:`oncegraph.tools.schema`: pydantic's schema of the signature, parameter
+descriptions from ``Field(description=...)`` or the docstring). The description is
+the docstring's text before its sections (``Args:`` ...) or ``description=...``. A tool
+without one is a :class:`~oncegraph.errors.ConfigError`: a model picks tools by their
+descriptions, and a silent empty one makes it guess. Pass ``description=""`` to opt out
+explicitly (a tool that no model chooses, e.g. one a graph's own node calls).
+
+Arguments are validated (and coerced, ``"red"`` -> ``Color.RED``) before anything is
+recorded; bad ones go back to the model as an error tool message it can correct.
+
 A sync tool runs in a worker thread, so ``tool_timeout`` can be enforced and a slow call
 does not stall other runs on the event loop. ``@tool(inline=True)`` calls it on the event
 loop thread instead, saving the hand-off: for quick, CPU-only tools that never block. An
@@ -22,17 +33,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.messages import ToolSpec
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
-from oncegraph.tools.schema import description_of, function_parameters
+from oncegraph.tools.docstrings import parse_docstring
+from oncegraph.tools.schema import arguments_of
+
+Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
 
@@ -54,10 +69,26 @@ class Tool:
     timeout: float | None = None  # overrides the run's tool_timeout
     is_async: bool = field(default=False)
     inline: bool = False  # a sync tool called on the event loop thread (no hand-off)
+    # JSON arguments -> the function's keyword arguments, or ToolArgumentsError;
+    # None passes the arguments on as sent
+    validator: Validator | None = None
 
     @property
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """The keyword arguments the function receives for the JSON ``args`` a model sent.
+
+        Raises :class:`~oncegraph.errors.ToolArgumentsError` (naming each bad argument).
+        """
+        if not isinstance(args, Mapping):
+            raise ToolArgumentsError(
+                self.name, f"arguments for {self.name} must be a JSON object; got {args!r}"
+            )
+        if self.validator is None:
+            return dict(args)
+        return self.validator(args)
 
     def recipient_for(self, args: dict[str, Any]) -> str | None:
         if callable(self.recipient):
@@ -121,20 +152,26 @@ def _make(
             f"tool {fn!r}: an inline tool runs on the event loop thread and cannot be timed "
             "out; pass timeout= or inline=True, not both"
         )
-    key = effect.value if isinstance(effect, EffectClass) else effect
-    if key not in _CLASSES:
-        raise ConfigError(f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}")
     tool_name = name or getattr(fn, "__name__", None)
-    if not tool_name:
+    if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
-    parameters, names = function_parameters(fn)
+    doc = parse_docstring(inspect.getdoc(fn))
+    if description is None:
+        description = doc.description
+        if not description:
+            raise ConfigError(
+                f"tool {tool_name!r} has no description, and a model chooses tools by their "
+                "descriptions: give the function a docstring, or pass description=... "
+                '(description="" to go without one on purpose)'
+            )
+    arguments = arguments_of(fn, tool_name, doc)
     return Tool(
         name=tool_name,
         fn=fn,
-        description=description if description is not None else description_of(fn),
-        parameters=parameters,
-        param_names=tuple(names),
-        effect=_CLASSES[key],
+        description=description,
+        parameters=arguments.schema,
+        param_names=arguments.param_names,
+        effect=effect_class(effect),
         reconcile=reconcile,
         simulate=simulate,
         probe=probe,
@@ -144,7 +181,16 @@ def _make(
         timeout=timeout,
         is_async=is_async,
         inline=inline,
+        validator=arguments.validate,
     )
+
+
+def effect_class(effect: str | EffectClass) -> EffectClass:
+    """The tool class named by ``effect`` (``"read"``, ``"write"``, ``"irreversible"``)."""
+    key = effect.value if isinstance(effect, EffectClass) else effect
+    if key not in _CLASSES:
+        raise ConfigError(f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}")
+    return _CLASSES[key]
 
 
 @overload
@@ -171,9 +217,31 @@ def tool(
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make ``fn`` a tool; usable bare (``@tool``) or with options (``@tool(effect=...)``)."""
     if fn is not None:
-        return _make(fn, **options)
-    return lambda f: _make(f, **options)
+        return as_tool(fn, **options)
+    return lambda f: as_tool(f, **options)
 
 
-def as_tool(value: Tool | Callable[..., Any]) -> Tool:
-    return value if isinstance(value, Tool) else _make(value)
+def as_tool(value: Any, **options: Any) -> Tool:
+    """A :class:`Tool` from a function, a LangChain ``BaseTool`` or a Tool (as is).
+
+    ``options`` are those of :func:`tool`; a LangChain tool takes them too (its name,
+    description and argument schema are its own unless given).
+    """
+    if isinstance(value, Tool):
+        if options:
+            raise ConfigError(
+                f"{value.name!r} is already a Tool; pass the options where it was made"
+            )
+        return value
+    if _is_langchain_tool(value):
+        from oncegraph.tools.langchain import from_langchain
+
+        return from_langchain(value, **options)
+    return _make(value, **options)
+
+
+def _is_langchain_tool(value: Any) -> bool:
+    """A LangChain ``BaseTool``, checked without importing langchain-core."""
+    module = sys.modules.get("langchain_core.tools")
+    base = getattr(module, "BaseTool", None)
+    return isinstance(base, type) and isinstance(value, base)

@@ -37,6 +37,11 @@ Invariants, as Stripe keeps them (all decided in :class:`ProviderState`):
   performs nothing; with another kind or body it gets 422 and performs nothing.
 - While the first request with a key is still in flight, another request with that key
   gets 409 and performs nothing, so concurrent requests perform at most one effect.
+- With ``changed_payload="first_response"`` (``--changed-payload first_response``) a known
+  key with another body gets the first response again instead of 422, as some providers
+  answer; the changed request is dropped. With ``key_ttl`` (``--key-ttl S``) a key is
+  forgotten S seconds after its first request, and a request with it performs anew.
+  (:mod:`oncegraph.testing.recipient` tells such providers apart.)
 - A request that fails validation (400) or by an injected fault stores nothing, so a retry
   with the same key may still perform.
 - State is in memory and dies with the process unless a ``state_file`` is given; the file

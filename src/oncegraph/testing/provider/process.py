@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Self
 
 from oncegraph.testing.provider.server import FakeProvider
+from oncegraph.testing.provider.state import CHANGED_PAYLOAD_MODES, ChangedPayload
 
 
 @dataclass(slots=True)
@@ -68,6 +69,8 @@ def serve_forever_in_subprocess(
     port: int = 0,
     state_file: str | Path | None = None,
     timeout: float = 120.0,
+    changed_payload: ChangedPayload = "reject",
+    key_ttl: float | None = None,
 ) -> ProviderProcess:
     """Start ``python -m oncegraph.testing.provider`` and wait until it has written its port.
 
@@ -80,6 +83,10 @@ def serve_forever_in_subprocess(
     argv += ["--port-file", str(port_path), "--exit-with-parent"]
     if state_file is not None:
         argv += ["--state-file", str(state_file)]
+    if changed_payload != "reject":
+        argv += ["--changed-payload", changed_payload]
+    if key_ttl is not None:
+        argv += ["--key-ttl", str(key_ttl)]
     process = subprocess.Popen(argv, start_new_session=True)
     deadline = time.monotonic() + timeout
     while not port_path.exists():
@@ -100,8 +107,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port-file", help="write the bound port here (atomically)")
     parser.add_argument("--state-file", help="keep state in this JSON file across restarts")
     parser.add_argument("--exit-with-parent", action="store_true", help="exit when orphaned")
+    parser.add_argument(
+        "--changed-payload",
+        choices=CHANGED_PAYLOAD_MODES,
+        default="reject",
+        help="a known key with another body: reject it (422) or answer the first response",
+    )
+    parser.add_argument(
+        "--key-ttl", type=float, default=None, help="seconds a key is kept (default: forever)"
+    )
     args = parser.parse_args(argv)
-    provider = FakeProvider(args.host, args.port, state_file=args.state_file).start()
+    provider = FakeProvider(
+        args.host,
+        args.port,
+        state_file=args.state_file,
+        changed_payload=args.changed_payload,
+        key_ttl=args.key_ttl,
+    ).start()
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())

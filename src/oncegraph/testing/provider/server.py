@@ -17,6 +17,7 @@ from typing import Any, Self
 from oncegraph.testing.provider.state import (
     _BY_KEY,
     _KINDS,
+    ChangedPayload,
     Faults,
     ProviderState,
     Reply,
@@ -111,13 +112,25 @@ class FakeProvider:
 
     ``with FakeProvider() as provider: ProviderClient(provider.url).charge(...)``.
     The in-process methods read and change the same state the HTTP API serves.
+    ``changed_payload`` and ``key_ttl`` configure how keys are treated (see
+    :class:`~oncegraph.testing.provider.state.ProviderState`).
     """
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, *, state_file: str | Path | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        state_file: str | Path | None = None,
+        changed_payload: ChangedPayload = "reject",
+        key_ttl: float | None = None,
     ) -> None:
         self._address = (host, port)
-        self.state = ProviderState(Path(state_file) if state_file is not None else None)
+        self.state = ProviderState(
+            Path(state_file) if state_file is not None else None,
+            changed_payload=changed_payload,
+            key_ttl=key_ttl,
+        )
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 _KINDS: dict[str, tuple[str, str]] = {  # path segment -> (kind, id prefix)
     "charges": ("charge", "ch"),
@@ -24,6 +24,9 @@ _KINDS: dict[str, tuple[str, str]] = {  # path segment -> (kind, id prefix)
     "tickets": ("ticket", "tk"),
 }
 _BY_KEY = "/v1/effects/by-key/"
+
+ChangedPayload = Literal["reject", "first_response"]
+CHANGED_PAYLOAD_MODES: tuple[ChangedPayload, ...] = ("reject", "first_response")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,9 +154,19 @@ def _invalid(kind: str, body: Mapping[str, Any]) -> str | None:
 
 @dataclass(slots=True)
 class ProviderState:
-    """The provider's effects, keys, counters and faults; every method is thread-safe."""
+    """The provider's effects, keys, counters and faults; every method is thread-safe.
+
+    How it treats keys is configuration, fixed for the provider's life (unlike faults):
+    ``changed_payload`` is what a known key with another body gets: ``"reject"`` (422,
+    as Stripe does) or ``"first_response"`` (the first response again, as some providers
+    do: the changed request is silently dropped). ``key_ttl``: seconds a key is kept
+    after its first request (None: forever); an expired key is forgotten, so a request
+    with it performs a new effect.
+    """
 
     state_file: Path | None = None
+    changed_payload: ChangedPayload = "reject"
+    key_ttl: float | None = None
     _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
     _effects: list[Effect] = field(init=False, default_factory=list)
     _by_key: dict[str, Effect] = field(init=False, default_factory=dict)
@@ -162,12 +175,19 @@ class ProviderState:
     _faults: Faults = field(init=False, default_factory=Faults)
 
     def __post_init__(self) -> None:
+        if self.changed_payload not in CHANGED_PAYLOAD_MODES:
+            raise ValueError(
+                f"changed_payload must be one of {CHANGED_PAYLOAD_MODES}, "
+                f"got {self.changed_payload!r}"
+            )
+        if self.key_ttl is not None and self.key_ttl < 0:
+            raise ValueError("key_ttl must be >= 0 seconds (or None: keep keys forever)")
         self._reset_locked()
         if self.state_file is not None and self.state_file.exists():
             data = json.loads(self.state_file.read_text())
             self._effects = [Effect.from_json(e) for e in data["effects"]]
             self._by_key = {e.idempotency_key: e for e in self._effects if e.idempotency_key}
-            self._counts = data["counts"]
+            self._counts.update(data["counts"])
 
     def _reset_locked(self) -> None:
         self._effects, self._by_key, self._in_flight = [], {}, set()
@@ -180,6 +200,7 @@ class ProviderState:
             "conflicts": 0,
             "failed": 0,
             "invalid": 0,
+            "expired": 0,
         }
 
     def _save_locked(self) -> None:
@@ -214,7 +235,7 @@ class ProviderState:
                 self._counts["invalid"] += 1
                 return _error(400, "invalid_request_error", problem)
             digest = body_hash(kind, body)
-            if key is not None and key in self._by_key:
+            if key is not None and self._known_locked(key):
                 return self._replay_locked(self._by_key[key], key, digest)
             effect = self._new_effect_locked(kind, prefix, body, digest, key)
             delay = self._faults.delay_seconds
@@ -229,8 +250,19 @@ class ProviderState:
                     self._in_flight.discard(key)
         return Reply(effect.response_status, effect.response_body)
 
+    def _known_locked(self, key: str) -> bool:
+        """Is ``key`` stored and not expired? An expired key is forgotten here."""
+        first = self._by_key.get(key)
+        if first is None:
+            return False
+        if self.key_ttl is not None and time.time() - first.created_at >= self.key_ttl:
+            del self._by_key[key]
+            self._counts["expired"] += 1
+            return False
+        return True
+
     def _replay_locked(self, first: Effect, key: str, digest: str) -> Reply:
-        if first.body_hash != digest:
+        if first.body_hash != digest and self.changed_payload == "reject":
             self._counts["rejected"] += 1
             self._save_locked()
             return _error(
@@ -292,8 +324,9 @@ class ProviderState:
 
     def find_by_key(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            effect = self._by_key.get(key)
-            return None if effect is None else effect.to_json(time.time())
+            if not self._known_locked(key):
+                return None
+            return self._by_key[key].to_json(time.time())
 
     def effects(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -322,4 +355,12 @@ class ProviderState:
             self._save_locked()
 
 
-__all__ = ["Effect", "Faults", "ProviderState", "Reply", "body_hash"]
+__all__ = [
+    "CHANGED_PAYLOAD_MODES",
+    "ChangedPayload",
+    "Effect",
+    "Faults",
+    "ProviderState",
+    "Reply",
+    "body_hash",
+]

@@ -103,11 +103,11 @@ class CompiledGraph:
         store = store or self.store
         schema = self.spec.schema
         values = schema.initial()
-        values.update(cp.values)
+        values.update(schema.decode_values(cp.values))
         for channel in schema.log_channels():
             end = cp.logs.get(channel, 0)
             entries = await store.read_log(cp.thread_id, channel, end) if end else []
-            values[channel] = schema.channel(channel).fold(entries)
+            values[channel] = schema.channel(channel).fold(schema.decode_entries(channel, entries))
         return values
 
     async def _prepare_run(

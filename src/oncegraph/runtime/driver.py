@@ -139,7 +139,7 @@ class Runner:
         return await self._commit_input(head, run, new=True), run
 
     async def _commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
-        update = self.spec.schema.to_update(START, run.input)
+        update = self.spec.schema.decode_update(run.input)
         nxt, entries, _ = advance(
             self.spec, head, run.run_id, [TaskResult(START, update)], step=-1, source="input"
         )
@@ -264,7 +264,8 @@ class Runner:
         resumes: dict[str, list[Any]] = {}
         for w in task_writes:
             if w.kind == "writes":
-                done[w.task] = TaskResult(w.task, w.value["update"], tuple(w.value["goto"]))
+                update = self.spec.schema.decode_update(w.value["update"])
+                done[w.task] = TaskResult(w.task, update, tuple(w.value["goto"]))
             elif w.kind == "resume":
                 resumes.setdefault(w.task, []).append(w.value)
         todo = [n for n in cp.next if n not in done]
@@ -457,7 +458,10 @@ class Runner:
                 ctx.node,
                 "writes",
                 0,
-                {"update": dict(result.update), "goto": list(result.goto)},
+                {
+                    "update": self.spec.schema.encode_update(result.update),
+                    "goto": list(result.goto),
+                },
             )
         )
 
@@ -550,7 +554,7 @@ def input_json(value: Any, spec: Any) -> Any:
             f"input must be a dict of state fields (or None to continue a run); got "
             f"{type(value).__name__}"
         )
-    return dict(spec.schema.to_update(START, value))
+    return spec.schema.encode_update(spec.schema.to_update(START, value))
 
 
 __all__ = ["Runner", "input_json", "open_interrupts"]

@@ -101,11 +101,11 @@ def advance(
     nxt = next_nodes(spec, writes.values, results)
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
-    for channel, value in writes.log:
+    for channel, value in writes.stored_log:  # encoded by the channels' codecs
         seq = counts.get(channel, 0)
         entries.append(LogEntry(channel, seq, value))
         counts[channel] = seq + 1
-    stored = {k: v for k, v in writes.values.items() if not schema.channel(k).log}
+    stored = writes.stored  # value channels encoded by their codecs
     checkpoint = CheckpointRecord(
         checkpoint_id=new_checkpoint_id(),
         thread_id=head.checkpoint.thread_id,

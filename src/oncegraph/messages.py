@@ -3,7 +3,9 @@
 A message is ``{"role": ..., "content": ..., "id": ...}``; assistant messages may carry
 ``tool_calls`` (``[{"id", "name", "args"}]``) and tool messages a ``tool_call_id``.
 Every message gets a persistent ``id`` once (by :func:`oncegraph.add_messages` or the
-model node), because provider ids such as ``call_1`` repeat on every turn.
+model node), because provider ids such as ``call_1`` repeat on every turn. In state,
+messages are :class:`MessageDict`: dicts that also read like LangChain messages
+(``msg.content``, ``msg.tool_calls``).
 """
 
 from __future__ import annotations
@@ -120,3 +122,10 @@ class MessageDict(dict[str, Any]):
 
     def pretty_print(self) -> None:
         print(self.pretty_repr())
+
+
+class AsGiven:
+    """The item type of a message list that keeps LangChain messages as given and makes
+    every other message a :class:`MessageDict` (``Annotated[list[AsGiven],
+    add_messages]``). Never instantiated."""
+

@@ -26,13 +26,31 @@ class StateGraph:
 
     def __init__(
         self,
-        state_schema: Any,
+        state_schema: Any = None,
+        context_schema: Any = None,
         *,
+        input_schema: Any = None,
+        output_schema: Any = None,
         name: str = "graph",
         version: str | int = "1",
         state_schema_version: int = 1,
     ) -> None:
+        """``input_schema`` limits what ``invoke`` accepts, ``output_schema`` what it
+        returns (both default to the state); their fields that the state lacks become
+        state fields too, as in LangGraph. ``context_schema`` is kept for the run's
+        context (``invoke(..., context=...)``)."""
+        if state_schema is None:
+            if input_schema is None:
+                raise GraphValidationError(
+                    "StateGraph needs a state schema: StateGraph(State), a TypedDict, "
+                    "dataclass or pydantic model class"
+                )
+            state_schema = input_schema
         self.schema = StateSchema.of(state_schema)
+        self.input_schema = StateSchema.of(input_schema) if input_schema is not None else None
+        self.output_schema = StateSchema.of(output_schema) if output_schema is not None else None
+        self.context_schema = context_schema
+        self.schema = self.schema.with_fields_of(self.input_schema, self.output_schema)
         self.name = name
         self.version = str(version)
         self.state_schema_version = state_schema_version
@@ -87,6 +105,31 @@ class StateGraph:
                 "timed out; pass timeout= or inline=True, not both"
             )
         self.nodes[name] = spec
+        return self
+
+    def add_sequence(
+        self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]
+    ) -> StateGraph:
+        """Add ``nodes`` (functions, or ``(name, function)`` pairs) chained by edges in
+        the given order; connect the first and last yourself."""
+        if not nodes:
+            raise GraphValidationError("add_sequence() needs at least one node")
+        previous: str | None = None
+        for item in nodes:
+            if isinstance(item, tuple):
+                if len(item) != 2 or not isinstance(item[0], str):
+                    raise GraphValidationError(
+                        f"add_sequence() takes functions or (name, function) pairs; got {item!r}"
+                    )
+                name, action = item
+                self.add_node(name, action)
+            else:
+                before = set(self.nodes)
+                self.add_node(item)
+                (name,) = set(self.nodes) - before
+            if previous is not None:
+                self.add_edge(previous, name)
+            previous = name
         return self
 
     def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
@@ -154,6 +197,9 @@ class StateGraph:
             name=self.name,
             version=self.version,
             state_schema_version=self.state_schema_version,
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
+            context_schema=self.context_schema,
         )
 
     def compile(

@@ -12,6 +12,7 @@ from typing import Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Runner, open_interrupts
@@ -53,6 +54,10 @@ class CompiledGraph:
         self._ready: set[int] = set()
         self._heads: OrderedDict[str, Head] = OrderedDict()
         self._fences: dict[str, int] = {}
+
+    def get_graph(self, *, xray: bool | int = False) -> GraphView:
+        """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
+        return GraphView.of(self.spec)
 
     # -- plumbing used by the driver -------------------------------------------------------
 

@@ -35,6 +35,19 @@ def _timeout(name: str, value: Any, default: float) -> float | None:
 _MISSING: Any = object()
 
 
+def _thread_id(value: Any) -> str:
+    """Any id whose ``str()`` names it (``str``, ``int``, ``uuid.UUID``, ...); containers,
+    bytes, bools and floats are refused (their text is not a stable id)."""
+    cls: Any = type(value)
+    if isinstance(value, (bool, float, bytes, bytearray, Mapping, list, tuple, set)) or (
+        cls.__str__ is object.__str__ and cls.__repr__ is object.__repr__
+    ):
+        raise ConfigError(
+            f"thread_id must be a string (or an id such as an int or uuid.UUID); got {value!r}"
+        )
+    return str(value)
+
+
 @dataclass(frozen=True, slots=True)
 class RunConfig:
     thread_id: str | None
@@ -58,9 +71,7 @@ class RunConfig:
         merged.update({k: v for k, v in config.items() if k != "configurable"})
         thread_id = merged.get("thread_id")
         if thread_id is not None:
-            if not isinstance(thread_id, (str, int)) or isinstance(thread_id, bool):
-                raise ConfigError(f"thread_id must be a string; got {thread_id!r}")
-            thread_id = str(thread_id)
+            thread_id = _thread_id(thread_id)
             if not thread_id:
                 raise ConfigError("thread_id must not be empty")
             if "\x00" in thread_id:

@@ -22,7 +22,6 @@ from oncegraph.errors import (
     GraphInterrupt,
     IncompatibleVersionError,
     InterruptSwallowedError,
-    InvalidUpdateError,
     NeedsReviewError,
     NodeError,
     NodeTimeoutError,
@@ -36,6 +35,7 @@ from oncegraph.errors import (
     _ParkSignal,
 )
 from oncegraph.graph.constants import START
+from oncegraph.graph.io import input_update, output_values
 from oncegraph.hitl.command import Command
 from oncegraph.ids import new_run_id
 from oncegraph.runtime.config import RunConfig
@@ -96,7 +96,7 @@ class Runner:
         values = dict(head.values)
         if self.interrupts:
             values["__interrupt__"] = list(self.interrupts)
-        return values
+        return output_values(self.spec, values)
 
     async def _start(self, thread_id: str) -> tuple[Head, RunRecord]:
         if self.config.run_id is not None:  # a worker executes exactly this run
@@ -547,14 +547,7 @@ def input_json(value: Any, spec: Any) -> Any:
             "Command(update=..., goto=...) as input is not supported; pass a dict of state "
             "updates, None to continue, or Command(resume=...) to answer an interrupt"
         )
-    if not isinstance(value, Mapping) and not (
-        spec.schema.kind in ("dataclass", "pydantic") and isinstance(value, spec.schema.source)
-    ):
-        raise InvalidUpdateError(
-            f"input must be a dict of state fields (or None to continue a run); got "
-            f"{type(value).__name__}"
-        )
-    return spec.schema.encode_update(spec.schema.to_update(START, value))
+    return spec.schema.encode_update(input_update(spec, value))
 
 
 __all__ = ["Runner", "input_json", "open_interrupts"]

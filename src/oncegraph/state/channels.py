@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin, get_type_hints
 
 from oncegraph.errors import ConfigError, InvalidUpdateError
-from oncegraph.messages import MessageDict
+from oncegraph.messages import AsGiven, MessageDict
 from oncegraph.state import lcmessages
 from oncegraph.state.codec import PLAIN, Codec, codec_for, element_type
 from oncegraph.state.reducers import (
@@ -43,7 +43,8 @@ Reducer = Callable[[Any, Any], Any]
 @dataclass(frozen=True, slots=True)
 class Channel:
     """One state field. ``codec`` stores its value (a log channel: each entry);
-    ``flavor`` is set on message channels (``add_messages``): ``dict`` or ``langchain``."""
+    ``flavor`` is set on message channels (``add_messages``): ``dict``, ``langchain`` or
+    ``as_given``."""
 
     name: str
     reducer: Reducer | None
@@ -70,7 +71,7 @@ class Channel:
         of the schema returns them)."""
         if self.flavor == "dict":
             return merge_messages([], [MessageDict(e) for e in entries])
-        if self.flavor == "langchain":
+        if self.flavor is not None:  # decoded by the message codec already
             return merge_messages([], entries)
         return entries
 
@@ -93,7 +94,10 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
     elif reducer is not None and default is None:
         default = _zero_of(base)
     if reducer is add_messages:
-        if lcmessages.is_message_type(element_type(base)):
+        item = element_type(base)
+        if item is AsGiven:
+            return Channel(name, reducer, log, default, lcmessages.MessageCodec(name), "as_given")
+        if lcmessages.is_message_type(item):
             return Channel(name, reducer, log, default, lcmessages.MessageCodec(name), "langchain")
         return Channel(name, reducer, log, default, PLAIN, "dict")
     codec = codec_for(name, element_type(base) if log else base)
@@ -115,6 +119,7 @@ class StateSchema:
     source: Any
     channels: Mapping[str, Channel]
     kind: str  # typeddict | dataclass | pydantic | dict
+    source_fields: frozenset[str] | None = None  # the source's own fields, when merged
     log_names: frozenset[str] = field(init=False)
     typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
     typed_logs: frozenset[str] = field(init=False)  # log channels with a typed codec
@@ -159,6 +164,26 @@ class StateSchema:
         raise ConfigError(
             f"cannot use {schema!r} as a state schema; pass a TypedDict, a dataclass or a "
             "pydantic model class"
+        )
+
+    def with_fields_of(self, *others: StateSchema | None) -> StateSchema:
+        """This schema plus the fields of ``others`` it lacks (LangGraph's input and
+        output schemas add their fields to the state). Nodes of a dataclass or pydantic
+        state still get an instance of the state class, made of its own fields."""
+        extra = {
+            name: channel
+            for other in others
+            if other is not None
+            for name, channel in other.channels.items()
+            if name not in self.channels
+        }
+        if not extra or self.kind == "dict":
+            return self
+        return StateSchema(
+            self.source,
+            {**self.channels, **extra},
+            self.kind,
+            source_fields=self.source_fields or frozenset(self.channels),
         )
 
     def channel(self, name: str) -> Channel:
@@ -247,6 +272,9 @@ class StateSchema:
 
     def to_node_input(self, values: Mapping[str, Any]) -> Any:
         if self.kind in ("dataclass", "pydantic"):
+            own = self.source_fields
+            if own is not None:
+                return self.source(**{k: v for k, v in values.items() if k in own})
             return self.source(**values)
         return dict(values)
 

@@ -5,16 +5,22 @@ declared with one) is already in play: :func:`is_message` and :func:`is_message_
 look the module up in ``sys.modules``, so a graph that never sees LangChain pays nothing
 and does not need it installed.
 
-Two flavors of message channel (``Annotated[list[X], add_messages]``):
+Three flavors of message channel (``Annotated[list[X], add_messages]``):
 
-* ``dict`` (``X`` is anything but a LangChain message type): messages are
-  :class:`~oncegraph.messages.MessageDict`; a LangChain message written to it is
-  converted (:func:`to_message_dict`).
-* ``langchain`` (``X`` is ``AnyMessage``, ``BaseMessage`` or a subclass): messages are
-  LangChain objects; dicts, strings and ``(role, content)`` tuples written to it are
-  converted (:func:`to_langchain`), and :class:`MessageCodec` stores each one as JSON
-  (pydantic's dump of the tagged union, ``RemoveMessage`` included) and reads it back as
-  the same class.
+* ``dict`` (``X`` is anything else, e.g. :class:`~oncegraph.messages.Message` or a bare
+  ``list``): messages are :class:`~oncegraph.messages.MessageDict`; a LangChain message
+  written to it is converted (:func:`to_message_dict`). Stored as plain JSON.
+* ``langchain`` (``X`` is LangChain's ``AnyMessage``, ``BaseMessage`` or a subclass):
+  messages are LangChain objects; dicts, strings and ``(role, content)`` tuples written
+  to it are converted (:func:`to_langchain`).
+* ``as_given`` (``X`` is :data:`~oncegraph.messages.AsGiven`, the type of
+  :class:`oncegraph.MessagesState`): a LangChain message stays one, anything else
+  becomes a ``MessageDict``; no LangChain needed until one is written.
+
+:class:`MessageCodec` stores the messages of the last two flavors as JSON: a LangChain
+message as pydantic's dump of the tagged union (``RemoveMessage`` included; it has a
+``type`` and no ``role``), a dict as itself (it has a ``role``), and reads each back as
+the same class.
 """
 
 from __future__ import annotations
@@ -148,7 +154,7 @@ def with_id(message: Any, new_id: str) -> Any:
 
 
 class MessageCodec:
-    """Lossless JSON for the entries of a ``langchain``-flavored message channel."""
+    """Lossless JSON for the entries of a ``langchain`` or ``as_given`` message channel."""
 
     __slots__ = ("_adapter", "field")
     plain = False
@@ -166,6 +172,8 @@ class MessageCodec:
         return self._adapter
 
     def encode(self, message: Any) -> Any:
+        if isinstance(message, Mapping):  # an as_given channel's dict message
+            return message
         if getattr(message, "type", None) == "remove":
             return {"type": "remove", "id": message.id}
         try:
@@ -177,6 +185,8 @@ class MessageCodec:
             ) from exc
 
     def decode(self, data: Any) -> Any:
+        if isinstance(data, Mapping) and "role" in data:
+            return MessageDict(data)
         if isinstance(data, Mapping) and data.get("type") == "remove":
             return _require().RemoveMessage(id=data["id"])
         try:

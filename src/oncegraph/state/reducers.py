@@ -5,10 +5,11 @@ reducer: it appends, replaces a message whose ``id`` is already present, removes
 message a removal names (``{"role": "remove", "id": ...}`` or LangChain's
 ``RemoveMessage``), and gives every message without an id a persistent one, once.
 
-Messages come in two flavors (see :mod:`oncegraph.state.lcmessages`): our
-:class:`~oncegraph.messages.MessageDict` (the default) and LangChain message objects. A
-state field declares its flavor by its type; called directly, :func:`add_messages`
-returns LangChain messages when it is given any (as LangGraph's does), dicts otherwise.
+Messages come in flavors (see :mod:`oncegraph.state.lcmessages`): our
+:class:`~oncegraph.messages.MessageDict` (the default), LangChain message objects, or
+each as given. A state field declares its flavor by its type; called directly,
+:func:`add_messages` returns LangChain messages when it is given any (as LangGraph's
+does), dicts otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from oncegraph.ids import new_message_id
 from oncegraph.messages import ROLE_ALIASES, MessageDict
 from oncegraph.state import lcmessages as lc
 
-Flavor = Literal["dict", "langchain"]
+Flavor = Literal["dict", "langchain", "as_given"]
 
 
 def _coerce_message(value: Any) -> MessageDict:
@@ -59,6 +60,15 @@ def _coerce_langchain(value: Any) -> Any:
     return message
 
 
+def _coerce_as_given(value: Any) -> Any:
+    if lc.is_message(value):
+        return value if value.id else lc.with_id(value, new_message_id())
+    return _coerce_message(value)
+
+
+_COERCE = {"dict": _coerce_message, "langchain": _coerce_langchain, "as_given": _coerce_as_given}
+
+
 def _items(update: Any) -> list[Any]:
     if update is None:
         return []
@@ -70,7 +80,7 @@ def _items(update: Any) -> list[Any]:
 def normalize_messages(update: Any, flavor: Flavor = "dict") -> list[Any]:
     """The update as a list of messages of ``flavor``, each with an id (assigned here,
     once, if missing)."""
-    coerce = _coerce_message if flavor == "dict" else _coerce_langchain
+    coerce = _COERCE[flavor]
     return [coerce(m) for m in _items(update)]
 
 

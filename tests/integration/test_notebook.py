@@ -38,7 +38,8 @@ class State(TypedDict, total=False):
     steps: Annotated[list[str], operator.add]
 
 def think(state):
-    return {"steps": ["think"], "messages": [("assistant", "thinking about " + state["messages"][-1].content)]}
+    about = state["messages"][-1].content
+    return {"steps": ["think"], "messages": [("assistant", "thinking about " + about)]}
 
 async def answer(state):
     await asyncio.sleep(0)
@@ -91,7 +92,9 @@ def kernel() -> Iterator[Kernel]:
 
 
 def _lines(output: str, prefix: str) -> list[Any]:
-    return [json.loads(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)]
+    return [
+        json.loads(line[len(prefix) :]) for line in output.splitlines() if line.startswith(prefix)
+    ]
 
 
 def test_invoke_and_stream_in_a_jupyter_cell(kernel: Kernel, tmp_path: Path) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +18,33 @@ if TYPE_CHECKING:
     from oncegraph.storage.protocols import Checkpointer
 
 _RESERVED = frozenset({START, END})
+
+
+def _input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
+    """The schema a node's first parameter is annotated with, if it is a state class
+    (TypedDict, dataclass, pydantic model) other than the graph's state."""
+    target = fn if inspect.isroutine(fn) else type(fn).__call__
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable annotations: the node reads the graph's state
+        return None
+    if not params or params[0].name not in hints:
+        return None
+    hint = hints[params[0].name]
+    if hint is state or not isinstance(hint, type) or hint is dict:
+        return None
+    is_state_class = (
+        (issubclass(hint, dict) and hasattr(hint, "__total__"))
+        or dataclasses.is_dataclass(hint)
+        or isinstance(getattr(hint, "model_fields", None), dict)
+    )
+    if not is_state_class:
+        return None
+    try:
+        return StateSchema.of(hint)
+    except Exception:
+        return None
 
 
 class StateGraph:
@@ -105,6 +135,9 @@ class StateGraph:
                 "timed out; pass timeout= or inline=True, not both"
             )
         self.nodes[name] = spec
+        own = _input_schema_of(action, self.schema.source)
+        if own is not None:  # LangGraph: a node's own input schema adds its fields
+            self.schema = self.schema.with_fields_of(own)
         return self
 
     def add_sequence(

@@ -230,8 +230,10 @@ def test_pydantic_state_with_an_input_schema_gets_its_own_fields() -> None:
     g = StateGraph(State, input_schema=In)
     g.add_node("n", node)
     g.add_edge(START, "n")
-    out = g.compile().invoke(In(text="hi"))
-    assert out["out"] == "hi!" and out["lang"] == "en" and seen == [State]
+    app = g.compile(checkpointer=InMemoryCheckpointer())
+    out = app.invoke(In(text="hi"), {"thread_id": "t"})
+    assert out == {"text": "hi", "out": "hi!"} and seen == [State]  # the state's own fields
+    assert app.get_state({"thread_id": "t"}).values["lang"] == "en"
 
 
 def test_context_schema_is_accepted_and_kept() -> None:

@@ -415,3 +415,31 @@ def test_async_paths_decode_too() -> None:
         _assert_typed(dict((await _typed_app(store).aget_state(cfg)).values))
 
     asyncio.run(main())
+
+
+def test_a_pydantic_state_validates_other_types_into_its_fields_like_pydantic() -> None:
+    class Nested(pydantic.BaseModel):
+        value: str
+
+    class Complex(pydantic.BaseModel):
+        text: str
+        nested: Nested
+        extra: Annotated[list[Nested], operator.add] = []
+
+    def node(state: Complex) -> dict[str, Any]:
+        assert type(state.nested) is Nested
+        return {"text": state.text + "!", "extra": [{"value": "x"}]}
+
+    g = StateGraph(Complex)
+    g.add_node("n", node)
+    g.add_edge(START, "n")
+    store = InMemoryCheckpointer()
+    out = g.compile(checkpointer=store).invoke(
+        {"text": "hi", "nested": {"value": "v"}}, {"thread_id": "t"}
+    )
+    assert out == {"text": "hi!", "nested": Nested(value="v"), "extra": [Nested(value="x")]}
+    assert type(out["nested"]) is Nested and type(out["extra"][0]) is Nested
+    back = g.compile(checkpointer=store).get_state({"thread_id": "t"}).values
+    assert back == out
+    with pytest.raises(InvalidUpdateError, match=r"'nested' is declared Nested"):
+        g.compile().invoke({"text": "x", "nested": {"wrong": 1}})

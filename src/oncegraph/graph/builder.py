@@ -76,7 +76,7 @@ class StateGraph:
                     "dataclass or pydantic model class"
                 )
             state_schema = input_schema
-        self.schema = StateSchema.of(state_schema)
+        self.schema = self.state_schema = StateSchema.of(state_schema)
         self.input_schema = StateSchema.of(input_schema) if input_schema is not None else None
         self.output_schema = StateSchema.of(output_schema) if output_schema is not None else None
         self.context_schema = context_schema
@@ -231,9 +231,16 @@ class StateGraph:
             version=self.version,
             state_schema_version=self.state_schema_version,
             input_schema=self.input_schema,
-            output_schema=self.output_schema,
+            # LangGraph: without an output schema, a run returns the state schema's own
+            # fields, not those that input/output/node schemas added.
+            output_schema=self.output_schema or self._own_fields(),
             context_schema=self.context_schema,
         )
+
+    def _own_fields(self) -> StateSchema | None:
+        """The state schema, when other schemas added fields to the state."""
+        added = len(self.schema.channels) > len(self.state_schema.channels)
+        return self.state_schema if added else None
 
     def compile(
         self,

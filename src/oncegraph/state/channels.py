@@ -199,14 +199,34 @@ class StateSchema:
 
     # -- storage: encode what is written, decode what is read back -----------------------
 
-    def encode_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The value channels of ``values`` as stored (log channels left out)."""
+    def encode_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The value channels of ``values`` as stored (log channels left out).
+
+        A pydantic state validates a value of another type into the field's type, as
+        pydantic does (a dict into a nested model), and ``values`` gets the validated
+        value too, so the state in this process is what a fresh one reads back. Other
+        states refuse it (:class:`InvalidUpdateError` naming the field).
+        """
         logs = self.log_names
         stored = {k: v for k, v in values.items() if k not in logs}
         for name in self.typed_values:
             if name in stored:
-                stored[name] = self.channels[name].codec.encode(stored[name])
+                value, stored[name] = self._encode(name, stored[name])
+                if value is not stored[name]:
+                    values[name] = value
         return stored
+
+    def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
+        """``(value, stored)``; the value is validated first when a pydantic state needs."""
+        codec = self.channels[name].codec
+        try:
+            return value, codec.encode(value)
+        except InvalidUpdateError:
+            coerce = getattr(codec, "coerce", None)
+            if self.kind != "pydantic" or coerce is None:
+                raise
+            value = coerce(value)
+            return value, codec.encode(value)
 
     def decode_values(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """Stored value channels back as their declared types."""
@@ -248,7 +268,7 @@ class StateSchema:
             elif value is None or channel.codec.plain:
                 out[key] = value
             else:
-                out[key] = channel.codec.encode(value)
+                out[key] = self._encode(key, value)[1]
         return out
 
     def decode_update(self, stored: Mapping[str, Any]) -> dict[str, Any]:
@@ -327,6 +347,10 @@ def apply_writes(
             channel = schema.channel(key)
             if channel.log:
                 entries = channel.delta(value)
+                if schema.kind == "pydantic" and key in schema.typed_logs:
+                    coerce = getattr(channel.codec, "coerce", None)
+                    if coerce is not None:  # as pydantic validates (a dict into a model)
+                        entries = [coerce(e) for e in entries]
                 log.extend((key, e) for e in entries)
                 new[key] = channel.extend(new.get(key), entries)
             elif channel.reducer is not None:

@@ -160,6 +160,17 @@ class TypedCodec:
                 f"({_first_line(exc)})"
             ) from exc
 
+    def coerce(self, value: Any) -> Any:
+        """``value`` validated into the declared type (pydantic's lax rules)."""
+        try:
+            return self._get().validate_python((value,))[0]
+        except ValueError as exc:
+            raise InvalidUpdateError(
+                f"state field {self.field!r} is declared {_type_name(self.hint)}; "
+                f"{type(value).__name__} {_short(value)} is not valid for it "
+                f"({_first_line(exc)})"
+            ) from exc
+
     def decode(self, data: Any) -> Any:
         if data is None:
             return None

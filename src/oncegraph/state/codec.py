@@ -85,7 +85,7 @@ PLAIN: Codec = _Plain()
 
 def _type_name(tp: Any) -> str:
     if isinstance(tp, type):
-        return tp.__qualname__
+        return tp.__name__
     return repr(tp).replace("typing.", "")
 
 

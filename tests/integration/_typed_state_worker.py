@@ -2,7 +2,7 @@
 
 Usage::
 
-    python _typed_state_worker.py <sqlite path | postgresql dsn> <work dir> <start|resume|read>
+    python _typed_state_worker.py <sqlite|postgres> <path | dsn> <work dir> <start|resume|read>
 
 The graph is ``write -> check``. ``write`` returns a dataclass, a pydantic model, a
 ``datetime``, a ``date``, an ``Enum``, a ``UUID``, a ``Decimal``, ``bytes``, a tuple, a
@@ -119,7 +119,7 @@ def _types(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build(where: str, workdir: Path, block: bool) -> Any:
+def build(backend: str, where: str, workdir: Path, block: bool) -> Any:
     def write(state: State) -> dict[str, Any]:
         return written()
 
@@ -149,13 +149,14 @@ def build(where: str, workdir: Path, block: bool) -> Any:
     g.add_edge(START, "write")
     g.add_edge("write", "check")
     g.add_edge("check", END)
-    store = PgCheckpointer(where) if where.startswith("postgresql") else SqliteCheckpointer(where)
+    store = PgCheckpointer(where) if backend == "postgres" else SqliteCheckpointer(where)
     return g.compile(checkpointer=store)
 
 
 def main() -> None:
-    where, workdir, action = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
-    app = build(where, workdir, block=action == "start")
+    backend, where, workdir, action = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    app = build(backend, where, workdir, block=action == "start")
+    print("STORE", type(app.checkpointer).__name__, file=sys.stderr)
     if action == "start":
         app.invoke({"messages": [HumanMessage("where is my order?", id="h-1")]}, THREAD)
         raise SystemExit("unreachable: check blocks until killed")

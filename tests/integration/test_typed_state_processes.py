@@ -83,15 +83,16 @@ def fresh_pg() -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """``(backend, path or dsn)``."""
     if request.param == "sqlite":
-        return str(tmp_path / "runs.db")
-    return str(request.getfixturevalue("fresh_pg"))
+        return "sqlite", str(tmp_path / "runs.db")
+    return "postgres", str(request.getfixturevalue("fresh_pg"))
 
 
-def _spawn(where: str, tmp: Path, action: str) -> subprocess.Popen[str]:
+def _spawn(where: tuple[str, str], tmp: Path, action: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(WORKER), where, str(tmp), action],
+        [sys.executable, str(WORKER), *where, str(tmp), action],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -115,16 +116,18 @@ def _kill_at_marker(proc: subprocess.Popen[str], marker: Path) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def _report(where: str, tmp: Path, action: str) -> dict[str, Any]:
+def _report(where: tuple[str, str], tmp: Path, action: str) -> dict[str, Any]:
     proc = _spawn(where, tmp, action)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
+    store = {"sqlite": "SqliteCheckpointer", "postgres": "PgCheckpointer"}[where[0]]
+    assert f"STORE {store}" in err  # the backend asked for is the one used
     report: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return report
 
 
 def test_typed_state_comes_back_with_its_types_in_a_fresh_process(
-    where: str, tmp_path: Path
+    where: tuple[str, str], tmp_path: Path
 ) -> None:
     _kill_at_marker(_spawn(where, tmp_path, "start"), tmp_path / "check.marker")
 

@@ -19,7 +19,7 @@ from oncegraph.hitl import Command, interrupt
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
 from oncegraph.runtime.context import current_effect
 from oncegraph.runtime.faults import FaultPlan, crash_point, declare_crash_point
-from oncegraph.state import add_messages, append
+from oncegraph.state import MessagesState, add_messages, append
 from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
 
 __version__ = "0.1.0"
@@ -33,6 +33,7 @@ __all__ = [
     "Completed",
     "FaultPlan",
     "IncompatibleVersionError",
+    "MessagesState",
     "NeedsReviewError",
     "OnceGraphError",
     "Reconciled",

@@ -2,23 +2,33 @@
 
 ``dumps``/``loads`` store values; ``canonical`` gives the normalized form (sorted keys,
 no insignificant whitespace) that :func:`oncegraph.ledger.keys.request_hash` hashes.
+
+``dumps_state`` stores state (checkpoint values, log entries, a step's task writes, a
+run's input). State arrives already encoded by its channels' codecs
+(:mod:`oncegraph.state.codec`), so whatever is not a JSON native here sits at a position
+whose declared type is plain JSON, and would come back as another type after a restart
+(a ``datetime`` as ``str``, a dataclass as ``dict``): it is refused, naming the field,
+instead of being converted the way ``dumps`` converts tool arguments and results.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from oncegraph.errors import ConfigError, PayloadTooLargeError
+from oncegraph.errors import ConfigError, InvalidUpdateError, PayloadTooLargeError
 
 #: The largest single stored value (state channel, log entry, tool argument or result).
 MAX_VALUE_BYTES = int(os.environ.get("ONCEGRAPH_MAX_VALUE_BYTES", 16 * 1024 * 1024))
 
 _OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 _CANON = _OPTS | orjson.OPT_SORT_KEYS
+# No OPT_NON_STR_KEYS and no numpy: both would come back as something else.
+_STATE_OPTS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _default(value: Any) -> Any:
@@ -32,6 +42,10 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(type(value).__name__)
+
+
 def dumps(value: Any) -> bytes:
     """JSON bytes of ``value``; over :data:`MAX_VALUE_BYTES` is a ``PayloadTooLargeError``
     raised before anything is written."""
@@ -43,6 +57,56 @@ def dumps(value: Any) -> bytes:
             "as JSON; convert the value to dicts, lists, str, int, float, bool or None "
             "(pydantic models and dataclasses are converted for you)."
         ) from exc
+    return _checked(data)
+
+
+def dumps_state(value: Any, *, field: str | None = None) -> bytes:
+    """JSON bytes of encoded state. A value JSON would not give back as itself is an
+    :class:`InvalidUpdateError` naming ``field`` (or, for a mapping of fields, the
+    first field that holds one); over :data:`MAX_VALUE_BYTES` a ``PayloadTooLargeError``."""
+    try:
+        data = orjson.dumps(value, default=_refuse, option=_STATE_OPTS)
+    except TypeError as exc:
+        raise _state_error(value, field, exc) from exc
+    return _checked(data)
+
+
+def dumps_state_str(value: Any, *, field: str | None = None) -> str:
+    return dumps_state(value, field=field).decode()
+
+
+def _state_error(value: Any, field: str | None, exc: TypeError) -> InvalidUpdateError:
+    path = _culprit(value)
+    if field is None and path:
+        field, path = path[0].lstrip("."), path[1:]
+    where = f"state field {field!r}" if field is not None else "a state value"
+    at = f" at {''.join(path)}" if path else ""
+    return InvalidUpdateError(
+        f"{where} cannot be stored as declared{at}: {exc}. Its declared type is plain JSON "
+        "(str, int, float, bool, None, list, dict, Any) there, so the value would come back "
+        "as another type after a restart (a datetime as str, a dataclass as dict, a set as "
+        "list, dict keys as str). Declare the type you store (for example `when: datetime`, "
+        "`item: Item`, `tags: set[str]`), or store a JSON value."
+    )
+
+
+def _culprit(value: Any) -> list[str]:
+    """The path (``[".key", "[3]", ...]``) to the first value orjson refuses."""
+    if isinstance(value, Mapping):
+        items: Any = ((f".{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return []
+    for step, item in items:
+        try:
+            orjson.dumps(item, default=_refuse, option=_STATE_OPTS)
+        except TypeError:
+            return [step, *_culprit(item)]
+    return []
+
+
+def _checked(data: bytes) -> bytes:
     if len(data) > MAX_VALUE_BYTES:
         raise PayloadTooLargeError(
             f"a value of {len(data):,} bytes is over the storage limit of {MAX_VALUE_BYTES:,} "

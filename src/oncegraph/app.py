@@ -15,7 +15,9 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError
+from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs.service import RunService
 from oncegraph.runs.views import StateSnapshot
@@ -39,6 +41,10 @@ class CompiledGraph:
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         self._service = RunService(spec, checkpointer) if checkpointer is not None else None
+
+    def get_graph(self, *, xray: bool | int = False) -> GraphView:
+        """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
+        return GraphView.of(self.spec)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -89,7 +95,7 @@ class CompiledGraph:
 
     async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         service, cfg = self._for_run(config)
-        return (await service.run(input, cfg)).output()
+        return output_values(self.spec, (await service.run(input, cfg)).output())
 
     def invoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return run_sync(self.ainvoke(input, config), "invoke")

@@ -696,21 +696,46 @@ def test_compile_version_argument_is_checked_too(checkpointer: Checkpointer) -> 
 # -- the sync facade ---------------------------------------------------------------------
 
 
-async def test_sync_api_inside_a_running_loop_is_refused() -> None:
+async def test_sync_api_works_inside_a_running_loop() -> None:
+    # A Jupyter cell or an async handler: the call runs on the portal loop and blocks
+    # this loop meanwhile; nothing it awaits needs this loop.
     app = _chat(InMemoryCheckpointer())
     cfg = {"thread_id": "t"}
-    with pytest.raises(ConfigError, match=r"use the async API \(ainvoke\)"):
-        app.invoke({"messages": ["hi"]}, cfg)
-    with pytest.raises(ConfigError, match=r"\(astream\)"):
-        next(iter(app.stream({"messages": ["hi"]}, cfg)))
-    with pytest.raises(ConfigError, match=r"\(aget_state\)"):
-        app.get_state(cfg)
-    with pytest.raises(ConfigError, match=r"\(ainvoke\)"):
-        _chat(None).invoke({"messages": ["hi"]})
-    # the async API works on this loop, and nothing was started by the refused calls
-    out = await app.ainvoke({"messages": ["hi"]}, cfg)
-    assert _contents(out) == ["hi", "echo hi"]
-    assert len(await app.aruns(thread_id="t")) == 1
+    assert _contents(app.invoke({"messages": ["hi"]}, cfg)) == ["hi", "echo hi"]
+    chunks = list(app.stream({"messages": ["again"]}, cfg, stream_mode="updates"))
+    assert chunks[-1] == {"bot": {"messages": [("assistant", "echo again")]}}
+    assert _contents(dict(app.get_state(cfg).values))[-1] == "echo again"
+    assert _contents(_chat(None).invoke({"messages": ["x"]})) == ["x", "echo x"]
+    # and the async API still works on this loop, on the same store
+    out = await app.ainvoke({"messages": ["async"]}, cfg)
+    assert _contents(out)[-1] == "echo async"
+    assert len(await app.aruns(thread_id="t")) == 3
+
+
+def test_sync_api_from_a_node_on_the_portal_loop_is_refused() -> None:
+    inner = _chat(None)
+
+    async def calls_invoke(state: Msgs) -> dict[str, Any]:
+        inner.invoke({"messages": ["nested"]})  # would wait for its own loop forever
+        return {}
+
+    def calls_invoke_from_a_thread(state: Msgs) -> dict[str, Any]:
+        nested = inner.invoke({"messages": ["nested"]})  # a worker thread: allowed
+        return {"messages": [("assistant", _contents(nested)[-1])]}
+
+    g = StateGraph(Msgs)
+    g.add_node("async_node", calls_invoke)
+    g.add_edge(START, "async_node")
+    app = g.compile(checkpointer=InMemoryCheckpointer())
+    with pytest.raises(ConfigError, match=r"would wait for itself.*await ainvoke"):
+        app.invoke({"messages": ["hi"]}, {"thread_id": "t"})
+    assert app.runs(thread_id="t")[0].status == "failed"  # resumable once the node is fixed
+
+    g2 = StateGraph(Msgs)
+    g2.add_node("sync_node", calls_invoke_from_a_thread)
+    g2.add_edge(START, "sync_node")
+    out = g2.compile().invoke({"messages": ["hi"]})
+    assert _contents(out) == ["hi", "echo nested"]
 
 
 def test_graph_without_checkpointer_keeps_nothing(run_path: RunPath) -> None:

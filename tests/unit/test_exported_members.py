@@ -20,6 +20,7 @@ EXPECTED = {
     "Completed",
     "FaultPlan",
     "IncompatibleVersionError",
+    "MessagesState",
     "NeedsReviewError",
     "OnceGraphError",
     "Reconciled",

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +20,33 @@ if TYPE_CHECKING:
 _RESERVED = frozenset({START, END})
 
 
+def _input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
+    """The schema a node's first parameter is annotated with, if it is a state class
+    (TypedDict, dataclass, pydantic model) other than the graph's state."""
+    target = fn if inspect.isroutine(fn) else type(fn).__call__
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable annotations: the node reads the graph's state
+        return None
+    if not params or params[0].name not in hints:
+        return None
+    hint = hints[params[0].name]
+    if hint is state or not isinstance(hint, type) or hint is dict:
+        return None
+    is_state_class = (
+        (issubclass(hint, dict) and hasattr(hint, "__total__"))
+        or dataclasses.is_dataclass(hint)
+        or isinstance(getattr(hint, "model_fields", None), dict)
+    )
+    if not is_state_class:
+        return None
+    try:
+        return StateSchema.of(hint)
+    except Exception:
+        return None
+
+
 class StateGraph:
     """A graph of nodes over a shared state.
 
@@ -26,13 +56,31 @@ class StateGraph:
 
     def __init__(
         self,
-        state_schema: Any,
+        state_schema: Any = None,
+        context_schema: Any = None,
         *,
+        input_schema: Any = None,
+        output_schema: Any = None,
         name: str = "graph",
         version: str | int = "1",
         state_schema_version: int = 1,
     ) -> None:
-        self.schema = StateSchema.of(state_schema)
+        """``input_schema`` limits what ``invoke`` accepts, ``output_schema`` what it
+        returns (both default to the state); their fields that the state lacks become
+        state fields too, as in LangGraph. ``context_schema`` is kept for the run's
+        context (``invoke(..., context=...)``)."""
+        if state_schema is None:
+            if input_schema is None:
+                raise GraphValidationError(
+                    "StateGraph needs a state schema: StateGraph(State), a TypedDict, "
+                    "dataclass or pydantic model class"
+                )
+            state_schema = input_schema
+        self.schema = self.state_schema = StateSchema.of(state_schema)
+        self.input_schema = StateSchema.of(input_schema) if input_schema is not None else None
+        self.output_schema = StateSchema.of(output_schema) if output_schema is not None else None
+        self.context_schema = context_schema
+        self.schema = self.schema.with_fields_of(self.input_schema, self.output_schema)
         self.name = name
         self.version = str(version)
         self.state_schema_version = state_schema_version
@@ -87,6 +135,34 @@ class StateGraph:
                 "timed out; pass timeout= or inline=True, not both"
             )
         self.nodes[name] = spec
+        own = _input_schema_of(action, self.schema.source)
+        if own is not None:  # LangGraph: a node's own input schema adds its fields
+            self.schema = self.schema.with_fields_of(own)
+        return self
+
+    def add_sequence(
+        self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]
+    ) -> StateGraph:
+        """Add ``nodes`` (functions, or ``(name, function)`` pairs) chained by edges in
+        the given order; connect the first and last yourself."""
+        if not nodes:
+            raise GraphValidationError("add_sequence() needs at least one node")
+        previous: str | None = None
+        for item in nodes:
+            if isinstance(item, tuple):
+                if len(item) != 2 or not isinstance(item[0], str):
+                    raise GraphValidationError(
+                        f"add_sequence() takes functions or (name, function) pairs; got {item!r}"
+                    )
+                name, action = item
+                self.add_node(name, action)
+            else:
+                before = set(self.nodes)
+                self.add_node(item)
+                (name,) = set(self.nodes) - before
+            if previous is not None:
+                self.add_edge(previous, name)
+            previous = name
         return self
 
     def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
@@ -154,7 +230,17 @@ class StateGraph:
             name=self.name,
             version=self.version,
             state_schema_version=self.state_schema_version,
+            input_schema=self.input_schema,
+            # LangGraph: without an output schema, a run returns the state schema's own
+            # fields, not those that input/output/node schemas added.
+            output_schema=self.output_schema or self._own_fields(),
+            context_schema=self.context_schema,
         )
+
+    def _own_fields(self) -> StateSchema | None:
+        """The state schema, when other schemas added fields to the state."""
+        added = len(self.schema.channels) > len(self.state_schema.channels)
+        return self.state_schema if added else None
 
     def compile(
         self,

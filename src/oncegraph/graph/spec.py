@@ -57,6 +57,9 @@ class GraphSpec:
     name: str
     version: str
     state_schema_version: int
+    input_schema: StateSchema | None = None  # None: the state schema
+    output_schema: StateSchema | None = None  # None: the state schema
+    context_schema: Any = None
 
     @property
     def order(self) -> dict[str, int]:

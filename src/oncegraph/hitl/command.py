@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 _UNSET: Any = object()
 
+N = TypeVar("N")
 
-@dataclass(frozen=True, slots=True)
-class Command:
+
+@dataclass(frozen=True)  # not slots: Command[...](...) sets __orig_class__ (refused quietly)
+class Command(Generic[N]):
     """Returned by a node: ``Command(update={...}, goto="next")``.
 
     Passed to ``invoke`` by the caller: ``Command(resume=answer)`` answers the pending
     ``interrupt()`` of the thread's interrupted run.
+
+    Generic in the names it may go to, as in LangGraph: a node annotated
+    ``-> Command[Literal["a", "b"]]`` declares those targets (``get_graph()`` draws them).
     """
 
     update: Mapping[str, Any] | None = None

@@ -28,6 +28,7 @@ from oncegraph.ledger.perform import EffectCall, perform
 from oncegraph.messages import Message
 from oncegraph.prebuilt.models import ChatModel, ModelResponse, resolve_model
 from oncegraph.runtime.context import current_task
+from oncegraph.state import lcmessages
 from oncegraph.state.reducers import add_messages
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass
@@ -54,10 +55,17 @@ def _system_messages(prompt: str | Sequence[Mapping[str, Any]] | None) -> list[M
     return out
 
 
-def tools_condition(state: Mapping[str, Any]) -> str:
+def tools_condition(state: Any) -> str:
     """Route to ``tools`` when the last message asks for tool calls, else END."""
-    messages = state.get("messages") or []
+    if isinstance(state, list):
+        messages: Any = state
+    elif isinstance(state, Mapping):
+        messages = state.get("messages") or []
+    else:
+        messages = getattr(state, "messages", None) or []
     last = messages[-1] if messages else {}
+    if lcmessages.is_message(last):
+        last = lcmessages.to_message_dict(last)
     return "tools" if last.get("role") == "assistant" and last.get("tool_calls") else END
 
 

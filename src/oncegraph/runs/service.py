@@ -19,17 +19,16 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import (
     ConfigError,
-    InvalidUpdateError,
     NoRunToResumeError,
     RunNotFoundError,
 )
-from oncegraph.graph.constants import START
+from oncegraph.graph.io import input_update
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import new_run_id
@@ -367,14 +366,7 @@ def input_json(value: Any, spec: GraphSpec) -> Any:
             "Command(update=..., goto=...) as input is not supported; pass a dict of state "
             "updates, None to continue, or Command(resume=...) to answer an interrupt"
         )
-    schema = spec.schema
-    typed = schema.kind in ("dataclass", "pydantic") and isinstance(value, schema.source)
-    if not isinstance(value, Mapping) and not typed:
-        raise InvalidUpdateError(
-            f"input must be a dict of state fields (or None to continue a run); got "
-            f"{type(value).__name__}"
-        )
-    return dict(schema.to_update(START, value))
+    return spec.schema.encode_update(input_update(spec, value))
 
 
 __all__ = ["RunResult", "RunService", "input_json"]

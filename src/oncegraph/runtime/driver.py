@@ -95,7 +95,7 @@ class Driver:
 
     async def commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
         """The run's input checkpoint (step -1): the first nodes, before any runs."""
-        update = self.spec.schema.to_update(START, run.input)
+        update = self.spec.schema.decode_update(run.input)
         nxt, entries, _ = advance(
             self.spec, head, run.run_id, [TaskResult(START, update)], step=-1, source="input"
         )
@@ -139,7 +139,7 @@ class Driver:
         task_writes: list[TaskWrite] = []
         if cp.checkpoint_id != self.fresh:  # loaded: an earlier attempt may have left writes
             task_writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
-        plan = plan_step(head, task_writes)
+        plan = plan_step(self.spec, head, task_writes)
         loop = asyncio.get_running_loop()
         contexts = [
             TaskContext(
@@ -248,7 +248,10 @@ class Driver:
                 ctx.node,
                 "writes",
                 0,
-                {"update": dict(result.update), "goto": list(result.goto)},
+                {
+                    "update": self.spec.schema.encode_update(result.update),
+                    "goto": list(result.goto),
+                },
             ),
             run_id=ctx.run_id,
             fence=self.fence,

@@ -119,11 +119,11 @@ def advance(
     nxt = next_nodes(spec, writes.values, results)
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
-    for channel, value in writes.log:
+    for channel, value in writes.stored_log:  # encoded by the channels' codecs
         seq = counts.get(channel, 0)
         entries.append(LogEntry(channel, seq, value))
         counts[channel] = seq + 1
-    stored = {k: v for k, v in writes.values.items() if not schema.channel(k).log}
+    stored = writes.stored  # value channels encoded by their codecs
     checkpoint = CheckpointRecord(
         checkpoint_id=new_checkpoint_id(),
         thread_id=head.checkpoint.thread_id,
@@ -168,12 +168,13 @@ class StepPlan:
     clear: bool
 
 
-def plan_step(head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
+def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     done: dict[str, TaskResult] = {}
     resumes: dict[str, list[Any]] = {}
     for w in task_writes:
-        if w.kind == "writes":
-            done[w.task] = TaskResult(w.task, w.value["update"], tuple(w.value["goto"]))
+        if w.kind == "writes":  # a finished sibling's update, typed again by the schema
+            update = spec.schema.decode_update(w.value["update"])
+            done[w.task] = TaskResult(w.task, update, tuple(w.value["goto"]))
         elif w.kind == "resume":
             resumes.setdefault(w.task, []).append(w.value)
     nxt = head.checkpoint.next

@@ -55,11 +55,11 @@ class Heads:
         """Every channel's value at ``cp``, log channels folded from their entries."""
         schema = self.spec.schema
         values = schema.initial()
-        values.update(cp.values)
+        values.update(schema.decode_values(cp.values))  # typed again by their declared types
         for channel in schema.log_channels():
             end = cp.logs.get(channel, 0)
             entries = await self.store.read_log(cp.thread_id, channel, end) if end else []
-            values[channel] = schema.channel(channel).fold(entries)
+            values[channel] = schema.channel(channel).fold(schema.decode_entries(channel, entries))
         return values
 
 

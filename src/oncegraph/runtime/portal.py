@@ -1,9 +1,13 @@
 """The sync facade's portal: one background event loop thread per process.
 
 ``invoke``/``stream`` hand their coroutine to this loop and block on the result, so
-connection pools bound to a loop live on one loop for the life of the process. Calling
-the sync API from a thread that is running an event loop is refused with a clear error:
-it would block that loop.
+connection pools bound to a loop live on one loop for the life of the process.
+
+A caller whose thread already runs an event loop (a Jupyter cell, an async web handler
+calling the sync API) is served the same way: its loop is blocked for the call, as any
+blocking call blocks it, and nothing the portal runs waits on that loop (stores keep
+one pool per loop, and the portal's loop gets its own). The one call refused is from
+the portal's own thread (a node or tool calling ``invoke``): it would wait for itself.
 """
 
 from __future__ import annotations
@@ -40,20 +44,23 @@ def _portal_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _refuse_on_loop(api: str) -> None:
+def _refuse_on_portal(api: str) -> None:
+    """The sync API from the portal's own thread would wait for itself: refuse it."""
     try:
-        asyncio.get_running_loop()
+        running = asyncio.get_running_loop()
     except RuntimeError:
         return
-    raise ConfigError(
-        f"{api}() blocks, and this thread is running an event loop; use the async API "
-        f"(a{api}) with await instead"
-    )
+    if running is _loop:
+        raise ConfigError(
+            f"{api}() was called from oncegraph's own event loop (inside a node or tool?) and "
+            f"would wait for itself forever; use `await a{api}(...)` there, or make the node "
+            "a plain (sync) function, which runs in a worker thread"
+        )
 
 
 def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
     try:
-        _refuse_on_loop(api)
+        _refuse_on_portal(api)
     except ConfigError:
         coro.close()
         raise
@@ -66,7 +73,7 @@ def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
 
 
 def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
-    _refuse_on_loop(api)
+    _refuse_on_portal(api)
 
     async def step() -> tuple[bool, Any]:
         try:

@@ -7,6 +7,13 @@ field keeps the last value written (two writes to it in one step are an error).
 Message lists (:func:`add_messages`) and plain list concatenations (``operator.add`` or
 :func:`append` on a list field) are *log channels*: they are stored append-only, one log
 entry per item, so a checkpoint records a count and never copies the history.
+
+Each channel has a codec (:mod:`oncegraph.state.codec`) chosen by its declared type: the
+value's for a value channel, the item's for a log channel. The state schema encodes what
+is stored (:meth:`StateSchema.encode_update`, and :func:`apply_writes` hands back the
+encoded values and log entries of a step) and decodes what is read back
+(:meth:`StateSchema.decode_values`, :meth:`StateSchema.decode_entries`), so a value comes
+back in a fresh process as the type that was written.
 """
 
 from __future__ import annotations
@@ -15,32 +22,57 @@ import dataclasses
 import operator
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, get_args, get_origin, get_type_hints
 
 from oncegraph.errors import ConfigError, InvalidUpdateError
-from oncegraph.state.reducers import add_messages, append, normalize_messages
+from oncegraph.messages import AsGiven, MessageDict
+from oncegraph.state import lcmessages
+from oncegraph.state.codec import PLAIN, Codec, codec_for, element_type
+from oncegraph.state.reducers import (
+    Flavor,
+    add_messages,
+    append,
+    merge_messages,
+    normalize_messages,
+)
 
 Reducer = Callable[[Any, Any], Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Channel:
+    """One state field. ``codec`` stores its value (a log channel: each entry);
+    ``flavor`` is set on message channels (``add_messages``): ``dict``, ``langchain`` or
+    ``as_given``."""
+
     name: str
     reducer: Reducer | None
     log: bool
     default: Callable[[], Any] | None
+    codec: Codec = PLAIN
+    flavor: Flavor | None = None
 
     def delta(self, update: Any) -> list[Any]:
         """The log entries an update appends (log channels only)."""
-        if self.reducer is add_messages:
-            return normalize_messages(update)
+        if self.flavor is not None:
+            return normalize_messages(update, self.flavor)
         return list(update) if isinstance(update, list) else [update]
 
+    def extend(self, current: Any, entries: list[Any]) -> Any:
+        """The value after appending ``entries`` (from :meth:`delta`) to ``current``."""
+        if self.flavor is not None:
+            return merge_messages(current or [], entries)
+        assert self.reducer is not None
+        return self.reducer(current or [], entries)
+
     def fold(self, entries: list[Any]) -> Any:
-        """The channel value made of its whole log."""
-        if self.reducer is add_messages:
-            return add_messages([], entries)
+        """The channel value made of its whole log (entries as :meth:`decode_entries`
+        of the schema returns them)."""
+        if self.flavor == "dict":
+            return merge_messages([], [MessageDict(e) for e in entries])
+        if self.flavor is not None:  # decoded by the message codec already
+            return merge_messages([], entries)
         return entries
 
 
@@ -61,7 +93,15 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         default = list
     elif reducer is not None and default is None:
         default = _zero_of(base)
-    return Channel(name, reducer, log, default)
+    if reducer is add_messages:
+        item = element_type(base)
+        if item is AsGiven:
+            return Channel(name, reducer, log, default, lcmessages.MessageCodec(name), "as_given")
+        if lcmessages.is_message_type(item):
+            return Channel(name, reducer, log, default, lcmessages.MessageCodec(name), "langchain")
+        return Channel(name, reducer, log, default, PLAIN, "dict")
+    codec = codec_for(name, element_type(base) if log else base)
+    return Channel(name, reducer, log, default, codec)
 
 
 def _zero_of(tp: Any) -> Callable[[], Any] | None:
@@ -79,6 +119,17 @@ class StateSchema:
     source: Any
     channels: Mapping[str, Channel]
     kind: str  # typeddict | dataclass | pydantic | dict
+    source_fields: frozenset[str] | None = None  # the source's own fields, when merged
+    log_names: frozenset[str] = field(init=False)
+    typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
+    typed_logs: frozenset[str] = field(init=False)  # log channels with a typed codec
+
+    def __post_init__(self) -> None:
+        chans = self.channels.values()
+        set_ = object.__setattr__
+        set_(self, "log_names", frozenset(c.name for c in chans if c.log))
+        set_(self, "typed_values", tuple(c.name for c in chans if not c.log and not c.codec.plain))
+        set_(self, "typed_logs", frozenset(c.name for c in chans if c.log and not c.codec.plain))
 
     @classmethod
     def of(cls, schema: Any) -> StateSchema:
@@ -115,6 +166,26 @@ class StateSchema:
             "pydantic model class"
         )
 
+    def with_fields_of(self, *others: StateSchema | None) -> StateSchema:
+        """This schema plus the fields of ``others`` it lacks (LangGraph's input and
+        output schemas add their fields to the state). Nodes of a dataclass or pydantic
+        state still get an instance of the state class, made of its own fields."""
+        extra = {
+            name: channel
+            for other in others
+            if other is not None
+            for name, channel in other.channels.items()
+            if name not in self.channels
+        }
+        if not extra or self.kind == "dict":
+            return self
+        return StateSchema(
+            self.source,
+            {**self.channels, **extra},
+            self.kind,
+            source_fields=self.source_fields or frozenset(self.channels),
+        )
+
     def channel(self, name: str) -> Channel:
         found = self.channels.get(name)
         if found is not None:
@@ -126,6 +197,93 @@ class StateSchema:
             "field to the state schema or fix the node's return value."
         )
 
+    # -- storage: encode what is written, decode what is read back -----------------------
+
+    def encode_values(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The value channels of ``values`` as stored (log channels left out).
+
+        A pydantic state validates a value of another type into the field's type, as
+        pydantic does (a dict into a nested model), and ``values`` gets the validated
+        value too, so the state in this process is what a fresh one reads back. Other
+        states refuse it (:class:`InvalidUpdateError` naming the field).
+        """
+        logs = self.log_names
+        stored = {k: v for k, v in values.items() if k not in logs}
+        for name in self.typed_values:
+            if name in stored:
+                value, stored[name] = self._encode(name, stored[name])
+                if value is not stored[name]:
+                    values[name] = value
+        return stored
+
+    def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
+        """``(value, stored)``; the value is validated first when a pydantic state needs."""
+        codec = self.channels[name].codec
+        try:
+            return value, codec.encode(value)
+        except InvalidUpdateError:
+            coerce = getattr(codec, "coerce", None)
+            if self.kind != "pydantic" or coerce is None:
+                raise
+            value = coerce(value)
+            return value, codec.encode(value)
+
+    def decode_values(self, stored: Mapping[str, Any]) -> dict[str, Any]:
+        """Stored value channels back as their declared types."""
+        values = dict(stored)
+        for name in self.typed_values:
+            if values.get(name) is not None:
+                values[name] = self.channels[name].codec.decode(values[name])
+        return values
+
+    def encode_entries(self, channel: str, entries: list[Any]) -> list[Any]:
+        if channel not in self.typed_logs:
+            return entries
+        encode = self.channels[channel].codec.encode
+        return [encode(e) for e in entries]
+
+    def decode_entries(self, channel: str, entries: list[Any]) -> list[Any]:
+        """Stored log entries of ``channel`` back as their declared type."""
+        if channel not in self.typed_logs:
+            return entries
+        decode = self.channels[channel].codec.decode
+        return [decode(e) for e in entries]
+
+    def encode_update(self, update: Mapping[str, Any]) -> dict[str, Any]:
+        """A node's (or the caller's) update as stored in a task write or a run's input.
+
+        A log channel's update is stored as its normalized entries (messages with their
+        ids), a value channel's as its declared type; a reducer whose update is not of
+        the field's type cannot be stored (the error names the field).
+        """
+        out: dict[str, Any] = {}
+        for key, value in update.items():
+            channel = self.channel(key)
+            if channel.log:
+                out[key] = (
+                    self.encode_entries(key, channel.delta(value))
+                    if channel.flavor is not None or key in self.typed_logs
+                    else value
+                )
+            elif value is None or channel.codec.plain:
+                out[key] = value
+            else:
+                out[key] = self._encode(key, value)[1]
+        return out
+
+    def decode_update(self, stored: Mapping[str, Any]) -> dict[str, Any]:
+        """An update stored by :meth:`encode_update`, as the node wrote it."""
+        out: dict[str, Any] = {}
+        for key, value in stored.items():
+            channel = self.channel(key)
+            if channel.log:
+                out[key] = self.decode_entries(key, value) if key in self.typed_logs else value
+            elif value is None or channel.codec.plain:
+                out[key] = value
+            else:
+                out[key] = channel.codec.decode(value)
+        return out
+
     def initial(self) -> dict[str, Any]:
         return {n: c.default() for n, c in self.channels.items() if c.default is not None}
 
@@ -134,6 +292,9 @@ class StateSchema:
 
     def to_node_input(self, values: Mapping[str, Any]) -> Any:
         if self.kind in ("dataclass", "pydantic"):
+            own = self.source_fields
+            if own is not None:
+                return self.source(**{k: v for k, v in values.items() if k in own})
             return self.source(**values)
         return dict(values)
 
@@ -144,8 +305,8 @@ class StateSchema:
         if isinstance(value, Mapping):
             return value
         if self.kind != "typeddict" and isinstance(value, self.source):
-            if self.kind == "pydantic":
-                return dict(value.model_dump(exclude_unset=True))
+            if self.kind == "pydantic":  # the set fields, as objects (not dumped to dicts)
+                return {name: getattr(value, name) for name in value.model_fields_set}
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         raise InvalidUpdateError(
             f"node {node!r} returned {type(value).__name__}; a node must return a dict of "
@@ -155,11 +316,15 @@ class StateSchema:
 
 @dataclass(slots=True)
 class StepWrites:
-    """The result of applying one step's writes: new values and new log entries."""
+    """The result of applying one step's writes: new values and new log entries, as
+    objects (``values``, ``log``) and as stored (``stored``: the value channels encoded;
+    ``stored_log``: the entries encoded, same order as ``log``)."""
 
     values: dict[str, Any]
     log: list[tuple[str, Any]]  # (channel, entry) in order
     changed: set[str]
+    stored: dict[str, Any]
+    stored_log: list[tuple[str, Any]]
 
 
 def apply_writes(
@@ -170,7 +335,9 @@ def apply_writes(
     """Apply ``writes`` (``(node, update)`` in deterministic node order) to ``values``.
 
     Pure: ``values`` is not mutated. Log channels produce log entries; the new list is a
-    new list object (the old one may be shared by earlier snapshots).
+    new list object (the old one may be shared by earlier snapshots). Every value channel
+    is encoded for storage (not only the written ones: a node may have changed a value in
+    place), so a value its declared type cannot describe fails here, naming the field.
     """
     new = dict(values)
     log: list[tuple[str, Any]] = []
@@ -180,9 +347,12 @@ def apply_writes(
             channel = schema.channel(key)
             if channel.log:
                 entries = channel.delta(value)
+                if schema.kind == "pydantic" and key in schema.typed_logs:
+                    coerce = getattr(channel.codec, "coerce", None)
+                    if coerce is not None:  # as pydantic validates (a dict into a model)
+                        entries = [coerce(e) for e in entries]
                 log.extend((key, e) for e in entries)
-                assert channel.reducer is not None
-                new[key] = channel.reducer(new.get(key) or [], entries)
+                new[key] = channel.extend(new.get(key), entries)
             elif channel.reducer is not None:
                 if key in new:
                     new[key] = channel.reducer(new[key], value)
@@ -200,4 +370,9 @@ def apply_writes(
                 written_by[key] = node
                 new[key] = value
     changed = {k for _, u in writes for k in u}
-    return StepWrites(new, log, changed)
+    stored_log = log
+    if schema.typed_logs:
+        typed = schema.typed_logs
+        chans = schema.channels
+        stored_log = [(k, chans[k].codec.encode(e) if k in typed else e) for k, e in log]
+    return StepWrites(new, log, changed, schema.encode_values(new), stored_log)

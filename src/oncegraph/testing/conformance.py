@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import operator
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,6 +34,7 @@ import pytest
 
 from oncegraph.errors import (
     ConfigError,
+    InvalidUpdateError,
     LeaseLostError,
     NodeError,
     RunNotFoundError,
@@ -1129,15 +1131,34 @@ class CheckpointerConformance:
         assert run.error is not None and run.error.endswith("ValueError: bad\\x00byte")
 
     async def test_json_normalizes_like_json(self, checkpointer: Checkpointer) -> None:
-        # tuples come back as lists and int keys as strings, on every backend alike
+        # state arrives encoded by its schema: tuples come back as lists on every backend
+        # alike, and what JSON would silently change (int keys, datetimes, sets) is
+        # refused naming the field, with nothing written
         tid, rid = new_id("thread"), new_id("run")
-        cp = make_checkpoint(tid, rid, 1, values={"pair": (1, 2), "keys": {1: "one"}})
+        cp = make_checkpoint(tid, rid, 1, values={"pair": (1, 2), "keys": {"1": "one"}})
         await checkpointer.commit(
             StepCommit(thread_id=tid, expected_version=0, checkpoint=cp, new_run=make_run(tid, rid))
         )
         got = await checkpointer.get_checkpoint(tid)
         assert got is not None
         assert got.values == {"pair": [1, 2], "keys": {"1": "one"}}
+        before = await snapshot(checkpointer, tid, [rid])
+        for value in ({1: "one"}, datetime.datetime(2024, 1, 1), {"a"}):
+            bad = make_checkpoint(tid, rid, 2, values={"ok": 1, "field": value})
+            with pytest.raises(InvalidUpdateError, match="state field 'field'"):
+                await checkpointer.commit(
+                    StepCommit(thread_id=tid, expected_version=1, checkpoint=bad)
+                )
+            with pytest.raises(InvalidUpdateError, match="state field 'messages'"):
+                await checkpointer.commit(
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=1,
+                        checkpoint=make_checkpoint(tid, rid, 2),
+                        log=[LogEntry("messages", 0, {"at": value})],
+                    )
+                )
+        assert await snapshot(checkpointer, tid, [rid]) == before
 
     async def test_values_are_not_aliases(self, checkpointer: Checkpointer) -> None:
         tid, rid = new_id("thread"), new_id("run")

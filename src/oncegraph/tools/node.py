@@ -24,6 +24,7 @@ from oncegraph.errors import (
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.state import lcmessages
 from oncegraph.tools.tool import Tool, as_tool
 
 T = TypeVar("T")
@@ -64,6 +65,8 @@ class ToolNode:
         if not messages:
             raise ConfigError(f"ToolNode found no {self.messages_key!r} in the state")
         last = messages[-1]
+        if lcmessages.is_message(last):  # a LangChain AIMessage: read it as our dict
+            last = lcmessages.to_message_dict(last)
         if last.get("role") != "assistant" or not last.get("tool_calls"):
             return {}
         message_id = last.get("id")

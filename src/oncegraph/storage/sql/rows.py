@@ -5,7 +5,10 @@ A row is a tuple in the column order of :mod:`oncegraph.storage.sql.statements`
 a SELECT row back, so ``X_from_row(X_to_params(r))`` equals ``r`` up to JSON
 normalization (tuples become lists, non-str keys become str). JSON columns are written
 with :func:`oncegraph._json.dumps_str` and read with :func:`oncegraph._json.loads`;
-a nullable JSON column stores SQL NULL for ``None``. Decoding always builds fresh
+a nullable JSON column stores SQL NULL for ``None``. State (checkpoint values, log
+entries, a step's ``writes`` task writes, a run's input) arrives encoded by the state
+schema and is written with :func:`oncegraph._json.dumps_state_str`, which refuses a
+value JSON would not give back as itself, naming the field. Decoding always builds fresh
 objects, so a returned value never aliases stored data.
 
 A row that cannot be decoded raises :class:`~oncegraph.errors.StorageError` naming the
@@ -14,11 +17,11 @@ table and key (law 12: corrupt rows get a clear error, never a silent default).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from oncegraph._json import dumps_str, loads
-from oncegraph.errors import ConfigError, StorageError
+from oncegraph._json import dumps_state_str, dumps_str, loads
+from oncegraph.errors import ConfigError, InvalidUpdateError, StorageError
 from oncegraph.storage.records import (
     Attempt,
     CheckpointRecord,
@@ -82,7 +85,7 @@ def run_to_params(run: RunRecord) -> tuple[Any, ...]:
         run.parent_checkpoint_id,
         run.launch_reason,
         run.mode,
-        _opt_json(run.input),
+        None if run.input is None else dumps_state_str(run.input),
         dumps_str(run.config),
         run.error,
         run.lease_owner,
@@ -132,7 +135,7 @@ def checkpoint_to_params(cp: CheckpointRecord) -> tuple[Any, ...]:
         cp.step,
         cp.version,
         cp.parent_checkpoint_id,
-        dumps_str(cp.values),
+        dumps_state_str(cp.values),
         dumps_str(cp.logs),
         dumps_str(list(cp.next)),
         dumps_str(cp.metadata),
@@ -165,7 +168,10 @@ def checkpoint_from_row(row: Row) -> CheckpointRecord:
 
 def log_params(thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
     """Parameters for ``executemany(LOG_INSERT, ...)``."""
-    return [(thread_id, e.channel, e.seq, dumps_str(e.value)) for e in entries]
+    return [
+        (thread_id, e.channel, e.seq, dumps_state_str(e.value, field=e.channel))
+        for e in entries
+    ]
 
 
 def log_value_from_row(row: Row) -> Any:
@@ -182,9 +188,22 @@ def task_write_to_params(write: TaskWrite) -> tuple[Any, ...]:
         write.task,
         write.kind,
         write.idx,
-        dumps_str(write.value),
+        _task_write_json(write),
         write.created_at,
     )
+
+
+def _task_write_json(write: TaskWrite) -> str:
+    """A step's ``writes`` are state updates (strict JSON); interrupts and answers are not."""
+    if write.kind != "writes":
+        return dumps_str(write.value)
+    try:
+        return dumps_state_str(write.value)
+    except InvalidUpdateError:
+        update = write.value.get("update") if isinstance(write.value, Mapping) else None
+        if isinstance(update, Mapping):
+            dumps_state_str(update)  # raises again, naming the state field
+        raise
 
 
 def _task_write(row: Row) -> TaskWrite:

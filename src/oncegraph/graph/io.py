@@ -1,0 +1,58 @@
+"""What a run accepts and returns: the graph's input and output schemas (pure helpers).
+
+``StateGraph(State, input_schema=In, output_schema=Out)``: :func:`input_update` turns
+the caller's input into the START update and refuses fields ``In`` does not declare;
+:func:`output_values` keeps the fields ``Out`` declares (and ``__interrupt__``) of the
+final state. Without those schemas both are the state schema's behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oncegraph.errors import InvalidUpdateError
+from oncegraph.graph.constants import START
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.state.channels import StateSchema
+
+INTERRUPT_KEY = "__interrupt__"
+
+
+def _name(schema: StateSchema) -> str:
+    return str(getattr(schema.source, "__name__", schema.source))
+
+
+def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
+    """The caller's ``value`` as the update the run starts with."""
+    schema = spec.input_schema or spec.schema
+    is_instance = schema.kind in ("dataclass", "pydantic") and isinstance(value, schema.source)
+    if not isinstance(value, Mapping) and not is_instance:
+        raise InvalidUpdateError(
+            f"input must be a dict of state fields (or None to continue a run); got "
+            f"{type(value).__name__}"
+        )
+    update = schema.to_update(START, value)
+    if spec.input_schema is not None and schema.kind != "dict":
+        unknown = sorted(k for k in update if k not in schema.channels)
+        if unknown:
+            raise InvalidUpdateError(
+                f"input fields {unknown} are not in the graph's input schema {_name(schema)} "
+                f"(its fields: {sorted(schema.channels)}); pass only those, or add them to "
+                "the input schema"
+            )
+    return update
+
+
+def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of the final state a run returns (``__interrupt__`` always included)."""
+    schema = spec.output_schema
+    if schema is None:
+        return dict(values)
+    out = {k: v for k, v in values.items() if k in schema.channels}
+    if INTERRUPT_KEY in values:
+        out[INTERRUPT_KEY] = values[INTERRUPT_KEY]
+    return out
+
+
+__all__ = ["input_update", "output_values"]

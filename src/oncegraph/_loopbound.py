@@ -1,4 +1,4 @@
-"""One resource per running event loop (a connection pool, a client).
+"""One resource per running event loop (a connection pool, a client), and the home loop.
 
 asyncio drivers bind their pools and clients to the loop they were opened on, and an
 oncegraph store serves several loops at once: the sync facade's loop thread and the
@@ -17,19 +17,101 @@ Invariants:
 * :meth:`aclose_all` forgets every resource first, then closes each on its own loop:
   here if it is the current loop, through that loop's thread if it runs elsewhere;
   otherwise (closed, or idle while another loop runs in this thread) it is dropped.
+
+:func:`home_loop` is the one event loop that lives as long as the process, on a daemon
+thread: the sync facade runs there, and so does what must outlive a caller's own loop
+(PostgreSQL run locks, the recording of a call that ended after its run stopped).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
 import contextlib
 import threading
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 Closer = Callable[[T], Coroutine[Any, Any, Any]]
+
+
+_home_lock = threading.Lock()
+_home: asyncio.AbstractEventLoop | None = None
+_home_closers: weakref.WeakSet[Any] = weakref.WeakSet()
+_EXIT_SECONDS = 5.0
+
+
+def close_at_exit(owner: Any) -> None:
+    """At interpreter exit, ``await owner.aclose_home()`` on the home loop (weakly held).
+
+    Stores register when they open a resource on the home loop, so a program that never
+    closes them still exits cleanly: no task of theirs is left pending, no connection is
+    dropped without a goodbye.
+    """
+    _home_closers.add(owner)
+
+
+@atexit.register
+def _shut_home() -> None:
+    """Close what lives on the home loop, end its tasks, stop it (bounded in time)."""
+    loop = _home
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def shutdown() -> None:
+        for owner in list(_home_closers):
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(owner.aclose_home(), _EXIT_SECONDS)
+        current = asyncio.current_task()
+        tasks = [t for t in asyncio.all_tasks() if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_EXIT_SECONDS)
+
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(2 * _EXIT_SECONDS + 1)
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(loop.stop)
+
+
+def home_loop() -> asyncio.AbstractEventLoop:
+    """The process's home loop (started on first use; see the module docstring)."""
+    global _home
+    with _home_lock:
+        if _home is None or _home.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            threading.Thread(target=serve, name="oncegraph-portal", daemon=True).start()
+            ready.wait()
+            _home = loop
+        return _home
+
+
+def is_home(loop: asyncio.AbstractEventLoop | None) -> bool:
+    return loop is not None and loop is _home
+
+
+def submit_home(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Run ``coro`` on the home loop from any thread, without waiting for it."""
+    return asyncio.run_coroutine_threadsafe(coro, home_loop())
+
+
+async def on_home(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` run on the home loop (directly when already there)."""
+    if is_home(running_loop()):
+        return await coro
+    return await asyncio.wrap_future(submit_home(coro))
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -156,4 +238,13 @@ class LoopBound(Generic[T]):
             del self._opening[old]
 
 
-__all__ = ["LoopBound", "close_on", "running_loop"]
+__all__ = [
+    "LoopBound",
+    "close_at_exit",
+    "close_on",
+    "home_loop",
+    "is_home",
+    "on_home",
+    "running_loop",
+    "submit_home",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, TypedDict
 
@@ -18,7 +19,13 @@ import pytest
 
 from oncegraph import END, START, StateGraph, ToolNode, add_messages, current_effect, tool
 from oncegraph.app import CompiledGraph
-from oncegraph.errors import ConfigError, NodeError, NodeTimeoutError, ToolTimeoutError
+from oncegraph.errors import (
+    ConfigError,
+    NodeError,
+    NodeTimeoutError,
+    RunBusyError,
+    ToolTimeoutError,
+)
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectStatus, RunStatus
 
@@ -200,6 +207,28 @@ def test_sync_tool_timeout(
     cfg = {"thread_id": "t", "tool_timeout": SHORT, "tool_grace": SHORT}
     with pytest.raises(ToolTimeoutError, match=r"ship timed out .* still running"):
         run_path(app, {"messages": ["go"]}, cfg)
+    (record,) = app.effects(thread_id="t")
+    assert record.status is EffectStatus.PENDING and record.attempts[-1].ended_at is None
+    # The call is still in flight: the run stays held, and a resume is refused at once.
+    with pytest.raises(RunBusyError, match="being executed by another process"):
+        run_path(app, None, cfg)
+    release.set()  # the call ends: its late outcome is recorded, then the run is let go
+    deadline = time.monotonic() + 120
+    while app.effects(thread_id="t")[0].status is not EffectStatus.COMPLETED:
+        assert time.monotonic() < deadline, "the late outcome was never recorded"
+        time.sleep(0.01)
+    (record,) = app.effects(thread_id="t")
+    assert record.result == "late" and record.attempts[-1].outcome == "completed"
+    deadline = time.monotonic() + 120
+    while True:  # the claim is let go right after the record
+        try:
+            out = run_path(app, None, {**cfg, "tool_timeout": LONG})
+            break
+        except RunBusyError:
+            assert time.monotonic() < deadline, "the run was never let go"
+            time.sleep(0.01)
+    assert out["done"] == "late"
+    assert [m["content"] for m in out["messages"] if m["role"] == "tool"] == ["late"]
 
 
 def test_per_tool_timeout_overrides_the_run_setting(

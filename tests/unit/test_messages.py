@@ -16,9 +16,9 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from oncegraph.app import CompiledGraph
 
 from oncegraph import END, START, MessagesState, StateGraph, add_messages
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.messages import Message, MessageDict
 from oncegraph.prebuilt.agent import tools_condition

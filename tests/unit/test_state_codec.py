@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict, Un
 import pydantic
 import pytest
 import typing_extensions
-from oncegraph.app import CompiledGraph
 
 from oncegraph import END, START, FaultPlan, StateGraph, add_messages
 from oncegraph._json import dumps_state, loads
+from oncegraph.app import CompiledGraph
 from oncegraph.errors import InvalidUpdateError, StorageError, _CrashSignal
 from oncegraph.messages import Message
 from oncegraph.state.channels import StateSchema, apply_writes

@@ -30,6 +30,7 @@ irreversible tool whose call timed out is never sent again automatically.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from oncegraph.ledger.keys import effect_id_for, request_hash
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
+from oncegraph.runtime.claim import Ended
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
 
@@ -152,6 +154,7 @@ class _Performer:
         self.effect_id = effect_id_for(ctx.run_id, call.effect_type, call.command_id)
         self.request_hash = request_hash(call.request)
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
+        self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
 
     # -- recording -------------------------------------------------------------------------
 
@@ -441,7 +444,8 @@ class _Performer:
     def _start(self) -> asyncio.Future[Any]:
         """Start the call (in the current context, so current_effect() is set in it)."""
         if self.call.runs == "thread":
-            return asyncio.wrap_future(executor.submit(self.call.fn))
+            self._thread = executor.submit(self.call.fn)
+            return asyncio.wrap_future(self._thread)
         started: asyncio.Future[Any] = asyncio.ensure_future(self.call.fn())
         return started
 
@@ -485,7 +489,7 @@ class _Performer:
         if claim is None:  # no claim (a bare TaskContext in a test): nothing can hold it
             return
 
-        async def record_late(ended: asyncio.Future[Any]) -> None:
+        async def record_late(ended: Ended) -> None:
             if ended.cancelled():
                 late = _end_last(record, "unknown", "cancelled after its step stopped")
             elif ended.exception() is not None:
@@ -501,7 +505,7 @@ class _Performer:
             log.info("effect %s ended after its step stopped: recorded %s", late.effect_id,
                      late.status)
 
-        claim.keep(call, record_late)
+        claim.keep(call, record_late, thread=self._thread if self.call.runs == "thread" else None)
 
 
 def _end_last(record: EffectRecord, outcome: str, error: str | None) -> EffectRecord:

@@ -14,19 +14,25 @@ Invariants:
   coroutine that ignored cancellation) is *kept*: the claim, and so the run's lock, is
   held until the call ends and its outcome is recorded, so no one else can start
   another attempt of that effect meanwhile. :meth:`Claim.release` then happens when the
-  last kept call ends.
+  last kept call ends. A thread's outcome is recorded on the portal loop
+  (:func:`oncegraph.runtime.portal.submit`), which lives as long as the process: the
+  run's own loop may be gone by then (``asyncio.run`` returned).
+* The claim's bookkeeping is guarded by a :class:`threading.Lock`, since a kept call may
+  end on another loop's thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from oncegraph.errors import LeaseLostError, RunClosedError
 
@@ -35,7 +41,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("oncegraph.claim")
 
-OnEnd = Callable[["asyncio.Future[Any]"], Awaitable[None]]
+class Ended(Protocol):
+    """A finished call, asyncio's or a thread's: both futures answer these."""
+
+    def cancelled(self) -> bool: ...
+
+    def exception(self) -> BaseException | None: ...
+
+    def result(self) -> Any: ...
+
+
+OnEnd = Callable[[Ended], Awaitable[None]]
 
 
 def default_owner() -> str:
@@ -52,9 +68,11 @@ class Claim:
         self._lock = lock
         self._open = True
         self._release_asked = False
-        self._kept: set[asyncio.Future[Any]] = set()
+        self._kept: set[object] = set()
+        self._threads: set[object] = set()  # kept calls that are threads (cannot be stopped)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.released = asyncio.Event()
+        self._guard = threading.Lock()
+        self.released = threading.Event()
 
     @property
     def lost(self) -> bool:
@@ -78,45 +96,75 @@ class Claim:
                 "effect started after that is not sent."
             )
 
-    def keep(self, call: asyncio.Future[Any], on_end: OnEnd) -> None:
-        """Hold the claim until ``call`` ends, then ``await on_end(call)`` (record it)."""
-        self._kept.add(call)
+    def keep(
+        self,
+        call: asyncio.Future[Any],
+        on_end: OnEnd,
+        *,
+        thread: concurrent.futures.Future[Any] | None = None,
+    ) -> None:
+        """Hold the claim until the call ends, then ``await on_end(ended)`` (record it).
+
+        ``thread``: the call runs in a pool thread; its own future is watched (and the
+        outcome recorded on the portal loop), not the asyncio wrapper ``call``.
+        """
+        with self._guard:
+            self._kept.add(call)
+            if thread is not None:
+                self._threads.add(call)
+        if thread is not None:
+            from oncegraph.runtime import portal
+
+            thread.add_done_callback(lambda done: portal.submit(self._ended(call, done, on_end)))
+            return
         loop = asyncio.get_running_loop()
 
         def ended(fut: asyncio.Future[Any]) -> None:
-            task = loop.create_task(self._ended(fut, on_end), name=f"oncegraph-kept-{self.run_id}")
+            task = loop.create_task(
+                self._ended(call, fut, on_end), name=f"oncegraph-kept-{self.run_id}"
+            )
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         call.add_done_callback(ended)
 
-    async def _ended(self, call: asyncio.Future[Any], on_end: OnEnd) -> None:
+    async def _ended(self, key: object, done: Ended, on_end: OnEnd) -> None:
         try:
-            await on_end(call)
+            await on_end(done)
         except Exception as exc:  # the claim must still be let go
-            log.warning("run %s: a call that outlived its step ended; recording it failed: %s",
-                        self.run_id, exc)
+            log.warning(
+                "run %s: a call that outlived its step ended; recording it failed: %s",
+                self.run_id,
+                exc,
+            )
         finally:
-            self._kept.discard(call)
-            if self._release_asked and not self._kept:
+            with self._guard:
+                self._kept.discard(key)
+                self._threads.discard(key)
+                last = self._release_asked and not self._kept
+            if last:
                 await self._let_go()
 
     async def release(self) -> None:
         """The run stopped: no new attempts; the lock goes once no call is kept."""
-        self._open = False
-        self._release_asked = True
-        if not self._kept:
+        with self._guard:
+            self._open = False
+            self._release_asked = True
+            kept, threads = len(self._kept), len(self._threads)
+        if not kept:
             await self._let_go()
-        elif not self.released.is_set():
-            log.warning(
+        else:  # a cancelled coroutine ends at once; a thread may take its time
+            log.log(
+                logging.WARNING if threads else logging.DEBUG,
                 "run %s stopped with %d call(s) still running; it stays held by this process "
                 "until they end and are recorded",
                 self.run_id,
-                len(self._kept),
+                kept,
             )
 
     async def _let_go(self) -> None:
-        lock, self._lock = self._lock, None
+        with self._guard:
+            lock, self._lock = self._lock, None
         if lock is not None:
             with contextlib.suppress(Exception):
                 await lock.release()

@@ -14,34 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from oncegraph._loopbound import home_loop, is_home, submit_home
 from oncegraph.errors import ConfigError
 
 T = TypeVar("T")
 
-_lock = threading.Lock()
-_loop: asyncio.AbstractEventLoop | None = None
-
-
 def _portal_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
+    return home_loop()
 
-            def serve() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
 
-            threading.Thread(target=serve, name="oncegraph-portal", daemon=True).start()
-            ready.wait()
-            _loop = loop
-        return _loop
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    """Run ``coro`` on the portal loop from any thread, without waiting for it.
+
+    For work that must outlive the caller's own loop: the outcome of a call that ended
+    after its run stopped is recorded here (see :mod:`oncegraph.runtime.claim`).
+    """
+    return submit_home(coro)
 
 
 def _refuse_on_portal(api: str) -> None:
@@ -50,7 +41,7 @@ def _refuse_on_portal(api: str) -> None:
         running = asyncio.get_running_loop()
     except RuntimeError:
         return
-    if running is _loop:
+    if is_home(running):
         raise ConfigError(
             f"{api}() was called from oncegraph's own event loop (inside a node or tool?) and "
             f"would wait for itself forever; use `await a{api}(...)` there, or make the node "

@@ -1,9 +1,11 @@
-"""PostgreSQL run liveness locks: session advisory locks on one connection per loop.
+"""PostgreSQL run liveness locks: session advisory locks on one dedicated connection.
 
 Run ``r`` is locked by ``pg_try_advisory_lock(hashtextextended('oncegraph:' || r, 0))``
-on a dedicated connection (the *lock session*), outside the pool, one per store and
-event loop. PostgreSQL releases a session's advisory locks when the session ends: when
-the process exits or is killed, or its connection breaks. So a crashed holder is never
+on a dedicated connection (the *lock session*), outside the pool, one per store, on the
+process's home loop (:func:`oncegraph._loopbound.home_loop`) whatever loop asks, so a
+lock outlives the loop of the caller that took it. PostgreSQL releases a session's
+advisory locks when the session ends: when the process exits or is killed, or its
+connection breaks. So a crashed holder is never
 waited for, and :data:`HELD_BY_OTHERS` lets a claim query skip runs a live session
 holds. A holder that is alive but silent (paused, partitioned, its loop blocked) is
 treated as gone after ``claim_timeout`` seconds: the session sets
@@ -26,6 +28,8 @@ import asyncio
 from typing import Any
 
 import psycopg
+
+from oncegraph._loopbound import on_home
 
 LOCK_KEY = "hashtextextended('oncegraph:' || %s, 0)"
 TRY_LOCK = f"SELECT pg_try_advisory_lock({LOCK_KEY})"
@@ -138,7 +142,7 @@ class PgRunLock:
     async def release(self) -> None:
         session, self._session = self._session, None
         if session is not None:
-            await session.unlock(self.run_id)
+            await on_home(session.unlock(self.run_id))
 
 
 __all__ = ["HELD_BY_OTHERS", "LOCK_KEY", "TRY_LOCK", "UNLOCK", "LockSession", "PgRunLock"]

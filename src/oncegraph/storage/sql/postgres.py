@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from oncegraph._json import dumps, loads
-from oncegraph._loopbound import LoopBound, running_loop
+from oncegraph._loopbound import LoopBound, close_at_exit, is_home, on_home, running_loop
 from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
@@ -213,6 +213,18 @@ def _duplicate_message(exc: pg_errors.UniqueViolation, commit: StepCommit) -> st
     return f"commit of thread {commit.thread_id!r} hit a duplicate key ({exc}); nothing was written"
 
 
+class _QuietCancellation(logging.Filter):
+    """Drop psycopg_pool's "error connecting" warning when the error is a cancellation:
+    the program's loop is ending (``asyncio.run`` returned), nothing failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(a, asyncio.CancelledError) for a in args)
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietCancellation())
+
+
 class _Pool(AsyncConnectionPool):
     """psycopg_pool's pool, with maintenance workers that let cancellation through.
 
@@ -333,6 +345,11 @@ class PgCheckpointer:
             closer = getattr(self.cache, "aclose", None)
             if closer is not None:
                 await closer()
+
+    async def aclose_home(self) -> None:
+        """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
+        await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
+        await self._pools.aclose_current(_close_pool, suppress=(psycopg.Error,))
 
     async def migrate(self) -> SchemaState:
         """Apply the missing migrations; returns the (now current) schema state.
@@ -592,6 +609,12 @@ class PgCheckpointer:
         return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
+        """Locks live on the home loop's lock session, whatever loop asks: a caller's loop
+        may end (``asyncio.run`` returns) while a call of the run is still in flight, and
+        the lock must outlive it (:mod:`oncegraph.runtime.claim`)."""
+        return await on_home(self._lock_run_at_home(run_id))
+
+    async def _lock_run_at_home(self, run_id: str) -> PgRunLock | None:
         session = await self._lock_session()
         with _mapped("lock_run", self._where):
             try:
@@ -827,6 +850,8 @@ class PgCheckpointer:
         return await self._pools.aget(self._open_pool)
 
     async def _open_pool(self) -> AsyncConnectionPool:
+        if is_home(running_loop()):
+            close_at_exit(self)
         _check_dsn(self._dsn)
         pool = _Pool(
             self._dsn,

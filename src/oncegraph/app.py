@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.io import output_values
@@ -61,6 +61,28 @@ class CompiledGraph:
 
     async def setup(self) -> None:
         await self.service.setup()
+
+    async def aclose(self) -> None:
+        """Close the checkpointer's connections (optional: an unclosed app still exits)."""
+        if self.checkpointer is not None:
+            await self.checkpointer.aclose()
+
+    def close(self) -> None:
+        run_sync(self.aclose(), "close")
+
+    async def __aenter__(self) -> Self:
+        if self.checkpointer is not None:
+            await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
         cfg = RunConfig.parse(config)

@@ -48,7 +48,10 @@ from oncegraph.tools import Tool
 
 IN_TOOL = declare_crash_point("in_tool")  # the provider has the request; no record yet
 
-TOOL_CLASSES = ("write", "irreversible", "irreversible-noreconcile", "read")
+TOOL_CLASSES = ("write", "irreversible", "irreversible-noreconcile", "read", "blind+slow")
+# "blind+slow": two calls in one turn, an irreversible tool without reconcile (parks on an
+# unknown outcome) and a write tool that is slow (sleeps SLOW_SECONDS before charging).
+SLOW_SECONDS = 0.3
 ORDERS = (("1042", 59.0), ("1043", 12.5))
 # Connections that must stay open until the process dies (a closed or collected
 # connection would end its transaction and release the locks).
@@ -192,14 +195,23 @@ def build_tool(
             return {"order_id": order_id, "known": found is not None}
 
         return tool(effect="read")(order_status)
+    if kind == "slow":
+
+        def refund_slow(order_id: str, amount: float) -> dict[str, Any]:
+            """Refund an order, slowly (idempotent at the provider through the key)."""
+            time.sleep(SLOW_SECONDS)
+            return charge_body("refund_slow", order_id, amount)
+
+        return tool(effect="write", recipient="payments")(refund_slow)
     raise SystemExit(f"unknown tool class {kind!r}; use one of {TOOL_CLASSES}")
 
 
-def build_model(tool_name: str, parallel: bool) -> ScriptedModel:
+def build_model(tool_names: list[str], parallel: bool) -> ScriptedModel:
     orders = ORDERS if parallel else ORDERS[:1]
+    names = tool_names * len(orders) if len(tool_names) == 1 else tool_names
     calls = [
-        {"id": f"call_{i + 1}", "name": tool_name, "args": {"order_id": o, "amount": a}}
-        for i, (o, a) in enumerate(orders)
+        {"id": f"call_{i + 1}", "name": name, "args": {"order_id": o, "amount": a}}
+        for i, ((o, a), name) in enumerate(zip(orders, names, strict=True))
     ]
     return ScriptedModel.turns({"content": "", "tool_calls": calls}, "All refunds are done.")
 
@@ -250,11 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.hold_lock:
         dsn, thread_id, witness = args.pg, args.thread, args.hold_lock
         after_charge = lambda key: hold_row_locks(dsn, thread_id, key, witness)  # noqa: E731
-    the_tool = build_tool(args.tool, args.provider, args.calls_log, after_charge=after_charge)
+    kinds = ["irreversible-noreconcile", "slow"] if args.tool == "blind+slow" else [args.tool]
+    the_tools = [
+        build_tool(k, args.provider, args.calls_log, after_charge=after_charge) for k in kinds
+    ]
     app = ReactAgent(
-        model=build_model(the_tool.name, args.parallel),
+        model=build_model([t.name for t in the_tools], args.parallel or len(the_tools) > 1),
         system_prompt="You refund orders.",
-        tools=[the_tool],
+        tools=the_tools,
     ).compile(checkpointer=checkpointer)
     config: dict[str, Any] = {"thread_id": args.thread, "tool_timeout": 30}
     user_input = {"messages": [{"role": "user", "content": "Refund my orders, please."}]}

@@ -208,19 +208,22 @@ class World:
     def provider_effects(self) -> list[dict[str, Any]]:
         return self.client.effects()
 
-    def ledger(self, effect_type: str) -> list[EffectRecord]:
-        """The tool's effect records, read from the store by this process."""
+    def ledger_all(self) -> list[EffectRecord]:
+        """Every effect record of the thread (model turns included)."""
 
         async def read() -> list[EffectRecord]:
             store = self.store()
             await store.setup()
             try:
-                found = await store.list_effects(thread_id=THREAD)
+                return await store.list_effects(thread_id=THREAD)
             finally:
                 await store.aclose()
-            return [r for r in found if r.effect_type == effect_type]
 
         return asyncio.run(read())
+
+    def ledger(self, effect_type: str) -> list[EffectRecord]:
+        """The tool's effect records, read from the store by this process."""
+        return [r for r in self.ledger_all() if r.effect_type == effect_type]
 
 
 @pytest.fixture
@@ -382,6 +385,38 @@ def test_parallel_finished_sibling_is_not_rerun(world: World, tool: str, path: s
         assert calls[key] == 1, f"the finished sibling {key} ran again: {calls}"
         (record,) = [r for r in records if r.effect_id == key]
         assert len(record.attempts) == 1
+
+
+# The two-call case of law 13: one call parks, its sibling is slow. Crashes hit the FIRST
+# call (the blind one: it starts first and never sleeps); the resume must finish and
+# record the slow sibling before the park reaches the caller.
+PARKING = ("before_intent", "after_intent", "in_tool", "after_tool_return", "after_effect_record")
+
+
+@pytest.mark.parametrize(("backend", "point"), [c for p in PARKING for c in both(p)])
+def test_parked_parallel_step_finishes_and_records_its_slow_sibling(
+    world: World, point: str
+) -> None:
+    world.crash(point, tool="blind+slow", path="invoke")
+    report = world.resume(tool="blind+slow", path="invoke")
+    records = {r.effect_type: r for r in world.ledger_all()}
+    blind, slow = records.get("refund_blind"), records["refund_slow"]
+    # the slow sibling always ends recorded, whether or not its sibling parked the run
+    assert slow.status is EffectStatus.COMPLETED, slow
+    effects = world.provider_effects()
+    per_key = Counter(e["idempotency_key"] for e in effects)
+    assert per_key[slow.effect_id] == 1, effects
+    blind_runs = [c for c in world.calls() if c["tool"] == "refund_blind"]
+    assert len(blind_runs) <= 1, "the irreversible call never runs twice"
+    if point in ("after_intent", "in_tool", "after_tool_return"):
+        assert report["outcome"] == "needs_review", report
+        assert blind is not None and blind.status is EffectStatus.PENDING
+        assert report["effect_id"] == blind.effect_id
+        assert per_key[blind.effect_id] == (0 if point == "after_intent" else 1)
+    else:
+        assert report["outcome"] == "completed", report
+        assert blind is not None and blind.status is EffectStatus.COMPLETED
+        assert per_key[blind.effect_id] == 1
 
 
 READ = [

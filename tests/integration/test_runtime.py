@@ -920,3 +920,19 @@ def test_checkpoint_rows_do_not_grow_with_the_conversation(tmp_path: Path) -> No
     counts = sorted(json.loads(logs)["messages"] for _, _, logs in long)
     assert counts == list(range(1, 43))  # a count per checkpoint, not a copy of the log
     assert max(len(logs) for _, _, logs in long) < 32
+
+
+def test_app_is_a_context_manager_that_closes_its_store(tmp_path: Path) -> None:
+    store = SqliteCheckpointer(tmp_path / "ctx.db")
+    with _chat(store) as app:
+        app.invoke({"messages": ["hi"]}, {"thread_id": "t"})
+        assert store._conn is not None
+    assert store._conn is None  # closed
+
+    async def main() -> None:
+        async with _chat(store) as app:
+            assert store._conn is not None  # set up on entry
+            await app.ainvoke({"messages": ["again"]}, {"thread_id": "t2"})
+        assert store._conn is None
+
+    asyncio.run(main())

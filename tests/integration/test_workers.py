@@ -371,7 +371,8 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
     wait_for("paused to enter the tool", lambda: len(charge_keys(dsn)) == 1)
     os.kill(paused.pid, signal.SIGSTOP)
     try:
-        time.sleep(1.5)  # its lease expires (the rescuer polls until it may claim)
+        # No sleep: the rescuer polls, and may claim only once the paused worker's lease
+        # has expired AND the server has ended its silent lock session (claim_timeout).
         workers.start("rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0)
         wait_for("rescuer to complete", lambda: run_rows(dsn)[run_id][0] == "completed")
         version = sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'")
@@ -383,7 +384,14 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
         "the paused worker to notice",
         lambda: "lease" in workers.log("paused").lower() and run_id in workers.log("paused"),
     )
-    time.sleep(2.5)  # its tool finishes; any write it still tried would have landed by now
+    # its tool reaches the provider (answered from the key store: one effect) ...
+    wait_for("the paused tool's charge", lambda: provider.stats()["replayed"] >= 1)
+    # ... and its attempt to record that outcome is refused: the fence has moved on
+    wait_for(
+        "the paused worker's refused record",
+        lambda: "recording it failed" in workers.log("paused")
+        and "no longer held" in workers.log("paused"),
+    )
     assert paused.poll() is None, "a fenced-off run does not crash the worker"
     assert run_rows(dsn)[run_id] == ("completed", "rescuer", token)
     assert sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'") == version

@@ -7,6 +7,7 @@ checkpoint before they run) and that log channels are never copied into checkpoi
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from typing import Annotated, Any, TypedDict
 
@@ -207,3 +208,105 @@ def test_advance_is_pure_and_deterministic_in_its_values() -> None:
     assert (dict(h0.values), h0.checkpoint) == before
     assert one.values == two.values and one.checkpoint.next == two.checkpoint.next
     assert one.checkpoint.checkpoint_id != two.checkpoint.checkpoint_id
+
+
+# -- the step's decision: plan_step + decide, with no event loop and no store --------------
+
+from oncegraph.errors import CorruptRecordError, _CrashSignal  # noqa: E402
+from oncegraph.runtime.engine import (  # noqa: E402
+    Commit,
+    Crash,
+    Fail,
+    Interrupt,
+    Park,
+    TaskOutcome,
+    decide,
+    plan_step,
+)
+from oncegraph.storage.records import RunStatus, TaskWrite  # noqa: E402
+
+
+def _fan_out() -> tuple[GraphSpec, Head]:
+    spec = _spec(lambda g: (g.add_edge("a", "b"), g.add_edge("a", "c"), g.add_edge("c", END)))
+    h1, _, _ = advance(spec, _start(spec, {}), "r", [TaskResult("a", {})], step=0, source="loop")
+    return spec, h1  # next: b, c
+
+
+def test_plan_of_a_fresh_step_runs_every_task() -> None:
+    spec, head = _fan_out()
+    plan = plan_step(spec, head, [])
+    assert plan.todo == ("b", "c") and plan.done == {} and not plan.alone and plan.clear
+
+
+def test_plan_skips_finished_siblings_and_hands_out_answers() -> None:
+    spec, head = _fan_out()
+    cp = head.checkpoint.checkpoint_id
+    writes = [
+        TaskWrite("t1", cp, "b", "writes", 0, {"update": {"hits": ["b"]}, "goto": []}),
+        TaskWrite("t1", cp, "c", "interrupt", 0, "ok?"),
+        TaskWrite("t1", cp, "c", "resume", 0, "yes"),
+    ]
+    plan = plan_step(spec, head, writes)
+    assert plan.todo == ("c",)
+    assert plan.done["b"].update == {"hits": ["b"]}
+    assert plan.resumes == {"c": ("yes",)}
+
+
+def test_plan_refuses_a_head_naming_an_unknown_node() -> None:
+    spec, head = _fan_out()
+    bad = Head(dataclasses.replace(head.checkpoint, next=("zz",)), head.values)
+    with pytest.raises(CorruptRecordError, match=r"'zz'.*left untouched"):
+        plan_step(spec, bad, [])
+
+
+def test_decide_commits_when_every_task_finished_in_checkpoint_order() -> None:
+    spec, head = _fan_out()
+    plan = plan_step(spec, head, [])
+    outcomes = [
+        TaskOutcome("c", result=TaskResult("c", {"hits": ["c"]})),
+        TaskOutcome("b", result=TaskResult("b", {"hits": ["b"]})),
+    ]
+    decision = decide(spec, head, plan, outcomes, run_id="r")
+    assert isinstance(decision, Commit)
+    assert [r.node for r in decision.results] == ["b", "c"]
+    assert decision.head.values["hits"] == ["b", "c"]
+    assert decision.clear_task_writes
+    assert decision.head.checkpoint.next == ()  # c -> END, b has no edge
+    assert decision.run_status is RunStatus.COMPLETED
+
+
+def test_decide_completes_the_run_when_nothing_is_left() -> None:
+    spec = _spec()
+    head, _, _ = advance(spec, _start(spec, {}), "r", [TaskResult("a", {})], step=0, source="loop")
+    plan = plan_step(spec, head, [])
+    decision = decide(spec, head, plan, [TaskOutcome("b", result=TaskResult("b", {}))], run_id="r")
+    assert isinstance(decision, Commit) and decision.run_status is RunStatus.COMPLETED
+
+
+def test_decide_precedence_crash_park_fail_interrupt() -> None:
+    spec, head = _fan_out()
+    plan = plan_step(spec, head, [])
+    crash = TaskOutcome("b", crash=_CrashSignal("after_intent"))
+    park = TaskOutcome("b", park=("eff_1", "unknown outcome"))
+    fail = TaskOutcome("c", error=ValueError("boom"))
+    ask = TaskOutcome("c", interrupt=("approve?", 0))
+    done = TaskOutcome("b", result=TaskResult("b", {}))
+    assert isinstance(decide(spec, head, plan, [fail, park, crash], run_id="r"), Crash)
+    parked = decide(spec, head, plan, [fail, park], run_id="r")
+    assert isinstance(parked, Park) and parked.effect_id == "eff_1"
+    failed = decide(spec, head, plan, [ask, fail], run_id="r")
+    assert isinstance(failed, Fail) and failed.node == "c" and not failed.applying
+    asked = decide(spec, head, plan, [done, ask], run_id="r")
+    assert isinstance(asked, Interrupt) and asked.waits == (("c", "approve?", 0),)
+
+
+def test_decide_fails_when_applying_the_writes_fails() -> None:
+    spec, head = _fan_out()
+    plan = plan_step(spec, head, [])
+    outcomes = [
+        TaskOutcome("b", result=TaskResult("b", {"x": 1})),
+        TaskOutcome("c", result=TaskResult("c", {"x": 2})),  # two writers of a last-value field
+    ]
+    decision = decide(spec, head, plan, outcomes, run_id="r")
+    assert isinstance(decision, Fail) and decision.applying and decision.nodes == ("b", "c")
+    assert "both wrote 'x'" in decision.description

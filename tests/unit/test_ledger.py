@@ -17,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict, cast
 
 import pytest
@@ -51,7 +50,6 @@ from oncegraph.ledger.keys import request_hash
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ModelResponse
 from oncegraph.prebuilt.models.scripted import ScriptedModel
-from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectRecord, EffectStatus, RunStatus
 from oncegraph.tools import RetryPolicy, Tool
@@ -66,15 +64,10 @@ NO_WAIT = RetryPolicy(max_attempts=3, initial_delay=0.0, jitter=0.0)
 # -- fixtures: a store per backend, a runner per path -----------------------------------
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    made: Checkpointer = (
-        InMemoryCheckpointer()
-        if request.param == "memory"
-        else SqliteCheckpointer(tmp_path / "ledger.db")
-    )
-    yield made
-    asyncio.run(made.aclose())
+@pytest.fixture
+def store(checkpointer: Checkpointer) -> Checkpointer:
+    """Every backend (tests/conftest.py's ``checkpointer``: memory, SQLite, PostgreSQL)."""
+    return checkpointer
 
 
 @pytest.fixture(params=PATHS)
@@ -107,8 +100,16 @@ def crash(path: str, app: CompiledGraph, inp: Any, point: str, nth: int = 1) -> 
     assert caught.value.point == point
 
 
+async def no_sleep(seconds: float) -> None:
+    """The run's sleeper in these tests: retry and record backoffs are not waited out."""
+    slept.append(seconds)
+
+
+slept: list[float] = []
+
+
 def cfg(**extra: Any) -> dict[str, Any]:
-    return {"thread_id": T, **extra}
+    return {"thread_id": T, "sleep": no_sleep, **extra}
 
 
 # -- builders -----------------------------------------------------------------------------
@@ -574,6 +575,7 @@ def test_unrecordable_result_fails_loudly(
         run(path, app, {}, cfg())
     assert sent == ["1042"]
     assert broken.save_calls >= 2, "the result write is retried before giving up"
+    assert slept[-3:] == [0.05, 0.2, 0.8], "with backoff, through the run's sleeper"
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any(r.name == "oncegraph.ledger" for r in errors)
     (record,) = effects(app, "charge")

@@ -272,10 +272,15 @@ class Driver:
                     break  # an earlier attempt committed before its connection failed
                 raise
             except StorageError as exc:
-                if delay is None or type(exc) is not StorageError:
-                    log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
+                if type(exc) is not StorageError:
                     raise
-                await asyncio.sleep(delay)
+                if delay is None:
+                    log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
+                    raise StorageError(
+                        f"{exc}. The step was not recorded: no node or tool after it ran; the "
+                        "run can be resumed from its last checkpoint once the store is back."
+                    ) from exc
+                await self.config.sleep(delay)
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
 

@@ -37,6 +37,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
+from oncegraph.storage.sql import rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +170,34 @@ class StepPlan:
 
 
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
+    """What the step after ``head`` runs; a head naming nodes this graph does not have, or
+    a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
+    cp = head.checkpoint
+    unknown = [n for n in cp.next if n not in spec.nodes]
+    if unknown:
+        raise rows.corrupt(
+            "oncegraph_checkpoints",
+            cp.checkpoint_id,
+            f"it names node(s) {unknown} to run next, which this graph does not have",
+            thread_id=cp.thread_id,
+            run_id=cp.run_id,
+        )
     done: dict[str, TaskResult] = {}
     resumes: dict[str, list[Any]] = {}
     for w in task_writes:
         if w.kind == "writes":  # a finished sibling's update, typed again by the schema
-            update = spec.schema.decode_update(w.value["update"])
+            try:
+                if not isinstance(w.value, dict) or not isinstance(w.value.get("goto"), list):
+                    raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
+                update = spec.schema.decode_update(w.value["update"])
+            except (ValueError, TypeError, KeyError) as exc:
+                raise rows.corrupt(
+                    "oncegraph_task_writes",
+                    f"{w.checkpoint_id}/{w.task}",
+                    f"the update does not fit the state schema ({exc})",
+                    thread_id=w.thread_id,
+                    run_id=cp.run_id,
+                ) from exc
             done[w.task] = TaskResult(w.task, update, tuple(w.value["goto"]))
         elif w.kind == "resume":
             resumes.setdefault(w.task, []).append(w.value)

@@ -17,6 +17,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.storage.protocols import CheckpointStore
 from oncegraph.storage.records import CheckpointRecord
+from oncegraph.storage.sql import rows
 
 _CACHE_SIZE = 1024
 
@@ -52,15 +53,35 @@ class Heads:
         return head
 
     async def materialize(self, cp: CheckpointRecord) -> dict[str, Any]:
-        """Every channel's value at ``cp``, log channels folded from their entries."""
+        """Every channel's value at ``cp``, log channels folded from their entries.
+
+        A stored value its declared type cannot read back is a ``CorruptRecordError``
+        naming the checkpoint, thread and run (nothing is changed or re-run)."""
         schema = self.spec.schema
         values = schema.initial()
-        values.update(schema.decode_values(cp.values))  # typed again by their declared types
+        try:
+            values.update(schema.decode_values(cp.values))  # typed again by their types
+        except (ValueError, TypeError, KeyError) as exc:
+            raise _corrupt(cp, "oncegraph_checkpoints", cp.checkpoint_id, exc) from exc
         for channel in schema.log_channels():
             end = cp.logs.get(channel, 0)
             entries = await self.store.read_log(cp.thread_id, channel, end) if end else []
-            values[channel] = schema.channel(channel).fold(schema.decode_entries(channel, entries))
+            try:
+                decoded = schema.decode_entries(channel, entries)
+                values[channel] = schema.channel(channel).fold(decoded)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise _corrupt(cp, "oncegraph_log", channel, exc) from exc
         return values
+
+
+def _corrupt(cp: CheckpointRecord, table: str, key: str, exc: Exception) -> Exception:
+    return rows.corrupt(
+        table,
+        key,
+        f"a stored value does not fit the state schema ({type(exc).__name__}: {exc})",
+        thread_id=cp.thread_id,
+        run_id=cp.run_id,
+    )
 
 
 __all__ = ["Heads"]

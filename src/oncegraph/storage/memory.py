@@ -28,6 +28,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
@@ -76,7 +77,7 @@ def _with(row: Row, changes: dict[int, Any]) -> Row:
     return tuple(changes.get(i, v) for i, v in enumerate(row))
 
 
-class InMemoryCheckpointer:
+class InMemoryCheckpointer(Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
 
     def __init__(self) -> None:
@@ -201,7 +202,8 @@ class InMemoryCheckpointer:
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         with self._lock:
             entries = dict(self._logs.get((thread_id, channel), {}))
-        return [rows.log_value_from_row((entries[s],)) for s in sorted(entries) if s < end]
+        found = [(seq, entries[seq]) for seq in sorted(entries) if seq < end]
+        return rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None

@@ -1440,6 +1440,14 @@ class CheckpointerConformance:
 
     # -- lifecycle --------------------------------------------------------------------
 
+    async def test_async_with_sets_up_and_closes(self, checkpointer: Checkpointer) -> None:
+        async with checkpointer as store:  # type: ignore[attr-defined]
+            assert store is checkpointer
+            tid, _, _ = await start_thread(store)
+        # closed on exit; the store opens again on its next use, with the data kept
+        thread = await checkpointer.get_thread(tid)
+        assert thread is not None and thread.version == 1
+
     async def test_setup_twice_is_harmless(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp = await start_thread(checkpointer)
         await checkpointer.setup()

@@ -60,6 +60,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
@@ -260,7 +261,7 @@ def _from_cache_payload(payload: bytes) -> CheckpointRecord:
     return rows.checkpoint_from_row(loads(payload))
 
 
-class PgCheckpointer:
+class PgCheckpointer(Closing):
     """State and effect ledger in PostgreSQL, with an optional Redis hot cache.
 
     ``PgCheckpointer(postgres_dsn="postgresql://...", redis_url="redis://...")``; the DSN
@@ -516,7 +517,7 @@ class PgCheckpointer:
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         found = await self._fetchall("read_log", LOG_SELECT, (thread_id, channel, end))
-        return [rows.log_value_from_row(r) for r in found]
+        return rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from oncegraph._json import dumps_state_str, dumps_str, loads
-from oncegraph.errors import ConfigError, InvalidUpdateError, StorageError
+from oncegraph.errors import ConfigError, CorruptRecordError, InvalidUpdateError
 from oncegraph.storage.records import (
     Attempt,
     CheckpointRecord,
@@ -48,15 +48,49 @@ def _opt_loads(text: Any) -> Any:
     return None if text is None else loads(text)
 
 
+def corrupt(
+    table: str,
+    key: Any,
+    detail: str,
+    *,
+    thread_id: Any = None,
+    run_id: Any = None,
+) -> CorruptRecordError:
+    """The error for a stored row that cannot be read back (law 12): names the table, the
+    row, its thread and run, and says nothing was changed or re-executed."""
+    where = [f"key {key!r}"]
+    if thread_id is not None:
+        where.append(f"thread {thread_id!r}")
+    if run_id is not None:
+        where.append(f"run {run_id!r}")
+    return CorruptRecordError(
+        f"corrupt row in {table} ({', '.join(where)}): {detail}. The row was left untouched "
+        "and nothing was re-executed; check the database was written by a compatible "
+        "oncegraph version (`oncegraph db verify`) or repair the row by hand."
+    )
+
+
+# Where each table's thread and run ids sit in its rows (for error messages).
+_IDS = {
+    "oncegraph_runs": (1, 0),
+    "oncegraph_checkpoints": (1, 2),
+    "oncegraph_task_writes": (0, None),
+    "oncegraph_effects": (5, 4),
+}
+
+
 def _decode(table: str, row: Row, build: Callable[[Row], _R]) -> _R:
     try:
         return build(row)
-    except (ValueError, TypeError, IndexError, KeyError) as exc:
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         key = row[0] if row else "?"
-        raise StorageError(
-            f"corrupt row in {table} (key {key!r}): {exc}. The row was left untouched; "
-            "check the database was written by a compatible oncegraph version "
-            "(`oncegraph db verify`) or repair the row by hand."
+        thread_at, run_at = _IDS.get(table, (None, None))
+
+        def at(index: int | None) -> Any:
+            return row[index] if index is not None and len(row) > index else None
+
+        raise corrupt(
+            table, key, f"{type(exc).__name__}: {exc}", thread_id=at(thread_at), run_id=at(run_at)
         ) from exc
 
 
@@ -144,6 +178,17 @@ def checkpoint_to_params(cp: CheckpointRecord) -> tuple[Any, ...]:
 
 
 def _checkpoint(row: Row) -> CheckpointRecord:
+    values, logs, nxt, metadata = loads(row[6]), loads(row[7]), loads(row[8]), loads(row[9])
+    if not isinstance(values, dict):
+        raise TypeError(f"channel_values is a {type(values).__name__}, not an object")
+    if not isinstance(logs, dict) or not all(
+        isinstance(k, str) and type(v) is int and v >= 0 for k, v in logs.items()
+    ):
+        raise TypeError(f"logs must map channel names to entry counts; got {logs!r}")
+    if not isinstance(nxt, list) or not all(isinstance(n, str) for n in nxt):
+        raise TypeError(f"next_nodes must be a list of node names; got {nxt!r}")
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata is a {type(metadata).__name__}, not an object")
     return CheckpointRecord(
         checkpoint_id=row[0],
         thread_id=row[1],
@@ -151,10 +196,10 @@ def _checkpoint(row: Row) -> CheckpointRecord:
         step=int(row[3]),
         version=int(row[4]),
         parent_checkpoint_id=row[5],
-        values=loads(row[6]),
-        logs=loads(row[7]),
-        next=tuple(loads(row[8])),
-        metadata=loads(row[9]),
+        values=values,
+        logs=logs,
+        next=tuple(nxt),
+        metadata=metadata,
         created_at=row[10],
     )
 
@@ -174,8 +219,17 @@ def log_params(thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, .
     ]
 
 
-def log_value_from_row(row: Row) -> Any:
-    return loads(row[0])
+def log_values(thread_id: str, channel: str, found: Sequence[Row]) -> list[Any]:
+    """The values of ``SELECT seq, value`` log rows; a corrupt entry is named."""
+    out = []
+    for seq, value in found:
+        try:
+            out.append(loads(value))
+        except ValueError as exc:
+            raise corrupt(
+                "oncegraph_log", f"{channel}#{seq}", str(exc), thread_id=thread_id
+            ) from exc
+    return out
 
 
 # -- task writes --------------------------------------------------------------------
@@ -241,6 +295,9 @@ def _attempts_json(attempts: Sequence[Attempt]) -> str:
 
 
 def _attempts(text: Any) -> tuple[Attempt, ...]:
+    found = loads(text)
+    if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
+        raise TypeError(f"attempts must be a list of objects; got {found!r}")
     return tuple(
         Attempt(
             number=int(a["number"]),
@@ -249,7 +306,7 @@ def _attempts(text: Any) -> tuple[Attempt, ...]:
             outcome=a.get("outcome"),
             error=a.get("error"),
         )
-        for a in loads(text)
+        for a in found
     )
 
 
@@ -368,13 +425,14 @@ __all__ = [
     "check_commit",
     "checkpoint_from_row",
     "checkpoint_to_params",
+    "corrupt",
     "effect_cas_message",
     "effect_from_row",
     "effect_to_params",
     "effect_update_params",
     "lease_message",
     "log_params",
-    "log_value_from_row",
+    "log_values",
     "run_from_row",
     "run_to_params",
     "stale_message",

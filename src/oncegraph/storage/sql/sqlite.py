@@ -47,6 +47,7 @@ from oncegraph.errors import (
     StorageError,
 )
 from oncegraph.storage.filelocks import FileRunLock, LockFile
+from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
@@ -243,7 +244,7 @@ class _HeldInProcess:
             self._held.discard(self.run_id)
 
 
-class SqliteCheckpointer:
+class SqliteCheckpointer(Closing):
     """A :class:`~oncegraph.storage.protocols.Checkpointer` on one SQLite file.
 
     ``path`` is a file path (``str`` or ``Path``) or ``":memory:"`` (private to this
@@ -455,9 +456,9 @@ class SqliteCheckpointer:
         return [rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
-        return [
-            rows.log_value_from_row(r) for r in self._read(S.LOG_SELECT, (thread_id, channel, end))
-        ]
+        return rows.log_values(
+            thread_id, channel, self._read(S.LOG_SELECT, (thread_id, channel, end))
+        )
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None

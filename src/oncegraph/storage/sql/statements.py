@@ -179,7 +179,8 @@ LOG_INSERT = _insert("oncegraph_log", LOG_COLUMNS)
 
 # Params: thread_id, channel, end (exclusive).
 LOG_SELECT = (
-    "SELECT value FROM oncegraph_log WHERE thread_id = ? AND channel = ? AND seq < ? ORDER BY seq"
+    "SELECT seq, value FROM oncegraph_log WHERE thread_id = ? AND channel = ? AND seq < ? "
+    "ORDER BY seq"
 )
 
 # -- runs ---------------------------------------------------------------------------

@@ -19,13 +19,21 @@ from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
+from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
 from oncegraph.runs.service import RunService
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.storage.protocols import Checkpointer, Pruner
-from oncegraph.storage.records import EffectRecord, EffectStatus, PruneReport, RunRecord, RunStatus
+from oncegraph.storage.records import (
+    AuditRecord,
+    EffectRecord,
+    EffectStatus,
+    PruneReport,
+    RunRecord,
+    RunStatus,
+)
 
 STREAM_MODES = frozenset({"values", "updates", "events"})
 
@@ -254,12 +262,151 @@ class CompiledGraph:
 
     # -- operator --------------------------------------------------------------------------
 
-    async def aabandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:
-        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
-        return await self.service.abandon(self._thread(config), reason=reason)
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked)."""
+        cfg = None
+        if config is not None:
+            run = await self.service.get_run(run_id)
+            cfg = self._config({**dict(run.config), **config, "thread_id": run.thread_id})
+        result = await self.service.resume(
+            run_id, answer=answer, actor=actor, reason=reason, config=cfg
+        )
+        return output_values(self.spec, result.output())
 
-    def abandon(self, config: Mapping[str, Any], *, reason: str = "abandoned") -> RunRecord:
-        return run_sync(self.aabandon(config, reason=reason), "abandon")
+    def resume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        return run_sync(
+            self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
+            "resume",
+        )
+
+    async def aresolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        """Record what an operator found at the recipient of an uncertain effect."""
+        return await self.service.resolve_effect(
+            effect_id,
+            outcome,
+            actor=actor,
+            reason=reason,
+            result=result,
+            provider_reference=provider_reference,
+        )
+
+    def resolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        return run_sync(
+            self.aresolve_effect(
+                effect_id,
+                outcome,
+                actor=actor,
+                reason=reason,
+                result=result,
+                provider_reference=provider_reference,
+            ),
+            "resolve_effect",
+        )
+
+    async def aredeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        """Preview a redelivery (nothing sent), then send exactly once with ``confirm``."""
+        return await self.service.redeliver(
+            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+        )
+
+    def redeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        return run_sync(
+            self.aredeliver(
+                effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+            ),
+            "redeliver",
+        )
+
+    async def aaudit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """The append-only audit log, newest first."""
+        return await self.service.audit(
+            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+        )
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        return run_sync(
+            self.aaudit(
+                run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+            ),
+            "audit",
+        )
+
+    async def aabandon(
+        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
+    ) -> RunRecord:
+        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
+        return await self.service.abandon(self._thread(config), reason=reason, actor=actor)
+
+    def abandon(
+        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
+    ) -> RunRecord:
+        return run_sync(self.aabandon(config, reason=reason, actor=actor), "abandon")
 
     async def aprune(
         self,

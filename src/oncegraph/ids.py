@@ -59,3 +59,7 @@ def new_message_id() -> str:
 
 def new_task_id() -> str:
     return "task_" + _ulid()
+
+
+def new_audit_id() -> str:
+    return "aud_" + _ulid()

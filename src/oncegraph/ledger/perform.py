@@ -63,6 +63,7 @@ Hook = Callable[[EffectRecord], Any]
 RunsOn = Literal["loop", "thread", "inline"]
 
 RECORD_RETRY_DELAYS = (0.05, 0.2, 0.8)
+RESOLVED_NOT_DONE = "resolved_not_done"  # an attempt outcome written by resolve_effect
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +142,9 @@ def _park(record: EffectRecord, why: str) -> _ParkSignal:
         record.effect_id,
         f"effect {record.effect_id} ({record.effect_type}, command {record.command_id}) "
         f"{why}; the run is parked as needs_review. An operator must check the recipient "
-        f"({record.recipient or 'unknown'}) and either redeliver the effect or abandon the run.",
+        f"({record.recipient or 'unknown'}) and record what was found with "
+        "app.resolve_effect(effect_id, 'done' | 'not_done', ...), then continue the run "
+        "with app.resume(run_id, ...); or abandon it.",
     )
 
 
@@ -287,6 +290,9 @@ class _Performer:
         # pending: the outcome is UNKNOWN. Its holder is gone (we hold the run now), so an
         # attempt left open was cut off by a crash.
         record = record.replace(attempts=tuple(_close_open(a) for a in record.attempts))
+        if record.attempts and record.attempts[-1].outcome == RESOLVED_NOT_DONE:
+            # an operator checked at the recipient: it did not happen; send it, same key
+            return await self._attempts(record)
         if self.call.effect_class is EffectClass.IRREVERSIBLE:
             return await self._reconcile(record, "was sent but its outcome is unknown")
         return await self._attempts(record)  # write: again with the SAME key

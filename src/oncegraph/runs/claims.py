@@ -14,7 +14,7 @@ from collections.abc import Callable
 from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError
 from oncegraph.runtime.claim import Claim
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import RunRecord, RunStatus
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus
 
 # How often a takeover retries when the token moved between its read and its write.
 _TAKEOVER_TRIES = 5
@@ -42,6 +42,7 @@ async def take(
     owner: str,
     check: Check,
     status: RunStatus | None = RunStatus.RUNNING,
+    audit: AuditRecord | None = None,
 ) -> tuple[Claim, RunRecord]:
     """Lock and take over ``run_id``: returns the claim and the run as stored now.
 
@@ -58,7 +59,11 @@ async def take(
                 raise RunNotFoundError(f"no run {run_id!r}")
             found = check(found)
             taken = await store.fence_run(
-                run_id, expected_token=found.fencing_token, owner=owner, status=status
+                run_id,
+                expected_token=found.fencing_token,
+                owner=owner,
+                status=status,
+                audit=audit,
             )
             if taken is not None:
                 return Claim(run_id, taken.fencing_token, lock), taken
@@ -99,6 +104,7 @@ async def overrule(
     status: RunStatus,
     error: str | None,
     check: Check,
+    audit: AuditRecord | None = None,
 ) -> RunRecord:
     """An operator's decision: set the status and bump the token WITHOUT the lock, so a
     holder that is still working is fenced out and can overwrite nothing."""
@@ -108,7 +114,12 @@ async def overrule(
             raise RunNotFoundError(f"no run {run_id!r}")
         found = check(found)
         done = await store.fence_run(
-            run_id, expected_token=found.fencing_token, owner=owner, status=status, error=error
+            run_id,
+            expected_token=found.fencing_token,
+            owner=owner,
+            status=status,
+            error=error,
+            audit=audit,
         )
         if done is not None:
             return done

@@ -66,8 +66,11 @@ def plan_start(thread_id: str, input: Any, latest: RunRecord | None) -> Start:
     return StartNew(input)
 
 
-def continuable(thread_id: str, run: RunRecord | None) -> RunRecord:
-    """``run`` if a plain continue applies to it; otherwise the error that says why not."""
+def continuable(thread_id: str, run: RunRecord | None, *, parked_too: bool = False) -> RunRecord:
+    """``run`` if a plain continue applies to it; otherwise the error that says why not.
+
+    ``parked_too``: an operator's explicit Continue may also go on with a parked run (its
+    uncertain effect resolved, or its reconcile able to tell now)."""
     if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
         raise NoRunToResumeError(
             f"thread {thread_id!r} has no unfinished run to continue; send new input "
@@ -78,9 +81,12 @@ def continuable(thread_id: str, run: RunRecord | None) -> RunRecord:
             f"run {run.run_id} is waiting for an answer to interrupt(); continue it with "
             "invoke(Command(resume=<answer>), config)"
         )
-    if run.status is RunStatus.NEEDS_REVIEW:
+    if run.status is RunStatus.NEEDS_REVIEW and not parked_too:
         raise NeedsReviewError(
-            f"run {run.run_id} is parked for review: {run.error}", run_id=run.run_id
+            f"run {run.run_id} is parked for review: {run.error}. Check the recipient, "
+            "record what you found with app.resolve_effect(effect_id, 'done' | 'not_done', "
+            "actor=..., reason=...), then continue it with app.resume(run_id, actor=...)",
+            run_id=run.run_id,
         )
     return run
 

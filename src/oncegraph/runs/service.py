@@ -31,8 +31,9 @@ from oncegraph.errors import (
 from oncegraph.graph.io import input_update
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
-from oncegraph.ids import new_run_id
+from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
+from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -42,6 +43,7 @@ from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.heads import Heads
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
+    AuditRecord,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
@@ -70,6 +72,22 @@ class RunResult:
 
 class RunService:
     """Runs of one graph in one store. See the module docstring."""
+
+    # -- operator commands (runs/commands.py) -----------------------------------------------
+
+    async def resume(self, run_id: str, **options: Any) -> RunResult:
+        return await Commands(self).resume(run_id, **options)
+
+    async def resolve_effect(self, effect_id: str, outcome: str, **options: Any) -> EffectRecord:
+        return await Commands(self).resolve_effect(effect_id, outcome, **options)
+
+    async def redeliver(
+        self, effect_id: str, **options: Any
+    ) -> RedeliveryPreview | Redelivered:
+        return await Commands(self).redeliver(effect_id, **options)
+
+    async def audit(self, **filters: Any) -> list[AuditRecord]:
+        return await Commands(self).audit(**filters)
 
     def __init__(
         self, spec: GraphSpec | None, store: Checkpointer, *, owner: str | None = None
@@ -130,16 +148,28 @@ class RunService:
         finally:
             await claim.release()
 
-    async def _continue(self, run: RunRecord, cfg: RunConfig, emit: Emit) -> RunResult:
-        run = continuable(run.thread_id, run)
+    async def _continue(
+        self,
+        run: RunRecord,
+        cfg: RunConfig,
+        emit: Emit,
+        *,
+        audit: AuditRecord | None = None,
+        parked_too: bool = False,
+    ) -> RunResult:
+        """Continue ``run``; ``parked_too``: an operator's Continue, which may also go on
+        with a parked (``needs_review``) run."""
+        run = continuable(run.thread_id, run, parked_too=parked_too)
         self._check_version(run)
 
         def still(found: RunRecord) -> RunRecord:
-            found = continuable(found.thread_id, found)
+            found = continuable(found.thread_id, found, parked_too=parked_too)
             self._check_version(found)
             return found
 
-        claim, run = await claims.take(self.store, run.run_id, owner=self.owner, check=still)
+        claim, run = await claims.take(
+            self.store, run.run_id, owner=self.owner, check=still, audit=audit
+        )
         driver = self._driver(cfg, emit, claim)
         try:
             return await self._start_or_go_on(driver, run)
@@ -153,7 +183,15 @@ class RunService:
             head = await driver.commit_input(head, run, new=False)
         return await self._drive(driver, head, run)
 
-    async def _answer(self, run: RunRecord, answer: Any, cfg: RunConfig, emit: Emit) -> RunResult:
+    async def _answer(
+        self,
+        run: RunRecord,
+        answer: Any,
+        cfg: RunConfig,
+        emit: Emit,
+        *,
+        audit: AuditRecord | None = None,
+    ) -> RunResult:
         spec, heads = self._graph()
         self._check_version(run)
         lock = await self.store.lock_run(run.run_id)
@@ -175,11 +213,31 @@ class RunService:
                 raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
             task = min(waiting, key=lambda t: spec.order.get(t, 0))
             answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            question = waiting[task]
+            # Who approved what: the question, the answer and the actor, kept for good.
+            audit = AuditRecord(
+                audit_id=audit.audit_id if audit else new_audit_id(),
+                actor=audit.actor if audit else str(cfg.configurable.get("actor") or "invoke"),
+                action="answer",
+                target_kind="run",
+                target_id=run.run_id,
+                run_id=run.run_id,
+                thread_id=run.thread_id,
+                reason=audit.reason if audit else None,
+                details={
+                    "node": task,
+                    "index": question.idx,
+                    "checkpoint_id": cp.checkpoint_id,
+                    "question": question.value,
+                    "answer": answer,
+                },
+            )
             taken = await self.store.fence_run(
                 run.run_id,
                 expected_token=found.fencing_token,
                 owner=self.owner,
                 status=RunStatus.RUNNING,
+                audit=audit,
             )
             if taken is None:
                 raise await claims.busy_error(self.store, run.run_id)
@@ -209,7 +267,9 @@ class RunService:
         await self.store.create_run(run)
         return run
 
-    async def abandon(self, thread_id: str, *, reason: str = "abandoned") -> RunRecord:
+    async def abandon(
+        self, thread_id: str, *, reason: str = "abandoned", actor: str = "operator"
+    ) -> RunRecord:
         """Give up on the thread's unfinished run; new input may follow. Nothing is deleted.
 
         The operator's decision wins: the run's token is bumped, so a process still
@@ -230,6 +290,17 @@ class RunService:
             status=RunStatus.ABANDONED,
             error=reason,
             check=unfinished,
+            audit=AuditRecord(
+                audit_id=new_audit_id(),
+                actor=actor,
+                action="abandon",
+                target_kind="run",
+                target_id=run.run_id,
+                run_id=run.run_id,
+                thread_id=run.thread_id,
+                reason=reason,
+                details={"before": str(run.status)},
+            ),
         )
 
     # -- views -----------------------------------------------------------------------------

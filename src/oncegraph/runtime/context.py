@@ -69,10 +69,11 @@ class EffectContext:
     thread_id: str
     attempt: int
     provider_reference: str | None = None
+    key: str | None = None  # a redelivery with a new key; otherwise the effect id
 
     @property
     def idempotency_key(self) -> str:
-        return self.effect_id
+        return self.key or self.effect_id
 
 
 _task: ContextVar[TaskContext | None] = ContextVar("oncegraph_task", default=None)

@@ -33,6 +33,7 @@ from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
     UNFINISHED_STATUSES,
+    AuditRecord,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
@@ -89,6 +90,7 @@ class InMemoryCheckpointer(Closing):
         self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
         self._effects: dict[str, Row] = {}
         self._held: set[str] = set()
+        self._audit: dict[str, Row] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryCheckpointer(threads={len(self._threads)}, runs={len(self._runs)})"
@@ -279,8 +281,12 @@ class InMemoryCheckpointer(Closing):
         owner: str | None,
         status: RunStatus | None = None,
         error: str | None = None,
+        audit: AuditRecord | None = None,
     ) -> RunRecord | None:
+        audit_row = rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
+            if audit_row is not None and audit_row[0] in self._audit:
+                raise StorageError(f"audit record {audit_row[0]!r} already exists")
             row = self._runs.get(run_id)
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} does not exist")
@@ -296,6 +302,8 @@ class InMemoryCheckpointer(Closing):
                 changes[_RUN_STATUS] = str(status)
                 changes[_RUN_ERROR] = error_text(error)
             row = self._runs[run_id] = _with(row, changes)
+            if audit_row is not None:
+                self._audit[audit_row[0]] = audit_row
         return rows.run_from_row(row)
 
     async def list_runs(
@@ -345,9 +353,14 @@ class InMemoryCheckpointer(Closing):
             row = self._effects.get(effect_id)
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+    async def save_effect(
+        self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
+    ) -> None:
         row = rows.effect_to_params(record)
+        audit_row = rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
+            if audit_row is not None and audit_row[0] in self._audit:
+                raise StorageError(f"audit record {audit_row[0]!r} already exists")
             if fence is not None:
                 self._check_fence(record.run_id, fence)
             old = self._effects.get(record.effect_id)
@@ -355,6 +368,38 @@ class InMemoryCheckpointer(Closing):
             if stored != record.row_version - 1:
                 raise StaleStateError(rows.effect_cas_message(record.effect_id, stored))
             self._upsert_effect(row)
+            if audit_row is not None:
+                self._audit[audit_row[0]] = audit_row
+
+    # -- the audit log ----------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        row = rows.audit_to_params(record)
+        with self._lock:
+            if record.audit_id in self._audit:
+                raise StorageError(f"audit record {record.audit_id!r} already exists")
+            self._audit[record.audit_id] = row
+
+    async def list_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        with self._lock:
+            found = [
+                r
+                for r in self._audit.values()
+                if (run_id is None or r[6] == run_id)
+                and (thread_id is None or r[7] == thread_id)
+                and (target_id is None or r[5] == target_id)
+                and (before is None or r[1] < before)
+            ]
+        found.sort(key=lambda r: (r[1], r[0]), reverse=True)
+        return [rows.audit_from_row(r) for r in found[: max(limit, 0)]]
 
     async def list_effects(
         self,

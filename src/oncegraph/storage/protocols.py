@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oncegraph.storage.records import (
+    AuditRecord,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
@@ -125,11 +126,13 @@ class CheckpointStore(Protocol):
         owner: str | None,
         status: RunStatus | None = None,
         error: str | None = None,
+        audit: AuditRecord | None = None,
     ) -> RunRecord | None:
         """Take the run over: compare-and-set ``fencing_token`` from ``expected_token`` to
         ``expected_token + 1``, set ``lease_owner`` (no lease expiry) and, if given, the
         status and error. Returns the run as stored now, or None if the token had moved
-        (someone else took it first: read it again). ``RunNotFoundError`` if unknown."""
+        (someone else took it first: read it again). ``RunNotFoundError`` if unknown.
+        ``audit`` is appended in the same transaction, only if the takeover happened."""
 
 
 @runtime_checkable
@@ -150,13 +153,15 @@ class EffectStore(Protocol):
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None: ...
 
-    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+    async def save_effect(
+        self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
+    ) -> None:
         """Write status, attempts, result, error, provider_reference, updated_at and
         row_version of the record, by compare-and-set: the stored ``row_version`` must be
         ``record.row_version - 1`` (a record never begun, ``row_version`` 1, is
         inserted). Otherwise ``StaleStateError`` and nothing written. ``request_hash``
-        never changes. With ``fence``, as :meth:`begin_effect`. Committed before
-        returning."""
+        never changes. With ``fence``, as :meth:`begin_effect`. ``audit`` is appended in
+        the same transaction. Committed before returning."""
 
     async def list_effects(
         self,
@@ -169,8 +174,29 @@ class EffectStore(Protocol):
 
 
 @runtime_checkable
-class Checkpointer(CheckpointStore, EffectStore, Protocol):
-    """What ``compile(checkpointer=...)`` takes: one store for state and ledger."""
+class AuditLog(Protocol):
+    """The append-only record of operator actions and interrupt answers (law 14)."""
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        """Insert ``record``; an ``audit_id`` that exists is a ``StorageError`` (records
+        are never replaced, updated or deleted)."""
+
+    async def list_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Records newest first, filtered by every argument given; ``before`` is an
+        ``at`` cursor for the next page."""
+
+
+@runtime_checkable
+class Checkpointer(CheckpointStore, EffectStore, AuditLog, Protocol):
+    """What ``compile(checkpointer=...)`` takes: one store for state, ledger and audit."""
 
 
 @runtime_checkable

@@ -233,6 +233,30 @@ class StepCommit:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One operator action or interrupt answer, kept forever (law 14).
+
+    Stores only insert these: no API updates or deletes one, and a prune never touches
+    them. ``details`` is JSON: what changed (``before``/``after`` statuses), the options
+    the actor chose, never an unmasked payload.
+    """
+
+    audit_id: str
+    actor: str
+    action: str  # continue | resolve_effect | redeliver | replay | branch | abandon | answer
+    target_kind: str  # run | effect | thread
+    target_id: str
+    run_id: str | None = None
+    thread_id: str | None = None
+    reason: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=now)
+
+    def __post_init__(self) -> None:
+        _keep_describable(self, "reason", "actor")
+
+
+@dataclass(frozen=True, slots=True)
 class PruneReport:
     """What one retention prune deleted, counted per table.
 

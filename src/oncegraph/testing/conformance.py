@@ -45,6 +45,7 @@ from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     Attempt,
+    AuditRecord,
     CheckpointRecord,
     EffectClass,
     EffectRecord,
@@ -923,6 +924,74 @@ class CheckpointerConformance:
             *(checkpointer.fence_run(run_id, expected_token=5, owner=f"r{i}") for i in range(5))
         )
         assert sum(r is not None for r in racers) == 1
+
+    async def test_audit_is_appended_and_listed_newest_first(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, _ = await start_thread(checkpointer)
+        made = [
+            AuditRecord(
+                audit_id=new_id("aud"),
+                actor=f"op{i}",
+                action="continue" if i % 2 else "resolve_effect",
+                target_kind="run",
+                target_id=rid if i < 3 else "eff_x",
+                run_id=rid,
+                thread_id=tid,
+                reason=f"because {i}",
+                details={"before": "failed", "i": i},
+                at=5_000.0 + i,
+            )
+            for i in range(5)
+        ]
+        for record in made:
+            await checkpointer.append_audit(record)
+        with pytest.raises(StorageError):  # never replaced
+            await checkpointer.append_audit(dataclasses.replace(made[0], reason="rewritten"))
+        got = await checkpointer.list_audit(run_id=rid)
+        assert got == list(reversed(made))
+        assert await checkpointer.list_audit(thread_id=tid, limit=2) == [made[4], made[3]]
+        assert await checkpointer.list_audit(target_id="eff_x") == [made[4], made[3]]
+        assert await checkpointer.list_audit(run_id=rid, before=5_002.0) == [made[1], made[0]]
+        assert await checkpointer.list_audit(run_id=new_id("run")) == []
+        if isinstance(checkpointer, Pruner):
+            await checkpointer.prune(keep_checkpoints=1, effects_older_than=0)
+        assert len(await checkpointer.list_audit(run_id=rid)) == 5  # a prune keeps them
+
+    async def test_audit_rides_with_its_change_or_not_at_all(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, _, _ = await start_thread(checkpointer)
+        run_id = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_id, fencing_token=1))
+
+        def audit(action: str) -> AuditRecord:
+            return AuditRecord(
+                audit_id=new_id("aud"),
+                actor="op",
+                action=action,
+                target_kind="run",
+                target_id=run_id,
+                run_id=run_id,
+            )
+
+        lost = await checkpointer.fence_run(
+            run_id, expected_token=0, owner="x", audit=audit("lost")
+        )
+        assert lost is None
+        won = await checkpointer.fence_run(
+            run_id, expected_token=1, owner="x", audit=audit("won")
+        )
+        assert won is not None
+        effect = make_effect(run_id, tid)
+        await checkpointer.begin_effect(effect)
+        with pytest.raises(StaleStateError):
+            await checkpointer.save_effect(
+                effect.replace(row_version=5), audit=audit("stale")
+            )
+        await checkpointer.save_effect(effect.replace(row_version=2), audit=audit("saved"))
+        actions = [a.action for a in await checkpointer.list_audit(run_id=run_id)]
+        assert sorted(actions) == ["saved", "won"]
 
     async def test_lock_run_is_exclusive_and_released(self, checkpointer: Checkpointer) -> None:
         first = await checkpointer.lock_run("run_locked")

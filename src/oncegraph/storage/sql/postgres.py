@@ -66,6 +66,7 @@ from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
     UNFINISHED_STATUSES,
+    AuditRecord,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
@@ -112,6 +113,7 @@ EFFECT_INSERT_FENCED = _pg(S.EFFECT_INSERT_FENCED)
 EFFECT_UPDATE_CAS = _pg(S.EFFECT_UPDATE_CAS)
 EFFECT_UPDATE_CAS_FENCED = _pg(S.EFFECT_UPDATE_CAS_FENCED)
 EFFECT_UPSERT_FIRST = _pg(S.EFFECT_UPSERT_FIRST)
+AUDIT_INSERT = _pg(S.AUDIT_INSERT)
 EFFECT_UPSERT_FIRST_FENCED = _pg(S.EFFECT_UPSERT_FIRST_FENCED)
 TASK_WRITES_SELECT = _pg(S.TASK_WRITES_SELECT)
 TASK_WRITES_DELETE = _pg(S.TASK_WRITES_DELETE)
@@ -646,6 +648,7 @@ class PgCheckpointer(Closing):
         owner: str | None,
         status: RunStatus | None = None,
         error: str | None = None,
+        audit: AuditRecord | None = None,
     ) -> RunRecord | None:
         ts = now()
         params: tuple[Any, ...]
@@ -656,7 +659,7 @@ class PgCheckpointer(Closing):
             params = (owner, str(status), error_text(error), ts, run_id, expected_token)
         pool = await self._ready()
         with _mapped("fence_run", self._where):
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(sql, params)
                 row = await cur.fetchone()
                 if row is None:
@@ -664,6 +667,8 @@ class PgCheckpointer(Closing):
                     if await cur.fetchone() is None:
                         raise RunNotFoundError(f"run {run_id!r} does not exist")
                     return None
+                if audit is not None:
+                    await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
         return rows.run_from_row(row)
 
     # -- effects -------------------------------------------------------------------------
@@ -700,7 +705,9 @@ class PgCheckpointer(Closing):
         )
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+    async def save_effect(
+        self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
+    ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
             sql, params = EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
@@ -714,8 +721,16 @@ class PgCheckpointer(Closing):
         pool = await self._ready()
         with _mapped("save_effect", self._where):
             async with pool.connection() as conn:
-                cur = await conn.execute(sql, params)
-                if cur.rowcount == 1:
+                if audit is None:
+                    cur = await conn.execute(sql, params)
+                    written = cur.rowcount == 1
+                else:
+                    async with conn.transaction():
+                        cur = await conn.execute(sql, params)
+                        written = cur.rowcount == 1
+                        if written:
+                            await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
+                if written:
                     return
                 if fence is not None:
                     await self._check_run(conn, record.run_id, fence)
@@ -740,6 +755,31 @@ class PgCheckpointer(Closing):
         sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [rows.effect_from_row(r) for r in found]
+
+    # -- the audit log ---------------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        try:
+            await self._execute("append_audit", AUDIT_INSERT, rows.audit_to_params(record))
+        except StorageError as exc:
+            if isinstance(exc.__cause__, pg_errors.UniqueViolation):
+                raise StorageError(
+                    f"audit record {record.audit_id!r} already exists; nothing was written"
+                ) from exc.__cause__
+            raise
+
+    async def list_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
+        found = await self._fetchall("list_audit", _pg(sql), params)
+        return [rows.audit_from_row(r) for r in found]
 
     # -- retention -----------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from oncegraph._json import dumps_state_str, dumps_str, loads
 from oncegraph.errors import ConfigError, CorruptRecordError, InvalidUpdateError
 from oncegraph.storage.records import (
     Attempt,
+    AuditRecord,
     CheckpointRecord,
     EffectClass,
     EffectRecord,
@@ -76,6 +77,7 @@ _IDS = {
     "oncegraph_checkpoints": (1, 2),
     "oncegraph_task_writes": (0, None),
     "oncegraph_effects": (5, 4),
+    "oncegraph_audit": (7, 6),
 }
 
 
@@ -376,6 +378,43 @@ def effect_from_row(row: Row) -> EffectRecord:
     return _decode("oncegraph_effects", row, _effect)
 
 
+# -- the audit log ------------------------------------------------------------------
+
+
+def audit_to_params(record: AuditRecord) -> tuple[Any, ...]:
+    return (
+        record.audit_id,
+        record.at,
+        record.actor,
+        record.action,
+        record.target_kind,
+        record.target_id,
+        record.run_id,
+        record.thread_id,
+        record.reason,
+        dumps_str(record.details),
+    )
+
+
+def _audit(row: Row) -> AuditRecord:
+    return AuditRecord(
+        audit_id=row[0],
+        at=row[1],
+        actor=row[2],
+        action=row[3],
+        target_kind=row[4],
+        target_id=row[5],
+        run_id=row[6],
+        thread_id=row[7],
+        reason=row[8],
+        details=loads(row[9]),
+    )
+
+
+def audit_from_row(row: Row) -> AuditRecord:
+    return _decode("oncegraph_audit", row, _audit)
+
+
 # -- commit checks and messages (shared by every store) -----------------------------
 
 
@@ -422,6 +461,8 @@ def effect_cas_message(effect_id: str, expected: int) -> str:
 
 __all__ = [
     "Row",
+    "audit_from_row",
+    "audit_to_params",
     "check_commit",
     "checkpoint_from_row",
     "checkpoint_to_params",

@@ -112,6 +112,24 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             created_at DOUBLE PRECISION NOT NULL
         )""",
     ),
+    # 4: the append-only audit log of operator actions and interrupt answers (law 14)
+    (
+        """CREATE TABLE IF NOT EXISTS oncegraph_audit (
+            audit_id TEXT PRIMARY KEY,
+            at DOUBLE PRECISION NOT NULL,
+            actor TEXT NOT NULL,
+            action TEXT NOT NULL,
+            target_kind TEXT NOT NULL,
+            target_id TEXT NOT NULL,
+            run_id TEXT,
+            thread_id TEXT,
+            reason TEXT,
+            details TEXT NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS oncegraph_audit_run ON oncegraph_audit (run_id, at)",
+        "CREATE INDEX IF NOT EXISTS oncegraph_audit_thread ON oncegraph_audit (thread_id, at)",
+        "CREATE INDEX IF NOT EXISTS oncegraph_audit_target ON oncegraph_audit (target_id, at)",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -52,6 +52,7 @@ from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
     UNFINISHED_STATUSES,
+    AuditRecord,
     CheckpointRecord,
     EffectRecord,
     EffectStatus,
@@ -337,9 +338,15 @@ class SqliteCheckpointer(Closing):
         return rows[0] if rows else None
 
     def _write_one(
-        self, sql: str, params: Sequence[Any], fence: tuple[str, int] | None = None
+        self,
+        sql: str,
+        params: Sequence[Any],
+        fence: tuple[str, int] | None = None,
+        audit: AuditRecord | None = None,
     ) -> int:
-        """One statement in its own write transaction, after the fence check; rowcount."""
+        """One statement in its own write transaction, after the fence check; rowcount.
+        ``audit`` is appended in the same transaction when the statement changed a row."""
+        audit_params = rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
@@ -347,6 +354,8 @@ class SqliteCheckpointer(Closing):
                 if fence is not None:
                     _check_fence(conn, *fence)
                 count = conn.execute(sql, params).rowcount
+                if count and audit_params is not None:
+                    conn.execute(S.AUDIT_INSERT, audit_params)
                 conn.execute("COMMIT")
                 return count
             except sqlite3.Error as exc:
@@ -539,6 +548,7 @@ class SqliteCheckpointer(Closing):
         owner: str | None,
         status: RunStatus | None = None,
         error: str | None = None,
+        audit: AuditRecord | None = None,
     ) -> RunRecord | None:
         ts = now()
         params: tuple[Any, ...]
@@ -547,12 +557,15 @@ class SqliteCheckpointer(Closing):
         else:
             sql = S.RUN_FENCE_STATUS
             params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+        audit_params = rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 row = conn.execute(sql, params).fetchone()
                 missing = row is None and conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None
+                if row is not None and audit_params is not None:
+                    conn.execute(S.AUDIT_INSERT, audit_params)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
@@ -599,13 +612,16 @@ class SqliteCheckpointer(Closing):
         row = self._read_one(S.EFFECT_SELECT, (effect_id,))
         return None if row is None else rows.effect_from_row(row)
 
-    async def save_effect(self, record: EffectRecord, *, fence: int | None = None) -> None:
+    async def save_effect(
+        self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
+    ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
             sql, params = S.EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
         else:
             sql, params = S.EFFECT_UPDATE_CAS, (*rows.effect_update_params(record), expected)
-        changed = self._write_one(sql, params, None if fence is None else (record.run_id, fence))
+        fenced = None if fence is None else (record.run_id, fence)
+        changed = self._write_one(sql, params, fenced, audit)
         if changed != 1:
             stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
             version = "none" if stored is None else rows.effect_from_row(stored).row_version
@@ -634,6 +650,23 @@ class SqliteCheckpointer(Closing):
             n_statuses=len(statuses or ()),
         )
         return [rows.effect_from_row(r) for r in self._read(sql, params)]
+
+    # -- the audit log ----------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        self._write_one(S.AUDIT_INSERT, rows.audit_to_params(record))
+
+    async def list_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
+        return [rows.audit_from_row(r) for r in self._read(sql, params)]
 
     # -- retention --------------------------------------------------------------------
 

@@ -98,6 +98,19 @@ EFFECT_COLUMNS = (
     "row_version",
 )
 
+AUDIT_COLUMNS = (
+    "audit_id",
+    "at",
+    "actor",
+    "action",
+    "target_kind",
+    "target_id",
+    "run_id",
+    "thread_id",
+    "reason",
+    "details",
+)
+
 # Columns an effect result may change (law 3); identity and request are fixed at insert.
 EFFECT_MUTABLE_COLUMNS = (
     "status",
@@ -364,6 +377,49 @@ def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
     )
 
 
+# -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
+
+AUDIT_INSERT = _insert("oncegraph_audit", AUDIT_COLUMNS)
+
+
+@lru_cache(maxsize=16)
+def audit_list(*, by_run: bool, by_thread: bool, by_target: bool, before: bool) -> str:
+    """``SELECT`` of audit records, newest first. Params: ``run_id``, ``thread_id``,
+    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor), then limit."""
+    where = []
+    if by_run:
+        where.append("run_id = ?")
+    if by_thread:
+        where.append("thread_id = ?")
+    if by_target:
+        where.append("target_id = ?")
+    if before:
+        where.append("at < ?")
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    return (
+        f"SELECT {_cols(AUDIT_COLUMNS)} FROM oncegraph_audit{clause} "
+        "ORDER BY at DESC, audit_id DESC LIMIT ?"
+    )
+
+
+def audit_query(
+    run_id: str | None,
+    thread_id: str | None,
+    target_id: str | None,
+    before: float | None,
+    limit: int,
+) -> tuple[str, list[object]]:
+    """The :func:`audit_list` statement for these filters, and its parameters."""
+    filters: list[object] = [f for f in (run_id, thread_id, target_id, before) if f is not None]
+    sql = audit_list(
+        by_run=run_id is not None,
+        by_thread=thread_id is not None,
+        by_target=target_id is not None,
+        before=before is not None,
+    )
+    return sql, [*filters, max(limit, 0)]
+
+
 # -- retention (prune) --------------------------------------------------------------
 #
 # A prune runs one transaction per thread and never writes oncegraph_threads (the CAS
@@ -427,6 +483,8 @@ def to_format_params(sql: str) -> str:
 
 
 __all__ = [
+    "AUDIT_COLUMNS",
+    "AUDIT_INSERT",
     "CHECKPOINT_COLUMNS",
     "CHECKPOINT_INSERT",
     "CHECKPOINT_LIST",
@@ -470,6 +528,8 @@ __all__ = [
     "THREAD_IDS_FIRST",
     "THREAD_INSERT",
     "THREAD_SELECT",
+    "audit_list",
+    "audit_query",
     "checkpoint_prune",
     "effect_list",
     "effect_prune",

@@ -1,0 +1,406 @@
+"""Operator commands on runs and effects: Continue, Resolve, Redeliver, and the audit view.
+
+Each command is refused with a clear error when it does not apply, takes the run (its
+liveness lock and a new fencing token, so a process still working on it is fenced out,
+law 15) before it writes, and leaves an append-only :class:`AuditRecord` (law 14) written
+in the same transaction as its change:
+
+* **Continue** (:meth:`Commands.resume`): an interrupted (with its answer), failed,
+  crashed, parked or paused run goes on under its own ``run_id``. A completed or abandoned
+  run is never continued (a replay is a new run).
+* **Resolve** (:meth:`Commands.resolve_effect`): the operator checked at the recipient.
+  ``done`` records the result (the run will use it without calling the tool); ``not_done``
+  lets the next attempt send it once more, with the same key, without reconciling.
+* **Redeliver** (:meth:`Commands.redeliver`): the only way to send a completed or
+  uncertain effect again. The first call returns a :class:`RedeliveryPreview` and sends
+  nothing; a second call with the preview's token sends exactly once, with the same key or
+  a new one, and records the outcome on the effect. It does not continue the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError, RunStateError
+from oncegraph.ids import new_audit_id
+from oncegraph.ledger.outcomes import Accepted, Completed
+from oncegraph.ledger.perform import RESOLVED_NOT_DONE
+from oncegraph.runs import claims
+from oncegraph.runs.views import mask_effect, mask_value
+from oncegraph.runtime import executor
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.context import EffectContext, reset_effect, set_effect
+from oncegraph.runtime.driver import Emit, ignore
+from oncegraph.storage.records import (
+    Attempt,
+    AuditRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+    now,
+)
+
+if TYPE_CHECKING:
+    from oncegraph.runs.service import RunResult, RunService
+
+NO_ANSWER: Any = object()
+RESOLVED_DONE = "resolved_done"
+REDELIVERED = "redelivered"
+
+
+@dataclass(frozen=True, slots=True)
+class RedeliveryPreview:
+    """What a redelivery would send, shown before anything is sent.
+
+    Confirm with ``redeliver(effect_id, ..., confirm=preview.token)``; the token is only
+    valid while the effect is unchanged and for the same options.
+    """
+
+    token: str
+    effect_id: str
+    effect_type: str
+    run_id: str
+    thread_id: str
+    recipient: str | None
+    payload: Any  # the request, masked
+    status: EffectStatus
+    last_attempt: Attempt | None
+    dedup: str  # "same key <key>" | "new key <key>"
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Redelivered:
+    """The effect as recorded after the redelivery (masked), and what was shown first."""
+
+    effect: EffectRecord
+    preview: RedeliveryPreview
+
+
+def _required(name: str, value: str | None) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name} is required: say who acts and why (it goes to the audit log)")
+    return value
+
+
+class Commands:
+    """The operator commands of one :class:`~oncegraph.runs.service.RunService` (its
+    ``resume``, ``resolve_effect``, ``redeliver`` and ``audit`` delegate here)."""
+
+    def __init__(self, service: RunService) -> None:
+        self.service = service
+        self.store = service.store
+
+    # -- Continue ----------------------------------------------------------------------------
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: RunConfig | None = None,
+        emit: Emit = ignore,
+    ) -> RunResult:
+        """Continue run ``run_id`` under its own id (law 9). See the module docstring."""
+        _required("actor", actor)
+        run = await self.service.get_run(run_id)
+        if run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+            raise NoRunToResumeError(
+                f"run {run_id} is {run.status}; Continue is only for an unfinished run. To "
+                "run it again, create a new run from its history with "
+                "app.replay(run_id, mode='evidence' | 'simulation' | 'live', reason=...)"
+            )
+        if run.status is RunStatus.INTERRUPTED and answer is NO_ANSWER:
+            raise NoRunToResumeError(
+                f"run {run_id} is waiting for an answer to interrupt(); continue it with "
+                "resume(run_id, answer=<answer>, actor=...)"
+            )
+        if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
+            raise NoRunToResumeError(
+                f"run {run_id} is {run.status}, not waiting for an answer; continue it "
+                "without one"
+            )
+        cfg = config or RunConfig.parse({**dict(run.config), "thread_id": run.thread_id})
+        audit = AuditRecord(
+            audit_id=new_audit_id(),
+            actor=actor,
+            action="continue",
+            target_kind="run",
+            target_id=run.run_id,
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            reason=reason,
+            details={"before": str(run.status), "answered": answer is not NO_ANSWER},
+        )
+        if answer is not NO_ANSWER:
+            return await self.service._answer(run, answer, cfg, emit, audit=audit)
+        return await self.service._continue(run, cfg, emit, audit=audit, parked_too=True)
+
+    # -- Resolve -----------------------------------------------------------------------------
+
+    async def resolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        """Record what the operator found at the recipient for an uncertain effect."""
+        _required("actor", actor)
+        _required("reason", reason)
+        if outcome not in ("done", "not_done"):
+            raise ConfigError(f"outcome must be 'done' or 'not_done'; got {outcome!r}")
+        record = await self._effect(effect_id)
+        if record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
+            raise RunStateError(
+                f"effect {effect_id} is {record.status}: resolve is for an effect whose "
+                "outcome is uncertain (pending or accepted). To send it again, use "
+                "redeliver(effect_id, ...)"
+            )
+        t = now()
+        attempts = tuple(_closed(a, t) for a in record.attempts)
+        mark = RESOLVED_DONE if outcome == "done" else RESOLVED_NOT_DONE
+        attempts = (*attempts, Attempt(len(attempts) + 1, t, t, mark, f"by {actor}: {reason}"))
+        if outcome == "done":
+            changed = record.replace(
+                status=EffectStatus.COMPLETED,
+                result=result,
+                provider_reference=provider_reference or record.provider_reference,
+                error=None,
+            )
+        else:
+            changed = record.replace(status=EffectStatus.PENDING)
+        changed = changed.replace(
+            attempts=attempts, row_version=record.row_version + 1, updated_at=t
+        )
+        audit = AuditRecord(
+            audit_id=new_audit_id(),
+            actor=actor,
+            action="resolve_effect",
+            target_kind="effect",
+            target_id=effect_id,
+            run_id=record.run_id,
+            thread_id=record.thread_id,
+            reason=reason,
+            details={
+                "outcome": outcome,
+                "before": str(record.status),
+                "after": str(changed.status),
+                "provider_reference": provider_reference,
+            },
+        )
+        async def write(token: int) -> None:
+            await self.store.save_effect(changed, fence=token, audit=audit)
+
+        await self._with_run_held(record, write)
+        return mask_effect(changed, self.service.masks)
+
+    # -- Redeliver ---------------------------------------------------------------------------
+
+    async def redeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        """Preview (``confirm=None``: nothing is sent), then send exactly once.
+
+        The send waits for the call to end (no timeout): the run stays held meanwhile, so
+        no other attempt of the effect can start (law 13)."""
+        _required("actor", actor)
+        _required("reason", reason)
+        record = await self._effect(effect_id)
+        tool = self._tool_for(record)
+        preview = self._preview(record, new_key)
+        if confirm is None:
+            return preview
+        if confirm != preview.token:
+            raise RunStateError(
+                f"the confirmation does not match the preview of effect {effect_id}: the "
+                "effect changed since the preview, or the options differ. Nothing was sent; "
+                "ask for a new preview."
+            )
+        kwargs = tool.validate(record.request)
+        t = now()
+        attempts = tuple(_closed(a, t) for a in record.attempts)
+        sending = record.replace(
+            status=EffectStatus.PENDING,
+            attempts=(*attempts, Attempt(len(attempts) + 1, t)),
+            row_version=record.row_version + 1,
+            updated_at=t,
+        )
+        audit = AuditRecord(
+            audit_id=new_audit_id(),
+            actor=actor,
+            action="redeliver",
+            target_kind="effect",
+            target_id=effect_id,
+            run_id=record.run_id,
+            thread_id=record.thread_id,
+            reason=reason,
+            details={"before": str(record.status), "dedup": preview.dedup},
+        )
+
+        async def send(token: int) -> EffectRecord:
+            await self.store.save_effect(sending, fence=token, audit=audit)  # the intent
+            effect = EffectContext(
+                effect_id,
+                record.effect_type,
+                record.command_id,
+                record.run_id,
+                record.thread_id,
+                len(sending.attempts),
+                key=preview.key,
+            )
+            outcome, value, error = await _call_once(tool, kwargs, effect)
+            ended = Attempt(len(attempts) + 1, t, now(), outcome, error)
+            done = sending.replace(
+                status=EffectStatus.FAILED if outcome == "failed" else EffectStatus(outcome),
+                result=value if outcome != "failed" else sending.result,
+                provider_reference=effect.provider_reference or sending.provider_reference,
+                error=error,
+                attempts=(*attempts, ended),
+                row_version=sending.row_version + 1,
+                updated_at=now(),
+            )
+            await self.store.save_effect(done, fence=token)
+            return done
+
+        done = await self._with_run_held(record, send)
+        return Redelivered(mask_effect(done, self.service.masks), preview)
+
+    def _preview(self, record: EffectRecord, new_key: bool) -> RedeliveryPreview:
+        number = len(record.attempts) + 1
+        key = f"{record.effect_id}:redelivery:{number}" if new_key else record.effect_id
+        fields = self.service.masks.get(record.effect_type, ())
+        digest = hashlib.sha256(
+            f"{record.effect_id}:{record.row_version}:{new_key}:{key}".encode()
+        ).hexdigest()[:32]
+        return RedeliveryPreview(
+            token=digest,
+            effect_id=record.effect_id,
+            effect_type=record.effect_type,
+            run_id=record.run_id,
+            thread_id=record.thread_id,
+            recipient=record.recipient,
+            payload=mask_value(record.request, fields),
+            status=record.status,
+            last_attempt=record.attempts[-1] if record.attempts else None,
+            dedup=("new key " if new_key else "same key ") + key,
+            key=key,
+        )
+
+    def _tool_for(self, record: EffectRecord) -> Any:
+        spec, _ = self.service._graph()
+        for node in spec.nodes.values():
+            tools = getattr(node.fn, "tools", None)
+            if isinstance(tools, Mapping) and record.effect_type in tools:
+                return tools[record.effect_type]
+        raise ConfigError(
+            f"effect {record.effect_id} was made by {record.effect_type!r}, which is not a "
+            "tool of this graph; only tools (ToolNode) can be redelivered. Redeliver from "
+            "the app that made it."
+        )
+
+    # -- audit -------------------------------------------------------------------------------
+
+    async def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Audit records, newest first (``before``: the ``at`` of the last one seen)."""
+        await self.service.setup()
+        return await self.store.list_audit(
+            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    async def _effect(self, effect_id: str) -> EffectRecord:
+        await self.service.setup()
+        record = await self.store.get_effect(effect_id)
+        if record is None:
+            raise RunNotFoundError(
+                f"no effect {effect_id!r}; list them with app.effects(run_id=...)"
+            )
+        return record
+
+    async def _with_run_held(self, record: EffectRecord, act: Any) -> Any:
+        """Take the effect's run (fencing out any holder), ``await act(token)``, let go."""
+
+        def unchanged(run: RunRecord) -> RunRecord:
+            return run
+
+        claim, _ = await claims.take(
+            self.store,
+            record.run_id,
+            owner=f"operator:{self.service.owner}",
+            check=unchanged,
+            status=None,
+        )
+        try:
+            return await act(claim.token)
+        finally:
+            await claim.release()
+
+
+async def _call_once(
+    tool: Any, kwargs: dict[str, Any], effect: EffectContext
+) -> tuple[str, Any, str | None]:
+    """Call a tool once with ``current_effect()`` set: (outcome, result, error), the
+    outcome being ``completed``, ``accepted`` or ``failed``."""
+    token = set_effect(effect)
+    try:
+        if tool.is_async:
+            call: asyncio.Future[Any] = asyncio.ensure_future(tool.fn(**kwargs))
+        else:
+            call = asyncio.wrap_future(executor.submit(functools.partial(tool.fn, **kwargs)))
+    finally:
+        reset_effect(token)
+    try:
+        value = await call
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:
+        return "failed", None, f"{type(exc).__name__}: {exc}"
+    if isinstance(value, Accepted):
+        effect.provider_reference = value.provider_reference or effect.provider_reference
+        return "accepted", value.result, None
+    if isinstance(value, Completed):
+        effect.provider_reference = value.provider_reference or effect.provider_reference
+        return "completed", value.result, None
+    return "completed", value, None
+
+
+def _closed(attempt: Attempt, at: float) -> Attempt:
+    if attempt.ended_at is not None:
+        return attempt
+    return Attempt(attempt.number, attempt.started_at, at, "unknown", "closed by an operator")
+
+
+__all__ = [
+    "NO_ANSWER",
+    "Commands",
+    "Redelivered",
+    "RedeliveryPreview",
+]

@@ -98,6 +98,12 @@ def home_loop() -> asyncio.AbstractEventLoop:
         return _home
 
 
+def home_loop_if_running() -> asyncio.AbstractEventLoop | None:
+    """The home loop if it has been started and still runs (never starts it)."""
+    loop = _home
+    return loop if loop is not None and loop.is_running() else None
+
+
 def is_home(loop: asyncio.AbstractEventLoop | None) -> bool:
     return loop is not None and loop is _home
 
@@ -243,6 +249,7 @@ __all__ = [
     "close_at_exit",
     "close_on",
     "home_loop",
+    "home_loop_if_running",
     "is_home",
     "on_home",
     "running_loop",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from oncegraph.errors import ConfigError
@@ -20,6 +20,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
+from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import RunService
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
@@ -195,7 +196,7 @@ class CompiledGraph:
 
     async def aget_state(self, config: Mapping[str, Any]) -> StateSnapshot:
         thread_id = self._thread(config)
-        return await self.service.get_state(thread_id, (config or {}).get("checkpoint_id"))
+        return await self.service.get_state(thread_id, _configured(config, "checkpoint_id"))
 
     def get_state(self, config: Mapping[str, Any]) -> StateSnapshot:
         return run_sync(self.aget_state(config), "get_state")
@@ -367,6 +368,106 @@ class CompiledGraph:
             "redeliver",
         )
 
+    async def areplay(
+        self,
+        run_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        mode: str = "evidence",
+        reason: str,
+        actor: str,
+        allow_irreversible: Sequence[str] = (),
+        doubles: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> dict[str, Any]:
+        """A NEW run (own thread, lineage) from a checkpoint of ``run_id``, in ``mode``:
+        ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
+        ``doubles``) or ``live`` (real calls; irreversible tools only if allowed)."""
+        result = await self.service.replay(
+            run_id,
+            checkpoint_id=checkpoint_id,
+            mode=mode,
+            reason=reason,
+            actor=actor,
+            allow_irreversible=allow_irreversible,
+            doubles=doubles,
+        )
+        return output_values(self.spec, result.output())
+
+    def replay(
+        self,
+        run_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        mode: str = "evidence",
+        reason: str,
+        actor: str,
+        allow_irreversible: Sequence[str] = (),
+        doubles: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> dict[str, Any]:
+        return run_sync(
+            self.areplay(
+                run_id,
+                checkpoint_id=checkpoint_id,
+                mode=mode,
+                reason=reason,
+                actor=actor,
+                allow_irreversible=allow_irreversible,
+                doubles=doubles,
+            ),
+            "replay",
+        )
+
+    async def abranch(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        patch: Mapping[str, Any],
+        reason: str,
+        actor: str,
+        as_node: str | None = None,
+    ) -> Branch:
+        """A paused run on its own thread from the patched state; the diff; nothing runs
+        until ``resume(branch.run.run_id)``."""
+        return await self.service.branch(
+            run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
+        )
+
+    def branch(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        patch: Mapping[str, Any],
+        reason: str,
+        actor: str,
+        as_node: str | None = None,
+    ) -> Branch:
+        return run_sync(
+            self.abranch(
+                run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
+            ),
+            "branch",
+        )
+
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
+    ) -> dict[str, Any]:
+        """LangGraph's ``update_state``, as a branch: the edit lands on a NEW thread (the
+        original run's history is never rewritten, law 9); continue with the returned
+        config: ``invoke(None, returned_config)``."""
+        thread_id = self._thread(config)
+        checkpoint_id = _configured(config, "checkpoint_id")
+        branch = await self.service.update_state(
+            thread_id, values, checkpoint_id=checkpoint_id, as_node=as_node
+        )
+        return branch.config
+
+    def update_state(
+        self, config: Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
+    ) -> dict[str, Any]:
+        return run_sync(self.aupdate_state(config, values, as_node), "update_state")
+
     async def aaudit(
         self,
         *,
@@ -453,3 +554,13 @@ class CompiledGraph:
 
 
 __all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]
+
+
+def _configured(config: Mapping[str, Any] | None, key: str) -> Any:
+    """``config[key]`` or ``config["configurable"][key]`` (LangGraph writes either)."""
+    if not config:
+        return None
+    if key in config:
+        return config[key]
+    inner = config.get("configurable")
+    return inner.get(key) if isinstance(inner, Mapping) else None

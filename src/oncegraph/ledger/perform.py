@@ -33,8 +33,8 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oncegraph.errors import (
@@ -42,6 +42,7 @@ from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
     LedgerWriteError,
+    MissingRecordError,
     OnceGraphError,
     RequestMismatchError,
     StaleStateError,
@@ -55,6 +56,7 @@ from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
+from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
 
 log = logging.getLogger("oncegraph.ledger")
@@ -84,6 +86,10 @@ class EffectCall:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     fold: bool = False  # the call is the node's last act: its result may ride the checkpoint
+    # For simulation replays: the tool's stand-in and the arguments it is called with.
+    simulate: Callable[..., Any] | None = None
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ToolFailed(Exception):
@@ -154,7 +160,7 @@ class _Performer:
         self.call = call
         self.store = ctx.store
         self.policy = policy_for(call.effect_class, call.retry)
-        self.effect_id = effect_id_for(ctx.run_id, call.effect_type, call.command_id)
+        self.effect_id = effect_id_for(ctx.key_run_id, call.effect_type, call.command_id)
         self.request_hash = request_hash(call.request)
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
         self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
@@ -226,6 +232,21 @@ class _Performer:
     async def run(self) -> Any:
         self.ctx.check_open()
         cls = self.call.effect_class
+        replay = self.ctx.replay
+        if replay is not None and replay.recorded:
+            return await self._replayed(replay)
+        if (
+            replay is not None
+            and cls is EffectClass.IRREVERSIBLE
+            and self.call.effect_type not in replay.allow_irreversible
+        ):
+            raise _ParkSignal(
+                self.effect_id,
+                f"this live replay reached irreversible tool {self.call.effect_type!r} "
+                f"(effect {self.effect_id}, command {self.call.command_id}) and did not send "
+                "it: a live replay sends an irreversible effect only when it is listed, "
+                f"e.g. replay(..., allow_irreversible=[{self.call.effect_type!r}])",
+            )
         if cls in (EffectClass.READ, EffectClass.MODEL):
             return await self._run_unprotected()
         self.ctx.crash_point("before_intent")
@@ -245,6 +266,34 @@ class _Performer:
         if created:
             return await self._attempts(stored, claimed=True)
         return await self._decide(stored)
+
+    async def _replayed(self, replay: ReplayPolicy) -> Any:
+        """An evidence or simulation replay: recorded results or stand-ins, never live."""
+        if replay.mode == "simulation" and self.call.effect_class is not EffectClass.MODEL:
+            double = replay.doubles.get(self.call.effect_type) or self.call.simulate
+            if double is None:
+                raise MissingRecordError(
+                    f"this simulation replay reached {self.call.effect_type!r} (command "
+                    f"{self.call.command_id}), which has no simulate= and no double; pass "
+                    f"doubles={{{self.call.effect_type!r}: fn}} to replay(), or replay in "
+                    "mode='evidence'"
+                )
+            value = double(*self.call.args, **self.call.kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+            return _outcome(value)[1]
+        found = await self.store.get_effect(self.effect_id)
+        if found is None or found.status not in (EffectStatus.COMPLETED, EffectStatus.ACCEPTED):
+            status = "no record" if found is None else f"a {found.status} record"
+            raise MissingRecordError(
+                f"this evidence replay needs the recorded result of {self.call.effect_type!r} "
+                f"(command {self.call.command_id}) in run {replay.evidence_run_id}, and found "
+                f"{status}; an evidence replay never calls live. Replay in mode='live' or "
+                "'simulation' to run it."
+            )
+        if self.call.effect_class is not EffectClass.MODEL:  # a model request names its
+            self._check_hash(found)  # checkpoint, which the replay's thread does not share
+        return found.result
 
     async def _run_unprotected(self) -> Any:
         """read / model: no intent commit; a recorded result is reused.

@@ -19,7 +19,8 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,14 @@ from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
+from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     AuditRecord,
@@ -89,6 +92,19 @@ class RunService:
     async def audit(self, **filters: Any) -> list[AuditRecord]:
         return await Commands(self).audit(**filters)
 
+    # -- replay and branch (runs/replay.py) -------------------------------------------------
+
+    async def replay(self, run_id: str, **options: Any) -> RunResult:
+        return await Replays(self).replay(run_id, **options)
+
+    async def branch(self, run_id: str, checkpoint_id: str | None, **options: Any) -> Branch:
+        return await Replays(self).branch(run_id, checkpoint_id, **options)
+
+    async def update_state(
+        self, thread_id: str, values: Mapping[str, Any], **options: Any
+    ) -> Branch:
+        return await Replays(self).update_state(thread_id, values, **options)
+
     def __init__(
         self, spec: GraphSpec | None, store: Checkpointer, *, owner: str | None = None
     ) -> None:
@@ -117,6 +133,17 @@ class RunService:
         _, heads = self._graph()
         thread_id = _thread(cfg)
         await self.setup()
+        wanted = cfg.configurable.get("checkpoint_id")
+        thread = await self.store.get_thread(thread_id) if wanted else None
+        if wanted and (thread is None or thread.head_checkpoint_id != wanted):
+            raise ConfigError(
+                "config names a checkpoint_id: running from an old checkpoint is not a "
+                "continue (law 9), and it never runs live silently. Create a new run from it "
+                "with app.replay(run_id, checkpoint_id=..., mode='evidence' | 'simulation' | "
+                "'live', reason=..., actor=...), or with a changed state with "
+                "app.branch(run_id, checkpoint_id, patch=..., reason=..., actor=...) / "
+                "app.update_state(config, values)"
+            )
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
@@ -141,7 +168,7 @@ class RunService:
         run = continuable(run.thread_id, run)
         self._check_version(run)
         claim = await claims.hold(self.store, run, token=fence)
-        driver = self._driver(cfg, ignore, claim)
+        driver = self._driver(cfg, ignore, claim, await self._policy(run))
         try:
             await driver.set_status(run, RunStatus.RUNNING, None)
             return await self._start_or_go_on(driver, run)
@@ -170,7 +197,7 @@ class RunService:
         claim, run = await claims.take(
             self.store, run.run_id, owner=self.owner, check=still, audit=audit
         )
-        driver = self._driver(cfg, emit, claim)
+        driver = self._driver(cfg, emit, claim, await self._policy(run))
         try:
             return await self._start_or_go_on(driver, run)
         finally:
@@ -227,6 +254,7 @@ class RunService:
                 details={
                     "node": task,
                     "index": question.idx,
+                    "step": cp.step + 1,
                     "checkpoint_id": cp.checkpoint_id,
                     "question": question.value,
                     "answer": answer,
@@ -251,11 +279,14 @@ class RunService:
                 run_id=run.run_id,
                 fence=claim.token,
             )
-            return await self._drive(self._driver(cfg, emit, claim), head, taken)
+            driver = self._driver(cfg, emit, claim, await self._policy(taken))
+            return await self._drive(driver, head, taken)
         finally:
             await claim.release()
 
     async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
+        if not head.checkpoint.next:  # nothing left to run (a branch of a finished state)
+            await driver.set_status(run, RunStatus.COMPLETED, None)
         head = await driver.run(head, run)
         return RunResult(run, dict(head.values), tuple(driver.interrupts))
 
@@ -376,9 +407,34 @@ class RunService:
             )
         return self.spec, self._heads
 
-    def _driver(self, cfg: RunConfig, emit: Emit, claim: Claim) -> Driver:
+    def _driver(
+        self, cfg: RunConfig, emit: Emit, claim: Claim, replay: ReplayPolicy | None = None
+    ) -> Driver:
         spec, heads = self._graph()
-        return Driver(spec, self.store, heads, cfg, emit, claim)
+        return Driver(spec, self.store, heads, cfg, emit, claim, replay=replay)
+
+    async def _policy(self, run: RunRecord) -> ReplayPolicy | None:
+        """A replay run's policy, as stored with it (answers read again from the audit)."""
+        stored = run.config.get("replay") if isinstance(run.config, Mapping) else None
+        if not isinstance(stored, Mapping):
+            return None
+        return await self._with_answers(ReplayPolicy.from_json(stored))
+
+    async def _with_answers(self, policy: ReplayPolicy) -> ReplayPolicy:
+        """The interrupt answers the replayed run got, by node and step, in order."""
+        found = await self.store.list_audit(run_id=policy.evidence_run_id, limit=10_000)
+        answers: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+        for record in found:
+            details = record.details
+            if record.action == "answer" and "step" in details:
+                key = (str(details["node"]), int(details["step"]))
+                answers.setdefault(key, []).append((int(details["index"]), details["answer"]))
+        ordered = {
+            key: tuple(a for _, a in sorted(given, key=lambda pair: pair[0]))
+            for key, given in answers.items()
+        }
+        with_answers: ReplayPolicy = dataclasses.replace(policy, answers=ordered)
+        return with_answers
 
     def _check_version(self, run: RunRecord) -> None:
         assert self.identity is not None

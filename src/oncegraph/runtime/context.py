@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from oncegraph.runtime.claim import Claim
     from oncegraph.runtime.config import RunConfig
     from oncegraph.runtime.faults import FaultPlan
+    from oncegraph.runtime.replay import ReplayPolicy
     from oncegraph.storage.protocols import Checkpointer
     from oncegraph.storage.records import EffectRecord
 
@@ -43,10 +44,19 @@ class TaskContext:
     fresh: bool = False  # first attempt of this step in this process: nothing recorded yet
     staged_effects: list[EffectRecord] = field(default_factory=list)
     claim: Claim | None = None  # the run's claim: its token fences every write
+    replay: ReplayPolicy | None = None  # set in a replay: what its effects may touch
 
     @property
     def fence(self) -> int | None:
         return self.claim.token if self.claim is not None else None
+
+    @property
+    def key_run_id(self) -> str:
+        """The run id effect ids are computed with: the original run's in a recorded
+        (evidence or simulation) replay, so the same calls find the same records."""
+        if self.replay is not None and self.replay.recorded:
+            return self.replay.evidence_run_id
+        return self.run_id
 
     def check_open(self) -> None:
         """Raise unless a new attempt may start in this run (law 13)."""

@@ -53,6 +53,7 @@ from oncegraph.runtime.engine import (
     plan_step,
 )
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.tasks import run_task
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunRecord, RunStatus, StepCommit, TaskWrite
@@ -82,6 +83,7 @@ class Driver:
     config: RunConfig
     emit: Emit = ignore
     claim: Claim | None = None
+    replay: ReplayPolicy | None = None  # a replay run: what its effects may touch
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     # The checkpoint this driver committed last: no task of the step after it can have
     # run before, so it has no task writes and no effect records to look up.
@@ -153,10 +155,11 @@ class Driver:
                 loop=loop,
                 emit=self.emit,
                 fault_plan=self.config.fault_plan,
-                resume_values=list(plan.resumes.get(node, ())),
+                resume_values=list(plan.resumes.get(node) or self._replayed_answers(node, cp)),
                 may_fold=plan.alone,
                 fresh=cp.checkpoint_id == self.fresh,
                 claim=self.claim,
+                replay=self.replay,
             )
             for node in plan.todo
         ]
@@ -234,6 +237,12 @@ class Driver:
             plan.hit("after_checkpoint")
         self._emit_step(nxt, {r.node: r.update for r in decision.results})
         return nxt
+
+    def _replayed_answers(self, node: str, cp: Any) -> tuple[Any, ...]:
+        """In a replay: the answers the original run got at this node and step."""
+        if self.replay is None:
+            return ()
+        return self.replay.answers.get((node, cp.step + 1), ())
 
     # -- writes ----------------------------------------------------------------------------
 

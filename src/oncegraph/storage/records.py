@@ -59,12 +59,14 @@ class RunStatus(StrEnum):
     INTERRUPTED = "interrupted"  # paused by interrupt(); resume with Command(resume=...)
     NEEDS_REVIEW = "needs_review"  # parked: an effect's outcome is unknown
     FAILED = "failed"  # a node raised; resumable
+    PAUSED = "paused"  # created (a branch) and not started: continue it with resume()
     COMPLETED = "completed"
     ABANDONED = "abandoned"  # an operator gave up on it; never resumed
 
 
 UNFINISHED_STATUSES = frozenset(
     {
+        RunStatus.PAUSED,
         RunStatus.QUEUED,
         RunStatus.RUNNING,
         RunStatus.INTERRUPTED,

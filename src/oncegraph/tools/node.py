@@ -85,7 +85,7 @@ class ToolNode:
         name = str(call.get("name") or "")
         command_id = tool_command_id(message_id, call_id)
         base = {"role": "tool", "tool_call_id": call_id, "name": name}
-        msg_id = "tool_" + effect_id_for(ctx.run_id, name, command_id)[:32]
+        msg_id = "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32]
         if not call_id:
             return {
                 **base,
@@ -130,6 +130,8 @@ class ToolNode:
             request=args,
             fn=tool.bind(kwargs),
             runs=tool.runs,
+            simulate=tool.simulate,
+            kwargs=kwargs,
             recipient=tool.recipient_for(args),
             reconcile=tool.reconcile,
             probe=tool.probe,

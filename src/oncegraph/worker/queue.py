@@ -54,6 +54,7 @@ _UNFINISHED = ", ".join(
         RunStatus.INTERRUPTED,
         RunStatus.NEEDS_REVIEW,
         RunStatus.FAILED,
+        RunStatus.PAUSED,
     )
 )
 _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)

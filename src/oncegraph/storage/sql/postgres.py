@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -51,7 +52,14 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from oncegraph._json import dumps, loads
-from oncegraph._loopbound import LoopBound, close_at_exit, is_home, on_home, running_loop
+from oncegraph._loopbound import (
+    LoopBound,
+    close_at_exit,
+    home_loop_if_running,
+    is_home,
+    on_home,
+    running_loop,
+)
 from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
@@ -323,6 +331,7 @@ class PgCheckpointer(Closing):
             provide_key(self._cache_mac_key)
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
+        self._home_finalizer: weakref.finalize[Any, Any] | None = None
         self._schema_ok = False
         self.prepared_statements = prepared_statements
         self.claim_timeout = claim_timeout
@@ -893,6 +902,10 @@ class PgCheckpointer(Closing):
     async def _open_pool(self) -> AsyncConnectionPool:
         if is_home(running_loop()):
             close_at_exit(self)
+            if self._home_finalizer is None:  # a store dropped unclosed closes them anyway
+                self._home_finalizer = weakref.finalize(
+                    self, _drop_home, self._pools, self._lock_sessions
+                )
         _check_dsn(self._dsn)
         pool = _Pool(
             self._dsn,
@@ -942,6 +955,23 @@ async def _close_pool(pool: AsyncConnectionPool) -> None:
 
 async def _close_session(session: LockSession) -> None:
     await session.aclose()
+
+
+def _drop_home(
+    pools: LoopBound[AsyncConnectionPool], sessions: LoopBound[LockSession]
+) -> None:
+    """A store was garbage-collected unclosed: close what it opened on the home loop
+    (there, without waiting), so its pool's tasks end instead of being destroyed."""
+    loop = home_loop_if_running()
+    if loop is None:
+        return
+
+    async def close() -> None:
+        await sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
+        await pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
+
+    with contextlib.suppress(RuntimeError):
+        asyncio.run_coroutine_threadsafe(close(), loop)
 
 
 # -- sync entry points for the CLI (`oncegraph db migrate|verify --postgres DSN`) -----

@@ -153,11 +153,4 @@ def _default_description(name: str) -> str:
     )
 
 
-def to_json(value: Any) -> Any:
-    """``value`` (a validated answer) as JSON-compatible data, for messages."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(type(value)).dump_python(value, mode="json")
-
-
-__all__ = ["Invalid", "ResponseFormat", "to_json"]
+__all__ = ["Invalid", "ResponseFormat"]

@@ -227,7 +227,8 @@ def test_approve_asks_before_any_call_runs_and_records_the_approver(
     answer = {"decisions": [{"type": "approve"}], "approver": "alice@shop"}
     out = run_path(app, Command(resume=answer), cfg())
     assert out["messages"][-1]["content"] == "All done."
-    assert shop.ran == [("lookup_order", {"order_id": "1042"}), ("refund_order", REFUND)]
+    assert sorted(name for name, _ in shop.ran) == ["lookup_order", "refund_order"]
+    assert ("refund_order", REFUND) in shop.ran  # the two calls run in parallel
     (record,) = out["approvals"]
     assistant = out["messages"][1]
     assert record == {
@@ -260,7 +261,7 @@ def test_edit_runs_the_validated_edited_arguments(store: Checkpointer) -> None:
         ]
     }
     out = app.invoke(Command(resume=answer), cfg())
-    assert shop.ran[-1] == ("refund_order", {"order_id": "1042", "amount": 40.0})
+    assert ("refund_order", {"order_id": "1042", "amount": 40.0}) in shop.ran
     assistant = out["messages"][1]
     assert assistant["tool_calls"][1]["args"] == edited, "the conversation shows what ran"
     refund = next(e for e in app.effects(thread_id=T) if e.effect_type == "refund_order")

@@ -211,9 +211,10 @@ class ReactAgent:
         ctx = current_task()
         assert ctx is not None
         messages: list[Message] = list(state["messages"])
-        tag = _run_tag(ctx.run_id)
-        own = f"ai_{tag}_"
-        turn = 1 + sum(1 for m in messages if _id(m).startswith(own))
+        own = f"ai_{_run_tag(ctx.run_id)}_"
+        turn = 0  # this run's turns so far + this one; counted only when there is a limit
+        if self.max_turns is not None:
+            turn = 1 + sum(1 for m in messages if _id(m).startswith(own))
         model = self.model
         command_id = next_command_id(ctx)
         effect_type = f"model:{model.name}"

@@ -267,6 +267,7 @@ def test_edit_runs_the_validated_edited_arguments(store: Checkpointer) -> None:
     refund = next(e for e in app.effects(thread_id=T) if e.effect_type == "refund_order")
     assert refund.request == edited and refund.status is EffectStatus.COMPLETED
     (record,) = out["approvals"]
+    assert refund.command_id == f"{record['message_id']}:{record['tool_call_id']}"
     assert (record["decision"], record["approver"]) == ("edit", "bob")
     assert (record["args"], record["edited_args"]) == (REFUND, edited)
 

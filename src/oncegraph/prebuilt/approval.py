@@ -34,6 +34,8 @@ Invariants:
 * Every decision is kept in the run's state under ``approvals`` (an append-only list):
   the tool call, the decision, the proposed and the edited arguments, the reject
   message, the approver (``"approver"`` of the answer, or of one decision) and the run.
+  ``<message_id>:<tool_call_id>`` of an entry is the ``command_id`` of the call's effect
+  record, so the ledger entry of what ran and the decision that let it run meet.
 """
 
 from __future__ import annotations

@@ -30,7 +30,11 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     ├── NodeError                    a node raised; the run failed (resumable)
     │   ├── NodeTimeoutError         node_timeout elapsed
     │   └── InterruptSwallowedError  a node caught the interrupt signal
-    └── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
+    ├── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
+    └── AgentError                   a ReactAgent run cannot go on as configured
+        ├── TurnLimitError           max_turns model turns did not finish the task
+        ├── StructuredOutputError    no answer fit response_format within its retries
+        └── ModelCallError           the model (and every fallback) failed its attempts
 
 Control flow (:class:`GraphInterrupt`, :class:`_CrashSignal`) derives from
 ``BaseException`` so that a user's ``except Exception`` never swallows it by accident.
@@ -192,6 +196,24 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
 
 class RecursionLimitError(NodeError):
     """The run took more steps than ``recursion_limit`` in one call."""
+
+
+class AgentError(OnceGraphError):
+    """A :class:`~oncegraph.prebuilt.agent.ReactAgent` run cannot go on as configured.
+    The run is failed and can be continued (``invoke(None, config)``) once the cause is
+    fixed, or abandoned."""
+
+
+class TurnLimitError(AgentError):
+    """The agent used its ``max_turns`` model turns and still wanted more."""
+
+
+class StructuredOutputError(AgentError):
+    """The model's answers did not fit ``response_format`` within ``response_retries``."""
+
+
+class ModelCallError(AgentError):
+    """Every attempt at the model call failed, on the model and on each fallback."""
 
 
 # -- control flow, outside the error tree -------------------------------------------------

@@ -1,11 +1,15 @@
 """Provider adapters driven by the REAL SDKs against REAL local HTTP servers.
 
-Only the paid API is doubled: a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 speaks each
-provider's wire format (OpenAI ``/v1/chat/completions``, Anthropic ``/v1/messages``,
-Gemini ``models/<model>:generateContent``), records every request, and answers from a
-queue. The official SDK client is pointed at it through ``base_url``. Each test checks
-what went over the wire (system prompt placement, declared tools, tool results with
-their call ids) and what came back (tool calls with ids and parsed args, content).
+Only the paid API is doubled: a stdlib ``ThreadingHTTPServer`` on 127.0.0.1
+(:mod:`wire`) speaks each provider's wire format (OpenAI ``/v1/chat/completions``,
+Anthropic ``/v1/messages``, Gemini ``models/<model>:generateContent`` and
+``:streamGenerateContent``, the streams as server-sent events), records every request,
+and answers from a queue. The official SDK client is pointed at it through
+``base_url``. Each test checks what went over the wire (system prompt placement,
+declared tools, tool results with their call ids) and what came back (tool calls with
+ids and parsed args, content). Streaming tests hold the stream back after its first
+delta until the caller has received it, so they prove delivery while the answer is
+still being written, without timing anything.
 
 A provider whose SDK is not installed is skipped with the install command as the
 reason, except under ``CI=true`` where a missing SDK fails the run.
@@ -21,14 +25,21 @@ import json
 import os
 import threading
 import warnings
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
 from typing import Any
 
 import pytest
+from wire import (
+    WireServer,
+    anthropic_message,
+    anthropic_stream,
+    gemini_response,
+    gemini_stream,
+    openai_completion,
+    openai_stream,
+)
 
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
@@ -42,119 +53,6 @@ def _sdk(module: str, extra: str) -> ModuleType:
         module, reason=f'needs the SDK: pip install "oncegraph[{extra}]"'
     )
     return found
-
-
-# -- the local wire server -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    body: Any
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    replies: deque[tuple[int, Any]]
-    requests: list[Recorded]
-    release: threading.Event
-    connections: int  # client connections open now
-    changed: threading.Condition  # notified when ``connections`` changes
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def setup(self) -> None:
-        super().setup()
-        with self.server.changed:
-            self.server.connections += 1
-            self.server.changed.notify_all()
-
-    def finish(self) -> None:  # the client closed the connection (or the server did)
-        try:
-            super().finish()
-        finally:
-            with self.server.changed:
-                self.server.connections -= 1
-                self.server.changed.notify_all()
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", "0"))
-        raw = self.rfile.read(length)
-        self.server.requests.append(
-            Recorded(
-                method="POST",
-                path=self.path,
-                headers={k.lower(): v for k, v in self.headers.items()},
-                body=json.loads(raw) if raw else None,
-            )
-        )
-        if not self.server.replies:
-            self._send(500, {"error": {"message": "test server: no reply queued"}})
-            return
-        status, body = self.server.replies.popleft()
-        if body == "HANG":  # never answer; released when the server closes
-            self.server.release.wait(30)
-            return
-        self._send(status, body)
-
-    def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        pass
-
-
-class WireServer:
-    """A real HTTP server on 127.0.0.1 that records requests and replies from a queue."""
-
-    def __init__(self) -> None:
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.replies = deque()
-        self._server.requests = []
-        self._server.release = threading.Event()
-        self._server.connections = 0
-        self._server.changed = threading.Condition()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    @property
-    def requests(self) -> list[Recorded]:
-        return self._server.requests
-
-    @property
-    def connections(self) -> int:
-        return self._server.connections
-
-    def wait_no_connections(self, timeout: float) -> bool:
-        """True once every client connection is closed; False if one is still open
-        after ``timeout`` seconds (a generous bound, not a measurement)."""
-        with self._server.changed:
-            return self._server.changed.wait_for(lambda: self._server.connections == 0, timeout)
-
-    def reply(self, body: Any, status: int = 200) -> None:
-        self._server.replies.append((status, body))
-
-    def hang(self) -> None:
-        self._server.replies.append((200, "HANG"))
-
-    def close(self) -> None:
-        self._server.release.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
 
 
 @pytest.fixture
@@ -258,17 +156,6 @@ def _with_results(history: list[Message], response: ModelResponse) -> list[Messa
 # -- OpenAI ----------------------------------------------------------------------------
 
 
-def _openai_completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 30, "completion_tokens": 7, "total_tokens": 37},
-    }
-
-
 def _openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -276,7 +163,7 @@ def _openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 async def test_openai_tool_call_round_trip(make_model: MakeModel, server: WireServer) -> None:
     model = make_model("gpt-4o-mini", "openai", api_key="sk-test", max_retries=0)
     server.reply(
-        _openai_completion(
+        openai_completion(
             {
                 "role": "assistant",
                 "content": None,
@@ -319,7 +206,7 @@ async def test_openai_tool_call_round_trip(make_model: MakeModel, server: WireSe
     ]
 
     server.reply(
-        _openai_completion(
+        openai_completion(
             {"role": "assistant", "content": "Refund refused: card declined."}, "stop"
         )
     )
@@ -348,7 +235,7 @@ async def test_openai_bad_tool_arguments_are_a_clear_error(
 ) -> None:
     model = make_model("gpt-4o-mini", "openai", api_key="sk-test", max_retries=0)
     server.reply(
-        _openai_completion(
+        openai_completion(
             {
                 "role": "assistant",
                 "content": None,
@@ -378,19 +265,6 @@ def test_openai_prefix_is_stripped_without_a_gateway() -> None:
 # -- Anthropic -------------------------------------------------------------------------
 
 
-def _anthropic_message(content: list[dict[str, Any]], stop: str) -> dict[str, Any]:
-    return {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-6",
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 40, "output_tokens": 9},
-    }
-
-
 def _anthropic_tool_uses() -> list[dict[str, Any]]:
     """The two ``tool_use`` blocks, as the API returns them and as they are sent back."""
     return [
@@ -410,7 +284,7 @@ async def test_anthropic_tool_call_round_trip(make_model: MakeModel, server: Wir
     model = make_model("anthropic/claude-sonnet-4-6", None, api_key="ak-test", max_retries=0)
     assert model.name == "anthropic/claude-sonnet-4-6"
     server.reply(
-        _anthropic_message(
+        anthropic_message(
             [{"type": "text", "text": "Let me check."}, *_anthropic_tool_uses()], "tool_use"
         )
     )
@@ -442,7 +316,7 @@ async def test_anthropic_tool_call_round_trip(make_model: MakeModel, server: Wir
     ]
 
     server.reply(
-        _anthropic_message([{"type": "text", "text": "The card was declined."}], "end_turn")
+        anthropic_message([{"type": "text", "text": "The card was declined."}], "end_turn")
     )
     conversation = _with_results(history, first)
     conversation.append({"role": "user", "content": "Why?", "id": "m-u2"})
@@ -478,20 +352,6 @@ async def test_anthropic_tool_call_round_trip(make_model: MakeModel, server: Wir
 # -- Google (Gemini) -----------------------------------------------------------------
 
 
-def _gemini_response(parts: list[dict[str, Any]], finish: str) -> dict[str, Any]:
-    return {
-        "candidates": [
-            {"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}
-        ],
-        "usageMetadata": {
-            "promptTokenCount": 50,
-            "candidatesTokenCount": 11,
-            "totalTokenCount": 61,
-        },
-        "responseId": "resp-g1",
-    }
-
-
 def _gemini_calls() -> list[dict[str, Any]]:
     """The two ``functionCall`` parts: the first without an id (Gemini may omit it)."""
     return [
@@ -505,7 +365,7 @@ async def test_google_tool_call_round_trip(make_model: MakeModel, server: WireSe
     model = make_model("google/gemini-2.5-flash", "google", api_key="gk-test", max_retries=0)
     assert model.name == "google/gemini-2.5-flash"
     server.reply(
-        _gemini_response([{"thought": True, "text": "planning..."}, *_gemini_calls()], "STOP")
+        gemini_response([{"thought": True, "text": "planning..."}, *_gemini_calls()], "STOP")
     )
     first = await model.generate(_start(), tools=TOOLS)
     # Gemini gave no id for the first call: it gets the positional call_1
@@ -528,7 +388,7 @@ async def test_google_tool_call_round_trip(make_model: MakeModel, server: WireSe
     schemas = [d.get("parametersJsonSchema", d.get("parameters_json_schema")) for d in declarations]
     assert schemas == [t["parameters"] for t in TOOLS]
 
-    server.reply(_gemini_response([{"text": "The card was declined."}], "STOP"))
+    server.reply(gemini_response([{"text": "The card was declined."}], "STOP"))
     second = await model.generate(_with_results(_start(), first), tools=TOOLS)
     assert second.content == "The card was declined."
     assert second.tool_calls == ()
@@ -608,7 +468,7 @@ PROVIDERS: dict[str, Provider] = {
         path="/v1",
         key_envs=("OPENAI_API_KEY",),
         sent_key=_bearer,
-        text_reply=lambda text: _openai_completion({"role": "assistant", "content": text}, "stop"),
+        text_reply=lambda text: openai_completion({"role": "assistant", "content": text}, "stop"),
         timeouts=_sdk_timeout,
     ),
     "anthropic": Provider(
@@ -618,7 +478,7 @@ PROVIDERS: dict[str, Provider] = {
         path="",
         key_envs=("ANTHROPIC_API_KEY",),
         sent_key=_anthropic_key,
-        text_reply=lambda text: _anthropic_message([{"type": "text", "text": text}], "end_turn"),
+        text_reply=lambda text: anthropic_message([{"type": "text", "text": text}], "end_turn"),
         timeouts=_sdk_timeout,
     ),
     "google": Provider(
@@ -628,7 +488,7 @@ PROVIDERS: dict[str, Provider] = {
         path="",
         key_envs=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         sent_key=lambda headers: headers["x-goog-api-key"],
-        text_reply=lambda text: _gemini_response([{"text": text}], "STOP"),
+        text_reply=lambda text: gemini_response([{"text": text}], "STOP"),
         timeouts=_http_timeouts,
     ),
 }
@@ -753,3 +613,135 @@ def test_one_model_object_serves_successive_event_loops(provider: str, server: W
         warnings.simplefilter("always")
         gc.collect()  # a leaked client's sockets would warn here
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+# -- streaming ---------------------------------------------------------------------------
+
+
+class Deltas:
+    """``on_text`` for a streamed call: keeps the deltas and opens the server's gate at
+    the first one (the server holds the rest of the stream until then)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.seen: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        self.seen.append(text)
+        self.gate.set()
+
+
+def _streamed_reply(provider: str, deltas: Deltas, texts: list[str]) -> Any:
+    """A streamed answer with ``texts`` and the two tool calls, in ``provider``'s format."""
+    lookup = ('{"order_', 'id": "1042"}')
+    refund = ('{"order_id": "1042", ', '"amount": 59.0}')
+    if provider == "openai":
+        calls = [("call_Lk1", "lookup_order", lookup), ("call_Rf2", "refund_order", refund)]
+        return openai_stream(texts, calls, "tool_calls", gate=deltas.gate)
+    if provider == "anthropic":
+        calls = [("toolu_A", "lookup_order", lookup), ("toolu_B", "refund_order", refund)]
+        return anthropic_stream(texts, calls, "tool_use", gate=deltas.gate)
+    return gemini_stream(texts, [part["functionCall"] for part in _gemini_calls()], deltas.gate)
+
+
+STREAMED: dict[str, ModelResponse] = {
+    "openai": ModelResponse(
+        content="Let me check that.",
+        tool_calls=_two_calls("call_Lk1", "call_Rf2"),
+        provider_message_id="chatcmpl-9",
+        usage={"input_tokens": 30, "output_tokens": 7, "total_tokens": 37},
+        raw_finish_reason="tool_calls",
+    ),
+    "anthropic": ModelResponse(
+        content="Let me check that.",
+        tool_calls=_two_calls("toolu_A", "toolu_B"),
+        provider_message_id="msg_01",
+        usage={"input_tokens": 40, "output_tokens": 9, "total_tokens": 49},
+        raw_finish_reason="tool_use",
+    ),
+    "google": ModelResponse(
+        content="Let me check that.",
+        tool_calls=_two_calls("call_1", "fc-real-7"),
+        provider_message_id="resp-g1",
+        usage={"input_tokens": 50, "output_tokens": 11, "total_tokens": 61},
+        raw_finish_reason="STOP",
+    ),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_streaming_hands_over_deltas_and_returns_the_whole_response(
+    provider: str, make_model: MakeModel, server: WireServer
+) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k")
+    deltas = Deltas()
+    texts = ["Let me ", "check ", "that."]
+    stream = _streamed_reply(provider, deltas, texts)
+    server.reply(stream)
+    response = await model.generate_stream(_start(), tools=TOOLS, on_text=deltas)
+    assert not stream.gate_timed_out, "the first delta reached the caller mid-stream"
+    assert deltas.seen == texts
+    assert response == STREAMED[provider], "the whole message, as generate returns it"
+    sent = server.requests[0]
+    if provider == "openai":
+        assert sent.body["stream"] is True
+        assert sent.body["stream_options"] == {"include_usage": True}
+        assert len(sent.body["tools"]) == 2
+    elif provider == "anthropic":
+        assert sent.body["stream"] is True and sent.body["system"] == SYSTEM
+    else:
+        assert sent.path.endswith("/models/gemini-2.5-flash:streamGenerateContent?alt=sse")
+        assert sent.body["systemInstruction"]["parts"] == [{"text": SYSTEM}]
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_a_streamed_text_answer_matches_generate(
+    provider: str, make_model: MakeModel, server: WireServer
+) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k")
+    texts = ["The card ", "was declined."]
+    if provider == "openai":
+        server.reply(openai_stream(texts))
+    elif provider == "anthropic":
+        server.reply(anthropic_stream(texts))
+    else:
+        server.reply(gemini_stream(texts))
+    seen: list[str] = []
+    response = await model.generate_stream(_start(), tools=[], on_text=seen.append)
+    assert "".join(seen) == response.content == "The card was declined."
+    assert response.tool_calls == ()
+
+
+# -- one retry layer: the SDKs' own retries are off ----------------------------------------
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+@pytest.mark.parametrize("streaming", [False, True], ids=["generate", "stream"])
+async def test_sdk_retries_are_off_by_default(
+    provider: str, streaming: bool, make_model: MakeModel, server: WireServer
+) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k")  # no max_retries given
+    server.reply({"error": {"message": "overloaded", "type": "server_error"}}, status=503)
+    server.reply(spec.text_reply("too late"))  # an SDK retry would get this
+    with pytest.raises(Exception) as caught:
+        if streaming:
+            await model.generate_stream(_start(), tools=[], on_text=lambda text: None)
+        else:
+            await model.generate(_start(), tools=[])
+    assert "503" in str(caught.value) or "overloaded" in str(caught.value)
+    assert len(server.requests) == 1, "the ledger retries model calls; the SDK must not"
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+async def test_sdk_retries_can_be_turned_back_on(
+    provider: str, make_model: MakeModel, server: WireServer
+) -> None:
+    spec = PROVIDERS[provider]
+    model = make_model(spec.model_id, provider, api_key="k", max_retries=1)
+    server.reply({"error": {"message": "overloaded", "type": "server_error"}}, status=503)
+    server.reply(spec.text_reply("second try"))
+    response = await model.generate(_start(), tools=[])
+    assert response.content == "second try" and len(server.requests) == 2

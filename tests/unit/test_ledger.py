@@ -652,4 +652,6 @@ def test_model_calls_are_recorded_and_reused_on_resume(store: Checkpointer, path
     first = ModelResponse.from_json(records[0].result)
     assert first.tool_calls[0]["name"] == "refund"
     assistant = next(m for m in out["messages"] if m["role"] == "assistant")
-    assert assistant["id"] == "ai_" + records[0].effect_id[:32]
+    # the id names the run (a hash of its id) and the turn's effect
+    run_tag = hashlib.sha256(records[0].run_id.encode()).hexdigest()[:12]
+    assert assistant["id"] == f"ai_{run_tag}_{records[0].effect_id[:20]}"

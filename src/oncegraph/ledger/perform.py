@@ -86,6 +86,9 @@ class EffectCall:
     retry: RetryPolicy | None = None
     timeout: float | None = None
     fold: bool = False  # the call is the node's last act: its result may ride the checkpoint
+    # ... unless it took more than one attempt: then it is committed at once, so a crash
+    # before the step's commit does not make the resume pay for those attempts again
+    commit_if_retried: bool = False
     # For simulation replays: the tool's stand-in and the arguments it is called with.
     simulate: Callable[..., Any] | None = None
     args: tuple[Any, ...] = ()
@@ -219,7 +222,8 @@ class _Performer:
 
     async def _finish(self, record: EffectRecord) -> EffectRecord:
         """Record a final outcome: staged into the step's commit, or committed now."""
-        if self.call.fold and self.ctx.may_fold:
+        retried = self.call.commit_if_retried and len(record.attempts) > 1
+        if self.call.fold and self.ctx.may_fold and not retried:
             staged = record.replace(row_version=record.row_version + 1, updated_at=now())
             self.ctx.staged_effects.append(staged)
             return staged

@@ -67,6 +67,12 @@ class TaskContext:
         if self.fault_plan is not None:
             self.fault_plan.hit(point)
 
+    def streams(self, mode: str) -> bool:
+        """Whether the caller reads ``mode`` events, so a node may skip work for a mode
+        nobody streams (token deltas). An ``emit`` that streams names its modes in a
+        ``modes`` attribute; one without it (``invoke``) streams nothing optional."""
+        return mode in getattr(self.emit, "modes", ())
+
 
 @dataclass(slots=True)
 class EffectContext:

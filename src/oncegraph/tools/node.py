@@ -10,7 +10,7 @@ stops the run, because answering the model would be guessing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from oncegraph import _json
@@ -25,7 +25,7 @@ from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
-from oncegraph.tools.tool import Tool, as_tool
+from oncegraph.tools.tool import ToolLike, as_tool
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ def _content(result: Any) -> str:
 class ToolNode:
     def __init__(
         self,
-        tools: Sequence[Tool | Callable[..., Any]],
+        tools: Sequence[ToolLike],
         *,
         messages_key: str = "messages",
         name: str = "tools",

@@ -36,7 +36,7 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.perform import RunsOn
@@ -47,7 +47,13 @@ from oncegraph.storage.records import EffectClass
 from oncegraph.tools.docstrings import parse_docstring
 from oncegraph.tools.schema import arguments_of
 
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
+
 Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
+ToolLike: TypeAlias = "Tool | Callable[..., Any] | BaseTool"
+"""What ``ReactAgent(tools=...)`` and ``ToolNode`` accept: a :class:`Tool`, a function, or
+a LangChain ``BaseTool`` (the ``langchain`` extra)."""
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
 

@@ -9,6 +9,10 @@ messages of the same wire role are merged, as the API requires results to follow
 ``tool_use`` turn directly. A ``ToolSpec`` becomes ``{"name", "description",
 "input_schema"}``. Back: text blocks are concatenated, ``tool_use`` blocks become tool
 calls with the provider's ids; other blocks (thinking) are not kept.
+
+Streaming (``generate_stream``) uses the SDK's ``messages.stream``: text deltas go to
+``on_text`` as they arrive, and the SDK's accumulated final message is mapped exactly as
+``generate`` maps a whole one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
+    OnText,
     content_text,
     install_hint,
     split_system,
@@ -43,7 +48,9 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
     ``ANTHROPIC_BASE_URL`` (both read by the SDK); ``timeout`` is in seconds;
     ``max_tokens`` is required by the API (default 4096); ``params`` are extra request
     fields (``temperature``...) sent on every call. A leading ``"anthropic/"`` is
-    stripped from the model id. ``aclose()`` closes the clients it opened.
+    stripped from the model id. ``max_retries`` is the SDK's own retry count, 0 by
+    default: the agent's ledger retries model calls, once. ``aclose()`` closes the
+    clients it opened.
     """
 
     __slots__ = ("max_tokens",)
@@ -55,7 +62,7 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
-        max_retries: int | None = None,
+        max_retries: int | None = 0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         params: Mapping[str, Any] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
@@ -77,9 +84,7 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
         )
         self.max_tokens = max_tokens
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         system, wire_messages = to_anthropic_messages(messages)
         request: dict[str, Any] = {
             "max_tokens": self.max_tokens,
@@ -91,8 +96,25 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
             request["system"] = system
         if tools:
             request["tools"] = to_anthropic_tools(tools)
+        return request
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        request = self._request(messages, tools)
         response = await (await self._client()).messages.create(**request)
         return from_anthropic(response)
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse:
+        request = self._request(messages, tools)
+        async with (await self._client()).messages.stream(**request) as stream:
+            async for text in stream.text_stream:
+                if text:
+                    on_text(text)
+            final = await stream.get_final_message()
+        return from_anthropic(final)
 
 
 def from_anthropic(response: Any) -> ModelResponse:

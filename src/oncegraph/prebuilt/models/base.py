@@ -11,6 +11,14 @@ Invariants an implementer keeps:
 - Every tool call in a response has a non-empty ``id`` that is unique within the
   response; when the provider gives none the adapter assigns ``call_1``, ``call_2``, ...
   in order (:func:`synthetic_call_id`), so the same response always gets the same ids.
+- A model that can stream also offers ``generate_stream`` (:class:`StreamingChatModel`):
+  the same call through the provider's streaming API, handing each text delta to
+  ``on_text`` as it arrives and returning the WHOLE response, equal to what ``generate``
+  would have returned for the same answer. Only that whole response is recorded, so a
+  resumed run reuses it and never streams (or pays for) the turn again.
+- Adapters leave their SDK's own retries off by default (``max_retries=0``): the agent
+  retries model calls through the ledger (``ReactAgent(model_retry=...)``), and two
+  stacked retry layers would multiply attempts and hide them from the effect record.
 
 The provider adapters live in sibling modules and import their SDK at import time;
 :func:`resolve_model` imports them lazily so that a missing SDK only matters to someone
@@ -22,7 +30,7 @@ from __future__ import annotations
 import copy
 import importlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,8 +46,11 @@ PROVIDERS: Mapping[str, tuple[str, str]] = {
 }
 
 _RESPONSE_KEYS = frozenset(
-    {"content", "tool_calls", "provider_message_id", "usage", "raw_finish_reason"}
+    {"content", "tool_calls", "provider_message_id", "usage", "raw_finish_reason", "model"}
 )
+
+OnText = Callable[[str], None]
+"""Receives each text delta of a streamed answer, in order, as it arrives."""
 
 
 @runtime_checkable
@@ -64,6 +75,21 @@ class ChatModel(Protocol):
     ) -> ModelResponse: ...
 
 
+@runtime_checkable
+class StreamingChatModel(ChatModel, Protocol):
+    """A :class:`ChatModel` that can also stream its answer's text.
+
+    ``generate_stream`` makes the same request as ``generate`` through the provider's
+    streaming API, calls ``on_text(delta)`` for each piece of text as it arrives (never
+    with an empty string) and returns the whole :class:`ModelResponse`, tool calls and
+    usage included. The deltas joined equal the response's ``content``.
+    """
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """One assistant turn as returned by a model; JSON round-trips unchanged.
@@ -71,7 +97,8 @@ class ModelResponse:
     ``usage`` uses the common keys ``input_tokens``, ``output_tokens`` and
     ``total_tokens`` (only those the provider reported). ``raw_finish_reason`` is the
     provider's own stop reason string, unchanged (``"tool_calls"``, ``"tool_use"``,
-    ``"STOP"``...).
+    ``"STOP"``...). ``model`` names the model that answered when the agent had a choice
+    (fallback models); adapters leave it ``None``, and ``to_json`` omits it then.
     """
 
     content: str = ""
@@ -79,6 +106,7 @@ class ModelResponse:
     provider_message_id: str | None = None
     usage: Mapping[str, int] = field(default_factory=dict)
     raw_finish_reason: str | None = None
+    model: str | None = None
 
     def to_message(self, message_id: str) -> Message:
         """The assistant message to append to the conversation, with its persistent id."""
@@ -92,7 +120,7 @@ class ModelResponse:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-compatible dict (the form recorded in the effect ledger)."""
-        return {
+        data: dict[str, Any] = {
             "content": self.content,
             "tool_calls": [
                 {"id": call["id"], "name": call["name"], "args": copy.deepcopy(call["args"])}
@@ -102,6 +130,9 @@ class ModelResponse:
             "usage": dict(self.usage),
             "raw_finish_reason": self.raw_finish_reason,
         }
+        if self.model is not None:
+            data["model"] = self.model
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str | bytes) -> ModelResponse:
@@ -143,6 +174,7 @@ class ModelResponse:
             provider_message_id=_opt_str(data, "provider_message_id"),
             usage=dict(usage),
             raw_finish_reason=_opt_str(data, "raw_finish_reason"),
+            model=_opt_str(data, "model"),
         )
 
 
@@ -332,4 +364,11 @@ def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
-__all__ = ["PROVIDERS", "ChatModel", "ModelResponse", "resolve_model"]
+__all__ = [
+    "PROVIDERS",
+    "ChatModel",
+    "ModelResponse",
+    "OnText",
+    "StreamingChatModel",
+    "resolve_model",
+]

@@ -13,6 +13,11 @@ Automatic function calling is always disabled: the agent runs tools, through the
 Ids: Gemini may return function calls without ids; they get ``call_1``, ``call_2``...
 (by position) and such synthetic ids are not sent back to the API, real ones are.
 Thought parts are dropped from the content.
+
+Streaming (``generate_stream``) uses ``generate_content_stream`` (``streamGenerateContent``
+over SSE): each chunk's text parts go to ``on_text`` as they arrive; the chunks' parts,
+the last usage, id and finish reason are joined into one response, mapped exactly as
+``generate`` maps a whole one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models._client import SDKChatModel
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
+    OnText,
     content_text,
     install_hint,
     is_synthetic_call_id,
@@ -47,7 +53,8 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
     ``base_url`` overrides the endpoint; ``timeout`` is in seconds; ``params`` are extra
     ``GenerateContentConfig`` fields (``temperature``...). A leading ``"google/"`` is
     stripped from the model id (``"google/gemini-2.5-flash"`` -> ``"gemini-2.5-flash"``).
-    ``aclose()`` closes the clients it opened.
+    ``max_retries`` is the SDK's own retry count, 0 by default: the agent's ledger
+    retries model calls, once. ``aclose()`` closes the clients it opened.
     """
 
     __slots__ = ()
@@ -59,7 +66,7 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
-        max_retries: int | None = None,
+        max_retries: int | None = 0,
         params: Mapping[str, Any] | None = None,
         client: genai.Client | None = None,
     ) -> None:
@@ -69,7 +76,7 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             http = types.HttpOptions(base_url=base_url)
             if timeout is not None:
                 http.timeout = max(1, round(timeout * 1000))  # the SDK takes milliseconds
-            if max_retries is not None:
+            if max_retries:  # None or 0: the SDK never retries (its default without options)
                 http.retry_options = types.HttpRetryOptions(attempts=max_retries + 1)
             return genai.Client(api_key=api_key, http_options=http)
 
@@ -86,9 +93,9 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             key_env="GEMINI_API_KEY (or GOOGLE_API_KEY)",
         )
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[types.Content], types.GenerateContentConfig]:
         system, contents = to_google_contents(messages)
         config = types.GenerateContentConfig(
             **self.params,
@@ -96,10 +103,58 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             tools=to_google_tools(tools) if tools else None,
             automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         )
+        return contents, config
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        contents, config = self._request(messages, tools)
         response = await (await self._client()).aio.models.generate_content(
             model=self.model, contents=contents, config=config
         )
         return self.from_google(response)
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse:
+        contents, config = self._request(messages, tools)
+        stream = await (await self._client()).aio.models.generate_content_stream(
+            model=self.model, contents=contents, config=config
+        )
+        parts: list[types.Part] = []
+        last: types.GenerateContentResponse | None = None
+        finish: Any = None
+        try:
+            async for chunk in stream:
+                last = chunk
+                candidate = chunk.candidates[0] if chunk.candidates else None
+                if candidate is None:
+                    continue
+                if candidate.finish_reason is not None:
+                    finish = candidate.finish_reason
+                for part in (candidate.content.parts if candidate.content else None) or ():
+                    parts.append(part)
+                    if part.text and not part.thought and part.function_call is None:
+                        on_text(part.text)
+        finally:
+            close = getattr(stream, "aclose", None)
+            if close is not None:  # an early exit must not leave the response open
+                await close()
+        if last is None:
+            raise OnceGraphError(f"model {self.name} streamed no response")
+        if not parts and not last.candidates:
+            return self.from_google(last)  # blocked: the error names the reason
+        joined = types.GenerateContentResponse(
+            candidates=[
+                types.Candidate(
+                    content=types.Content(role="model", parts=parts), finish_reason=finish
+                )
+            ],
+            usage_metadata=last.usage_metadata,
+            response_id=last.response_id,
+            prompt_feedback=last.prompt_feedback,
+        )
+        return self.from_google(joined)
 
     def from_google(self, response: types.GenerateContentResponse) -> ModelResponse:
         if not response.candidates:

@@ -10,11 +10,17 @@ them, ``content`` is the text (or the refusal when there is no text).
 Also works with OpenAI-compatible servers through ``base_url=``; with a ``base_url``
 the model id is sent verbatim (gateways use ids like ``"openai/gpt-4o"``), without one
 a leading ``"openai/"`` is stripped.
+
+Streaming (``generate_stream``) sends the same request with ``stream=True`` and
+``stream_options={"include_usage": True}``; text deltas go to ``on_text`` as they
+arrive, tool-call pieces are joined by their ``index``, and the whole response is
+built exactly as ``generate`` builds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph import _json
@@ -23,6 +29,7 @@ from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
+    OnText,
     content_text,
     install_hint,
     parse_tool_args,
@@ -42,7 +49,8 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
     ``api_key`` defaults to ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL``
     (both read by the SDK); ``timeout`` is in seconds; ``params`` are extra request
     fields (``temperature``, ``max_completion_tokens``...) sent on every call.
-    ``aclose()`` closes the clients it opened.
+    ``max_retries`` is the SDK's own retry count, 0 by default: the agent's ledger
+    retries model calls, once. ``aclose()`` closes the clients it opened.
     """
 
     __slots__ = ()
@@ -54,7 +62,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float | None = None,
-        max_retries: int | None = None,
+        max_retries: int | None = 0,
         params: Mapping[str, Any] | None = None,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
@@ -75,9 +83,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             key_env="OPENAI_API_KEY",
         )
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         request: dict[str, Any] = {
             **self.params,
             "model": self.model,
@@ -85,8 +91,29 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
         }
         if tools:
             request["tools"] = to_openai_tools(tools)
+        return request
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        request = self._request(messages, tools)
         response = await (await self._client()).chat.completions.create(**request)
         return self.from_openai(response)
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse:
+        request = self._request(messages, tools)
+        request["stream"] = True
+        request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
+        stream = await (await self._client()).chat.completions.create(**request)
+        joined = _Joined()
+        async with stream:
+            async for chunk in stream:
+                text = joined.add(chunk)
+                if text:
+                    on_text(text)
+        return self.from_openai(joined)
 
     def from_openai(self, response: Any) -> ModelResponse:
         if not response.choices:
@@ -117,6 +144,82 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             usage=usage,
             raw_finish_reason=choice.finish_reason,
         )
+
+
+# -- a streamed completion, joined back into the shape of a whole one ------------------
+
+
+@dataclass(slots=True)
+class _Function:
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str | None = None
+    type: str = "function"
+    function: _Function = field(default_factory=_Function)
+
+
+@dataclass(slots=True)
+class _Message:
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_Call] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Choice:
+    message: _Message = field(default_factory=_Message)
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
+class _Joined:
+    """The chunks of one streamed completion joined into what ``from_openai`` reads
+    (``id``, ``choices[0].message``, ``usage``); only choice 0 is kept."""
+
+    id: str | None = None
+    choices: list[_Choice] = field(default_factory=list)
+    usage: Any = None
+    _calls: dict[int, _Call] = field(default_factory=dict)
+
+    def add(self, chunk: Any) -> str:
+        """Fold ``chunk`` in; returns its text delta ("" when it has none)."""
+        self.id = self.id or chunk.id
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        text = ""
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            if not self.choices:
+                self.choices.append(_Choice())
+            joined = self.choices[0]
+            delta = choice.delta
+            if choice.finish_reason is not None:
+                joined.finish_reason = choice.finish_reason
+            if delta is None:
+                continue
+            if delta.content:
+                text = delta.content
+                joined.message.content = (joined.message.content or "") + text
+            if delta.refusal:
+                joined.message.refusal = (joined.message.refusal or "") + delta.refusal
+            for piece in delta.tool_calls or ():
+                call = self._calls.get(piece.index)
+                if call is None:
+                    call = self._calls[piece.index] = _Call()
+                    joined.message.tool_calls.append(call)
+                if piece.id:
+                    call.id = piece.id
+                if piece.type:
+                    call.type = piece.type
+                if piece.function is not None:
+                    call.function.name += piece.function.name or ""
+                    call.function.arguments += piece.function.arguments or ""
+        return text
 
 
 def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

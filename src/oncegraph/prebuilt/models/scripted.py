@@ -12,18 +12,22 @@ A script entry is a :class:`ModelResponse`, a dict in its JSON form (``{"content
 ..., "tool_calls": [{"name", "args", "id"?}]}``), a plain string (content only), or a
 callable ``(messages, tools) -> entry`` (sync or async) for data-dependent answers.
 ``responses`` itself may also be one such callable, used for every turn.
+
+``generate_stream`` plays the same answer and hands its content to ``on_text`` in pieces
+(a word with the whitespace after it), so token streaming can be tried offline.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from oncegraph.errors import ConfigError
 from oncegraph.messages import Message, ToolSpec
-from oncegraph.prebuilt.models.base import ModelResponse
+from oncegraph.prebuilt.models.base import ModelResponse, OnText
 
 ScriptEntry = ModelResponse | Mapping[str, Any] | str | Callable[..., Any]
 IndexBy = Literal["assistant_messages", "calls"]
@@ -99,6 +103,18 @@ class ScriptedModel:
             if inspect.isawaitable(entry):
                 entry = await entry
         return _coerce(entry, turn)
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse:
+        """:meth:`generate`, with the content handed to ``on_text`` word by word."""
+        response = await self.generate(messages, tools=tools)
+        for piece in _PIECES.findall(response.content):
+            on_text(piece)
+        return response
+
+
+_PIECES = re.compile(r"\s*\S+\s*|\s+")  # a word with its spaces; all of it joined is the text
 
 
 def _coerce(entry: Any, index: int) -> ModelResponse:

@@ -1,0 +1,94 @@
+"""Map-reduce with parallel nodes, each branch's side effect under the ledger.
+
+Three regional warehouses are asked to hold an order's stock in the same step (a fan-out
+from ``START``), each through the ledger (``aeffect``); a waiting edge joins the branches
+(``add_edge([...], "report")``). A child process runs the graph and is SIGKILLed right
+after the first branch's effect was recorded (``ONCEGRAPH_CRASH_AT``); this process then
+continues the run. A branch whose call was cut off is asked again with the SAME
+idempotency key (a ``write`` whose outcome is unknown), so each warehouse holds stock
+once, and the report has each branch once.
+
+LangGraph's ``Send`` (one branch per item, decided at run time) is not in oncegraph yet;
+this example uses a fixed set of parallel nodes. Runs offline: python examples/map_reduce.py
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from oncegraph import END, START, StateGraph, aeffect, current_effect
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+
+REGIONS = ("eu", "us", "apac")
+WORKDIR = Path(sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="oncegraph-mr-"))
+WAREHOUSES = WORKDIR / "warehouses.log"  # what the warehouses saw (your real systems' side)
+
+
+class State(TypedDict):
+    order_id: str
+    findings: Annotated[list[str], operator.add]
+    report: str
+
+
+def hold_stock(region: str, order_id: str) -> str:
+    """The side effect: a warehouse reserves stock. It deduplicates on the key it gets."""
+    with open(WAREHOUSES, "a") as log:
+        log.write(f"{region} {current_effect().idempotency_key}\n")
+    return f"{region}: stock held for {order_id}"
+
+
+def warehouses() -> str:
+    lines = [line.split() for line in WAREHOUSES.read_text().splitlines()]
+    requests = Counter(region for region, _ in lines)
+    holds = Counter(region for region, _ in set(map(tuple, lines)))
+    return ", ".join(f"{r}: {requests[r]} request(s), {holds[r]} hold" for r in sorted(requests))
+
+
+def branch(region: str) -> Any:
+    async def check(state: State) -> dict[str, Any]:
+        finding = await aeffect(hold_stock, region, state["order_id"], effect_type="hold_stock")
+        return {"findings": [finding]}
+
+    check.__name__ = f"check_{region}"
+    return check
+
+
+def report(state: State) -> dict[str, Any]:
+    return {"report": "; ".join(sorted(state["findings"]))}
+
+
+graph = StateGraph(State, name="stock_check")
+for region in REGIONS:
+    graph.add_node(f"check_{region}", branch(region))
+    graph.add_edge(START, f"check_{region}")  # the map: all three in one step
+graph.add_node("report", report)
+graph.add_edge([f"check_{r}" for r in REGIONS], "report")  # the reduce: after all three
+graph.add_edge("report", END)
+
+
+def main() -> None:
+    app = graph.compile(checkpointer=SqliteCheckpointer(WORKDIR / "runs.db"))
+    config = {"thread_id": "order-1042"}
+    if sys.argv[1:2] == ["--child"]:
+        app.invoke({"order_id": "1042"}, config)
+        return
+    env = {**os.environ, "ONCEGRAPH_CRASH_AT": "after_effect_record"}
+    child = subprocess.run([sys.executable, __file__, "--child", str(WORKDIR)], env=env)
+    print(f"child exit {child.returncode} (-9: SIGKILL); warehouses: {warehouses()}")
+    print(f"next nodes of the cut-short run: {sorted(app.get_state(config).next)}")
+    out = app.invoke(None, config)  # continue the same run
+    print(f"after the resume, warehouses: {warehouses()}")
+    print(f"report: {out['report']}")
+    effects = [e for e in app.effects(thread_id="order-1042") if e.effect_type == "hold_stock"]
+    print(f"ledger: {len(effects)} hold_stock effects, all {effects[0].status}")
+
+
+if __name__ == "__main__":
+    main()

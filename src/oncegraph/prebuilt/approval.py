@@ -1,0 +1,409 @@
+"""Approval before chosen tools: ``ReactAgent(interrupt_on=...)``.
+
+The shape is LangChain's ``HumanInTheLoopMiddleware(interrupt_on=...)``::
+
+    interrupt_on={
+        "refund_order": True,                                  # approve, edit or reject
+        "send_email": {"allowed_decisions": ["approve", "reject"]},
+        "lookup_order": False,                                 # never asks
+    }
+
+When the model asks for calls of such tools, the agent's tools node calls
+``interrupt(request)`` once for all of them (in call order) BEFORE any of the turn's
+calls runs. The request is::
+
+    {"action_requests": [{"name", "args", "description", "tool_call_id"}, ...],
+     "review_configs": [{"action_name", "allowed_decisions", "args_schema"?}, ...]}
+
+and the caller answers with ``Command(resume={"decisions": [...], "approver": "..."})``,
+one decision per action request, in order::
+
+    {"type": "approve"}
+    {"type": "edit", "edited_action": {"name": "refund_order", "args": {...}}}
+    {"type": "reject", "message": "why, for the model"}
+
+Invariants:
+
+* A rejected call never runs; the model gets an error tool message with the reason.
+* Edited arguments are validated against the tool's parameters (as a model's would be)
+  before anything runs; the assistant message then carries the edited arguments, so the
+  conversation and the ledger show what really ran.
+* An answer that does not fit (a wrong count, a decision the tool does not allow, edited
+  arguments that do not validate, a missing approver when one is required) is never
+  guessed at: the node asks again, with ``"error"`` in the request saying what was wrong.
+* Every decision is kept in the run's state under ``approvals`` (an append-only list):
+  the tool call, the decision, the proposed and the edited arguments, the reject
+  message, the approver (``"approver"`` of the answer, or of one decision) and the run.
+  ``<message_id>:<tool_call_id>`` of an entry is the ``command_id`` of the call's effect
+  record, so the ledger entry of what ran and the decision that let it run meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+from oncegraph import _json
+from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.hitl.interrupt import interrupt
+from oncegraph.ledger.keys import effect_id_for, tool_command_id
+from oncegraph.messages import Message, ToolCall
+from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.state import lcmessages
+from oncegraph.tools.node import ToolNode
+from oncegraph.tools.tool import Tool
+
+DecisionType = Literal["approve", "edit", "reject"]
+DECISION_TYPES: tuple[DecisionType, ...] = ("approve", "edit", "reject")
+DEFAULT_PREFIX = "Tool execution requires approval"
+
+
+class InterruptOnConfig(TypedDict):
+    """How one tool is reviewed: the decisions allowed, and the text the reviewer reads
+    (a string, or ``(tool_call) -> str``; default: ``description_prefix``, the tool and
+    its arguments)."""
+
+    allowed_decisions: list[DecisionType]
+    description: NotRequired[str | Callable[[ToolCall], str]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Review:
+    allowed: tuple[DecisionType, ...]
+    description: str | Callable[[ToolCall], str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the reviewer decided for one call. ``args`` are what runs (the proposed
+    arguments, or the edited ones), ``kwargs`` the tool's validated values of them."""
+
+    call: ToolCall
+    type: DecisionType
+    approver: str | None
+    args: dict[str, Any]
+    message: str | None = None
+
+    def record(self, run_id: str, message_id: str) -> dict[str, Any]:
+        """The entry kept in the state's ``approvals`` list."""
+        entry: dict[str, Any] = {
+            "run_id": run_id,
+            "message_id": message_id,
+            "tool_call_id": self.call["id"],
+            "tool": self.call["name"],
+            "decision": self.type,
+            "approver": self.approver,
+            "args": self.call["args"],
+        }
+        if self.type == "edit":
+            entry["edited_args"] = self.args
+        if self.type == "reject":
+            entry["message"] = self.message
+        return entry
+
+
+class BadAnswer(Exception):
+    """The reviewer's answer does not fit the request; the text says why."""
+
+
+class Approvals:
+    """The parsed ``interrupt_on`` policy over the agent's tools."""
+
+    __slots__ = ("_reviews", "_tools", "prefix", "require_approver")
+
+    def __init__(
+        self,
+        interrupt_on: Mapping[str, bool | InterruptOnConfig],
+        tools: Mapping[str, Tool],
+        *,
+        description_prefix: str = DEFAULT_PREFIX,
+        require_approver: bool = False,
+    ) -> None:
+        if not isinstance(interrupt_on, Mapping):
+            raise ConfigError(
+                "interrupt_on must map tool names to True, False or "
+                "{'allowed_decisions': [...]}; got " + type(interrupt_on).__name__
+            )
+        self._tools = tools
+        self.prefix = description_prefix
+        self.require_approver = require_approver
+        self._reviews: dict[str, _Review] = {}
+        for name, config in interrupt_on.items():
+            if name not in tools:
+                raise ConfigError(
+                    f"interrupt_on names {name!r}, which is not one of the agent's tools "
+                    f"({sorted(tools)})"
+                )
+            review = _review_of(name, config)
+            if review is not None:
+                self._reviews[name] = review
+
+    def __bool__(self) -> bool:
+        return bool(self._reviews)
+
+    def needs(self, call: ToolCall) -> bool:
+        """Whether ``call`` needs a decision before anything runs."""
+        return call.get("name") in self._reviews
+
+    def reviewed(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """The calls (in order) that need a decision before anything runs."""
+        return [c for c in calls if self.needs(c)]
+
+    def request(self, calls: Sequence[ToolCall], error: str | None = None) -> dict[str, Any]:
+        """The interrupt value the reviewer sees (LangChain's HITL request shape)."""
+        actions = []
+        configs = []
+        for call in calls:
+            review = self._reviews[call["name"]]
+            actions.append(
+                {
+                    "name": call["name"],
+                    "args": call["args"],
+                    "description": self._describe(call, review),
+                    "tool_call_id": call["id"],
+                }
+            )
+            config: dict[str, Any] = {
+                "action_name": call["name"],
+                "allowed_decisions": list(review.allowed),
+            }
+            if "edit" in review.allowed:
+                config["args_schema"] = self._tools[call["name"]].parameters
+            configs.append(config)
+        request: dict[str, Any] = {"action_requests": actions, "review_configs": configs}
+        if error is not None:
+            request["error"] = error
+        return request
+
+    def _describe(self, call: ToolCall, review: _Review) -> str:
+        if callable(review.description):
+            return str(review.description(call))
+        if review.description is not None:
+            return review.description
+        return (
+            f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
+        )
+
+    def decide(self, answer: Any, calls: Sequence[ToolCall]) -> list[Decision]:
+        """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix."""
+        approver: Any = None
+        if isinstance(answer, Mapping):
+            unknown = set(answer) - {"decisions", "approver"}
+            if unknown:
+                raise BadAnswer(
+                    f"unknown answer key(s) {sorted(unknown)}; answer with "
+                    "{'decisions': [...], 'approver': '<who decided>'}"
+                )
+            approver = answer.get("approver")
+            decisions = answer.get("decisions")
+        else:
+            decisions = answer
+        if not isinstance(decisions, Sequence) or isinstance(decisions, (str, bytes)):
+            raise BadAnswer(
+                "answer with {'decisions': [{'type': 'approve'} | {'type': 'edit', "
+                "'edited_action': {'name', 'args'}} | {'type': 'reject', 'message': ...}, "
+                f"...], 'approver': '<who decided>'}}; got {answer!r}"
+            )
+        if len(decisions) != len(calls):
+            raise BadAnswer(
+                f"{len(calls)} call(s) await a decision but the answer has {len(decisions)}; "
+                "give one decision per action request, in order"
+            )
+        if approver is not None and not isinstance(approver, str):
+            raise BadAnswer(f"'approver' must be a string naming who decided; got {approver!r}")
+        return [
+            self._decision(index, raw, call, approver)
+            for index, (raw, call) in enumerate(zip(decisions, calls, strict=True), 1)
+        ]
+
+    def _decision(
+        self, index: int, raw: Any, call: ToolCall, default_approver: str | None
+    ) -> Decision:
+        where = f"decision {index} ({call['name']}, call {call['id']})"
+        if not isinstance(raw, Mapping):
+            raise BadAnswer(f"{where} must be an object with a 'type'; got {raw!r}")
+        kind = raw.get("type")
+        allowed = self._reviews[call["name"]].allowed
+        if kind not in DECISION_TYPES:
+            raise BadAnswer(f"{where}: unknown type {kind!r}; use one of {list(allowed)}")
+        if kind not in allowed:
+            raise BadAnswer(f"{where}: {kind!r} is not allowed for this tool; use {list(allowed)}")
+        approver = raw.get("approver", default_approver)
+        if approver is not None and not isinstance(approver, str):
+            raise BadAnswer(f"{where}: 'approver' must be a string; got {approver!r}")
+        if approver is None and self.require_approver:
+            raise BadAnswer(
+                f"{where}: name who decided ('approver' in the answer or the decision); "
+                "this agent requires it"
+            )
+        if kind == "approve":
+            return Decision(call, "approve", approver, dict(call["args"]))
+        if kind == "reject":
+            message = raw.get("message")
+            if message is not None and not isinstance(message, str):
+                raise BadAnswer(f"{where}: 'message' must be a string; got {message!r}")
+            return Decision(call, "reject", approver, dict(call["args"]), message)
+        edited = raw.get("edited_action")
+        if not isinstance(edited, Mapping) or not isinstance(edited.get("args"), Mapping):
+            raise BadAnswer(
+                f"{where}: an edit needs 'edited_action': {{'name': {call['name']!r}, "
+                "'args': {...}}"
+            )
+        if edited.get("name", call["name"]) != call["name"]:
+            raise BadAnswer(
+                f"{where}: an edit keeps the tool ({call['name']!r}), got "
+                f"{edited.get('name')!r}; reject the call with a message instead"
+            )
+        try:  # the ledger records JSON arguments, as a model sends them
+            args = _json.loads(_json.dumps(dict(edited["args"])))
+        except (TypeError, ValueError) as exc:
+            raise BadAnswer(f"{where}: the edited arguments are not JSON: {exc}") from exc
+        try:
+            self._tools[call["name"]].validate(args)
+        except ToolArgumentsError as exc:
+            raise BadAnswer(f"{where}: the edited arguments do not fit the tool: {exc}") from exc
+        return Decision(call, "edit", approver, args)
+
+
+def _review_of(name: str, config: Any) -> _Review | None:
+    if config is True:
+        return _Review(DECISION_TYPES, None)
+    if config is False or config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise ConfigError(
+            f"interrupt_on[{name!r}] must be True, False or {{'allowed_decisions': [...]}}; "
+            f"got {config!r}"
+        )
+    unknown = set(config) - {"allowed_decisions", "description"}
+    if unknown:
+        raise ConfigError(
+            f"interrupt_on[{name!r}] has unknown key(s) {sorted(unknown)}; allowed: "
+            "'allowed_decisions', 'description'"
+        )
+    allowed = config.get("allowed_decisions", list(DECISION_TYPES))
+    if (
+        isinstance(allowed, (str, bytes))
+        or not isinstance(allowed, Sequence)
+        or not allowed
+        or any(a not in DECISION_TYPES for a in allowed)
+    ):
+        raise ConfigError(
+            f"interrupt_on[{name!r}]['allowed_decisions'] must be a non-empty list of "
+            f"{list(DECISION_TYPES)}; got {allowed!r}"
+        )
+    description = config.get("description")
+    if description is not None and not (isinstance(description, str) or callable(description)):
+        raise ConfigError(
+            f"interrupt_on[{name!r}]['description'] must be a string or a function of the "
+            f"tool call; got {description!r}"
+        )
+    return _Review(tuple(dict.fromkeys(allowed)), description)
+
+
+class ApprovingToolNode:
+    """The agent's tools step: asks for the decisions ``approvals`` requires (one
+    ``interrupt`` for the turn), then runs the approved and edited calls through
+    :class:`~oncegraph.tools.ToolNode` (so through the ledger, under the same command ids
+    as without approval) and answers rejected ones itself."""
+
+    __slots__ = ("__name__", "approvals", "node")
+
+    def __init__(self, node: ToolNode, approvals: Approvals) -> None:
+        self.node = node
+        self.approvals = approvals
+        self.__name__ = "tools"
+
+    @property
+    def effect_masks(self) -> dict[str, tuple[str, ...]]:
+        return self.node.effect_masks
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools it runs (operator commands find a tool by name here)."""
+        return self.node.tools
+
+    async def __call__(self, state: Any) -> dict[str, Any]:
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        last: Any = messages[-1] if messages else {}
+        if lcmessages.is_message(last):
+            last = lcmessages.to_message_dict(last)
+        calls: list[ToolCall] = list(last.get("tool_calls") or ())
+        reviewed = self.approvals.reviewed(calls) if self.approvals else []
+        if not reviewed:
+            return await self.node(state)
+        ctx = current_task()
+        assert ctx is not None
+        answers = iter(ask(self.approvals, reviewed))
+        decided = [(call, next(answers) if self.approvals.needs(call) else None) for call in calls]
+        final_calls = [
+            {**call, "args": d.args} if d is not None and d.type == "edit" else call
+            for call, d in decided
+        ]
+        to_run = [
+            final
+            for final, (_, d) in zip(final_calls, decided, strict=True)
+            if d is None or d.type != "reject"
+        ]
+        message_id = str(last.get("id") or "")
+        ran: list[Any] = []
+        if to_run:
+            out = await self.node({"messages": [{**last, "tool_calls": to_run}]})
+            ran = list(out.get("messages") or [])
+        results = iter(ran)
+        replies = [
+            _rejected(ctx, message_id, d) if d is not None and d.type == "reject" else next(results)
+            for _, d in decided
+        ]
+        edited = any(d is not None and d.type == "edit" for _, d in decided)
+        return {
+            "messages": [*([{**last, "tool_calls": final_calls}] if edited else []), *replies],
+            "approvals": [d.record(ctx.run_id, message_id) for _, d in decided if d is not None],
+        }
+
+
+def ask(approvals: Approvals, reviewed: list[ToolCall]) -> list[Decision]:
+    """Interrupt until the reviewer's answer fits; each misfit is asked again with why."""
+    error: str | None = None
+    while True:
+        answer = interrupt(approvals.request(reviewed, error))
+        try:
+            return approvals.decide(answer, reviewed)
+        except BadAnswer as exc:
+            error = str(exc)
+
+
+def _rejected(ctx: TaskContext, message_id: str, decision: Decision) -> Message:
+    call = decision.call
+    command_id = tool_command_id(message_id, call["id"])
+    return {
+        "role": "tool",
+        "content": rejection_message(decision),
+        "tool_call_id": call["id"],
+        "name": call["name"],
+        "status": "error",
+        "id": "tool_" + effect_id_for(ctx.run_id, call["name"], command_id)[:32],
+    }
+
+
+def rejection_message(decision: Decision) -> str:
+    """What the model reads for a rejected call."""
+    call = decision.call
+    if decision.message:
+        return f"Rejected by the reviewer: {decision.message}"
+    return (
+        f"Rejected by the reviewer: the call of {call['name']} (id {call['id']}) was not "
+        "approved and did not run."
+    )
+
+
+__all__ = [
+    "DECISION_TYPES",
+    "Approvals",
+    "ApprovingToolNode",
+    "BadAnswer",
+    "Decision",
+    "DecisionType",
+    "InterruptOnConfig",
+]

@@ -1,0 +1,111 @@
+"""The README's "Use" example, run as written: its code block is saved to a file and run
+with ``python`` in a fresh directory, killed mid-refund (SIGKILL through
+``ONCEGRAPH_CRASH_AT``), and run again: it refunds once. The README itself links only to
+files inside the repository."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from oncegraph.testing.crash import run_in_subprocess
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+ANSWER = "I have refunded 59.00 for order 1042."
+
+
+def use_example() -> str:
+    """The first python block of the README's "Use" section, exactly as written."""
+    section = README.read_text().split("\n## Use\n", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert found, "the Use section has a python block"
+    return found.group(1)
+
+
+def refunds(workdir: Path) -> list[tuple[str, str, float]]:
+    with sqlite3.connect(workdir / "payments.db") as db:
+        return list(db.execute("SELECT * FROM refunds"))
+
+
+def refund_attempts(workdir: Path) -> int:
+    """How often the ledger says the refund tool was called (from the example's runs.db)."""
+    from oncegraph import END, START, StateGraph
+    from oncegraph.storage.checkpointer import SqliteCheckpointer
+
+    store = SqliteCheckpointer(workdir / "runs.db")
+    graph = StateGraph(dict)
+    graph.add_node("n", lambda state: {})
+    graph.add_edge(START, "n")
+    graph.add_edge("n", END)
+    try:
+        app = graph.compile(checkpointer=store)
+        effects = app.effects(thread_id="refund-1042")
+        (refund,) = [e for e in effects if e.effect_type == "refund_order"]
+        return len(refund.attempts)
+    finally:
+        asyncio.run(store.aclose())
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Path:
+    script = tmp_path / "example.py"
+    script.write_text(use_example())
+    return script
+
+
+def test_use_example_runs_as_written(example: Path) -> None:
+    done = run_in_subprocess(example, cwd=example.parent, timeout=300)
+    assert done.returncode == 0, done.describe()
+    assert done.stdout.strip() == ANSWER
+    assert len(refunds(example.parent)) == 1
+    again = run_in_subprocess(example, cwd=example.parent, timeout=300)
+    assert again.returncode == 0 and again.stdout.strip() == ANSWER, again.describe()
+    assert len(refunds(example.parent)) == 1, "a finished conversation is not run again"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("point", "attempts"),
+    [
+        ("after_tool_return:4", 2),  # the refund was made, its result not yet recorded
+        ("after_intent:1", 2),  # the refund's intent is recorded, the call not yet made
+        ("before_checkpoint:4", 2),  # made, its result folded into a step not yet committed
+        ("after_checkpoint:4", 1),  # the refund step committed; the final answer not asked
+    ],
+)
+def test_use_example_killed_mid_refund_refunds_once(
+    example: Path, point: str, attempts: int
+) -> None:
+    name, nth = point.split(":")
+    crashed = run_in_subprocess(example, cwd=example.parent, crash_at=(name, int(nth)))
+    assert crashed.killed, crashed.describe()
+    resumed = run_in_subprocess(example, cwd=example.parent, timeout=300)
+    assert resumed.returncode == 0, resumed.describe()
+    assert resumed.stdout.strip() == ANSWER
+    (refund,) = refunds(example.parent)
+    assert refund[1:] == ("1042", 59.0)
+    assert refund_attempts(example.parent) == attempts
+
+
+def test_readme_links_stay_inside_the_repository() -> None:
+    text = README.read_text()
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    assert links, "the README links to its docs"
+    for link in links:
+        assert "://" not in link and not link.startswith(("/", "..")), link
+        assert (ROOT / link.split("#")[0]).exists(), f"{link} does not exist"
+    assert "shared" not in text and "DESIGN.md" not in text
+
+
+def test_set_up_keeps_its_two_commands() -> None:
+    setup = README.read_text().split("\n## Set up\n", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)```", setup, flags=re.S)
+    assert [c.strip() for c in commands] == [
+        'pip install -e ".[cli]" && oncegraph demo',
+        'pip install -e ".[dev]" && python -m pytest -n auto',
+    ]

@@ -45,11 +45,25 @@ _NO_STORE = (
 
 
 class CompiledGraph:
-    def __init__(self, spec: GraphSpec, *, checkpointer: Checkpointer | None) -> None:
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        checkpointer: Checkpointer | None,
+        migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        previous_versions: Mapping[str, Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
-        self._service = RunService(spec, checkpointer) if checkpointer is not None else None
+        previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}
+        self._service = (
+            RunService(
+                spec, checkpointer, migrations=migrations, previous_versions=previous
+            )
+            if checkpointer is not None
+            else None
+        )
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
         """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
@@ -276,7 +290,8 @@ class CompiledGraph:
         cfg = None
         if config is not None:
             run = await self.service.get_run(run_id)
-            cfg = self._config({**dict(run.config), **config, "thread_id": run.thread_id})
+            stored = RunConfig.from_stored(run.config, run.thread_id).to_json()
+            cfg = self._config({**stored, **config, "thread_id": run.thread_id})
         result = await self.service.resume(
             run_id, answer=answer, actor=actor, reason=reason, config=cfg
         )
@@ -554,6 +569,21 @@ class CompiledGraph:
 
 
 __all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]
+
+
+def _spec_of(graph: Any) -> GraphSpec:
+    """A previous version's spec, from a compiled app or a graph builder."""
+    spec = getattr(graph, "spec", None)
+    if isinstance(spec, GraphSpec):
+        return spec
+    validate = getattr(graph, "validate", None)
+    if callable(validate):
+        built = validate()
+        if isinstance(built, GraphSpec):
+            return built
+    raise ConfigError(
+        f"previous_versions values must be compiled apps or StateGraphs; got {graph!r}"
+    )
 
 
 def _configured(config: Mapping[str, Any] | None, key: str) -> Any:

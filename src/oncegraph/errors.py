@@ -26,6 +26,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── RequestMismatchError     same effect id, different request (law 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
     │   ├── MissingRecordError       evidence replay found no recorded result
+    │   ├── NondeterminismError      a node's n-th effect is not what was recorded there
     │   └── EffectFailedError        a recorded failure that is not retried
     ├── NodeError                    a node raised; the run failed (resumable)
     │   ├── NodeTimeoutError         node_timeout elapsed
@@ -170,6 +171,10 @@ class EffectFailedError(EffectError):
     """The effect failed earlier and its class forbids an automatic retry."""
 
 
+class NondeterminismError(EffectError):
+    """A re-run node made its effects in another order than recorded (a deploy?)."""
+
+
 class MissingRecordError(EffectError):
     """An evidence replay needed a recorded result that does not exist."""
 
@@ -264,6 +269,7 @@ __all__ = [
     "NoRunToResumeError",
     "NodeError",
     "NodeTimeoutError",
+    "NondeterminismError",
     "OnceGraphError",
     "PayloadTooLargeError",
     "RecursionLimitError",

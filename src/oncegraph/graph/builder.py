@@ -248,11 +248,24 @@ class StateGraph:
         *,
         name: str | None = None,
         version: str | int | None = None,
+        migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        previous_versions: Mapping[str, Any] | None = None,
     ) -> CompiledGraph:
+        """The runnable app. Versioning (law 10): ``version`` names this graph's version;
+        ``migrations={old_version: fn}`` brings the stored state of a run started by
+        ``old_version`` to this graph (``fn(stored) -> values``); ``previous_versions=
+        {old_version: old_graph}`` runs such a run to its end on the old graph (a
+        ``StateGraph`` or a compiled app of it). Otherwise a run of another version is
+        refused unless the change is compatible (additions it does not stand on)."""
         from oncegraph.app import CompiledGraph
 
         if name is not None:
             self.name = name
         if version is not None:
             self.version = str(version)
-        return CompiledGraph(self.validate(), checkpointer=checkpointer)
+        return CompiledGraph(
+            self.validate(),
+            checkpointer=checkpointer,
+            migrations=migrations,
+            previous_versions=previous_versions,
+        )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncegraph.errors import ConfigError, GraphInterrupt
+from oncegraph._json import canonical
+from oncegraph.errors import ConfigError, GraphInterrupt, IncompatibleVersionError
 from oncegraph.runtime.context import current_task
 
 
@@ -22,6 +23,14 @@ def interrupt(value: Any) -> Any:
     index = task.interrupt_count
     task.interrupt_count += 1
     if index < len(task.resume_values):
+        if index < len(task.asked) and canonical(task.asked[index]) != canonical(value):
+            raise IncompatibleVersionError(
+                f"node {task.node!r} now asks {value!r} as its interrupt #{index}, but the "
+                f"answer on record was given to {task.asked[index]!r}: the node's questions "
+                "changed since they were answered (a deploy inserted or reordered an "
+                "interrupt?). The answer is not applied to another question. Finish such runs "
+                "on the old version (previous_versions), or abandon and restart them."
+            )
         return task.resume_values[index]
     task.interrupt_raised = (value, index)
     raise GraphInterrupt(value, index)

@@ -46,6 +46,7 @@ def _call(
         command_id=next_command_id(ctx),
         request={"args": list(args), "kwargs": kwargs},
         fn=functools.partial(fn, *args, **kwargs),
+        positional=True,
         args=args,
         kwargs=kwargs,
         runs="loop" if inspect.iscoroutinefunction(fn) else "thread",

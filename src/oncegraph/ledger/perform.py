@@ -43,6 +43,7 @@ from oncegraph.errors import (
     LedgerUnavailableError,
     LedgerWriteError,
     MissingRecordError,
+    NondeterminismError,
     OnceGraphError,
     RequestMismatchError,
     StaleStateError,
@@ -89,6 +90,9 @@ class EffectCall:
     # ... unless it took more than one attempt: then it is committed at once, so a crash
     # before the step's commit does not make the resume pay for those attempts again
     commit_if_retried: bool = False
+    # The command id is the call's position in its node (effect()): check on a re-run
+    # that the recorded command at that position is the same kind of effect.
+    positional: bool = False
     # For simulation replays: the tool's stand-in and the arguments it is called with.
     simulate: Callable[..., Any] | None = None
     args: tuple[Any, ...] = ()
@@ -253,6 +257,8 @@ class _Performer:
             )
         if cls in (EffectClass.READ, EffectClass.MODEL):
             return await self._run_unprotected()
+        if self.call.positional and not self.ctx.fresh:
+            await self._check_position()
         self.ctx.crash_point("before_intent")
         intent = self._new_record(EffectStatus.PENDING, (Attempt(1, now()),))
         intent = intent.replace(row_version=1)
@@ -318,6 +324,21 @@ class _Performer:
                 return found.result
         record = found or self._new_record(EffectStatus.PENDING, ())
         return await self._attempts(record)
+
+    async def _check_position(self) -> None:
+        """A re-run node's n-th effect must be the kind recorded at n (DBOS's check): an
+        effect of another kind there means the node's effects changed order, and running
+        it under this position would skip or repeat a real one."""
+        call = self.call
+        for record in await self.store.list_effects(run_id=self.ctx.run_id):
+            if record.command_id == call.command_id and record.effect_type != call.effect_type:
+                raise NondeterminismError(
+                    f"node {self.ctx.node!r} now makes {call.effect_type!r} as its effect "
+                    f"{call.command_id}, where the run recorded {record.effect_type!r} "
+                    f"(effect {record.effect_id}, {record.status}): its effects changed order "
+                    "(a deploy?). Nothing was sent. Keep the order of effects in a node "
+                    "stable, or finish such runs on the old version (previous_versions)."
+                )
 
     def _check_hash(self, record: EffectRecord) -> None:
         if record.request_hash != self.request_hash:

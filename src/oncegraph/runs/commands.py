@@ -129,7 +129,7 @@ class Commands:
                 f"run {run_id} is {run.status}, not waiting for an answer; continue it "
                 "without one"
             )
-        cfg = config or RunConfig.parse({**dict(run.config), "thread_id": run.thread_id})
+        cfg = config or RunConfig.from_stored(run.config, run.thread_id)
         audit = AuditRecord(
             audit_id=new_audit_id(),
             actor=actor,

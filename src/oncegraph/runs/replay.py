@@ -118,7 +118,7 @@ class Replays:
             await self.store.append_audit(
                 self._audit(parent, actor, "replay", reason, run, cp, {"mode": mode})
             )
-            cfg = RunConfig.parse({**dict(parent.config), "thread_id": run.thread_id})
+            cfg = RunConfig.from_stored(parent.config, run.thread_id)
             driver = self.service._driver(cfg, emit, claim, policy)
             return await self.service._drive(driver, head, run)
         finally:

@@ -37,6 +37,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
+from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
@@ -54,7 +55,7 @@ from oncegraph.storage.records import (
     RunStatus,
     TaskWrite,
 )
-from oncegraph.versioning import GraphIdentity, check
+from oncegraph.versioning import GraphIdentity, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,13 @@ class RunService:
         return await Replays(self).update_state(thread_id, values, **options)
 
     def __init__(
-        self, spec: GraphSpec | None, store: Checkpointer, *, owner: str | None = None
+        self,
+        spec: GraphSpec | None,
+        store: Checkpointer,
+        *,
+        owner: str | None = None,
+        migrations: Mapping[str, Migration] | None = None,
+        previous_versions: Mapping[str, GraphSpec] | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -114,6 +121,13 @@ class RunService:
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
             if spec is not None
+            else None
+        )
+        self.versions = (
+            VersionGate(
+                spec, self.identity, migrations=migrations, previous=previous_versions
+            )
+            if spec is not None and self.identity is not None
             else None
         )
         self.masks = masks_of(spec)
@@ -166,11 +180,14 @@ class RunService:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
         await self.setup()
         run = continuable(run.thread_id, run)
-        self._check_version(run)
+        verdict = await self._verdict(run)
+        if verdict.kind == "previous":
+            return await self._previous(verdict).execute(run, cfg, fence=fence)
         claim = await claims.hold(self.store, run, token=fence)
         driver = self._driver(cfg, ignore, claim, await self._policy(run))
         try:
             await driver.set_status(run, RunStatus.RUNNING, None)
+            await self._migrate_if(verdict, run, claim)
             return await self._start_or_go_on(driver, run)
         finally:
             await claim.release()
@@ -187,18 +204,21 @@ class RunService:
         """Continue ``run``; ``parked_too``: an operator's Continue, which may also go on
         with a parked (``needs_review``) run."""
         run = continuable(run.thread_id, run, parked_too=parked_too)
-        self._check_version(run)
+        verdict = await self._verdict(run)
+        if verdict.kind == "previous":
+            return await self._previous(verdict)._continue(
+                run, cfg, emit, audit=audit, parked_too=parked_too
+            )
 
         def still(found: RunRecord) -> RunRecord:
-            found = continuable(found.thread_id, found, parked_too=parked_too)
-            self._check_version(found)
-            return found
+            return continuable(found.thread_id, found, parked_too=parked_too)
 
         claim, run = await claims.take(
             self.store, run.run_id, owner=self.owner, check=still, audit=audit
         )
         driver = self._driver(cfg, emit, claim, await self._policy(run))
         try:
+            await self._migrate_if(verdict, run, claim)
             return await self._start_or_go_on(driver, run)
         finally:
             await claim.release()
@@ -220,7 +240,9 @@ class RunService:
         audit: AuditRecord | None = None,
     ) -> RunResult:
         spec, heads = self._graph()
-        self._check_version(run)
+        verdict = await self._verdict(run)
+        if verdict.kind == "previous":
+            return await self._previous(verdict)._answer(run, answer, cfg, emit, audit=audit)
         lock = await self.store.lock_run(run.run_id)
         if lock is None:
             raise await claims.busy_error(self.store, run.run_id)
@@ -274,6 +296,9 @@ class RunService:
             if claim is None:
                 await lock.release()
         try:
+            migrated = await self._migrate_if(verdict, taken, claim)
+            if migrated is not None:  # the question moved to the migrated head
+                head, cp = migrated, migrated.checkpoint
             await self.store.put_task_write(
                 TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer),
                 run_id=run.run_id,
@@ -436,9 +461,29 @@ class RunService:
         with_answers: ReplayPolicy = dataclasses.replace(policy, answers=ordered)
         return with_answers
 
-    def _check_version(self, run: RunRecord) -> None:
-        assert self.identity is not None
-        check(run, self.identity).raise_if_incompatible()
+    async def _verdict(self, run: RunRecord) -> Verdict:
+        """May ``run`` go on under this graph (law 10)? Raises when it may not."""
+        _, heads = self._graph()
+        assert self.versions is not None
+        verdict = self.versions.verdict(run, await heads.load(run.thread_id))
+        verdict.raise_if_incompatible()
+        return verdict
+
+    def _previous(self, verdict: Verdict) -> RunService:
+        """The service of the registered previous version the run belongs to."""
+        assert self.versions is not None and verdict.from_version is not None
+        return RunService(
+            self.versions.previous[verdict.from_version], self.store, owner=self.owner
+        )
+
+    async def _migrate_if(self, verdict: Verdict, run: RunRecord, claim: Claim) -> Head | None:
+        if verdict.kind != "migrate":
+            return None
+        _, heads = self._graph()
+        assert self.versions is not None
+        return await self.versions.migrate(
+            self, run, await heads.load(run.thread_id), claim, verdict
+        )
 
     async def _latest(self, thread_id: str) -> RunRecord | None:
         runs = await self.store.list_runs(thread_id=thread_id, limit=1)
@@ -471,7 +516,7 @@ class RunService:
             graph_fingerprint=self.identity.fingerprint,
             launch_reason=reason,
             input=input_json(input, spec),
-            config=cfg.to_json(),
+            config={**cfg.to_json(), "shape": self.versions.shape if self.versions else None},
             lease_owner=self.owner if status is RunStatus.RUNNING else None,
             fencing_token=1 if status is RunStatus.RUNNING else 0,
         )

@@ -135,6 +135,15 @@ class RunConfig:
             sleep=sleep,
         )
 
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any], thread_id: str) -> RunConfig:
+        """The config a stored run goes on with: its timeouts and limits (see
+        :meth:`to_json`), nothing else it keeps beside them (its graph shape, a replay's
+        policy)."""
+        keep = {k: stored[k] for k in ("node_timeout", "tool_timeout", "tool_grace",
+                                       "recursion_limit") if k in stored}
+        return cls.parse({**keep, "thread_id": thread_id})
+
     def to_json(self) -> dict[str, Any]:
         """What is stored with the run (timeouts; not the fault plan or the sleeper)."""
         return {

@@ -37,6 +37,7 @@ class TaskContext:
     emit: Callable[[str, dict[str, Any]], None]
     fault_plan: FaultPlan | None = None
     resume_values: list[Any] = field(default_factory=list)
+    asked: list[Any] = field(default_factory=list)  # the questions those answers answered
     interrupt_count: int = 0
     interrupt_raised: tuple[Any, int] | None = None
     effect_count: int = 0

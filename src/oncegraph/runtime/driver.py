@@ -156,6 +156,7 @@ class Driver:
                 emit=self.emit,
                 fault_plan=self.config.fault_plan,
                 resume_values=list(plan.resumes.get(node) or self._replayed_answers(node, cp)),
+                asked=list(plan.questions.get(node, ())),
                 may_fold=plan.alone,
                 fresh=cp.checkpoint_id == self.fresh,
                 claim=self.claim,

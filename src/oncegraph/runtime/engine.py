@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph.errors import ConfigError, GraphValidationError
@@ -167,6 +167,7 @@ class StepPlan:
     resumes: Mapping[str, tuple[Any, ...]]
     alone: bool
     clear: bool
+    questions: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # asked, by index
 
 
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
@@ -201,6 +202,10 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
             done[w.task] = TaskResult(w.task, update, tuple(w.value["goto"]))
         elif w.kind == "resume":
             resumes.setdefault(w.task, []).append(w.value)
+    asked: dict[str, dict[int, Any]] = {}
+    for w in task_writes:
+        if w.kind == "interrupt":
+            asked.setdefault(w.task, {})[w.idx] = w.value
     nxt = head.checkpoint.next
     return StepPlan(
         todo=tuple(n for n in nxt if n not in done),
@@ -208,6 +213,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         resumes={k: tuple(v) for k, v in resumes.items()},
         alone=len(nxt) == 1,
         clear=bool(task_writes) or len(nxt) > 1,
+        questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},
     )
 
 

@@ -6,6 +6,7 @@ with the graph at hand and returns a :class:`~oncegraph.versioning.verdict.Verdi
 the run service refuses to continue on a mismatch instead of guessing.
 """
 
+from oncegraph.versioning.shape import changes, shape_of
 from oncegraph.versioning.verdict import GraphIdentity, Verdict, check
 
-__all__ = ["GraphIdentity", "Verdict", "check"]
+__all__ = ["GraphIdentity", "Verdict", "changes", "check", "shape_of"]

@@ -160,7 +160,7 @@ class Worker:
         self._wake.set()  # a slot is free
 
     async def _execute(self, run: RunRecord) -> None:
-        config = RunConfig.parse({**dict(run.config), "thread_id": run.thread_id})
+        config = RunConfig.from_stored(run.config, run.thread_id)
         try:
             result = await self.app.service.execute(run, config, fence=run.fencing_token)
         except LeaseLostError as exc:

@@ -1,15 +1,15 @@
 """Map-reduce with parallel nodes, each branch's side effect under the ledger.
 
-Three regional warehouses are asked to hold an order's stock in the same step (a fan-out
-from ``START``), each through the ledger (``aeffect``); a waiting edge joins the branches
-(``add_edge([...], "report")``). A child process runs the graph and is SIGKILLed right
-after the first branch's effect was recorded (``ONCEGRAPH_CRASH_AT``); this process then
-continues the run. A branch whose call was cut off is asked again with the SAME
-idempotency key (a ``write`` whose outcome is unknown), so each warehouse holds stock
-once, and the report has each branch once.
-
-LangGraph's ``Send`` (one branch per item, decided at run time) is not in oncegraph yet;
-this example uses a fixed set of parallel nodes. Runs offline: python examples/map_reduce.py
+The order lists its regional warehouses; ``Send`` (LangGraph's map) starts one
+``hold`` task per region in the same step, decided at run time, and each asks its
+warehouse to hold stock through the ledger (``aeffect``). The branches' findings are
+reduced into the state, and ``report`` runs after all of them. A child process runs the
+graph and is SIGKILLed right after the first branch's effect was recorded
+(``ONCEGRAPH_CRASH_AT``); this process then continues the run. The sends are part of
+the checkpoint, so the same three tasks run again: a branch whose effect was recorded is
+not asked again, one whose call was cut off is asked again with the SAME idempotency key
+(a ``write`` whose outcome is unknown), so each warehouse holds stock once, and the
+report has each branch once. Runs offline: python examples/map_reduce.py
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from oncegraph import END, START, StateGraph, aeffect, current_effect
+from oncegraph import END, START, Send, StateGraph, aeffect, current_effect
 from oncegraph.storage.checkpointer import SqliteCheckpointer
 
 REGIONS = ("eu", "us", "apac")
@@ -33,6 +33,7 @@ WAREHOUSES = WORKDIR / "warehouses.log"  # what the warehouses saw (your real sy
 
 class State(TypedDict):
     order_id: str
+    regions: list[str]
     findings: Annotated[list[str], operator.add]
     report: str
 
@@ -51,13 +52,22 @@ def warehouses() -> str:
     return ", ".join(f"{r}: {requests[r]} request(s), {holds[r]} hold" for r in sorted(requests))
 
 
-def branch(region: str) -> Any:
-    async def check(state: State) -> dict[str, Any]:
-        finding = await aeffect(hold_stock, region, state["order_id"], effect_type="hold_stock")
-        return {"findings": [finding]}
+class Hold(TypedDict):
+    """What one branch gets: its own payload, not the whole state."""
 
-    check.__name__ = f"check_{region}"
-    return check
+    order_id: str
+    region: str
+
+
+async def hold(branch: Hold) -> dict[str, Any]:
+    region = branch["region"]
+    finding = await aeffect(hold_stock, region, branch["order_id"], effect_type="hold_stock")
+    return {"findings": [finding]}
+
+
+def fan_out(state: State) -> list[Send]:
+    """The map: one ``hold`` task per region of the order."""
+    return [Send("hold", {"order_id": state["order_id"], "region": r}) for r in state["regions"]]
 
 
 def report(state: State) -> dict[str, Any]:
@@ -65,11 +75,10 @@ def report(state: State) -> dict[str, Any]:
 
 
 graph = StateGraph(State, name="stock_check")
-for region in REGIONS:
-    graph.add_node(f"check_{region}", branch(region))
-    graph.add_edge(START, f"check_{region}")  # the map: all three in one step
+graph.add_node("hold", hold)
 graph.add_node("report", report)
-graph.add_edge([f"check_{r}" for r in REGIONS], "report")  # the reduce: after all three
+graph.add_conditional_edges(START, fan_out, ["hold"])
+graph.add_edge("hold", "report")  # the reduce: after every branch of the step
 graph.add_edge("report", END)
 
 
@@ -77,7 +86,7 @@ def main() -> None:
     app = graph.compile(checkpointer=SqliteCheckpointer(WORKDIR / "runs.db"))
     config = {"thread_id": "order-1042"}
     if sys.argv[1:2] == ["--child"]:
-        app.invoke({"order_id": "1042"}, config)
+        app.invoke({"order_id": "1042", "regions": list(REGIONS)}, config)
         return
     env = {**os.environ, "ONCEGRAPH_CRASH_AT": "after_effect_record"}
     child = subprocess.run([sys.executable, __file__, "--child", str(WORKDIR)], env=env)

@@ -74,7 +74,7 @@ def main() -> None:
     for name, decision in DECISIONS.items():
         config = {"thread_id": f"ticket-{name}"}
         out = app.invoke({"messages": [{"role": "user", "content": "Refund order 1042."}]}, config)
-        question = out["__interrupt__"][0]["value"]
+        question = out["__interrupt__"][0].value
         (action,) = question["action_requests"]
         print(f"[{name}] asks: {action['name']} {action['args']}")
         answer = {"decisions": [decision], "approver": APPROVERS[name]}

@@ -6,6 +6,7 @@ someone explicitly allowed it.
 """
 
 from oncegraph.app import CompiledGraph, StateSnapshot
+from oncegraph.config import get_stream_writer
 from oncegraph.errors import (
     IncompatibleVersionError,
     NeedsReviewError,
@@ -15,7 +16,7 @@ from oncegraph.errors import (
     UnfinishedRunError,
 )
 from oncegraph.graph import END, START, StateGraph
-from oncegraph.hitl import Command, interrupt
+from oncegraph.hitl import Command, Interrupt, Send, interrupt
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
 from oncegraph.runtime.context import current_effect
 from oncegraph.runtime.faults import FaultPlan, crash_point, declare_crash_point
@@ -33,12 +34,14 @@ __all__ = [
     "Completed",
     "FaultPlan",
     "IncompatibleVersionError",
+    "Interrupt",
     "MessagesState",
     "NeedsReviewError",
     "OnceGraphError",
     "Reconciled",
     "RequestMismatchError",
     "RetryPolicy",
+    "Send",
     "StaleStateError",
     "StateGraph",
     "StateSnapshot",
@@ -53,6 +56,7 @@ __all__ = [
     "current_effect",
     "declare_crash_point",
     "effect",
+    "get_stream_writer",
     "interrupt",
     "tool",
 ]

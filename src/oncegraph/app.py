@@ -1,10 +1,24 @@
 """``CompiledGraph``: the runnable app, a thin facade over the run service.
 
-Four run paths (``invoke``, ``ainvoke``, ``stream``, ``astream``) and the operator views
-all go through one :class:`~oncegraph.runs.RunService` per store; the sync methods are
-the async ones run through the portal (:mod:`oncegraph.runtime.portal`), never a twin.
-Without a checkpointer every call gets a private in-memory store: the laws hold inside
-the call and nothing outlives it.
+Four run paths (``invoke``, ``ainvoke``, ``stream``, ``astream``, and ``batch`` /
+``abatch`` over them) and the operator views all go through one
+:class:`~oncegraph.runs.RunService` per store; the sync methods are the async ones run
+through the portal (:mod:`oncegraph.runtime.portal`), never a twin. Without a
+checkpointer every call gets a private in-memory store: the laws hold inside the call
+and nothing outlives it.
+
+Called from inside a running node, a graph compiled without a checkpointer runs as a
+SUBGRAPH of that node's run (:mod:`oncegraph.runtime.subgraph`): its steps and effects
+are kept under the parent run, so a crash never repeats them.
+
+Streams follow LangGraph: ``stream_mode`` defaults to ``"updates"`` (one chunk per
+task, ``{node: update}``; an interrupt as ``{"__interrupt__": (Interrupt, ...)}``);
+``"values"`` (the state after each step, the input step included), ``"messages"``
+(``(message chunk, metadata)`` from model adapters), ``"custom"`` (what nodes write
+with ``get_stream_writer()``), ``"debug"`` (``{"step", "timestamp", "type",
+"payload"}``) and ``"events"`` (oncegraph's node, tool and effect events). A list of
+modes yields ``(mode, chunk)``; ``subgraphs=True`` yields ``(namespace, chunk)`` (or
+``(namespace, mode, chunk)``), with the subgraphs' chunks too.
 """
 
 from __future__ import annotations
@@ -14,18 +28,22 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, UnfinishedRunError
+from oncegraph.graph.builder import breakpoint_names
 from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
+from oncegraph.runs import answers, reading
 from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import RunService
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.context import current_task
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
+from oncegraph.runtime.streaming import FromSubgraph, keeping
 from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     AuditRecord,
@@ -36,11 +54,20 @@ from oncegraph.storage.records import (
     RunStatus,
 )
 
-STREAM_MODES = frozenset({"values", "updates", "events"})
+STREAM_MODES = frozenset({"values", "updates", "events", "messages", "custom", "debug"})
+# Modes whose chunks from subgraphs reach a stream without subgraphs=True (as LangGraph
+# streams every model token, and oncegraph every tool and effect event).
+_ALWAYS_NESTED = frozenset({"messages", "events"})
 
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
     "compile(checkpointer=SqliteCheckpointer('runs.db')) to keep state"
+)
+
+_DIFFERS = (
+    "oncegraph refuses new input here on purpose (LangGraph would start over on top of "
+    "it): the unfinished run may hold effects whose outcome is not settled, and new input "
+    "would leave them half-done or do them twice."
 )
 
 
@@ -64,6 +91,13 @@ class CompiledGraph:
             if checkpointer is not None
             else None
         )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def get_name(self) -> str:
+        return self.spec.name
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
         """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
@@ -115,9 +149,21 @@ class CompiledGraph:
                 cfg = dataclasses.replace(cfg, fault_plan=env_plan)
         return cfg
 
-    def _for_run(self, config: Mapping[str, Any] | None) -> tuple[RunService, RunConfig]:
+    def _for_run(
+        self,
+        config: Mapping[str, Any] | None,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
+    ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer."""
         cfg = self._config(config)
+        if interrupt_before is not None or interrupt_after is not None:
+            nodes = self.spec.nodes
+            cfg = dataclasses.replace(
+                cfg,
+                interrupt_before=breakpoint_names("interrupt_before", interrupt_before, nodes),
+                interrupt_after=breakpoint_names("interrupt_after", interrupt_after, nodes),
+            )
         if self._service is not None:
             return self._service, cfg
         from oncegraph.storage.memory import InMemoryCheckpointer
@@ -136,21 +182,106 @@ class CompiledGraph:
             )
         return cfg.thread_id
 
+    async def _run(self, input: Any, cfg: RunConfig, service: RunService, emit: Any = None) -> Any:
+        input = await answers.route(service, cfg, input)
+        try:
+            if emit is None:
+                return await service.run(input, cfg)
+            return await service.run(input, cfg, emit)
+        except UnfinishedRunError as exc:
+            exc.add_note(_DIFFERS)
+            raise
+
     # -- run paths -------------------------------------------------------------------------
 
-    async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        service, cfg = self._for_run(config)
-        return output_values(self.spec, (await service.run(input, cfg)).output())
+    async def ainvoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            from oncegraph.runtime.subgraph import run_nested
 
-    def invoke(self, input: Any, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return run_sync(self.ainvoke(input, config), "invoke")
+            return await run_nested(self, task, input)
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
+        result = await self._run(input, cfg, service)
+        return output_values(self.spec, result.output())
+
+    def invoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            from oncegraph.runtime.subgraph import invoke_inside
+
+            return invoke_inside(self, task, input)
+        return run_sync(
+            self.ainvoke(
+                input, config, interrupt_before=interrupt_before, interrupt_after=interrupt_after
+            ),
+            "invoke",
+        )
+
+    async def abatch(
+        self,
+        inputs: Sequence[Any],
+        config: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``ainvoke`` each input concurrently (``config`` one for all, or one per input).
+
+        Every run ends before this returns or raises, so no run is still working when
+        the caller gets its answer; without ``return_exceptions`` the first error (in
+        input order) is raised after all have ended."""
+        configs = _configs(config, len(inputs))
+
+        async def one(item: Any, cfg: Mapping[str, Any] | None) -> Any:
+            return await self.ainvoke(item, cfg, **kwargs)
+
+        results = await asyncio.gather(
+            *(one(i, c) for i, c in zip(inputs, configs, strict=True)), return_exceptions=True
+        )
+        if not return_exceptions:
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+        return list(results)
+
+    def batch(
+        self,
+        inputs: Sequence[Any],
+        config: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        return run_sync(
+            self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs), "batch"
+        )
 
     async def astream(
         self,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "values",
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
+        **kwargs: Any,
     ) -> AsyncIterator[Any]:
         single = isinstance(stream_mode, str)
         modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
@@ -158,17 +289,29 @@ class CompiledGraph:
             raise ConfigError(
                 f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}"
             )
-        service, cfg = self._for_run(config)
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
+        spec = self.spec
 
         def emit(mode: str, payload: Any) -> None:
-            if mode in modes:
+            if mode not in modes:
+                return
+            ns: tuple[str, ...] = ()
+            if isinstance(payload, FromSubgraph):
+                if not subgraphs and mode not in _ALWAYS_NESTED:
+                    return
+                ns, payload = payload.ns, payload.payload
                 if mode == "values":
                     payload = dict(payload)
-                queue.put_nowait(payload if single else (mode, payload))
+            elif mode == "values":
+                payload = output_values(spec, payload)
+            item = payload if single else (mode, payload)
+            if subgraphs:
+                item = (ns, item) if single else (ns, mode, payload)
+            queue.put_nowait(item)
 
-        task = asyncio.ensure_future(service.run(input, cfg, emit))
+        task = asyncio.ensure_future(self._run(input, cfg, service, keeping(modes, emit)))
         task.add_done_callback(lambda _: queue.put_nowait(done))
         try:
             while True:
@@ -190,9 +333,23 @@ class CompiledGraph:
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "values",
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
+        **kwargs: Any,
     ) -> Iterator[Any]:
-        return iterate_sync(self.astream(input, config, stream_mode=stream_mode), "stream")
+        return iterate_sync(
+            self.astream(
+                input,
+                config,
+                stream_mode=stream_mode,
+                subgraphs=subgraphs,
+                interrupt_before=interrupt_before,
+                interrupt_after=interrupt_after,
+            ),
+            "stream",
+        )
 
     async def asubmit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
         """Enqueue a run for the workers (``oncegraph worker``); returns the queued run.
@@ -208,24 +365,53 @@ class CompiledGraph:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def aget_state(self, config: Mapping[str, Any]) -> StateSnapshot:
+    async def aget_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False
+    ) -> StateSnapshot:
+        """The thread's state now, or at ``checkpoint_id`` (top level or in
+        ``configurable``), in LangGraph's shape (:mod:`oncegraph.runs.snapshots`); with
+        ``subgraphs=True`` a subgraph task's ``state`` is the subgraph's own snapshot."""
         thread_id = self._thread(config)
-        return await self.service.get_state(thread_id, _configured(config, "checkpoint_id"))
+        return await reading.state(
+            self.service, thread_id, _checkpoint_id(config), subgraphs=subgraphs
+        )
 
-    def get_state(self, config: Mapping[str, Any]) -> StateSnapshot:
-        return run_sync(self.aget_state(config), "get_state")
+    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+        return run_sync(self.aget_state(config, subgraphs=subgraphs), "get_state")
 
     async def aget_state_history(
-        self, config: Mapping[str, Any], *, limit: int | None = None
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> list[StateSnapshot]:
-        thread_id = self._thread(config)
-        run_id = (config or {}).get("run_id")
-        return await self.service.history(thread_id, run_id=run_id, limit=limit)
+        """The thread's checkpoints, newest first, each run's input shown as LangGraph
+        shows it (see :mod:`oncegraph.snapshots`). ``run_id`` in ``config`` keeps one
+        run's; ``filter`` keeps those whose metadata has those values; ``before`` keeps
+        those older than that checkpoint."""
+        return await reading.history(
+            self.service,
+            self._thread(config),
+            run_id=(config or {}).get("run_id"),
+            limit=limit,
+            filter=filter,
+            before=_checkpoint_id(before),
+        )
 
     def get_state_history(
-        self, config: Mapping[str, Any], *, limit: int | None = None
+        self,
+        config: Mapping[str, Any],
+        *,
+        limit: int | None = None,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
     ) -> list[StateSnapshot]:
-        return run_sync(self.aget_state_history(config, limit=limit), "get_state_history")
+        return run_sync(
+            self.aget_state_history(config, limit=limit, filter=filter, before=before),
+            "get_state_history",
+        )
 
     async def aruns(
         self,
@@ -472,7 +658,7 @@ class CompiledGraph:
         original run's history is never rewritten, law 9); continue with the returned
         config: ``invoke(None, returned_config)``."""
         thread_id = self._thread(config)
-        checkpoint_id = _configured(config, "checkpoint_id")
+        checkpoint_id = _checkpoint_id(config)
         branch = await self.service.update_state(
             thread_id, values, checkpoint_id=checkpoint_id, as_node=as_node
         )
@@ -566,6 +752,26 @@ class CompiledGraph:
             ),
             "prune",
         )
+
+
+def _checkpoint_id(config: Mapping[str, Any] | None) -> str | None:
+    """``checkpoint_id`` from the top level of ``config`` or its ``configurable``."""
+    found = _configured(config, "checkpoint_id")
+    return str(found) if found else None
+
+
+def _configs(
+    config: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None, n: int
+) -> list[Mapping[str, Any] | None]:
+    if config is None or isinstance(config, Mapping):
+        return [config] * n
+    configs = list(config)
+    if len(configs) != n:
+        raise ConfigError(
+            f"batch() got {n} inputs and {len(configs)} configs; pass one config for all "
+            "or one per input"
+        )
+    return configs
 
 
 __all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]

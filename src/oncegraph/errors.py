@@ -199,8 +199,12 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
     """A tool ran longer than ``tool_timeout``; its outcome is UNKNOWN, not failed."""
 
 
-class RecursionLimitError(NodeError):
-    """The run took more steps than ``recursion_limit`` in one call."""
+class RecursionLimitError(NodeError, RecursionError):
+    """The run took more steps than ``recursion_limit`` in one call (LangGraph's
+    ``GraphRecursionError``, also importable under that name)."""
+
+
+GraphRecursionError = RecursionLimitError
 
 
 class AgentError(OnceGraphError):
@@ -257,6 +261,7 @@ __all__ = [
     "EffectFailedError",
     "EffectOutcomeUnknownError",
     "GraphInterrupt",
+    "GraphRecursionError",
     "GraphValidationError",
     "IncompatibleVersionError",
     "InterruptSwallowedError",

@@ -14,7 +14,16 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from oncegraph import END, START, Command, StateGraph, UnfinishedRunError, effect, interrupt
+from oncegraph import (
+    END,
+    START,
+    Command,
+    Interrupt,
+    StateGraph,
+    UnfinishedRunError,
+    effect,
+    interrupt,
+)
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
@@ -33,6 +42,15 @@ RunPath = Callable[..., dict[str, Any]]  # the conftest's run_path fixture
 class S(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
     answer: Any
+
+
+def _asked(out: dict[str, Any]) -> list[tuple[Any, str, int]]:
+    """The open questions of a run's output: ``(value, node, index)`` of each Interrupt."""
+    found = []
+    for i in out["__interrupt__"]:
+        assert isinstance(i, Interrupt) and len(i.id) == 32
+        found.append((i.value, i.node, i.index))
+    return found
 
 
 def _status(app: CompiledGraph, thread_id: str) -> RunStatus:
@@ -71,13 +89,15 @@ def test_interrupt_then_resume_restarts_the_node_from_the_top(
     app = _graph(checkpointer, ask)
     cfg = {"thread_id": "t"}
     out = run_path(app, {"log": []}, cfg)
-    assert out["__interrupt__"] == [{"value": {"question": "approve?"}, "node": "ask", "index": 0}]
+    assert _asked(out) == [({"question": "approve?"}, "ask", 0)]
+    assert out["__interrupt__"][0].value == {"question": "approve?"}  # LangGraph's shape
     assert out["log"] == ["before"]
     assert "answer" not in out
     assert _status(app, "t") is RunStatus.INTERRUPTED
     state = app.get_state(cfg)
     assert state.next == ("ask",)
-    assert state.interrupts == ({"node": "ask", "index": 0, "value": {"question": "approve?"}},)
+    assert state.interrupts == tuple(out["__interrupt__"])  # the same ids in every view
+    assert state.tasks[0].name == "ask" and state.tasks[0].interrupts == state.interrupts
     (run,) = app.runs(thread_id="t")
 
     out = run_path(app, Command(resume="yes"), cfg)
@@ -113,9 +133,9 @@ def test_two_interrupts_in_one_node_are_matched_by_order(
     app = _graph(checkpointer, ask)
     cfg = {"thread_id": "t"}
     first = run_path(app, {}, cfg)
-    assert first["__interrupt__"] == [{"value": "name?", "node": "ask", "index": 0}]
+    assert _asked(first) == [("name?", "ask", 0)]
     second = run_path(app, Command(resume="ada"), cfg)
-    assert second["__interrupt__"] == [{"value": "age?", "node": "ask", "index": 1}]
+    assert _asked(second) == [("age?", "ask", 1)]
     assert "answer" not in second
     assert _status(app, "t") is RunStatus.INTERRUPTED
     third = run_path(app, Command(resume=36), cfg)
@@ -157,7 +177,7 @@ def test_interrupt_in_a_fan_out_keeps_the_finished_sibling(
     app = g.compile(checkpointer=checkpointer)
     cfg = {"thread_id": "t"}
     out = run_path(app, {}, cfg)
-    assert out["__interrupt__"] == [{"value": "ok?", "node": "ask", "index": 0}]
+    assert _asked(out) == [("ok?", "ask", 0)]
     assert sorted(calls) == ["ask", "work"]
     out = run_path(app, Command(resume="fine"), cfg)
     assert sorted(calls) == ["ask", "ask", "work"]  # work's saved writes were used
@@ -217,7 +237,7 @@ def test_resume_without_an_interrupted_run_is_refused(
     app = _graph(checkpointer, ask)
     with pytest.raises(NoRunToResumeError, match=r"no interrupted run.*invoke\(None, config\)"):
         run_path(app, Command(resume="x"), {"thread_id": "fresh"})
-    with pytest.raises(NodeError):
+    with pytest.raises(RuntimeError, match="down"):
         run_path(app, {}, {"thread_id": "failed"})
     with pytest.raises(NoRunToResumeError, match="no interrupted run"):
         run_path(app, Command(resume="x"), {"thread_id": "failed"})
@@ -299,3 +319,31 @@ def test_two_siblings_interrupting_in_one_step_are_answered_in_turn(
     assert "__interrupt__" not in third
     assert third["log"] == ["left=1", "right=2"]
     assert _status(app, "t") is RunStatus.COMPLETED
+
+
+def test_resume_by_interrupt_id_answers_the_next_question_and_refuses_the_rest(
+    checkpointer: Checkpointer,
+) -> None:
+    def left(state: S) -> dict[str, Any]:
+        return {"log": [f"left={interrupt('left?')}"]}
+
+    def right(state: S) -> dict[str, Any]:
+        return {"log": [f"right={interrupt('right?')}"]}
+
+    g = StateGraph(S)
+    g.add_node("left", left)
+    g.add_node("right", right)
+    g.add_edge(START, "left")
+    g.add_edge(START, "right")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t"}
+    first, second = app.invoke({}, cfg)["__interrupt__"]
+    with pytest.raises(ConfigError, match=r"one interrupt per call.*Nothing was answered"):
+        app.invoke(Command(resume={first.id: 1, second.id: 2}), cfg)
+    with pytest.raises(ConfigError, match=f"the next one first: '{first.id}'"):
+        app.invoke(Command(resume={second.id: 2}), cfg)
+    out = app.invoke(Command(resume={first.id: 1}), cfg)
+    (still,) = out["__interrupt__"]
+    assert still.node == "right"
+    out = app.invoke(Command(resume={still.id: 2}), cfg)
+    assert out["log"] == ["left=1", "right=2"]

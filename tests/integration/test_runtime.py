@@ -38,7 +38,6 @@ from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
     InvalidUpdateError,
-    NodeError,
     NoRunToResumeError,
     OnceGraphError,
     RecursionLimitError,
@@ -220,8 +219,10 @@ def test_fan_out_merges_writes_with_reducers(checkpointer: Checkpointer, run_pat
     assert out["hits"] == ["a", "b", "c", "d"]
     assert _contents(out) == ["from b", "from c"]
     history = app.get_state_history({"thread_id": "t"})
-    assert [s.next for s in history] == [(), ("d",), ("b", "c"), ("a",)]
+    # LangGraph's shape: the run's input shows as a checkpoint of its own, last
+    assert [s.next for s in history] == [(), ("d",), ("b", "c"), ("a",), ("__start__",)]
     assert history[1].metadata["writes"] == ["b", "c"]
+    assert history[-1].values == {} and history[-1].metadata["source"] == "input"
 
 
 def test_fan_out_writing_a_last_value_field_twice_fails_the_run(
@@ -254,11 +255,12 @@ def test_fan_out_with_one_failing_sibling_resumes_only_that_sibling(
 
     app = _fan(checkpointer, b, c, d)
     cfg = {"thread_id": "t"}
-    with pytest.raises(NodeError, match="node 'c' raised RuntimeError: c is down") as info:
+    with pytest.raises(RuntimeError, match="c is down") as info:  # the node's own error
         run_path(app, {"hits": []}, cfg)
-    assert info.value.node == "c"
-    assert isinstance(info.value.__cause__, RuntimeError)
     run = app.runs(thread_id="t")[0]
+    assert info.value.oncegraph_node == "c"  # type: ignore[attr-defined]
+    assert info.value.oncegraph_run_id == run.run_id  # type: ignore[attr-defined]
+    assert any(run.run_id in note for note in info.value.__notes__)
     assert run.status is RunStatus.FAILED and "c is down" in (run.error or "")
     assert app.get_state(cfg).next == ("b", "c")
     assert sorted(calls) == ["b", "c"]
@@ -317,7 +319,7 @@ def test_errors_applying_a_step_fail_the_run(
     g.add_edge(START, "node")
     g.add_conditional_edges("node", router)
     app = g.compile(checkpointer=checkpointer)
-    with pytest.raises(OnceGraphError):
+    with pytest.raises(KeyError if fault == "router_raises" else OnceGraphError):
         run_path(app, {"x": 0}, {"thread_id": "t"})
     run = app.runs(thread_id="t")[0]
     assert run.status is RunStatus.FAILED
@@ -401,13 +403,14 @@ def test_new_input_on_an_unfinished_run_is_refused_until_continued_or_abandoned(
     fail = [True]
     app = _chat(checkpointer, fail)
     cfg = {"thread_id": "t"}
-    with pytest.raises(NodeError):
+    with pytest.raises(RuntimeError, match="bot failed"):
         run_path(app, {"messages": ["one"]}, cfg)
     with pytest.raises(UnfinishedRunError) as info:
         run_path(app, {"messages": ["two"]}, cfg)
     message = str(info.value)
     assert "(failed)" in message
     assert "invoke(None, config)" in message and "app.abandon(config)" in message
+    assert "on purpose" in info.value.__notes__[-1]  # why oncegraph differs from LangGraph
     failed = app.runs(thread_id="t")[0]
 
     record = app.abandon(cfg, reason="user moved on")
@@ -436,8 +439,9 @@ def test_failed_run_is_resumed_with_none_keeping_its_run_id(
     fail = [True]
     app = _chat(checkpointer, fail)
     cfg = {"thread_id": "t"}
-    with pytest.raises(NodeError, match=r"node 'bot' raised.*invoke\(None, config\)"):
+    with pytest.raises(RuntimeError, match="bot failed") as info:
         run_path(app, {"messages": ["hi"]}, cfg)
+    assert "invoke(None, config)" in info.value.__notes__[-1]
     (run,) = app.runs(thread_id="t")
     fail[0] = False
     assert _contents(run_path(app, None, cfg)) == ["hi", "echo hi"]
@@ -469,20 +473,27 @@ def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     app.invoke({"x": 0, "messages": ["m"]}, cfg)
     app.invoke({"x": 0}, cfg)
     history = app.get_state_history(cfg)
-    assert [s.next for s in history] == [(), ("b",), ("a",)] * 2  # newest first
-    assert [s.metadata["step"] for s in history] == [1, 0, -1] * 2
-    assert [s.values["x"] for s in history] == [2, 1, 0] * 2
+    # newest first; each run's input shows as its own checkpoint, as in LangGraph
+    assert [s.next for s in history] == [(), ("b",), ("a",), ("__start__",)] * 2
+    assert [s.metadata["step"] for s in history] == [1, 0, -1, -2] * 2
+    assert [s.metadata["source"] for s in history] == ["loop", "loop", "input", "input"] * 2
+    assert [s.values.get("x") for s in history] == [2, 1, 0, 2, 2, 1, 0, None]
+    assert history[3].metadata["writes"] == {"__start__": {"x": 0}}
     for newer, older in itertools.pairwise(history):
         assert newer.parent_config == older.config
     assert history[-1].parent_config is None
     runs = [r.run_id for r in app.runs(thread_id="t")]
-    assert [s.run_id for s in history] == [runs[0]] * 3 + [runs[1]] * 3
+    assert [s.run_id for s in history] == [runs[0]] * 4 + [runs[1]] * 4
     assert app.get_state(cfg) == history[0]
-    # one checkpoint by id, and one run's history
-    middle = app.get_state({**cfg, "checkpoint_id": history[4].config["checkpoint_id"]})
-    assert middle == history[4] and middle.values["messages"][0]["content"] == "m"
-    assert app.get_state_history({**cfg, "run_id": runs[1]}) == history[3:]
+    # one checkpoint by id (top level or in configurable), and one run's history
+    middle = app.get_state({**cfg, "checkpoint_id": history[5].config["checkpoint_id"]})
+    assert middle == history[5] and middle.values["messages"][0]["content"] == "m"
+    assert app.get_state(history[5].config) == middle
+    assert app.get_state(history[3].config) == history[3]
+    assert app.get_state_history({**cfg, "run_id": runs[1]}) == history[4:]
     assert app.get_state_history(cfg, limit=2) == history[:2]
+    assert app.get_state_history(cfg, before=history[5].config) == history[6:]
+    assert app.get_state_history(cfg, filter={"step": 0}) == [history[1], history[5]]
     with pytest.raises(RunNotFoundError):
         app.get_state({**cfg, "checkpoint_id": "cp_nope"})
     with pytest.raises(RunNotFoundError):
@@ -501,9 +512,9 @@ def test_recursion_limit(checkpointer: Checkpointer, run_path: RunPath) -> None:
     g.add_edge(START, "spin")
     g.add_edge("spin", "spin")
     app = g.compile(checkpointer=checkpointer)
-    with pytest.raises(RecursionLimitError, match=r"took 5 steps.*recursion_limit"):
+    with pytest.raises(RecursionLimitError, match=r"recursion_limit=5 after 5 steps"):
         run_path(app, {}, {"thread_id": "t", "recursion_limit": 5})
-    assert len(calls) == 5
+    assert len(calls) == 4  # LangGraph's count: the input step is one of the 5
     assert _status(app, "t") is RunStatus.FAILED
     for bad in (0, -1, "5", True):
         with pytest.raises(ConfigError, match="recursion_limit must be a positive integer"):
@@ -571,7 +582,9 @@ def test_stale_writer_gets_stale_state_error_and_writes_nothing(
     assert calls == ["a"]
     history = app.get_state_history({"thread_id": "t"})
     assert history[0].config["checkpoint_id"] == "cp_intruder"
-    assert len(history) == 2  # input checkpoint + the intruder's; the stale step wrote nothing
+    # the input checkpoint (shown twice, as LangGraph does) + the intruder's; the stale
+    # step wrote nothing
+    assert len(history) == 3
     head = app.get_state({"thread_id": "t"})
     assert head.values["x"] == -1 and head.values["messages"] == []
 
@@ -653,7 +666,7 @@ def test_resume_across_a_change_the_run_stands_on_is_refused(
 ) -> None:
     app = _chat(checkpointer, [True])
     cfg = {"thread_id": "t"}
-    with pytest.raises(NodeError):
+    with pytest.raises(RuntimeError, match="bot failed"):
         run_path(app, {"messages": ["hi"]}, cfg)
     other = _chat(checkpointer, [False], version="2", extra_node=True)
     with pytest.raises(IncompatibleVersionError, match=r"'bot'.*gained edges") as info:
@@ -678,7 +691,7 @@ def test_a_version_bump_with_the_same_shape_continues(checkpointer: Checkpointer
         g.add_edge(START, "bot")
         return g.compile(checkpointer=checkpointer, version=version)
 
-    with pytest.raises(NodeError):
+    with pytest.raises(RuntimeError, match="down"):
         build(1).invoke({"messages": ["x"]}, {"thread_id": "t"})
     fail[0] = False
     with pytest.raises(IncompatibleVersionError, match="state_schema_version 1 != 2"):
@@ -781,13 +794,13 @@ def _agent_graph(checkpointer: Checkpointer) -> CompiledGraph:
 
 def test_stream_modes_values_updates_events(checkpointer: Checkpointer) -> None:
     app = _agent_graph(checkpointer)
-    values = list(app.stream({"messages": ["hi"]}, {"thread_id": "v"}))
+    values = list(app.stream({"messages": ["hi"]}, {"thread_id": "v"}, stream_mode="values"))
     assert [len(v["messages"]) for v in values] == [1, 2, 3, 4]
     assert values[-1]["messages"][-1]["content"] == 'done: {"answer":"HI"}'
 
-    updates = list(app.stream({"messages": ["hi"]}, {"thread_id": "u"}, stream_mode="updates"))
-    assert [next(iter(u)) for u in updates] == ["__start__", "agent", "tools", "agent"]
-    assert updates[2]["tools"]["messages"][0]["role"] == "tool"
+    updates = list(app.stream({"messages": ["hi"]}, {"thread_id": "u"}))  # LangGraph's default
+    assert [next(iter(u)) for u in updates] == ["agent", "tools", "agent"]  # no __start__ chunk
+    assert updates[1]["tools"]["messages"][0]["role"] == "tool"
 
     events = list(app.stream({"messages": ["hi"]}, {"thread_id": "e"}, stream_mode="events"))
     kinds = [(e["event"], e["node"]) for e in events]
@@ -796,6 +809,8 @@ def test_stream_modes_values_updates_events(checkpointer: Checkpointer) -> None:
         ("node_end", "agent"),
         ("node_start", "tools"),
         ("tool_start", "tools"),
+        ("effect_intent", "tools"),  # the ledger: intent recorded before the call
+        ("effect_result", "tools"),  # and its result (folded into the step's commit)
         ("tool_end", "tools"),
         ("node_end", "tools"),
         ("node_start", "agent"),
@@ -803,7 +818,8 @@ def test_stream_modes_values_updates_events(checkpointer: Checkpointer) -> None:
     ]
     tool_start = events[3]
     assert tool_start["tool"] == "_lookup" and tool_start["args"] == {"q": "hi"}
-    assert events[4]["status"] == "success"
+    assert events[6]["status"] == "success"
+    assert events[5]["status"] == "completed" and events[5]["folded"] is True
     assert all(e["status"] == "ok" for e in events if e["event"] == "node_end")
 
 
@@ -831,7 +847,7 @@ async def test_astream_list_of_modes_yields_mode_payload_tuples(
 def test_unknown_stream_mode_is_a_config_error() -> None:
     app = _chat(InMemoryCheckpointer())
     with pytest.raises(ConfigError, match="stream_mode must be among"):
-        list(app.stream({"messages": ["x"]}, {"thread_id": "t"}, stream_mode="debug"))
+        list(app.stream({"messages": ["x"]}, {"thread_id": "t"}, stream_mode="tokens"))
     with pytest.raises(ConfigError, match="stream_mode must be among"):
         list(app.stream({"messages": ["x"]}, {"thread_id": "t"}, stream_mode=[]))
 
@@ -858,7 +874,7 @@ def test_stream_consumer_leaving_early_leaves_a_resumable_run(checkpointer: Chec
     g.add_edge("slow", "fast")
     app = g.compile(checkpointer=checkpointer)
     cfg = {"thread_id": "t"}
-    stream = app.stream({"messages": ["hi"]}, cfg)
+    stream = app.stream({"messages": ["hi"]}, cfg, stream_mode="values")
     try:
         first = next(iter(stream))  # the input checkpoint
         assert _contents(first) == ["hi"]

@@ -642,8 +642,13 @@ class Collect:
     def __call__(self, mode: str, payload: Any) -> None:
         self.events.append((mode, payload))
 
-    def tokens(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-        return [payload for mode, payload in self.events if mode == "messages"]
+    def tokens(self, node: str = "agent") -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """The ``messages`` chunks of ``node`` (the tools node's answers stream too)."""
+        return [
+            payload
+            for mode, payload in self.events
+            if mode == "messages" and payload[1].get("langgraph_node") == node
+        ]
 
 
 class CountingScripted(ScriptedModel):

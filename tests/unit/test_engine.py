@@ -8,6 +8,7 @@ checkpoint before they run) and that log channels are never copied into checkpoi
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import operator
 from typing import Annotated, Any, TypedDict
 
@@ -235,7 +236,8 @@ def _fan_out() -> tuple[GraphSpec, Head]:
 def test_plan_of_a_fresh_step_runs_every_task() -> None:
     spec, head = _fan_out()
     plan = plan_step(spec, head, [])
-    assert plan.todo == ("b", "c") and plan.done == {} and not plan.alone and plan.clear
+    assert [t.key for t in plan.todo] == ["b", "c"]
+    assert plan.done == {} and not plan.alone and plan.clear
 
 
 def test_plan_skips_finished_siblings_and_hands_out_answers() -> None:
@@ -247,7 +249,7 @@ def test_plan_skips_finished_siblings_and_hands_out_answers() -> None:
         TaskWrite("t1", cp, "c", "resume", 0, "yes"),
     ]
     plan = plan_step(spec, head, writes)
-    assert plan.todo == ("c",)
+    assert [t.key for t in plan.todo] == ["c"]
     assert plan.done["b"].update == {"hits": ["b"]}
     assert plan.resumes == {"c": ("yes",)}
 
@@ -310,3 +312,114 @@ def test_decide_fails_when_applying_the_writes_fails() -> None:
     decision = decide(spec, head, plan, outcomes, run_id="r")
     assert isinstance(decision, Fail) and decision.applying and decision.nodes == ("b", "c")
     assert "both wrote 'x'" in decision.description
+
+
+# -- Send, waiting edges, breakpoints (pure) ----------------------------------------------
+
+
+def test_sends_are_tasks_recorded_in_the_checkpoint_before_they_run() -> None:
+    from oncegraph import Send
+    from oncegraph.runtime.engine import plan_step, tasks_of
+
+    def fan(g: StateGraph) -> None:
+        g.add_conditional_edges("a", lambda s: [Send("b", {"x": 1}), Send("b", {"x": 2}), "c"])
+
+    spec = _spec(fan)
+    h1, _, _ = advance(spec, _start(spec, {}), "r", [TaskResult("a", {})], step=0, source="loop")
+    cp = h1.checkpoint
+    assert cp.next == ("c", "b", "b")  # pulled nodes first, then one entry per send
+    assert cp.metadata["sends"] == [
+        {"node": "b", "as": "state", "arg": {"x": 1}},
+        {"node": "b", "as": "state", "arg": {"x": 2}},
+    ]
+    tasks = tasks_of(spec, cp)
+    assert [(t.key, t.node, t.arg if t.is_send else None) for t in tasks] == [
+        ("c", "c", None),
+        ("b:0", "b", {"x": 1}),
+        ("b:1", "b", {"x": 2}),
+    ]
+    plan = plan_step(spec, h1, [])
+    assert [t.key for t in plan.todo] == ["c", "b:0", "b:1"] and not plan.alone
+
+
+def test_a_checkpoint_without_sends_is_read_as_before() -> None:
+    from oncegraph.runtime.engine import tasks_of
+
+    spec = _spec()
+    cp = _start(spec, {}).checkpoint
+    assert "sends" not in cp.metadata
+    assert [(t.key, t.is_send) for t in tasks_of(spec, cp)] == [("a", False)]
+
+
+class Item(TypedDict):
+    when: dt.date
+    n: int
+
+
+def test_send_payloads_keep_their_types_and_bad_ones_are_named() -> None:
+    from oncegraph import Send
+    from oncegraph.runtime.engine import decode_send, encode_send
+
+    def node(state: Item) -> None:
+        raise AssertionError
+
+    g = StateGraph(S)
+    g.add_node("a", _node)
+    g.add_node("typed", node, input_schema=Item)
+    g.add_edge(START, "a")
+    spec = g.validate()
+    stored = encode_send(spec, Send("typed", {"when": dt.date(2024, 1, 2), "n": 3}))
+    assert stored["arg"] == {"when": "2024-01-02", "n": 3}
+    again = decode_send(spec, orjson_roundtrip(stored))
+    assert again.arg == {"when": dt.date(2024, 1, 2), "n": 3}
+    assert decode_send(spec, encode_send(spec, Send("a", ("t", 1)))).arg == ["t", 1]
+    with pytest.raises(InvalidUpdateError, match=r"payload of Send\('a', ...\)"):
+        encode_send(spec, Send("a", {"x": 1, "other": dt.datetime.now()}))
+    with pytest.raises(GraphValidationError, match="names no node"):
+        encode_send(spec, Send("zzz", {}))
+
+
+def orjson_roundtrip(value: Any) -> Any:
+    from oncegraph import _json
+
+    return _json.loads(_json.dumps(value))
+
+
+def test_waiting_edge_fires_once_after_all_sources_whatever_the_branch_lengths() -> None:
+    from oncegraph.runtime.engine import route
+
+    def build(g: StateGraph) -> None:
+        g.add_edge("a", "b")
+        g.add_edge("a", "c")
+        g.add_edge("b", "b2")
+        g.add_edge(["b2", "c"], "d")
+
+    g = StateGraph(S)
+    for name in ("a", "b", "b2", "c", "d"):
+        g.add_node(name, _node)
+    g.add_edge(START, "a")
+    build(g)
+    spec = g.validate()
+    r1 = route(spec, {}, [TaskResult("b", {}), TaskResult("c", {})])
+    assert r1.pulled == ("b2",) and dict(r1.joins) == {"b2+c:d": ["c"]}
+    r2 = route(spec, {}, [TaskResult("b2", {})], joins=r1.joins)
+    assert r2.pulled == ("d",) and dict(r2.joins) == {}  # fired once, then reset
+    h = _start(spec, {})
+    for step, done in enumerate((["a"], ["b", "c"], ["b2"])):
+        h, _, _ = advance(spec, h, "r", [TaskResult(n, {}) for n in done], step=step, source="loop")
+    assert h.checkpoint.next == ("d",)
+    assert "joins" not in h.checkpoint.metadata
+
+
+def test_breakpoints_before_and_after() -> None:
+    from oncegraph.runtime.engine import breakpoint_at, tasks_of
+
+    spec = _spec()
+    h0 = _start(spec, {})
+    h1, _, _ = advance(spec, h0, "r", [TaskResult("a", {})], step=0, source="loop")
+    tasks0, tasks1 = tasks_of(spec, h0.checkpoint), tasks_of(spec, h1.checkpoint)
+    assert breakpoint_at(spec, h0.checkpoint, tasks0, before=("a",)) == {"before": ["a"]}
+    assert breakpoint_at(spec, h0.checkpoint, tasks0, before=("b",)) is None
+    assert breakpoint_at(spec, h0.checkpoint, tasks0, after=("*",)) is None  # input step
+    assert breakpoint_at(spec, h1.checkpoint, tasks1, after=("a",)) == {"after": ["a"]}
+    assert breakpoint_at(spec, h1.checkpoint, tasks1, before=("*",)) == {"before": ["b"]}

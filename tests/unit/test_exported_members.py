@@ -20,12 +20,14 @@ EXPECTED = {
     "Completed",
     "FaultPlan",
     "IncompatibleVersionError",
+    "Interrupt",
     "MessagesState",
     "NeedsReviewError",
     "OnceGraphError",
     "Reconciled",
     "RequestMismatchError",
     "RetryPolicy",
+    "Send",
     "StaleStateError",
     "StateGraph",
     "StateSnapshot",
@@ -40,6 +42,7 @@ EXPECTED = {
     "declare_crash_point",
     "current_effect",
     "effect",
+    "get_stream_writer",
     "interrupt",
     "tool",
 }
@@ -162,3 +165,25 @@ def test_mcp_tools_without_the_sdk_give_the_install_hint() -> None:
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_langgraph_modules_have_their_names() -> None:
+    """``langgraph.types`` / ``langgraph.config`` code changes only its imports."""
+    import oncegraph.config
+    import oncegraph.types
+
+    assert set(oncegraph.types.__all__) == {
+        "Command",
+        "Interrupt",
+        "PregelTask",
+        "RetryPolicy",
+        "Send",
+        "StateSnapshot",
+        "StreamWriter",
+        "interrupt",
+    }
+    assert set(oncegraph.config.__all__) == {"StreamWriter", "get_config", "get_stream_writer"}
+    for module in (oncegraph.types, oncegraph.config):
+        for name in module.__all__:
+            assert getattr(module, name) is not None, name
+    assert oncegraph.types.Send is oncegraph.Send and oncegraph.types.Command is oncegraph.Command

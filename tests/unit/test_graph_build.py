@@ -87,9 +87,9 @@ def test_reserved_names_are_refused(reserved: str) -> None:
         g.add_node(reserved, inc)
 
 
-@pytest.mark.parametrize("bad", ["", "a:b"])
+@pytest.mark.parametrize("bad", ["", "a:b", "a|b"])
 def test_bad_node_names_are_refused(bad: str) -> None:
-    with pytest.raises(GraphValidationError, match="must be non-empty without ':'"):
+    with pytest.raises(GraphValidationError, match=r"must be non-empty, without ':' or '\|'"):
         StateGraph(S).add_node(bad, inc)
 
 

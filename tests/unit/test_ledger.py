@@ -40,7 +40,6 @@ from oncegraph.errors import (
     LedgerUnavailableError,
     LedgerWriteError,
     NeedsReviewError,
-    NodeError,
     RequestMismatchError,
     StorageError,
     ToolTimeoutError,
@@ -370,8 +369,9 @@ def test_replayed_failed_effect_by_class(
         return {"out": effect(send, "1042", effect_class=cls)}
 
     app = plain(store, node)
-    with pytest.raises(NodeError):
+    with pytest.raises(ConnectionError) as info:  # the tool's own error, as in LangGraph
         run(path, app, {}, cfg())
+    assert info.value.oncegraph_run_id == latest_run(app).run_id  # type: ignore[attr-defined]
     (failed,) = effects(app, "send")
     assert failed.status is EffectStatus.FAILED
     assert latest_run(app).status is RunStatus.FAILED

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
-from oncegraph.graph.spec import BranchSpec, GraphSpec, NodeSpec
+from oncegraph.graph.retry import node_retry
+from oncegraph.graph.spec import BranchSpec, GraphSpec, JoinSpec, NodeSpec, positional_params
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class StateGraph:
         self.nodes: dict[str, NodeSpec] = {}
         self.edges: dict[str, list[str]] = {}
         self.branches: dict[str, list[BranchSpec]] = {}
+        self.joins: list[JoinSpec] = []
 
     def add_node(
         self,
@@ -95,6 +97,11 @@ class StateGraph:
         *,
         timeout: float | None = None,
         inline: bool = False,
+        retry_policy: Any = None,
+        input_schema: Any = None,
+        destinations: Sequence[str] | Mapping[str, str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        defer: bool = False,
     ) -> StateGraph:
         """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
 
@@ -104,11 +111,28 @@ class StateGraph:
         far more on a busy machine): for quick, CPU-only nodes that never block. An inline
         node cannot be timed out (``node_timeout`` does not apply to it) and cannot call
         the sync ``effect()`` helper.
+
+        A compiled graph is a node too (a subgraph): it runs inside this graph's run, its
+        steps, effects and interrupts kept under this run (see
+        :mod:`oncegraph.runtime.subgraph`). ``retry_policy`` retries the node when it
+        raises (:mod:`oncegraph.graph.retry`); ``input_schema`` types the node's input
+        (``Send`` payloads); ``destinations`` names where its ``Command(goto=...)`` may go
+        (drawn by ``get_graph()``); ``metadata`` is accepted and kept out of the run.
         """
+        from oncegraph.app import CompiledGraph
+
+        if defer:
+            raise GraphValidationError(
+                "add_node(defer=True) is not supported; join the branches with "
+                "add_edge([...], node) instead"
+            )
         if action is None:
             if isinstance(node, str):
                 raise GraphValidationError(f"add_node({node!r}) needs a function to run")
-            action, name = node, getattr(node, "__name__", None) or getattr(node, "name", None)
+            action = node
+            name = getattr(node, "__name__", None) or getattr(node, "name", None)
+            if isinstance(node, CompiledGraph):
+                name = node.spec.name
             if not isinstance(name, str):
                 raise GraphValidationError(f"cannot name node {node!r}; pass a name first")
         else:
@@ -117,10 +141,37 @@ class StateGraph:
             name = node
         if name in _RESERVED:
             raise GraphValidationError(f"{name!r} is reserved; choose another node name")
-        if not name or ":" in name:
-            raise GraphValidationError(f"node name {name!r} must be non-empty without ':'")
+        if not name or ":" in name or "|" in name:
+            raise GraphValidationError(
+                f"node name {name!r} must be non-empty, without ':' or '|' (they separate "
+                "task ids and subgraph namespaces)"
+            )
         if name in self.nodes:
             raise GraphValidationError(f"node {name!r} is already in the graph")
+        if isinstance(action, StateGraph):
+            raise GraphValidationError(
+                f"node {name!r}: add the compiled graph (builder.compile()), not its builder"
+            )
+        retry = node_retry(name, retry_policy)
+        drawn = tuple(destinations or ())
+        if isinstance(action, CompiledGraph):
+            if inline:
+                raise GraphValidationError(f"node {name!r}: a subgraph cannot be inline")
+            child = action.spec
+            spec = NodeSpec(
+                name,
+                action,
+                True,
+                False,
+                timeout,
+                False,
+                retry,
+                subgraph=action,
+                input_schema=child.input_schema or child.schema,
+                destinations=drawn,
+            )
+            self.nodes[name] = spec
+            return self
         if not callable(action):
             raise GraphValidationError(f"node {name!r}: {action!r} is not callable")
         spec = NodeSpec.of(name, action, timeout, inline)
@@ -134,8 +185,14 @@ class StateGraph:
                 f"node {name!r}: an inline node runs on the event loop thread and cannot be "
                 "timed out; pass timeout= or inline=True, not both"
             )
-        self.nodes[name] = spec
-        own = _input_schema_of(action, self.schema.source)
+        own = (
+            StateSchema.of(input_schema)
+            if input_schema is not None
+            else _input_schema_of(action, self.schema.source)
+        )
+        self.nodes[name] = dataclasses.replace(
+            spec, retry=retry, input_schema=own, destinations=drawn
+        )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
         return self
@@ -166,14 +223,26 @@ class StateGraph:
         return self
 
     def add_edge(self, start: str | Sequence[str], end: str) -> StateGraph:
-        for src in [start] if isinstance(start, str) else list(start):
+        """An edge ``start -> end``. With a list of starts it is a waiting edge (a join):
+        ``end`` runs once after ALL of them have run since it last fired, however long
+        each branch is (LangGraph's semantics)."""
+        sources = [start] if isinstance(start, str) else list(start)
+        for src in sources:
             if src == END:
                 raise GraphValidationError("END has no outgoing edges")
-            if end == START:
-                raise GraphValidationError("START has no incoming edges")
-            self.edges.setdefault(src, [])
-            if end not in self.edges[src]:
-                self.edges[src].append(end)
+        if end == START:
+            raise GraphValidationError("START has no incoming edges")
+        if not sources:
+            raise GraphValidationError("add_edge([], ...) needs at least one start node")
+        if len(sources) > 1:
+            join = JoinSpec(tuple(dict.fromkeys(sources)), end)
+            if join not in self.joins:
+                self.joins.append(join)
+            return self
+        src = sources[0]
+        self.edges.setdefault(src, [])
+        if end not in self.edges[src]:
+            self.edges[src].append(end)
         return self
 
     def add_conditional_edges(
@@ -190,7 +259,8 @@ class StateGraph:
             mapping = {str(v): v for v in path_map}
         else:
             mapping = None
-        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping))
+        takes_config = positional_params(path) >= 2
+        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping, takes_config))
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
@@ -201,7 +271,8 @@ class StateGraph:
 
     def validate(self) -> GraphSpec:
         known = set(self.nodes) | _RESERVED
-        if not self.edges.get(START) and not self.branches.get(START):
+        from_start = any(START in j.sources for j in self.joins)
+        if not self.edges.get(START) and not self.branches.get(START) and not from_start:
             raise GraphValidationError(
                 "the graph has no entry point; add graph.add_edge(START, '<first node>')"
             )
@@ -213,6 +284,18 @@ class StateGraph:
                     raise GraphValidationError(
                         f"edge {src!r} -> {dst!r} points to unknown node {dst!r}"
                     )
+        for join in self.joins:
+            for src in join.sources:
+                if src not in known:
+                    raise GraphValidationError(
+                        f"waiting edge {list(join.sources)} -> {join.target!r}: unknown node "
+                        f"{src!r}; add_node it first"
+                    )
+            if join.target not in known:
+                raise GraphValidationError(
+                    f"waiting edge {list(join.sources)} -> {join.target!r} points to an "
+                    "unknown node"
+                )
         for src, branches in self.branches.items():
             if src not in known:
                 raise GraphValidationError(f"conditional edge from unknown node {src!r}")
@@ -235,6 +318,9 @@ class StateGraph:
             # fields, not those that input/output/node schemas added.
             output_schema=self.output_schema or self._own_fields(),
             context_schema=self.context_schema,
+            joins=tuple(self.joins),
+            interrupt_before=self._breakpoints,
+            interrupt_after=self._breakpoints_after,
         )
 
     def _own_fields(self) -> StateSchema | None:
@@ -242,30 +328,70 @@ class StateGraph:
         added = len(self.schema.channels) > len(self.state_schema.channels)
         return self.state_schema if added else None
 
+    _breakpoints: tuple[str, ...] = ()
+    _breakpoints_after: tuple[str, ...] = ()
+
     def compile(
         self,
         checkpointer: Checkpointer | None = None,
         *,
+        interrupt_before: str | Sequence[str] | None = None,
+        interrupt_after: str | Sequence[str] | None = None,
         name: str | None = None,
         version: str | int | None = None,
         migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         previous_versions: Mapping[str, Any] | None = None,
+        debug: bool = False,
+        store: Any = None,
+        cache: Any = None,
     ) -> CompiledGraph:
-        """The runnable app. Versioning (law 10): ``version`` names this graph's version;
-        ``migrations={old_version: fn}`` brings the stored state of a run started by
-        ``old_version`` to this graph (``fn(stored) -> values``); ``previous_versions=
-        {old_version: old_graph}`` runs such a run to its end on the old graph (a
-        ``StateGraph`` or a compiled app of it). Otherwise a run of another version is
-        refused unless the change is compatible (additions it does not stand on)."""
+        """The runnable app. ``interrupt_before`` / ``interrupt_after`` (node names, or
+        ``"*"`` for every node) pause the run before / after those nodes; continue with
+        ``invoke(None, config)``.
+
+        Versioning (law 10): ``version`` names this graph's version; ``migrations=
+        {old_version: fn}`` brings the stored state of a run started by ``old_version``
+        to this graph (``fn(stored) -> values``); ``previous_versions={old_version:
+        old_graph}`` runs such a run to its end on the old graph (a ``StateGraph`` or a
+        compiled app of it). Otherwise a run of another version is refused unless the
+        change is compatible (additions it does not stand on)."""
         from oncegraph.app import CompiledGraph
 
+        if store is not None or cache is not None:
+            raise GraphValidationError(
+                "compile(store=..., cache=...) is not supported: oncegraph keeps state in the "
+                "checkpointer and side effects in its ledger; pass checkpointer=... only"
+            )
         if name is not None:
             self.name = name
         if version is not None:
             self.version = str(version)
+        self._breakpoints = self._breakpoint_names("interrupt_before", interrupt_before)
+        self._breakpoints_after = self._breakpoint_names("interrupt_after", interrupt_after)
         return CompiledGraph(
             self.validate(),
             checkpointer=checkpointer,
             migrations=migrations,
             previous_versions=previous_versions,
         )
+
+    def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
+        return breakpoint_names(what, names, self.nodes)
+
+
+def breakpoint_names(
+    what: str, names: str | Sequence[str] | None, nodes: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """``names`` checked against ``nodes``: a tuple of node names, or ``("*",)``."""
+    if names is None:
+        return ()
+    if names == "*":
+        return ("*",)
+    listed = [names] if isinstance(names, str) else list(names)
+    for n in listed:
+        if n not in nodes:
+            raise GraphValidationError(
+                f"{what}={listed!r}: {n!r} is not a node of the graph (its nodes: "
+                f"{sorted(nodes)}); use node names or '*'"
+            )
+    return tuple(listed)

@@ -6,19 +6,40 @@ import hashlib
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncegraph.state.channels import StateSchema
+
+if TYPE_CHECKING:
+    from oncegraph.graph.retry import NodeRetry
+
+
+def positional_params(fn: Callable[..., Any]) -> int:
+    """How many positional parameters ``fn`` takes (0 when it cannot be told)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
+    """One node. ``subgraph`` is set when the node is a compiled graph (then ``fn`` is that
+    graph); ``input_schema`` is the schema its input is typed by (its first parameter's
+    annotation, a subgraph's input schema), used for ``Send`` payloads; ``retry`` is its
+    retry policy (``add_node(retry_policy=...)``)."""
+
     name: str
     fn: Callable[..., Any]
     is_async: bool
     takes_config: bool
     timeout: float | None = None  # overrides the run's node_timeout when set
     inline: bool = False  # a sync node called on the event loop thread (no hand-off)
+    retry: NodeRetry | None = None
+    subgraph: Any = None  # a CompiledGraph run as this node, under the parent's run
+    input_schema: StateSchema | None = None
+    destinations: tuple[str, ...] = ()  # drawn as edges (add_node(destinations=...))
 
     @classmethod
     def of(
@@ -30,15 +51,7 @@ class NodeSpec:
     ) -> NodeSpec:
         target = fn if inspect.isroutine(fn) else type(fn).__call__
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
-        try:
-            params = [
-                p
-                for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            ]
-        except (TypeError, ValueError):
-            params = []
-        return cls(name, fn, is_async, len(params) >= 2, timeout, inline)
+        return cls(name, fn, is_async, positional_params(fn) >= 2, timeout, inline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +59,21 @@ class BranchSpec:
     source: str
     router: Callable[..., Any]
     path_map: Mapping[str, str] | None
+    takes_config: bool = False  # the router is ``(state, config)``
+
+
+@dataclass(frozen=True, slots=True)
+class JoinSpec:
+    """A waiting edge ``add_edge([a, b], target)``: ``target`` runs once after every
+    source has run since it last fired (LangGraph's join). What each join has seen so far
+    is kept in the checkpoint (``metadata["joins"]``, keyed by :attr:`key`)."""
+
+    sources: tuple[str, ...]
+    target: str
+
+    @property
+    def key(self) -> str:
+        return f"{'+'.join(self.sources)}:{self.target}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,19 +88,33 @@ class GraphSpec:
     input_schema: StateSchema | None = None  # None: the state schema
     output_schema: StateSchema | None = None  # None: the state schema
     context_schema: Any = None
+    joins: tuple[JoinSpec, ...] = ()
+    # compile(interrupt_before=..., interrupt_after=...): node names, or ("*",) for all
+    interrupt_before: tuple[str, ...] = ()
+    interrupt_after: tuple[str, ...] = ()
+
+    @property
+    def routers_take_config(self) -> bool:
+        return any(b.takes_config for bs in self.branches.values() for b in bs)
 
     @property
     def order(self) -> dict[str, int]:
         return {n: i for i, n in enumerate(self.nodes)}
 
     def fingerprint(self) -> str:
-        """sha256 over nodes, static edges, branch sources and path maps, state fields."""
+        """sha256 over nodes, static edges, waiting edges, branch sources and path maps,
+        state fields, and each subgraph node's own fingerprint."""
         parts = ["nodes:" + ",".join(self.nodes)]
         for src in sorted(self.edges):
             parts.append(f"edge:{src}->{','.join(sorted(self.edges[src]))}")
+        for join in self.joins:
+            parts.append(f"join:{join.key}")
         for src in sorted(self.branches):
             for b in self.branches[src]:
                 pm = ",".join(f"{k}={v}" for k, v in sorted((b.path_map or {}).items()))
                 parts.append(f"branch:{src}:{pm}")
         parts.append("state:" + ",".join(sorted(self.schema.channels)))
+        for name, node in self.nodes.items():
+            if node.subgraph is not None:
+                parts.append(f"subgraph:{name}={node.subgraph.spec.fingerprint()}")
         return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -40,8 +40,10 @@ def _literal_names(annotation: Any) -> list[str] | None:
     origin = get_origin(annotation)
     if origin is Literal:
         return [str(a) for a in get_args(annotation)]
-    if origin is Command or origin in (typing.Union, typing.Annotated) or (
-        origin is not None and getattr(origin, "__name__", "") == "UnionType"
+    if (
+        origin is Command
+        or origin in (typing.Union, typing.Annotated)
+        or (origin is not None and getattr(origin, "__name__", "") == "UnionType")
     ):
         names = [n for a in get_args(annotation) for n in (_literal_names(a) or [])]
         return names or None

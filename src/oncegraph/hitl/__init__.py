@@ -1,6 +1,7 @@
-"""Human in the loop: ``interrupt`` and ``Command``."""
+"""Human in the loop and control flow: ``interrupt``, ``Command``, ``Send``, ``Interrupt``."""
 
 from oncegraph.hitl.command import Command
-from oncegraph.hitl.interrupt import interrupt
+from oncegraph.hitl.interrupt import Interrupt, interrupt
+from oncegraph.hitl.send import Send
 
-__all__ = ["Command", "interrupt"]
+__all__ = ["Command", "Interrupt", "Send", "interrupt"]

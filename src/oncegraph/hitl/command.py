@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
+
+from oncegraph.errors import ConfigError
+from oncegraph.hitl.send import Send
 
 _UNSET: Any = object()
 
@@ -13,7 +16,8 @@ N = TypeVar("N")
 
 @dataclass(frozen=True)  # not slots: Command[...](...) sets __orig_class__ (refused quietly)
 class Command(Generic[N]):
-    """Returned by a node: ``Command(update={...}, goto="next")``.
+    """Returned by a node: ``Command(update={...}, goto="next")``; ``goto`` may also hold
+    :class:`~oncegraph.hitl.send.Send` items (each a task with its own payload).
 
     Passed to ``invoke`` by the caller: ``Command(resume=answer)`` answers the pending
     ``interrupt()`` of the thread's interrupted run.
@@ -23,16 +27,27 @@ class Command(Generic[N]):
     """
 
     update: Mapping[str, Any] | None = None
-    goto: str | Sequence[str] | None = None
+    goto: str | Send | Sequence[str | Send] | None = None
     resume: Any = _UNSET
+    graph: str | None = None
+
+    PARENT: ClassVar[str] = "__parent__"
+
+    def __post_init__(self) -> None:
+        if self.graph is not None:
+            raise ConfigError(
+                f"Command(graph={self.graph!r}) is not supported: a subgraph's node cannot "
+                "route its parent; return the update from the subgraph and route with the "
+                "parent's edges"
+            )
 
     @property
     def has_resume(self) -> bool:
         return self.resume is not _UNSET
 
-    def goto_nodes(self) -> tuple[str, ...]:
+    def goto_nodes(self) -> tuple[str | Send, ...]:
         if self.goto is None:
             return ()
-        if isinstance(self.goto, str):
+        if isinstance(self.goto, (str, Send)):
             return (self.goto,)
         return tuple(self.goto)

@@ -5,15 +5,50 @@ returns the n-th answer given so far, so several interrupts in one node are matc
 order. The pause is a :class:`~oncegraph.errors.GraphInterrupt` signal, a
 ``BaseException`` outside the error tree; a node that swallows it is reported as an
 error (law 11).
+
+What the caller sees of a pause is an :class:`Interrupt` (LangGraph's shape: ``.value``
+and ``.id``), in ``result["__interrupt__"]``, the ``updates`` stream and
+``get_state(config).interrupts``.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from oncegraph._json import canonical
 from oncegraph.errors import ConfigError, GraphInterrupt, IncompatibleVersionError
 from oncegraph.runtime.context import current_task
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """An open question of a paused run.
+
+    ``value`` is what ``interrupt(value)`` asked; ``id`` is stable for that question
+    (the same in every view and after a restart); ``node`` names the task that asked
+    and ``index`` which of its questions this is. JSON-storable: plain fields only
+    (:meth:`to_json`); ``interrupt["value"]`` reads a field too, as the dict form did.
+    """
+
+    value: Any
+    id: str
+    node: str = ""
+    index: int = 0
+
+    @classmethod
+    def of(cls, checkpoint_id: str, task: str, index: int, value: Any) -> Interrupt:
+        raw = f"{checkpoint_id}:{task}:{index}".encode()
+        return cls(value, hashlib.sha256(raw).hexdigest()[:32], task, index)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in ("value", "id", "node", "index"):
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "id": self.id, "node": self.node, "index": self.index}
 
 
 def interrupt(value: Any) -> Any:
@@ -34,3 +69,6 @@ def interrupt(value: Any) -> Any:
         return task.resume_values[index]
     task.interrupt_raised = (value, index)
     raise GraphInterrupt(value, index)
+
+
+__all__ = ["Interrupt", "interrupt"]

@@ -58,6 +58,7 @@ from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
 from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
 
 log = logging.getLogger("oncegraph.ledger")
@@ -172,6 +173,32 @@ class _Performer:
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
         self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
 
+    # -- events (stream_mode="events") --------------------------------------------------
+
+    def _event(self, kind: str, record: EffectRecord, **more: Any) -> None:
+        """Tell a streaming caller what the ledger did (intent recorded, result recorded,
+        reconciled, parked); nothing is built for a caller that does not listen."""
+        if not wants(self.ctx.emit, "events"):
+            return
+        self.ctx.emit(
+            "events",
+            {
+                "event": kind,
+                "node": self.ctx.node_name,
+                "effect_id": record.effect_id,
+                "effect_type": record.effect_type,
+                "effect_class": str(record.effect_class),
+                "command_id": record.command_id,
+                "status": str(record.status),
+                **more,
+            },
+        )
+
+    def _parked(self, record: EffectRecord, why: str) -> _ParkSignal:
+        signal = _park(record, why)
+        self._event("effect_parked", record, reason=signal.reason)
+        return signal
+
     # -- recording -------------------------------------------------------------------------
 
     def _new_record(self, status: EffectStatus, attempts: tuple[Attempt, ...]) -> EffectRecord:
@@ -230,8 +257,10 @@ class _Performer:
         if self.call.fold and self.ctx.may_fold and not retried:
             staged = record.replace(row_version=record.row_version + 1, updated_at=now())
             self.ctx.staged_effects.append(staged)
+            self._event("effect_result", staged, folded=True)
             return staged
         saved = await self._save(record, sent=True)
+        self._event("effect_result", saved, folded=False)
         self.ctx.crash_point("after_effect_record")
         return saved
 
@@ -274,6 +303,7 @@ class _Performer:
             ) from exc
         self.ctx.crash_point("after_intent")
         if created:
+            self._event("effect_intent", stored)
             return await self._attempts(stored, claimed=True)
         return await self._decide(stored)
 
@@ -373,7 +403,7 @@ class _Performer:
 
     async def _reconcile(self, record: EffectRecord, why: str) -> Any:
         if self.call.reconcile is None:
-            raise _park(record, why + " and the tool has no reconcile hook")
+            raise self._parked(record, why + " and the tool has no reconcile hook")
         verdict = await _call_hook(self.call.reconcile, record)
         return await self._apply_reconcile(record, verdict, why)
 
@@ -388,10 +418,10 @@ class _Performer:
         if not isinstance(verdict, Reconciled) or verdict.verdict == "unknown":
             if record.status is EffectStatus.ACCEPTED:
                 return record.result
-            raise _park(record, why + " and reconcile could not tell")
+            raise self._parked(record, why + " and reconcile could not tell")
         if verdict.verdict == "not_done":
             if not may_send:
-                raise _park(
+                raise self._parked(
                     record,
                     why + "; reconcile found nothing at the recipient, but a request that "
                     "timed out may still arrive, so it is not sent again automatically",
@@ -407,6 +437,7 @@ class _Performer:
             attempts=(*closed, Attempt(len(closed) + 1, t, t, "reconciled")),
         )
         await self._save(done, sent=True)
+        self._event("effect_reconciled", done, verdict=verdict.verdict)
         return verdict.result
 
     # -- attempts --------------------------------------------------------------------------
@@ -449,7 +480,7 @@ class _Performer:
             if isinstance(end, _InFlight):
                 self._keep(record, end.call)
                 if self.call.effect_class is EffectClass.IRREVERSIBLE:
-                    raise _park(record, self._still_running())
+                    raise self._parked(record, self._still_running())
                 raise ToolTimeoutError(
                     f"{self.call.effect_type} {self._still_running()}; the run stays held by "
                     "this process until it ends and its outcome is recorded, then it can be "
@@ -474,7 +505,7 @@ class _Performer:
         """An irreversible call timed out and stopped: ask the recipient, never re-send."""
         why = f"timed out after {self.call.timeout}s"
         if self.call.reconcile is None:
-            raise _park(record, why + " and the tool has no reconcile hook")
+            raise self._parked(record, why + " and the tool has no reconcile hook")
         verdict = await _call_hook(self.call.reconcile, record)
         return await self._apply_reconcile(record, verdict, why, may_send=False)
 

@@ -67,6 +67,7 @@ from oncegraph.prebuilt.models import ChatModel, ModelResponse, resolve_model
 from oncegraph.prebuilt.models.base import OnText
 from oncegraph.prebuilt.structured import Invalid, ResponseFormat
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.runtime.tasks import stream_metadata
 from oncegraph.state import lcmessages
 from oncegraph.state.reducers import add_messages, append
 from oncegraph.storage.protocols import Checkpointer
@@ -394,7 +395,7 @@ class ReactAgent:
 
 def _token_sink(ctx: TaskContext, message_id: str) -> OnText:
     emit: Callable[[str, Any], None] = ctx.emit
-    metadata = {"langgraph_node": ctx.node, "langgraph_step": ctx.step, "run_id": ctx.run_id}
+    metadata = {**stream_metadata(ctx), "run_id": ctx.run_id}
 
     def on_text(delta: str) -> None:
         if delta:

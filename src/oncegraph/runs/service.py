@@ -424,6 +424,11 @@ class RunService:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    @property
+    def graph(self) -> GraphSpec:
+        """The graph this service runs (a read-only service has none: ``ConfigError``)."""
+        return self._graph()[0]
+
     def _graph(self) -> tuple[GraphSpec, Heads]:
         if self.spec is None or self._heads is None:
             raise ConfigError(

@@ -28,7 +28,8 @@ class StateSnapshot:
     created_at: float | None
     parent_config: dict[str, Any] | None
     run_id: str | None
-    interrupts: tuple[dict[str, Any], ...] = ()
+    interrupts: tuple[Any, ...] = ()
+    tasks: tuple[Any, ...] = ()  # the step's tasks (LangGraph's PregelTask shape)
 
 
 def snapshot(

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("oncegraph.claim")
 
+
 class Ended(Protocol):
     """A finished call, asyncio's or a thread's: both futures answer these."""
 

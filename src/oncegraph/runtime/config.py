@@ -89,6 +89,10 @@ class RunConfig:
     configurable: Mapping[str, Any] = field(default_factory=dict)
     run_id: str | None = None  # continue exactly this run; None: the thread's latest
     sleep: Sleep = asyncio.sleep  # waits between retries (tests inject a fake)
+    # invoke(..., interrupt_before=[...], interrupt_after=[...]): this call's breakpoints,
+    # on top of the compiled graph's (node names, or ("*",) for every node)
+    interrupt_before: tuple[str, ...] = ()
+    interrupt_after: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:

@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class TaskContext:
+    """One running task. ``node`` is the task's SCOPE, what its command ids start with
+    (:func:`oncegraph.ledger.keys.next_command_id`): the node's name for a task its edges
+    pulled, ``node:i`` for the i-th ``Send`` of the step, and, inside a subgraph,
+    ``<parent scope>:<parent step>|<child task>`` (nested as deep as subgraphs go), so
+    every task's effects get their own keys. ``name`` is the node's own name, ``task``
+    the task's key in its step, ``ns`` the subgraph namespace it runs in."""
+
     run_id: str
     thread_id: str
     node: str
@@ -34,7 +41,7 @@ class TaskContext:
     store: Checkpointer
     config: RunConfig
     loop: asyncio.AbstractEventLoop
-    emit: Callable[[str, dict[str, Any]], None]
+    emit: Callable[[str, Any], None]
     fault_plan: FaultPlan | None = None
     resume_values: list[Any] = field(default_factory=list)
     asked: list[Any] = field(default_factory=list)  # the questions those answers answered
@@ -46,6 +53,26 @@ class TaskContext:
     staged_effects: list[EffectRecord] = field(default_factory=list)
     claim: Claim | None = None  # the run's claim: its token fences every write
     replay: ReplayPolicy | None = None  # set in a replay: what its effects may touch
+    name: str = ""  # the node's name ("" = node)
+    task: str = ""  # the task's key in its step ("" = node)
+    ns: tuple[str, ...] = ()  # the subgraph namespace the task runs in (() = top level)
+    subgraph_calls: int = 0  # graphs this task ran as subgraphs so far (their order)
+    # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
+    # always the caller's thread, so effects are listed under the conversation).
+    graph_thread: str = ""
+
+    @property
+    def node_name(self) -> str:
+        return self.name or self.node
+
+    @property
+    def task_key(self) -> str:
+        return self.task or self.node
+
+    @property
+    def checkpoint_thread(self) -> str:
+        """The thread of ``checkpoint_id`` (a subgraph's own thread, or ``thread_id``)."""
+        return self.graph_thread or self.thread_id
 
     @property
     def fence(self) -> int | None:

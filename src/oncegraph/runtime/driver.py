@@ -6,40 +6,56 @@ Per step::
 
     task_writes = <read, unless this driver committed the head itself>
     plan = plan_step(head, task_writes)          (pure)
+    <a static breakpoint (interrupt_before / interrupt_after) stops here, once>
     outcomes = <run plan.todo concurrently; a finished sibling's writes are kept>
     decision = decide(spec, head, plan, outcomes)  (pure)
     <execute the decision: ONE commit, or a status, or stop>
 
-Invariants: a step's next nodes are committed before they run (law 1); the commit is a
-compare-and-swap on the thread version carrying the run's fence (law 8); stream events
-of a step are emitted only after its commit; every write carries ``fence`` so a writer
-that lost the run writes nothing. Crash points sit on the transitions:
-``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect results rode
-the commit) -> ``after_checkpoint``.
+Invariants: a step's next tasks (nodes and Send payloads) are committed before they run
+(law 1); the commit is a compare-and-swap on the thread version carrying the run's
+fence (law 8); stream events of a step are emitted only after its commit; every write
+carries ``fence`` so a writer that lost the run writes nothing. Crash points sit on the
+transitions: ``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect
+results rode the commit) -> ``after_checkpoint``.
+
+A subgraph's steps run on a NESTED driver (``parent`` set, see
+:mod:`oncegraph.runtime.subgraph`): same loop, same claim and fence, its checkpoints on
+the subgraph's own thread. It never touches the run's status: a park, a failure or an
+interrupt inside it is raised into the parent's task, which decides for the run; the
+parent's interrupt answers are handed down to it in order.
+
+``recursion_limit`` counts like LangGraph's: a call with new input counts its input
+step, so a run given new input may take ``recursion_limit - 1`` steps; the step that
+would exceed the limit is refused before it runs (the run fails, resumable).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph.errors import (
+    GraphInterrupt,
     NeedsReviewError,
-    NodeError,
     OnceGraphError,
     RecursionLimitError,
     StaleStateError,
     StorageError,
+    _ParkSignal,
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.engine import (
+    BREAKPOINT,
     Commit,
     Crash,
     Decision,
@@ -47,26 +63,38 @@ from oncegraph.runtime.engine import (
     Head,
     Interrupt,
     Park,
+    StepPlan,
+    Task,
+    TaskOutcome,
     TaskResult,
     advance,
+    breakpoint_at,
     decide,
+    encode_result,
+    open_interrupts,
     plan_step,
+    tasks_of,
 )
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.streaming import debug_event, keeping, wants
 from oncegraph.runtime.tasks import run_task
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import RunRecord, RunStatus, StepCommit, TaskWrite
+from oncegraph.storage.records import (
+    CheckpointRecord,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+)
 
 log = logging.getLogger("oncegraph.driver")
 
 Emit = Callable[[str, Any], None]
 COMMIT_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
-
-def ignore(mode: str, payload: Any) -> None:
-    """An ``Emit`` that drops every event (``invoke``)."""
-    return None
+ignore: Emit = keeping((), lambda mode, payload: None)
+"""An ``Emit`` that drops every event (``invoke``)."""
 
 
 @dataclass(slots=True)
@@ -75,6 +103,9 @@ class Driver:
 
     ``claim`` is the run's claim (:mod:`oncegraph.runtime.claim`): every write carries its
     fencing token. ``interrupts`` collects the questions of the step that interrupted.
+    ``scope``/``ns``/``parent`` are set for a subgraph's driver (see the module
+    docstring); ``answer_base`` is the index of the parent task's first answer that
+    belongs to this subgraph.
     """
 
     spec: GraphSpec
@@ -84,10 +115,24 @@ class Driver:
     emit: Emit = ignore
     claim: Claim | None = None
     replay: ReplayPolicy | None = None  # a replay run: what its effects may touch
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    interrupts: list[Any] = field(default_factory=list)  # Interrupt objects
     # The checkpoint this driver committed last: no task of the step after it can have
     # run before, so it has no task writes and no effect records to look up.
     fresh: str | None = None
+    scope: str = ""
+    ns: tuple[str, ...] = ()
+    parent: TaskContext | None = None
+    answer_base: int = 0
+    root_thread: str = ""
+    stopped: bool = False  # an interrupt or a breakpoint paused the run
+    steps: int = 0  # steps counted against recursion_limit in this call
+    _consumed: int = 0
+    _loop_thread: int = 0
+    _loop: asyncio.AbstractEventLoop | None = None
+    _plain_routers: bool = False
+
+    def __post_init__(self) -> None:
+        self._plain_routers = not self.spec.routers_take_config
 
     @property
     def fence(self) -> int | None:
@@ -96,10 +141,16 @@ class Driver:
     # -- the input step --------------------------------------------------------------------
 
     async def commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
-        """The run's input checkpoint (step -1): the first nodes, before any runs."""
+        """The run's input checkpoint (step -1): the first tasks, before any runs."""
         update = self.spec.schema.decode_update(run.input)
         nxt, entries, _ = advance(
-            self.spec, head, run.run_id, [TaskResult(START, update)], step=-1, source="input"
+            self.spec,
+            head,
+            run.run_id,
+            [TaskResult(START, update)],
+            step=-1,
+            source="input",
+            config=self._router_config(run),
         )
         status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
         await self._commit(
@@ -114,25 +165,47 @@ class Driver:
             ),
             nxt,
         )
-        self._emit_step(nxt, {START: update})
+        self.steps = 1  # LangGraph counts the input step against recursion_limit
+        self._emit_step(nxt, head.checkpoint, ())
+        return nxt
+
+    async def start_nested(self, head: Head, run: RunRecord, update: Mapping[str, Any]) -> Head:
+        """A subgraph's input checkpoint on its own thread (no run record, no status)."""
+        nxt, entries, _ = advance(
+            self.spec,
+            head,
+            run.run_id,
+            [TaskResult(START, update)],
+            step=-1,
+            source="input",
+            config=self._router_config(run),
+        )
+        await self._commit(
+            StepCommit(
+                thread_id=run.thread_id,
+                expected_version=head.version,
+                checkpoint=nxt.checkpoint,
+                log=entries,
+                fence=self.fence,
+            ),
+            nxt,
+        )
+        self.steps = 1
+        self._emit_step(nxt, head.checkpoint, ())
         return nxt
 
     # -- the loop --------------------------------------------------------------------------
 
     async def run(self, head: Head, run: RunRecord) -> Head:
-        """Run steps until the run ends, interrupts, parks or fails (then raise)."""
-        steps = 0
+        """Run steps until the run ends, interrupts, parks or fails (then raise).
+
+        A call that continues a run (no new input) first streams the state it continues
+        from, as LangGraph does."""
+        if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
+            self.emit("values", head.values)
         while head.checkpoint.next:
-            if steps >= self.config.recursion_limit:
-                error = RecursionLimitError(
-                    f"run {run.run_id} took {steps} steps without finishing; raise "
-                    "config['recursion_limit'] if that is expected, or fix the loop"
-                )
-                await self.set_status(run, RunStatus.FAILED, str(error))
-                raise error
-            steps += 1
             head = await self._step(head, run)
-            if self.interrupts:
+            if self.stopped:
                 break
         return head
 
@@ -141,70 +214,206 @@ class Driver:
         task_writes: list[TaskWrite] = []
         if cp.checkpoint_id != self.fresh:  # loaded: an earlier attempt may have left writes
             task_writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+        if self.parent is not None:
+            task_writes = await self._hand_down_answers(cp, task_writes, run)
         plan = plan_step(self.spec, head, task_writes)
+        stop = self._breakpoint(cp, plan, task_writes)
+        if stop is not None:
+            return await self._execute(Interrupt(((BREAKPOINT, stop, 0),)), head, run, [], plan)
+        if self.steps >= self.config.recursion_limit:
+            error = RecursionLimitError(
+                f"run {run.run_id} reached recursion_limit={self.config.recursion_limit} "
+                f"after {self.steps} steps (the input step counts, as in LangGraph) without "
+                "finishing; raise config['recursion_limit'] if that is expected, or fix the "
+                "loop. The run is failed and can be continued with invoke(None, config)."
+            )
+            await self.set_status(run, RunStatus.FAILED, str(error))
+            raise error
+        self.steps += 1
         loop = asyncio.get_running_loop()
-        contexts = [
-            TaskContext(
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                node=node,
-                step=cp.step + 1,
-                checkpoint_id=cp.checkpoint_id,
-                store=self.store,
-                config=self.config,
-                loop=loop,
-                emit=self.emit,
-                fault_plan=self.config.fault_plan,
-                resume_values=list(plan.resumes.get(node) or self._replayed_answers(node, cp)),
-                asked=list(plan.questions.get(node, ())),
-                may_fold=plan.alone,
-                fresh=cp.checkpoint_id == self.fresh,
-                claim=self.claim,
-                replay=self.replay,
-            )
-            for node in plan.todo
-        ]
+        self._loop_thread = threading.get_ident()
+        self._loop = loop
+        contexts = [self._context(task, cp, plan, run, loop) for task in plan.todo]
         save = None if plan.alone else self._save_task
+        if wants(self.emit, "debug"):
+            self._emit_tasks(head, plan)
         if len(contexts) == 1:
-            outcomes = [await run_task(self.spec, contexts[0], head, save)]
+            outcomes = [await run_task(self.spec, contexts[0], head, save, plan.todo[0])]
         else:
+            runs = zip(contexts, plan.todo, strict=True)
             outcomes = list(
-                await asyncio.gather(*(run_task(self.spec, c, head, save) for c in contexts))
+                await asyncio.gather(*(run_task(self.spec, c, head, save, t) for c, t in runs))
             )
-        decision = decide(self.spec, head, plan, outcomes, run_id=run.run_id)
+        if wants(self.emit, "debug"):
+            self._emit_results(cp, outcomes)
+        meta = None
+        if self.parent is not None:  # the parent's answers this subgraph used so far
+            meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
+        decision = decide(
+            self.spec,
+            head,
+            plan,
+            outcomes,
+            run_id=run.run_id,
+            config=self._router_config(run),
+            meta=meta,
+        )
         staged = [e for ctx in contexts for e in ctx.staged_effects]
-        return await self._execute(decision, head, run, staged)
+        return await self._execute(decision, head, run, staged, plan)
+
+    def _context(
+        self,
+        task: Task,
+        cp: CheckpointRecord,
+        plan: StepPlan,
+        run: RunRecord,
+        loop: asyncio.AbstractEventLoop,
+    ) -> TaskContext:
+        return TaskContext(
+            run_id=run.run_id,
+            thread_id=self.root_thread or run.thread_id,
+            node=f"{self.scope}|{task.key}" if self.scope else task.key,
+            step=cp.step + 1,
+            checkpoint_id=cp.checkpoint_id,
+            store=self.store,
+            config=self.config,
+            loop=loop,
+            emit=self._task_emit_fn,
+            fault_plan=self.config.fault_plan,
+            resume_values=list(
+                plan.resumes.get(task.key) or self._replayed_answers(task.key, cp)
+            ),
+            asked=list(plan.questions.get(task.key, ())),
+            may_fold=plan.alone,
+            fresh=cp.checkpoint_id == self.fresh,
+            claim=self.claim,
+            replay=self.replay,
+            name=task.node,
+            task=task.key,
+            ns=self.ns,
+            graph_thread=run.thread_id if self.root_thread else "",
+        )
+
+    @property
+    def _task_emit_fn(self) -> Emit:
+        """What tasks emit through. Tasks may emit from a worker thread (a sync node's
+        stream writer): hop to the loop, where the consumer's queue lives, keeping the
+        order of emits. Carries the modes the run keeps (see ``streaming.wants``)."""
+
+        def task_emit(mode: str, payload: Any) -> None:
+            loop = self._loop
+            if loop is None or threading.get_ident() == self._loop_thread:
+                self.emit(mode, payload)
+            else:
+                loop.call_soon_threadsafe(self.emit, mode, payload)
+
+        modes = getattr(self.emit, "modes", None)
+        if modes is not None:
+            task_emit.modes = modes  # type: ignore[attr-defined]
+        return task_emit
+
+    def _breakpoint(
+        self, cp: CheckpointRecord, plan: StepPlan, task_writes: list[TaskWrite]
+    ) -> dict[str, list[str]] | None:
+        cfg = self.config
+        spec = self.spec
+        if not (
+            spec.interrupt_before
+            or spec.interrupt_after
+            or cfg.interrupt_before
+            or cfg.interrupt_after
+        ):
+            return None
+        if any(w.task == BREAKPOINT and w.kind == "resume" for w in task_writes):
+            return None  # the breakpoint here was passed: continue
+        return breakpoint_at(
+            spec, cp, plan.tasks, before=cfg.interrupt_before, after=cfg.interrupt_after
+        )
 
     async def _execute(
-        self, decision: Decision, head: Head, run: RunRecord, staged: list[Any]
+        self,
+        decision: Decision,
+        head: Head,
+        run: RunRecord,
+        staged: list[Any],
+        plan: StepPlan,
     ) -> Head:
         if isinstance(decision, Crash):
             raise decision.signal
         if not isinstance(decision, Commit):
             await self._save_staged(staged)  # a completed call's result is never dropped
         if isinstance(decision, Park):
+            if self.parent is not None:
+                raise _ParkSignal(decision.effect_id, decision.reason)
             await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
             raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
         if isinstance(decision, Fail):
-            await self.set_status(run, RunStatus.FAILED, decision.description)
-            if isinstance(decision.error, OnceGraphError):
+            if self.parent is not None:
                 raise decision.error
-            raise NodeError(_failure_message(decision, run), node=decision.node) from (
-                decision.error
-            )
+            await self.set_status(run, RunStatus.FAILED, _failure_text(decision))
+            raise _as_raised(decision, run)
         if isinstance(decision, Interrupt):
-            cp = head.checkpoint
-            for node, value, index in decision.waits:
-                await self.store.put_task_write(
-                    TaskWrite(run.thread_id, cp.checkpoint_id, node, "interrupt", index, value),
-                    run_id=run.run_id,
-                    fence=self.fence,
-                )
-                self.interrupts.append({"value": value, "node": node, "index": index})
-            await self.set_status(run, RunStatus.INTERRUPTED, None)
-            self.emit("updates", {"__interrupt__": list(self.interrupts)})
-            return head
+            return await self._interrupt(decision, head, run)
         return await self._commit_step(decision, head, run, staged)
+
+    async def _interrupt(self, decision: Interrupt, head: Head, run: RunRecord) -> Head:
+        cp = head.checkpoint
+        for task, value, index in decision.waits:
+            await self.store.put_task_write(
+                TaskWrite(run.thread_id, cp.checkpoint_id, task, "interrupt", index, value),
+                run_id=run.run_id,
+                fence=self.fence,
+            )
+        self.stopped = True
+        if self.parent is not None:  # ask through the parent's task
+            _, value, _ = decision.waits[0]
+            if decision.breakpoint:  # a pause, not a question: the caller continues it
+                value = {BREAKPOINT: value}
+            index = self.answer_base + self._consumed
+            self.parent.interrupt_count = index + 1
+            self.parent.interrupt_raised = (value, index)
+            raise GraphInterrupt(value, index)
+        await self.set_status(run, RunStatus.INTERRUPTED, None)
+        if decision.breakpoint:
+            self.emit("updates", {"__interrupt__": ()})
+            return head
+        for task, value, index in decision.waits:
+            self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
+        self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+        return head
+
+    async def _hand_down_answers(
+        self, cp: CheckpointRecord, writes: list[TaskWrite], run: RunRecord
+    ) -> list[TaskWrite]:
+        """A subgraph: give its open interrupts the parent task's answers meant for them.
+
+        The parent task's answers are numbered; this subgraph's start at ``answer_base``,
+        and ``metadata["answers"]`` of its checkpoints counts those its committed steps
+        used, so the next one to hand down is known after any crash."""
+        parent = self.parent
+        assert parent is not None
+        writes = list(writes)
+        consumed = int(cp.metadata.get("answers", 0)) + sum(w.kind == "resume" for w in writes)
+        order = self.spec.order
+        while self.answer_base + consumed < len(parent.resume_values):
+            waiting = open_interrupts(writes)
+            if not waiting:
+                break
+            task = min(waiting, key=lambda t: (order.get(t.split(":")[0], -1), t))
+            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            write = TaskWrite(
+                run.thread_id,
+                cp.checkpoint_id,
+                task,
+                "resume",
+                answered,
+                parent.resume_values[self.answer_base + consumed],
+            )
+            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
+            writes.append(write)
+            consumed += 1
+        self._consumed = consumed
+        return writes
 
     async def _commit_step(
         self, decision: Commit, head: Head, run: RunRecord, staged: list[Any]
@@ -218,7 +427,7 @@ class Driver:
             expected_version=head.version,
             checkpoint=nxt.checkpoint,
             log=decision.log,
-            run_status=decision.run_status,
+            run_status=decision.run_status if self.parent is None else None,
             effects=staged,
             clear_task_writes_of=head.checkpoint.checkpoint_id
             if decision.clear_task_writes
@@ -236,7 +445,7 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        self._emit_step(nxt, {r.node: r.update for r in decision.results})
+        self._emit_step(nxt, head.checkpoint, decision.results)
         return nxt
 
     def _replayed_answers(self, node: str, cp: Any) -> tuple[Any, ...]:
@@ -253,15 +462,12 @@ class Driver:
         ctx.staged_effects.clear()
         await self.store.put_task_write(
             TaskWrite(
-                ctx.thread_id,
+                ctx.checkpoint_thread,
                 ctx.checkpoint_id,
-                ctx.node,
+                ctx.task_key,
                 "writes",
                 0,
-                {
-                    "update": self.spec.schema.encode_update(result.update),
-                    "goto": list(result.goto),
-                },
+                encode_result(self.spec, result),
             ),
             run_id=ctx.run_id,
             fence=self.fence,
@@ -299,22 +505,150 @@ class Driver:
         return thread is not None and thread.head_checkpoint_id == commit.checkpoint.checkpoint_id
 
     async def set_status(self, run: RunRecord, status: RunStatus, error: str | None) -> None:
+        if self.parent is not None:
+            return  # a subgraph never decides the run's status: its parent task does
         await self.store.update_run(run.run_id, status=status, error=error, fence=self.fence)
 
-    def _emit_step(self, head: Head, updates: Mapping[str, Any]) -> None:
-        for node, update in updates.items():
-            self.emit("updates", {node: dict(update)})
-        self.emit("values", head.values)
+    # -- what the stream sees ------------------------------------------------------------
+
+    def _router_config(self, run: RunRecord) -> dict[str, Any] | None:
+        """What a router that takes ``(state, config)`` receives (None: no router does)."""
+        if self._plain_routers:
+            return None
+        thread = self.root_thread or run.thread_id
+        configurable = dict(self.config.configurable)
+        return {
+            "thread_id": thread,
+            "run_id": run.run_id,
+            **configurable,
+            "configurable": {**configurable, "thread_id": thread, "run_id": run.run_id},
+            "recursion_limit": self.config.recursion_limit,
+        }
+
+    def _emit_step(
+        self, head: Head, parent: CheckpointRecord, results: tuple[TaskResult, ...]
+    ) -> None:
+        emit = self.emit
+        if wants(emit, "updates"):
+            for r in results:
+                emit("updates", {r.node: dict(r.update)})
+        if wants(emit, "values"):
+            emit("values", head.values)
+        if wants(emit, "debug"):
+            emit(
+                "debug",
+                debug_event(head.checkpoint.step + 1, "checkpoint", self._debug_cp(head, parent)),
+            )
+
+    def _debug_cp(self, head: Head, parent: CheckpointRecord) -> dict[str, Any]:
+        cp = head.checkpoint
+        thread = self.root_thread or cp.thread_id
+        ns = "|".join(self.ns)
+
+        def config(checkpoint_id: str) -> dict[str, Any]:
+            return {
+                "configurable": {
+                    "thread_id": thread,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+
+        return {
+            "config": config(cp.checkpoint_id),
+            "parent_config": config(parent.checkpoint_id) if parent.checkpoint_id else None,
+            "values": dict(head.values),
+            "metadata": dict(cp.metadata, step=cp.step),
+            "next": list(cp.next),
+            "tasks": [
+                {
+                    "id": task_id(cp.checkpoint_id, t.key),
+                    "name": t.node,
+                    "interrupts": (),
+                    "state": None,
+                }
+                for t in tasks_of(self.spec, cp)
+            ],
+        }
+
+    def _emit_tasks(self, head: Head, plan: StepPlan) -> None:
+        cp = head.checkpoint
+        for t in plan.todo:
+            self.emit(
+                "debug",
+                debug_event(
+                    cp.step + 2,
+                    "task",
+                    {
+                        "id": task_id(cp.checkpoint_id, t.key),
+                        "name": t.node,
+                        "input": t.arg if t.is_send else dict(head.values),
+                        "triggers": [t.key],
+                    },
+                ),
+            )
+
+    def _emit_results(self, cp: CheckpointRecord, outcomes: list[TaskOutcome]) -> None:
+        for o in outcomes:
+            interrupts = []
+            if o.interrupt is not None:
+                interrupts.append(
+                    InterruptValue.of(
+                        cp.checkpoint_id, o.key, o.interrupt[1], o.interrupt[0]
+                    ).to_json()
+                )
+            self.emit(
+                "debug",
+                debug_event(
+                    cp.step + 2,
+                    "task_result",
+                    {
+                        "id": task_id(cp.checkpoint_id, o.key),
+                        "name": o.node,
+                        "error": None if o.error is None else repr(o.error),
+                        "result": dict(o.result.update) if o.result is not None else {},
+                        "interrupts": interrupts,
+                    },
+                ),
+            )
 
 
-def _failure_message(decision: Fail, run: RunRecord) -> str:
+def task_id(checkpoint_id: str, key: str) -> str:
+    """A task's stable id: the same in every view, stream and process."""
+    return hashlib.sha256(f"{checkpoint_id}:{key}".encode()).hexdigest()[:32]
+
+
+def _failure_text(decision: Fail) -> str:
     if decision.applying:
-        nodes = ", ".join(decision.nodes)
-        return f"applying the writes of {nodes} failed: {decision.description}"
-    return (
-        f"node {decision.node!r} raised {decision.description}; the run {run.run_id} is "
-        "failed and can be resumed with invoke(None, config)"
-    )
+        return f"applying the writes of {', '.join(decision.nodes)} failed: {decision.description}"
+    return f"node {decision.node!r} raised {decision.description}"
 
 
-__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore"]
+def _as_raised(decision: Fail, run: RunRecord) -> BaseException:
+    """The error the caller gets: oncegraph's own errors as they are; a node's own
+    exception as itself (``except ValueError`` around ``invoke`` catches it, as in
+    LangGraph), with the run id attached as ``oncegraph_run_id`` and a note saying the
+    run is failed and how to continue it."""
+    error = decision.error
+    if isinstance(error, OnceGraphError):
+        return error
+    if getattr(error, "oncegraph_run_id", None) != run.run_id:
+        where = (
+            f"applying the writes of {', '.join(decision.nodes)}"
+            if decision.applying
+            else f"node {decision.node!r}"
+        )
+        try:
+            error.oncegraph_run_id = run.run_id  # type: ignore[attr-defined]
+            error.oncegraph_node = decision.node  # type: ignore[attr-defined]
+        except AttributeError:  # an exception class with __slots__: the note still says it
+            pass
+        error.add_note(
+            f"oncegraph: {where} raised this; run {run.run_id} on thread "
+            f"{run.thread_id!r} is failed and can be continued with invoke(None, config) "
+            "or abandoned with app.abandon(config)"
+        )
+    return error
+
+
+__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore", "task_id"]

@@ -15,8 +15,15 @@ and the decision is exactly one of:
   ``failed``, resumable.
 * :class:`Interrupt`: tasks called ``interrupt()``; their questions are kept and the run
   becomes ``interrupted`` (law 11).
-* :class:`Commit`: the next checkpoint (state, log entries, the nodes to run next), to be
-  committed as ONE compare-and-swap before any of those nodes runs (law 1).
+* :class:`Commit`: the next checkpoint (state, log entries, the tasks to run next), to be
+  committed as ONE compare-and-swap before any of those tasks runs (law 1).
+
+Tasks: a step runs the nodes its edges pulled (one task each, keyed by the node's name)
+and the ``Send`` items routers and ``Command(goto=...)`` returned (one task each, keyed
+``node:i`` by position, its payload stored in the checkpoint, see :func:`tasks_of`).
+Waiting edges (``add_edge([a, b], c)``) fire once all their sources ran since they last
+fired; what each has seen rides in the checkpoint's metadata. Static breakpoints
+(``interrupt_before`` / ``interrupt_after``) are found by :func:`breakpoint_at`.
 
 Precedence when siblings disagree: crash, then park, then fail, then interrupt; a step
 commits only when every task finished. Everything here is deterministic given its
@@ -31,20 +38,50 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from oncegraph.errors import ConfigError, GraphValidationError
-from oncegraph.graph.constants import END
+from oncegraph._json import dumps_state, loads
+from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError
+from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
-from oncegraph.state.channels import StepWrites, apply_writes
+from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
 from oncegraph.storage.sql import rows
+
+#: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
+BREAKPOINT = "__breakpoint__"
+
+_NO_ARG: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
 class TaskResult:
+    """What one task wrote: its node's update and where it routes (``goto`` names and
+    ``Send`` items). ``task`` is the task's key (the node name unless it was a Send)."""
+
     node: str
     update: Mapping[str, Any]
-    goto: tuple[str, ...] = ()
+    goto: tuple[str | Send, ...] = ()
+    task: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.task or self.node
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task of a step. ``key`` is its identity in the step: the node's name for a
+    task its edges pulled, ``node:i`` for the i-th ``Send`` of the step; ``arg`` is a
+    Send's payload (decoded), the task's input instead of the state."""
+
+    key: str
+    node: str
+    arg: Any = _NO_ARG
+
+    @property
+    def is_send(self) -> bool:
+        return self.arg is not _NO_ARG
 
 
 @dataclass(slots=True)
@@ -59,11 +96,89 @@ class Head:
         return self.checkpoint.version
 
 
-def _targets(spec: GraphSpec, node: str, values: Mapping[str, Any]) -> list[str]:
-    out = list(spec.edges.get(node, ()))
+# -- sends: payloads as stored -------------------------------------------------------------
+
+
+def _send_schema(spec: GraphSpec, node: str) -> StateSchema:
+    return spec.nodes[node].input_schema or spec.schema
+
+
+def encode_send(spec: GraphSpec, send: Send) -> dict[str, Any]:
+    """``send`` as stored in a checkpoint: its payload encoded by the target node's input
+    schema when it is state-shaped (a dict of the schema's fields, or an instance of the
+    schema's class), else as JSON that comes back as itself (or a clear error)."""
+    if send.node not in spec.nodes:
+        raise GraphValidationError(
+            f"Send({send.node!r}, ...) names no node of the graph; nodes: {sorted(spec.nodes)}"
+        )
+    schema = _send_schema(spec, send.node)
+    arg = send.arg
+    try:
+        if schema.kind in ("dataclass", "pydantic") and isinstance(arg, schema.source):
+            update = schema.to_update(send.node, arg)
+            return {"node": send.node, "as": "instance", "arg": schema.encode_update(update)}
+        if (
+            isinstance(arg, Mapping)
+            and arg
+            and all(
+                isinstance(k, str) and (k in schema.channels or schema.kind == "dict") for k in arg
+            )
+        ):
+            # as JSON gives it back, so this process hands the task what a resumed one would
+            stored = loads(dumps_state(schema.encode_update(arg)))
+            return {"node": send.node, "as": "state", "arg": stored}
+        plain = loads(dumps_state(arg))
+    except InvalidUpdateError as exc:
+        raise InvalidUpdateError(f"the payload of Send({send.node!r}, ...): {exc}") from exc
+    return {"node": send.node, "as": "json", "arg": plain}
+
+
+def decode_send(spec: GraphSpec, stored: Mapping[str, Any]) -> Send:
+    """A send stored by :func:`encode_send`, with its payload typed again."""
+    node = str(stored["node"])
+    kind = stored.get("as", "json")
+    arg = stored.get("arg")
+    if kind in ("state", "instance") and node in spec.nodes:
+        schema = _send_schema(spec, node)
+        arg = schema.decode_update(arg or {})
+        if kind == "instance":
+            arg = schema.source(**arg)
+    return Send(node, arg)
+
+
+def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
+    """The tasks the step after ``cp`` runs: the pulled nodes, then the sends.
+
+    ``cp.next`` lists every task's node (pulled ones first); ``metadata["sends"]`` holds
+    the sends' payloads, one per trailing entry of ``next`` (older checkpoints have none).
+    """
+    sends = cp.metadata.get("sends") or ()
+    if not sends:
+        return tuple(Task(n, n) for n in cp.next)
+    pulled = cp.next[: len(cp.next) - len(sends)]
+    tasks = [Task(n, n) for n in pulled]
+    for i, stored in enumerate(sends):
+        send = decode_send(spec, stored)
+        tasks.append(Task(f"{send.node}:{i}", send.node, send.arg))
+    return tuple(tasks)
+
+
+# -- routing ------------------------------------------------------------------------------
+
+
+def _targets(
+    spec: GraphSpec,
+    node: str,
+    values: Mapping[str, Any],
+    config: Mapping[str, Any] | None,
+) -> list[str | Send]:
+    out: list[str | Send] = list(spec.edges.get(node, ()))
     for branch in spec.branches.get(node, ()):
         state = spec.schema.to_node_input(values)
-        picked = branch.router(state)
+        if branch.takes_config:
+            picked = branch.router(state, dict(config or {}))
+        else:
+            picked = branch.router(state)
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -71,6 +186,9 @@ def _targets(spec: GraphSpec, node: str, values: Mapping[str, Any]) -> list[str]
             raise ConfigError(f"the router of {node!r} must be a plain function, not async")
         items = picked if isinstance(picked, (list, tuple)) else [picked]
         for item in items:
+            if isinstance(item, Send):
+                out.append(item)
+                continue
             key = str(item)
             if branch.path_map is not None:
                 if key not in branch.path_map:
@@ -87,22 +205,62 @@ def _targets(spec: GraphSpec, node: str, values: Mapping[str, Any]) -> list[str]
     return out
 
 
-def next_nodes(
-    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
-) -> tuple[str, ...]:
-    """Nodes to run after ``finished``, in declaration order, END dropped."""
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """Where a step goes: the nodes its edges pull (declaration order), the sends (in
+    order), and what each waiting edge has seen since it last fired."""
+
+    pulled: tuple[str, ...]
+    sends: tuple[Send, ...] = ()
+    joins: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+def route(
+    spec: GraphSpec,
+    values: Mapping[str, Any],
+    finished: Sequence[TaskResult],
+    *,
+    joins: Mapping[str, Sequence[str]] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Routes:
+    """The next step's tasks after ``finished`` ran and ``values`` is the new state."""
     found: set[str] = set()
+    sends: list[Send] = []
     for task in finished:
-        found.update(_targets(spec, task.node, values))
-        for target in task.goto:
+        for target in (*_targets(spec, task.node, values, config), *task.goto):
+            if isinstance(target, Send):
+                if target.node not in spec.nodes:
+                    raise GraphValidationError(
+                        f"node {task.node!r} sent Send({target.node!r}, ...); no such node"
+                    )
+                sends.append(target)
+                continue
             if target != END and target not in spec.nodes:
                 raise GraphValidationError(
                     f"node {task.node!r} returned Command(goto={target!r}); no such node"
                 )
             found.add(target)
+    seen: dict[str, list[str]] = {}
+    if spec.joins:
+        ran = {t.node for t in finished}
+        before = joins or {}
+        for join in spec.joins:
+            got = set(before.get(join.key, ())) | (ran & set(join.sources))
+            if got >= set(join.sources):
+                found.add(join.target)
+            elif got:
+                seen[join.key] = [s for s in join.sources if s in got]
     found.discard(END)
     order = spec.order
-    return tuple(sorted(found, key=order.__getitem__))
+    return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen)
+
+
+def next_nodes(
+    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
+) -> tuple[str, ...]:
+    """Nodes (pulled by edges) to run after ``finished``, in declaration order, END
+    dropped; sends and waiting edges are in :func:`route`."""
+    return route(spec, values, finished).pulled
 
 
 def advance(
@@ -113,11 +271,19 @@ def advance(
     *,
     step: int,
     source: str,
+    config: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> tuple[Head, list[LogEntry], StepWrites]:
-    """Apply ``results`` to ``head`` and build the next checkpoint (not yet committed)."""
+    """Apply ``results`` to ``head`` and build the next checkpoint (not yet committed).
+
+    The checkpoint names every next task (``next``: pulled nodes, then the sends'
+    nodes), the sends' payloads and the waiting edges' progress (``metadata``), so the
+    step after it is fully decided before anything runs (law 1)."""
     schema = spec.schema
     writes = apply_writes(schema, head.values, [(r.node, r.update) for r in results])
-    nxt = next_nodes(spec, writes.values, results)
+    routes = route(
+        spec, writes.values, results, joins=head.checkpoint.metadata.get("joins"), config=config
+    )
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
     for channel, value in writes.stored_log:  # encoded by the channels' codecs
@@ -125,6 +291,15 @@ def advance(
         entries.append(LogEntry(channel, seq, value))
         counts[channel] = seq + 1
     stored = writes.stored  # value channels encoded by their codecs
+    metadata: dict[str, Any] = {"source": source, "writes": [r.node for r in results]}
+    nxt = routes.pulled
+    if routes.sends:
+        metadata["sends"] = [encode_send(spec, s) for s in routes.sends]
+        nxt = (*nxt, *(s.node for s in routes.sends))
+    if routes.joins:
+        metadata["joins"] = dict(routes.joins)
+    if meta:
+        metadata.update(meta)
     checkpoint = CheckpointRecord(
         checkpoint_id=new_checkpoint_id(),
         thread_id=head.checkpoint.thread_id,
@@ -135,7 +310,7 @@ def advance(
         values=stored,
         logs=counts,
         next=nxt,
-        metadata={"source": source, "writes": [r.node for r in results]},
+        metadata=metadata,
     )
     return Head(checkpoint, writes.values), entries, writes
 
@@ -147,6 +322,31 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     return Head(checkpoint, spec.schema.initial())
 
 
+def breakpoint_at(
+    spec: GraphSpec,
+    cp: CheckpointRecord,
+    tasks: Sequence[Task],
+    *,
+    before: Sequence[str] = (),
+    after: Sequence[str] = (),
+) -> dict[str, list[str]] | None:
+    """The static breakpoint that stops the run before the step after ``cp``, if any:
+    ``{"before": [nodes]}`` when a task's node is in ``before`` (or ``before`` is
+    ``("*",)``), ``{"after": [nodes]}`` when a node that wrote ``cp`` is in ``after``."""
+    before = (*spec.interrupt_before, *before)
+    after = (*spec.interrupt_after, *after)
+    if after:
+        wrote = [n for n in cp.metadata.get("writes", ()) if n != START]
+        hit = [n for n in wrote if "*" in after or n in after]
+        if hit and cp.metadata.get("source") != "input":
+            return {"after": list(dict.fromkeys(hit))}
+    if before:
+        hit = [t.node for t in tasks if "*" in before or t.node in before]
+        if hit:
+            return {"before": list(dict.fromkeys(hit))}
+    return None
+
+
 # -- one step: plan, outcomes, decision -----------------------------------------------------
 
 
@@ -154,27 +354,57 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
 class StepPlan:
     """What the step after ``head`` runs.
 
-    ``todo``: the nodes still to run, in the order the checkpoint names them; ``done``:
-    siblings that finished in an earlier attempt of this step (their writes were kept as
-    task writes, so they do not run again); ``resumes``: the interrupt answers given to
-    each node, in order; ``alone``: the step has one task, so its effect results may ride
-    the step's checkpoint commit; ``clear``: task writes exist for this step and the
-    commit deletes them.
+    ``tasks``: every task of the step, in checkpoint order; ``todo``: those still to run;
+    ``done``: siblings that finished in an earlier attempt of this step (their writes
+    were kept as task writes, so they do not run again), by task key; ``resumes``: the
+    interrupt answers given to each task, in order; ``alone``: the step has one task, so
+    its effect results may ride the step's checkpoint commit; ``clear``: task writes
+    exist for this step and the commit deletes them; ``answered``: how many answers
+    (resume writes) the step holds.
     """
 
-    todo: tuple[str, ...]
+    todo: tuple[Task, ...]
     done: Mapping[str, TaskResult]
     resumes: Mapping[str, tuple[Any, ...]]
     alone: bool
     clear: bool
+    tasks: tuple[Task, ...] = ()
+    answered: int = 0
     questions: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # asked, by index
+
+
+def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, Any]) -> TaskResult:
+    """A finished sibling's writes as kept in a task write, typed again by the schema."""
+    update = spec.schema.decode_update(stored["update"])
+    goto: list[str | Send] = []
+    for item in stored.get("goto", ()):
+        goto.append(decode_send(spec, item) if isinstance(item, Mapping) else str(item))
+    return TaskResult(node, update, tuple(goto), task if task != node else "")
+
+
+def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
+    """What :func:`decode_result` reads back."""
+    return {
+        "update": spec.schema.encode_update(result.update),
+        "goto": [encode_send(spec, g) if isinstance(g, Send) else g for g in result.goto],
+    }
 
 
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
     cp = head.checkpoint
-    unknown = [n for n in cp.next if n not in spec.nodes]
+    try:
+        tasks = tasks_of(spec, cp)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise rows.corrupt(
+            "oncegraph_checkpoints",
+            cp.checkpoint_id,
+            f"its sends do not fit the graph ({exc})",
+            thread_id=cp.thread_id,
+            run_id=cp.run_id,
+        ) from exc
+    unknown = [t.node for t in tasks if t.node not in spec.nodes]
     if unknown:
         raise rows.corrupt(
             "oncegraph_checkpoints",
@@ -183,14 +413,16 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
             thread_id=cp.thread_id,
             run_id=cp.run_id,
         )
+    nodes = {t.key: t.node for t in tasks}
     done: dict[str, TaskResult] = {}
     resumes: dict[str, list[Any]] = {}
+    answered = 0
     for w in task_writes:
-        if w.kind == "writes":  # a finished sibling's update, typed again by the schema
+        if w.kind == "writes" and w.task in nodes:  # a finished sibling, typed again
             try:
                 if not isinstance(w.value, dict) or not isinstance(w.value.get("goto"), list):
                     raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
-                update = spec.schema.decode_update(w.value["update"])
+                done[w.task] = decode_result(spec, w.task, nodes[w.task], w.value)
             except (ValueError, TypeError, KeyError) as exc:
                 raise rows.corrupt(
                     "oncegraph_task_writes",
@@ -199,27 +431,29 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
                     thread_id=w.thread_id,
                     run_id=cp.run_id,
                 ) from exc
-            done[w.task] = TaskResult(w.task, update, tuple(w.value["goto"]))
         elif w.kind == "resume":
             resumes.setdefault(w.task, []).append(w.value)
+            answered += 1
     asked: dict[str, dict[int, Any]] = {}
     for w in task_writes:
         if w.kind == "interrupt":
             asked.setdefault(w.task, {})[w.idx] = w.value
-    nxt = head.checkpoint.next
     return StepPlan(
-        todo=tuple(n for n in nxt if n not in done),
+        todo=tuple(t for t in tasks if t.key not in done),
         done=done,
         resumes={k: tuple(v) for k, v in resumes.items()},
-        alone=len(nxt) == 1,
-        clear=bool(task_writes) or len(nxt) > 1,
+        alone=len(tasks) == 1,
+        clear=bool(task_writes) or len(tasks) > 1,
+        tasks=tasks,
+        answered=answered,
         questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},
     )
 
 
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
-    """How one task of a step ended: exactly one field besides ``node`` is set."""
+    """How one task of a step ended: exactly one field besides ``node``/``task`` is set.
+    ``task`` is the task's key (the node's name unless it was a Send)."""
 
     node: str
     result: TaskResult | None = None
@@ -227,6 +461,11 @@ class TaskOutcome:
     error: BaseException | None = None
     park: tuple[str, str] | None = None  # (effect_id, reason): law 5 forbids guessing
     crash: BaseException | None = None  # an in-process fault: stop without writing
+    task: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.task or self.node
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,14 +493,29 @@ class Fail:
 
 @dataclass(frozen=True, slots=True)
 class Interrupt:
-    waits: tuple[tuple[str, Any, int], ...]  # (node, value, index), in outcome order
+    """Tasks asked questions: ``(task key, value, index)`` in outcome order. A static
+    breakpoint is one wait whose task is :data:`BREAKPOINT`."""
+
+    waits: tuple[tuple[str, Any, int], ...]
+
+    @property
+    def breakpoint(self) -> bool:
+        """Only static breakpoints wait here (this graph's or a subgraph's)."""
+        return all(is_breakpoint(task, value) for task, value, _ in self.waits)
+
+
+def is_breakpoint(task: str, value: Any) -> bool:
+    """Whether an interrupt write is a static breakpoint's pause, not a question: this
+    graph's (task :data:`BREAKPOINT`) or a subgraph's, raised into its parent's task as
+    ``{BREAKPOINT: ...}``."""
+    return task == BREAKPOINT or (isinstance(value, Mapping) and BREAKPOINT in value)
 
 
 @dataclass(frozen=True, slots=True)
 class Commit:
     head: Head
     log: list[LogEntry]
-    results: tuple[TaskResult, ...]  # in checkpoint order: what the step's nodes wrote
+    results: tuple[TaskResult, ...]  # in checkpoint order: what the step's tasks wrote
     run_status: RunStatus | None  # COMPLETED when nothing is left to run
     clear_task_writes: bool
 
@@ -276,8 +530,13 @@ def decide(
     outcomes: Sequence[TaskOutcome],
     *,
     run_id: str,
+    config: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> Decision:
-    """The step's verdict from its tasks' outcomes (see the module docstring)."""
+    """The step's verdict from its tasks' outcomes (see the module docstring).
+
+    ``config`` is what routers that take ``(state, config)`` receive; ``meta`` is added
+    to the new checkpoint's metadata."""
     for o in outcomes:
         if o.crash is not None:
             return Crash(o.crash)
@@ -287,20 +546,28 @@ def decide(
     for o in outcomes:
         if o.error is not None:
             return Fail(o.node, o.error)
-    waits = tuple((o.node, *o.interrupt) for o in outcomes if o.interrupt is not None)
+    waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
     if waits:
         return Interrupt(waits)
     done = dict(plan.done)
     for o in outcomes:
-        assert o.result is not None, f"task {o.node!r} has no outcome"
-        done[o.node] = o.result
-    results = tuple(done[n] for n in head.checkpoint.next)
+        assert o.result is not None, f"task {o.key!r} has no outcome"
+        done[o.key] = o.result
+    tasks = plan.tasks or tasks_of(spec, head.checkpoint)
+    results = tuple(done[t.key] for t in tasks)
     try:
         nxt, entries, _ = advance(
-            spec, head, run_id, results, step=head.checkpoint.step + 1, source="loop"
+            spec,
+            head,
+            run_id,
+            results,
+            step=head.checkpoint.step + 1,
+            source="loop",
+            config=config,
+            meta=meta,
         )
     except Exception as exc:  # a bad update or a failing router: the run fails, resumable
-        nodes = tuple(r.node for r in results)
+        nodes = tuple(dict.fromkeys(r.node for r in results))
         return Fail(nodes[0] if nodes else "", exc, applying=True, nodes=nodes)
     return Commit(
         head=nxt,
@@ -331,6 +598,7 @@ def _idx(write: TaskWrite | None) -> int:
 
 
 __all__ = [
+    "BREAKPOINT",
     "Commit",
     "Crash",
     "Decision",
@@ -338,13 +606,23 @@ __all__ = [
     "Head",
     "Interrupt",
     "Park",
+    "Routes",
     "StepPlan",
+    "Task",
     "TaskOutcome",
     "TaskResult",
     "advance",
+    "breakpoint_at",
     "decide",
+    "decode_result",
+    "decode_send",
     "empty_head",
+    "encode_result",
+    "encode_send",
+    "is_breakpoint",
     "next_nodes",
     "open_interrupts",
     "plan_step",
+    "route",
+    "tasks_of",
 ]

@@ -22,6 +22,7 @@ from oncegraph.errors import ConfigError
 
 T = TypeVar("T")
 
+
 def _portal_loop() -> asyncio.AbstractEventLoop:
     return home_loop()
 

@@ -1,18 +1,25 @@
 """Running one task of a step: call the node, turn what it did into a ``TaskOutcome``.
 
 A coroutine node is awaited on the loop; a sync node runs in a worker thread (so a
-timeout can stop WAITING on it and other runs keep going) unless it is ``inline``. The
-node's return value becomes a :class:`~oncegraph.runtime.engine.TaskResult`; an
-``interrupt()``, a park or crash signal from the ledger, or an exception becomes the
-matching field of the outcome. Nothing here writes to a store except through ``save``,
-the driver's hook that keeps a finished sibling's writes.
+timeout can stop WAITING on it and other runs keep going) unless it is ``inline``; a
+subgraph node runs the child graph's loop under this task
+(:mod:`oncegraph.runtime.subgraph`). A task made by ``Send`` gets its payload as input
+instead of the state. The node's return value becomes a
+:class:`~oncegraph.runtime.engine.TaskResult`; an ``interrupt()``, a park or crash
+signal from the ledger, or an exception becomes the matching field of the outcome.
+
+A node with a retry policy (``add_node(retry_policy=...)``) that raises a retryable
+error restarts from the top after the policy's wait (``RunConfig.sleep``): effect
+results its failed attempt staged are saved first, so the new attempt finds them in
+the ledger instead of calling again. Nothing here writes to a store except through
+``save`` (the driver's hook that keeps a finished sibling's writes) and that flush.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from oncegraph.errors import (
@@ -20,6 +27,7 @@ from oncegraph.errors import (
     InterruptSwallowedError,
     NodeTimeoutError,
     OnceGraphError,
+    ToolTimeoutError,
     _CrashSignal,
     _ParkSignal,
 )
@@ -27,63 +35,210 @@ from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.runtime import executor
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
-from oncegraph.runtime.engine import Head, TaskOutcome, TaskResult
+from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.streaming import wants
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 
 
-async def run_task(spec: GraphSpec, ctx: TaskContext, head: Head, save: Save | None) -> TaskOutcome:
-    """Run node ``ctx.node`` on ``head``'s state; never raises except on cancellation."""
-    node = spec.nodes[ctx.node]
+async def run_task(
+    spec: GraphSpec,
+    ctx: TaskContext,
+    head: Head,
+    save: Save | None,
+    task: Task | None = None,
+) -> TaskOutcome:
+    """Run task ``task`` (node ``ctx.node_name``) on ``head``'s state; never raises
+    except on cancellation."""
+    task = task or Task(ctx.node_name, ctx.node_name)
+    node = spec.nodes[task.node]
+    streamed = _count_messages(ctx)
     token = set_task(ctx)
-    ctx.emit("events", {"event": "node_start", "node": ctx.node, "step": ctx.step})
+    ctx.emit("events", _event("node_start", ctx))
     try:
-        outcome = await _outcome(spec, node, ctx, head, save)
+        outcome = await _outcome(spec, node, ctx, head, save, task, streamed is not None)
     finally:
         reset_task(token)
+    if streamed is not None and not streamed and outcome.result is not None:
+        _emit_messages(spec, ctx, outcome.result)
     status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
-    ctx.emit("events", {"event": "node_end", "node": ctx.node, "step": ctx.step, "status": status})
+    ctx.emit("events", {**_event("node_end", ctx), "status": status})
     return outcome
 
 
+def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
+    """The metadata of a ``messages`` chunk emitted by task ``ctx`` (LangGraph's keys):
+    model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``."""
+    ns = "|".join(ctx.ns)
+    return {
+        "thread_id": ctx.thread_id,
+        "langgraph_step": ctx.step + 1,
+        "langgraph_node": ctx.node_name,
+        "langgraph_triggers": (ctx.task_key,),
+        "langgraph_path": _path(ctx),
+        "langgraph_checkpoint_ns": ns,
+        "checkpoint_ns": ns,
+    }
+
+
+def _path(ctx: TaskContext) -> tuple[str, str]:
+    pushed = ctx.task_key != ctx.node_name
+    return ("__pregel_push" if pushed else "__pregel_pull", ctx.task_key)
+
+
+def _count_messages(ctx: TaskContext) -> list[int] | None:
+    """When the caller streams ``messages``: count what the task streams itself (a model
+    adapter's tokens), so its whole messages are emitted only if nothing was."""
+    if not wants(ctx.emit, "messages"):
+        return None
+    counted: list[int] = []
+    inner = ctx.emit
+
+    def emit(mode: str, payload: Any) -> None:
+        if mode == "messages":
+            counted.append(1)
+        inner(mode, payload)
+
+    emit.modes = getattr(inner, "modes", None)  # type: ignore[attr-defined]
+    ctx.emit = emit
+    return counted
+
+
+def _with_message_ids(spec: GraphSpec, result: TaskResult) -> TaskResult:
+    channels = spec.schema.channels
+    update = {
+        k: channels[k].delta(v) if k in channels and channels[k].flavor is not None else v
+        for k, v in result.update.items()
+    }
+    return TaskResult(result.node, update, result.goto, result.task)
+
+
+def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
+    """LangGraph's ``messages`` mode also yields the messages a node returns (a model
+    called without token streaming, a tool's answer), each once, at the node's end."""
+    meta = stream_metadata(ctx)
+    for key, value in result.update.items():
+        channel = spec.schema.channels.get(key)
+        if channel is None or channel.flavor is None:
+            continue
+        for message in value if isinstance(value, list) else channel.delta(value):
+            kind = message.get("type") if isinstance(message, Mapping) else None
+            kind = kind or getattr(message, "type", None)
+            if kind != "remove":
+                ctx.emit("messages", (message, meta))
+
+
+def _event(kind: str, ctx: TaskContext) -> dict[str, Any]:
+    event: dict[str, Any] = {"event": kind, "node": ctx.node_name, "step": ctx.step}
+    if ctx.task_key != ctx.node_name:
+        event["task"] = ctx.task_key
+    if ctx.ns:
+        event["ns"] = ctx.ns
+    return event
+
+
 async def _outcome(
-    spec: GraphSpec, node: NodeSpec, ctx: TaskContext, head: Head, save: Save | None
+    spec: GraphSpec,
+    node: NodeSpec,
+    ctx: TaskContext,
+    head: Head,
+    save: Save | None,
+    task: Task,
+    messages: bool = False,
 ) -> TaskOutcome:
-    try:
-        state = spec.schema.to_node_input(head.values)
-        args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
-        if node.inline:  # on the loop thread: no hand-off, no timeout
-            value = node.fn(*args)
-        else:
-            value = await _call(node, ctx, args)
-        if ctx.interrupt_raised is not None:
-            raise InterruptSwallowedError(
-                f"node {ctx.node!r} caught the interrupt signal (a bare except or except "
-                "BaseException?) and returned normally; let GraphInterrupt propagate",
-                node=ctx.node,
-            )
-        if isinstance(value, Command):
-            update = spec.schema.to_update(ctx.node, value.update)
-            result = TaskResult(ctx.node, update, value.goto_nodes())
-        else:
-            result = TaskResult(ctx.node, spec.schema.to_update(ctx.node, value))
-        if save is not None:
-            await save(ctx, result)
-        return TaskOutcome(ctx.node, result=result)
-    except GraphInterrupt as gi:
-        return TaskOutcome(ctx.node, interrupt=(gi.value, gi.index))
-    except _ParkSignal as sig:
-        return TaskOutcome(ctx.node, park=(sig.effect_id, sig.reason))
-    except _CrashSignal as sig:
-        return TaskOutcome(ctx.node, crash=sig)
-    except Exception as exc:
-        if ctx.interrupt_raised is not None and not isinstance(exc, OnceGraphError):
-            exc = InterruptSwallowedError(
-                f"node {ctx.node!r} caught the interrupt signal and raised "
-                f"{type(exc).__name__} instead; let GraphInterrupt propagate",
-                node=ctx.node,
-            )
-        return TaskOutcome(ctx.node, error=exc)
+    key = task.key if task.key != task.node else ""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            value = await _run(spec, node, ctx, head, task)
+            if ctx.interrupt_raised is not None:
+                raise InterruptSwallowedError(
+                    f"node {task.node!r} caught the interrupt signal (a bare except or except "
+                    "BaseException?) and returned normally; let GraphInterrupt propagate",
+                    node=task.node,
+                )
+            if isinstance(value, Command):
+                update = spec.schema.to_update(task.node, value.update)
+                result = TaskResult(task.node, update, value.goto_nodes(), key)
+            else:
+                result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
+            if messages:  # ids given once, so the streamed messages are the stored ones
+                result = _with_message_ids(spec, result)
+            if save is not None:
+                await save(ctx, result)
+            return TaskOutcome(task.node, result=result, task=key)
+        except GraphInterrupt as gi:
+            return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
+        except _ParkSignal as sig:
+            return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
+        except _CrashSignal as sig:
+            return TaskOutcome(task.node, crash=sig, task=key)
+        except Exception as exc:
+            if ctx.interrupt_raised is not None and not isinstance(exc, OnceGraphError):
+                exc = InterruptSwallowedError(
+                    f"node {task.node!r} caught the interrupt signal and raised "
+                    f"{type(exc).__name__} instead; let GraphInterrupt propagate",
+                    node=task.node,
+                )
+            if not await _retry(node, ctx, exc, attempt):
+                return TaskOutcome(task.node, error=exc, task=key)
+
+
+def _retryable(exc: Exception) -> bool:
+    """oncegraph's own errors are never retried by a node policy (a lost lease, a ledger
+    verdict, a bad update), except timeouts."""
+    return not isinstance(exc, OnceGraphError) or isinstance(
+        exc, (NodeTimeoutError, ToolTimeoutError)
+    )
+
+
+async def _retry(node: NodeSpec, ctx: TaskContext, exc: Exception, attempt: int) -> bool:
+    """Prepare another attempt of the node after ``exc``; False when none is due."""
+    policy = node.retry
+    if policy is None or attempt >= policy.max_attempts:
+        return False
+    if not _retryable(exc) or not policy.retries(exc):
+        return False
+    for record in ctx.staged_effects:  # a result the failed attempt recorded stays recorded
+        await ctx.store.save_effect(record, fence=ctx.fence)
+    ctx.staged_effects.clear()
+    ctx.effect_count = 0
+    ctx.interrupt_count = 0
+    ctx.interrupt_raised = None
+    ctx.subgraph_calls = 0
+    ctx.fresh = False  # the failed attempt may have recorded effects
+    delay = policy.delay(attempt)
+    ctx.emit(
+        "events",
+        {**_event("node_retry", ctx), "attempt": attempt + 1, "error": repr(exc), "delay": delay},
+    )
+    await ctx.config.sleep(delay)
+    return True
+
+
+async def _run(spec: GraphSpec, node: NodeSpec, ctx: TaskContext, head: Head, task: Task) -> Any:
+    if node.subgraph is not None:
+        from oncegraph.runtime.subgraph import run_subgraph_node
+
+        return await run_subgraph_node(node.subgraph, spec, ctx, head, task)
+    state = _input(spec, node, head, task)
+    args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
+    if node.inline:  # on the loop thread: no hand-off, no timeout
+        return node.fn(*args)
+    return await _call(node, ctx, args)
+
+
+def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
+    """What the node receives: the state, or a Send's payload (as the node's own input
+    class when it declares a dataclass or pydantic one)."""
+    if not task.is_send:
+        return spec.schema.to_node_input(head.values)
+    arg = task.arg
+    schema = node.input_schema
+    if schema is not None and schema.kind in ("dataclass", "pydantic") and isinstance(arg, Mapping):
+        return schema.source(**arg)
+    return arg
 
 
 async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
@@ -101,20 +256,38 @@ async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
     except TimeoutError as exc:
         if cm.expired():
             raise NodeTimeoutError(
-                f"node {ctx.node!r} ran longer than node_timeout={timeout}s", node=ctx.node
+                f"node {ctx.node_name!r} ran longer than node_timeout={timeout}s",
+                node=ctx.node_name,
             ) from exc
         raise
 
 
 def node_config(ctx: TaskContext) -> dict[str, Any]:
-    """The ``config`` a node that takes two parameters receives."""
-    return {
-        "thread_id": ctx.thread_id,
+    """The ``config`` a node (or router) that takes two parameters receives.
+
+    LangGraph's shape (``config["configurable"]["thread_id"]`` and the caller's own
+    ``configurable`` keys, ``config["metadata"]["langgraph_node"]``, ...), plus the
+    flat keys oncegraph always gave (``config["thread_id"]``, ``config["run_id"]``,
+    ``config["node"]``, ``config["step"]`` and each ``configurable`` key)."""
+    thread = ctx.thread_id
+    ns = "|".join(ctx.ns)
+    configurable = {
+        **ctx.config.configurable,
+        "thread_id": thread,
         "run_id": ctx.run_id,
-        "node": ctx.node,
+        "checkpoint_id": ctx.checkpoint_id,
+        "checkpoint_ns": ns,
+    }
+    return {
+        "thread_id": thread,
+        "run_id": ctx.run_id,
+        "node": ctx.node_name,
         "step": ctx.step,
         **ctx.config.configurable,
+        "configurable": configurable,
+        "metadata": stream_metadata(ctx),
+        "recursion_limit": ctx.config.recursion_limit,
     }
 
 
-__all__ = ["Save", "node_config", "run_task"]
+__all__ = ["Save", "node_config", "run_task", "stream_metadata"]

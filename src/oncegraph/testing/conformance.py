@@ -36,7 +36,6 @@ from oncegraph.errors import (
     ConfigError,
     InvalidUpdateError,
     LeaseLostError,
-    NodeError,
     RunNotFoundError,
     StaleStateError,
     StorageError,
@@ -1193,7 +1192,7 @@ class CheckpointerConformance:
         g.add_edge("fails", END)
         app = g.compile(checkpointer=checkpointer)
         tid = new_id("thread")
-        with pytest.raises(NodeError, match="bad"):
+        with pytest.raises(ValueError, match="bad"):  # the node's own error, as in LangGraph
             await app.ainvoke({"log": ["x\x00y"]}, {"thread_id": tid})
         [run] = await checkpointer.list_runs(thread_id=tid)
         assert run.status is RunStatus.FAILED

@@ -169,8 +169,13 @@ class Worker:
             log.warning("run %s parked for review: %s", run.run_id, exc)
         except OnceGraphError as exc:
             log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc)
-        except Exception:
-            log.exception("run %s raised an unexpected error", run.run_id)
+        except Exception as exc:
+            if getattr(exc, "oncegraph_run_id", None) == run.run_id:  # a node's own error
+                node = getattr(exc, "oncegraph_node", None)
+                kind = type(exc).__name__
+                log.warning("run %s failed: node %r raised %s: %s", run.run_id, node, kind, exc)
+            else:
+                log.exception("run %s raised an unexpected error", run.run_id)
         else:
             self.completed += 1
             if result.interrupts:

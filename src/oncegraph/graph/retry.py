@@ -1,0 +1,150 @@
+"""A node's retry policy (``add_node(retry_policy=...)``), as data.
+
+Two shapes are accepted and normalized to :class:`NodeRetry`: LangGraph's
+(:class:`RetryPolicy` below, also exported as ``oncegraph.types.RetryPolicy``:
+``initial_interval``, ``backoff_factor``, ``max_interval``, ``max_attempts``,
+``jitter``, ``retry_on``) and oncegraph's tool policy
+(:class:`oncegraph.RetryPolicy`: ``max_attempts``, ``initial_delay``, ``backoff``,
+``max_delay``, ``jitter``), which retries any exception that is not oncegraph's own.
+
+A retried node restarts from the top in the same step: its effects are keyed by
+position, so an effect the failed attempt recorded is served from the ledger, not sent
+again. The wait before attempt ``n + 1`` is
+``min(max_interval, initial_interval * backoff_factor ** (n - 1))``, plus up to 100%
+random jitter when ``jitter`` is set, and is slept through ``RunConfig.sleep`` (tests
+pass a fake sleeper; nothing waits for real).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from oncegraph.errors import ConfigError, OnceGraphError
+
+
+def default_retry_on(exc: Exception) -> bool:
+    """LangGraph's default: retry what looks transient (connection errors, 5xx answers,
+    unknown errors); never programming or input errors (``ValueError``, ``TypeError``,
+    ``LookupError``, ``RuntimeError``, ``OSError`` and their kin)."""
+    if isinstance(exc, ConnectionError):
+        return True
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int) and type(exc).__name__ in ("HTTPStatusError", "HTTPError"):
+        return 500 <= status < 600
+    if isinstance(exc, OnceGraphError):
+        return False
+    return not isinstance(
+        exc,
+        (
+            ValueError,
+            TypeError,
+            ArithmeticError,
+            ImportError,
+            LookupError,
+            NameError,
+            SyntaxError,
+            RuntimeError,
+            ReferenceError,
+            StopIteration,
+            StopAsyncIteration,
+            OSError,
+        ),
+    )
+
+
+RetryOn = type[Exception] | Sequence[type[Exception]] | Callable[[Exception], bool]
+
+
+class RetryPolicy(NamedTuple):
+    """LangGraph's node retry policy (same fields, same defaults)."""
+
+    initial_interval: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    max_attempts: int = 3
+    jitter: bool = True
+    retry_on: RetryOn = default_retry_on
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRetry:
+    """A node's retry policy, normalized (see the module docstring)."""
+
+    max_attempts: int
+    initial_interval: float
+    backoff_factor: float
+    max_interval: float
+    jitter: bool
+    retry_on: Callable[[Exception], bool]
+
+    def retries(self, exc: Exception) -> bool:
+        return bool(self.retry_on(exc))
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        base = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        return base + (random.uniform(0, base) if self.jitter else 0.0)
+
+
+def _predicate(retry_on: Any) -> Callable[[Exception], bool]:
+    if isinstance(retry_on, type) and issubclass(retry_on, BaseException):
+        return lambda exc: isinstance(exc, retry_on)
+    if isinstance(retry_on, (tuple, list)) and all(
+        isinstance(t, type) and issubclass(t, BaseException) for t in retry_on
+    ):
+        kinds = tuple(retry_on)
+        return lambda exc: isinstance(exc, kinds)
+    if callable(retry_on):
+        return retry_on  # type: ignore[no-any-return]
+    raise ConfigError(
+        f"retry_on must be an exception class, a sequence of them, or a function of the "
+        f"exception; got {retry_on!r}"
+    )
+
+
+def node_retry(node: str, policy: Any) -> NodeRetry | None:
+    """``policy`` (either shape, or ``None``) as a :class:`NodeRetry`."""
+    if policy is None:
+        return None
+    if isinstance(policy, (list, tuple)) and not isinstance(policy, RetryPolicy):
+        if len(policy) != 1:
+            raise ConfigError(
+                f"node {node!r}: pass one retry policy (a sequence of policies chosen by "
+                "exception is not supported)"
+            )
+        policy = policy[0]
+    if hasattr(policy, "initial_interval"):  # LangGraph's shape (ours or LangGraph's own)
+        retry = NodeRetry(
+            int(policy.max_attempts),
+            float(policy.initial_interval),
+            float(policy.backoff_factor),
+            float(policy.max_interval),
+            bool(policy.jitter),
+            _predicate(policy.retry_on),
+        )
+    elif hasattr(policy, "initial_delay"):  # oncegraph's tool RetryPolicy
+        retry = NodeRetry(
+            int(policy.max_attempts),
+            float(policy.initial_delay),
+            float(policy.backoff),
+            float(policy.max_delay),
+            bool(policy.jitter),
+            lambda exc: not isinstance(exc, OnceGraphError),
+        )
+    else:
+        raise ConfigError(
+            f"node {node!r}: retry_policy must be a RetryPolicy (oncegraph.types.RetryPolicy "
+            f"or oncegraph.RetryPolicy); got {policy!r}"
+        )
+    if retry.max_attempts < 1:
+        raise ConfigError(f"node {node!r}: max_attempts counts the first attempt; use >= 1")
+    if retry.initial_interval < 0 or retry.max_interval < 0 or retry.backoff_factor < 1:
+        raise ConfigError(f"node {node!r}: retry intervals must be >= 0 and backoff >= 1")
+    return retry
+
+
+__all__ = ["NodeRetry", "RetryPolicy", "default_retry_on", "node_retry"]

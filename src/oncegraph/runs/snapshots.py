@@ -1,0 +1,143 @@
+"""State snapshots in LangGraph's shape, for the compiled app's ``get_state`` and
+``get_state_history``.
+
+The run service's snapshot (:class:`~oncegraph.runs.views.StateSnapshot`) is turned
+into what LangGraph code reads:
+
+* ``config`` / ``parent_config``: ``{"configurable": {"thread_id", "checkpoint_ns",
+  "checkpoint_id"}}`` (the flat ``thread_id`` / ``checkpoint_id`` keys stay too), so a
+  snapshot's config can be passed back to ``get_state`` or ``invoke``;
+* ``interrupts``: :class:`~oncegraph.hitl.interrupt.Interrupt` objects (a static
+  breakpoint is not a question and is not listed);
+* ``tasks``: one :class:`PregelTask` per task of the next step (pulled nodes, then
+  sends), with the interrupts it asked, the writes of a sibling that already finished
+  (``result``), and for a subgraph task its own snapshot (``state``) when asked for
+  with ``subgraphs=True``;
+* history: each run's input is shown as LangGraph shows it, as a checkpoint of its own
+  before the input was applied (``next == ("__start__",)``, ``metadata["source"] ==
+  "input"``), with the id ``<input checkpoint id>.input``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from oncegraph.graph.constants import START
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.interrupt import Interrupt
+from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime.driver import task_id
+from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint
+from oncegraph.storage.records import TaskWrite
+
+INPUT_SUFFIX = ".input"
+
+
+class PregelTask(NamedTuple):
+    """A task of the next step, as LangGraph's ``StateSnapshot.tasks`` lists it."""
+
+    id: str
+    name: str
+    path: tuple[Any, ...]
+    error: Exception | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    state: Any = None  # a subgraph's StateSnapshot (subgraphs=True), or its config
+    result: Any = None
+
+
+def lg_config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": ns},
+        "thread_id": thread_id,
+    }
+    if checkpoint_id:
+        config["configurable"]["checkpoint_id"] = checkpoint_id
+        config["checkpoint_id"] = checkpoint_id
+    return config
+
+
+def task_keys(spec: GraphSpec, snap: StateSnapshot) -> list[tuple[str, str, Any]]:
+    """``(key, node, path)`` of each task of the step after ``snap``."""
+    sends = snap.metadata.get("sends") or ()
+    pulled = snap.next[: len(snap.next) - len(sends)]
+    out: list[tuple[str, str, Any]] = [(n, n, ("__pregel_pull", n)) for n in pulled]
+    for i, stored in enumerate(sends):
+        send = decode_send(spec, stored)
+        out.append((f"{send.node}:{i}", send.node, ("__pregel_push", i)))
+    return out
+
+
+def shape(
+    spec: GraphSpec,
+    snap: StateSnapshot,
+    *,
+    thread_id: str,
+    writes: Sequence[TaskWrite],
+    states: Mapping[str, Any] | None = None,
+    ns: str = "",
+) -> StateSnapshot:
+    """``snap`` in LangGraph's shape (see the module docstring). ``writes`` are the task
+    writes of its checkpoint; ``states`` the subgraph snapshots (or configs) by task."""
+    cp_id = snap.config.get("checkpoint_id")
+    interrupts = tuple(
+        Interrupt.of(cp_id or "", i["node"], i["index"], i["value"])
+        for i in snap.interrupts
+        if isinstance(i, Mapping) and not is_breakpoint(i.get("node", ""), i.get("value"))
+    )
+    finished = {w.task: w for w in writes if w.kind == "writes"}
+    tasks = []
+    for key, node, path in task_keys(spec, snap):
+        result = None
+        if key in finished:
+            result = dict(decode_result(spec, key, node, finished[key].value).update)
+        tasks.append(
+            PregelTask(
+                id=task_id(cp_id or "", key),
+                name=node,
+                path=path,
+                interrupts=tuple(i for i in interrupts if i.node == key),
+                state=(states or {}).get(key),
+                result=result,
+            )
+        )
+    parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
+    if snap.metadata.get("source") == "input" and cp_id and not ns:
+        parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
+    return dataclasses.replace(
+        snap,
+        config=lg_config(thread_id, cp_id, ns),
+        parent_config=lg_config(thread_id, parent, ns) if parent else None,
+        interrupts=interrupts,
+        tasks=tuple(tasks),
+    )
+
+
+def input_snapshot(
+    loop_snap: StateSnapshot,
+    *,
+    thread_id: str,
+    before: dict[str, Any],
+    before_id: str | None,
+    update: Mapping[str, Any],
+) -> StateSnapshot:
+    """LangGraph's input checkpoint of a run: the state ``before`` the run's input
+    ``update``, about to run ``__start__``; ``loop_snap`` is the run's input checkpoint
+    as oncegraph stores it (input applied)."""
+    cp_id = str(loop_snap.config.get("checkpoint_id", "")) + INPUT_SUFFIX
+    step = int(loop_snap.metadata.get("step", -1)) - 1
+    return StateSnapshot(
+        values=before,
+        next=(START,),
+        config=lg_config(thread_id, cp_id),
+        metadata={"source": "input", "step": step, "writes": {START: dict(update)}},
+        created_at=loop_snap.created_at,
+        parent_config=lg_config(thread_id, before_id) if before_id else None,
+        run_id=loop_snap.run_id,
+        interrupts=(),
+        tasks=(PregelTask(task_id(cp_id, START), START, ("__pregel_pull", START)),),
+    )
+
+
+__all__ = ["INPUT_SUFFIX", "PregelTask", "input_snapshot", "lg_config", "shape", "task_keys"]

@@ -57,7 +57,9 @@ def user(text: str = "refund everything") -> dict[str, Any]:
 
 def tool_errors(out: dict[str, Any]) -> list[str]:
     return [
-        m["content"] for m in out["messages"] if m.get("role") == "tool" and m.get("status") == "error"
+        m["content"]
+        for m in out["messages"]
+        if m.get("role") == "tool" and m.get("status") == "error"
     ]
 
 

@@ -181,9 +181,7 @@ class Approvals:
             return str(review.description(call))
         if review.description is not None:
             return review.description
-        return (
-            f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
-        )
+        return f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
 
     def decide(self, answer: Any, calls: Sequence[ToolCall]) -> list[Decision]:
         """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix."""

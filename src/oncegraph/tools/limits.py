@@ -34,7 +34,9 @@ def _bound(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"ToolLimits({name}=...) must be a positive integer or None; got {value!r}")
+        raise ConfigError(
+            f"ToolLimits({name}=...) must be a positive integer or None; got {value!r}"
+        )
     return value
 
 

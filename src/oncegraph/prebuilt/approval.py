@@ -336,7 +336,7 @@ class ApprovingToolNode:
         message_id = str(last.get("id") or "")
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
-        refused = self.node.refuse(ctx, messages, message_id, list(calls))
+        refused = self.node.refuse(ctx, messages or [], message_id, list(calls))
         if refused is not None:  # over a limit: nobody is asked to review what cannot run
             return {"messages": refused}
         answers = iter(ask(self.approvals, reviewed))

@@ -35,7 +35,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import answers, reading
-from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
+from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
 from oncegraph.runs.views import StateSnapshot
@@ -555,6 +555,19 @@ class CompiledGraph:
             ),
             "resolve_effect",
         )
+
+    async def acheck_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        """Ask the recipient again about an uncertain effect (an ``accepted`` one through
+        its tool's ``probe``, a ``pending`` one through ``reconcile``); the answer is
+        recorded on the effect and in the audit log. See :class:`EffectCheck`."""
+        return await self.service.check_effect(effect_id, actor=actor, reason=reason)
+
+    def check_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        return run_sync(self.acheck_effect(effect_id, actor=actor, reason=reason), "check_effect")
 
     async def aredeliver(
         self,

@@ -34,7 +34,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
-from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
+from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.versions import Migration, VersionGate
@@ -89,6 +89,9 @@ class RunService:
 
     async def resolve_effect(self, effect_id: str, outcome: str, **options: Any) -> EffectRecord:
         return await Commands(self).resolve_effect(effect_id, outcome, **options)
+
+    async def check_effect(self, effect_id: str, **options: Any) -> EffectCheck:
+        return await Commands(self).check_effect(effect_id, **options)
 
     async def redeliver(self, effect_id: str, **options: Any) -> RedeliveryPreview | Redelivered:
         return await Commands(self).redeliver(effect_id, **options)

@@ -103,9 +103,7 @@ def test_a_crash_in_the_tools_step_sends_a_planned_call_only_with_its_key(
 ) -> None:
     shop = Shop()
     store = Counting(tmp_path / "p.db")
-    app = ReactAgent(ScriptedModel([one_call("refund"), "done"]), tools=shop.tools).compile(
-        store
-    )
+    app = ReactAgent(ScriptedModel([one_call("refund"), "done"]), tools=shop.tools).compile(store)
     with pytest.raises(_CrashSignal):
         # the model turn is an effect too: its return is after_tool_return #1
         nth = 2 if point == "after_tool_return" else 1

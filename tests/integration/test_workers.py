@@ -33,7 +33,7 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
-from oncegraph.worker import RunQueue, Worker
+from oncegraph.worker import RunQueue, Runnable, Worker
 
 pytestmark = pytest.mark.postgres
 
@@ -230,6 +230,11 @@ def _agent(store: PgCheckpointer) -> CompiledGraph:
     ).compile(checkpointer=store)
 
 
+def mine_only(app: CompiledGraph) -> Runnable:
+    """What a worker of ``app`` claims: its app's runs of its fingerprint."""
+    return Runnable.of(app.service)
+
+
 def expire_lease(dsn: str, run_id: str) -> None:
     """Move the run's lease expiry into the past, as a paused holder's lease would be.
 
@@ -312,7 +317,7 @@ async def test_expired_lease_is_fenced_off(dsn: str) -> None:
         run = await app.asubmit(
             {"messages": [{"role": "user", "content": "o-1"}]}, {"thread_id": "t"}
         )
-        queue, queue_b = RunQueue(store), RunQueue(other)
+        queue, queue_b = RunQueue(store, mine_only(app)), RunQueue(other, mine_only(app))
         [mine] = await queue.claim("a", 60, 10)
         assert mine.run_id == run.run_id and mine.lease_owner == "a"
         assert await queue_b.claim("b", 5, 10) == []  # held: not claimable
@@ -345,7 +350,7 @@ async def test_app_run_under_a_lost_lease_writes_nothing(dsn: str) -> None:
         run = await app.asubmit(
             {"messages": [{"role": "user", "content": "o-1"}]}, {"thread_id": "t"}
         )
-        queue = RunQueue(store)
+        queue = RunQueue(store, mine_only(app))
         [mine] = await queue.claim("a", 60, 10)
         expire_lease(dsn, run.run_id)
         [theirs] = await queue.claim("b", 30, 10)
@@ -414,7 +419,7 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
         ]
 
         async def claimer(store: PgCheckpointer, owner: str) -> list[str]:
-            queue, got = RunQueue(store), list[str]()
+            queue, got = RunQueue(store, mine_only(app)), list[str]()
             while True:
                 batch = await queue.claim(owner, 30, 3)
                 if not batch:
@@ -438,7 +443,8 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
 async def test_claim_rules(dsn: str) -> None:
     store = PgCheckpointer(dsn)
     try:
-        app, queue = _agent(store), RunQueue(store)
+        app = _agent(store)
+        queue = RunQueue(store, mine_only(app))
 
         async def submit(thread: str) -> str:
             msg = {"messages": [{"role": "user", "content": thread}]}

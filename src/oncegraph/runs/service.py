@@ -19,6 +19,7 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
+from oncegraph.runs.scope import Scope
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -114,10 +116,13 @@ class RunService:
         owner: str | None = None,
         migrations: Mapping[str, Migration] | None = None,
         previous_versions: Mapping[str, GraphSpec] | None = None,
+        scope: Scope | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.owner = owner or default_owner()
+        # Whose runs this service sees (law 15): by default the graph's app, every tenant.
+        self.scope = scope if scope is not None or spec is None else Scope(spec.name)
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
             if spec is not None
@@ -134,6 +139,43 @@ class RunService:
         self._heads = Heads(spec, store) if spec is not None else None
         self._ready = False
 
+    def for_tenant(self, tenant: str) -> RunService:
+        """This service bound to ``tenant`` (see :mod:`oncegraph.runs.scope`): the runs it
+        starts carry the tenant, and it sees and touches only that tenant's runs. Cheap
+        (it shares the graph, the store and the version gate), so one per request will do."""
+        if self.scope is None:
+            raise ConfigError("a read-only service has no app; bind a compiled app's service")
+        if self.scope.tenant is not None and self.scope.tenant != tenant:
+            raise ConfigError(
+                f"this service is bound to tenant {self.scope.tenant!r} already; bind the "
+                "app's own service (app.for_tenant(...)) to another tenant"
+            )
+        bound = copy.copy(self)
+        bound.scope = Scope(self.scope.app_id, tenant)
+        return bound
+
+    def check_run(self, run: RunRecord, what: str = "") -> RunRecord:
+        """``run`` if this service may see it, else ``ForeignRunError`` (law 15)."""
+        return run if self.scope is None else self.scope.check(run, what)
+
+    async def _check_thread(self, thread_id: str) -> RunRecord | None:
+        """The thread's latest run, checked: a thread belongs to the app of its runs."""
+        latest = await self._latest(thread_id)
+        if latest is not None:
+            self.check_run(latest, f"thread {thread_id!r}")
+        return latest
+
+    async def _check_checkpoint(self, cp: CheckpointRecord, seen: set[str] | None = None) -> None:
+        """Refuse a checkpoint whose run is not this service's (a subgraph's thread has
+        checkpoints of its parent's run, so the run, not the thread, decides)."""
+        if self.scope is None or (seen is not None and cp.run_id in seen):
+            return
+        run = await self.store.get_run(cp.run_id)
+        if run is not None:
+            self.check_run(run, f"thread {cp.thread_id!r}")
+        if seen is not None:
+            seen.add(cp.run_id)
+
     async def setup(self) -> None:
         """Create or migrate the store's schema, once per service."""
         if not self._ready:
@@ -147,6 +189,7 @@ class RunService:
         _, heads = self._graph()
         thread_id = _thread(cfg)
         await self.setup()
+        latest = await self._check_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
         thread = await self.store.get_thread(thread_id) if wanted else None
         if wanted and (thread is None or thread.head_checkpoint_id != wanted):
@@ -162,7 +205,7 @@ class RunService:
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
             return await self._continue(await self._run_on(thread_id, cfg.run_id), cfg, emit)
-        start = plan_start(thread_id, input, await self._latest(thread_id))
+        start = plan_start(thread_id, input, latest)
         if isinstance(start, ContinueRun):
             return await self._continue(start.run, cfg, emit)
         if isinstance(start, AnswerInterrupt):
@@ -179,7 +222,7 @@ class RunService:
     async def execute(self, run: RunRecord, cfg: RunConfig, *, fence: int) -> RunResult:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
         await self.setup()
-        run = continuable(run.thread_id, run)
+        run = continuable(run.thread_id, self.check_run(run))
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
             return await self._previous(verdict).execute(run, cfg, fence=fence)
@@ -319,6 +362,7 @@ class RunService:
         """Queue a run for the workers; a thread runs its runs one at a time, in order."""
         thread_id = _thread(cfg)
         await self.setup()
+        await self._check_thread(thread_id)
         run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
         await self.store.create_run(run)
         return run
@@ -331,7 +375,7 @@ class RunService:
         The operator's decision wins: the run's token is bumped, so a process still
         working on it is fenced out (its next write fails, it starts no new attempt)."""
         await self.setup()
-        latest = await self._latest(thread_id)
+        latest = await self._check_thread(thread_id)
 
         def unfinished(run: RunRecord | None) -> RunRecord:
             if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
@@ -367,16 +411,33 @@ class RunService:
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
+        """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
+        ``tenant`` filters an unbound service's listing by tenant."""
         await self.setup()
-        return await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
+        app_id, tenant = self._filters(tenant)
+        return await self.store.list_runs(
+            thread_id=thread_id, statuses=statuses, limit=limit, app_id=app_id, tenant=tenant
+        )
 
     async def get_run(self, run_id: str) -> RunRecord:
         await self.setup()
         run = await self.store.get_run(run_id)
         if run is None:
             raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
-        return run
+        return self.check_run(run)
+
+    def _filters(self, tenant: str | None) -> tuple[str | None, str | None]:
+        """(app_id, tenant) a listing of this service is limited to."""
+        if self.scope is None:
+            return None, tenant
+        if self.scope.tenant is not None and tenant not in (None, self.scope.tenant):
+            raise ConfigError(
+                f"this service is bound to tenant {self.scope.tenant!r}; it lists only that "
+                "tenant's runs"
+            )
+        return self.scope.app_id, self.scope.tenant or tenant
 
     async def effects(
         self,
@@ -384,13 +445,20 @@ class RunService:
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        tenant: str | None = None,
     ) -> list[EffectRecord]:
-        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked."""
+        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked;
+        only those of this app's runs (of its tenant's, when bound to one)."""
         if run_id is None and thread_id is None:
             raise ConfigError("effects() needs run_id=... or thread_id=...")
         await self.setup()
+        if run_id is not None:
+            await self.get_run(run_id)  # another app's run is refused, not listed empty
+        elif thread_id is not None:
+            await self._check_thread(thread_id)
+        app_id, tenant = self._filters(tenant)
         records = await self.store.list_effects(
-            run_id=run_id, thread_id=thread_id, statuses=statuses
+            run_id=run_id, thread_id=thread_id, statuses=statuses, app_id=app_id, tenant=tenant
         )
         return [mask_effect(r, self.masks) for r in records]
 
@@ -401,7 +469,9 @@ class RunService:
         if cp is None:
             if checkpoint_id:
                 raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
+            await self._check_thread(thread_id)  # a queued run's thread has no checkpoint
             return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
+        await self._check_checkpoint(cp)
         return await self._snapshot(cp)
 
     async def history(
@@ -410,6 +480,9 @@ class RunService:
         self._graph()
         await self.setup()
         cps = await self.store.list_checkpoints(thread_id, run_id=run_id, limit=limit)
+        seen: set[str] = set()
+        for cp in cps:
+            await self._check_checkpoint(cp, seen)
         return [await self._snapshot(cp) for cp in cps]
 
     async def _snapshot(self, cp: CheckpointRecord) -> StateSnapshot:
@@ -478,7 +551,10 @@ class RunService:
         """The service of the registered previous version the run belongs to."""
         assert self.versions is not None and verdict.from_version is not None
         return RunService(
-            self.versions.previous[verdict.from_version], self.store, owner=self.owner
+            self.versions.previous[verdict.from_version],
+            self.store,
+            owner=self.owner,
+            scope=self.scope,
         )
 
     async def _migrate_if(self, verdict: Verdict, run: RunRecord, claim: Claim) -> Head | None:
@@ -498,7 +574,7 @@ class RunService:
         run = await self.store.get_run(run_id)
         if run is None or run.thread_id != thread_id:
             raise NoRunToResumeError(f"no run {run_id!r} on thread {thread_id!r}")
-        return run
+        return self.check_run(run)
 
     def _new_run(
         self,
@@ -524,6 +600,8 @@ class RunService:
             config={**cfg.to_json(), "shape": self.versions.shape if self.versions else None},
             lease_owner=self.owner if status is RunStatus.RUNNING else None,
             fencing_token=1 if status is RunStatus.RUNNING else 0,
+            app_id=self.scope.app_id if self.scope is not None else spec.name,
+            tenant=self.scope.tenant if self.scope is not None else None,
         )
 
 

@@ -33,7 +33,7 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
-from oncegraph.worker import RunQueue, Runnable, Worker
+from oncegraph.worker import Runnable, RunQueue, Worker
 
 pytestmark = pytest.mark.postgres
 

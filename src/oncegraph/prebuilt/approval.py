@@ -324,6 +324,10 @@ class ApprovingToolNode:
         """The tools it runs (operator commands find a tool by name here)."""
         return self.node.tools
 
+    def __oncegraph_fingerprint__(self) -> list[str]:
+        """Its tools, as :class:`~oncegraph.tools.ToolNode` gives them."""
+        return self.node.__oncegraph_fingerprint__()
+
     async def __call__(self, state: Any) -> dict[str, Any]:
         messages = state.get("messages") if isinstance(state, Mapping) else None
         last: Any = messages[-1] if messages else {}

@@ -49,7 +49,7 @@ from oncegraph.errors import (
 )
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
-from oncegraph.worker.queue import RunQueue, Runnable
+from oncegraph.worker.queue import Runnable, RunQueue
 
 log = logging.getLogger("oncegraph.worker")
 

@@ -9,6 +9,8 @@ log exactly as they were; listings show only the app's own runs. A tenant-bound 
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -18,6 +20,7 @@ from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, ForeignRunError, RunNotFoundError
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
+from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
 
@@ -167,3 +170,59 @@ def test_a_tenant_bound_app_sees_only_its_tenants_runs(checkpointer: Checkpointe
     assert acme.invoke(Command(resume="ok"), {"thread_id": "t-acme"}) == {"answer": "ok"}
     assert acme.get_run(mine.run_id).tenant == "acme"
     assert acme.get_run(mine.run_id).status is RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_migration_keeps_existing_runs_with_their_app(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A database at schema version 4 with a run an older oncegraph wrote: the migration
+    gives the run the app that named it (its workflow_name), and that app reads it."""
+    from oncegraph.storage.sql import statements as S
+    from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
+    from oncegraph.storage.sql.schema import MIGRATIONS
+
+    old_columns = S.RUN_COLUMNS[: S.RUN_COLUMNS.index("updated_at") + 1]
+    row = ("run-old", "t-old", "completed", "hr", "1", 1, "sha256:old", None, None, "invoke")
+    row += (None, None, "{}", None, None, None, 0, 1.0, 1.0)
+    insert = f"INSERT INTO oncegraph_runs ({', '.join(old_columns)}) VALUES "
+    insert += f"({', '.join('?' for _ in old_columns)})"
+    if kind == "sqlite":
+        path = tmp_path / "old.db"
+        conn = sqlite3.connect(path)
+        execute = conn.execute
+        mark = "?"
+    else:
+        import psycopg
+
+        dsn = str(request.getfixturevalue("fresh_dsn"))
+        conn = psycopg.connect(dsn, autocommit=True)  # type: ignore[assignment]
+        execute = conn.execute
+        mark = "%s"
+    try:
+        execute(CREATE_VERSION_TABLE)
+        for version, statements in enumerate(MIGRATIONS[:4], start=1):
+            for statement in statements:
+                execute(statement)
+            execute(INSERT_VERSION.replace("?", mark), (version, 1.0))
+        execute(insert.replace("?", mark), row)
+        conn.commit()
+    finally:
+        conn.close()
+
+    store: Checkpointer
+    if kind == "sqlite":
+        store = SqliteCheckpointer(path)
+    else:
+        from oncegraph.storage.checkpointer import PgCheckpointer
+
+        store = PgCheckpointer(dsn)
+    hr, support = asking("hr", store), asking("support", store)
+    try:
+        old = hr.get_run("run-old")  # setup() migrated the database
+        assert (old.app_id, old.tenant, old.workflow_name) == ("hr", None, "hr")
+        assert [r.run_id for r in hr.runs()] == ["run-old"]
+        assert support.runs() == []
+        refused(lambda: support.get_run("run-old"))
+    finally:
+        hr.close()

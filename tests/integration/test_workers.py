@@ -576,9 +576,9 @@ def _payroll(store: PgCheckpointer, name: str, tool_name: str, done: list[str]) 
 
 async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
     """Two apps on one database, plus an app of the same name with other tools (two
-    default-named agents): the others' workers, serving all along, never claim hr's runs;
-    hr's worker completes them all, a run written without an app id (an older oncegraph)
-    included."""
+    default-named agents) and a tenant-bound worker of hr: those workers, serving all
+    along, never claim hr's (untenanted) runs; hr's worker completes them all, a run
+    written without an app id (an older oncegraph) included."""
     stores = [PgCheckpointer(dsn) for _ in range(3)]
     hr_done: list[str] = []
     foreign_done: list[str] = []
@@ -596,9 +596,9 @@ async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
         sql(dsn, "UPDATE oncegraph_runs SET app_id = NULL WHERE run_id = %s", (ids[0],))
         assert (await hr.aget_run(ids[0])).app_id == "hr"  # read as its workflow_name
 
-        others = [
+        others = [  # and hr's own workers bound to a tenant: hr's runs here have none
             Worker(app, concurrency=4, lease_seconds=5, poll_seconds=0.02)
-            for app in (support, same_name)
+            for app in (support, same_name, hr.for_tenant("acme"))
         ]
         for worker in others:  # asked directly: nothing of hr's is theirs
             assert await worker.queue.claim(worker.owner, 5, 10) == []
@@ -616,7 +616,7 @@ async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
         assert {i: runs[i].status for i in ids} == dict.fromkeys(ids, "completed")
         assert {runs[i].lease_owner for i in ids} == {mine.owner}
         assert sorted(hr_done) == orders and foreign_done == []
-        assert [w.completed for w in others] == [0, 0] and mine.completed == len(ids)
+        assert [w.completed for w in others] == [0, 0, 0] and mine.completed == len(ids)
         assert await support.aruns() == []
     finally:
         for store in stores:

@@ -33,7 +33,8 @@ Invariants:
   graph can run: its ``graph_fingerprint`` is the graph's own or a registered previous
   version's, or its ``workflow_version`` has a registered migration or previous version.
   Any other run stays queued, untouched, for the workers of its own app and version:
-  two apps on one database never run each other's runs, even under one name.
+  two apps on one database never run each other's runs, even under one name. A worker
+  of a tenant-bound app (``app.for_tenant(t)``) claims only that tenant's runs.
 * ``release`` is for a clean shutdown: the run goes back to ``queued`` with its lease
   cleared and its token bumped (anything still in flight under the old token is fenced
   off). A run that had already started continues from its head when claimed again.
@@ -69,7 +70,8 @@ _UNFINISHED = ", ".join(
 )
 _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 
-# Params: app_id, fingerprints, versions, run ids to skip, limit, lease_owner, lease_seconds.
+# Params: app_id, tenant (twice; NULL: any), fingerprints, versions, run ids to skip, limit,
+# lease_owner, lease_seconds.
 CLAIM = f"""
 WITH picked AS (
     SELECT r.run_id FROM oncegraph_runs r
@@ -79,6 +81,7 @@ WITH picked AS (
             AND r.lease_expires_at < {_DB_NOW})
     )
     AND COALESCE(r.app_id, r.workflow_name) = %s
+    AND (%s::text IS NULL OR r.tenant = %s::text)
     AND (r.graph_fingerprint = ANY(%s::text[]) OR r.workflow_version = ANY(%s::text[]))
     AND NOT (r.run_id = ANY(%s::text[]))
     AND NOT {HELD_BY_OTHERS}
@@ -125,6 +128,7 @@ class Runnable:
     app_id: str
     fingerprints: tuple[str, ...]  # its own, and its registered previous versions'
     versions: tuple[str, ...] = ()  # versions with a registered migration or previous graph
+    tenant: str | None = None  # a tenant-bound app's workers claim only that tenant's runs
 
     @classmethod
     def of(cls, service: RunService) -> Runnable:
@@ -135,7 +139,12 @@ class Runnable:
         fingerprints = {service.identity.fingerprint}
         fingerprints.update(spec.fingerprint() for spec in gate.previous.values())
         versions = (set(gate.migrations) | set(gate.previous)) - {service.identity.version}
-        return cls(service.scope.app_id, tuple(sorted(fingerprints)), tuple(sorted(versions)))
+        return cls(
+            service.scope.app_id,
+            tuple(sorted(fingerprints)),
+            tuple(sorted(versions)),
+            service.scope.tenant,
+        )
 
 
 class RunQueue:
@@ -170,6 +179,8 @@ class RunQueue:
         runnable = self.runnable
         params = (
             runnable.app_id,
+            runnable.tenant,
+            runnable.tenant,
             list(runnable.fingerprints),
             list(runnable.versions),
             list(skip),

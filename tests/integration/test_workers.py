@@ -626,15 +626,20 @@ async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
 # -- operator decisions win (law 15) ---------------------------------------------------------
 
 
+@pytest.mark.parametrize("heartbeat", [0.2, 20.0], ids=["heartbeat-first", "call-first"])
 def test_abandon_during_a_workers_tool_call_stays_abandoned(
-    dsn: str, provider: FakeProvider, workers: Workers, tmp_path: Path
+    dsn: str, provider: FakeProvider, workers: Workers, tmp_path: Path, heartbeat: float
 ) -> None:
     """An operator abandons a run while a worker process is inside its tool call: the run
     stays abandoned, the worker's late outcome and next step are refused (it writes
-    nothing, starts nothing), and no worker takes the run again."""
+    nothing, starts nothing), and no worker takes the run again. Either the worker's
+    heartbeat notices first (it stops the run and keeps the call until it ends), or the
+    call returns first (its result write is refused)."""
     [run_id] = submit_all(dsn, [("t-abandon", "o-abandon")])
     gate = tmp_path / "gate"
-    worker = workers.start("busy", concurrency=1, lease=5.0, heartbeat=0.2, gate=gate)
+    worker = workers.start(
+        "busy", concurrency=1, lease=3 * heartbeat, heartbeat=heartbeat, gate=gate
+    )
     wait_for("busy to claim", lambda: run_rows(dsn)[run_id][1] == "busy")
     wait_for("busy to enter the tool", lambda: len(charge_keys(dsn)) == 1)
 

@@ -18,10 +18,15 @@ before anything is read or written; listings filter it out in the store's query.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from oncegraph.errors import ConfigError, ForeignRunError
-from oncegraph.storage.records import RunRecord
+from oncegraph.storage.records import CheckpointRecord, RunRecord
+
+if TYPE_CHECKING:
+    from oncegraph.storage.protocols import CheckpointStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,4 +67,33 @@ class Scope:
         raise ForeignRunError(message, run_id=run.run_id, app_id=self.app_id, owner_app=run.app)
 
 
-__all__ = ["Scope"]
+def listing_filters(scope: Scope | None, tenant: str | None) -> tuple[str | None, str | None]:
+    """The ``(app_id, tenant)`` a listing through ``scope`` is limited to; ``tenant`` is
+    the caller's filter (a tenant-bound scope lists its own tenant only)."""
+    if scope is None:
+        return None, tenant
+    if scope.tenant is not None and tenant not in (None, scope.tenant):
+        raise ConfigError(
+            f"this service is bound to tenant {scope.tenant!r}; it lists only that tenant's runs"
+        )
+    return scope.app_id, scope.tenant or tenant
+
+
+async def check_checkpoints(
+    store: CheckpointStore, scope: Scope | None, checkpoints: Iterable[CheckpointRecord]
+) -> None:
+    """Refuse checkpoints whose run is outside ``scope``. The run, not the thread,
+    decides: a subgraph's thread holds checkpoints of its parent's run."""
+    if scope is None:
+        return
+    seen: set[str] = set()
+    for cp in checkpoints:
+        if cp.run_id in seen:
+            continue
+        seen.add(cp.run_id)
+        run = await store.get_run(cp.run_id)
+        if run is not None:
+            scope.check(run, f"thread {cp.thread_id!r}")
+
+
+__all__ = ["Scope", "check_checkpoints", "listing_filters"]

@@ -38,7 +38,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
-from oncegraph.runs.scope import Scope
+from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -161,20 +161,7 @@ class RunService:
     async def _check_thread(self, thread_id: str) -> RunRecord | None:
         """The thread's latest run, checked: a thread belongs to the app of its runs."""
         latest = await self._latest(thread_id)
-        if latest is not None:
-            self.check_run(latest, f"thread {thread_id!r}")
-        return latest
-
-    async def _check_checkpoint(self, cp: CheckpointRecord, seen: set[str] | None = None) -> None:
-        """Refuse a checkpoint whose run is not this service's (a subgraph's thread has
-        checkpoints of its parent's run, so the run, not the thread, decides)."""
-        if self.scope is None or (seen is not None and cp.run_id in seen):
-            return
-        run = await self.store.get_run(cp.run_id)
-        if run is not None:
-            self.check_run(run, f"thread {cp.thread_id!r}")
-        if seen is not None:
-            seen.add(cp.run_id)
+        return latest if latest is None else self.check_run(latest, f"thread {thread_id!r}")
 
     async def setup(self) -> None:
         """Create or migrate the store's schema, once per service."""
@@ -416,7 +403,7 @@ class RunService:
         """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
         ``tenant`` filters an unbound service's listing by tenant."""
         await self.setup()
-        app_id, tenant = self._filters(tenant)
+        app_id, tenant = listing_filters(self.scope, tenant)
         return await self.store.list_runs(
             thread_id=thread_id, statuses=statuses, limit=limit, app_id=app_id, tenant=tenant
         )
@@ -427,17 +414,6 @@ class RunService:
         if run is None:
             raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
         return self.check_run(run)
-
-    def _filters(self, tenant: str | None) -> tuple[str | None, str | None]:
-        """(app_id, tenant) a listing of this service is limited to."""
-        if self.scope is None:
-            return None, tenant
-        if self.scope.tenant is not None and tenant not in (None, self.scope.tenant):
-            raise ConfigError(
-                f"this service is bound to tenant {self.scope.tenant!r}; it lists only that "
-                "tenant's runs"
-            )
-        return self.scope.app_id, self.scope.tenant or tenant
 
     async def effects(
         self,
@@ -456,7 +432,7 @@ class RunService:
             await self.get_run(run_id)  # another app's run is refused, not listed empty
         elif thread_id is not None:
             await self._check_thread(thread_id)
-        app_id, tenant = self._filters(tenant)
+        app_id, tenant = listing_filters(self.scope, tenant)
         records = await self.store.list_effects(
             run_id=run_id, thread_id=thread_id, statuses=statuses, app_id=app_id, tenant=tenant
         )
@@ -471,7 +447,7 @@ class RunService:
                 raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
             await self._check_thread(thread_id)  # a queued run's thread has no checkpoint
             return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
-        await self._check_checkpoint(cp)
+        await check_checkpoints(self.store, self.scope, [cp])
         return await self._snapshot(cp)
 
     async def history(
@@ -480,9 +456,7 @@ class RunService:
         self._graph()
         await self.setup()
         cps = await self.store.list_checkpoints(thread_id, run_id=run_id, limit=limit)
-        seen: set[str] = set()
-        for cp in cps:
-            await self._check_checkpoint(cp, seen)
+        await check_checkpoints(self.store, self.scope, cps)
         return [await self._snapshot(cp) for cp in cps]
 
     async def _snapshot(self, cp: CheckpointRecord) -> StateSnapshot:

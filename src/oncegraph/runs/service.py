@@ -11,6 +11,11 @@ under its lease); :meth:`RunService.submit` queues a run for the workers;
 :meth:`RunService.abandon` gives one up. Before any continue the stored versions are
 checked (:mod:`oncegraph.versioning`, law 10).
 
+Law 15: a service sees and touches only its scope's runs (its app's, and its tenant's
+when bound to one, :mod:`oncegraph.runs.scope`): another app's run, thread or effect is
+refused with ``ForeignRunError`` before anything is read or written, and listings are
+filtered in the store's query.
+
 Law 13: no work starts on a run before this process holds it
 (:mod:`oncegraph.runs.claims`): a second resumer gets ``RunBusyError`` at once, and
 every write of the run carries the claim's fencing token. The claim is let go when the

@@ -477,11 +477,16 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
     ) -> list[EffectRecord]:
+        """Effect records of this app's runs (masked), oldest first; ``tenant`` keeps
+        those of that tenant's runs (a tenant-bound app: its own only)."""
         statuses = None
         if status is not None:
             statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
-        return await self.service.effects(run_id=run_id, thread_id=thread_id, statuses=statuses)
+        return await self.service.effects(
+            run_id=run_id, thread_id=thread_id, statuses=statuses, tenant=tenant
+        )
 
     def effects(
         self,
@@ -489,8 +494,12 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
     ) -> list[EffectRecord]:
-        return run_sync(self.aeffects(run_id=run_id, thread_id=thread_id, status=status), "effects")
+        return run_sync(
+            self.aeffects(run_id=run_id, thread_id=thread_id, status=status, tenant=tenant),
+            "effects",
+        )
 
     # -- operator --------------------------------------------------------------------------
 

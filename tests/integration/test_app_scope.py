@@ -226,3 +226,19 @@ def test_the_migration_keeps_existing_runs_with_their_app(
         refused(lambda: support.get_run("run-old"))
     finally:
         hr.close()
+
+
+def test_effects_of_a_tenants_runs(checkpointer: Checkpointer) -> None:
+    paid: list[str] = []
+    hr = hr_app(checkpointer, paid)
+    acme = hr.for_tenant("acme")
+    acme.invoke(USER, {"thread_id": "t-acme"})
+    hr.invoke(USER, {"thread_id": "t-ops"})
+    theirs = acme.effects(thread_id="t-acme")
+    assert theirs and {e.thread_id for e in theirs} == {"t-acme"}
+    assert hr.effects(thread_id="t-acme", tenant="acme") == theirs
+    assert hr.effects(thread_id="t-acme", tenant="globex") == []
+    assert hr.effects(thread_id="t-ops", tenant="acme") == []
+    assert hr.effects(thread_id="t-ops")
+    refused(lambda: acme.effects(thread_id="t-ops"))
+    assert paid == ["Ann", "Ann"]

@@ -35,11 +35,10 @@ class Scope:
     tenant: str | None = None
 
     def __post_init__(self) -> None:
-        for name, value in (("app_id", self.app_id), ("tenant", self.tenant)):
-            if value is None and name == "tenant":
-                continue
-            if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"{name} must be a non-empty string; got {value!r}")
+        if not _named(self.app_id):
+            raise ConfigError(f"app_id must be a non-empty string; got {self.app_id!r}")
+        if self.tenant is not None and not _named(self.tenant):
+            raise ConfigError(f"tenant must be a non-empty string or None; got {self.tenant!r}")
 
     def admits(self, run: RunRecord) -> bool:
         """Does ``run`` belong to this scope?"""
@@ -65,6 +64,10 @@ class Scope:
                 "own tenant, or the app's unbound service (an operator's)."
             )
         raise ForeignRunError(message, run_id=run.run_id, app_id=self.app_id, owner_app=run.app)
+
+
+def _named(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def listing_filters(scope: Scope | None, tenant: str | None) -> tuple[str | None, str | None]:

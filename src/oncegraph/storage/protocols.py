@@ -113,8 +113,11 @@ class CheckpointStore(Protocol):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first."""
+        """Runs, newest first; with ``app_id`` only that app's (a run with no stored
+        app_id belongs to its ``workflow_name``), with ``tenant`` only that tenant's."""
 
     async def lock_run(self, run_id: str) -> RunLock | None:
         """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.
@@ -176,10 +179,14 @@ class EffectStore(Protocol):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
-        """Effects ordered by creation time; ``limit`` and ``offset`` page through them."""
+        """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
+        run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
+        ``limit`` and ``offset`` page through them."""
 
 
 @runtime_checkable

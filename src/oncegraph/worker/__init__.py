@@ -8,7 +8,7 @@ what is claimable and :mod:`oncegraph.worker.worker` for the lease discipline.
 
 from __future__ import annotations
 
-from oncegraph.worker.queue import RunQueue
+from oncegraph.worker.queue import Runnable, RunQueue
 from oncegraph.worker.worker import Worker, default_owner
 
-__all__ = ["RunQueue", "Worker", "default_owner"]
+__all__ = ["RunQueue", "Runnable", "Worker", "default_owner"]

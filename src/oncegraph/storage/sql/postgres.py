@@ -147,13 +147,27 @@ MIGRATION_LOCK_KEY = int.from_bytes(b"\x00oncegrph", "big", signed=True)
 
 
 @lru_cache(maxsize=64)
-def _run_list(by_thread: bool, n_statuses: int) -> str:
-    return _pg(S.run_list(by_thread=by_thread, n_statuses=n_statuses))
+def _run_list(by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool) -> str:
+    return _pg(
+        S.run_list(
+            by_thread=by_thread, n_statuses=n_statuses, by_app=by_app, by_tenant=by_tenant
+        )
+    )
 
 
 @lru_cache(maxsize=64)
-def _effect_list(by_run: bool, by_thread: bool, n_statuses: int) -> str:
-    return _pg(S.effect_list(by_run=by_run, by_thread=by_thread, n_statuses=n_statuses))
+def _effect_list(
+    by_run: bool, by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool
+) -> str:
+    return _pg(
+        S.effect_list(
+            by_run=by_run,
+            by_thread=by_thread,
+            n_statuses=n_statuses,
+            by_app=by_app,
+            by_tenant=by_tenant,
+        )
+    )
 
 
 # -- error mapping -------------------------------------------------------------------
@@ -616,14 +630,17 @@ class PgCheckpointer(Closing):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
             return []
         params: list[Any] = [] if thread_id is None else [thread_id]
         params += wanted
+        params += [f for f in (app_id, tenant) if f is not None]
         params.append(max(limit, 0))
-        sql = _run_list(thread_id is not None, len(wanted))
+        sql = _run_list(thread_id is not None, len(wanted), app_id is not None, tenant is not None)
         return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
@@ -757,6 +774,8 @@ class PgCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
@@ -769,8 +788,15 @@ class PgCheckpointer(Closing):
         if thread_id is not None:
             params.append(thread_id)
         params += wanted
+        params += [f for f in (app_id, tenant) if f is not None]
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
-        sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
+        sql = _effect_list(
+            run_id is not None,
+            thread_id is not None,
+            len(wanted),
+            app_id is not None,
+            tenant is not None,
+        )
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [rows.effect_from_row(r) for r in found]
 

@@ -526,14 +526,22 @@ class SqliteCheckpointer(Closing):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
         params: list[Any] = [] if thread_id is None else [thread_id]
         if statuses is not None:
             if not statuses:
                 return []
             params.extend(str(s) for s in statuses)
+        params.extend(f for f in (app_id, tenant) if f is not None)
         params.append(max(limit, 0))
-        sql = S.run_list(by_thread=thread_id is not None, n_statuses=len(statuses or ()))
+        sql = S.run_list(
+            by_thread=thread_id is not None,
+            n_statuses=len(statuses or ()),
+            by_app=app_id is not None,
+            by_tenant=tenant is not None,
+        )
         return [rows.run_from_row(r) for r in self._read(sql, params)]
 
     async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
@@ -645,6 +653,8 @@ class SqliteCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
@@ -657,10 +667,13 @@ class SqliteCheckpointer(Closing):
             if not statuses:
                 return []
             params.extend(str(s) for s in statuses)
+        params.extend(f for f in (app_id, tenant) if f is not None)
         sql = S.effect_list(
             by_run=run_id is not None,
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
+            by_app=app_id is not None,
+            by_tenant=tenant is not None,
         )
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         return [rows.effect_from_row(r) for r in self._read(sql, params)]

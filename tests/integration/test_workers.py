@@ -137,7 +137,8 @@ class Workers:
         argv = [
             sys.executable,
             "-m",
-            "oncegraph.worker",
+            "oncegraph",
+            "worker",
             "worker_app:app",
             "--owner",
             owner,

@@ -12,8 +12,6 @@ import sys
 
 def main() -> None:
     try:
-        import click
-
         from oncegraph.cli.commands import app
         from oncegraph.cli.output import CliError, fail
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -23,18 +21,28 @@ def main() -> None:
             '    pip install "oncegraph[cli]"\n'
         )
         raise SystemExit(1) from exc
+    import typer
+
     from oncegraph.errors import OnceGraphError
 
+    try:  # typer vendors click since 0.2x; older versions use click itself
+        from typer._click import exceptions as cx
+    except ImportError:  # pragma: no cover - depends on the typer version
+        from click import exceptions as cx  # type: ignore[no-redef]
+
     try:
-        code = app(standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
+        code = app(standalone_mode=False, prog_name="oncegraph")
+    except cx.NoArgsIsHelpError as exc:
         sys.stdout.write(exc.ctx.get_help() + "\n" if exc.ctx else "")
         code = 0
-    except click.UsageError as exc:
+    except cx.UsageError as exc:  # a bad option value, a missing argument
         where = exc.ctx.command_path if exc.ctx else "oncegraph"
         fail(f"{exc.format_message()} (see: {where} --help)")
         code = 2
-    except click.exceptions.Abort:
+    except cx.ClickException as exc:
+        fail(exc.format_message())
+        code = exc.exit_code
+    except typer.Abort:
         fail("aborted")
         code = 1
     except CliError as exc:

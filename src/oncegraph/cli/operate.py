@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Annotated, Any, Literal
 
-import click
 import typer
 
 from oncegraph.cli import output as o
@@ -252,8 +251,8 @@ def _preview(preview: Any) -> None:
 
 def _confirm() -> bool:
     try:
-        return bool(click.confirm("Send it now?", default=False, err=True))
-    except click.exceptions.Abort:
+        return bool(typer.confirm("Send it now?", default=False, err=True))
+    except typer.Abort:
         return False
 
 

@@ -62,18 +62,18 @@ def table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], *, ids: Iterable[str] = ()
 ) -> None:
     """Print a table; the ``ids`` columns are never wrapped or truncated."""
-    rows = [list(r) for r in rows]
+    cells = [list(r) for r in rows]
     id_cols = set(ids)
     out = Table()
     for i, name in enumerate(columns):
         if name in id_cols:
-            widest = max([len(visible(r[i])) for r in rows] + [len(name)])
+            widest = max([len(visible(r[i])) for r in cells] + [len(name)])
             out.add_column(name, no_wrap=True, min_width=widest, overflow="ignore")
         else:
             out.add_column(name, overflow="fold")
-    for row in rows:
+    for row in cells:
         out.add_row(*(v if isinstance(v, Text) else literal(v) for v in row))
-    wide = Console(highlight=False, width=max(console.width, _needed(columns, rows, id_cols)))
+    wide = Console(highlight=False, width=max(console.width, _needed(columns, cells, id_cols)))
     wide.print(out)
 
 

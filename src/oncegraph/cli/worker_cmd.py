@@ -105,8 +105,10 @@ def register(app: typer.Typer) -> None:
 
 
 def _server_module() -> Any:
+    import importlib
+
     try:
-        import oncegraph.server as server
+        server = importlib.import_module("oncegraph.server")  # optional: may be absent
     except ImportError as exc:
         if exc.name in ("oncegraph.server",):
             raise CliError(

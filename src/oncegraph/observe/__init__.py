@@ -17,6 +17,7 @@ from oncegraph.observe.tracing import (
     run_span,
     step_span,
     tracer,
+    use_tracer_provider,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "run_span",
     "step_span",
     "tracer",
+    "use_tracer_provider",
 ]

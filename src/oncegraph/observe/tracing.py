@@ -31,6 +31,15 @@ _NULL: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 _trace: Any = None  # None: not looked up yet; False: OpenTelemetry is not installed
 _provider: Any = None
 _tracer: Any = None
+_chosen: Any = None  # a provider given to use_tracer_provider(), else the global one
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Send oncegraph's spans to ``provider`` rather than the global tracer provider
+    (``None``: back to the global one). For tests and for apps that keep several."""
+    global _chosen, _provider
+    _chosen = provider
+    _provider = None  # look the tracer up again
 
 
 def tracer() -> Any:
@@ -45,7 +54,7 @@ def tracer() -> Any:
             _trace = trace
     if _trace is False:
         return None
-    provider = _trace.get_tracer_provider()
+    provider = _chosen if _chosen is not None else _trace.get_tracer_provider()
     if provider is not _provider:
         _provider = provider
         configured = not isinstance(
@@ -74,8 +83,19 @@ def _json(value: Any, fields: Sequence[str]) -> str:
 
 @contextlib.contextmanager
 def _span(t: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
-    with t.start_as_current_span(name, attributes=_clean(attributes)) as span:
-        yield span
+    """A current span that records ANY exception, a crash signal (BaseException) too."""
+    with t.start_as_current_span(
+        name,
+        attributes=_clean(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}"))
+            raise
 
 
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +223,10 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
                 ),
                 timestamp=int(attempt.ended_at * 1e9),
             )
-    if kind in ("effect_result", "effect_reconciled") and record.result is not None:
+    # A model's response is not shown: its tool calls carry other tools' arguments, which
+    # this effect's mask does not cover.
+    model = str(record.effect_class) == "model"
+    if kind in ("effect_result", "effect_reconciled") and record.result is not None and not model:
         span.set_attribute("oncegraph.effect.result", _json(record.result, mask))
     if record.provider_reference:
         span.set_attribute("oncegraph.effect.provider_reference", record.provider_reference)
@@ -214,4 +237,12 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
     span.add_event(kind.removeprefix("effect_"), attributes)
 
 
-__all__ = ["effect_event", "effect_span", "model_span", "run_span", "step_span", "tracer"]
+__all__ = [
+    "effect_event",
+    "effect_span",
+    "model_span",
+    "run_span",
+    "step_span",
+    "tracer",
+    "use_tracer_provider",
+]

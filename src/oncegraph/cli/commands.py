@@ -113,7 +113,7 @@ def db_migrate(
     """Create or migrate the schema (creates a SQLite file on purpose; safe while others run)."""
     target = _db(database, database_file, sqlite, postgres)
     if target.kind == "postgres":
-        check_postgres(target.where, migrated=False)
+        check_postgres(target.where, schema=False)
     with _progress() as progress:
         progress.add_task(f"migrating {target.describe()}", total=None)
         state = _schema(target, migrate=True)
@@ -134,7 +134,7 @@ def db_verify(
     """Check the schema version against this oncegraph; exit 1 if it needs attention."""
     target = _db(database, database_file, sqlite, postgres)
     if target.kind == "postgres":
-        _reachable(target.where)
+        check_postgres(target.where, schema=False)
     state = _schema(target, migrate=False)
     if as_json:
         o.emit_json(
@@ -144,15 +144,6 @@ def db_verify(
         console.print(literal(state.describe()))
     if not state.up_to_date:
         raise typer.Exit(1)
-
-
-def _reachable(dsn: str) -> None:
-    """Fail fast on a refused connection or a missing database (schema checked later)."""
-    try:
-        check_postgres(dsn, migrated=False)
-    except CliError as exc:
-        if "no oncegraph schema" not in str(exc):
-            raise
 
 
 def _schema(target: Database, *, migrate: bool) -> Any:

@@ -118,13 +118,15 @@ def check_store(store: Any) -> None:
     """The same checks for an app's own checkpointer (``--app``)."""
     path = getattr(store, "path", None)
     dsn = getattr(store, "_dsn", None)
+    schema = not getattr(store, "auto_migrate", False)  # else the app migrates it itself
     if isinstance(path, str) and path != ":memory:":
-        check_sqlite(path, migrated=not getattr(store, "auto_migrate", False))
+        check_sqlite(path, schema=schema)
     elif isinstance(dsn, str):
-        check_postgres(dsn, migrated=not getattr(store, "auto_migrate", False))
+        check_postgres(dsn, schema=schema)
 
 
-def check_sqlite(path: str, *, migrated: bool = True) -> None:
+def check_sqlite(path: str, *, schema: bool = True) -> None:
+    """An existing SQLite database; ``schema``: with this oncegraph's schema."""
     from oncegraph.storage.sql import sqlite
 
     if not os.path.exists(path):
@@ -140,10 +142,12 @@ def check_sqlite(path: str, *, migrated: bool = True) -> None:
         raise CliError(
             f"{path} cannot be read as a SQLite database ({exc}); check the path"
         ) from None
-    _check_schema(state, f"SQLite {path}", path, migrated)
+    if schema:
+        _check_schema(state, f"SQLite {path}", path)
 
 
-def check_postgres(dsn: str, *, migrated: bool = True) -> None:
+def check_postgres(dsn: str, *, schema: bool = True) -> None:
+    """A reachable PostgreSQL database; ``schema``: with this oncegraph's schema."""
     try:
         import psycopg
     except ImportError:
@@ -173,17 +177,18 @@ def check_postgres(dsn: str, *, migrated: bool = True) -> None:
         raise CliError(f"PostgreSQL {where}: {_first_line(str(exc))}") from None
     finally:
         conn.close()
-    _check_schema(state, f"PostgreSQL {where}", "DSN", migrated)
+    if schema:
+        _check_schema(state, f"PostgreSQL {where}", "DSN")
 
 
-def _check_schema(state: Any, where: str, shown: str, migrated: bool) -> None:
+def _check_schema(state: Any, where: str, shown: str) -> None:
     if state.current == 0:
         raise CliError(
             f"{where} has no oncegraph schema (not an oncegraph database, or never migrated). "
             f"Check the database, or create the schema with: oncegraph db migrate --database "
             f"{shown}"
         )
-    if migrated and state.needs_migrate:
+    if state.needs_migrate:
         raise CliError(f"{where}: {state.describe()}")
 
 

@@ -62,7 +62,8 @@ def shop(checkpointer: Checkpointer, provider: FakeProvider) -> Any:
     @tool(effect="irreversible", recipient="payments", mask=["card"], reconcile=find)
     def refund(order_id: str, card: str) -> dict[str, Any]:
         """Refund an order to a card."""
-        charged = client.charge(10, "eur", order_id, idempotency_key=current_effect().idempotency_key)
+        key = current_effect().idempotency_key
+        charged = client.charge(10, "eur", order_id, idempotency_key=key)
         crash_point(SENT)
         return {"charge": charged["id"], "card": card}
 
@@ -153,7 +154,9 @@ def test_no_spans_and_no_cost_without_a_provider(checkpointer: Checkpointer) -> 
 
 
 def test_json_log_lines_carry_the_extra_fields() -> None:
-    record = logging.LogRecord("oncegraph.worker", logging.WARNING, __file__, 1, "run %s", ("r1",), None)
+    record = logging.LogRecord(
+        "oncegraph.worker", logging.WARNING, __file__, 1, "run %s", ("r1",), None
+    )
     record.run_id = "r1"
     record.taken_from = "w1"
     line = json.loads(JsonFormatter().format(record))

@@ -20,6 +20,7 @@ from clirun import SHOP, as_json, assert_user_error, og, ok
 
 from oncegraph import FaultPlan, NeedsReviewError
 from oncegraph.errors import _CrashSignal
+from oncegraph.loading import load_app
 from oncegraph.testing.provider import FakeProvider, ProviderClient
 
 APP = f"{SHOP}:app"
@@ -96,6 +97,15 @@ def test_find_resolve_continue_redeliver_replay_branch(
     assert "card" in declined.stdout and '"***"' in declined.stdout  # the preview, masked
     assert "same key " + effect_id in declined.stdout
     assert client.stats()["replayed"] == 0
+    preview = as_json("redeliver", effect_id, "--reason", "r", "--preview", "--app", APP,
+                      env=app_env)
+    assert preview["payload"] == {"order_id": "1042", "card": "***"}
+    assert preview["recipient"] == "payments" and preview["dedup"] == f"same key {effect_id}"
+    assert_user_error(
+        og("redeliver", effect_id, "--reason", "r", "--json", "--app", APP, env=app_env),
+        "--yes",
+    )
+    assert client.stats()["replayed"] == 0
     before = len(as_json("effect", effect_id, env=env)["attempts"])
     ok("redeliver", effect_id, "--reason", "customer asked", "--app", APP, env=app_env,
        input="y\n")
@@ -125,3 +135,46 @@ def test_find_resolve_continue_redeliver_replay_branch(
     assert ("continue", "resolved") in actions
     assert [a for a, _ in actions].count("redeliver") == 2
     assert audit[-1]["actor"] == "ana" or any(a["actor"] == "ana" for a in audit)
+
+
+INTERRUPTING = """
+import os
+from typing import TypedDict
+
+from oncegraph import END, START, StateGraph, interrupt
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+
+
+class State(TypedDict, total=False):
+    answer: str
+
+
+def ask(state: State) -> State:
+    return {"answer": interrupt("ship it?")}
+
+
+g = StateGraph(State)
+g.add_node("ask", ask)
+g.add_edge(START, "ask")
+g.add_edge("ask", END)
+app = g.compile(checkpointer=SqliteCheckpointer(os.environ["ASK_DB"]))
+"""
+
+
+def test_continue_answers_an_interrupt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "ask_app.py"
+    module.write_text(INTERRUPTING)
+    db = str(tmp_path / "ask.db")
+    env = {"ASK_DB": db}
+    monkeypatch.setenv("ASK_DB", db)
+    app = load_app(f"{module}:app")  # the same file the command loads
+    app.invoke({}, {"thread_id": "t-ask"})
+    app.close()
+    (waiting,) = as_json("runs", "-d", db, "--status", "interrupted")
+    app_arg = f"{module}:app"
+    refused = og("continue", waiting["run_id"], "--app", app_arg, env=env)
+    assert_user_error(refused, "answer")
+    done = as_json("continue", waiting["run_id"], "--answer", '"yes"', "--app", app_arg, env=env)
+    assert done["values"] == {"answer": "yes"}
+    (answer,) = [a for a in as_json("audit", "-d", db) if a["action"] == "answer"]
+    assert answer["details"]["answer"] == "yes"

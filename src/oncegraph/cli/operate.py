@@ -205,20 +205,31 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option(help="send with a new idempotency key (default: the same key)")
         ] = False,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="send without asking")] = False,
+        preview_only: Annotated[
+            bool, typer.Option("--preview", help="show what would be sent; send nothing")
+        ] = False,
         who: ActorOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Send an effect once more: shows what would be sent, then asks to confirm."""
+        if preview_only and yes:
+            raise CliError("--preview sends nothing; drop --yes, or drop --preview to send", 2)
         by = actor(who)
 
         async def go(service: Any) -> Any:
             preview = await service.redeliver(effect_id, actor=by, reason=reason, new_key=new_key)
+            if preview_only:
+                return preview
             if not as_json:
                 _preview(preview)
             if not yes:
-                if not sys.stdin.isatty() and as_json:
-                    raise CliError("--json without --yes: pass --yes to send", code=2)
+                if as_json and not sys.stdin.isatty():
+                    raise CliError(
+                        "--json without --yes: see what would be sent with --preview, then "
+                        "send with --yes",
+                        code=2,
+                    )
                 ok = await asyncio.to_thread(_confirm)
                 if not ok:
                     raise CliError("not confirmed; nothing was sent")
@@ -227,6 +238,13 @@ def register(app: typer.Typer) -> None:
             )
 
         done = run(Where(app=app_), go, needs_app="redeliver")
+        if preview_only:
+            if as_json:
+                o.emit_json(done)
+            else:
+                _preview(done)
+                o.console.print("nothing was sent (--preview)")
+            return
         if as_json:
             o.emit_json({"effect": shown_effect(done.effect, True), "preview": done.preview})
             return

@@ -74,7 +74,9 @@ def test_find_resolve_continue_redeliver_replay_branch(
     assert effect_id in ok("show", run_id, env=env).stdout
 
     # Continue before anyone checked: it parks again, and says what to do
-    assert_user_error(og("continue", run_id, "--app", APP, env=app_env), "resolve")
+    assert_user_error(
+        og("continue", run_id, "--app", APP, env=app_env), f"oncegraph resolve {effect_id}"
+    )
 
     # resolve from the database alone, then continue with the app
     resolved = as_json(

@@ -304,6 +304,10 @@ def test_three_workers_hundred_runs_one_sigkilled(
         assert status == "completed" and owner in ("w2", "w3") and new_token > token
     assert_one_effect_per_command(dsn, provider, n)
     assert provider.stats()["rejected"] == 0
+    # the survivors' logs say which runs they took over from the dead worker
+    taken = workers.log("w2") + workers.log("w3")
+    for rid in at_kill:
+        assert f"run {rid} " in taken and "taken over from worker w1" in taken
 
 
 # -- fencing -------------------------------------------------------------------------------

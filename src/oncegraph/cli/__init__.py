@@ -23,7 +23,7 @@ def main() -> None:
         raise SystemExit(1) from exc
     import typer
 
-    from oncegraph.errors import OnceGraphError
+    from oncegraph.errors import NeedsReviewError, OnceGraphError
 
     try:  # typer vendors click since 0.2x; older versions use click itself
         from typer._click import exceptions as cx
@@ -48,6 +48,14 @@ def main() -> None:
     except CliError as exc:
         fail(str(exc))
         code = exc.code
+    except NeedsReviewError as exc:
+        fail(str(exc))
+        fail(
+            f"on the command line: oncegraph resolve {exc.effect_id or 'EFFECT'} --outcome "
+            f"done|not_done --reason ..., then oncegraph continue {exc.run_id or 'RUN'} "
+            "--app ..."
+        )
+        code = 1
     except OnceGraphError as exc:
         fail(str(exc))
         code = 1

@@ -25,12 +25,22 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-class CliError(Exception):
-    """A user error: ``message`` (cause and fix) goes to stderr; exit ``code`` (1 or 2)."""
+try:  # typer vendors click since 0.2x; older versions use click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - depends on the typer version
+    from click.exceptions import ClickException  # type: ignore[assignment]
+
+
+class CliError(ClickException):
+    """A user error: ``message`` (cause and fix) goes to stderr; exit ``code`` (1 or 2).
+
+    A ``ClickException``, so that calling the Typer app directly (a test's ``CliRunner``)
+    also ends with the message and the exit code rather than a traceback."""
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+        self.exit_code = code
 
 
 def plain(value: Any) -> Any:

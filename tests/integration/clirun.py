@@ -16,8 +16,8 @@ SHOP = Path(__file__).parent / "_cli_shop.py"
 def og(
     *args: str, env: dict[str, str] | None = None, input: str | None = None, columns: int = 200
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "COLUMNS": str(columns), **(env or {})}
-    full.pop("ONCEGRAPH_DATABASE", None) if "ONCEGRAPH_DATABASE" not in (env or {}) else None
+    full = {k: v for k, v in os.environ.items() if k != "ONCEGRAPH_DATABASE"}  # only ours
+    full.update({"COLUMNS": str(columns), **(env or {})})
     full["PYTHONPATH"] = os.pathsep.join([str(SRC), *sys.path])
     return subprocess.run(
         [sys.executable, "-m", "oncegraph", *args],

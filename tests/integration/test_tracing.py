@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
+SRC = Path(__file__).parents[2] / "src"
 CARD = "4111111111111111"
 SENT = declare_crash_point("trace_sent")  # the provider has the charge; nothing recorded
 T = "t-trace"
@@ -164,3 +169,55 @@ def test_json_log_lines_carry_the_extra_fields() -> None:
     assert line["level"] == "WARNING" and line["logger"] == "oncegraph.worker"
     assert line["run_id"] == "r1" and line["taken_from"] == "w1"
     assert "ts" in line and "pid" in line
+
+
+GLOBAL_PROVIDER = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from oncegraph import tool
+from oncegraph.observe import tracer
+from oncegraph.prebuilt.agent import ReactAgent
+from oncegraph.prebuilt.models.scripted import ScriptedModel
+from oncegraph.storage.checkpointer import InMemoryCheckpointer
+
+assert tracer() is None  # looked up before any provider exists: nothing is traced
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)  # the usual, global way
+
+
+@tool(effect="write", mask=["token"])
+def notify(user: str, token: str) -> str:
+    '''Notify a user.'''
+    return "sent"
+
+
+call = {"id": "c1", "name": "notify", "args": {"user": "ana", "token": "s3cret"}}
+agent = ReactAgent(
+    model=ScriptedModel.turns({"content": "", "tool_calls": [call]}, "done"), tools=[notify]
+).compile(checkpointer=InMemoryCheckpointer())
+agent.invoke({"messages": [{"role": "user", "content": "hi"}]}, {"thread_id": "t"})
+spans = exporter.get_finished_spans()
+print(sorted({s.name for s in spans}))
+effect = next(s for s in spans if s.attributes.get("oncegraph.effect.type") == "notify")
+print(effect.attributes["oncegraph.effect.request"])
+print(effect.attributes["oncegraph.effect.status"])
+"""
+
+
+def test_a_global_tracer_provider_set_later_is_used(tmp_path: Path) -> None:
+    script = tmp_path / "traced.py"
+    script.write_text(GLOBAL_PROVIDER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    names, request, status = out.stdout.splitlines()[-3:]
+    assert names == str(["oncegraph.effect", "oncegraph.model", "oncegraph.run", "oncegraph.step"])
+    assert json.loads(request) == {"user": "ana", "token": "***"}
+    assert status == "completed"

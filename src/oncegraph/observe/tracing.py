@@ -32,6 +32,7 @@ _trace: Any = None  # None: not looked up yet; False: OpenTelemetry is not insta
 _provider: Any = None
 _tracer: Any = None
 _chosen: Any = None  # a provider given to use_tracer_provider(), else the global one
+_UNKNOWN = object()
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -52,9 +53,19 @@ def tracer() -> Any:
             _trace = False
         else:
             _trace = trace
+            trace.get_tracer_provider()  # loads one named by OTEL_PYTHON_TRACER_PROVIDER
     if _trace is False:
         return None
-    provider = _chosen if _chosen is not None else _trace.get_tracer_provider()
+    if _chosen is not None:
+        provider = _chosen
+    else:
+        # The API's global, read directly: get_tracer_provider() reads the environment on
+        # every call until a provider is set, which would cost each step microseconds.
+        provider = getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is None:
+            return None  # nothing configured
+        if provider is _UNKNOWN:  # pragma: no cover - another version of the API
+            provider = _trace.get_tracer_provider()
     if provider is not _provider:
         _provider = provider
         configured = not isinstance(

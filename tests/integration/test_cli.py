@@ -6,12 +6,15 @@ naming the fix (exit 1 or 2, no traceback, nothing created)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clirun import SHOP, as_json, assert_user_error, og, ok
+from clirun import SHOP, SRC, as_json, assert_user_error, og, ok
 
 from oncegraph import StateGraph
 from oncegraph.storage.checkpointer import SqliteCheckpointer
@@ -226,3 +229,44 @@ def test_serve_without_the_server_package_is_one_line() -> None:
     if out.returncode == 0:  # pragma: no cover - the server exists in this install
         return
     assert_user_error(out, "server")
+
+
+FAKE_SERVER = """
+import sys, types
+
+calls = []
+server = types.ModuleType("oncegraph.server")
+server.serve = lambda target, **kw: calls.append((target, kw)) or 0
+sys.modules["oncegraph.server"] = server
+sys.argv = ["oncegraph", *sys.argv[1:]]
+from oncegraph.cli import main
+
+try:
+    main()
+finally:
+    print(calls)
+"""
+
+
+def test_serve_hands_its_options_to_the_server(tmp_path: Path) -> None:
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    holder = tmp_path / "dsn"
+    holder.write_text("postgresql://u:pw@db/og\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    env.pop("ONCEGRAPH_DATABASE", None)
+
+    def serve(*args: str, **extra: str) -> str:
+        out = subprocess.run(
+            [sys.executable, str(script), "serve", *args],
+            capture_output=True, text=True, env={**env, **extra}, timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1]
+
+    assert serve("examples.app:app", "--port", "9000") == str(
+        [("examples.app:app", {"host": "127.0.0.1", "port": 9000, "database": None})]
+    )
+    assert "'database': 'runs.db'" in serve("m:app", "--database", "runs.db")
+    assert "'database': 'postgresql://u:pw@db/og'" in serve("m:app", "--database-file", str(holder))
+    assert "'database': 'from-env.db'" in serve("m:app", ONCEGRAPH_DATABASE="from-env.db")

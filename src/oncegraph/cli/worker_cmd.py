@@ -3,6 +3,7 @@ operator UI of :mod:`oncegraph.server`, an optional part imported only when used
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
@@ -84,22 +85,29 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        database_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--database-file",
+                help="a file holding the DSN (keeps a password off the command line)",
+                show_default=False,
+            ),
+        ] = None,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
         """Serve the HTTP API (REST + SSE) and the operator web UI for an app."""
-        import os
-
-        from oncegraph.cli.database import ENV
+        from oncegraph.cli.database import choose
         from oncegraph.observe import configure_logging
 
+        chosen = choose(database, database_file, required=False)
         configure_logging(log_format, log_level)
         server = _server_module()
         code = server.serve(
             target,
             host=host,
             port=port,
-            database=database or os.environ.get(ENV) or None,
+            database=chosen.where if chosen is not None else None,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
 

@@ -16,7 +16,7 @@ LogFormatOpt = Annotated[
 ]
 LogLevelOpt = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR"],
-    typer.Option("--log-level", help="the lowest level logged"),
+    typer.Option("--log-level", case_sensitive=False, help="the lowest level logged"),
 ]
 
 

@@ -3,7 +3,7 @@ recovery of a SIGKILLed worker, release on SIGTERM, FIFO per thread.
 
 Each test gets a fresh database created from ONCEGRAPH_TEST_PG_DSN (default: the local
 ``test`` database) and dropped afterwards; without a reachable server the tests skip,
-except under CI=true where they fail. Worker processes run ``python -m oncegraph.worker
+except under CI=true where they fail. Worker processes run ``python -m oncegraph worker
 worker_app:app`` with a small agent module written into the test's temp directory: a
 :class:`ScriptedModel` asks for one ``charge`` tool call per run (the order id is the
 user's message) and the tool charges the fake provider (a thread in this process) with
@@ -13,6 +13,7 @@ the effect's idempotency key, so the provider counts real side effects.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -132,12 +133,14 @@ class Workers:
         heartbeat: float = 0.5,
         tool_sleep: float = 0.0,
         gate: Path | None = None,
+        log_format: str = "text",
     ) -> subprocess.Popen[bytes]:
         """A worker process; its tool calls wait for ``gate`` to exist, if given."""
         argv = [
             sys.executable,
             "-m",
-            "oncegraph.worker",
+            "oncegraph",
+            "worker",
             "worker_app:app",
             "--owner",
             owner,
@@ -149,6 +152,8 @@ class Workers:
             str(heartbeat),
             "--poll",
             "0.1",
+            "--log-format",
+            log_format,
         ]
         log = open(self.tmp / f"{owner}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
@@ -304,6 +309,10 @@ def test_three_workers_hundred_runs_one_sigkilled(
         assert status == "completed" and owner in ("w2", "w3") and new_token > token
     assert_one_effect_per_command(dsn, provider, n)
     assert provider.stats()["rejected"] == 0
+    # the survivors' logs say which runs they took over from the dead worker
+    taken = workers.log("w2") + workers.log("w3")
+    for rid in at_kill:
+        assert f"run {rid} " in taken and "taken over from worker w1" in taken
 
 
 # -- fencing -------------------------------------------------------------------------------
@@ -378,7 +387,9 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
     try:
         # No sleep: the rescuer polls, and may claim only once the paused worker's lease
         # has expired AND the server has ended its silent lock session (claim_timeout).
-        workers.start("rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0)
+        workers.start(
+            "rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0, log_format="json"
+        )
         wait_for("rescuer to complete", lambda: run_rows(dsn)[run_id][0] == "completed")
         version = sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'")
         token = run_rows(dsn)[run_id][2]
@@ -399,6 +410,10 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
         lambda: "is no longer held with fencing token" in workers.log("paused"),
     )
     assert paused.poll() is None, "a fenced-off run does not crash the worker"
+    # the rescuer's (JSON) log says it took the run over from the silent worker
+    lines = [json.loads(x) for x in workers.log("rescuer").splitlines() if x.startswith("{")]
+    taken = [x for x in lines if x.get("taken_from") == "paused"]
+    assert taken and taken[0]["run_id"] == run_id and "taken over" in taken[0]["message"]
     assert run_rows(dsn)[run_id] == ("completed", "rescuer", token)
     assert sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'") == version
     assert_one_effect_per_command(dsn, provider, 1)

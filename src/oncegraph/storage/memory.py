@@ -19,7 +19,7 @@ process only, so they die with it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from oncegraph.errors import (
@@ -464,6 +464,8 @@ class InMemoryCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
@@ -473,11 +475,16 @@ class InMemoryCheckpointer(Closing):
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(one)
+            report = report.plus(one)
         return report
 
-    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
-        """Prune one thread; call under the lock."""
+    def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
+        """Prune one thread (``dry_run``: count only); call under the lock."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return PruneReport()
@@ -497,6 +504,9 @@ class InMemoryCheckpointer(Closing):
         ]
         writes = 0
         for cid in doomed:
+            if dry_run:
+                writes += len(self._task_writes.get((thread_id, cid), {}))
+                continue
             del self._checkpoints[(thread_id, cid)]
             writes += len(self._task_writes.pop((thread_id, cid), {}))
         effects = 0
@@ -510,7 +520,8 @@ class InMemoryCheckpointer(Closing):
                     and run is not None
                     and run[_RUN_STATUS] in _PRUNE_EFFECT_RUN_STATUSES
                 ):
-                    del self._effects[effect_id]
+                    if not dry_run:
+                        del self._effects[effect_id]
                     effects += 1
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 

@@ -12,7 +12,7 @@ All methods are coroutines. Backends map their driver's errors to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oncegraph.storage.records import (
@@ -225,6 +225,8 @@ class Pruner(Protocol):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """Delete old checkpoints and old finished effect records; returns the counts.
 
@@ -241,6 +243,10 @@ class Pruner(Protocol):
         Safe while runs commit: one transaction per thread, and the thread row (the CAS
         token) is read, never written or locked. Idempotent: repeated at once it deletes
         nothing more. Raises ConfigError on bad arguments.
+
+        ``dry_run=True`` counts the same rows in the same transactions and rolls each
+        back: nothing is deleted. ``on_thread`` is called with each thread's report as
+        it finishes (a progress display).
         """
 
 

@@ -1455,6 +1455,29 @@ class CheckpointerConformance:
         remaining = ids(kept[:3] + kept[4:])
         assert await ids_of(checkpointer.list_effects(thread_id=tid)) == remaining
 
+    async def test_prune_dry_run_counts_exactly_and_deletes_nothing(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(checkpointer, [RunStatus.COMPLETED] * 3)
+        other, _ = await build_history(checkpointer, [RunStatus.COMPLETED] * 2)
+        (done, _) = runs[0]
+        effect = make_effect(done, tid, "c:1", status=EffectStatus.COMPLETED)
+        await checkpointer.begin_effect(effect)
+        before = {t: await checkpointer.list_checkpoints(t) for t in (tid, other)}
+        seen: list[PruneReport] = []
+        dry = await store.prune(
+            keep_checkpoints=1, effects_older_than=0, dry_run=True, on_thread=seen.append
+        )
+        assert dry.threads == 2 and dry.checkpoints > 0 and dry.effects == 1
+        assert len(seen) == 2 and sum(r.checkpoints for r in seen) == dry.checkpoints
+        for t, cps in before.items():
+            assert await checkpointer.list_checkpoints(t) == cps  # nothing deleted
+        assert await checkpointer.get_effect(effect.effect_id) is not None
+        real = await store.prune(keep_checkpoints=1, effects_older_than=0)
+        assert real == dry
+        assert await checkpointer.get_effect(effect.effect_id) is None
+
     async def test_prune_is_idempotent(self, checkpointer: Checkpointer) -> None:
         store = as_pruner(checkpointer)
         tid, runs = await build_history(

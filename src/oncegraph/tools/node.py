@@ -257,6 +257,7 @@ class ToolNode:
             retry=tool.retry,
             timeout=tool.timeout_in(ctx.config.tool_timeout),
             fold=fold,
+            mask=tool.mask,
         )
         try:
             result = (await perform(ctx, effect_call)).result

@@ -2,7 +2,7 @@
 heartbeat and a fencing token, and resume the runs of workers that died.
 
 ``app.submit(input, config)`` enqueues; ``oncegraph worker module:app --concurrency N``
-(or :func:`oncegraph.worker.cli.main`) executes. See :mod:`oncegraph.worker.queue` for
+(or ``python -m oncegraph.worker module:app``) executes. See :mod:`oncegraph.worker.queue` for
 what is claimable and :mod:`oncegraph.worker.worker` for the lease discipline.
 """
 

@@ -74,7 +74,8 @@ _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 # lease_owner, lease_seconds.
 CLAIM = f"""
 WITH picked AS (
-    SELECT r.run_id FROM oncegraph_runs r
+    SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
+    FROM oncegraph_runs r
     WHERE (
         r.status = '{RunStatus.QUEUED}'
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
@@ -101,7 +102,7 @@ SET status = '{RunStatus.RUNNING}', lease_owner = %s,
     lease_expires_at = {_DB_NOW} + %s, fencing_token = u.fencing_token + 1,
     updated_at = {_DB_NOW}
 FROM picked WHERE u.run_id = picked.run_id
-RETURNING {_RETURNING}
+RETURNING {_RETURNING}, picked.was_status, picked.was_owner
 """
 
 # Params: lease_seconds, run_id, lease_owner, fencing_token.
@@ -147,6 +148,15 @@ class Runnable:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claimed run; ``taken_from``: the owner of the expired lease it was taken over
+    from (its worker died or went silent), None for a queued run."""
+
+    run: RunRecord
+    taken_from: str | None = None
+
+
 class RunQueue:
     """Claim/renew/release over a :class:`PgCheckpointer`'s pool (this loop's pool), for
     the runs ``runnable`` names (one app's; see :meth:`Runnable.of`).
@@ -174,6 +184,17 @@ class RunQueue:
     ) -> list[RunRecord]:
         """Claim up to ``limit`` runs of this queue's app that its graph can run, except
         the run ids in ``skip``, for ``owner``; each comes back with its new token."""
+        return [c.run for c in await self.claim_runs(owner, lease_seconds, limit, skip=skip)]
+
+    async def claim_runs(
+        self,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        *,
+        skip: Collection[str] = (),
+    ) -> list[Claimed]:
+        """:meth:`claim`, saying of each run whose lease it took over from a silent holder."""
         if limit <= 0:
             return []
         runnable = self.runnable
@@ -190,7 +211,13 @@ class RunQueue:
         )
         found = await self._run("claim", CLAIM, params, fetch=True)
         assert isinstance(found, list)
-        return [rows.run_from_row(r) for r in found]
+        return [
+            Claimed(
+                rows.run_from_row(r[:-2]),
+                r[-1] if r[-2] == RunStatus.RUNNING and r[-1] else None,
+            )
+            for r in found
+        ]
 
     async def renew(self, run_id: str, owner: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False when it is no longer ours (another claim bumped the
@@ -212,4 +239,4 @@ class RunQueue:
                 return cur.rowcount
 
 
-__all__ = ["CLAIM", "RELEASE", "RENEW", "RunQueue", "Runnable"]
+__all__ = ["CLAIM", "RELEASE", "RENEW", "Claimed", "RunQueue", "Runnable"]

@@ -49,7 +49,7 @@ from oncegraph.errors import (
 )
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
-from oncegraph.worker.queue import Runnable, RunQueue
+from oncegraph.worker.queue import Claimed, Runnable, RunQueue
 
 log = logging.getLogger("oncegraph.worker")
 
@@ -138,16 +138,25 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 free = self.concurrency - len(self._held)
-                claimed: list[RunRecord] = []
+                claimed: list[Claimed] = []
                 if free > 0:
                     try:
-                        claimed = await self.queue.claim(
+                        claimed = await self.queue.claim_runs(
                             self.owner, self.lease_seconds, free, skip=self._not_mine
                         )
                     except OnceGraphError as exc:
                         log.warning("claim failed (retrying): %s", exc)
-                for run in claimed:
-                    self._start(run)
+                for found in claimed:
+                    if found.taken_from is not None:
+                        log.warning(
+                            "run %s (thread %s) taken over from worker %s, whose lease "
+                            "expired (it died or went silent); resuming from its last record",
+                            found.run.run_id,
+                            found.run.thread_id,
+                            found.taken_from,
+                            extra={"run_id": found.run.run_id, "taken_from": found.taken_from},
+                        )
+                    self._start(found.run)
                 if claimed and len(claimed) == free:
                     continue  # full batch: there may be more work, ask again at once
                 self._wake.clear()

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -833,13 +833,18 @@ class PgCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. One transaction per
         thread; the thread row is only read, so a racing commit's CAS never waits on it.
         Rows a racing commit inserts are invisible to the prune's statements and kept."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
         if thread_id is not None:
-            return await self._prune_thread(thread_id, keep_checkpoints, cutoff)
+            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(report)
+            return report
         report = PruneReport()
         after: str | None = None
         while True:
@@ -848,12 +853,17 @@ class PgCheckpointer(Closing):
             else:
                 page = await self._fetchall("prune", THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                report = report.plus(await self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = await self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                if on_thread is not None:
+                    on_thread(one)
+                report = report.plus(one)
             if len(page) < _THREAD_PAGE:
                 return report
             after = page[-1][0]
 
-    async def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+    async def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
         pool = await self._ready()
         writes = effects = 0
         with _mapped("prune", self._where):
@@ -883,6 +893,8 @@ class PgCheckpointer(Closing):
                         ),
                     )
                     effects = max(cur.rowcount, 0)
+                if dry_run:
+                    raise psycopg.Rollback()  # counted, not deleted
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
     # -- plumbing ------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -703,13 +703,18 @@ class SqliteCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
         its own ``BEGIN IMMEDIATE`` transaction, so writers wait at most one thread."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
         report = PruneReport()
         if thread_id is not None:
-            return self._prune_thread(thread_id, keep_checkpoints, cutoff)
+            report = self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(report)
+            return report
         after: str | None = None
         while True:
             if after is None:
@@ -717,12 +722,17 @@ class SqliteCheckpointer(Closing):
             else:
                 page = self._read(S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                if on_thread is not None:
+                    on_thread(one)
+                report = report.plus(one)
             if len(page) < _THREAD_PAGE:
                 return report
             after = page[-1][0]
 
-    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+    def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
         with self._lock:
             conn = self._connect()
             try:
@@ -752,7 +762,7 @@ class SqliteCheckpointer(Closing):
                         ),
                     )
                     effects = cur.rowcount
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK" if dry_run else "COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
                 raise _map_error(exc, self.path) from exc

@@ -63,7 +63,7 @@ def checkpoint_after(last_event_id: str | None) -> int:
     text = last_event_id.strip()
     if text.startswith("cp.") and text[3:].isascii() and text[3:].isdigit() and len(text) < 20:
         return int(text[3:])
-    if text.isascii() and text.isdigit():
+    if text.isascii() and text.isdigit() and len(text) <= 18:
         return -1  # a buffered id, and the buffer is gone: from the checkpoints, in full
     raise bad_request(
         f"Last-Event-ID {last_event_id!r} is not an event id this server gave; send the "

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Live
 from shop import ADMIN, CARD, OPERATOR, VIEWER, Shop
+
+from conftest import Live
 
 
 def _chromium() -> str | None:

@@ -451,3 +451,23 @@ def test_the_openapi_document_describes_every_route() -> None:
                 continue
             assert (route.path, method.lower()) in described, route.path
     assert len(described) == sum(len((r.methods or set()) - {"HEAD"}) for r in api.routes)
+
+
+def test_a_command_whose_run_stops_again_reports_the_run_and_its_error(
+    sqlite_shop: Shop, sqlite_client: TestClient
+) -> None:
+    client = sqlite_client
+    run_id, _ = sqlite_shop.parked("t-again")
+    charges = sqlite_shop.performed()
+    went_on = client.post(f"/api/runs/{run_id}/continue", headers=auth(OPERATOR), json={})
+    assert went_on.status_code == 200, went_on.text
+    body = went_on.json()
+    assert body["run"]["status"] == "needs_review" and body["error"]["code"] == "needs_review"
+    assert "output" not in body
+    replay = client.post(f"/api/runs/{run_id}/replay", headers=auth(OPERATOR), json={"reason": "r"})
+    assert replay.status_code == 201, replay.text
+    made = replay.json()
+    assert made["run"]["parent_run_id"] == run_id and made["run"]["status"] != "running"
+    assert made["error"]["message"]  # the pending refund has no recorded result to replay
+    assert sqlite_shop.performed() == charges  # neither command charged anyone
+    assert [a[0] for a in _audit(client, run_id)] == ["continue", "replay"]

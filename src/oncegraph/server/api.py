@@ -26,7 +26,7 @@ from oncegraph.server.context import (
     visible_runs,
     visible_thread,
 )
-from oncegraph.server.problems import bad_request, not_found
+from oncegraph.server.problems import ApiError, bad_request, not_found
 from oncegraph.storage.records import EffectStatus, RunStatus
 
 # Where a status sorts in a listing: what needs a person first.
@@ -88,7 +88,7 @@ async def get_run(request: Request) -> Response:
     if run.parent_run_id:
         try:
             parent = view.run(await visible_run(request, p, run.parent_run_id))
-        except Exception:
+        except ApiError:
             parent = None  # pruned, or another tenant's: shown as its id only
     children = await children_of(request, p, run.run_id)
     return JSONResponse(

@@ -23,7 +23,7 @@ from typing import Any
 
 from oncegraph.app import CompiledGraph
 from oncegraph.server.encode import jsonable
-from oncegraph.server.problems import from_exception
+from oncegraph.server.problems import ApiError, from_exception
 
 STREAM_MODES = ("updates", "events", "custom")
 
@@ -107,8 +107,7 @@ class RunHub:
         task.add_done_callback(self._tasks.discard)
         await stream.identified.wait()
         if stream.run_id is None:
-            assert stream.error is not None
-            raise stream.error
+            raise stream.error or ApiError(503, "server_stopped", "the server is stopping")
         return stream
 
     async def _pump(self, stream: RunStream, input: Any, config: dict[str, Any]) -> None:
@@ -118,6 +117,18 @@ class RunHub:
                 if stream.run_id is None:
                     await self._identify(stream)
                 stream.add(mode, chunk)
+        except asyncio.CancelledError:  # the server stops: the run stays resumable
+            stream.add(
+                "error",
+                {
+                    "code": "server_stopped",
+                    "message": "the server stopped; the run is resumable with Continue",
+                },
+            )
+            stream.done = True
+            stream.identified.set()
+            stream.wake()
+            raise
         except Exception as exc:
             stream.error = exc
             if stream.run_id is None:

@@ -471,3 +471,24 @@ def test_a_command_whose_run_stops_again_reports_the_run_and_its_error(
     assert made["error"]["message"]  # the pending refund has no recorded result to replay
     assert sqlite_shop.performed() == charges  # neither command charged anyone
     assert [a[0] for a in _audit(client, run_id)] == ["continue", "replay"]
+
+
+def test_the_audit_log_filters(sqlite_shop: Shop, sqlite_client: TestClient) -> None:
+    client = sqlite_client
+    first, _ = sqlite_shop.parked("t-audit-1")
+    second, _ = sqlite_shop.parked("t-audit-2")
+    for run_id in (first, second):
+        client.post(f"/api/runs/{run_id}/abandon", headers=auth(OPERATOR), json={"reason": "r"})
+    everything = client.get("/api/audit", headers=auth(VIEWER)).json()["audit"]
+    assert {a["run_id"] for a in everything} == {first, second}
+    by_run = client.get(f"/api/audit?run_id={first}", headers=auth(VIEWER)).json()["audit"]
+    assert [a["run_id"] for a in by_run] == [first]
+    by_thread = client.get("/api/audit?thread_id=t-audit-2", headers=auth(VIEWER)).json()
+    assert [a["run_id"] for a in by_thread["audit"]] == [second]
+    by_target = client.get(f"/api/audit?target_id={second}", headers=auth(VIEWER)).json()
+    assert [a["target_id"] for a in by_target["audit"]] == [second]
+    newest = everything[0]["at"]
+    older = client.get(f"/api/audit?before={newest}", headers=auth(VIEWER)).json()["audit"]
+    assert [a["audit_id"] for a in older] == [a["audit_id"] for a in everything[1:]]
+    assert len(client.get("/api/audit?limit=1", headers=auth(VIEWER)).json()["audit"]) == 1
+    _error(client.get("/api/audit?run_id=run_nope", headers=auth(VIEWER)), 404)

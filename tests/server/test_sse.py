@@ -129,3 +129,17 @@ def test_a_bad_last_event_id_is_400(sqlite_shop: Shop, live: Live, last: str) ->
             f"/api/runs/{run_id}/events", headers={**auth(VIEWER), "Last-Event-ID": last}
         )
     assert got.status_code == 400 and "Last-Event-ID" in got.json()["error"]["message"]
+
+
+def test_a_run_that_fails_ends_its_stream_with_the_error(live: Live) -> None:
+    with httpx.Client(base_url=live.url, timeout=60, headers=auth(OPERATOR)) as client:
+        first = client.post("/api/threads/t-fail/runs", json={"input": USER, "wait": True})
+        assert first.json()["run"]["status"] == "completed"
+        # the scripted model has no third turn: the second run's model node fails
+        again = client.post("/api/threads/t-fail/runs", json={"input": USER, "wait": True})
+    assert again.status_code == 200, again.text
+    body = again.json()
+    assert body["run"]["status"] == "failed" and body["error"]["message"]
+    got = read(live, body["events_url"], VIEWER)
+    assert [e["event"] for e in got[-2:]] == ["error", "end"]
+    assert got[-1]["data"]["status"] == "failed"

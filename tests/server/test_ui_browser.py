@@ -138,13 +138,23 @@ def test_operators_work_a_parked_run_in_the_browser(
     assert row.locator("form[data-command=resolve]").count() == 0  # nothing left to resolve
     op.shot("resolved")
 
+    # Continue the resolved run: it completes with the recorded result, no new charge
+    op.page.goto(f"/ui/runs/{run_id}")
+    op.page.locator("form[data-command=continue] input[name=reason]").fill("resolved")
+    op.page.locator("form[data-command=continue] button[type=submit]").click()
+    op.page.wait_for_selector("#flash")
+    assert op.page.inner_text("#run-status") == "completed"
+    assert op.page.locator("form[data-command=continue]").count() == 0
+    assert sqlite_shop.performed() == charges
+    op.shot("continued")
+
     # Create replay: evidence is the default mode
     replay = op.page.locator("form[data-command=replay]")
     assert replay.locator("input[name=mode][value=evidence]").is_checked()
     replay.locator("input[name=reason]").fill("check the resolved refund")
     replay.locator("button[type=submit]").click()
     op.page.wait_for_selector("#flash")
-    assert "Replay (evidence) created" in op.page.inner_text("#flash")
+    assert "Replay (evidence) created; the run is completed." in op.page.inner_text("#flash")
     replay_id = op.page.inner_text("#run-id")
     assert replay_id != run_id
     assert op.page.locator("a[data-lineage=parent]").inner_text() == run_id
@@ -176,13 +186,6 @@ def test_operators_work_a_parked_run_in_the_browser(
         replay_id,
         branch_id,
     }
-    # Continue the resolved run: it completes with the recorded result, no new charge
-    op.page.locator("form[data-command=continue] input[name=reason]").fill("resolved")
-    op.page.locator("form[data-command=continue] button[type=submit]").click()
-    op.page.wait_for_selector("#flash")
-    assert op.page.inner_text("#run-status") == "completed"
-    assert op.page.locator("form[data-command=continue]").count() == 0
-    assert sqlite_shop.performed() == charges
     op.close()
 
     # an admin alone can redeliver: a preview first, then a confirmation and a reason

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from oncegraph import __version__ as _version
-from oncegraph.server import bodies, operations, sse, tenancy
+from oncegraph.server import agui, bodies, operations, sse, tenancy
 from oncegraph.server.context import (
     caller,
     children_of,
@@ -308,6 +308,7 @@ routes = [
     Route("/api/threads/{thread_id}/runs", start_run, methods=["POST"]),
     Route("/api/threads/{thread_id}/runs/stream", start_and_stream, methods=["POST"]),
     Route("/api/audit", audit, methods=["GET"]),
+    Route("/api/agui", agui.run, methods=["POST"]),
 ]
 
 __all__ = ["RUN_STATUSES", "STATUS_ORDER", "routes"]

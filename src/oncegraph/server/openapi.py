@@ -352,6 +352,58 @@ def document() -> dict[str, Any]:
                 },
             }
         },
+        "/api/agui": {
+            "post": {
+                "summary": "Run the app for an AG-UI client: RunAgentInput in, AG-UI events "
+                "out as Server-Sent Events (operator)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["threadId", "runId", "messages"],
+                                "properties": {
+                                    "threadId": REASON,
+                                    "runId": REASON,
+                                    "messages": _array(
+                                        {
+                                            "type": "object",
+                                            "required": ["id", "role", "content"],
+                                            "properties": {
+                                                "id": {"type": "string"},
+                                                "role": {
+                                                    "type": "string",
+                                                    "enum": [
+                                                        "user",
+                                                        "system",
+                                                        "developer",
+                                                        "assistant",
+                                                        "tool",
+                                                    ],
+                                                },
+                                                "content": {"type": "string"},
+                                            },
+                                        }
+                                    ),
+                                    "state": {},
+                                    "tools": _array(_OBJ),
+                                    "context": _array(_OBJ),
+                                    "forwardedProps": {},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "AG-UI events",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **COMMAND_ERRORS,
+                },
+            }
+        },
         "/api/audit": _get(
             "The audit log, newest first",
             _keyed("audit", _array(_ref("Audit"))),

@@ -8,8 +8,11 @@ Modules, one job each: :mod:`~oncegraph.server.factory` (the ASGI app),
 one tenant check), :mod:`~oncegraph.server.limits` (413 and 429),
 :mod:`~oncegraph.server.api` (REST routes), :mod:`~oncegraph.server.operations` (the
 commands, shared by API and UI), :mod:`~oncegraph.server.hub` and
-:mod:`~oncegraph.server.sse` (streams), :mod:`~oncegraph.server.openapi`,
-:mod:`~oncegraph.server.ui` (the web UI), :mod:`~oncegraph.server.loading` (what to serve).
+:mod:`~oncegraph.server.sse` (streams), :mod:`~oncegraph.server.agui` (AG-UI),
+:mod:`~oncegraph.server.openapi` and :mod:`~oncegraph.server.schemas` (the document),
+:mod:`~oncegraph.server.ui` and :mod:`~oncegraph.server.diff` (the web UI),
+:mod:`~oncegraph.server.bodies` (reading requests), :mod:`~oncegraph.server.encode`
+(JSON, masked), :mod:`~oncegraph.server.loading` (what to serve).
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ offers each role and that a form the role may not use is refused with nothing do
 
 from __future__ import annotations
 
+from typing import Any
+
 from shop import ADMIN, OPERATOR, VIEWER, Shop
 from starlette.testclient import TestClient
 
@@ -101,3 +103,30 @@ def test_a_form_the_role_may_not_use_is_refused_and_nothing_happens(
     assert sqlite_shop.performed() == charges
     assert sqlite_shop.app.audit(run_id=run_id) == []
     assert sqlite_shop.app.get_run(run_id).status == "needs_review"
+
+
+def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from oncegraph.server import create_app
+    from oncegraph.server.loading import compiled, load_target
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "support_agent_approval.py"
+    app = compiled(load_target(f"{example}:app"), str(tmp_path / "approval.db"))
+    ask = {"messages": [{"role": "user", "content": "Refund order 1042."}]}
+    app.invoke(ask, {"thread_id": "ui-ask"})
+    (run,) = app.runs(thread_id="ui-ask")
+    assert run.status == "interrupted"
+    with TestClient(create_app(app, keys={OPERATOR: "operator"})) as client:
+        login(client, OPERATOR)
+        page = client.get(f"/ui/runs/{run.run_id}").text
+        assert 'name="answer"' in page  # Continue asks for the answer
+        answer = '{"decisions": [{"type": "approve"}], "approver": "otto"}'
+        done = client.post(
+            f"/ui/runs/{run.run_id}/continue", data={"answer": answer, "reason": "approved"}
+        )
+        assert done.status_code == 200 and "the run is completed" in done.text
+        bad = client.post(f"/ui/runs/{run.run_id}/continue", data={"answer": "{nope"})
+        assert bad.status_code == 400
+    assert app.get_run(run.run_id).status == "completed"
+    app.close()

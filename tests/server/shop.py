@@ -5,6 +5,7 @@ resume, parks the run as ``needs_review``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -43,11 +44,16 @@ def auth(key: str) -> dict[str, str]:
 class Shop:
     """The agent over ``checkpointer``; ``performed()`` counts charges at the provider."""
 
-    def __init__(self, checkpointer: Checkpointer, provider: FakeProvider) -> None:
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        provider: FakeProvider,
+        reconcile: Callable[..., Any] | None = None,
+    ) -> None:
         self.client = ProviderClient(provider.url)
         client = self.client
 
-        @tool(effect="irreversible", recipient="payments", mask=["card"])
+        @tool(effect="irreversible", recipient="payments", mask=["card"], reconcile=reconcile)
         def refund(order_id: str, card: str) -> str:
             """Refund an order to a card."""
             charged = client.charge(

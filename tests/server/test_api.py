@@ -218,6 +218,7 @@ def test_each_role_is_refused_what_it_may_not_do(
         (f"/api/runs/{run_id}/abandon", {"reason": "r"}),
         (f"{effect_url}/resolve", {"outcome": "done", "reason": "r"}),
         (f"{effect_url}/redeliver", {"reason": "r"}),
+        (f"{effect_url}/check", {"reason": "r"}),
         ("/api/threads/t-roles-2/runs", {"input": USER}),
     ]:
         assert "viewer" in _error(client.post(url, headers=auth(VIEWER), json=body), 403)["message"]
@@ -492,3 +493,43 @@ def test_the_audit_log_filters(sqlite_shop: Shop, sqlite_client: TestClient) -> 
     assert [a["audit_id"] for a in older] == [a["audit_id"] for a in everything[1:]]
     assert len(client.get("/api/audit?limit=1", headers=auth(VIEWER)).json()["audit"]) == 1
     _error(client.get("/api/audit?run_id=run_nope", headers=auth(VIEWER)), 404)
+
+
+def test_check_asks_the_recipient_through_the_tools_hook(sqlite_store: Any) -> None:
+    from conftest import client_for
+    from oncegraph import Reconciled
+    from oncegraph.testing.provider import FakeProvider
+
+    knows: list[Any] = []
+
+    def reconcile(record: Any) -> Any:  # the provider's dashboard, as the test sets it
+        return knows[-1] if knows else Reconciled.unknown()
+
+    with FakeProvider() as provider:
+        shop = Shop(sqlite_store, provider, reconcile=reconcile)
+        run_id, effect_id = shop.parked("t-check")  # reconcile could not tell: parked
+        url = f"/api/runs/{run_id}/effects/{effect_id}/check"
+        with client_for(shop) as client:
+            unknown = client.post(url, headers=auth(OPERATOR), json={"reason": "still?"})
+            assert unknown.status_code == 200, unknown.text
+            assert unknown.json()["verdict"] == "unknown"
+            assert unknown.json()["effect"]["status"] == "pending"
+            knows.append(Reconciled.done("ch_9", provider_reference="ch_9"))
+            done = client.post(url, headers=auth(OPERATOR), json={})
+            assert done.json()["verdict"] == "done"
+            effect = done.json()["effect"]
+            assert effect["status"] == "completed" and effect["provider_reference"] == "ch_9"
+            _error(client.post(url, headers=auth(OPERATOR), json={}), 409)  # settled now
+            actions = [a[0] for a in _audit(client, run_id)]
+            assert actions == ["check_effect", "check_effect"]
+
+
+def test_check_without_a_hook_says_how_to_resolve_instead(
+    sqlite_shop: Shop, sqlite_client: TestClient
+) -> None:
+    run_id, effect_id = sqlite_shop.parked("t-nohook")
+    refused = sqlite_client.post(
+        f"/api/runs/{run_id}/effects/{effect_id}/check", headers=auth(OPERATOR), json={}
+    )
+    assert "resolve_effect" in _error(refused, 400)["message"]
+    assert _audit(sqlite_client, run_id) == []

@@ -54,7 +54,7 @@ def test_each_role_sees_only_its_commands(sqlite_shop: Shop, sqlite_client: Test
     assert 'id="read-only"' in html and "data-command=" not in html
     login(client, OPERATOR)
     html = client.get(page).text
-    for command in ("continue", "replay", "branch", "abandon", "resolve"):
+    for command in ("continue", "replay", "branch", "abandon", "resolve", "check"):
         assert f'data-command="{command}"' in html
     assert 'data-command="redeliver"' not in html and "Retry" not in html
     login(client, ADMIN)

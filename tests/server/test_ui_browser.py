@@ -117,7 +117,7 @@ def test_operators_work_a_parked_run_in_the_browser(
     op = Operator(browser, live, OPERATOR, shots)
     op.open_needs_review()
     commands = op.commands()
-    assert commands == ["continue", "replay", "branch", "abandon", "resolve"]
+    assert commands == ["continue", "replay", "branch", "abandon", "resolve", "check"]
     labels = [
         op.page.locator(f"[data-command={c}] button[type=submit]").inner_text() for c in commands
     ]

@@ -20,6 +20,7 @@ from oncegraph.server.context import (
     caller,
     children_of,
     graph,
+    history,
     served,
     shown,
     visible_run,
@@ -51,6 +52,14 @@ def statuses(request: Request, allowed: tuple[str, ...]) -> list[str] | None:
     if bad:
         raise bad_request(f"unknown status {bad[0]!r}; use one of {', '.join(allowed)}")
     return wanted or None
+
+
+def page(request: Request) -> tuple[int, int]:
+    """``limit`` (default 500) and ``offset`` of a paged listing (effects)."""
+    raw = request.query_params.get("offset", "0")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise bad_request(f"offset must be a non-negative integer; got {raw!r}")
+    return bodies.limit(request, default=500, maximum=5000), int(raw)
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -106,8 +115,8 @@ async def get_run(request: Request) -> Response:
 async def run_history(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
-    snaps = await graph(request).aget_state_history(
-        {"thread_id": run.thread_id, "run_id": run.run_id}, limit=bodies.limit(request)
+    snaps = await history(
+        request, {"thread_id": run.thread_id, "run_id": run.run_id}, limit=bodies.limit(request)
     )
     view = shown(request, p)
     return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
@@ -116,8 +125,9 @@ async def run_history(request: Request) -> Response:
 async def run_effects(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
+    limit, offset = page(request)
     found = await graph(request).aeffects(
-        run_id=run.run_id, status=statuses(request, EFFECT_STATUSES)
+        run_id=run.run_id, status=statuses(request, EFFECT_STATUSES), limit=limit, offset=offset
     )
     view = shown(request, p)
     return JSONResponse({"effects": [view.effect(e) for e in found]})
@@ -178,9 +188,7 @@ async def thread_state(request: Request) -> Response:
 async def thread_history(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
-    snaps = await graph(request).aget_state_history(
-        {"thread_id": thread_id}, limit=bodies.limit(request)
-    )
+    snaps = await history(request, {"thread_id": thread_id}, limit=bodies.limit(request))
     view = shown(request, p)
     return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
 
@@ -188,8 +196,12 @@ async def thread_history(request: Request) -> Response:
 async def thread_effects(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
+    limit, offset = page(request)
     found = await graph(request).aeffects(
-        thread_id=thread_id, status=statuses(request, EFFECT_STATUSES)
+        thread_id=thread_id,
+        status=statuses(request, EFFECT_STATUSES),
+        limit=limit,
+        offset=offset,
     )
     view = shown(request, p)
     return JSONResponse({"effects": [view.effect(e) for e in found]})
@@ -293,6 +305,11 @@ routes = [
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/resolve",
         _command(operations.resolve, "run_id", "effect_id"),
+        methods=["POST"],
+    ),
+    Route(
+        "/api/runs/{run_id}/effects/{effect_id}/check",
+        _command(operations.check, "run_id", "effect_id"),
         methods=["POST"],
     ),
     Route(

@@ -3,8 +3,8 @@
 Roles are ordered; each includes the ones before it:
 
 * ``viewer``: read runs, state, history, effects and the audit log, payloads masked;
-* ``operator``: start runs and the run commands (Continue, Resolve, Replay, Branch,
-  Abandon);
+* ``operator``: start runs and the run commands (Continue, Resolve, Check, Replay,
+  Branch, Abandon);
 * ``admin``: Redeliver, and payloads unmasked where the run service allows.
 
 A key may be bound to a tenant: it then sees only that tenant's threads

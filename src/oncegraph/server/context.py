@@ -9,11 +9,13 @@ and another tenant's id get the same 404, so a key learns nothing about other te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from starlette.requests import Request
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, RunNotFoundError
+from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
 from oncegraph.server import tenancy
 from oncegraph.server.auth import COOKIE, KeyRing, Principal, Role
@@ -136,6 +138,13 @@ async def children_of(request: Request, principal: Principal, run_id: str) -> li
     ]
 
 
+async def history(
+    request: Request, config: dict[str, Any], *, limit: int | None = None
+) -> list[StateSnapshot]:
+    """Checkpoints as the app pages them (newest first), gathered into a list."""
+    return [s async for s in graph(request).aget_state_history(config, limit=limit)]
+
+
 def ensure(condition: bool, error: ApiError) -> None:
     if not condition:
         raise error
@@ -148,6 +157,7 @@ __all__ = [
     "children_of",
     "ensure",
     "graph",
+    "history",
     "need",
     "served",
     "shown",

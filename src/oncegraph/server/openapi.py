@@ -59,6 +59,10 @@ def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str
 
 
 LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "at most this many")
+EFFECT_LIMIT = _query(
+    "limit", {"type": "integer", "minimum": 1, "maximum": 5000}, "at most this many (500)"
+)
+OFFSET = _query("offset", {"type": "integer", "minimum": 0, "maximum": 999999999}, "skip these")
 
 
 def _status(values: list[str]) -> dict[str, Any]:
@@ -161,7 +165,7 @@ def document() -> dict[str, Any]:
         "/api/runs/{run_id}/effects": _get(
             "The run's effect records (masked)",
             _keyed("effects", _array(_ref("Effect"))),
-            [run_id, _status(list(EFFECT_STATUSES))],
+            [run_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
         ),
         "/api/runs/{run_id}/effects/{effect_id}": _get(
             "One effect record", _keyed("effect", _ref("Effect")), [run_id, effect_id]
@@ -257,6 +261,24 @@ def document() -> dict[str, Any]:
             _keyed("effect", _ref("Effect")),
             [run_id, effect_id],
         ),
+        "/api/runs/{run_id}/effects/{effect_id}/check": _post(
+            "Ask the recipient again about an uncertain effect, through its tool's probe "
+            "or reconcile hook (operator)",
+            _body([], {"reason": TEXT}),
+            {
+                "type": "object",
+                "required": ["verdict", "effect"],
+                "properties": {
+                    "verdict": {
+                        "type": "string",
+                        "enum": ["done", "accepted", "not_done", "unknown"],
+                    },
+                    "effect": _ref("Effect"),
+                },
+            },
+            [run_id, effect_id],
+            required=False,
+        ),
         "/api/runs/{run_id}/effects/{effect_id}/redeliver": _post(
             "Redeliver an effect (admin): without confirm a preview; with the preview's "
             "token, send exactly once",
@@ -297,7 +319,7 @@ def document() -> dict[str, Any]:
         "/api/threads/{thread_id}/effects": _get(
             "The thread's effect records (masked)",
             _keyed("effects", _array(_ref("Effect"))),
-            [thread_id, _status(list(EFFECT_STATUSES))],
+            [thread_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
         ),
         "/api/threads/{thread_id}/runs": _post(
             "Start a run (or continue the thread's with input null) in the background "

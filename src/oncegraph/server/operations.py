@@ -206,7 +206,7 @@ async def effect_of(
 ) -> EffectRecord:
     """Effect ``effect_id`` of a run the principal may see, or 404."""
     run = await visible_run(request, principal, run_id)
-    for record in await graph(request).aeffects(run_id=run.run_id):
+    for record in await graph(request).aeffects(run_id=run.run_id, limit=None):
         if record.effect_id == effect_id:
             return record
     raise not_found(
@@ -232,6 +232,20 @@ async def resolve(
         provider_reference=reference or None,
     )
     return {"effect": shown(request, principal).effect(done)}
+
+
+async def check(
+    request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Ask the recipient again about an uncertain effect (its tool's probe or reconcile)."""
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("reason",))
+    reason = bodies.text(body, "reason") or "asked the recipient"
+    record = await effect_of(request, principal, run_id, effect_id)
+    found = await graph(request).acheck_effect(
+        record.effect_id, actor=principal.actor, reason=reason
+    )
+    return {"verdict": found.verdict, "effect": shown(request, principal).effect(found.effect)}
 
 
 async def redeliver(
@@ -268,6 +282,7 @@ __all__ = [
     "REPLAY_MODES",
     "abandon",
     "branch",
+    "check",
     "continue_run",
     "effect_of",
     "launch",

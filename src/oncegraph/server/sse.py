@@ -98,7 +98,8 @@ async def from_checkpoints(
     yield frame("metadata", {"run_id": run_id, "thread_id": thread_id, "derived": True})
     while True:
         run = await graph.aget_run(run_id)
-        history = await graph.aget_state_history({"thread_id": thread_id, "run_id": run_id})
+        config = {"thread_id": thread_id, "run_id": run_id}
+        history = [s async for s in graph.aget_state_history(config)]
         snaps = [s for s in reversed(history) if s.config.get("checkpoint_id")]
         for n, snap in enumerate(snaps):
             if n > after:

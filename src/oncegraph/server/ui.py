@@ -3,7 +3,8 @@
 The key is entered once on ``/ui/login`` and kept in an HTTP-only, same-site cookie.
 Commands are kept apart, never one "Retry" button, and each is shown only to a role that
 may use it (the API refuses it anyway): **Continue** (a paused, failed, parked or
-interrupted run), **Resolve effect** (done / not done, with a reason), **Create replay**
+interrupted run), **Resolve effect** (done / not done, with a reason), **Check at
+recipient** (the tool's probe or reconcile hook), **Create replay**
 (mode chooser, evidence by default), **Create branch with changes** (a preview of the
 patch, then the service's diff; a reason is required) and **Redeliver effect** (admin; a
 preview page shows recipient, payload, effect id, last attempt status and dedup method,
@@ -32,6 +33,7 @@ from oncegraph.server.context import (
     caller,
     children_of,
     graph,
+    history,
     served,
     shown,
     visible_run,
@@ -166,8 +168,8 @@ async def run_page(request: Request, me: Principal) -> Response:
     run = await visible_run(request, me, request.path_params["run_id"])
     app = graph(request)
     view = shown(request, me)
-    history = await app.aget_state_history({"thread_id": run.thread_id, "run_id": run.run_id})
-    snaps = [view.snapshot(s) for s in reversed(history)]  # oldest first
+    found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
+    snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
     audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
     children = view.runs(await children_of(request, me, run.run_id))
@@ -286,6 +288,18 @@ async def do_branch(request: Request, me: Principal) -> Response:
     return page("branch.html", 201, me=me, parent_run_id=run_id, result=result)
 
 
+async def do_check(request: Request, me: Principal) -> Response:
+    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
+    form = await bodies.form(request)
+    result = await operations.check(request, run_id, effect_id, {"reason": form.get("reason")})
+    effect = result["effect"]
+    return _to_run(
+        run_id,
+        f"Asked the recipient about effect {effect['effect_id']}: {result['verdict']}; "
+        f"the effect is {effect['status']}.",
+    )
+
+
 async def do_redeliver(request: Request, me: Principal) -> Response:
     run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
     form = await bodies.form(request)
@@ -331,6 +345,7 @@ routes = [
     Route("/ui/runs/{run_id}/branch", guarded(do_branch), methods=["POST"]),
     Route("/ui/runs/{run_id}/abandon", guarded(do_abandon), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", guarded(do_resolve), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/check", guarded(do_check), methods=["POST"]),
     Route(
         "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
     ),

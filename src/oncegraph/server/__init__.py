@@ -17,6 +17,8 @@ commands, shared by API and UI), :mod:`~oncegraph.server.hub` and
 
 from __future__ import annotations
 
+import logging
+
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,7 +68,16 @@ def serve(
     from oncegraph.server.loading import compiled, load_target
 
     graph = compiled(load_target(target), database)
-    uvicorn.run(create_app(graph, keys=keys, **options), host=host, port=port, log_level="info")
+    # Logging set up by the caller (the CLI's --log-format json) is kept as it is; uvicorn
+    # configures its own only where nobody did.
+    configured = bool(logging.getLogger().handlers)
+    uvicorn.run(
+        create_app(graph, keys=keys, **options),
+        host=host,
+        port=port,
+        log_level="info",
+        **({"log_config": None} if configured else {}),
+    )
 
 
 __all__ = ["create_app", "serve"]

@@ -18,7 +18,6 @@ commands, shared by API and UI), :mod:`~oncegraph.server.hub` and
 from __future__ import annotations
 
 import logging
-
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:

@@ -69,14 +69,11 @@ def serve(
     graph = compiled(load_target(target), database)
     # Logging set up by the caller (the CLI's --log-format json) is kept as it is; uvicorn
     # configures its own only where nobody did.
-    configured = bool(logging.getLogger().handlers)
-    uvicorn.run(
-        create_app(graph, keys=keys, **options),
-        host=host,
-        port=port,
-        log_level="info",
-        **({"log_config": None} if configured else {}),
-    )
+    asgi = create_app(graph, keys=keys, **options)
+    if logging.getLogger().handlers:
+        uvicorn.run(asgi, host=host, port=port, log_level="info", log_config=None)
+    else:
+        uvicorn.run(asgi, host=host, port=port, log_level="info")
 
 
 __all__ = ["create_app", "serve"]

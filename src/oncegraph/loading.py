@@ -22,9 +22,9 @@ from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
 
 
-def load_app(target: str) -> CompiledGraph:
-    """Import ``module:attr`` (or ``file.py:attr``) and return the compiled app it names."""
-    module_ref, sep, attr = target.rpartition(":")
+def load_object(target: str) -> Any:
+    """Import ``module:attr`` (or ``file.py:attr``) and return what ``attr`` names."""
+    module_ref, sep, attr = (target.rpartition(":") if isinstance(target, str) else ("", "", ""))
     if not sep or not module_ref or not attr:
         raise ConfigError(
             f"expected module:attribute or path/to/file.py:attribute (e.g. myapp.agent:app), "
@@ -37,6 +37,12 @@ def load_app(target: str) -> CompiledGraph:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(f"{module_ref!r} has no attribute {attr!r}; check the name") from None
+    return obj
+
+
+def load_app(target: str) -> CompiledGraph:
+    """Import ``module:attr`` (or ``file.py:attr``) and return the compiled app it names."""
+    obj = load_object(target)
     if not isinstance(obj, CompiledGraph) and callable(obj):
         try:
             obj = obj()
@@ -90,4 +96,4 @@ def _import_file(path: Path) -> ModuleType:
     return module
 
 
-__all__ = ["load_app"]
+__all__ = ["load_app", "load_object"]

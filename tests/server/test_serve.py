@@ -39,11 +39,11 @@ def test_targets_load_from_a_file_or_a_module_and_bad_ones_say_why(tmp_path: Pat
     assert isinstance(compiled(graph, str(tmp_path / "mr.db")), CompiledGraph)
     assert isinstance(load_target("oncegraph.server.loading:load_target"), type(load_target))
     for bad, why in [
-        ("nocolon", "module:attr"),
-        (f"{tmp_path / 'missing.py'}:app", "no file"),
+        ("nocolon", "module:attribute"),
+        (f"{tmp_path / 'missing.py'}:app", "no Python file"),
         ("oncegraph_no_such_module:app", "cannot import"),
         (f"{EXAMPLE}:nope", "no attribute"),
-        (":app", "needs both"),
+        (":app", "module:attribute"),
     ]:
         with pytest.raises(ConfigError, match=why):
             load_target(bad)

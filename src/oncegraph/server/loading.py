@@ -34,7 +34,12 @@ def checkpointer_for(database: str) -> Any:
 def compiled(found: Any, database: str | None) -> CompiledGraph:
     """The compiled graph to serve, on ``database`` if given."""
     if callable(found) and not isinstance(found, CompiledGraph) and not hasattr(found, "compile"):
-        found = found()
+        try:
+            found = found()
+        except Exception as exc:
+            raise ConfigError(
+                f"calling the target to build the app raised {type(exc).__name__}: {exc}"
+            ) from exc
     if isinstance(found, CompiledGraph):
         if database is None and found.checkpointer is not None:
             return found

@@ -435,7 +435,7 @@ class CompiledGraph:
         return run_sync(self.aruns(thread_id=thread_id, status=status, limit=limit), "runs")
 
     async def aget_run(self, run_id: str) -> RunRecord:
-        return await self.service.get_run(run_id)
+        return await self.service.run_view(run_id)
 
     def get_run(self, run_id: str) -> RunRecord:
         return run_sync(self.aget_run(run_id), "get_run")

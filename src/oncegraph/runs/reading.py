@@ -1,7 +1,8 @@
 """The state reads of the compiled app, in LangGraph's shape: ``get_state`` and
 ``get_state_history`` over a run service (the shaping itself is
 :mod:`oncegraph.runs.snapshots`; this module does the store reads it needs: the task
-writes of a checkpoint, a subgraph task's own state, a run's input)."""
+writes of a checkpoint, a subgraph task's own state, a run's input). What they return
+is for people: masked fields are masked (:mod:`oncegraph.runs.masking`)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ async def state(
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
         snap = await service.get_state(thread_id, real)
-        return await _before_input(service, thread_id, snap, None)
-    snap = await service.get_state(thread_id, checkpoint_id)
-    return await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+        shaped = await _before_input(service, thread_id, snap, None)
+    else:
+        snap = await service.get_state(thread_id, checkpoint_id)
+        shaped = await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+    return (await _masked(service, thread_id, [shaped]))[0]
 
 
 async def history(
@@ -56,7 +59,19 @@ async def history(
         out = out[ids.index(before) + 1 :] if before in ids else out
     if filter:
         out = [s for s in out if all(s.metadata.get(k) == v for k, v in filter.items())]
-    return out[:limit] if limit is not None else out
+    return await _masked(service, thread_id, out[:limit] if limit is not None else out)
+
+
+async def _masked(
+    service: RunService, thread_id: str, snaps: list[StateSnapshot]
+) -> list[StateSnapshot]:
+    """``snaps`` as a person may see them: every masked field masked (law 14), its values
+    known from the thread's effects and the tool calls in the snapshots themselves."""
+    masker = await service.masker(thread_ids=(thread_id,))
+    for snap in snaps:
+        masker.learn(snap.values)
+        masker.learn(snap.interrupts)
+    return [masker.snapshot(s) for s in snaps]
 
 
 async def _shaped(

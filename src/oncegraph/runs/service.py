@@ -20,7 +20,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +36,10 @@ from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
+from oncegraph.runs.masking import Masker, masks_of
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.versions import Migration, VersionGate
-from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
+from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
@@ -368,8 +369,11 @@ class RunService:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
     ) -> list[RunRecord]:
+        """Runs, newest first, as an operator sees them (inputs and errors masked)."""
         await self.setup()
-        return await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
+        found = await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
+        masker = await self.masker(thread_ids={r.thread_id for r in found})
+        return [masker.run(r) for r in found]
 
     async def get_run(self, run_id: str) -> RunRecord:
         await self.setup()
@@ -377,6 +381,12 @@ class RunService:
         if run is None:
             raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
         return run
+
+    async def run_view(self, run_id: str) -> RunRecord:
+        """:meth:`get_run` as an operator sees it (input and error masked); the run
+        service's own reads use :meth:`get_run`."""
+        run = await self.get_run(run_id)
+        return (await self.masker(thread_ids=(run.thread_id,))).run(run)
 
     async def effects(
         self,
@@ -392,7 +402,26 @@ class RunService:
         records = await self.store.list_effects(
             run_id=run_id, thread_id=thread_id, statuses=statuses
         )
-        return [mask_effect(r, self.masks) for r in records]
+        if statuses is not None:  # every effect of the listing's scope tells its secrets
+            masker = await self.masker(
+                thread_ids=() if thread_id is None else (thread_id,),
+                run_ids=() if run_id is None or thread_id is not None else (run_id,),
+            )
+        else:
+            masker = Masker(self.masks).learn_effects(records)
+        return [masker.effect(r) for r in records]
+
+    async def masker(
+        self, *, thread_ids: Iterable[str] = (), run_ids: Iterable[str] = ()
+    ) -> Masker:
+        """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
+        effect of these threads and runs (what a view of them must not show)."""
+        masker = Masker(self.masks)
+        for thread_id in sorted(set(thread_ids)):
+            masker.learn_effects(await self.store.list_effects(thread_id=thread_id))
+        for run_id in sorted(set(run_ids)):
+            masker.learn_effects(await self.store.list_effects(run_id=run_id))
+        return masker
 
     async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
         spec, _ = self._graph()

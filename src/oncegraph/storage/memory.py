@@ -18,6 +18,7 @@ process only, so they die with it.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -91,6 +92,13 @@ class InMemoryCheckpointer(Closing):
         self._effects: dict[str, Row] = {}
         self._held: set[str] = set()
         self._audit: dict[str, Row] = {}
+        # The key of the ledger's request hashes: random per store (the store lives in one
+        # process, so every writer of it shares the key).
+        self._hash_key = secrets.token_bytes(32)
+
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
+        return self._hash_key
 
     def __repr__(self) -> str:
         return f"InMemoryCheckpointer(threads={len(self._threads)}, runs={len(self._runs)})"

@@ -326,6 +326,7 @@ class PgCheckpointer(Closing):
             self._owns_cache = True
         self.cache: Cache | None = cache
         self._secret: bytes | None = None  # the database secret, read on first need
+        self._hash_key: bytes | None = None
         provide_key = getattr(cache, "provide_key", None)  # a RedisCache without a MAC key
         if provide_key is not None:
             provide_key(self._cache_mac_key)
@@ -492,6 +493,15 @@ class PgCheckpointer(Closing):
         ):
             return None
         return head
+
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
+        from the database secret: every process on this database computes the same."""
+        key = self._hash_key
+        if key is None:
+            secret = await self._database_secret()
+            key = self._hash_key = dbsecret.derive_key(secret, dbsecret.REQUEST_HASH_PURPOSE)
+        return key
 
     async def _cache_mac_key(self) -> bytes:
         """The key the Redis cache signs entries with, derived from the database secret."""

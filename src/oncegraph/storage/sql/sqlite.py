@@ -66,8 +66,8 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as mig
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
 
@@ -279,6 +279,7 @@ class SqliteCheckpointer(Closing):
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
+        self._hash_key: bytes | None = None  # derived from the database secret on first need
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -324,6 +325,34 @@ class SqliteCheckpointer(Closing):
             claims, self._claims = self._claims, None
         if claims is not None:
             claims.close()
+
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
+        from the database secret (:mod:`~oncegraph.storage.sql.dbsecret`), which the first
+        process to need it creates: every process on this file computes the same key."""
+        key = self._hash_key
+        if key is None:
+            secret = self._database_secret()
+            key = self._hash_key = dbsecret.derive_key(secret, dbsecret.REQUEST_HASH_PURPOSE)
+        return key
+
+    def _database_secret(self) -> bytes:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    dbsecret.SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
+                )
+                row = conn.execute(dbsecret.SECRET_SELECT, (dbsecret.SECRET_NAME,)).fetchone()
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise _map_error(exc, self.path) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+        return dbsecret.secret_from_row(row, f"SQLite {self.path}")
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:

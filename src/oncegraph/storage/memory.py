@@ -29,6 +29,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
@@ -82,7 +83,8 @@ def _with(row: Row, changes: dict[int, Any]) -> Row:
 class InMemoryCheckpointer(Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, encryption: EncryptionKeys | None = None) -> None:
+        self.rows = rows.Rows(encryption)  # the row codec (encryption here is for tests)
         self._lock = threading.Lock()
         self._threads: dict[str, Row] = {}
         self._runs: dict[str, Row] = {}
@@ -115,10 +117,10 @@ class InMemoryCheckpointer(Closing):
         rows.check_commit(commit)
         cp = commit.checkpoint
         # Build every row first: a JSON error must leave the store untouched.
-        cp_row = rows.checkpoint_to_params(cp)
-        log_rows = rows.log_params(commit.thread_id, commit.log)
-        run_row = rows.run_to_params(commit.new_run) if commit.new_run else None
-        effect_rows = [rows.effect_to_params(e) for e in commit.effects]
+        cp_row = self.rows.checkpoint_to_params(cp)
+        log_rows = self.rows.log_params(commit.thread_id, commit.log)
+        run_row = self.rows.run_to_params(commit.new_run) if commit.new_run else None
+        effect_rows = [self.rows.effect_to_params(e) for e in commit.effects]
         ts = now()
         with self._lock:
             thread = self._threads.get(commit.thread_id)
@@ -193,7 +195,7 @@ class InMemoryCheckpointer(Closing):
                     return None
                 checkpoint_id = thread[2]
             row = self._checkpoints.get((thread_id, checkpoint_id))
-        return None if row is None else rows.checkpoint_from_row(row)
+        return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
         self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
@@ -207,18 +209,18 @@ class InMemoryCheckpointer(Closing):
         found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
         if limit is not None:
             found = found[: max(limit, 0)]
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         with self._lock:
             entries = dict(self._logs.get((thread_id, channel), {}))
         found = [(seq, entries[seq]) for seq in sorted(entries) if seq < end]
-        return rows.log_values(thread_id, channel, found)
+        return self.rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        row = rows.task_write_to_params(write)
+        row = self.rows.task_write_to_params(write)
         with self._lock:
             if fence is not None:
                 self._check_fence(run_id or "", fence)
@@ -228,12 +230,12 @@ class InMemoryCheckpointer(Closing):
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         with self._lock:
             writes = dict(self._task_writes.get((thread_id, checkpoint_id), {}))
-        return [rows.task_write_from_row(writes[k]) for k in sorted(writes)]
+        return [self.rows.task_write_from_row(writes[k]) for k in sorted(writes)]
 
     # -- runs -------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
-        row = rows.run_to_params(run)
+        row = self.rows.run_to_params(run)
         with self._lock:
             if run.run_id in self._runs:
                 raise StorageError(f"run {run.run_id!r} already exists; nothing was written")
@@ -242,7 +244,7 @@ class InMemoryCheckpointer(Closing):
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
             row = self._runs.get(run_id)
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -291,7 +293,7 @@ class InMemoryCheckpointer(Closing):
         error: str | None = None,
         audit: AuditRecord | None = None,
     ) -> RunRecord | None:
-        audit_row = rows.audit_to_params(audit) if audit is not None else None
+        audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             if audit_row is not None and audit_row[0] in self._audit:
                 raise StorageError(f"audit record {audit_row[0]!r} already exists")
@@ -312,7 +314,7 @@ class InMemoryCheckpointer(Closing):
             row = self._runs[run_id] = _with(row, changes)
             if audit_row is not None:
                 self._audit[audit_row[0]] = audit_row
-        return rows.run_from_row(row)
+        return self.rows.run_from_row(row)
 
     async def list_runs(
         self,
@@ -330,7 +332,7 @@ class InMemoryCheckpointer(Closing):
                 and (wanted is None or row[_RUN_STATUS] in wanted)
             ]
         found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
-        return [rows.run_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------
 
@@ -344,7 +346,7 @@ class InMemoryCheckpointer(Closing):
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        row = rows.effect_to_params(record)
+        row = self.rows.effect_to_params(record)
         with self._lock:
             if fence is not None:
                 self._check_fence(record.run_id, fence)
@@ -354,18 +356,18 @@ class InMemoryCheckpointer(Closing):
                 stored, created = row, True
             else:
                 stored, created = old, False
-        return rows.effect_from_row(stored), created
+        return self.rows.effect_from_row(stored), created
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         with self._lock:
             row = self._effects.get(effect_id)
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
-        row = rows.effect_to_params(record)
-        audit_row = rows.audit_to_params(audit) if audit is not None else None
+        row = self.rows.effect_to_params(record)
+        audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             if audit_row is not None and audit_row[0] in self._audit:
                 raise StorageError(f"audit record {audit_row[0]!r} already exists")
@@ -382,7 +384,7 @@ class InMemoryCheckpointer(Closing):
     # -- the audit log ----------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
-        row = rows.audit_to_params(record)
+        row = self.rows.audit_to_params(record)
         with self._lock:
             if record.audit_id in self._audit:
                 raise StorageError(f"audit record {record.audit_id!r} already exists")
@@ -407,7 +409,7 @@ class InMemoryCheckpointer(Closing):
                 and (before is None or r[1] < before)
             ]
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        return [rows.audit_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]
 
     async def list_effects(
         self,
@@ -426,7 +428,7 @@ class InMemoryCheckpointer(Closing):
                 and (wanted is None or row[_EFFECT_STATUS] in wanted)
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
-        return [rows.effect_from_row(r) for r in found]
+        return [self.rows.effect_from_row(r) for r in found]
 
     # -- retention --------------------------------------------------------------------
 

@@ -40,7 +40,6 @@ from typing import Any
 
 from oncegraph.errors import StorageError
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
 from oncegraph.storage.sql.postgres import PgCheckpointer, _mapped
@@ -126,7 +125,7 @@ class RunQueue:
             return []
         found = await self._run("claim", CLAIM, (limit, owner, lease_seconds), fetch=True)
         assert isinstance(found, list)
-        return [rows.run_from_row(r) for r in found]
+        return [self.store.rows.run_from_row(r) for r in found]
 
     async def renew(self, run_id: str, owner: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False when it is no longer ours (another claim bumped the

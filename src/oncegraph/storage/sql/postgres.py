@@ -68,6 +68,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
@@ -263,14 +264,6 @@ class _Pool(AsyncConnectionPool):
                 raise asyncio.CancelledError  # the task swallowed our cancellation
 
 
-def _cache_payload(cp: CheckpointRecord) -> bytes:
-    return dumps(list(rows.checkpoint_to_params(cp)))
-
-
-def _from_cache_payload(payload: bytes) -> CheckpointRecord:
-    return rows.checkpoint_from_row(loads(payload))
-
-
 class PgCheckpointer(Closing):
     """State and effect ledger in PostgreSQL, with an optional Redis hot cache.
 
@@ -287,6 +280,9 @@ class PgCheckpointer(Closing):
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
     that long (paused, partitioned) is treated as gone and the run may be taken over
     (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its connection to end.
+
+    ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
+    payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).
     """
 
     def __init__(
@@ -304,6 +300,7 @@ class PgCheckpointer(Closing):
         pool_timeout: float = 30.0,
         prepared_statements: bool = True,
         claim_timeout: float | None = 30.0,
+        encryption: EncryptionKeys | None = None,
     ) -> None:
         if not postgres_dsn:
             raise StorageError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
@@ -336,7 +333,8 @@ class PgCheckpointer(Closing):
         self._schema_ok = False
         self.prepared_statements = prepared_statements
         self.claim_timeout = claim_timeout
-        self._steps = StepWriter(prepared=prepared_statements)
+        self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
+        self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
 
     def __repr__(self) -> str:
         cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
@@ -411,7 +409,7 @@ class PgCheckpointer(Closing):
                     await self._explain_failed_commit(conn, commit, exc)
         if self.cache is not None:
             cp = commit.checkpoint
-            await self.cache.put_state(commit.thread_id, cp.version, _cache_payload(cp))
+            await self.cache.put_state(commit.thread_id, cp.version, self._cache_payload(cp))
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
@@ -455,7 +453,7 @@ class PgCheckpointer(Closing):
             row = await self._fetchone(
                 "get_checkpoint", CHECKPOINT_SELECT, (thread_id, checkpoint_id)
             )
-            return None if row is None else rows.checkpoint_from_row(row)
+            return None if row is None else self.rows.checkpoint_from_row(row)
         if self.cache is not None:
             cached = await self._cached_head(thread_id)
             if cached is not None:
@@ -463,9 +461,9 @@ class PgCheckpointer(Closing):
         row = await self._fetchone("get_checkpoint", CHECKPOINT_SELECT_HEAD, (thread_id,))
         if row is None:
             return None
-        head = rows.checkpoint_from_row(row)
+        head = self.rows.checkpoint_from_row(row)
         if self.cache is not None:
-            await self.cache.put_state(thread_id, head.version, _cache_payload(head))
+            await self.cache.put_state(thread_id, head.version, self._cache_payload(head))
         return head
 
     async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
@@ -482,7 +480,7 @@ class PgCheckpointer(Closing):
         if thread is None or thread.version != version:
             return None
         try:
-            head = _from_cache_payload(payload)
+            head = self._from_cache_payload(payload)
         except (StorageError, ValueError, TypeError, IndexError) as exc:
             log.warning("ignoring an undecodable cache entry for thread %r: %s", thread_id, exc)
             return None
@@ -493,6 +491,13 @@ class PgCheckpointer(Closing):
         ):
             return None
         return head
+
+    def _cache_payload(self, cp: CheckpointRecord) -> bytes:
+        """A head as the cache holds it: its row (payload columns sealed, as stored)."""
+        return dumps(list(self.rows.checkpoint_to_params(cp)))
+
+    def _from_cache_payload(self, payload: bytes) -> CheckpointRecord:
+        return self.rows.checkpoint_from_row(loads(payload))
 
     async def request_hash_key(self) -> bytes:
         """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
@@ -534,16 +539,16 @@ class PgCheckpointer(Closing):
             found = await self._fetchall(
                 "list_checkpoints", CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n)
             )
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         found = await self._fetchall("read_log", LOG_SELECT, (thread_id, channel, end))
-        return rows.log_values(thread_id, channel, found)
+        return self.rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        params = rows.task_write_to_params(write)
+        params = self.rows.task_write_to_params(write)
         if fence is None:
             await self._execute("put_task_write", TASK_WRITE_UPSERT, params)
             return
@@ -577,13 +582,13 @@ class PgCheckpointer(Closing):
         found = await self._fetchall(
             "get_task_writes", TASK_WRITES_SELECT, (thread_id, checkpoint_id)
         )
-        return [rows.task_write_from_row(r) for r in found]
+        return [self.rows.task_write_from_row(r) for r in found]
 
     # -- runs ----------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
         try:
-            await self._execute("create_run", RUN_INSERT, rows.run_to_params(run))
+            await self._execute("create_run", RUN_INSERT, self.rows.run_to_params(run))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(
@@ -593,7 +598,7 @@ class PgCheckpointer(Closing):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._fetchone("get_run", RUN_SELECT, (run_id,))
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -628,7 +633,7 @@ class PgCheckpointer(Closing):
         params += wanted
         params.append(max(limit, 0))
         sql = _run_list(thread_id is not None, len(wanted))
-        return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
+        return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
         """Locks live on the home loop's lock session, whatever loop asks: a caller's loop
@@ -687,15 +692,15 @@ class PgCheckpointer(Closing):
                         raise RunNotFoundError(f"run {run_id!r} does not exist")
                     return None
                 if audit is not None:
-                    await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
-        return rows.run_from_row(row)
+                    await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
+        return self.rows.run_from_row(row)
 
     # -- effects -------------------------------------------------------------------------
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        params = rows.effect_to_params(record)
+        params = self.rows.effect_to_params(record)
         pool = await self._ready()
         with _mapped("begin_effect", self._where, LedgerUnavailableError):
             async with pool.connection() as conn:
@@ -706,7 +711,7 @@ class PgCheckpointer(Closing):
                         EFFECT_INSERT_FENCED, (*params, record.run_id, fence)
                     )
                 if await cur.fetchone() is not None:
-                    return rows.effect_from_row(params), True
+                    return self.rows.effect_from_row(params), True
                 if fence is not None:  # fenced out, or the record exists?
                     await self._check_run(conn, record.run_id, fence)
                 # ON CONFLICT waited for the first writer to commit: its row is visible.
@@ -716,24 +721,24 @@ class PgCheckpointer(Closing):
             raise LedgerUnavailableError(
                 f"effect {record.effect_id} conflicted on insert but cannot be read back"
             )
-        return rows.effect_from_row(row), False
+        return self.rows.effect_from_row(row), False
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         row = await self._fetchone(
             "get_effect", EFFECT_SELECT, (effect_id,), cls=LedgerUnavailableError
         )
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
-            sql, params = EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+            sql, params = EFFECT_UPSERT_FIRST, self.rows.effect_to_params(record)
             if fence is not None:
                 sql, params = EFFECT_UPSERT_FIRST_FENCED, (*params, record.run_id, fence)
         else:
-            params = (*rows.effect_update_params(record), expected)
+            params = (*self.rows.effect_update_params(record), expected)
             sql = EFFECT_UPDATE_CAS
             if fence is not None:
                 sql, params = EFFECT_UPDATE_CAS_FENCED, (*params, record.run_id, fence)
@@ -748,7 +753,7 @@ class PgCheckpointer(Closing):
                         cur = await conn.execute(sql, params)
                         written = cur.rowcount == 1
                         if written:
-                            await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
+                            await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
                 if written:
                     return
                 if fence is not None:
@@ -773,13 +778,13 @@ class PgCheckpointer(Closing):
         params += wanted
         sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
-        return [rows.effect_from_row(r) for r in found]
+        return [self.rows.effect_from_row(r) for r in found]
 
     # -- the audit log ---------------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
         try:
-            await self._execute("append_audit", AUDIT_INSERT, rows.audit_to_params(record))
+            await self._execute("append_audit", AUDIT_INSERT, self.rows.audit_to_params(record))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(
@@ -798,7 +803,7 @@ class PgCheckpointer(Closing):
     ) -> list[AuditRecord]:
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
         found = await self._fetchall("list_audit", _pg(sql), params)
-        return [rows.audit_from_row(r) for r in found]
+        return [self.rows.audit_from_row(r) for r in found]
 
     # -- retention -----------------------------------------------------------------------
 

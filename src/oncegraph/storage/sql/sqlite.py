@@ -46,6 +46,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, LockFile
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
@@ -252,6 +253,9 @@ class SqliteCheckpointer(Closing):
     store, lost on :meth:`aclose`). ``synchronous`` is one of OFF, NORMAL, FULL, EXTRA.
     With ``auto_migrate=False`` an out-of-date schema raises StorageError naming
     ``oncegraph db migrate`` instead of migrating.
+
+    ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
+    payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).
     """
 
     def __init__(
@@ -261,6 +265,7 @@ class SqliteCheckpointer(Closing):
         synchronous: str = "FULL",
         busy_timeout_ms: int = 30000,
         auto_migrate: bool = True,
+        encryption: EncryptionKeys | None = None,
     ) -> None:
         sync = str(synchronous).upper()
         if sync not in _SYNCHRONOUS:
@@ -280,6 +285,7 @@ class SqliteCheckpointer(Closing):
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         self._hash_key: bytes | None = None  # derived from the database secret on first need
+        self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -375,7 +381,7 @@ class SqliteCheckpointer(Closing):
     ) -> int:
         """One statement in its own write transaction, after the fence check; rowcount.
         ``audit`` is appended in the same transaction when the statement changed a row."""
-        audit_params = rows.audit_to_params(audit) if audit is not None else None
+        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
@@ -400,10 +406,10 @@ class SqliteCheckpointer(Closing):
         rows.check_commit(commit)
         cp = commit.checkpoint
         # Serialize before BEGIN: a JSON error never leaves a transaction open.
-        cp_params = rows.checkpoint_to_params(cp)
-        log_params = rows.log_params(commit.thread_id, commit.log) if commit.log else None
-        run_params = rows.run_to_params(commit.new_run) if commit.new_run is not None else None
-        effect_params = [rows.effect_to_params(e) for e in commit.effects]
+        cp_params = self.rows.checkpoint_to_params(cp)
+        log_params = self.rows.log_params(commit.thread_id, commit.log) if commit.log else None
+        run_params = self.rows.run_to_params(commit.new_run) if commit.new_run is not None else None
+        effect_params = [self.rows.effect_to_params(e) for e in commit.effects]
         ts = now()
         with self._lock:
             conn = self._conn or self._connect()
@@ -481,7 +487,7 @@ class SqliteCheckpointer(Closing):
             row = self._read_one(S.CHECKPOINT_SELECT_HEAD, (thread_id,))
         else:
             row = self._read_one(S.CHECKPOINT_SELECT, (thread_id, checkpoint_id))
-        return None if row is None else rows.checkpoint_from_row(row)
+        return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
         self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
@@ -491,33 +497,33 @@ class SqliteCheckpointer(Closing):
             found = self._read(S.CHECKPOINT_LIST, (thread_id, n))
         else:
             found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n))
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
-        return rows.log_values(
+        return self.rows.log_values(
             thread_id, channel, self._read(S.LOG_SELECT, (thread_id, channel, end))
         )
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        params = rows.task_write_to_params(write)
+        params = self.rows.task_write_to_params(write)
         self._write_one(
             S.TASK_WRITE_UPSERT, params, None if fence is None else (run_id or "", fence)
         )
 
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         found = self._read(S.TASK_WRITES_SELECT, (thread_id, checkpoint_id))
-        return [rows.task_write_from_row(r) for r in found]
+        return [self.rows.task_write_from_row(r) for r in found]
 
     # -- runs -------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
-        self._write_one(S.RUN_INSERT, rows.run_to_params(run))
+        self._write_one(S.RUN_INSERT, self.rows.run_to_params(run))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = self._read_one(S.RUN_SELECT, (run_id,))
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -554,7 +560,7 @@ class SqliteCheckpointer(Closing):
             params.extend(str(s) for s in statuses)
         params.append(max(limit, 0))
         sql = S.run_list(by_thread=thread_id is not None, n_statuses=len(statuses or ()))
-        return [rows.run_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.run_from_row(r) for r in self._read(sql, params)]
 
     async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
         if self.path == ":memory:":  # private to this store: an in-process lock will do
@@ -586,7 +592,7 @@ class SqliteCheckpointer(Closing):
         else:
             sql = S.RUN_FENCE_STATUS
             params = (owner, str(status), error_text(error), ts, run_id, expected_token)
-        audit_params = rows.audit_to_params(audit) if audit is not None else None
+        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
@@ -604,14 +610,14 @@ class SqliteCheckpointer(Closing):
                 raise
         if missing:
             raise RunNotFoundError(f"run {run_id!r} does not exist")
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     # -- effects ----------------------------------------------------------------------
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        params = rows.effect_to_params(record)
+        params = self.rows.effect_to_params(record)
         with self._lock:
             conn = self._connect()
             try:
@@ -632,28 +638,28 @@ class SqliteCheckpointer(Closing):
                 _rollback(conn)
                 raise
         if inserted:
-            return rows.effect_from_row(params), True
+            return self.rows.effect_from_row(params), True
         if existing is None:  # pragma: no cover - the conflict row cannot vanish in the tx
             raise StorageError(f"effect {record.effect_id!r} conflicted but cannot be read")
-        return rows.effect_from_row(existing), False
+        return self.rows.effect_from_row(existing), False
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         row = self._read_one(S.EFFECT_SELECT, (effect_id,))
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
-            sql, params = S.EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+            sql, params = S.EFFECT_UPSERT_FIRST, self.rows.effect_to_params(record)
         else:
-            sql, params = S.EFFECT_UPDATE_CAS, (*rows.effect_update_params(record), expected)
+            sql, params = S.EFFECT_UPDATE_CAS, (*self.rows.effect_update_params(record), expected)
         fenced = None if fence is None else (record.run_id, fence)
         changed = self._write_one(sql, params, fenced, audit)
         if changed != 1:
             stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
-            version = "none" if stored is None else rows.effect_from_row(stored).row_version
+            version = "none" if stored is None else self.rows.effect_from_row(stored).row_version
             raise StaleStateError(rows.effect_cas_message(record.effect_id, expected)
                                   + f" (stored row version: {version})")
 
@@ -678,12 +684,12 @@ class SqliteCheckpointer(Closing):
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
         )
-        return [rows.effect_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.effect_from_row(r) for r in self._read(sql, params)]
 
     # -- the audit log ----------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
-        self._write_one(S.AUDIT_INSERT, rows.audit_to_params(record))
+        self._write_one(S.AUDIT_INSERT, self.rows.audit_to_params(record))
 
     async def list_audit(
         self,
@@ -695,7 +701,7 @@ class SqliteCheckpointer(Closing):
         limit: int = 100,
     ) -> list[AuditRecord]:
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
-        return [rows.audit_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.audit_from_row(r) for r in self._read(sql, params)]
 
     # -- retention --------------------------------------------------------------------
 

@@ -99,9 +99,10 @@ def runs(
     store = _store(sqlite, postgres)
 
     async def go() -> list[Any]:
-        await store.setup()
-        try:
-            return list(await store.list_runs(thread_id=thread, limit=limit))
+        from oncegraph.runs.service import RunService
+
+        try:  # a read-only service: the views mask what they know to be masked
+            return list(await RunService(None, store).runs(thread_id=thread, limit=limit))
         finally:
             await store.aclose()
 
@@ -129,9 +130,10 @@ def effects(
     store = _store(sqlite, postgres)
 
     async def go() -> list[Any]:
-        await store.setup()
-        try:
-            return list(await store.list_effects(run_id=run, thread_id=thread))
+        from oncegraph.runs.service import RunService
+
+        try:  # a read-only service: the views mask what they know to be masked
+            return list(await RunService(None, store).effects(run_id=run, thread_id=thread))
         finally:
             await store.aclose()
 

@@ -190,3 +190,30 @@ def test_bad_key_rings_are_refused(keys: dict[str, bytes], current: str, message
         EncryptionKeys(keys, current=current)
     assert "key_ids" in repr(EncryptionKeys({"k1": K1}, current="k1"))
     assert K1.hex() not in repr(EncryptionKeys({"k1": K1}, current="k1"))
+
+
+def test_a_failed_run_keeps_its_error_sealed(db: Db) -> None:
+    from typing import TypedDict
+
+    from oncegraph import END, START, StateGraph
+
+    class S(TypedDict, total=False):
+        card: str
+
+    def check(state: S) -> S:
+        raise ValueError(f"card {state['card']} is blocked")
+
+    g = StateGraph(S)
+    g.add_node("check", check)
+    g.add_edge(START, "check")
+    g.add_edge("check", END)
+    store = db.store(EncryptionKeys({"k1": K1}, current="k1"))
+    try:
+        app = g.compile(checkpointer=store)
+        with pytest.raises(ValueError, match="blocked"):
+            app.invoke({"card": CARD}, {"thread_id": "t-fail"})
+        (run,) = app.runs(thread_id="t-fail")
+        assert run.status == "failed" and run.error is not None and "blocked" in run.error
+    finally:
+        _close(store)
+    assert CARD not in db.dump()

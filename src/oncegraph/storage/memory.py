@@ -45,7 +45,6 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -166,7 +165,7 @@ class InMemoryCheckpointer(Closing):
                     row,
                     {
                         _RUN_STATUS: str(commit.run_status),
-                        _RUN_ERROR: commit.run_error,
+                        _RUN_ERROR: self.rows.error_param(commit.run_error),
                         _RUN_UPDATED: ts,
                     },
                 )
@@ -261,7 +260,12 @@ class InMemoryCheckpointer(Closing):
             if fence is not None and row[_RUN_FENCE] != fence:
                 raise LeaseLostError(rows.lease_message(run_id, fence))
             self._runs[run_id] = _with(
-                row, {_RUN_STATUS: str(status), _RUN_ERROR: error_text(error), _RUN_UPDATED: now()}
+                row,
+                {
+                    _RUN_STATUS: str(status),
+                    _RUN_ERROR: self.rows.error_param(error),
+                    _RUN_UPDATED: now(),
+                },
             )
 
     def _check_fence(self, run_id: str, fence: int) -> None:
@@ -310,7 +314,7 @@ class InMemoryCheckpointer(Closing):
             }
             if status is not None:
                 changes[_RUN_STATUS] = str(status)
-                changes[_RUN_ERROR] = error_text(error)
+                changes[_RUN_ERROR] = self.rows.error_param(error)
             row = self._runs[run_id] = _with(row, changes)
             if audit_row is not None:
                 self._audit[audit_row[0]] = audit_row

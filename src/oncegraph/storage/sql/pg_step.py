@@ -96,7 +96,7 @@ def step_script(
     if commit.new_run is not None:
         parts.append(("og_run_insert", codec.run_to_params(commit.new_run)))
     if commit.run_status is not None:
-        status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
+        status = (str(commit.run_status), codec.error_param(commit.run_error), ts, cp.run_id)
         if commit.fence is None:
             parts.append(("og_run_status", status))
         else:

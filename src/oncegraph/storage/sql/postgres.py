@@ -85,7 +85,6 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -609,7 +608,7 @@ class PgCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         pool = await self._ready()
-        params = (str(status), error_text(error), now(), run_id)
+        params = (str(status), self.rows.error_param(error), now(), run_id)
         with _mapped("update_run", self._where):
             async with pool.connection() as conn:
                 if fence is None:
@@ -680,7 +679,7 @@ class PgCheckpointer(Closing):
             sql, params = RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = RUN_FENCE_STATUS
-            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
         pool = await self._ready()
         with _mapped("fence_run", self._where):
             async with pool.connection() as conn, conn.transaction():

@@ -41,6 +41,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    error_text,
 )
 
 Row = Sequence[Any]
@@ -153,6 +154,12 @@ class Rows:
 
     # -- runs -------------------------------------------------------------------------
 
+    def error_param(self, error: str | None) -> str | None:
+        """A run's error as stored: :func:`~oncegraph.storage.records.error_text`, sealed
+        when encrypting (an error message may quote a payload)."""
+        text = error_text(error)
+        return None if text is None else self._seal(text)
+
     def run_to_params(self, run: RunRecord) -> tuple[Any, ...]:
         return (
             run.run_id,
@@ -168,7 +175,7 @@ class Rows:
             run.mode,
             None if run.input is None else self._seal(dumps_state_str(run.input)),
             dumps_str(run.config),
-            run.error,
+            self.error_param(run.error),
             run.lease_owner,
             run.lease_expires_at,
             run.fencing_token,
@@ -191,7 +198,7 @@ class Rows:
             mode=row[10],
             input=self._opt_loads(row[11]),
             config=loads(row[12]),
-            error=row[13],
+            error=self._open_text(row[13]),
             lease_owner=row[14],
             lease_expires_at=row[15],
             fencing_token=int(row[16]),

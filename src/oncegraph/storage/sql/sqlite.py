@@ -63,7 +63,6 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -435,7 +434,12 @@ class SqliteCheckpointer(Closing):
                     execute(S.RUN_INSERT, run_params)
                 if commit.run_status is not None or commit.fence is not None:
                     self._update_run_in_tx(
-                        conn, cp.run_id, commit.run_status, commit.run_error, commit.fence, ts
+                        conn,
+                        cp.run_id,
+                        commit.run_status,
+                        self.rows.error_param(commit.run_error),
+                        commit.fence,
+                        ts,
                     )
                 execute(S.CHECKPOINT_INSERT, cp_params)
                 if log_params:
@@ -537,7 +541,9 @@ class SqliteCheckpointer(Closing):
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                self._update_run_in_tx(conn, run_id, status, error_text(error), fence, now())
+                self._update_run_in_tx(
+                    conn, run_id, status, self.rows.error_param(error), fence, now()
+                )
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
@@ -591,7 +597,7 @@ class SqliteCheckpointer(Closing):
             sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = S.RUN_FENCE_STATUS
-            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
         audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()

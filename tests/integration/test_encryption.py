@@ -142,7 +142,7 @@ def test_a_killed_run_resumes_with_the_key_and_a_rotated_ring(db: Db, tmp_path: 
         try:
             app = _agent(store)
             with pytest.raises(EncryptionKeyError, match=named):
-                app.get_state_history({"thread_id": "t-enc"})
+                list(app.get_state_history({"thread_id": "t-enc"}))
         finally:
             _close(store)
 

@@ -29,7 +29,7 @@ def _views(app: Any, thread_id: str) -> dict[str, str]:
     runs = app.runs(thread_id=thread_id)
     return {
         "get_state": repr(app.get_state({"thread_id": thread_id})),
-        "get_state_history": repr(app.get_state_history({"thread_id": thread_id})),
+        "get_state_history": repr(list(app.get_state_history({"thread_id": thread_id}))),
         "effects": repr(app.effects(thread_id=thread_id)),
         "audit": repr(app.audit(thread_id=thread_id)),
         "runs": repr(runs),
@@ -93,6 +93,7 @@ def test_agent_views_never_show_the_masked_card(checkpointer: Checkpointer) -> N
     ai = [m for m in last if m.get("tool_calls")]
     assert ai and all(c["args"]["card"] == MASK for m in ai for c in m.tool_calls)
     assert app.get_state(cfg).values["messages"][0].content == f"refund order 1042 to card {MASK}"
+    assert f"refund order 1042 to card {MASK}" in _views(app, T)["get_state_history"]
 
     # A view: the store keeps everything, and the program's own result is unmasked.
     assert CARD in _stored(checkpointer, T)

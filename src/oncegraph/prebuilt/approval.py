@@ -181,9 +181,7 @@ class Approvals:
             return str(review.description(call))
         if review.description is not None:
             return review.description
-        return (
-            f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
-        )
+        return f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
 
     def decide(self, answer: Any, calls: Sequence[ToolCall]) -> list[Decision]:
         """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix."""
@@ -335,6 +333,12 @@ class ApprovingToolNode:
             return await self.node(state)
         ctx = current_task()
         assert ctx is not None
+        message_id = str(last.get("id") or "")
+        if not message_id:
+            raise ConfigError("the assistant message has no id; store messages via add_messages")
+        refused = self.node.refuse(ctx, messages or [], message_id, list(calls))
+        if refused is not None:  # over a limit: nobody is asked to review what cannot run
+            return {"messages": refused}
         answers = iter(ask(self.approvals, reviewed))
         decided = [(call, next(answers) if self.approvals.needs(call) else None) for call in calls]
         final_calls = [
@@ -346,11 +350,9 @@ class ApprovingToolNode:
             for final, (_, d) in zip(final_calls, decided, strict=True)
             if d is None or d.type != "reject"
         ]
-        message_id = str(last.get("id") or "")
         ran: list[Any] = []
         if to_run:
-            out = await self.node({"messages": [{**last, "tool_calls": to_run}]})
-            ran = list(out.get("messages") or [])
+            ran = await self.node.run_calls(ctx, message_id, list(to_run))
         results = iter(ran)
         replies = [
             _rejected(ctx, message_id, d) if d is not None and d.type == "reject" else next(results)

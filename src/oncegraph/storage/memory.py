@@ -197,13 +197,20 @@ class InMemoryCheckpointer(Closing):
         return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
         with self._lock:
             found = [
                 row
                 for (tid, _), row in self._checkpoints.items()
-                if tid == thread_id and (run_id is None or row[_CP_RUN] == run_id)
+                if tid == thread_id
+                and (run_id is None or row[_CP_RUN] == run_id)
+                and (before_version is None or row[_CP_VERSION] < before_version)
             ]
         found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
         if limit is not None:
@@ -421,6 +428,8 @@ class InMemoryCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
@@ -432,6 +441,8 @@ class InMemoryCheckpointer(Closing):
                 and (wanted is None or row[_EFFECT_STATUS] in wanted)
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        start = max(offset, 0)
+        found = found[start:] if limit is None else found[start : start + max(limit, 0)]
         return [self.rows.effect_from_row(r) for r in found]
 
     # -- retention --------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 Each call is its own command (``<assistant message id>:<tool_call_id>``) and its own
 effect record, so finished siblings are served from the ledger when the node re-runs.
-Calls run in parallel. A tool that raises becomes an error tool message the model can
+Calls run in parallel, at most ``limits.concurrency`` at once; a turn over
+``limits.per_turn`` or ``limits.per_run`` runs nothing and tells the model why
+(:mod:`oncegraph.tools.limits`). A tool that raises becomes an error tool message the model can
 read; a failure of the protocol itself (ledger down, unknown outcome, request mismatch)
 stops the run, because answering the model would be guessing.
 """
@@ -25,6 +27,7 @@ from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
+from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.tool import ToolLike, as_tool
 
 T = TypeVar("T")
@@ -41,10 +44,14 @@ class ToolNode:
         *,
         messages_key: str = "messages",
         name: str = "tools",
+        limits: ToolLimits | None = None,
     ) -> None:
         self.tools = {t.name: t for t in map(as_tool, tools)}
         if len(self.tools) != len(tools):
             raise ConfigError("two tools share a name; give each tool a unique name")
+        if limits is not None and not isinstance(limits, ToolLimits):
+            raise ConfigError(f"limits must be a ToolLimits; got {limits!r}")
+        self.limits = limits if limits is not None else ToolLimits()
         self.messages_key = messages_key
         self.__name__ = name
 
@@ -73,10 +80,51 @@ class ToolNode:
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
         calls = list(last["tool_calls"])
+        refused = self.refuse(ctx, messages, message_id, calls)
+        if refused is not None:
+            return {self.messages_key: refused}
+        return {self.messages_key: await self.run_calls(ctx, message_id, calls)}
+
+    def refuse(
+        self, ctx: TaskContext, messages: Sequence[Any], message_id: str, calls: list[Any]
+    ) -> list[dict[str, Any]] | None:
+        """One error tool message per call when the turn is over a limit, else ``None``."""
+        why = self.limits.refusal(messages, len(calls))
+        if why is None:
+            return None
+        replies = []
+        for call in calls:
+            call_id = str(call.get("id") or "")
+            name = str(call.get("name") or "")
+            command_id = tool_command_id(message_id, call_id)
+            replies.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name,
+                    "id": "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32],
+                    "status": "error",
+                    "content": f"Error: {why}",
+                }
+            )
+        return replies
+
+    async def run_calls(
+        self, ctx: TaskContext, message_id: str, calls: list[Any]
+    ) -> list[dict[str, Any]]:
+        """Run ``calls`` through the ledger, at most ``limits.concurrency`` at once."""
         if len(calls) == 1:  # the common case: no task to schedule
-            return {self.messages_key: [await self._run(ctx, message_id, calls[0], True)]}
-        results = await settle([self._run(ctx, message_id, c, False) for c in calls])
-        return {self.messages_key: results}
+            return [await self._run(ctx, message_id, calls[0], True)]
+        width = self.limits.concurrency
+        if width is None or len(calls) <= width:
+            return await settle([self._run(ctx, message_id, c, False) for c in calls])
+        slots = asyncio.Semaphore(width)
+
+        async def bounded(call: Any) -> dict[str, Any]:
+            async with slots:
+                return await self._run(ctx, message_id, call, False)
+
+        return await settle([bounded(c) for c in calls])
 
     async def _run(
         self, ctx: TaskContext, message_id: str, call: Mapping[str, Any], fold: bool

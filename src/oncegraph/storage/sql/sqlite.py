@@ -494,13 +494,19 @@ class SqliteCheckpointer(Closing):
         return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
         n = S.NO_LIMIT if limit is None else max(limit, 0)
+        below = S.NO_LIMIT if before_version is None else before_version
         if run_id is None:
-            found = self._read(S.CHECKPOINT_LIST, (thread_id, n))
+            found = self._read(S.CHECKPOINT_LIST, (thread_id, below, n))
         else:
-            found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n))
+            found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n))
         return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
@@ -666,8 +672,10 @@ class SqliteCheckpointer(Closing):
         if changed != 1:
             stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
             version = "none" if stored is None else self.rows.effect_from_row(stored).row_version
-            raise StaleStateError(rows.effect_cas_message(record.effect_id, expected)
-                                  + f" (stored row version: {version})")
+            raise StaleStateError(
+                rows.effect_cas_message(record.effect_id, expected)
+                + f" (stored row version: {version})"
+            )
 
     async def list_effects(
         self,
@@ -675,6 +683,8 @@ class SqliteCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
         params: list[Any] = []
         if run_id is not None:
@@ -690,6 +700,7 @@ class SqliteCheckpointer(Closing):
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
         )
+        params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         return [self.rows.effect_from_row(r) for r in self._read(sql, params)]
 
     # -- the audit log ----------------------------------------------------------------

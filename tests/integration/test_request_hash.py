@@ -164,3 +164,21 @@ def test_a_row_with_the_old_hash_still_verifies(durable: tuple[Any, Any], change
     assert sent == [10]  # served from the old row, not sent again
     (after,) = app.effects(thread_id="t-old")
     assert after.request_hash == old  # a row's hash is never rewritten
+
+
+def test_every_recorded_hash_is_keyed(checkpointer: Checkpointer) -> None:
+    """Planned intents (a write tool's, written with the model turn's checkpoint), begun
+    intents and model calls: every new record carries the keyed form."""
+
+    @tool(mask=["card"])
+    def charge(order_id: str, card: str) -> str:
+        """Charge a card."""
+        return "ch_1"
+
+    call = {"id": "c1", "name": "charge", "args": {"order_id": "1", "card": CARD}}
+    model = ScriptedModel.turns({"content": "", "tool_calls": [call]}, "Done.")
+    app = ReactAgent(model=model, tools=[charge]).compile(checkpointer=checkpointer)
+    app.invoke({"messages": [{"role": "user", "content": "go"}]}, {"thread_id": "t-keyed"})
+    shown = app.effects(thread_id="t-keyed")
+    assert {e.effect_type for e in shown} >= {"charge"}
+    assert all(e.request_hash.startswith(KEYED_PREFIX) for e in shown), shown

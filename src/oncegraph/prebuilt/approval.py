@@ -51,6 +51,7 @@ from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.messages import Message, ToolCall
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
+from oncegraph.storage.records import EffectRecord
 from oncegraph.tools.node import ToolNode
 from oncegraph.tools.tool import Tool
 
@@ -321,6 +322,19 @@ class ApprovingToolNode:
     def tools(self) -> Mapping[str, Tool]:
         """The tools it runs (operator commands find a tool by name here)."""
         return self.node.tools
+
+    def plan_intents(self, state: Any, **where: Any) -> list[EffectRecord]:
+        """The tool node's planned intents (:mod:`oncegraph.ledger.planned`), unless a
+        call of the turn needs a decision first: a call a reviewer may reject or edit is
+        not planned."""
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        last: Any = messages[-1] if messages else {}
+        if lcmessages.is_message(last):
+            last = lcmessages.to_message_dict(last)
+        calls = list(last.get("tool_calls") or ()) if isinstance(last, Mapping) else []
+        if self.approvals and self.approvals.reviewed(calls):
+            return []
+        return self.node.plan_intents(state, **where)
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         messages = state.get("messages") if isinstance(state, Mapping) else None

@@ -120,6 +120,7 @@ class InMemoryCheckpointer(Closing):
         log_rows = self.rows.log_params(commit.thread_id, commit.log)
         run_row = self.rows.run_to_params(commit.new_run) if commit.new_run else None
         effect_rows = [self.rows.effect_to_params(e) for e in commit.effects]
+        intent_rows = [self.rows.effect_to_params(e) for e in commit.intents]
         ts = now()
         with self._lock:
             thread = self._threads.get(commit.thread_id)
@@ -174,6 +175,8 @@ class InMemoryCheckpointer(Closing):
             self._checkpoints[(commit.thread_id, cp.checkpoint_id)] = cp_row
             for thread_id, channel, seq, value in log_rows:
                 self._logs.setdefault((thread_id, channel), {})[seq] = value
+            for intent_row in intent_rows:
+                self._effects.setdefault(intent_row[0], intent_row)
             for effect_row in effect_rows:
                 self._upsert_effect(effect_row)
             if commit.clear_task_writes_of is not None:

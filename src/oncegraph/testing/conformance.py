@@ -1082,6 +1082,30 @@ class CheckpointerConformance:
         assert got.request_hash == pending.request_hash
         assert await checkpointer.get_effect(folded_new.effect_id) == folded_new
 
+    async def test_planned_intents_are_inserted_never_overwriting(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        done = make_effect(rid, tid, "msg_1:call_1", status=EffectStatus.COMPLETED)
+        await checkpointer.begin_effect(done.replace(row_version=1))
+        again = done.replace(status=EffectStatus.PENDING, attempts=(), row_version=1)
+        planned = make_effect(rid, tid, "msg_2:call_1").replace(attempts=())
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        await checkpointer.commit(
+            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, intents=[planned, again])
+        )
+        assert await checkpointer.get_effect(planned.effect_id) == planned
+        kept = await checkpointer.get_effect(done.effect_id)
+        assert kept is not None and kept.status is EffectStatus.COMPLETED, "never overwritten"
+        # a lost CAS writes no intent either
+        late = make_effect(rid, tid, "msg_3:call_1").replace(attempts=())
+        stale = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        with pytest.raises(StaleStateError):
+            await checkpointer.commit(
+                StepCommit(thread_id=tid, expected_version=1, checkpoint=stale, intents=[late])
+            )
+        assert await checkpointer.get_effect(late.effect_id) is None
+
     # -- values -----------------------------------------------------------------------
 
     async def test_json_round_trip(self, checkpointer: Checkpointer) -> None:

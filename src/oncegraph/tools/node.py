@@ -25,8 +25,10 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
+from oncegraph.ledger.planned import intent_record, planned
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
+from oncegraph.storage.records import EffectRecord
 from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.tool import ToolLike, as_tool
 
@@ -59,6 +61,64 @@ class ToolNode:
     def effect_masks(self) -> dict[str, tuple[str, ...]]:
         """The fields each tool declared in ``mask=[...]``, for operator views."""
         return {t.name: t.mask for t in self.tools.values() if t.mask}
+
+    def plan_intents(
+        self,
+        state: Any,
+        *,
+        key_run_id: str,
+        run_id: str,
+        thread_id: str,
+        node: str,
+        checkpoint_id: str,
+        hash_key: bytes | None = None,
+    ) -> list[EffectRecord]:
+        """The intents of the calls this node will make from ``state``, for the driver to
+        write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
+        ``write`` tools whose arguments validate, in a turn within the limits. Exactly
+        the records the calls would begin, so the step that runs them finds them."""
+        messages = (
+            state.get(self.messages_key)
+            if isinstance(state, Mapping)
+            else getattr(state, self.messages_key, None)
+        )
+        if not messages:
+            return []
+        last = messages[-1]
+        if lcmessages.is_message(last):
+            last = lcmessages.to_message_dict(last)
+        if not isinstance(last, Mapping) or last.get("role") != "assistant":
+            return []
+        message_id = last.get("id")
+        calls = list(last.get("tool_calls") or ())
+        if not message_id or not calls or self.limits.refusal(messages, len(calls)):
+            return []
+        ids = [str(c.get("id") or "") for c in calls]
+        intents = []
+        for call, call_id in zip(calls, ids, strict=True):
+            tool = self.tools.get(str(call.get("name") or ""))
+            if not call_id or ids.count(call_id) > 1 or tool is None or not planned(tool.effect):
+                continue
+            args = call.get("args")
+            try:
+                tool.validate(args)
+            except ToolArgumentsError:
+                continue  # answered with an error, never called: nothing to plan
+            record = intent_record(
+                key_run_id=key_run_id,
+                run_id=run_id,
+                thread_id=thread_id,
+                node=node,
+                checkpoint_id=checkpoint_id,
+                effect_type=tool.name,
+                effect_class=tool.effect,
+                command_id=tool_command_id(str(message_id), call_id),
+                request=args,
+                recipient=tool.recipient_for(args),
+                key=hash_key,
+            )
+            intents.append(record.replace(row_version=1))
+        return intents
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         ctx = current_task()

@@ -409,6 +409,7 @@ class SqliteCheckpointer(Closing):
         log_params = self.rows.log_params(commit.thread_id, commit.log) if commit.log else None
         run_params = self.rows.run_to_params(commit.new_run) if commit.new_run is not None else None
         effect_params = [self.rows.effect_to_params(e) for e in commit.effects]
+        intent_params = [self.rows.effect_to_params(e) for e in commit.intents]
         ts = now()
         with self._lock:
             conn = self._conn or self._connect()
@@ -444,6 +445,8 @@ class SqliteCheckpointer(Closing):
                 execute(S.CHECKPOINT_INSERT, cp_params)
                 if log_params:
                     conn.executemany(S.LOG_INSERT, log_params)
+                if intent_params:
+                    conn.executemany(S.EFFECT_INTENT_INSERT, intent_params)
                 if effect_params:
                     conn.executemany(S.EFFECT_UPSERT_RESULT, effect_params)
                 if commit.clear_task_writes_of is not None:

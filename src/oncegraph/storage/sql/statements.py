@@ -302,6 +302,14 @@ EFFECT_INSERT = (
     "ON CONFLICT DO NOTHING RETURNING effect_id"
 )
 
+# A planned intent written with the checkpoint that decided it (StepCommit.intents): the
+# first writer wins and an existing record is never touched. Params:
+# rows.effect_to_params(record).
+EFFECT_INTENT_INSERT = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
+    "ON CONFLICT DO NOTHING"
+)
+
 # The same, only while the run is held with the writer's token. Params:
 # rows.effect_to_params(record), run_id, fencing_token.
 EFFECT_INSERT_FENCED = (
@@ -495,6 +503,7 @@ __all__ = [
     "EFFECT_COLUMNS",
     "EFFECT_INSERT",
     "EFFECT_INSERT_FENCED",
+    "EFFECT_INTENT_INSERT",
     "EFFECT_MUTABLE_COLUMNS",
     "EFFECT_SELECT",
     "EFFECT_UPDATE",

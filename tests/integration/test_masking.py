@@ -126,6 +126,8 @@ def test_effect_with_mask_is_masked_too(checkpointer: Checkpointer) -> None:
     assert record.request["args"] == [MASK] and record.request["kwargs"] == {"amount": 5}
     assert record.result == {"card": MASK, "ok": True}
     assert app.get_state({"thread_id": "t-effect"}).values["card"] == MASK
+    # a caller allowed to see the state as stored (the server's admins) asks for it
+    assert app.get_state({"thread_id": "t-effect"}, masked=False).values["card"] == CARD
     assert CARD in _stored(checkpointer, "t-effect")
 
 

@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 
 
 async def state(
-    service: RunService, thread_id: str, checkpoint_id: str | None, *, subgraphs: bool = False
+    service: RunService,
+    thread_id: str,
+    checkpoint_id: str | None,
+    *,
+    subgraphs: bool = False,
+    masked: bool = True,
 ) -> StateSnapshot:
     """The thread's state now, or at ``checkpoint_id`` (a run's input checkpoint as
     LangGraph numbers it, ``<id>.input``, too); with ``subgraphs=True`` a subgraph task's
@@ -33,6 +38,8 @@ async def state(
     else:
         snap = await service.get_state(thread_id, checkpoint_id)
         shaped = await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+    if not masked:
+        return shaped
     return _mask(await service.masker(thread_ids=(thread_id,)), shaped)
 
 
@@ -118,7 +125,7 @@ async def _shaped(
         if not subgraphs:
             states[key] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": child_ns}}
             continue
-        child_service = RunService(child.spec, service.store)
+        child_service = RunService(child.spec, service.store, scope=service.scope)
         found = await child_service.get_state(thread)
         if found.config.get("checkpoint_id"):
             states[key] = await _shaped(child.spec, child_service, found, thread_id, True, child_ns)

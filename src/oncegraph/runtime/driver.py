@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncegraph import observe
 from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
@@ -207,10 +208,12 @@ class Driver:
         from, as LangGraph does."""
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
             self.emit("values", head.values)
-        while head.checkpoint.next:
-            head = await self._step(head, run)
-            if self.stopped:
-                break
+        with observe.run_span(run):
+            while head.checkpoint.next:
+                with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
+                    head = await self._step(head, run)
+                if self.stopped:
+                    break
         return head
 
     async def _step(self, head: Head, run: RunRecord) -> Head:

@@ -181,6 +181,8 @@ class Rows:
             run.fencing_token,
             run.created_at,
             run.updated_at,
+            run.app_id,
+            run.tenant,
         )
 
     def _run(self, row: Row) -> RunRecord:
@@ -204,6 +206,8 @@ class Rows:
             fencing_token=int(row[16]),
             created_at=row[17],
             updated_at=row[18],
+            app_id=row[19],
+            tenant=row[20],
         )
 
     def run_from_row(self, row: Row) -> RunRecord:

@@ -387,18 +387,22 @@ class CompiledGraph:
     # -- reading ---------------------------------------------------------------------------
 
     async def aget_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False
+        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
     ) -> StateSnapshot:
         """The thread's state now, or at ``checkpoint_id`` (top level or in
         ``configurable``), in LangGraph's shape (:mod:`oncegraph.runs.snapshots`); with
-        ``subgraphs=True`` a subgraph task's ``state`` is the subgraph's own snapshot."""
+        ``subgraphs=True`` a subgraph task's ``state`` is the subgraph's own snapshot.
+        Masked fields are masked (:mod:`oncegraph.runs.masking`); ``masked=False`` is
+        for a caller allowed to see the state as stored (e.g. the server's admins)."""
         thread_id = self._thread(config)
         return await reading.state(
-            self.service, thread_id, _checkpoint_id(config), subgraphs=subgraphs
+            self.service, thread_id, _checkpoint_id(config), subgraphs=subgraphs, masked=masked
         )
 
-    def get_state(self, config: Mapping[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
-        return run_sync(self.aget_state(config, subgraphs=subgraphs), "get_state")
+    def get_state(
+        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
+    ) -> StateSnapshot:
+        return run_sync(self.aget_state(config, subgraphs=subgraphs, masked=masked), "get_state")
 
     async def aget_state_history(
         self,
@@ -470,7 +474,7 @@ class CompiledGraph:
         )
 
     async def aget_run(self, run_id: str) -> RunRecord:
-        return await self.service.get_run(run_id)
+        return await self.service.run_view(run_id)
 
     def get_run(self, run_id: str) -> RunRecord:
         return run_sync(self.aget_run(run_id), "get_run")

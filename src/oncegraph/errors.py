@@ -22,7 +22,8 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── LeaseLostError           a fenced writer lost its lease
     │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
     │   ├── LedgerWriteError         an effect result could not be recorded
-    │   └── CorruptRecordError       a stored row cannot be read back (left untouched)
+    │   ├── CorruptRecordError       a stored row cannot be read back (left untouched)
+    │   └── EncryptionKeyError       a stored value's key id is not in the key ring
     ├── EffectError                  a side effect could not be carried out safely
     │   ├── RequestMismatchError     same effect id, different request (law 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
@@ -160,6 +161,11 @@ class CorruptRecordError(StorageError):
     """A stored row cannot be read back. It was left untouched and nothing re-ran."""
 
 
+class EncryptionKeyError(StorageError):
+    """A stored value was encrypted with a key id this store's key ring lacks (or the store
+    has no keys). Nothing was changed; add the key to read it."""
+
+
 class EffectError(OnceGraphError):
     """A side effect could not be carried out safely."""
 
@@ -275,6 +281,7 @@ __all__ = [
     "EffectError",
     "EffectFailedError",
     "EffectOutcomeUnknownError",
+    "EncryptionKeyError",
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",

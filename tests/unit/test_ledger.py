@@ -49,6 +49,7 @@ from oncegraph.ledger.keys import request_hash
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ModelResponse
 from oncegraph.prebuilt.models.scripted import ScriptedModel
+from oncegraph.runtime.portal import run_sync
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectRecord, EffectStatus, RunStatus
 from oncegraph.tools import RetryPolicy, Tool
@@ -137,6 +138,12 @@ def plain(store: Checkpointer, node: Callable[..., Any]) -> CompiledGraph:
     g.add_edge(START, "pay")
     g.add_edge("pay", END)
     return g.compile(checkpointer=store)
+
+
+def keyed(store: Checkpointer, value: Any) -> str:
+    """The request hash ``store``'s ledger gives ``value`` (keyed by the store's key)."""
+    key = run_sync(cast(Any, store).request_hash_key(), "request_hash_key")
+    return request_hash(value, key)
 
 
 def effects(app: CompiledGraph, effect_type: str) -> list[EffectRecord]:
@@ -303,7 +310,7 @@ def test_request_mismatch_sends_nothing(
     assert sent == before, "nothing may be sent on a request mismatch"
     assert caught.value.effect_id == recorded.effect_id
     assert caught.value.recorded_hash == recorded.request_hash
-    assert caught.value.new_hash == request_hash({"args": [11], "kwargs": {}})
+    assert caught.value.new_hash == keyed(store, {"args": [11], "kwargs": {}})
     (after,) = effects(app, "charge")
     assert after.request_hash == recorded.request_hash
     assert after.status is recorded.status
@@ -603,7 +610,7 @@ def test_effect_record_fields(store: Checkpointer, path: str) -> None:
     assert record.effect_class is EffectClass.IRREVERSIBLE
     expected = hashlib.sha256(f"{run_id}:refund:{command_id}".encode()).hexdigest()
     assert record.effect_id == expected
-    assert record.request_hash == request_hash(ARGS)
+    assert record.request_hash == keyed(store, ARGS)
     assert record.request == ARGS
     assert record.recipient == "customer:1042"
     (attempt,) = record.attempts

@@ -272,7 +272,7 @@ def register(app: typer.Typer) -> None:
 
 
 async def _one_effect(service: Any, effect_id: str) -> EffectRecord:
-    from oncegraph.runs.views import mask_effect
+    from oncegraph.runs.masking import mask_effect
 
     await service.setup()
     record = await service.store.get_effect(effect_id)

@@ -2,6 +2,11 @@
 
 Commands are numbered by position in the node: ``<node>:<step>:<n>``, so the n-th effect
 of a re-run node finds the n-th record. Keep the order of effects in a node stable.
+
+``mask=["card"]`` masks those arguments (by parameter name, positional or keyword, and
+keys of that name at any depth) and result keys in every view, as ``@tool(mask=...)``
+does; the effect's stored request carries the declaration
+(:mod:`oncegraph.runs.masking`), so views mask it without knowing the node.
 """
 
 from __future__ import annotations
@@ -9,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.ledger.keys import next_command_id
+from oncegraph.ledger.masks import declare
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.runtime.context import TaskContext, current_task
@@ -32,6 +38,7 @@ def _call(
     recipient: str | None,
     retry: RetryPolicy | None,
     timeout: float | None,
+    mask: Sequence[str],
 ) -> EffectCall:
     try:
         cls = EffectClass(effect_class)
@@ -40,11 +47,14 @@ def _call(
             f"effect_class={effect_class!r}; use read, write or irreversible"
         ) from None
 
+    request: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+    if mask:
+        request = declare(request, mask, _positions(fn, len(args), mask))
     return EffectCall(
         effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
         effect_class=cls,
         command_id=next_command_id(ctx),
-        request={"args": list(args), "kwargs": kwargs},
+        request=request,
         fn=functools.partial(fn, *args, **kwargs),
         positional=True,
         args=args,
@@ -55,6 +65,27 @@ def _call(
         retry=retry,
         timeout=timeout if timeout is not None else ctx.config.tool_timeout,
     )
+
+
+def _positions(fn: Callable[..., Any], n_args: int, mask: Sequence[str]) -> list[int]:
+    """The positions among ``n_args`` positional arguments whose parameter is masked."""
+    if isinstance(mask, str):
+        raise ConfigError(f"mask={mask!r} must be a list of argument names, e.g. mask=['card']")
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for i in range(n_args):
+        if i < len(params) and params[i].kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        ):
+            if params[i].name in mask:
+                out.append(i)
+        elif any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+            break
+    return out
 
 
 def _ctx() -> TaskContext:
@@ -73,6 +104,7 @@ async def aeffect(
     recipient: str | None = None,
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    mask: Sequence[str] = (),
     **kwargs: Any,
 ) -> Any:
     ctx = _ctx()
@@ -87,6 +119,7 @@ async def aeffect(
         recipient=recipient,
         retry=retry,
         timeout=timeout,
+        mask=mask,
     )
     try:
         return (await perform(ctx, call)).result
@@ -103,6 +136,7 @@ def effect(
     recipient: str | None = None,
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
+    mask: Sequence[str] = (),
     **kwargs: Any,
 ) -> Any:
     """Sync twin-free entry for sync nodes (they run in a worker thread)."""
@@ -127,6 +161,7 @@ def effect(
         recipient=recipient,
         retry=retry,
         timeout=timeout,
+        mask=mask,
     )
     future = asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop)
     try:

@@ -7,13 +7,23 @@ One place computes each (DESIGN.md section 1):
   ``<node>:<step>:<n>`` for the n-th effect made directly inside a node;
 * ``effect_id``: ``sha256(run_id : effect_type : command_id)``, hex: every attempt at one
   external result, and the idempotency key handed to providers;
-* ``request_hash``: ``sha256:`` of the canonical JSON of the request (law 6: the same key
-  must carry the same request).
+* ``request_hash``: ``hmac-sha256:`` of the canonical JSON of the request, keyed (law 6:
+  the same key must carry the same request).
+
+The request hash is keyed because views show it next to masked arguments: an unsalted
+digest of ``{"card": "4111..."}`` gives a card number back to anyone who knows its first
+six and last four digits. The key is the store's (:func:`hash_key`): derived from the
+per-database secret for SQL stores (so every process on one database computes the same
+hash and law 6 holds across them), a random per-store secret in memory. Records written
+before keyed hashes carry ``sha256:<hex>``; :func:`same_request` checks those with the
+old digest, so runs from before an upgrade resume.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+import logging
 from typing import TYPE_CHECKING, Any
 
 from oncegraph._json import canonical
@@ -29,9 +39,49 @@ def effect_id_for(run_id: str, effect_type: str, command_id: str) -> EffectId:
     return EffectId(hashlib.sha256(raw).hexdigest())
 
 
-def request_hash(value: Any) -> str:
-    """``sha256:<hex>`` of the canonical JSON of ``value``."""
-    return "sha256:" + hashlib.sha256(canonical(value)).hexdigest()
+KEYED_PREFIX = "hmac-sha256:"
+LEGACY_PREFIX = "sha256:"
+
+log = logging.getLogger("oncegraph.ledger")
+
+
+def request_hash(value: Any, key: bytes | None = None) -> str:
+    """``hmac-sha256:<hex>``: HMAC-SHA256 of the canonical JSON of ``value`` under
+    ``key``; without a key (a store that provides none) the old ``sha256:<hex>``."""
+    if key is None:
+        return LEGACY_PREFIX + hashlib.sha256(canonical(value)).hexdigest()
+    return KEYED_PREFIX + hmac.new(key, canonical(value), hashlib.sha256).hexdigest()
+
+
+def same_request(recorded: str, value: Any, key: bytes | None) -> bool:
+    """Does ``recorded`` (a stored request hash) hash ``value``? A hash in the old
+    ``sha256:`` form is checked with the old digest (rows written before keyed hashes)."""
+    if recorded.startswith(KEYED_PREFIX):
+        return key is not None and hmac.compare_digest(recorded, request_hash(value, key))
+    if recorded.startswith(LEGACY_PREFIX):
+        return hmac.compare_digest(recorded, request_hash(value))
+    return False
+
+
+_warned: set[str] = set()
+
+
+async def hash_key(store: Any) -> bytes | None:
+    """The store's request-hash key (``await store.request_hash_key()``); None, with a
+    warning once per store type, for a store that has none (its hashes stay unkeyed)."""
+    source = getattr(store, "request_hash_key", None)
+    if source is None:
+        name = type(store).__name__
+        if name not in _warned:
+            _warned.add(name)
+            log.warning(
+                "%s has no request_hash_key(): its request hashes are unkeyed sha256, which "
+                "can give masked arguments back; implement request_hash_key()",
+                name,
+            )
+        return None
+    key = await source()
+    return bytes(key)
 
 
 def tool_command_id(message_id: str, tool_call_id: str) -> CommandId:
@@ -56,9 +106,13 @@ def next_command_id(ctx: TaskContext) -> CommandId:
 
 
 __all__ = [
+    "KEYED_PREFIX",
+    "LEGACY_PREFIX",
     "effect_id_for",
+    "hash_key",
     "next_command_id",
     "node_command_id",
     "request_hash",
+    "same_request",
     "tool_command_id",
 ]

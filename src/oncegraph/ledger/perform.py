@@ -52,7 +52,7 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
-from oncegraph.ledger.keys import effect_id_for, request_hash
+from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.planned import intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
@@ -166,13 +166,14 @@ def _park(record: EffectRecord, why: str) -> _ParkSignal:
 
 
 class _Performer:
-    def __init__(self, ctx: TaskContext, call: EffectCall) -> None:
+    def __init__(self, ctx: TaskContext, call: EffectCall, key: bytes | None) -> None:
         self.ctx = ctx
         self.call = call
         self.store = ctx.store
         self.policy = policy_for(call.effect_class, call.retry)
         self.effect_id = effect_id_for(ctx.key_run_id, call.effect_type, call.command_id)
-        self.request_hash = request_hash(call.request)
+        self.key = key  # the store's request-hash key (ledger/keys.py)
+        self.request_hash = request_hash(call.request, key)
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
         self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
         self._unsaved = False  # a planned call's first attempt is not in the stored record
@@ -404,7 +405,9 @@ class _Performer:
                 )
 
     def _check_hash(self, record: EffectRecord) -> None:
-        if record.request_hash != self.request_hash:
+        if record.request_hash != self.request_hash and not same_request(
+            record.request_hash, self.call.request, self.key
+        ):
             raise RequestMismatchError(record.effect_id, record.request_hash, self.request_hash)
 
     async def _decide(self, record: EffectRecord) -> Any:
@@ -701,7 +704,7 @@ def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
 
 async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
     """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
-    performer = _Performer(ctx, call)
+    performer = _Performer(ctx, call, await hash_key(ctx.store))
     with observe.effect_span(call, performer.effect_id, ctx):
         return Performed(await performer.run(), performer.effect_id)
 

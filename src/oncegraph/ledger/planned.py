@@ -45,8 +45,11 @@ def intent_record(
     status: EffectStatus = EffectStatus.PENDING,
     attempts: tuple[Attempt, ...] = (),
     hashed: str | None = None,
+    key: bytes | None = None,
 ) -> EffectRecord:
-    """The record of one command as the ledger writes it first (planned or begun)."""
+    """The record of one command as the ledger writes it first (planned or begun);
+    ``hashed`` is its request hash, else it is computed under the store's ``key``
+    (:func:`oncegraph.ledger.keys.hash_key`)."""
     return EffectRecord(
         effect_id=effect_id_for(key_run_id, effect_type, command_id),
         effect_type=effect_type,
@@ -55,7 +58,7 @@ def intent_record(
         run_id=run_id,
         thread_id=thread_id,
         node=node,
-        request_hash=hashed if hashed is not None else request_hash(request),
+        request_hash=hashed if hashed is not None else request_hash(request, key),
         status=status,
         checkpoint_id=checkpoint_id,
         request=request,

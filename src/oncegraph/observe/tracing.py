@@ -6,7 +6,7 @@ of a model, under its effect) and ``oncegraph.effect`` (one per ledger call, wit
 ``intent``, ``attempt``, ``result``, ``reconciled``, ``parked``). Effect spans carry
 ``oncegraph.effect.id``, ``.key`` (the idempotency key), ``.type``, ``.class`` and
 ``.status``; the request and result are attributes as JSON with the tool's ``mask``
-fields replaced by ``"***"`` (the rule of :func:`oncegraph.runs.views.mask_value`).
+fields replaced by ``"***"`` (the rule of :func:`oncegraph.runs.masking.mask_value`).
 
 Cost: the tracer is looked up lazily. Without ``opentelemetry-api``, or with no tracer
 provider set (the API's proxy), every hook returns a shared no-op context manager or

@@ -32,7 +32,7 @@ from oncegraph.ids import new_audit_id
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.perform import RESOLVED_NOT_DONE
 from oncegraph.runs import claims
-from oncegraph.runs.views import mask_effect, mask_value
+from oncegraph.runs.masking import mask_effect
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import EffectContext, reset_effect, set_effect
@@ -374,7 +374,6 @@ class Commands:
     def _preview(self, record: EffectRecord, new_key: bool) -> RedeliveryPreview:
         number = len(record.attempts) + 1
         key = f"{record.effect_id}:redelivery:{number}" if new_key else record.effect_id
-        fields = self.service.masks.get(record.effect_type, ())
         digest = hashlib.sha256(
             f"{record.effect_id}:{record.row_version}:{new_key}:{key}".encode()
         ).hexdigest()[:32]
@@ -385,7 +384,7 @@ class Commands:
             run_id=record.run_id,
             thread_id=record.thread_id,
             recipient=record.recipient,
-            payload=mask_value(record.request, fields),
+            payload=mask_effect(record, self.service.masks).request,
             status=record.status,
             last_attempt=record.attempts[-1] if record.attempts else None,
             dedup=("new key " if new_key else "same key ") + key,
@@ -415,7 +414,8 @@ class Commands:
         before: float | None = None,
         limit: int = 100,
     ) -> list[AuditRecord]:
-        """Audit records, newest first (``before``: the ``at`` of the last one seen)."""
+        """Audit records, newest first (``before``: the ``at`` of the last one seen), with
+        masked fields masked (:mod:`oncegraph.runs.masking`)."""
         await self.service.setup()
         if run_id is not None:
             await self.service.get_run(run_id)
@@ -424,14 +424,18 @@ class Commands:
         found = await self.store.list_audit(
             run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
         )
+        masker = await self.service.masker(
+            thread_ids={r.thread_id for r in found if r.thread_id},
+            run_ids={r.run_id for r in found if r.run_id and not r.thread_id},
+        )
         if self.service.scope is None:
-            return found
+            return [masker.audit(r) for r in found]
         owned: dict[str, bool] = {}
         for record in found:  # an audit record belongs to the app of its run
             if record.run_id is not None and record.run_id not in owned:
                 run = await self.store.get_run(record.run_id)
                 owned[record.run_id] = run is None or self.service.scope.admits(run)
-        return [r for r in found if r.run_id is None or owned[r.run_id]]
+        return [masker.audit(r) for r in found if r.run_id is None or owned[r.run_id]]
 
     # -- helpers -----------------------------------------------------------------------------
 

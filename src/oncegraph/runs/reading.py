@@ -1,7 +1,8 @@
 """The state reads of the compiled app, in LangGraph's shape: ``get_state`` and
 ``get_state_history`` over a run service (the shaping itself is
 :mod:`oncegraph.runs.snapshots`; this module does the store reads it needs: the task
-writes of a checkpoint, a subgraph task's own state, a run's input)."""
+writes of a checkpoint, a subgraph task's own state, a run's input). What they return
+is for people: masked fields are masked (:mod:`oncegraph.runs.masking`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.runs.masking import Masker
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.subgraph import child_thread
@@ -19,7 +21,12 @@ if TYPE_CHECKING:
 
 
 async def state(
-    service: RunService, thread_id: str, checkpoint_id: str | None, *, subgraphs: bool = False
+    service: RunService,
+    thread_id: str,
+    checkpoint_id: str | None,
+    *,
+    subgraphs: bool = False,
+    masked: bool = True,
 ) -> StateSnapshot:
     """The thread's state now, or at ``checkpoint_id`` (a run's input checkpoint as
     LangGraph numbers it, ``<id>.input``, too); with ``subgraphs=True`` a subgraph task's
@@ -27,9 +34,13 @@ async def state(
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
         snap = await service.get_state(thread_id, real)
-        return await _before_input(service, thread_id, snap, None)
-    snap = await service.get_state(thread_id, checkpoint_id)
-    return await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+        shaped = await _before_input(service, thread_id, snap, None)
+    else:
+        snap = await service.get_state(thread_id, checkpoint_id)
+        shaped = await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+    if not masked:
+        return shaped
+    return _mask(await service.masker(thread_ids=(thread_id,)), shaped)
 
 
 async def history(
@@ -53,6 +64,7 @@ async def history(
         start = None if found is None else found.version + 1
     skipping = start is not None  # up to and including ``before`` itself
     given = 0
+    masker = await service.masker(thread_ids=(thread_id,))
     async for item in _sequence(service, thread_id, run_id, start):
         if skipping:
             skipping = item.config.get("checkpoint_id") != before
@@ -62,7 +74,15 @@ async def history(
         if limit is not None and given >= limit:
             return
         given += 1
-        yield item
+        yield _mask(masker, item)
+
+
+def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:
+    """``snap`` as a person may see it: every masked field masked (law 14), its values
+    known from the thread's effects and from the tool calls in the snapshot itself."""
+    masker.learn(snap.values)
+    masker.learn(snap.interrupts)
+    return masker.snapshot(snap)
 
 
 async def _sequence(

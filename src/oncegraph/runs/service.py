@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +42,11 @@ from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
+from oncegraph.runs.masking import Masker, masks_of
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
 from oncegraph.runs.versions import Migration, VersionGate
-from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
+from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
@@ -413,9 +414,11 @@ class RunService:
         ``tenant`` filters an unbound service's listing by tenant."""
         await self.setup()
         app_id, tenant = listing_filters(self.scope, tenant)
-        return await self.store.list_runs(
+        found = await self.store.list_runs(
             thread_id=thread_id, statuses=statuses, limit=limit, app_id=app_id, tenant=tenant
         )
+        masker = await self.masker(thread_ids={r.thread_id for r in found})
+        return [masker.run(r) for r in found]  # inputs and errors masked
 
     async def get_run(self, run_id: str) -> RunRecord:
         await self.setup()
@@ -423,6 +426,12 @@ class RunService:
         if run is None:
             raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
         return self.check_run(run)
+
+    async def run_view(self, run_id: str) -> RunRecord:
+        """:meth:`get_run` as an operator sees it (input and error masked); the run
+        service's own reads use :meth:`get_run`."""
+        run = await self.get_run(run_id)
+        return (await self.masker(thread_ids=(run.thread_id,))).run(run)
 
     async def effects(
         self,
@@ -460,7 +469,29 @@ class RunService:
             limit=limit,
             offset=offset,
         )
-        return [mask_effect(r, self.masks) for r in records]
+        partial = statuses is not None or offset > 0 or (
+            limit is not None and len(records) >= limit
+        )
+        if partial:  # every effect of the listing's scope tells its secrets
+            masker = await self.masker(
+                thread_ids=() if thread_id is None else (thread_id,),
+                run_ids=() if run_id is None or thread_id is not None else (run_id,),
+            )
+        else:
+            masker = Masker(self.masks).learn_effects(records)
+        return [masker.effect(r) for r in records]
+
+    async def masker(
+        self, *, thread_ids: Iterable[str] = (), run_ids: Iterable[str] = ()
+    ) -> Masker:
+        """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
+        effect of these threads and runs (what a view of them must not show)."""
+        masker = Masker(self.masks)
+        for thread_id in sorted(set(thread_ids)):
+            masker.learn_effects(await self.store.list_effects(thread_id=thread_id))
+        for run_id in sorted(set(run_ids)):
+            masker.learn_effects(await self.store.list_effects(run_id=run_id))
+        return masker
 
     async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
         spec, _ = self._graph()

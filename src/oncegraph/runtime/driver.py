@@ -52,6 +52,7 @@ from oncegraph.errors import (
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.interrupt import Interrupt as InterruptValue
+from oncegraph.ledger.keys import hash_key
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
@@ -427,7 +428,7 @@ class Driver:
         if plan is not None:
             plan.hit("before_checkpoint")
         nxt = decision.head
-        intents = self._intents(nxt, run)
+        intents = await self._intents(nxt, run)
         commit = StepCommit(
             thread_id=run.thread_id,
             expected_version=head.version,
@@ -457,7 +458,7 @@ class Driver:
         self._emit_step(nxt, head.checkpoint, decision.results)
         return nxt
 
-    def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
+    async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
         """The intents of the calls the next step will make, to write with this step's
         checkpoint (:mod:`oncegraph.ledger.planned`): only at the top level of a live run
         whose next step surely runs now (no breakpoint can stop it, the recursion limit
@@ -478,13 +479,17 @@ class Driver:
         ):
             return []
         intents: list[EffectRecord] = []
+        key: bytes | None = None
         for name in dict.fromkeys(cp.next):
             node = spec.nodes.get(name)
             planner = getattr(node.fn, "plan_intents", None) if node is not None else None
             if planner is None:
                 continue
+            if key is None:  # the request hashes are keyed by the store (ledger/keys.py)
+                key = await hash_key(self.store)
             intents += planner(
                 nxt.values,
+                hash_key=key,
                 key_run_id=run.run_id,
                 run_id=run.run_id,
                 thread_id=self.root_thread or run.thread_id,

@@ -181,8 +181,9 @@ async def thread_state(request: Request) -> Response:
     config = {"thread_id": thread_id}
     if checkpoint_id:
         config["checkpoint_id"] = checkpoint_id
-    snap = await graph(request).aget_state(config)
-    return JSONResponse({"state": shown(request, p).snapshot(snap)})
+    view = shown(request, p)
+    snap = await graph(request).aget_state(config, masked=not view.unmasked)
+    return JSONResponse({"state": view.snapshot(snap)})
 
 
 async def thread_history(request: Request) -> Response:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from oncegraph.runs.views import mask_value
+from oncegraph.runs.masking import mask_value
 from oncegraph.server.auth import Principal, Role
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
 

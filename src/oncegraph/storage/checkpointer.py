@@ -1,8 +1,11 @@
 """The public import point for checkpointers::
 
     from oncegraph.storage.checkpointer import (
-        InMemoryCheckpointer, SqliteCheckpointer, PgCheckpointer,
+        InMemoryCheckpointer, SqliteCheckpointer, PgCheckpointer, EncryptionKeys,
     )
+
+Every store takes ``encryption=EncryptionKeys({...}, current=...)`` for encryption at
+rest (:mod:`oncegraph.storage.encryption`, the ``encryption`` extra).
 
 ``PgCheckpointer`` is imported lazily (module ``__getattr__``) so that importing this
 module never requires psycopg; without it, touching ``PgCheckpointer`` raises
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.memory import InMemoryCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.sql.sqlite import SqliteCheckpointer
@@ -36,4 +40,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Checkpointer", "InMemoryCheckpointer", "PgCheckpointer", "SqliteCheckpointer"]
+__all__ = [
+    "Checkpointer",
+    "EncryptionKeys",
+    "InMemoryCheckpointer",
+    "PgCheckpointer",
+    "SqliteCheckpointer",
+]

@@ -18,6 +18,7 @@ process only, so they die with it.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +29,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
@@ -43,7 +45,6 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -90,7 +91,8 @@ def _owned(row: Row, app_id: str | None, tenant: str | None) -> bool:
 class InMemoryCheckpointer(Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, encryption: EncryptionKeys | None = None) -> None:
+        self.rows = rows.Rows(encryption)  # the row codec (encryption here is for tests)
         self._lock = threading.Lock()
         self._threads: dict[str, Row] = {}
         self._runs: dict[str, Row] = {}
@@ -100,6 +102,13 @@ class InMemoryCheckpointer(Closing):
         self._effects: dict[str, Row] = {}
         self._held: set[str] = set()
         self._audit: dict[str, Row] = {}
+        # The key of the ledger's request hashes: random per store (the store lives in one
+        # process, so every writer of it shares the key).
+        self._hash_key = secrets.token_bytes(32)
+
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
+        return self._hash_key
 
     def __repr__(self) -> str:
         return f"InMemoryCheckpointer(threads={len(self._threads)}, runs={len(self._runs)})"
@@ -116,11 +125,11 @@ class InMemoryCheckpointer(Closing):
         rows.check_commit(commit)
         cp = commit.checkpoint
         # Build every row first: a JSON error must leave the store untouched.
-        cp_row = rows.checkpoint_to_params(cp)
-        log_rows = rows.log_params(commit.thread_id, commit.log)
-        run_row = rows.run_to_params(commit.new_run) if commit.new_run else None
-        effect_rows = [rows.effect_to_params(e) for e in commit.effects]
-        intent_rows = [rows.effect_to_params(e) for e in commit.intents]
+        cp_row = self.rows.checkpoint_to_params(cp)
+        log_rows = self.rows.log_params(commit.thread_id, commit.log)
+        run_row = self.rows.run_to_params(commit.new_run) if commit.new_run else None
+        effect_rows = [self.rows.effect_to_params(e) for e in commit.effects]
+        intent_rows = [self.rows.effect_to_params(e) for e in commit.intents]
         ts = now()
         with self._lock:
             thread = self._threads.get(commit.thread_id)
@@ -166,7 +175,7 @@ class InMemoryCheckpointer(Closing):
                     row,
                     {
                         _RUN_STATUS: str(commit.run_status),
-                        _RUN_ERROR: commit.run_error,
+                        _RUN_ERROR: self.rows.error_param(commit.run_error),
                         _RUN_UPDATED: ts,
                     },
                 )
@@ -197,7 +206,7 @@ class InMemoryCheckpointer(Closing):
                     return None
                 checkpoint_id = thread[2]
             row = self._checkpoints.get((thread_id, checkpoint_id))
-        return None if row is None else rows.checkpoint_from_row(row)
+        return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
         self,
@@ -218,18 +227,18 @@ class InMemoryCheckpointer(Closing):
         found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
         if limit is not None:
             found = found[: max(limit, 0)]
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         with self._lock:
             entries = dict(self._logs.get((thread_id, channel), {}))
         found = [(seq, entries[seq]) for seq in sorted(entries) if seq < end]
-        return rows.log_values(thread_id, channel, found)
+        return self.rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        row = rows.task_write_to_params(write)
+        row = self.rows.task_write_to_params(write)
         with self._lock:
             if fence is not None:
                 self._check_fence(run_id or "", fence)
@@ -239,12 +248,12 @@ class InMemoryCheckpointer(Closing):
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         with self._lock:
             writes = dict(self._task_writes.get((thread_id, checkpoint_id), {}))
-        return [rows.task_write_from_row(writes[k]) for k in sorted(writes)]
+        return [self.rows.task_write_from_row(writes[k]) for k in sorted(writes)]
 
     # -- runs -------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
-        row = rows.run_to_params(run)
+        row = self.rows.run_to_params(run)
         with self._lock:
             if run.run_id in self._runs:
                 raise StorageError(f"run {run.run_id!r} already exists; nothing was written")
@@ -253,7 +262,7 @@ class InMemoryCheckpointer(Closing):
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
             row = self._runs.get(run_id)
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -270,7 +279,12 @@ class InMemoryCheckpointer(Closing):
             if fence is not None and row[_RUN_FENCE] != fence:
                 raise LeaseLostError(rows.lease_message(run_id, fence))
             self._runs[run_id] = _with(
-                row, {_RUN_STATUS: str(status), _RUN_ERROR: error_text(error), _RUN_UPDATED: now()}
+                row,
+                {
+                    _RUN_STATUS: str(status),
+                    _RUN_ERROR: self.rows.error_param(error),
+                    _RUN_UPDATED: now(),
+                },
             )
 
     def _check_fence(self, run_id: str, fence: int) -> None:
@@ -302,7 +316,7 @@ class InMemoryCheckpointer(Closing):
         error: str | None = None,
         audit: AuditRecord | None = None,
     ) -> RunRecord | None:
-        audit_row = rows.audit_to_params(audit) if audit is not None else None
+        audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             if audit_row is not None and audit_row[0] in self._audit:
                 raise StorageError(f"audit record {audit_row[0]!r} already exists")
@@ -319,11 +333,11 @@ class InMemoryCheckpointer(Closing):
             }
             if status is not None:
                 changes[_RUN_STATUS] = str(status)
-                changes[_RUN_ERROR] = error_text(error)
+                changes[_RUN_ERROR] = self.rows.error_param(error)
             row = self._runs[run_id] = _with(row, changes)
             if audit_row is not None:
                 self._audit[audit_row[0]] = audit_row
-        return rows.run_from_row(row)
+        return self.rows.run_from_row(row)
 
     async def list_runs(
         self,
@@ -344,7 +358,7 @@ class InMemoryCheckpointer(Closing):
                 and _owned(row, app_id, tenant)
             ]
         found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
-        return [rows.run_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------
 
@@ -358,7 +372,7 @@ class InMemoryCheckpointer(Closing):
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        row = rows.effect_to_params(record)
+        row = self.rows.effect_to_params(record)
         with self._lock:
             if fence is not None:
                 self._check_fence(record.run_id, fence)
@@ -368,18 +382,18 @@ class InMemoryCheckpointer(Closing):
                 stored, created = row, True
             else:
                 stored, created = old, False
-        return rows.effect_from_row(stored), created
+        return self.rows.effect_from_row(stored), created
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         with self._lock:
             row = self._effects.get(effect_id)
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
-        row = rows.effect_to_params(record)
-        audit_row = rows.audit_to_params(audit) if audit is not None else None
+        row = self.rows.effect_to_params(record)
+        audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             if audit_row is not None and audit_row[0] in self._audit:
                 raise StorageError(f"audit record {audit_row[0]!r} already exists")
@@ -396,7 +410,7 @@ class InMemoryCheckpointer(Closing):
     # -- the audit log ----------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
-        row = rows.audit_to_params(record)
+        row = self.rows.audit_to_params(record)
         with self._lock:
             if record.audit_id in self._audit:
                 raise StorageError(f"audit record {record.audit_id!r} already exists")
@@ -421,7 +435,7 @@ class InMemoryCheckpointer(Closing):
                 and (before is None or r[1] < before)
             ]
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        return [rows.audit_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]
 
     async def list_effects(
         self,
@@ -454,7 +468,7 @@ class InMemoryCheckpointer(Closing):
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
         start = max(offset, 0)
         found = found[start:] if limit is None else found[start : start + max(limit, 0)]
-        return [rows.effect_from_row(r) for r in found]
+        return [self.rows.effect_from_row(r) for r in found]
 
     # -- retention --------------------------------------------------------------------
 

@@ -216,6 +216,16 @@ class Checkpointer(CheckpointStore, EffectStore, AuditLog, Protocol):
 
 
 @runtime_checkable
+class RequestHashKeys(Protocol):
+    """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`). Every
+    bundled store has one; a store without it gets unkeyed hashes, with a warning."""
+
+    async def request_hash_key(self) -> bytes:
+        """The same bytes for every process that writes this store's ledger (law 6 must
+        hold across them), and secret to whoever cannot read the store."""
+
+
+@runtime_checkable
 class Pruner(Protocol):
     """Retention: deletes history that no open run needs, so storage stays bounded."""
 

@@ -40,7 +40,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
-from oncegraph.storage.protocols import Checkpointer, Pruner
+from oncegraph.storage.protocols import Checkpointer, Pruner, RequestHashKeys
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     Attempt,
@@ -1647,6 +1647,20 @@ class CheckpointerConformance:
         await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
         thread = await checkpointer.get_thread(tid)
         assert thread is not None and thread.version == 2
+
+    async def test_request_hash_key_is_stable_and_shared(
+        self, checkpointer: Checkpointer, reopen: Reopen | None
+    ) -> None:
+        """The ledger's request hashes are keyed by the store (law 6 across processes):
+        the key is secret-sized, never changes, and every instance on one database has it."""
+        assert isinstance(checkpointer, RequestHashKeys)
+        key = await checkpointer.request_hash_key()
+        assert isinstance(key, bytes) and len(key) >= 16
+        assert await checkpointer.request_hash_key() == key
+        if reopen is not None:
+            other = await reopen()
+            assert isinstance(other, RequestHashKeys)
+            assert await other.request_hash_key() == key
 
     async def test_durable_across_instances(
         self, checkpointer: Checkpointer, reopen: Reopen | None

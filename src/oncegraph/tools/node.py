@@ -80,6 +80,7 @@ class ToolNode:
         thread_id: str,
         node: str,
         checkpoint_id: str,
+        hash_key: bytes | None = None,
     ) -> list[EffectRecord]:
         """The intents of the calls this node will make from ``state``, for the driver to
         write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
@@ -123,6 +124,7 @@ class ToolNode:
                 command_id=tool_command_id(str(message_id), call_id),
                 request=args,
                 recipient=tool.recipient_for(args),
+                key=hash_key,
             )
             intents.append(record.replace(row_version=1))
         return intents

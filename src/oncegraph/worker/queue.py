@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
 from oncegraph.storage.sql.postgres import PgCheckpointer, _mapped
@@ -213,7 +212,7 @@ class RunQueue:
         assert isinstance(found, list)
         return [
             Claimed(
-                rows.run_from_row(r[:-2]),
+                self.store.rows.run_from_row(r[:-2]),
                 r[-1] if r[-2] == RunStatus.RUNNING and r[-1] else None,
             )
             for r in found

@@ -13,7 +13,9 @@ Invariants:
 * Keys are ``HMAC-SHA256(secret, "oncegraph key:" + purpose)``: a key for one purpose
   (the Redis cache's MAC) says nothing about the key for another.
 * What it protects against: a party who can write the cache (Redis) but cannot read
-  the database. Whoever can read the database can read the secret.
+  the database; a party who sees an operator view (a request hash next to masked
+  arguments) but cannot read the database. Whoever can read the database can read the
+  secret (and, without encryption at rest, the arguments themselves).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from oncegraph.errors import StorageError
 SECRET_NAME = "database"
 CACHE_MAC_PURPOSE = "redis-cache-mac"
 """Purpose of the key that signs Redis cache entries (:mod:`oncegraph.storage.cache.mac`)."""
+REQUEST_HASH_PURPOSE = "request-hash"
+"""Purpose of the key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
 
 SECRET_INSERT = (
     "INSERT INTO oncegraph_secrets (name, value, created_at) VALUES (?, ?, ?) "
@@ -67,6 +71,7 @@ def derive_key(secret: bytes, purpose: str) -> bytes:
 
 __all__ = [
     "CACHE_MAC_PURPOSE",
+    "REQUEST_HASH_PURPOSE",
     "SECRET_INSERT",
     "SECRET_NAME",
     "SECRET_SELECT",

@@ -81,7 +81,9 @@ def _prepare(name: str) -> str:
     return f"PREPARE {name} AS {numbered(_STATEMENTS[name])}"
 
 
-def step_script(commit: StepCommit, ts: float, *, prepared: bool = True) -> tuple[str, list[Any]]:
+def step_script(
+    commit: StepCommit, ts: float, *, prepared: bool = True, codec: rows.Rows = rows.PLAIN
+) -> tuple[str, list[Any]]:
     """The step as one message, and its arguments in order: ``EXECUTE``s of the prepared
     statements, or (``prepared=False``) the statements themselves."""
     cp = commit.checkpoint
@@ -93,9 +95,9 @@ def step_script(commit: StepCommit, ts: float, *, prepared: bool = True) -> tupl
         parts.append(("og_thread_cas", (*cas, commit.expected_version)))
     parts.append(("og_check_head", (commit.thread_id, cp.checkpoint_id)))
     if commit.new_run is not None:
-        parts.append(("og_run_insert", rows.run_to_params(commit.new_run)))
+        parts.append(("og_run_insert", codec.run_to_params(commit.new_run)))
     if commit.run_status is not None:
-        status = (str(commit.run_status), commit.run_error, ts, cp.run_id)
+        status = (str(commit.run_status), codec.error_param(commit.run_error), ts, cp.run_id)
         if commit.fence is None:
             parts.append(("og_run_status", status))
         else:
@@ -104,10 +106,10 @@ def step_script(commit: StepCommit, ts: float, *, prepared: bool = True) -> tupl
         parts.append(("og_run_touch_fenced", (ts, cp.run_id, commit.fence)))
     if commit.fence is not None or commit.run_status is not None:
         parts.append(("og_check_run", (cp.run_id, commit.fence, commit.fence)))
-    parts.append(("og_checkpoint_insert", rows.checkpoint_to_params(cp)))
-    parts.extend(("og_log_insert", p) for p in rows.log_params(commit.thread_id, commit.log))
-    parts.extend(("og_effect_intent", rows.effect_to_params(e)) for e in commit.intents)
-    parts.extend(("og_effect_upsert", rows.effect_to_params(e)) for e in commit.effects)
+    parts.append(("og_checkpoint_insert", codec.checkpoint_to_params(cp)))
+    parts.extend(("og_log_insert", p) for p in codec.log_params(commit.thread_id, commit.log))
+    parts.extend(("og_effect_intent", codec.effect_to_params(e)) for e in commit.intents)
+    parts.extend(("og_effect_upsert", codec.effect_to_params(e)) for e in commit.effects)
     if commit.clear_task_writes_of is not None:
         parts.append(("og_task_writes_delete", (commit.thread_id, commit.clear_task_writes_of)))
     if prepared:
@@ -125,13 +127,14 @@ class StepWriter:
     session's prepared statements between transactions.
     """
 
-    def __init__(self, *, prepared: bool = True) -> None:
+    def __init__(self, *, prepared: bool = True, codec: rows.Rows = rows.PLAIN) -> None:
         self.prepared = prepared
+        self.codec = codec
         self._ready: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
 
     async def send(self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float) -> None:
         """Commit ``commit`` on ``conn`` (autocommit), or raise what the server said."""
-        script, params = step_script(commit, ts, prepared=self.prepared)
+        script, params = step_script(commit, ts, prepared=self.prepared, codec=self.codec)
         if not self.prepared:
             await _execute(conn, script, params)
             return

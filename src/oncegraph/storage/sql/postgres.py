@@ -68,6 +68,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
@@ -84,7 +85,6 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
@@ -277,14 +277,6 @@ class _Pool(AsyncConnectionPool):
                 raise asyncio.CancelledError  # the task swallowed our cancellation
 
 
-def _cache_payload(cp: CheckpointRecord) -> bytes:
-    return dumps(list(rows.checkpoint_to_params(cp)))
-
-
-def _from_cache_payload(payload: bytes) -> CheckpointRecord:
-    return rows.checkpoint_from_row(loads(payload))
-
-
 class PgCheckpointer(Closing):
     """State and effect ledger in PostgreSQL, with an optional Redis hot cache.
 
@@ -301,6 +293,9 @@ class PgCheckpointer(Closing):
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
     that long (paused, partitioned) is treated as gone and the run may be taken over
     (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its connection to end.
+
+    ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
+    payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).
     """
 
     def __init__(
@@ -318,6 +313,7 @@ class PgCheckpointer(Closing):
         pool_timeout: float = 30.0,
         prepared_statements: bool = True,
         claim_timeout: float | None = 30.0,
+        encryption: EncryptionKeys | None = None,
     ) -> None:
         if not postgres_dsn:
             raise StorageError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
@@ -340,6 +336,7 @@ class PgCheckpointer(Closing):
             self._owns_cache = True
         self.cache: Cache | None = cache
         self._secret: bytes | None = None  # the database secret, read on first need
+        self._hash_key: bytes | None = None
         provide_key = getattr(cache, "provide_key", None)  # a RedisCache without a MAC key
         if provide_key is not None:
             provide_key(self._cache_mac_key)
@@ -349,7 +346,8 @@ class PgCheckpointer(Closing):
         self._schema_ok = False
         self.prepared_statements = prepared_statements
         self.claim_timeout = claim_timeout
-        self._steps = StepWriter(prepared=prepared_statements)
+        self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
+        self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
 
     def __repr__(self) -> str:
         cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
@@ -424,7 +422,7 @@ class PgCheckpointer(Closing):
                     await self._explain_failed_commit(conn, commit, exc)
         if self.cache is not None:
             cp = commit.checkpoint
-            await self.cache.put_state(commit.thread_id, cp.version, _cache_payload(cp))
+            await self.cache.put_state(commit.thread_id, cp.version, self._cache_payload(cp))
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
@@ -468,7 +466,7 @@ class PgCheckpointer(Closing):
             row = await self._fetchone(
                 "get_checkpoint", CHECKPOINT_SELECT, (thread_id, checkpoint_id)
             )
-            return None if row is None else rows.checkpoint_from_row(row)
+            return None if row is None else self.rows.checkpoint_from_row(row)
         if self.cache is not None:
             cached = await self._cached_head(thread_id)
             if cached is not None:
@@ -476,9 +474,9 @@ class PgCheckpointer(Closing):
         row = await self._fetchone("get_checkpoint", CHECKPOINT_SELECT_HEAD, (thread_id,))
         if row is None:
             return None
-        head = rows.checkpoint_from_row(row)
+        head = self.rows.checkpoint_from_row(row)
         if self.cache is not None:
-            await self.cache.put_state(thread_id, head.version, _cache_payload(head))
+            await self.cache.put_state(thread_id, head.version, self._cache_payload(head))
         return head
 
     async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
@@ -495,7 +493,7 @@ class PgCheckpointer(Closing):
         if thread is None or thread.version != version:
             return None
         try:
-            head = _from_cache_payload(payload)
+            head = self._from_cache_payload(payload)
         except (StorageError, ValueError, TypeError, IndexError) as exc:
             log.warning("ignoring an undecodable cache entry for thread %r: %s", thread_id, exc)
             return None
@@ -506,6 +504,22 @@ class PgCheckpointer(Closing):
         ):
             return None
         return head
+
+    def _cache_payload(self, cp: CheckpointRecord) -> bytes:
+        """A head as the cache holds it: its row (payload columns sealed, as stored)."""
+        return dumps(list(self.rows.checkpoint_to_params(cp)))
+
+    def _from_cache_payload(self, payload: bytes) -> CheckpointRecord:
+        return self.rows.checkpoint_from_row(loads(payload))
+
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
+        from the database secret: every process on this database computes the same."""
+        key = self._hash_key
+        if key is None:
+            secret = await self._database_secret()
+            key = self._hash_key = dbsecret.derive_key(secret, dbsecret.REQUEST_HASH_PURPOSE)
+        return key
 
     async def _cache_mac_key(self) -> bytes:
         """The key the Redis cache signs entries with, derived from the database secret."""
@@ -544,16 +558,16 @@ class PgCheckpointer(Closing):
             found = await self._fetchall(
                 "list_checkpoints", CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n)
             )
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         found = await self._fetchall("read_log", LOG_SELECT, (thread_id, channel, end))
-        return rows.log_values(thread_id, channel, found)
+        return self.rows.log_values(thread_id, channel, found)
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        params = rows.task_write_to_params(write)
+        params = self.rows.task_write_to_params(write)
         if fence is None:
             await self._execute("put_task_write", TASK_WRITE_UPSERT, params)
             return
@@ -587,13 +601,13 @@ class PgCheckpointer(Closing):
         found = await self._fetchall(
             "get_task_writes", TASK_WRITES_SELECT, (thread_id, checkpoint_id)
         )
-        return [rows.task_write_from_row(r) for r in found]
+        return [self.rows.task_write_from_row(r) for r in found]
 
     # -- runs ----------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
         try:
-            await self._execute("create_run", RUN_INSERT, rows.run_to_params(run))
+            await self._execute("create_run", RUN_INSERT, self.rows.run_to_params(run))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(
@@ -603,7 +617,7 @@ class PgCheckpointer(Closing):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = await self._fetchone("get_run", RUN_SELECT, (run_id,))
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -614,7 +628,7 @@ class PgCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         pool = await self._ready()
-        params = (str(status), error_text(error), now(), run_id)
+        params = (str(status), self.rows.error_param(error), now(), run_id)
         with _mapped("update_run", self._where):
             async with pool.connection() as conn:
                 if fence is None:
@@ -641,7 +655,7 @@ class PgCheckpointer(Closing):
         params += [f for f in (app_id, tenant) if f is not None]
         params.append(max(limit, 0))
         sql = _run_list(thread_id is not None, len(wanted), app_id is not None, tenant is not None)
-        return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
+        return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
         """Locks live on the home loop's lock session, whatever loop asks: a caller's loop
@@ -688,7 +702,7 @@ class PgCheckpointer(Closing):
             sql, params = RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = RUN_FENCE_STATUS
-            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
+            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
         pool = await self._ready()
         with _mapped("fence_run", self._where):
             async with pool.connection() as conn, conn.transaction():
@@ -700,15 +714,15 @@ class PgCheckpointer(Closing):
                         raise RunNotFoundError(f"run {run_id!r} does not exist")
                     return None
                 if audit is not None:
-                    await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
-        return rows.run_from_row(row)
+                    await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
+        return self.rows.run_from_row(row)
 
     # -- effects -------------------------------------------------------------------------
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        params = rows.effect_to_params(record)
+        params = self.rows.effect_to_params(record)
         pool = await self._ready()
         with _mapped("begin_effect", self._where, LedgerUnavailableError):
             async with pool.connection() as conn:
@@ -719,7 +733,7 @@ class PgCheckpointer(Closing):
                         EFFECT_INSERT_FENCED, (*params, record.run_id, fence)
                     )
                 if await cur.fetchone() is not None:
-                    return rows.effect_from_row(params), True
+                    return self.rows.effect_from_row(params), True
                 if fence is not None:  # fenced out, or the record exists?
                     await self._check_run(conn, record.run_id, fence)
                 # ON CONFLICT waited for the first writer to commit: its row is visible.
@@ -729,24 +743,24 @@ class PgCheckpointer(Closing):
             raise LedgerUnavailableError(
                 f"effect {record.effect_id} conflicted on insert but cannot be read back"
             )
-        return rows.effect_from_row(row), False
+        return self.rows.effect_from_row(row), False
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         row = await self._fetchone(
             "get_effect", EFFECT_SELECT, (effect_id,), cls=LedgerUnavailableError
         )
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
-            sql, params = EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+            sql, params = EFFECT_UPSERT_FIRST, self.rows.effect_to_params(record)
             if fence is not None:
                 sql, params = EFFECT_UPSERT_FIRST_FENCED, (*params, record.run_id, fence)
         else:
-            params = (*rows.effect_update_params(record), expected)
+            params = (*self.rows.effect_update_params(record), expected)
             sql = EFFECT_UPDATE_CAS
             if fence is not None:
                 sql, params = EFFECT_UPDATE_CAS_FENCED, (*params, record.run_id, fence)
@@ -761,7 +775,7 @@ class PgCheckpointer(Closing):
                         cur = await conn.execute(sql, params)
                         written = cur.rowcount == 1
                         if written:
-                            await conn.execute(AUDIT_INSERT, rows.audit_to_params(audit))
+                            await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
                 if written:
                     return
                 if fence is not None:
@@ -798,13 +812,13 @@ class PgCheckpointer(Closing):
             tenant is not None,
         )
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
-        return [rows.effect_from_row(r) for r in found]
+        return [self.rows.effect_from_row(r) for r in found]
 
     # -- the audit log ---------------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
         try:
-            await self._execute("append_audit", AUDIT_INSERT, rows.audit_to_params(record))
+            await self._execute("append_audit", AUDIT_INSERT, self.rows.audit_to_params(record))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(
@@ -823,7 +837,7 @@ class PgCheckpointer(Closing):
     ) -> list[AuditRecord]:
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
         found = await self._fetchall("list_audit", _pg(sql), params)
-        return [rows.audit_from_row(r) for r in found]
+        return [self.rows.audit_from_row(r) for r in found]
 
     # -- retention -----------------------------------------------------------------------
 

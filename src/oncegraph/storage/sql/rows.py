@@ -21,7 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from oncegraph._json import dumps_state_str, dumps_str, loads
-from oncegraph.errors import ConfigError, CorruptRecordError, InvalidUpdateError
+from oncegraph.errors import (
+    ConfigError,
+    CorruptRecordError,
+    EncryptionKeyError,
+    InvalidUpdateError,
+)
+from oncegraph.storage.encryption import EncryptionKeys, open_plain
 from oncegraph.storage.records import (
     Attempt,
     AuditRecord,
@@ -35,18 +41,11 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    error_text,
 )
 
 Row = Sequence[Any]
 _R = TypeVar("_R")
-
-
-def _opt_json(value: Any) -> str | None:
-    return None if value is None else dumps_str(value)
-
-
-def _opt_loads(text: Any) -> Any:
-    return None if text is None else loads(text)
 
 
 def corrupt(
@@ -84,6 +83,8 @@ _IDS = {
 def _decode(table: str, row: Row, build: Callable[[Row], _R]) -> _R:
     try:
         return build(row)
+    except EncryptionKeyError:
+        raise  # a missing key names its own fix; the row is not corrupt
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         key = row[0] if row else "?"
         thread_at, run_at = _IDS.get(table, (None, None))
@@ -105,152 +106,304 @@ def thread_from_row(row: Row) -> ThreadRecord:
     )
 
 
-# -- runs ---------------------------------------------------------------------------
+# -- the codec of one store ------------------------------------------------------------
 
 
-def run_to_params(run: RunRecord) -> tuple[Any, ...]:
-    return (
-        run.run_id,
-        run.thread_id,
-        str(run.status),
-        run.workflow_name,
-        run.workflow_version,
-        run.state_schema_version,
-        run.graph_fingerprint,
-        run.parent_run_id,
-        run.parent_checkpoint_id,
-        run.launch_reason,
-        run.mode,
-        None if run.input is None else dumps_state_str(run.input),
-        dumps_str(run.config),
-        run.error,
-        run.lease_owner,
-        run.lease_expires_at,
-        run.fencing_token,
-        run.created_at,
-        run.updated_at,
-        run.app_id,
-        run.tenant,
-    )
+def _same(text: str) -> str:
+    return text
 
 
-def _run(row: Row) -> RunRecord:
-    return RunRecord(
-        run_id=row[0],
-        thread_id=row[1],
-        status=RunStatus(row[2]),
-        workflow_name=row[3],
-        workflow_version=row[4],
-        state_schema_version=int(row[5]),
-        graph_fingerprint=row[6],
-        parent_run_id=row[7],
-        parent_checkpoint_id=row[8],
-        launch_reason=row[9],
-        mode=row[10],
-        input=_opt_loads(row[11]),
-        config=loads(row[12]),
-        error=row[13],
-        lease_owner=row[14],
-        lease_expires_at=row[15],
-        fencing_token=int(row[16]),
-        created_at=row[17],
-        updated_at=row[18],
-        app_id=row[19],
-        tenant=row[20],
-    )
+class Rows:
+    """Records <-> rows for one store, with its encryption at rest (if any).
 
+    The payload columns (checkpoint values and metadata, log values, task write values,
+    a run's input, an effect's request, result, error and attempts, audit details) are
+    sealed on the way in and opened on the way out
+    (:class:`~oncegraph.storage.encryption.EncryptionKeys`); every other column is as
+    without encryption. Without keys a sealed value is an
+    :class:`~oncegraph.errors.EncryptionKeyError` naming the fix.
+    """
 
-def run_from_row(row: Row) -> RunRecord:
-    return _decode("oncegraph_runs", row, _run)
+    __slots__ = ("_open", "_seal", "encryption")
 
+    def __init__(self, encryption: EncryptionKeys | None = None) -> None:
+        self.encryption = encryption
+        self._seal: Callable[[str], str] = _same if encryption is None else encryption.seal
+        self._open: Callable[[str], str] = open_plain if encryption is None else encryption.open
 
-# -- checkpoints --------------------------------------------------------------------
+    # the codec-free helpers, so a store needs one object
+    thread_from_row = staticmethod(thread_from_row)
 
+    def _json(self, value: Any) -> str:
+        return self._seal(dumps_str(value))
 
-def checkpoint_to_params(cp: CheckpointRecord) -> tuple[Any, ...]:
-    return (
-        cp.checkpoint_id,
-        cp.thread_id,
-        cp.run_id,
-        cp.step,
-        cp.version,
-        cp.parent_checkpoint_id,
-        dumps_state_str(cp.values),
-        dumps_str(cp.logs),
-        dumps_str(list(cp.next)),
-        dumps_str(cp.metadata),
-        cp.created_at,
-    )
+    def _opt_json(self, value: Any) -> str | None:
+        return None if value is None else self._seal(dumps_str(value))
 
+    def _loads(self, text: Any) -> Any:
+        return loads(self._open(text) if isinstance(text, str) else text)
 
-def _checkpoint(row: Row) -> CheckpointRecord:
-    values, logs, nxt, metadata = loads(row[6]), loads(row[7]), loads(row[8]), loads(row[9])
-    if not isinstance(values, dict):
-        raise TypeError(f"channel_values is a {type(values).__name__}, not an object")
-    if not isinstance(logs, dict) or not all(
-        isinstance(k, str) and type(v) is int and v >= 0 for k, v in logs.items()
-    ):
-        raise TypeError(f"logs must map channel names to entry counts; got {logs!r}")
-    if not isinstance(nxt, list) or not all(isinstance(n, str) for n in nxt):
-        raise TypeError(f"next_nodes must be a list of node names; got {nxt!r}")
-    if not isinstance(metadata, dict):
-        raise TypeError(f"metadata is a {type(metadata).__name__}, not an object")
-    return CheckpointRecord(
-        checkpoint_id=row[0],
-        thread_id=row[1],
-        run_id=row[2],
-        step=int(row[3]),
-        version=int(row[4]),
-        parent_checkpoint_id=row[5],
-        values=values,
-        logs=logs,
-        next=tuple(nxt),
-        metadata=metadata,
-        created_at=row[10],
-    )
+    def _opt_loads(self, text: Any) -> Any:
+        return None if text is None else self._loads(text)
 
+    def _opt_text(self, text: str | None) -> str | None:
+        return None if text is None else self._seal(text)
 
-def checkpoint_from_row(row: Row) -> CheckpointRecord:
-    return _decode("oncegraph_checkpoints", row, _checkpoint)
+    def _open_text(self, text: Any) -> Any:
+        return self._open(text) if isinstance(text, str) else text
 
+    # -- runs -------------------------------------------------------------------------
 
-# -- logs ---------------------------------------------------------------------------
+    def error_param(self, error: str | None) -> str | None:
+        """A run's error as stored: :func:`~oncegraph.storage.records.error_text`, sealed
+        when encrypting (an error message may quote a payload)."""
+        text = error_text(error)
+        return None if text is None else self._seal(text)
 
+    def run_to_params(self, run: RunRecord) -> tuple[Any, ...]:
+        return (
+            run.run_id,
+            run.thread_id,
+            str(run.status),
+            run.workflow_name,
+            run.workflow_version,
+            run.state_schema_version,
+            run.graph_fingerprint,
+            run.parent_run_id,
+            run.parent_checkpoint_id,
+            run.launch_reason,
+            run.mode,
+            None if run.input is None else self._seal(dumps_state_str(run.input)),
+            dumps_str(run.config),
+            self.error_param(run.error),
+            run.lease_owner,
+            run.lease_expires_at,
+            run.fencing_token,
+            run.created_at,
+            run.updated_at,
+            run.app_id,
+            run.tenant,
+        )
 
-def log_params(thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
-    """Parameters for ``executemany(LOG_INSERT, ...)``."""
-    return [
-        (thread_id, e.channel, e.seq, dumps_state_str(e.value, field=e.channel))
-        for e in entries
-    ]
+    def _run(self, row: Row) -> RunRecord:
+        return RunRecord(
+            run_id=row[0],
+            thread_id=row[1],
+            status=RunStatus(row[2]),
+            workflow_name=row[3],
+            workflow_version=row[4],
+            state_schema_version=int(row[5]),
+            graph_fingerprint=row[6],
+            parent_run_id=row[7],
+            parent_checkpoint_id=row[8],
+            launch_reason=row[9],
+            mode=row[10],
+            input=self._opt_loads(row[11]),
+            config=loads(row[12]),
+            error=self._open_text(row[13]),
+            lease_owner=row[14],
+            lease_expires_at=row[15],
+            fencing_token=int(row[16]),
+            created_at=row[17],
+            updated_at=row[18],
+            app_id=row[19],
+            tenant=row[20],
+        )
 
+    def run_from_row(self, row: Row) -> RunRecord:
+        return _decode("oncegraph_runs", row, self._run)
 
-def log_values(thread_id: str, channel: str, found: Sequence[Row]) -> list[Any]:
-    """The values of ``SELECT seq, value`` log rows; a corrupt entry is named."""
-    out = []
-    for seq, value in found:
-        try:
-            out.append(loads(value))
-        except ValueError as exc:
-            raise corrupt(
-                "oncegraph_log", f"{channel}#{seq}", str(exc), thread_id=thread_id
-            ) from exc
-    return out
+    # -- checkpoints ------------------------------------------------------------------
 
+    def checkpoint_to_params(self, cp: CheckpointRecord) -> tuple[Any, ...]:
+        return (
+            cp.checkpoint_id,
+            cp.thread_id,
+            cp.run_id,
+            cp.step,
+            cp.version,
+            cp.parent_checkpoint_id,
+            self._seal(dumps_state_str(cp.values)),
+            dumps_str(cp.logs),
+            dumps_str(list(cp.next)),
+            self._json(cp.metadata),
+            cp.created_at,
+        )
 
-# -- task writes --------------------------------------------------------------------
+    def _checkpoint(self, row: Row) -> CheckpointRecord:
+        values, logs = self._loads(row[6]), loads(row[7])
+        nxt, metadata = loads(row[8]), self._loads(row[9])
+        if not isinstance(values, dict):
+            raise TypeError(f"channel_values is a {type(values).__name__}, not an object")
+        if not isinstance(logs, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in logs.items()
+        ):
+            raise TypeError(f"logs must map channel names to entry counts; got {logs!r}")
+        if not isinstance(nxt, list) or not all(isinstance(n, str) for n in nxt):
+            raise TypeError(f"next_nodes must be a list of node names; got {nxt!r}")
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata is a {type(metadata).__name__}, not an object")
+        return CheckpointRecord(
+            checkpoint_id=row[0],
+            thread_id=row[1],
+            run_id=row[2],
+            step=int(row[3]),
+            version=int(row[4]),
+            parent_checkpoint_id=row[5],
+            values=values,
+            logs=logs,
+            next=tuple(nxt),
+            metadata=metadata,
+            created_at=row[10],
+        )
 
+    def checkpoint_from_row(self, row: Row) -> CheckpointRecord:
+        return _decode("oncegraph_checkpoints", row, self._checkpoint)
 
-def task_write_to_params(write: TaskWrite) -> tuple[Any, ...]:
-    return (
-        write.thread_id,
-        write.checkpoint_id,
-        write.task,
-        write.kind,
-        write.idx,
-        _task_write_json(write),
-        write.created_at,
-    )
+    # -- logs -------------------------------------------------------------------------
+
+    def log_params(self, thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
+        """Parameters for ``executemany(LOG_INSERT, ...)``."""
+        return [
+            (thread_id, e.channel, e.seq, self._seal(dumps_state_str(e.value, field=e.channel)))
+            for e in entries
+        ]
+
+    def log_values(self, thread_id: str, channel: str, found: Sequence[Row]) -> list[Any]:
+        """The values of ``SELECT seq, value`` log rows; a corrupt entry is named."""
+        out = []
+        for seq, value in found:
+            try:
+                out.append(self._loads(value))
+            except ValueError as exc:
+                raise corrupt(
+                    "oncegraph_log", f"{channel}#{seq}", str(exc), thread_id=thread_id
+                ) from exc
+        return out
+
+    # -- task writes ------------------------------------------------------------------
+
+    def task_write_to_params(self, write: TaskWrite) -> tuple[Any, ...]:
+        return (
+            write.thread_id,
+            write.checkpoint_id,
+            write.task,
+            write.kind,
+            write.idx,
+            self._seal(_task_write_json(write)),
+            write.created_at,
+        )
+
+    def _task_write(self, row: Row) -> TaskWrite:
+        return TaskWrite(
+            thread_id=row[0],
+            checkpoint_id=row[1],
+            task=row[2],
+            kind=row[3],
+            idx=int(row[4]),
+            value=self._loads(row[5]),
+            created_at=row[6],
+        )
+
+    def task_write_from_row(self, row: Row) -> TaskWrite:
+        return _decode("oncegraph_task_writes", row, self._task_write)
+
+    # -- effects ----------------------------------------------------------------------
+
+    def effect_to_params(self, effect: EffectRecord) -> tuple[Any, ...]:
+        return (
+            effect.effect_id,
+            effect.effect_type,
+            str(effect.effect_class),
+            effect.command_id,
+            effect.run_id,
+            effect.thread_id,
+            effect.node,
+            effect.request_hash,
+            str(effect.status),
+            effect.checkpoint_id,
+            self._opt_json(effect.request),
+            effect.recipient,
+            self._seal(_attempts_json(effect.attempts)),
+            effect.provider_reference,
+            self._opt_json(effect.result),
+            self._opt_text(effect.error),
+            effect.created_at,
+            effect.updated_at,
+            effect.row_version,
+        )
+
+    def effect_update_params(self, effect: EffectRecord) -> tuple[Any, ...]:
+        """Parameters for ``EFFECT_UPDATE``: the mutable columns, then ``effect_id``."""
+        return (
+            str(effect.status),
+            self._seal(_attempts_json(effect.attempts)),
+            effect.provider_reference,
+            self._opt_json(effect.result),
+            self._opt_text(effect.error),
+            effect.updated_at,
+            effect.row_version,
+            effect.effect_id,
+        )
+
+    def _effect(self, row: Row) -> EffectRecord:
+        return EffectRecord(
+            effect_id=row[0],
+            effect_type=row[1],
+            effect_class=EffectClass(row[2]),
+            command_id=row[3],
+            run_id=row[4],
+            thread_id=row[5],
+            node=row[6],
+            request_hash=row[7],
+            status=EffectStatus(row[8]),
+            checkpoint_id=row[9],
+            request=self._opt_loads(row[10]),
+            recipient=row[11],
+            attempts=_attempts(self._open_text(row[12])),
+            provider_reference=row[13],
+            result=self._opt_loads(row[14]),
+            error=self._open_text(row[15]),
+            created_at=row[16],
+            updated_at=row[17],
+            row_version=int(row[18]),
+        )
+
+    def effect_from_row(self, row: Row) -> EffectRecord:
+        return _decode("oncegraph_effects", row, self._effect)
+
+    # -- the audit log ----------------------------------------------------------------
+
+    def audit_to_params(self, record: AuditRecord) -> tuple[Any, ...]:
+        return (
+            record.audit_id,
+            record.at,
+            record.actor,
+            record.action,
+            record.target_kind,
+            record.target_id,
+            record.run_id,
+            record.thread_id,
+            record.reason,
+            self._json(record.details),
+        )
+
+    def _audit(self, row: Row) -> AuditRecord:
+        return AuditRecord(
+            audit_id=row[0],
+            at=row[1],
+            actor=row[2],
+            action=row[3],
+            target_kind=row[4],
+            target_id=row[5],
+            run_id=row[6],
+            thread_id=row[7],
+            reason=row[8],
+            details=self._loads(row[9]),
+        )
+
+    def audit_from_row(self, row: Row) -> AuditRecord:
+        return _decode("oncegraph_audit", row, self._audit)
 
 
 def _task_write_json(write: TaskWrite) -> str:
@@ -264,25 +417,6 @@ def _task_write_json(write: TaskWrite) -> str:
         if isinstance(update, Mapping):
             dumps_state_str(update)  # raises again, naming the state field
         raise
-
-
-def _task_write(row: Row) -> TaskWrite:
-    return TaskWrite(
-        thread_id=row[0],
-        checkpoint_id=row[1],
-        task=row[2],
-        kind=row[3],
-        idx=int(row[4]),
-        value=loads(row[5]),
-        created_at=row[6],
-    )
-
-
-def task_write_from_row(row: Row) -> TaskWrite:
-    return _decode("oncegraph_task_writes", row, _task_write)
-
-
-# -- effects ------------------------------------------------------------------------
 
 
 def _attempts_json(attempts: Sequence[Attempt]) -> str:
@@ -316,107 +450,21 @@ def _attempts(text: Any) -> tuple[Attempt, ...]:
     )
 
 
-def effect_to_params(effect: EffectRecord) -> tuple[Any, ...]:
-    return (
-        effect.effect_id,
-        effect.effect_type,
-        str(effect.effect_class),
-        effect.command_id,
-        effect.run_id,
-        effect.thread_id,
-        effect.node,
-        effect.request_hash,
-        str(effect.status),
-        effect.checkpoint_id,
-        _opt_json(effect.request),
-        effect.recipient,
-        _attempts_json(effect.attempts),
-        effect.provider_reference,
-        _opt_json(effect.result),
-        effect.error,
-        effect.created_at,
-        effect.updated_at,
-        effect.row_version,
-    )
-
-
-def effect_update_params(effect: EffectRecord) -> tuple[Any, ...]:
-    """Parameters for ``EFFECT_UPDATE``: the mutable columns, then ``effect_id``."""
-    return (
-        str(effect.status),
-        _attempts_json(effect.attempts),
-        effect.provider_reference,
-        _opt_json(effect.result),
-        effect.error,
-        effect.updated_at,
-        effect.row_version,
-        effect.effect_id,
-    )
-
-
-def _effect(row: Row) -> EffectRecord:
-    return EffectRecord(
-        effect_id=row[0],
-        effect_type=row[1],
-        effect_class=EffectClass(row[2]),
-        command_id=row[3],
-        run_id=row[4],
-        thread_id=row[5],
-        node=row[6],
-        request_hash=row[7],
-        status=EffectStatus(row[8]),
-        checkpoint_id=row[9],
-        request=_opt_loads(row[10]),
-        recipient=row[11],
-        attempts=_attempts(row[12]),
-        provider_reference=row[13],
-        result=_opt_loads(row[14]),
-        error=row[15],
-        created_at=row[16],
-        updated_at=row[17],
-        row_version=int(row[18]),
-    )
-
-
-def effect_from_row(row: Row) -> EffectRecord:
-    return _decode("oncegraph_effects", row, _effect)
-
-
-# -- the audit log ------------------------------------------------------------------
-
-
-def audit_to_params(record: AuditRecord) -> tuple[Any, ...]:
-    return (
-        record.audit_id,
-        record.at,
-        record.actor,
-        record.action,
-        record.target_kind,
-        record.target_id,
-        record.run_id,
-        record.thread_id,
-        record.reason,
-        dumps_str(record.details),
-    )
-
-
-def _audit(row: Row) -> AuditRecord:
-    return AuditRecord(
-        audit_id=row[0],
-        at=row[1],
-        actor=row[2],
-        action=row[3],
-        target_kind=row[4],
-        target_id=row[5],
-        run_id=row[6],
-        thread_id=row[7],
-        reason=row[8],
-        details=loads(row[9]),
-    )
-
-
-def audit_from_row(row: Row) -> AuditRecord:
-    return _decode("oncegraph_audit", row, _audit)
+# The codec without encryption, and its methods as functions (stores use their own Rows).
+PLAIN = Rows()
+run_to_params = PLAIN.run_to_params
+run_from_row = PLAIN.run_from_row
+checkpoint_to_params = PLAIN.checkpoint_to_params
+checkpoint_from_row = PLAIN.checkpoint_from_row
+log_params = PLAIN.log_params
+log_values = PLAIN.log_values
+task_write_to_params = PLAIN.task_write_to_params
+task_write_from_row = PLAIN.task_write_from_row
+effect_to_params = PLAIN.effect_to_params
+effect_update_params = PLAIN.effect_update_params
+effect_from_row = PLAIN.effect_from_row
+audit_to_params = PLAIN.audit_to_params
+audit_from_row = PLAIN.audit_from_row
 
 
 # -- commit checks and messages (shared by every store) -----------------------------
@@ -464,7 +512,9 @@ def effect_cas_message(effect_id: str, expected: int) -> str:
 
 
 __all__ = [
+    "PLAIN",
     "Row",
+    "Rows",
     "audit_from_row",
     "audit_to_params",
     "check_commit",

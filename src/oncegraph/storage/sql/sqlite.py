@@ -46,6 +46,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, LockFile
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
@@ -62,12 +63,11 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
-    error_text,
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as mig
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
 
@@ -252,6 +252,9 @@ class SqliteCheckpointer(Closing):
     store, lost on :meth:`aclose`). ``synchronous`` is one of OFF, NORMAL, FULL, EXTRA.
     With ``auto_migrate=False`` an out-of-date schema raises StorageError naming
     ``oncegraph db migrate`` instead of migrating.
+
+    ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
+    payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).
     """
 
     def __init__(
@@ -261,6 +264,7 @@ class SqliteCheckpointer(Closing):
         synchronous: str = "FULL",
         busy_timeout_ms: int = 30000,
         auto_migrate: bool = True,
+        encryption: EncryptionKeys | None = None,
     ) -> None:
         sync = str(synchronous).upper()
         if sync not in _SYNCHRONOUS:
@@ -279,6 +283,8 @@ class SqliteCheckpointer(Closing):
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
+        self._hash_key: bytes | None = None  # derived from the database secret on first need
+        self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -325,6 +331,34 @@ class SqliteCheckpointer(Closing):
         if claims is not None:
             claims.close()
 
+    async def request_hash_key(self) -> bytes:
+        """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
+        from the database secret (:mod:`~oncegraph.storage.sql.dbsecret`), which the first
+        process to need it creates: every process on this file computes the same key."""
+        key = self._hash_key
+        if key is None:
+            secret = self._database_secret()
+            key = self._hash_key = dbsecret.derive_key(secret, dbsecret.REQUEST_HASH_PURPOSE)
+        return key
+
+    def _database_secret(self) -> bytes:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    dbsecret.SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
+                )
+                row = conn.execute(dbsecret.SECRET_SELECT, (dbsecret.SECRET_NAME,)).fetchone()
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise _map_error(exc, self.path) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
+        return dbsecret.secret_from_row(row, f"SQLite {self.path}")
+
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:
             conn = self._connect()
@@ -346,7 +380,7 @@ class SqliteCheckpointer(Closing):
     ) -> int:
         """One statement in its own write transaction, after the fence check; rowcount.
         ``audit`` is appended in the same transaction when the statement changed a row."""
-        audit_params = rows.audit_to_params(audit) if audit is not None else None
+        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
@@ -371,11 +405,11 @@ class SqliteCheckpointer(Closing):
         rows.check_commit(commit)
         cp = commit.checkpoint
         # Serialize before BEGIN: a JSON error never leaves a transaction open.
-        cp_params = rows.checkpoint_to_params(cp)
-        log_params = rows.log_params(commit.thread_id, commit.log) if commit.log else None
-        run_params = rows.run_to_params(commit.new_run) if commit.new_run is not None else None
-        effect_params = [rows.effect_to_params(e) for e in commit.effects]
-        intent_params = [rows.effect_to_params(e) for e in commit.intents]
+        cp_params = self.rows.checkpoint_to_params(cp)
+        log_params = self.rows.log_params(commit.thread_id, commit.log) if commit.log else None
+        run_params = self.rows.run_to_params(commit.new_run) if commit.new_run is not None else None
+        effect_params = [self.rows.effect_to_params(e) for e in commit.effects]
+        intent_params = [self.rows.effect_to_params(e) for e in commit.intents]
         ts = now()
         with self._lock:
             conn = self._conn or self._connect()
@@ -401,7 +435,12 @@ class SqliteCheckpointer(Closing):
                     execute(S.RUN_INSERT, run_params)
                 if commit.run_status is not None or commit.fence is not None:
                     self._update_run_in_tx(
-                        conn, cp.run_id, commit.run_status, commit.run_error, commit.fence, ts
+                        conn,
+                        cp.run_id,
+                        commit.run_status,
+                        self.rows.error_param(commit.run_error),
+                        commit.fence,
+                        ts,
                     )
                 execute(S.CHECKPOINT_INSERT, cp_params)
                 if log_params:
@@ -455,7 +494,7 @@ class SqliteCheckpointer(Closing):
             row = self._read_one(S.CHECKPOINT_SELECT_HEAD, (thread_id,))
         else:
             row = self._read_one(S.CHECKPOINT_SELECT, (thread_id, checkpoint_id))
-        return None if row is None else rows.checkpoint_from_row(row)
+        return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
         self,
@@ -471,33 +510,33 @@ class SqliteCheckpointer(Closing):
             found = self._read(S.CHECKPOINT_LIST, (thread_id, below, n))
         else:
             found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n))
-        return [rows.checkpoint_from_row(r) for r in found]
+        return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
-        return rows.log_values(
+        return self.rows.log_values(
             thread_id, channel, self._read(S.LOG_SELECT, (thread_id, channel, end))
         )
 
     async def put_task_write(
         self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
     ) -> None:
-        params = rows.task_write_to_params(write)
+        params = self.rows.task_write_to_params(write)
         self._write_one(
             S.TASK_WRITE_UPSERT, params, None if fence is None else (run_id or "", fence)
         )
 
     async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
         found = self._read(S.TASK_WRITES_SELECT, (thread_id, checkpoint_id))
-        return [rows.task_write_from_row(r) for r in found]
+        return [self.rows.task_write_from_row(r) for r in found]
 
     # -- runs -------------------------------------------------------------------------
 
     async def create_run(self, run: RunRecord) -> None:
-        self._write_one(S.RUN_INSERT, rows.run_to_params(run))
+        self._write_one(S.RUN_INSERT, self.rows.run_to_params(run))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         row = self._read_one(S.RUN_SELECT, (run_id,))
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     async def update_run(
         self,
@@ -511,7 +550,9 @@ class SqliteCheckpointer(Closing):
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                self._update_run_in_tx(conn, run_id, status, error_text(error), fence, now())
+                self._update_run_in_tx(
+                    conn, run_id, status, self.rows.error_param(error), fence, now()
+                )
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
@@ -542,7 +583,7 @@ class SqliteCheckpointer(Closing):
             by_app=app_id is not None,
             by_tenant=tenant is not None,
         )
-        return [rows.run_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.run_from_row(r) for r in self._read(sql, params)]
 
     async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
         if self.path == ":memory:":  # private to this store: an in-process lock will do
@@ -573,8 +614,8 @@ class SqliteCheckpointer(Closing):
             sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = S.RUN_FENCE_STATUS
-            params = (owner, str(status), error_text(error), ts, run_id, expected_token)
-        audit_params = rows.audit_to_params(audit) if audit is not None else None
+            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
+        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
             conn = self._connect()
             try:
@@ -592,14 +633,14 @@ class SqliteCheckpointer(Closing):
                 raise
         if missing:
             raise RunNotFoundError(f"run {run_id!r} does not exist")
-        return None if row is None else rows.run_from_row(row)
+        return None if row is None else self.rows.run_from_row(row)
 
     # -- effects ----------------------------------------------------------------------
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
-        params = rows.effect_to_params(record)
+        params = self.rows.effect_to_params(record)
         with self._lock:
             conn = self._connect()
             try:
@@ -620,28 +661,28 @@ class SqliteCheckpointer(Closing):
                 _rollback(conn)
                 raise
         if inserted:
-            return rows.effect_from_row(params), True
+            return self.rows.effect_from_row(params), True
         if existing is None:  # pragma: no cover - the conflict row cannot vanish in the tx
             raise StorageError(f"effect {record.effect_id!r} conflicted but cannot be read")
-        return rows.effect_from_row(existing), False
+        return self.rows.effect_from_row(existing), False
 
     async def get_effect(self, effect_id: str) -> EffectRecord | None:
         row = self._read_one(S.EFFECT_SELECT, (effect_id,))
-        return None if row is None else rows.effect_from_row(row)
+        return None if row is None else self.rows.effect_from_row(row)
 
     async def save_effect(
         self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
     ) -> None:
         expected = record.row_version - 1
         if expected == 0:  # never begun: insert it (or update a row that was never written)
-            sql, params = S.EFFECT_UPSERT_FIRST, rows.effect_to_params(record)
+            sql, params = S.EFFECT_UPSERT_FIRST, self.rows.effect_to_params(record)
         else:
-            sql, params = S.EFFECT_UPDATE_CAS, (*rows.effect_update_params(record), expected)
+            sql, params = S.EFFECT_UPDATE_CAS, (*self.rows.effect_update_params(record), expected)
         fenced = None if fence is None else (record.run_id, fence)
         changed = self._write_one(sql, params, fenced, audit)
         if changed != 1:
             stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
-            version = "none" if stored is None else rows.effect_from_row(stored).row_version
+            version = "none" if stored is None else self.rows.effect_from_row(stored).row_version
             raise StaleStateError(
                 rows.effect_cas_message(record.effect_id, expected)
                 + f" (stored row version: {version})"
@@ -676,12 +717,12 @@ class SqliteCheckpointer(Closing):
             by_tenant=tenant is not None,
         )
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
-        return [rows.effect_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.effect_from_row(r) for r in self._read(sql, params)]
 
     # -- the audit log ----------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
-        self._write_one(S.AUDIT_INSERT, rows.audit_to_params(record))
+        self._write_one(S.AUDIT_INSERT, self.rows.audit_to_params(record))
 
     async def list_audit(
         self,
@@ -693,7 +734,7 @@ class SqliteCheckpointer(Closing):
         limit: int = 100,
     ) -> list[AuditRecord]:
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
-        return [rows.audit_from_row(r) for r in self._read(sql, params)]
+        return [self.rows.audit_from_row(r) for r in self._read(sql, params)]
 
     # -- retention --------------------------------------------------------------------
 

@@ -1,0 +1,39 @@
+"""The mask an ``effect(..., mask=[...])`` call declares, carried by its stored request.
+
+A tool's masked fields are known from the graph (``ToolNode.effect_masks``); an effect
+made directly in a node is not, so its request says it itself::
+
+    {"args": [...], "kwargs": {...}, "mask": {"fields": ["card"], "positions": [1]}}
+
+``fields`` are the masked parameter names (keys of that name are masked at any depth),
+``positions`` the positional arguments bound to them. Views read it with
+:func:`declared_mask` (:mod:`oncegraph.runs.masking`); the ledger hashes it with the
+rest of the request, so it is fixed with the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def declare(
+    request: dict[str, Any], fields: Iterable[str], positions: Iterable[int]
+) -> dict[str, Any]:
+    """``request`` carrying its mask declaration."""
+    return {**request, "mask": {"fields": list(fields), "positions": list(positions)}}
+
+
+def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ``(fields, positions)`` an ``effect()`` request declares; ``((), ())`` if none."""
+    if not (isinstance(request, Mapping) and "args" in request and "kwargs" in request):
+        return (), ()
+    mask = request.get("mask")
+    if not isinstance(mask, Mapping):
+        return (), ()
+    fields = tuple(f for f in mask.get("fields") or () if isinstance(f, str))
+    positions = tuple(p for p in mask.get("positions") or () if type(p) is int)
+    return fields, positions
+
+
+__all__ = ["declare", "declared_mask"]

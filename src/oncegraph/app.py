@@ -39,8 +39,10 @@ from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import RunService
 from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import current_task
+from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.streaming import FromSubgraph, keeping
@@ -79,14 +81,31 @@ class CompiledGraph:
         checkpointer: Checkpointer | None,
         migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         previous_versions: Mapping[str, Any] | None = None,
+        sync_threads: int | None = None,
     ) -> None:
         self.spec = spec
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}
+        if sync_threads is not None and (
+            isinstance(sync_threads, bool) or not isinstance(sync_threads, int) or sync_threads < 1
+        ):
+            raise ConfigError(
+                f"sync_threads must be a positive int (threads for sync nodes and tools), got "
+                f"{sync_threads!r}; leave it out to share the process pool"
+            )
+        self._sync_pool = (
+            ThreadPool(sync_threads, f"{THREAD_NAME}-{spec.name}")
+            if sync_threads is not None
+            else None
+        )
         self._service = (
             RunService(
-                spec, checkpointer, migrations=migrations, previous_versions=previous
+                spec,
+                checkpointer,
+                migrations=migrations,
+                previous_versions=previous,
+                sync_pool=self._sync_pool,
             )
             if checkpointer is not None
             else None
@@ -104,6 +123,13 @@ class CompiledGraph:
         return GraphView.of(self.spec)
 
     # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def sync_pool(self) -> ThreadPool:
+        """The thread pool this app's sync nodes and tools run in (its own with
+        ``compile(sync_threads=N)``, else the process pool); ``.stats()`` counts the calls
+        running, and the calls still running after their timeout (``stuck``)."""
+        return self._sync_pool if self._sync_pool is not None else executor.pool()
 
     @property
     def service(self) -> RunService:
@@ -170,7 +196,7 @@ class CompiledGraph:
 
         if cfg.thread_id is None:
             cfg = dataclasses.replace(cfg, thread_id=new_run_id())
-        return RunService(self.spec, InMemoryCheckpointer()), cfg
+        return RunService(self.spec, InMemoryCheckpointer(), sync_pool=self._sync_pool), cfg
 
     def _thread(self, config: Mapping[str, Any] | None) -> str:
         cfg = RunConfig.parse(config)

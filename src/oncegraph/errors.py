@@ -32,6 +32,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── NodeTimeoutError         node_timeout elapsed
     │   └── InterruptSwallowedError  a node caught the interrupt signal
     ├── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
+    ├── SyncThreadsExhaustedError    too many sync calls outlived their timeout; none started
     └── AgentError                   a ReactAgent run cannot go on as configured
         ├── TurnLimitError           max_turns model turns did not finish the task
         ├── StructuredOutputError    no answer fit response_format within its retries
@@ -199,6 +200,11 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
     """A tool ran longer than ``tool_timeout``; its outcome is UNKNOWN, not failed."""
 
 
+class SyncThreadsExhaustedError(OnceGraphError):
+    """A sync node or tool was not started: too many sync calls are still running after
+    their timeout (their threads cannot be stopped). Nothing was recorded or called."""
+
+
 class RecursionLimitError(NodeError, RecursionError):
     """The run took more steps than ``recursion_limit`` in one call (LangGraph's
     ``GraphRecursionError``, also importable under that name)."""
@@ -285,6 +291,7 @@ __all__ = [
     "RunStateError",
     "StaleStateError",
     "StorageError",
+    "SyncThreadsExhaustedError",
     "ToolTimeoutError",
     "UnfinishedRunError",
 ]

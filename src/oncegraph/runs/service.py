@@ -43,6 +43,7 @@ from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
+from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.protocols import Checkpointer
@@ -114,9 +115,11 @@ class RunService:
         owner: str | None = None,
         migrations: Mapping[str, Migration] | None = None,
         previous_versions: Mapping[str, GraphSpec] | None = None,
+        sync_pool: ThreadPool | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
+        self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
         self.owner = owner or default_owner()
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
@@ -441,7 +444,9 @@ class RunService:
         self, cfg: RunConfig, emit: Emit, claim: Claim, replay: ReplayPolicy | None = None
     ) -> Driver:
         spec, heads = self._graph()
-        return Driver(spec, self.store, heads, cfg, emit, claim, replay=replay)
+        return Driver(
+            spec, self.store, heads, cfg, emit, claim, replay=replay, sync_pool=self.sync_pool
+        )
 
     async def _policy(self, run: RunRecord) -> ReplayPolicy | None:
         """A replay run's policy, as stored with it (answers read again from the audit)."""
@@ -478,7 +483,10 @@ class RunService:
         """The service of the registered previous version the run belongs to."""
         assert self.versions is not None and verdict.from_version is not None
         return RunService(
-            self.versions.previous[verdict.from_version], self.store, owner=self.owner
+            self.versions.previous[verdict.from_version],
+            self.store,
+            owner=self.owner,
+            sync_pool=self.sync_pool,
         )
 
     async def _migrate_if(self, verdict: Verdict, run: RunRecord, claim: Claim) -> Head | None:

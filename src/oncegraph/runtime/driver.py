@@ -51,6 +51,7 @@ from oncegraph.errors import (
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.interrupt import Interrupt as InterruptValue
+from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
@@ -75,6 +76,7 @@ from oncegraph.runtime.engine import (
     plan_step,
     tasks_of,
 )
+from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, wants
@@ -130,6 +132,9 @@ class Driver:
     _loop_thread: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _plain_routers: bool = False
+    # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
+    # process pool (a nested driver runs inside its parent's context, so inherits it).
+    sync_pool: ThreadPool | None = None
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -203,10 +208,15 @@ class Driver:
         from, as LangGraph does."""
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
             self.emit("values", head.values)
-        while head.checkpoint.next:
-            head = await self._step(head, run)
-            if self.stopped:
-                break
+        pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
+        try:
+            while head.checkpoint.next:
+                head = await self._step(head, run)
+                if self.stopped:
+                    break
+        finally:
+            if pool is not None:
+                executor.reset(pool)
         return head
 
     async def _step(self, head: Head, run: RunRecord) -> Head:

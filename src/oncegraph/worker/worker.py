@@ -34,6 +34,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError, NeedsReviewError, OnceGraphError
@@ -62,9 +63,11 @@ class Worker:
     """Execute an app's queued runs: ``await Worker(app, concurrency=4).run_forever()``.
 
     ``concurrency`` runs at most that many runs at once (one asyncio task each; sync
-    nodes and tools use threads). ``lease_seconds`` is how long a silent worker keeps
-    its runs; ``heartbeat_seconds`` (well under the lease) how often leases are renewed;
-    ``poll_seconds`` how long an idle worker waits before asking for work again.
+    nodes and tools use the app's thread pool, grown to at least ``concurrency``
+    threads; :meth:`stats` counts its calls stuck after a timeout). ``lease_seconds`` is
+    how long a silent worker keeps its runs; ``heartbeat_seconds`` (well under the lease)
+    how often leases are renewed; ``poll_seconds`` how long an idle worker waits before
+    asking for work again (a NOTIFY wakes it sooner).
     """
 
     def __init__(
@@ -101,6 +104,8 @@ class Worker:
         self.shutdown_grace_seconds = shutdown_grace_seconds
         self.owner = owner or default_owner()
         self.completed = 0  # runs that finished in this worker (any end status)
+        # each held run may be in a sync node or tool: never fewer threads than runs
+        app.sync_pool.resize(concurrency)
         self._held: dict[str, _Held] = {}
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
@@ -116,6 +121,18 @@ class Worker:
     def held(self) -> list[str]:
         """Run ids this worker is executing now."""
         return list(self._held)
+
+    def stats(self) -> dict[str, Any]:
+        """Runs held and finished; the sync pool's threads, busy and stuck calls."""
+        pool = self.app.sync_pool.stats()
+        return {
+            "held": len(self._held),
+            "completed": self.completed,
+            "sync_threads": pool.max_workers,
+            "sync_busy": pool.busy,
+            "sync_stuck": pool.stuck,
+            "sync_stuck_calls": list(pool.stuck_calls),
+        }
 
     async def run_forever(self) -> None:
         """Claim and execute runs until :meth:`stop`; then release what is unfinished."""

@@ -38,6 +38,7 @@ from oncegraph.runs import answers, reading
 from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import RunService
+from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
@@ -377,16 +378,21 @@ class CompiledGraph:
             "stream",
         )
 
-    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
-        """Enqueue a run for the workers (``oncegraph worker``); returns the queued run.
+    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
+        """Enqueue a run for the workers (``oncegraph worker``); returns its handle
+        (:class:`~oncegraph.runs.submitted.Submitted`: ``run_id``, ``record``, ``status()``,
+        ``result(timeout)``, ``cancel()``).
 
         A thread runs one run at a time: a run submitted while another is unfinished waits
-        behind it instead of failing, and its input is kept in the run record.
+        behind it instead of failing, and its input is kept in the run record. Needs
+        PostgreSQL (workers claim from it; a NOTIFY in the same transaction wakes them):
+        elsewhere it is refused with ``ConfigError``.
         """
         self._thread(config)
-        return await self.service.submit(input, self._config(config))
+        service = self.service
+        return Submitted(service, await service.submit(input, self._config(config)))
 
-    def submit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+    def submit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         return run_sync(self.asubmit(input, config), "submit")
 
     # -- reading ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── RunNotFoundError         unknown run id
     │   ├── RunBusyError             another live process holds the run right now
     │   ├── RunClosedError           the run already stopped; nothing new starts in it
+    │   ├── RunFailedError           a submitted run ended failed (its result() raises this)
     │   └── NeedsReviewError         the run is parked until an operator acts
     ├── IncompatibleVersionError     the stored run was made by another graph version
     ├── StorageError                 the store failed (driver errors are mapped here)
@@ -33,6 +34,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   └── InterruptSwallowedError  a node caught the interrupt signal
     ├── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
     ├── SyncThreadsExhaustedError    too many sync calls outlived their timeout; none started
+    ├── WaitTimeoutError             result(timeout) elapsed; the run goes on in the workers
     └── AgentError                   a ReactAgent run cannot go on as configured
         ├── TurnLimitError           max_turns model turns did not finish the task
         ├── StructuredOutputError    no answer fit response_format within its retries
@@ -107,6 +109,14 @@ class RunBusyError(RunStateError):
 
 class RunClosedError(RunStateError):
     """The run already stopped; an attempt started after that is refused (law 13)."""
+
+
+class RunFailedError(RunStateError):
+    """A submitted run ended ``failed`` (a node raised, a timeout); it can be continued."""
+
+    def __init__(self, message: str, *, run_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class NeedsReviewError(RunStateError):
@@ -205,6 +215,10 @@ class SyncThreadsExhaustedError(OnceGraphError):
     their timeout (their threads cannot be stopped). Nothing was recorded or called."""
 
 
+class WaitTimeoutError(OnceGraphError, TimeoutError):
+    """Waiting for a submitted run's result timed out; the run itself goes on."""
+
+
 class RecursionLimitError(NodeError, RecursionError):
     """The run took more steps than ``recursion_limit`` in one call (LangGraph's
     ``GraphRecursionError``, also importable under that name)."""
@@ -287,6 +301,7 @@ __all__ = [
     "RequestMismatchError",
     "RunBusyError",
     "RunClosedError",
+    "RunFailedError",
     "RunNotFoundError",
     "RunStateError",
     "StaleStateError",
@@ -294,4 +309,5 @@ __all__ = [
     "SyncThreadsExhaustedError",
     "ToolTimeoutError",
     "UnfinishedRunError",
+    "WaitTimeoutError",
 ]

@@ -319,8 +319,18 @@ class RunService:
         return RunResult(run, dict(head.values), tuple(driver.interrupts))
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
-        """Queue a run for the workers; a thread runs its runs one at a time, in order."""
+        """Queue a run for the workers; a thread runs its runs one at a time, in order.
+
+        Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
+        wait forever, so it is refused before anything is written."""
         thread_id = _thread(cfg)
+        if not getattr(self.store, "queues_runs", False):
+            raise ConfigError(
+                f"submit() queues a run for workers, and no worker takes runs from "
+                f"{type(self.store).__name__}: it would wait forever. Workers need PostgreSQL: "
+                "compile(checkpointer=PgCheckpointer('postgresql://...')) and run "
+                "`oncegraph worker module:app`; or run it here with app.invoke(input, config)"
+            )
         await self.setup()
         run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
         await self.store.create_run(run)

@@ -12,6 +12,10 @@ Invariants:
   cannot reach the database does not: but when a run's lease has not been renewed for
   ``lease_seconds`` by this process's own clock, the run is cancelled too, so a
   partitioned worker stops working on runs another worker may already hold.
+* **Notified, not only polling.** With ``listen`` (the default) a dedicated connection
+  LISTENs on ``oncegraph_runs`` (:mod:`oncegraph.worker.listen`): a submit's NOTIFY, sent
+  in the transaction that queues the run, wakes an idle worker at once. Polling every
+  ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
 * **Never crash on a run.** A run that fails, parks (``needs_review``), is interrupted
   or loses its lease is logged and dropped; the worker keeps claiming. The store has
   already recorded the run's status (or refused the write when fenced off).
@@ -40,6 +44,7 @@ from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError, NeedsReviewError, OnceGraphError
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
+from oncegraph.worker.listen import listen_for_runs
 from oncegraph.worker.queue import RunQueue
 
 log = logging.getLogger("oncegraph.worker")
@@ -80,6 +85,7 @@ class Worker:
         poll_seconds: float = 0.5,
         shutdown_grace_seconds: float = 0.0,
         owner: str | None = None,
+        listen: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -103,6 +109,8 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.shutdown_grace_seconds = shutdown_grace_seconds
         self.owner = owner or default_owner()
+        self.listen = listen
+        self.listening = asyncio.Event()  # set once LISTEN is in place (again)
         self.completed = 0  # runs that finished in this worker (any end status)
         # each held run may be in a sync node or tool: never fewer threads than runs
         app.sync_pool.resize(concurrency)
@@ -139,8 +147,18 @@ class Worker:
         await self.app.setup()
         log.info("worker %s started (concurrency %d)", self.owner, self.concurrency)
         heartbeat = asyncio.create_task(self._heartbeat(), name="oncegraph-heartbeat")
+        listener = (
+            asyncio.create_task(
+                listen_for_runs(self.queue.store, self._wake.set, on_listening=self.listening.set),
+                name="oncegraph-listen",
+            )
+            if self.listen
+            else None
+        )
         try:
             while not self._stopping.is_set():
+                # cleared BEFORE the claim: a notice that arrives during it is not lost
+                self._wake.clear()
                 free = self.concurrency - len(self._held)
                 claimed: list[RunRecord] = []
                 if free > 0:
@@ -152,10 +170,13 @@ class Worker:
                     self._start(run)
                 if claimed and len(claimed) == free:
                     continue  # full batch: there may be more work, ask again at once
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(TimeoutError):  # a NOTIFY or a free slot wakes it
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
         finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
             await self._shutdown()
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

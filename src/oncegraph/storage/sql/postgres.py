@@ -108,6 +108,13 @@ CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
 CHECKPOINT_LIST_BY_RUN = _pg(S.CHECKPOINT_LIST_BY_RUN)
 LOG_SELECT = _pg(S.LOG_SELECT)
 RUN_INSERT = _pg(S.RUN_INSERT)
+# Workers LISTEN on this channel; a queued run is announced in the transaction that
+# inserts it, so the notice is delivered exactly when the run becomes visible.
+RUNS_CHANNEL = "oncegraph_runs"
+RUN_INSERT_NOTIFY = (
+    f"WITH ins AS ({RUN_INSERT} RETURNING run_id) "
+    f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
+)
 RUN_SELECT = _pg(S.RUN_SELECT)
 RUN_EXISTS = _pg(S.RUN_EXISTS)
 THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
@@ -287,7 +294,12 @@ class PgCheckpointer(Closing):
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
     that long (paused, partitioned) is treated as gone and the run may be taken over
     (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its connection to end.
+
+    A queued run (``submit``) is announced with ``NOTIFY oncegraph_runs`` in its insert's
+    transaction, so idle workers wake at once (:data:`RUNS_CHANNEL`).
     """
+
+    queues_runs = True  # workers claim this store's queued runs (app.submit is allowed)
 
     def __init__(
         self,
@@ -573,7 +585,8 @@ class PgCheckpointer(Closing):
 
     async def create_run(self, run: RunRecord) -> None:
         try:
-            await self._execute("create_run", RUN_INSERT, rows.run_to_params(run))
+            sql = RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else RUN_INSERT
+            await self._execute("create_run", sql, rows.run_to_params(run))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(

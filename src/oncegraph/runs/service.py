@@ -189,7 +189,10 @@ class RunService:
         claim = await claims.hold(self.store, run, token=fence)
         driver = self._driver(cfg, ignore, claim, await self._policy(run))
         try:
-            await driver.set_status(run, RunStatus.RUNNING, None)
+            if run.status is not RunStatus.RUNNING or run.error is not None:
+                # the claim itself set ``running`` (in the statement that took the lease):
+                # writing it again would cost a commit on the way to the first step
+                await driver.set_status(run, RunStatus.RUNNING, None)
             await self._migrate_if(verdict, run, claim)
             return await self._start_or_go_on(driver, run)
         finally:

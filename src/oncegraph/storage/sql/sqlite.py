@@ -36,6 +36,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ from oncegraph.storage.sql import migrate as mig
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
+from oncegraph.storage.sql.sqlite_group import CommitGroups
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
@@ -92,6 +94,18 @@ def _map_error(exc: sqlite3.Error, path: str) -> StorageError:
             "for many concurrent writers."
         )
     return StorageError(f"SQLite {path}: {type(exc).__name__}: {text}")
+
+
+@dataclass(frozen=True, slots=True)
+class _StepWrite:
+    """A step commit with its parameters serialized (before any transaction opens)."""
+
+    commit: StepCommit
+    cp_params: Sequence[Any]
+    log_params: Any
+    run_params: Sequence[Any] | None
+    effect_params: list[Any]
+    ts: float
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -279,6 +293,10 @@ class SqliteCheckpointer(Closing):
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
+        # Step commits ready in the same turn of a loop share one transaction and fsync.
+        self.commits: CommitGroups[_StepWrite] = CommitGroups(
+            self._lock, self._connect, self._apply_commit, self._map
+        )
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -368,54 +386,59 @@ class SqliteCheckpointer(Closing):
     # -- checkpoints ------------------------------------------------------------------
 
     async def commit(self, commit: StepCommit) -> None:
+        """One step's commit, grouped with the steps of other runs on this loop that
+        commit in the same turn (:mod:`oncegraph.storage.sql.sqlite_group`): one
+        transaction and one fsync for the group, each step's CAS and fence checked on its
+        own, a refused step rolled back alone. Returns once its rows are durable."""
         rows.check_commit(commit)
-        cp = commit.checkpoint
         # Serialize before BEGIN: a JSON error never leaves a transaction open.
-        cp_params = rows.checkpoint_to_params(cp)
-        log_params = rows.log_params(commit.thread_id, commit.log) if commit.log else None
-        run_params = rows.run_to_params(commit.new_run) if commit.new_run is not None else None
-        effect_params = [rows.effect_to_params(e) for e in commit.effects]
-        ts = now()
-        with self._lock:
-            conn = self._conn or self._connect()
-            execute = conn.execute
-            try:
-                execute("BEGIN IMMEDIATE")
-                if commit.expected_version == 0:
-                    cur = execute(S.THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts))
-                else:
-                    cur = execute(
-                        S.THREAD_CAS,
-                        (
-                            commit.expected_version + 1,
-                            cp.checkpoint_id,
-                            ts,
-                            commit.thread_id,
-                            commit.expected_version,
-                        ),
-                    )
-                if cur.rowcount != 1:
-                    raise StaleStateError(rows.stale_message(commit))
-                if run_params is not None:
-                    execute(S.RUN_INSERT, run_params)
-                if commit.run_status is not None or commit.fence is not None:
-                    self._update_run_in_tx(
-                        conn, cp.run_id, commit.run_status, commit.run_error, commit.fence, ts
-                    )
-                execute(S.CHECKPOINT_INSERT, cp_params)
-                if log_params:
-                    conn.executemany(S.LOG_INSERT, log_params)
-                if effect_params:
-                    conn.executemany(S.EFFECT_UPSERT_RESULT, effect_params)
-                if commit.clear_task_writes_of is not None:
-                    execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
-                execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        await self.commits.commit(
+            _StepWrite(
+                commit,
+                rows.checkpoint_to_params(commit.checkpoint),
+                rows.log_params(commit.thread_id, commit.log) if commit.log else None,
+                rows.run_to_params(commit.new_run) if commit.new_run is not None else None,
+                [rows.effect_to_params(e) for e in commit.effects],
+                now(),
+            )
+        )
+
+    def _map(self, exc: sqlite3.Error) -> StorageError:
+        return _map_error(exc, self.path)
+
+    def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> None:
+        """One step's rows in the open transaction; raises (writing nothing of it) when
+        its thread version moved (``StaleStateError``) or its fence did."""
+        commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
+        execute = conn.execute
+        if commit.expected_version == 0:
+            cur = execute(S.THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts))
+        else:
+            cur = execute(
+                S.THREAD_CAS,
+                (
+                    commit.expected_version + 1,
+                    cp.checkpoint_id,
+                    ts,
+                    commit.thread_id,
+                    commit.expected_version,
+                ),
+            )
+        if cur.rowcount != 1:
+            raise StaleStateError(rows.stale_message(commit))
+        if work.run_params is not None:
+            execute(S.RUN_INSERT, work.run_params)
+        if commit.run_status is not None or commit.fence is not None:
+            self._update_run_in_tx(
+                conn, cp.run_id, commit.run_status, commit.run_error, commit.fence, ts
+            )
+        execute(S.CHECKPOINT_INSERT, work.cp_params)
+        if work.log_params:
+            conn.executemany(S.LOG_INSERT, work.log_params)
+        if work.effect_params:
+            conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
+        if commit.clear_task_writes_of is not None:
+            execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
 
     def _update_run_in_tx(
         self,

@@ -609,6 +609,9 @@ def main() -> None:
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
     parser.add_argument(
+        "--concurrency", default="1,8,64", help="concurrent runs in the threads workload"
+    )
+    parser.add_argument(
         "--processes", default="1,2,4", help="worker processes in the workers workload"
     )
     parser.add_argument(
@@ -638,7 +641,7 @@ def main() -> None:
             resume(n, k)
     if "threads" in workloads:
         for kind in durable:
-            for conc in (1, 8):
+            for conc in map(int, args.concurrency.split(",")):
                 asyncio.run(threads_once(kind, args.threads, conc))
     if "workers" in workloads and "postgres" in stores:
         for procs in map(int, args.processes.split(",")):

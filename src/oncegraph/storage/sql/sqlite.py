@@ -18,9 +18,12 @@ going through ``asyncio.to_thread``. A WAL commit costs ~0.15 ms, far less than 
 thread hop; the price is that a writer waiting on another process's lock blocks its
 event loop for up to ``busy_timeout_ms``. Use PostgreSQL for many concurrent writers.
 
-:meth:`SqliteCheckpointer.commit` is one transaction without a read: the CAS is the
-``UPDATE``'s row count (``INSERT ... ON CONFLICT DO NOTHING`` for a new thread), the
-fence is a fenced ``UPDATE``'s row count, log entries go in with ``executemany``.
+:meth:`SqliteCheckpointer.commit` joins the step commits of other runs on the same loop
+that are ready in the same turn: one transaction and one fsync for the group, each step
+under its own savepoint (:mod:`oncegraph.storage.sql.sqlite_group`). A step is written
+without a read: the CAS is the ``UPDATE``'s row count (``INSERT ... ON CONFLICT DO
+NOTHING`` for a new thread), the fence is a fenced ``UPDATE``'s row count, log entries
+go in with ``executemany``.
 sqlite3 errors are mapped to :class:`~oncegraph.errors.StorageError` subclasses.
 
 Run liveness locks (:meth:`SqliteCheckpointer.lock_run`) are OS record locks on the

@@ -297,9 +297,7 @@ class SqliteCheckpointer(Closing):
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         # Step commits ready in the same turn of a loop share one transaction and fsync.
-        self.commits: CommitGroups[_StepWrite] = CommitGroups(
-            self._lock, self._connect, self._apply_commit, self._map
-        )
+        self.commits = CommitGroups(self._lock, self._connect, self._map)
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -395,16 +393,15 @@ class SqliteCheckpointer(Closing):
         own, a refused step rolled back alone. Returns once its rows are durable."""
         rows.check_commit(commit)
         # Serialize before BEGIN: a JSON error never leaves a transaction open.
-        await self.commits.commit(
-            _StepWrite(
-                commit,
-                rows.checkpoint_to_params(commit.checkpoint),
-                rows.log_params(commit.thread_id, commit.log) if commit.log else None,
-                rows.run_to_params(commit.new_run) if commit.new_run is not None else None,
-                [rows.effect_to_params(e) for e in commit.effects],
-                now(),
-            )
+        work = _StepWrite(
+            commit,
+            rows.checkpoint_to_params(commit.checkpoint),
+            rows.log_params(commit.thread_id, commit.log) if commit.log else None,
+            rows.run_to_params(commit.new_run) if commit.new_run is not None else None,
+            [rows.effect_to_params(e) for e in commit.effects],
+            now(),
         )
+        await self.commits.write(lambda conn: self._apply_commit(conn, work))
 
     def _map(self, exc: sqlite3.Error) -> StorageError:
         return _map_error(exc, self.path)
@@ -609,25 +606,17 @@ class SqliteCheckpointer(Closing):
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
         params = rows.effect_to_params(record)
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if fence is not None:
-                    _check_fence(conn, record.run_id, fence)
-                inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
-                existing = (
-                    None
-                    if inserted
-                    else conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
-                )
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+
+        def write(conn: sqlite3.Connection) -> tuple[Any, Any]:
+            if fence is not None:
+                _check_fence(conn, record.run_id, fence)
+            inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
+            if inserted:
+                return inserted, None
+            return inserted, conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
+
+        # the intent rides in the loop's next group commit: durable when this returns
+        inserted, existing = await self.commits.write(write)
         if inserted:
             return rows.effect_from_row(params), True
         if existing is None:  # pragma: no cover - the conflict row cannot vanish in the tx

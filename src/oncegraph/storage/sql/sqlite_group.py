@@ -1,9 +1,9 @@
-"""Group commit for SQLite: step commits that are ready together share one transaction.
+"""Group commit for SQLite: writes that are ready together share one transaction.
 
-Runs on one event loop that commit at the same moment (their commits are requested in
-the same turn of the loop) are written in ONE ``BEGIN IMMEDIATE ... COMMIT``, so they
-share one fsync. A commit request yields to the loop once: every run that is ready in
-that turn adds its own request, then the group is written.
+Runs on one event loop that write at the same moment (step commits and intents
+requested in the same turn of the loop) are written in ONE ``BEGIN IMMEDIATE ...
+COMMIT``, so they share one fsync. A request yields to the loop once: every run that is
+ready in that turn adds its own request, then the group is written.
 
 Invariants:
 
@@ -29,12 +29,13 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, TypeVar
 
-W = TypeVar("W")
+T = TypeVar("T")
 
-Apply = Callable[[sqlite3.Connection, W], None]
-"""Write one request's rows in the open transaction; raise to refuse it."""
+Write = Callable[[sqlite3.Connection], Any]
+"""One request: write its rows in the open transaction and return its answer; raise to
+refuse it (its rows are rolled back)."""
 
 
 @dataclass(slots=True)
@@ -47,55 +48,54 @@ class GroupStats:
 
 
 @dataclass(slots=True)
-class _Pending(Generic[W]):
-    work: W
-    future: asyncio.Future[None]
+class _Pending:
+    write: Write
+    future: asyncio.Future[Any]
 
 
 @dataclass(slots=True)
-class _Group(Generic[W]):
-    items: list[_Pending[W]] = field(default_factory=list)
+class _Group:
+    items: list[_Pending] = field(default_factory=list)
 
 
-class CommitGroups(Generic[W]):
-    """Collect commit requests per event loop and write each turn's in one transaction.
+class CommitGroups:
+    """Collect write requests per event loop and write each turn's in one transaction.
 
-    ``connect()`` returns the open connection (called with ``lock`` held); ``apply``
-    writes one request inside the transaction; ``map_error`` turns a driver error into
-    the store's error. See the module docstring for the invariants.
+    ``connect()`` returns the open connection (called with ``lock`` held); ``map_error``
+    turns a driver error into the store's error. See the module docstring.
     """
 
     def __init__(
         self,
         lock: threading.Lock,
         connect: Callable[[], sqlite3.Connection],
-        apply: Apply[W],
         map_error: Callable[[sqlite3.Error], Exception],
     ) -> None:
         self._lock = lock
         self._connect = connect
-        self._apply = apply
         self._map_error = map_error
-        self._open: dict[asyncio.AbstractEventLoop, _Group[W]] = {}
+        self._open: dict[asyncio.AbstractEventLoop, _Group] = {}
         self.stats = GroupStats()
 
-    async def commit(self, work: W) -> None:
+    async def write(self, write: Callable[[sqlite3.Connection], T]) -> T:
+        """``write(conn)`` in the next group of this loop; its answer once it is durable."""
         loop = asyncio.get_running_loop()
         group = self._open.get(loop)
         if group is None:
             group = self._open[loop] = _Group()
-            loop.call_soon(self._write, loop, group)
-        future: asyncio.Future[None] = loop.create_future()
-        group.items.append(_Pending(work, future))
-        await future
+            loop.call_soon(self._flush, loop, group)
+        future: asyncio.Future[T] = loop.create_future()
+        group.items.append(_Pending(write, future))
+        return await future
 
-    def _write(self, loop: asyncio.AbstractEventLoop, group: _Group[W]) -> None:
+    def _flush(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
         if self._open.get(loop) is group:
             del self._open[loop]
         items = [p for p in group.items if not p.future.cancelled()]
         if not items:
             return
         errors: list[BaseException | None] = [None] * len(items)
+        answers: list[Any] = [None] * len(items)
         try:
             with self._lock:
                 conn = self._connect()
@@ -103,7 +103,7 @@ class CommitGroups(Generic[W]):
                     conn.execute("BEGIN IMMEDIATE")
                     if len(items) == 1:
                         try:
-                            self._apply(conn, items[0].work)
+                            answers[0] = items[0].write(conn)
                         except sqlite3.Error as exc:
                             errors[0] = self._map_error(exc)
                             _rollback(conn)
@@ -112,7 +112,7 @@ class CommitGroups(Generic[W]):
                             _rollback(conn)
                     else:
                         for i, pending in enumerate(items):
-                            errors[i] = self._one(conn, pending.work)
+                            answers[i], errors[i] = self._one(conn, pending.write)
                     if conn.in_transaction:
                         conn.execute("COMMIT")
                 except sqlite3.Error as exc:
@@ -131,31 +131,32 @@ class CommitGroups(Generic[W]):
         self.stats.requests += len(items)
         self.stats.transactions += 1
         self.stats.largest = max(self.stats.largest, len(items))
-        for pending, error in zip(items, errors, strict=True):
+        for pending, answer, error in zip(items, answers, errors, strict=True):
             if pending.future.done():
                 continue
             if error is None:
-                pending.future.set_result(None)
+                pending.future.set_result(answer)
             else:
                 pending.future.set_exception(error)
 
-    def _one(self, conn: sqlite3.Connection, work: W) -> Exception | None:
-        """One request under its own savepoint: its error, with its rows rolled back."""
+    def _one(self, conn: sqlite3.Connection, write: Write) -> tuple[Any, Exception | None]:
+        """One request under its own savepoint: (its answer, its error); on an error its
+        rows are rolled back."""
         conn.execute("SAVEPOINT og_request")
         try:
-            self._apply(conn, work)
+            answer = write(conn)
         except sqlite3.IntegrityError as exc:  # its own rows clash (a duplicate id)
             conn.execute("ROLLBACK TO og_request")
             conn.execute("RELEASE og_request")
-            return self._map_error(exc)
+            return None, self._map_error(exc)
         except sqlite3.Error:
             raise  # the connection or the file: the whole group fails
         except Exception as exc:  # its own check refused it (CAS, fence)
             conn.execute("ROLLBACK TO og_request")
             conn.execute("RELEASE og_request")
-            return exc
+            return None, exc
         conn.execute("RELEASE og_request")
-        return None
+        return answer, None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -35,9 +35,9 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import answers, reading
-from oncegraph.runs.commands import NO_ANSWER, Redelivered, RedeliveryPreview
+from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
-from oncegraph.runs.service import RunService
+from oncegraph.runs.service import EFFECTS_PAGE, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
@@ -418,19 +418,24 @@ class CompiledGraph:
         limit: int | None = None,
         filter: Mapping[str, Any] | None = None,
         before: Mapping[str, Any] | None = None,
-    ) -> list[StateSnapshot]:
+    ) -> AsyncIterator[StateSnapshot]:
         """The thread's checkpoints, newest first, each run's input shown as LangGraph
-        shows it (see :mod:`oncegraph.snapshots`). ``run_id`` in ``config`` keeps one
+        shows it (see :mod:`oncegraph.runs.snapshots`). ``run_id`` in ``config`` keeps one
         run's; ``filter`` keeps those whose metadata has those values; ``before`` keeps
-        those older than that checkpoint."""
-        return await reading.history(
+        those older than that checkpoint; ``limit`` the first that many.
+
+        An async iterator, as LangGraph's: snapshots are read a page at a time as you
+        iterate, so walking a long thread holds one page in memory, not the thread."""
+        thread_id = self._thread(config)
+        async for snap in reading.history(
             self.service,
-            self._thread(config),
+            thread_id,
             run_id=(config or {}).get("run_id"),
             limit=limit,
             filter=filter,
             before=_checkpoint_id(before),
-        )
+        ):
+            yield snap
 
     def get_state_history(
         self,
@@ -439,8 +444,9 @@ class CompiledGraph:
         limit: int | None = None,
         filter: Mapping[str, Any] | None = None,
         before: Mapping[str, Any] | None = None,
-    ) -> list[StateSnapshot]:
-        return run_sync(
+    ) -> Iterator[StateSnapshot]:
+        """:meth:`aget_state_history` as an iterator (``list(...)`` for all of it)."""
+        return iterate_sync(
             self.aget_state_history(config, limit=limit, filter=filter, before=before),
             "get_state_history",
         )
@@ -478,11 +484,17 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        limit: int | None = EFFECTS_PAGE,
+        offset: int = 0,
     ) -> list[EffectRecord]:
+        """A run's or thread's effect records, oldest first, masked; ``limit`` of them
+        (default 500, ``None`` for all) from ``offset`` on."""
         statuses = None
         if status is not None:
             statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
-        return await self.service.effects(run_id=run_id, thread_id=thread_id, statuses=statuses)
+        return await self.service.effects(
+            run_id=run_id, thread_id=thread_id, statuses=statuses, limit=limit, offset=offset
+        )
 
     def effects(
         self,
@@ -490,8 +502,15 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        limit: int | None = EFFECTS_PAGE,
+        offset: int = 0,
     ) -> list[EffectRecord]:
-        return run_sync(self.aeffects(run_id=run_id, thread_id=thread_id, status=status), "effects")
+        return run_sync(
+            self.aeffects(
+                run_id=run_id, thread_id=thread_id, status=status, limit=limit, offset=offset
+            ),
+            "effects",
+        )
 
     # -- operator --------------------------------------------------------------------------
 
@@ -570,6 +589,19 @@ class CompiledGraph:
             ),
             "resolve_effect",
         )
+
+    async def acheck_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        """Ask the recipient again about an uncertain effect (an ``accepted`` one through
+        its tool's ``probe``, a ``pending`` one through ``reconcile``); the answer is
+        recorded on the effect and in the audit log. See :class:`EffectCheck`."""
+        return await self.service.check_effect(effect_id, actor=actor, reason=reason)
+
+    def check_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        return run_sync(self.acheck_effect(effect_id, actor=actor, reason=reason), "check_effect")
 
     async def aredeliver(
         self,

@@ -212,7 +212,7 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
 
 class SyncThreadsExhaustedError(OnceGraphError):
     """A sync node or tool was not started: too many sync calls are still running after
-    their timeout (their threads cannot be stopped). Nothing was recorded or called."""
+    their timeout (their threads cannot be stopped). The call was not made."""
 
 
 class WaitTimeoutError(OnceGraphError, TimeoutError):

@@ -520,7 +520,7 @@ async def test_step_is_one_message_of_prepared_statements(fresh_dsn: str) -> Non
             cur = await conn.execute(
                 "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'og\\_%'"
             )
-            assert (await cur.fetchone()) == (12,)
+            assert (await cur.fetchone()) == (13,)
     finally:
         await store.aclose()
 

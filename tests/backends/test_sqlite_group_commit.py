@@ -70,7 +70,7 @@ async def test_concurrent_commits_share_a_transaction_and_conflicts_roll_back_al
                 checkpoint_id=x_wins.checkpoint.checkpoint_id,
             ),
         )
-        before = store.commits.stats.transactions
+        before = store.commit_groups.stats.transactions
         results = await asyncio.gather(
             store.commit(x_wins),
             store.commit(x_loses),
@@ -79,7 +79,7 @@ async def test_concurrent_commits_share_a_transaction_and_conflicts_roll_back_al
             store.commit(duplicate),
             return_exceptions=True,
         )
-        assert store.commits.stats.transactions == before + 1  # one transaction, one fsync
+        assert store.commit_groups.stats.transactions == before + 1  # one transaction, one fsync
         assert results[0] is None and results[2] is None
         assert isinstance(results[1], StaleStateError)
         assert isinstance(results[3], LeaseLostError)
@@ -118,7 +118,7 @@ async def test_a_commit_alone_is_written_at_once_and_sequential_steps_chain(
                                           checkpoint=nxt))
             cp = nxt
         assert (await store.get_thread(tid)).version == 5  # type: ignore[union-attr]
-        assert store.commits.stats.largest == 1
+        assert store.commit_groups.stats.largest == 1
     finally:
         await store.aclose()
 
@@ -140,36 +140,3 @@ async def test_a_cancelled_commit_is_left_out_of_its_group(tmp_path: Path) -> No
     finally:
         await store.aclose()
 
-
-async def test_intents_ride_the_group_and_a_fenced_out_intent_is_refused_alone(
-    tmp_path: Path,
-) -> None:
-    store = SqliteCheckpointer(tmp_path / "intents.db")
-    try:
-        x, run_x, x1 = await start_thread(store)
-        y, run_y, _ = await start_thread(store)
-        first = make_effect(run_x, x, command_id="m1:c1")
-        again = dataclasses.replace(first, request_hash="sha256:other")  # same effect id
-        fenced = make_effect(run_y, y, command_id="m2:c1")
-        step = StepCommit(
-            thread_id=x,
-            expected_version=1,
-            checkpoint=make_checkpoint(x, run_x, 2, parent=x1.checkpoint_id),
-        )
-        before = store.commits.stats.transactions
-        results = await asyncio.gather(
-            store.begin_effect(first),
-            store.begin_effect(again),
-            store.begin_effect(fenced, fence=5),
-            store.commit(step),
-            return_exceptions=True,
-        )
-        assert store.commits.stats.transactions == before + 1
-        assert results[0] == (first, True)  # the first writer created it ...
-        assert results[1] == (first, False)  # ... the second got the stored record
-        assert isinstance(results[2], LeaseLostError)
-        assert results[3] is None
-        assert await store.get_effect(fenced.effect_id) is None
-        assert (await store.get_effect(first.effect_id)) == first
-    finally:
-        await store.aclose()

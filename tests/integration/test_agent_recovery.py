@@ -96,6 +96,8 @@ def child_main(argv: list[str] | None = None) -> int:
             def __call__(self, mode: str, payload: Any) -> None:
                 if mode == "messages":
                     chunk, meta = payload
+                    if meta.get("langgraph_node") != "agent":
+                        return  # the tools node's messages stream too (as LangGraph's)
                     with open(tokens_file, "a", encoding="utf-8") as f:
                         f.write(json.dumps({"chunk": chunk, "meta": meta}) + "\n")
 

@@ -20,6 +20,7 @@ from oncegraph.errors import (
     RunStateError,
     _CrashSignal,
 )
+from oncegraph.ledger.outcomes import Reconciled
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runs.commands import Redelivered, RedeliveryPreview
@@ -177,3 +178,77 @@ def test_abandon_is_audited_and_fences_the_run(shop: Shop) -> None:
     assert _actions(shop, run_id)[-1] == ("abandon", "dee", "refunded by hand")
     with pytest.raises(NoRunToResumeError):
         shop.app.resume(run_id, actor="dee")
+
+
+# -- Check: ask the recipient again, recorded --------------------------------------------
+
+
+class Checked:
+    """A refund whose ``reconcile`` cannot tell during the incident (the run parks), then
+    can: the operator asks again with ``check_effect``. An ``accepted`` transfer whose
+    ``probe`` says it settled later."""
+
+    def __init__(self, checkpointer: Checkpointer, provider: FakeProvider) -> None:
+        self.client = ProviderClient(provider.url)
+        self.dashboard_up = False
+        client = self.client
+
+        def look(record: Any) -> Reconciled:
+            if not self.dashboard_up:
+                return Reconciled.unknown()
+            found = client.find_by_key(record.effect_id)
+            return Reconciled.done(str(found["id"])) if found else Reconciled.not_done()
+
+        @tool(effect="irreversible", recipient="payments", reconcile=look, mask=["card"])
+        def refund(order_id: str, card: str) -> str:
+            """Refund an order to a card."""
+            charged = client.charge(
+                10, "eur", order_id, idempotency_key=current_effect().idempotency_key
+            )
+            crash_point(SENT)
+            return str(charged["id"])
+
+        args = {"order_id": "1042", "card": "4111111111111111"}
+        call = {"id": "c1", "name": "refund", "args": args}
+        model = ScriptedModel.turns({"content": "", "tool_calls": [call]}, "Refunded.")
+        self.app = ReactAgent(model=model, tools=[refund]).compile(checkpointer=checkpointer)
+
+
+def test_check_effect_asks_reconcile_again_records_it_and_the_run_continues(
+    checkpointer: Checkpointer,
+) -> None:
+    with FakeProvider() as provider:
+        shop = Checked(checkpointer, provider)
+        with pytest.raises(_CrashSignal):
+            shop.app.invoke(USER, {"thread_id": T, "fault_plan": FaultPlan(SENT)})
+        with pytest.raises(NeedsReviewError) as parked:
+            shop.app.invoke(None, {"thread_id": T})
+        effect_id = parked.value.effect_id
+        run_id = shop.app.runs(thread_id=T)[0].run_id
+
+        still = shop.app.check_effect(effect_id, actor="ana", reason="dashboard down")
+        assert still.verdict == "unknown" and still.effect.status is EffectStatus.PENDING
+        shop.dashboard_up = True
+        seen = shop.app.check_effect(effect_id, actor="ana")
+        assert seen.verdict == "done" and seen.effect.status is EffectStatus.COMPLETED
+        assert seen.effect.request["card"] == "***"
+        outcomes = [a.outcome for a in seen.effect.attempts]
+        assert outcomes[-2:] == ["checked_unknown", "checked_done"], "each check is kept"
+        out = shop.app.resume(run_id, actor="ana", reason="checked")
+        assert out["messages"][-1]["content"] == "Refunded."
+        assert int(shop.client.stats()["performed"]) == 1, "never sent twice"
+        audit = [
+            (a.action, (a.details or {}).get("verdict"))
+            for a in reversed(shop.app.audit(run_id=run_id))
+        ]
+        assert audit[:2] == [("check_effect", "unknown"), ("check_effect", "done")]
+        with pytest.raises(RunStateError, match="only an uncertain effect"):
+            shop.app.check_effect(effect_id, actor="ana")
+
+
+def test_check_effect_without_a_hook_names_resolve(shop: Shop) -> None:
+    _, effect_id = shop.parked()
+    with pytest.raises(ConfigError, match=r"no reconcile hook.*resolve_effect"):
+        shop.app.check_effect(effect_id, actor="ana")
+    with pytest.raises(ConfigError, match="actor is required"):
+        shop.app.check_effect(effect_id, actor=" ")

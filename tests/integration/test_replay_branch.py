@@ -145,7 +145,7 @@ def test_simulation_replay_calls_only_simulate(shop: Shop) -> None:
 
 def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: Shop) -> None:
     run_id, _ = _done(shop)
-    history = shop.app.get_state_history({"thread_id": T})
+    history = list(shop.app.get_state_history({"thread_id": T}))
     tools_step = next(s for s in history if s.next == ("tools",))  # the refund is next
     before = _original(shop)
     patched = dict(tools_step.values["messages"][-1])
@@ -176,7 +176,7 @@ def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: 
 def test_update_state_is_a_branch_continued_by_its_config(shop: Shop) -> None:
     _done(shop)
     before = _original(shop)
-    history = shop.app.get_state_history({"thread_id": T})
+    history = list(shop.app.get_state_history({"thread_id": T}))
     tools_step = next(s for s in history if s.next == ("tools",))
     edited = dict(tools_step.values["messages"][-1])
     edited["tool_calls"] = [
@@ -196,7 +196,7 @@ def test_update_state_is_a_branch_continued_by_its_config(shop: Shop) -> None:
 
 def test_time_travel_by_checkpoint_id_is_refused_naming_replay(shop: Shop) -> None:
     _done(shop)
-    old = shop.app.get_state_history({"thread_id": T})[-1].config["checkpoint_id"]
+    old = list(shop.app.get_state_history({"thread_id": T}))[-1].config["checkpoint_id"]
     for config in (
         {"thread_id": T, "checkpoint_id": old},
         {"configurable": {"thread_id": T, "checkpoint_id": old}},

@@ -218,7 +218,7 @@ def test_fan_out_merges_writes_with_reducers(checkpointer: Checkpointer, run_pat
     out = run_path(app, {"hits": []}, {"thread_id": "t"})
     assert out["hits"] == ["a", "b", "c", "d"]
     assert _contents(out) == ["from b", "from c"]
-    history = app.get_state_history({"thread_id": "t"})
+    history = list(app.get_state_history({"thread_id": "t"}))
     # LangGraph's shape: the run's input shows as a checkpoint of its own, last
     assert [s.next for s in history] == [(), ("d",), ("b", "c"), ("a",), ("__start__",)]
     assert history[1].metadata["writes"] == ["b", "c"]
@@ -333,7 +333,7 @@ def test_bad_input_writes_nothing(checkpointer: Checkpointer, run_path: RunPath)
     with pytest.raises(InvalidUpdateError, match="no field 'nope'"):
         run_path(app, {"nope": 1}, {"thread_id": "t"})
     assert app.runs(thread_id="t") == []
-    assert app.get_state_history({"thread_id": "t"}) == []
+    assert list(app.get_state_history({"thread_id": "t"})) == []
 
 
 # -- threads and runs ------------------------------------------------------------------
@@ -468,11 +468,11 @@ def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     assert (
         empty.next == () and empty.run_id is None and empty.values == {"hits": [], "messages": []}
     )
-    assert app.get_state_history(cfg) == []
+    assert list(app.get_state_history(cfg)) == []
 
     app.invoke({"x": 0, "messages": ["m"]}, cfg)
     app.invoke({"x": 0}, cfg)
-    history = app.get_state_history(cfg)
+    history = list(app.get_state_history(cfg))
     # newest first; each run's input shows as its own checkpoint, as in LangGraph
     assert [s.next for s in history] == [(), ("b",), ("a",), ("__start__",)] * 2
     assert [s.metadata["step"] for s in history] == [1, 0, -1, -2] * 2
@@ -490,10 +490,10 @@ def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     assert middle == history[5] and middle.values["messages"][0]["content"] == "m"
     assert app.get_state(history[5].config) == middle
     assert app.get_state(history[3].config) == history[3]
-    assert app.get_state_history({**cfg, "run_id": runs[1]}) == history[4:]
-    assert app.get_state_history(cfg, limit=2) == history[:2]
-    assert app.get_state_history(cfg, before=history[5].config) == history[6:]
-    assert app.get_state_history(cfg, filter={"step": 0}) == [history[1], history[5]]
+    assert list(app.get_state_history({**cfg, "run_id": runs[1]})) == history[4:]
+    assert list(app.get_state_history(cfg, limit=2)) == history[:2]
+    assert list(app.get_state_history(cfg, before=history[5].config)) == history[6:]
+    assert list(app.get_state_history(cfg, filter={"step": 0})) == [history[1], history[5]]
     with pytest.raises(RunNotFoundError):
         app.get_state({**cfg, "checkpoint_id": "cp_nope"})
     with pytest.raises(RunNotFoundError):
@@ -580,7 +580,7 @@ def test_stale_writer_gets_stale_state_error_and_writes_nothing(
         if intruder is not checkpointer:
             asyncio.run(intruder.aclose())
     assert calls == ["a"]
-    history = app.get_state_history({"thread_id": "t"})
+    history = list(app.get_state_history({"thread_id": "t"}))
     assert history[0].config["checkpoint_id"] == "cp_intruder"
     # the input checkpoint (shown twice, as LangGraph does) + the intruder's; the stale
     # step wrote nothing

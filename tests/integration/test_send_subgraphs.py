@@ -78,7 +78,7 @@ def test_send_runs_one_task_per_payload(checkpointer: Checkpointer, run_path: Ru
     records = app.effects(thread_id="t")
     assert sorted(r.command_id for r in records) == ["joke:0:0:0", "joke:1:0:0", "joke:2:0:0"]
     assert len({r.effect_id for r in records}) == 3
-    history = app.get_state_history({"thread_id": "t"})
+    history = list(app.get_state_history({"thread_id": "t"}))
     first = history[1]  # the input checkpoint: every send recorded before any ran
     assert first.next == ("joke", "joke", "joke")
     assert [t.path for t in first.tasks] == [("__pregel_push", i) for i in range(3)]

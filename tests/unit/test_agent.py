@@ -242,7 +242,7 @@ def test_approve_asks_before_any_call_runs_and_records_the_approver(
     }
     assert len(model.calls) == 2
     # the decision is kept in the committed history, where an auditor reads it
-    history = app.get_state_history(cfg())
+    history = list(app.get_state_history(cfg()))
     assert any(s.values.get("approvals") == [record] for s in history)
 
 

@@ -340,7 +340,7 @@ def test_typed_state_is_read_back_as_written_by_another_app_on_the_same_store() 
     _assert_typed(out)
     fresh = _typed_app(store)  # no in-process head: everything decoded from stored JSON
     _assert_typed(dict(fresh.get_state(cfg).values))
-    history = fresh.get_state_history(cfg)
+    history = list(fresh.get_state_history(cfg))
     assert type(history[0].values["when"]) is datetime.datetime
 
 

@@ -53,6 +53,7 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger.keys import effect_id_for, request_hash
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
+from oncegraph.ledger.planned import intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
@@ -172,6 +173,7 @@ class _Performer:
         self.request_hash = request_hash(call.request)
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
         self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
+        self._unsaved = False  # a planned call's first attempt is not in the stored record
 
     # -- events (stream_mode="events") --------------------------------------------------
 
@@ -203,20 +205,20 @@ class _Performer:
 
     def _new_record(self, status: EffectStatus, attempts: tuple[Attempt, ...]) -> EffectRecord:
         ctx, call = self.ctx, self.call
-        return EffectRecord(
-            effect_id=self.effect_id,
-            effect_type=call.effect_type,
-            effect_class=call.effect_class,
-            command_id=call.command_id,
+        return intent_record(
+            key_run_id=ctx.key_run_id,
             run_id=ctx.run_id,
             thread_id=ctx.thread_id,
             node=ctx.node,
-            request_hash=self.request_hash,
-            status=status,
             checkpoint_id=ctx.checkpoint_id,
+            effect_type=call.effect_type,
+            effect_class=call.effect_class,
+            command_id=call.command_id,
             request=call.request,
             recipient=call.recipient,
+            status=status,
             attempts=attempts,
+            hashed=self.request_hash,
         )
 
     async def _save(self, record: EffectRecord, *, sent: bool) -> EffectRecord:
@@ -268,12 +270,12 @@ class _Performer:
 
     async def run(self) -> Any:
         self.ctx.check_open()
-        if self.call.runs == "thread":  # refused before any intent when threads are stuck
-            executor.current().check_room(self._what)
         cls = self.call.effect_class
         replay = self.ctx.replay
         if replay is not None and replay.recorded:
             return await self._replayed(replay)
+        if self.call.runs == "thread":  # refused before its intent when threads are stuck
+            executor.current().check_room(self._what)
         if (
             replay is not None
             and cls is EffectClass.IRREVERSIBLE
@@ -290,6 +292,10 @@ class _Performer:
             return await self._run_unprotected()
         if self.call.positional and not self.ctx.fresh:
             await self._check_position()
+        if self.effect_id in self.ctx.planned:
+            found = await self._planned()
+            if found is not None:
+                return await self._from_plan(found)
         self.ctx.crash_point("before_intent")
         intent = self._new_record(EffectStatus.PENDING, (Attempt(1, now()),))
         intent = intent.replace(row_version=1)
@@ -308,6 +314,30 @@ class _Performer:
             self._event("effect_intent", stored)
             return await self._attempts(stored, claimed=True)
         return await self._decide(stored)
+
+    async def _planned(self) -> EffectRecord | None:
+        """The intent written with the checkpoint this fresh step starts from
+        (:mod:`oncegraph.ledger.planned`), as the ledger holds it now."""
+        try:
+            return await self.store.get_effect(self.effect_id)
+        except StorageError as exc:
+            raise LedgerUnavailableError(
+                f"the effect ledger cannot be read ({exc}); {self.call.effect_class} tool "
+                f"{self.call.effect_type!r} did NOT run. The run failed and can be resumed "
+                "once the store is back."
+            ) from exc
+
+    async def _from_plan(self, found: EffectRecord) -> Any:
+        """A planned intent nobody touched is called at once, with no commit first (the
+        intent is already durable); anything else is decided from the record."""
+        self.ctx.crash_point("before_intent")
+        self.ctx.crash_point("after_intent")
+        if not is_untouched_plan(found, self.request_hash):
+            return await self._decide(found)
+        self._event("effect_intent", found, planned=True)
+        begun = found.replace(attempts=(Attempt(1, now()),))
+        self._unsaved = True  # attempt 1 is begun in memory only, until an outcome is saved
+        return await self._attempts(begun, claimed=True)
 
     async def _replayed(self, replay: ReplayPolicy) -> Any:
         """An evidence or simulation replay: recorded results or stand-ins, never live."""
@@ -396,6 +426,8 @@ class _Performer:
         # pending: the outcome is UNKNOWN. Its holder is gone (we hold the run now), so an
         # attempt left open was cut off by a crash.
         record = record.replace(attempts=tuple(_close_open(a) for a in record.attempts))
+        if not record.attempts:  # a planned intent: the call may have started before a crash
+            record = record.replace(attempts=(_planned_unknown(record),))
         if record.attempts and record.attempts[-1].outcome == RESOLVED_NOT_DONE:
             # an operator checked at the recipient: it did not happen; send it, same key
             return await self._attempts(record)
@@ -451,8 +483,8 @@ class _Performer:
         Otherwise each try first claims a new attempt in the row (for side effects a
         committed intent, law 2).
         """
-        budget = 1 if self.call.effect_class is EffectClass.IRREVERSIBLE else (
-            self.policy.max_attempts
+        budget = (
+            1 if self.call.effect_class is EffectClass.IRREVERSIBLE else (self.policy.max_attempts)
         )
         made = 0
         while True:
@@ -480,6 +512,8 @@ class _Performer:
                     raise end.error  # oncegraph's own error inside the tool: not the tool's
                 raise ToolFailed(end.error) from end.error
             if isinstance(end, _InFlight):
+                if self._unsaved:  # a planned call's attempt: the record must show it open
+                    record = await self._save(record, sent=True)
                 self._keep(record, end.call)
                 if self.call.effect_class is EffectClass.IRREVERSIBLE:
                     raise self._parked(record, self._still_running())
@@ -626,8 +660,9 @@ class _Performer:
                     status=status, result=result, provider_reference=reference or self._reference
                 )
             await self._save(late, sent=True)
-            log.info("effect %s ended after its step stopped: recorded %s", late.effect_id,
-                     late.status)
+            log.info(
+                "effect %s ended after its step stopped: recorded %s", late.effect_id, late.status
+            )
 
         claim.keep(call, record_late, thread=self._thread if self.call.runs == "thread" else None)
 
@@ -639,6 +674,18 @@ def _end_last(record: EffectRecord, outcome: str, error: str | None) -> EffectRe
     last = record.attempts[-1]
     ended = Attempt(last.number, last.started_at, now(), outcome, error)
     return record.replace(attempts=(*record.attempts[:-1], ended))
+
+
+def _planned_unknown(record: EffectRecord) -> Attempt:
+    """The attempt a planned intent (oncegraph.ledger.planned) may have made before the
+    process stopped: its call starts without a commit, so whether it started is unknown."""
+    return Attempt(
+        1,
+        record.created_at,
+        now(),
+        "unknown",
+        "planned with its step; the process stopped before an outcome was recorded",
+    )
 
 
 def _close_open(attempt: Attempt) -> Attempt:

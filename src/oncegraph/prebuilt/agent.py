@@ -72,6 +72,7 @@ from oncegraph.state import lcmessages
 from oncegraph.state.reducers import add_messages, append
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass
+from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.node import ToolNode
 from oncegraph.tools.tool import ToolLike, as_tool
 
@@ -145,7 +146,9 @@ class ReactAgent:
     at most ``response_retries`` times. ``model_retry`` is the policy for model calls
     (default: 3 tries with backoff); ``fallback_models`` are tried in order after the
     primary's tries all failed. ``model_options`` go to the primary model's adapter when
-    ``model`` is an id string.
+    ``model`` is an id string. ``tool_limits`` bounds the tool calls a turn and a run may
+    ask for and how many run at once (:class:`~oncegraph.tools.limits.ToolLimits`; the
+    defaults refuse a 2,000-call turn and tell the model why).
     """
 
     def __init__(
@@ -166,6 +169,7 @@ class ReactAgent:
         response_retries: int = 2,
         model_retry: RetryPolicy | None = None,
         fallback_models: Sequence[str | ChatModel] = (),
+        tool_limits: ToolLimits | None = None,
         **model_options: Any,
     ) -> None:
         self.model = resolve_model(model, provider, **model_options)
@@ -203,7 +207,7 @@ class ReactAgent:
         self._specs: list[ToolSpec] = [t.spec for t in self.tools]
         if self.format is not None:
             self._specs.append(self.format.spec)
-        self._tools = ApprovingToolNode(ToolNode(self.tools), self.approvals)
+        self._tools = ApprovingToolNode(ToolNode(self.tools, limits=tool_limits), self.approvals)
         self._system_hash = hashlib.sha256(_json.canonical(self.system)).hexdigest()[:16]
 
     # -- the model turn --------------------------------------------------------------------

@@ -51,6 +51,7 @@ from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.messages import Message, ToolCall
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
+from oncegraph.storage.records import EffectRecord
 from oncegraph.tools.node import ToolNode
 from oncegraph.tools.tool import Tool
 
@@ -181,9 +182,7 @@ class Approvals:
             return str(review.description(call))
         if review.description is not None:
             return review.description
-        return (
-            f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
-        )
+        return f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
 
     def decide(self, answer: Any, calls: Sequence[ToolCall]) -> list[Decision]:
         """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix."""
@@ -324,6 +323,19 @@ class ApprovingToolNode:
         """The tools it runs (operator commands find a tool by name here)."""
         return self.node.tools
 
+    def plan_intents(self, state: Any, **where: Any) -> list[EffectRecord]:
+        """The tool node's planned intents (:mod:`oncegraph.ledger.planned`), unless a
+        call of the turn needs a decision first: a call a reviewer may reject or edit is
+        not planned."""
+        messages = state.get("messages") if isinstance(state, Mapping) else None
+        last: Any = messages[-1] if messages else {}
+        if lcmessages.is_message(last):
+            last = lcmessages.to_message_dict(last)
+        calls = list(last.get("tool_calls") or ()) if isinstance(last, Mapping) else []
+        if self.approvals and self.approvals.reviewed(calls):
+            return []
+        return self.node.plan_intents(state, **where)
+
     async def __call__(self, state: Any) -> dict[str, Any]:
         messages = state.get("messages") if isinstance(state, Mapping) else None
         last: Any = messages[-1] if messages else {}
@@ -335,6 +347,12 @@ class ApprovingToolNode:
             return await self.node(state)
         ctx = current_task()
         assert ctx is not None
+        message_id = str(last.get("id") or "")
+        if not message_id:
+            raise ConfigError("the assistant message has no id; store messages via add_messages")
+        refused = self.node.refuse(ctx, messages or [], message_id, list(calls))
+        if refused is not None:  # over a limit: nobody is asked to review what cannot run
+            return {"messages": refused}
         answers = iter(ask(self.approvals, reviewed))
         decided = [(call, next(answers) if self.approvals.needs(call) else None) for call in calls]
         final_calls = [
@@ -346,11 +364,9 @@ class ApprovingToolNode:
             for final, (_, d) in zip(final_calls, decided, strict=True)
             if d is None or d.type != "reject"
         ]
-        message_id = str(last.get("id") or "")
         ran: list[Any] = []
         if to_run:
-            out = await self.node({"messages": [{**last, "tool_calls": to_run}]})
-            ran = list(out.get("messages") or [])
+            ran = await self.node.run_calls(ctx, message_id, list(to_run))
         results = iter(ran)
         replies = [
             _rejected(ctx, message_id, d) if d is not None and d.type == "reject" else next(results)

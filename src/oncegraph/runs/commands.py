@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError, RunStateError
 from oncegraph.ids import new_audit_id
-from oncegraph.ledger.outcomes import Accepted, Completed
+from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.perform import RESOLVED_NOT_DONE
 from oncegraph.runs import claims
 from oncegraph.runs.views import mask_effect, mask_value
@@ -53,6 +53,14 @@ if TYPE_CHECKING:
 NO_ANSWER: Any = object()
 RESOLVED_DONE = "resolved_done"
 REDELIVERED = "redelivered"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCheck:
+    """What :meth:`Commands.check_effect` heard from the recipient, and the effect after."""
+
+    verdict: str  # done | accepted | not_done | unknown
+    effect: EffectRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +134,7 @@ class Commands:
             )
         if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
             raise NoRunToResumeError(
-                f"run {run_id} is {run.status}, not waiting for an answer; continue it "
-                "without one"
+                f"run {run_id} is {run.status}, not waiting for an answer; continue it without one"
             )
         cfg = config or RunConfig.from_stored(run.config, run.thread_id)
         audit = AuditRecord(
@@ -201,11 +208,91 @@ class Commands:
                 "provider_reference": provider_reference,
             },
         )
+
         async def write(token: int) -> None:
             await self.store.save_effect(changed, fence=token, audit=audit)
 
         await self._with_run_held(record, write)
         return mask_effect(changed, self.service.masks)
+
+    # -- Check -------------------------------------------------------------------------------
+
+    async def check_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        """Ask the recipient again about an uncertain effect: an ``accepted`` one through
+        its tool's ``probe``, a ``pending`` one through ``reconcile``. The answer is kept
+        as an attempt of the effect and in the audit log. ``done`` completes the effect
+        (the run continues with the result); ``accepted`` keeps it accepted with what the
+        recipient said now; ``not_done`` and ``unknown`` change nothing else: a request
+        that timed out may still arrive, so only :meth:`resolve_effect` lets it be sent.
+        """
+        _required("actor", actor)
+        _required("reason", reason)
+        record = await self._effect(effect_id)
+        if record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
+            raise RunStateError(
+                f"effect {effect_id} is {record.status}: only an uncertain effect (pending "
+                "or accepted) is checked; its record already says what happened"
+            )
+        tool = self._tool_for(record)
+        accepted = record.status is EffectStatus.ACCEPTED
+        hook = tool.probe if accepted else tool.reconcile
+        if hook is None:
+            kind = "probe" if accepted else "reconcile"
+            raise ConfigError(
+                f"tool {record.effect_type!r} has no {kind} hook, so nothing can ask the "
+                f"recipient for it; check at {record.recipient or 'the recipient'} yourself and "
+                "record it with resolve_effect(effect_id, 'done' | 'not_done', ...)"
+            )
+
+        async def ask(token: int) -> EffectCheck:
+            current = await self._effect(effect_id)  # as it is now that the run is held
+            if current.status is not record.status:
+                raise RunStateError(
+                    f"effect {effect_id} became {current.status} while it was being checked; "
+                    "look at it again"
+                )
+            found = hook(current)
+            if inspect.isawaitable(found):
+                found = await found
+            verdict = found if isinstance(found, Reconciled) else Reconciled.unknown()
+            t = now()
+            check = Attempt(len(current.attempts) + 1, t, t, f"checked_{verdict.verdict}")
+            changed = current.replace(attempts=(*current.attempts, check))
+            if verdict.verdict in ("done", "accepted"):
+                changed = changed.replace(
+                    status=(
+                        EffectStatus.COMPLETED
+                        if verdict.verdict == "done"
+                        else EffectStatus.ACCEPTED
+                    ),
+                    result=verdict.result,
+                    provider_reference=verdict.provider_reference or current.provider_reference,
+                    error=None,
+                )
+            changed = changed.replace(row_version=current.row_version + 1, updated_at=t)
+            audit = AuditRecord(
+                audit_id=new_audit_id(),
+                actor=actor,
+                action="check_effect",
+                target_kind="effect",
+                target_id=effect_id,
+                run_id=current.run_id,
+                thread_id=current.thread_id,
+                reason=reason,
+                details={
+                    "verdict": verdict.verdict,
+                    "before": str(current.status),
+                    "after": str(changed.status),
+                    "provider_reference": verdict.provider_reference,
+                },
+            )
+            await self.store.save_effect(changed, fence=token, audit=audit)
+            return EffectCheck(verdict.verdict, mask_effect(changed, self.service.masks))
+
+        result: EffectCheck = await self._with_run_held(record, ask)
+        return result
 
     # -- Redeliver ---------------------------------------------------------------------------
 
@@ -401,6 +488,7 @@ def _closed(attempt: Attempt, at: float) -> Attempt:
 __all__ = [
     "NO_ANSWER",
     "Commands",
+    "EffectCheck",
     "Redelivered",
     "RedeliveryPreview",
 ]

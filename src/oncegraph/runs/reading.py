@@ -5,9 +5,10 @@ writes of a checkpoint, a subgraph task's own state, a run's input)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from oncegraph.errors import InvalidUpdateError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot
@@ -39,24 +40,44 @@ async def history(
     limit: int | None = None,
     filter: Mapping[str, Any] | None = None,
     before: str | None = None,
-) -> list[StateSnapshot]:
+) -> AsyncIterator[StateSnapshot]:
     """The thread's checkpoints, newest first, each run's input shown as LangGraph shows
     it; ``run_id`` keeps one run's, ``filter`` those whose metadata has those values,
-    ``before`` those older than that checkpoint."""
-    plain = limit is not None and before is None and not filter
-    snaps = await service.history(thread_id, run_id=run_id, limit=limit if plain else None)
-    out: list[StateSnapshot] = []
-    for i, snap in enumerate(snaps):
-        out.append(await _shaped(service.graph, service, snap, thread_id, False, ""))
-        if snap.metadata.get("source") == "input":
-            older = snaps[i + 1] if i + 1 < len(snaps) else None
-            out.append(await _before_input(service, thread_id, snap, older))
+    ``before`` those older than that checkpoint, ``limit`` the first that many.
+
+    Snapshots are made as the caller asks for them, a page of checkpoints at a time, so
+    walking a long thread's history holds one page, not the whole list."""
+    start: int | None = None
     if before is not None:
-        ids = [s.config.get("checkpoint_id") for s in out]
-        out = out[ids.index(before) + 1 :] if before in ids else out
-    if filter:
-        out = [s for s in out if all(s.metadata.get(k) == v for k, v in filter.items())]
-    return out[:limit] if limit is not None else out
+        found = await service.store.get_checkpoint(thread_id, before.removesuffix(INPUT_SUFFIX))
+        start = None if found is None else found.version + 1
+    skipping = start is not None  # up to and including ``before`` itself
+    given = 0
+    async for item in _sequence(service, thread_id, run_id, start):
+        if skipping:
+            skipping = item.config.get("checkpoint_id") != before
+            continue
+        if filter and not all(item.metadata.get(k) == v for k, v in filter.items()):
+            continue
+        if limit is not None and given >= limit:
+            return
+        given += 1
+        yield item
+
+
+async def _sequence(
+    service: RunService, thread_id: str, run_id: str | None, start: int | None
+) -> AsyncIterator[StateSnapshot]:
+    """Every snapshot newest first: each checkpoint, and after a run's input checkpoint
+    the state before that input (which needs the next older checkpoint's values)."""
+    held: StateSnapshot | None = None  # an input checkpoint, until the older one is read
+    async for snap in service.history(thread_id, run_id=run_id, before_version=start):
+        if held is not None:
+            yield await _before_input(service, thread_id, held, snap)
+        yield await _shaped(service.graph, service, snap, thread_id, False, "")
+        held = snap if snap.metadata.get("source") == "input" else None
+    if held is not None:
+        yield await _before_input(service, thread_id, held, None)
 
 
 async def _shaped(
@@ -105,7 +126,10 @@ async def _before_input(
     if snap.run_id:
         run = await service.store.get_run(snap.run_id)
         if run is not None and isinstance(run.input, Mapping):
-            update = service.graph.schema.decode_update(run.input)
+            try:
+                update = service.graph.schema.decode_update(run.input)
+            except (InvalidUpdateError, ValueError, TypeError):
+                update = dict(run.input)  # written by an older version's schema: as stored
     return input_snapshot(
         snap, thread_id=thread_id, before=values, before_id=parent_id, update=update
     )

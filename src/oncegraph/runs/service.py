@@ -20,7 +20,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
-from oncegraph.runs.commands import Commands, Redelivered, RedeliveryPreview
+from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.versions import Migration, VersionGate
@@ -57,6 +57,11 @@ from oncegraph.storage.records import (
     TaskWrite,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
+
+HISTORY_PAGE = 50
+"""Checkpoints read per page of a history."""
+EFFECTS_PAGE = 500
+"""Effect records an ``effects()`` listing returns unless asked for another ``limit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +91,10 @@ class RunService:
     async def resolve_effect(self, effect_id: str, outcome: str, **options: Any) -> EffectRecord:
         return await Commands(self).resolve_effect(effect_id, outcome, **options)
 
-    async def redeliver(
-        self, effect_id: str, **options: Any
-    ) -> RedeliveryPreview | Redelivered:
+    async def check_effect(self, effect_id: str, **options: Any) -> EffectCheck:
+        return await Commands(self).check_effect(effect_id, **options)
+
+    async def redeliver(self, effect_id: str, **options: Any) -> RedeliveryPreview | Redelivered:
         return await Commands(self).redeliver(effect_id, **options)
 
     async def audit(self, **filters: Any) -> list[AuditRecord]:
@@ -127,9 +133,7 @@ class RunService:
             else None
         )
         self.versions = (
-            VersionGate(
-                spec, self.identity, migrations=migrations, previous=previous_versions
-            )
+            VersionGate(spec, self.identity, migrations=migrations, previous=previous_versions)
             if spec is not None and self.identity is not None
             else None
         )
@@ -400,13 +404,22 @@ class RunService:
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = EFFECTS_PAGE,
+        offset: int = 0,
     ) -> list[EffectRecord]:
-        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked."""
+        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked;
+        ``limit`` of them (``None``: all) from ``offset`` on."""
         if run_id is None and thread_id is None:
             raise ConfigError("effects() needs run_id=... or thread_id=...")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ConfigError(f"limit must be a non-negative integer or None; got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ConfigError(f"offset must be a non-negative integer; got {offset!r}")
         await self.setup()
         records = await self.store.list_effects(
-            run_id=run_id, thread_id=thread_id, statuses=statuses
+            run_id=run_id, thread_id=thread_id, statuses=statuses, limit=limit, offset=offset
         )
         return [mask_effect(r, self.masks) for r in records]
 
@@ -421,16 +434,39 @@ class RunService:
         return await self._snapshot(cp)
 
     async def history(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
-    ) -> list[StateSnapshot]:
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
+        page: int | None = None,
+    ) -> AsyncIterator[StateSnapshot]:
+        """The thread's snapshots, newest first, read ``page`` checkpoints at a time: a
+        caller that does not keep them holds one page and one copy of the log, however
+        long the thread."""
         self._graph()
         await self.setup()
-        cps = await self.store.list_checkpoints(thread_id, run_id=run_id, limit=limit)
-        return [await self._snapshot(cp) for cp in cps]
+        logs: dict[str, list[Any]] = {}
+        size = page or HISTORY_PAGE
+        left = limit
+        while left is None or left > 0:
+            n = size if left is None else min(size, left)
+            cps = await self.store.list_checkpoints(
+                thread_id, run_id=run_id, limit=n, before_version=before_version
+            )
+            for cp in cps:
+                yield await self._snapshot(cp, logs)
+            if len(cps) < n:
+                return
+            before_version = cps[-1].version
+            left = None if left is None else left - len(cps)
 
-    async def _snapshot(self, cp: CheckpointRecord) -> StateSnapshot:
+    async def _snapshot(
+        self, cp: CheckpointRecord, logs: dict[str, list[Any]] | None = None
+    ) -> StateSnapshot:
         _, heads = self._graph()
-        values = await heads.materialize(cp)
+        values = await heads.materialize(cp, logs)
         writes = await self.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
         interrupts = tuple(
             {"node": w.task, "index": w.idx, "value": w.value}

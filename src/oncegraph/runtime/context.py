@@ -8,7 +8,7 @@ provider, so a re-sent request carries the SAME key.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,9 @@ class TaskContext:
     may_fold: bool = False  # the task is alone in its step: results may ride the checkpoint
     fresh: bool = False  # first attempt of this step in this process: nothing recorded yet
     staged_effects: list[EffectRecord] = field(default_factory=list)
+    # Intents the checkpoint this fresh step starts from wrote for its calls, by effect id
+    # (oncegraph.ledger.planned); empty unless the step is fresh.
+    planned: Mapping[str, EffectRecord] = field(default_factory=dict)
     claim: Claim | None = None  # the run's claim: its token fences every write
     replay: ReplayPolicy | None = None  # set in a replay: what its effects may touch
     name: str = ""  # the node's name ("" = node)

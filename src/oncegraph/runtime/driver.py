@@ -84,6 +84,7 @@ from oncegraph.runtime.tasks import run_task
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,
+    EffectRecord,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -135,6 +136,8 @@ class Driver:
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
+    # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
+    _planned: dict[str, EffectRecord] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -290,12 +293,11 @@ class Driver:
             loop=loop,
             emit=self._task_emit_fn,
             fault_plan=self.config.fault_plan,
-            resume_values=list(
-                plan.resumes.get(task.key) or self._replayed_answers(task.key, cp)
-            ),
+            resume_values=list(plan.resumes.get(task.key) or self._replayed_answers(task.key, cp)),
             asked=list(plan.questions.get(task.key, ())),
             may_fold=plan.alone,
             fresh=cp.checkpoint_id == self.fresh,
+            planned=self._planned if cp.checkpoint_id == self.fresh else {},
             claim=self.claim,
             replay=self.replay,
             name=task.node,
@@ -432,6 +434,7 @@ class Driver:
         if plan is not None:
             plan.hit("before_checkpoint")
         nxt = decision.head
+        intents = self._intents(nxt, run)
         commit = StepCommit(
             thread_id=run.thread_id,
             expected_version=head.version,
@@ -439,11 +442,13 @@ class Driver:
             log=decision.log,
             run_status=decision.run_status if self.parent is None else None,
             effects=staged,
+            intents=intents,
             clear_task_writes_of=head.checkpoint.checkpoint_id
             if decision.clear_task_writes
             else None,
             fence=self.fence,
         )
+        self._planned = {}
         try:
             await self._commit(commit, nxt)
         except StorageError:
@@ -451,12 +456,49 @@ class Driver:
         except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
             await self.set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
             raise
+        self._planned = {e.effect_id: e for e in intents}
         if plan is not None:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
         self._emit_step(nxt, head.checkpoint, decision.results)
         return nxt
+
+    def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
+        """The intents of the calls the next step will make, to write with this step's
+        checkpoint (:mod:`oncegraph.ledger.planned`): only at the top level of a live run
+        whose next step surely runs now (no breakpoint can stop it, the recursion limit
+        is not reached), from nodes that can tell their calls from the state."""
+        cp = nxt.checkpoint
+        cfg, spec = self.config, self.spec
+        if (
+            not cp.next
+            or self.parent is not None
+            or self.scope
+            or self.replay is not None
+            or self.steps >= cfg.recursion_limit
+            or spec.interrupt_before
+            or spec.interrupt_after
+            or cfg.interrupt_before
+            or cfg.interrupt_after
+            or cp.metadata.get("sends")
+        ):
+            return []
+        intents: list[EffectRecord] = []
+        for name in dict.fromkeys(cp.next):
+            node = spec.nodes.get(name)
+            planner = getattr(node.fn, "plan_intents", None) if node is not None else None
+            if planner is None:
+                continue
+            intents += planner(
+                nxt.values,
+                key_run_id=run.run_id,
+                run_id=run.run_id,
+                thread_id=self.root_thread or run.thread_id,
+                node=name,
+                checkpoint_id=cp.checkpoint_id,
+            )
+        return intents
 
     def _replayed_answers(self, node: str, cp: Any) -> tuple[Any, ...]:
         """In a replay: the answers the original run got at this node and step."""

@@ -23,8 +23,8 @@ Invariants (a timed-out call's thread is accounted for, not leaked silently):
   per stuck call, so ``max_workers`` threads stay free for calls that are waited on.
 * That growth is bounded: once ``max_stuck`` calls are stuck (default ``max_workers``),
   :meth:`ThreadPool.check_room` refuses new sync calls with
-  :class:`~oncegraph.errors.SyncThreadsExhaustedError`, before any intent is recorded,
-  naming the stuck calls and the fix.
+  :class:`~oncegraph.errors.SyncThreadsExhaustedError`, before the call (and before its
+  own intent commit), naming the stuck calls and the fix.
 """
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ class ThreadPool:
         raise SyncThreadsExhaustedError(
             f"{what} was not started: {stuck} sync call(s) are still running after their "
             f"timeout ({names}) and this pool of {self.max_workers} thread(s) lets no more "
-            "threads be stuck. Nothing was recorded or called; the run can be resumed once "
-            "they end. Make those calls honour a timeout (or make them async, so they can "
-            "be cancelled), or give the pool more threads: compile(..., sync_threads=N) or "
+            "threads be stuck. It was not called; the run can be resumed once they end. "
+            "Make those calls honour a timeout (or make them async, so they can be "
+            "cancelled), or give the pool more threads: compile(..., sync_threads=N) or "
             "ONCEGRAPH_THREADS."
         )
 

@@ -52,8 +52,15 @@ class Heads:
         self.remember(head)
         return head
 
-    async def materialize(self, cp: CheckpointRecord) -> dict[str, Any]:
+    async def materialize(
+        self, cp: CheckpointRecord, logs: dict[str, list[Any]] | None = None
+    ) -> dict[str, Any]:
         """Every channel's value at ``cp``, log channels folded from their entries.
+
+        ``logs`` is a cache of one thread's log entries shared by calls that materialize
+        several of its checkpoints (a history): a log is append-only and a checkpoint
+        holds a prefix of it, so the entries are read once and sliced, never read and
+        parsed again per checkpoint.
 
         A stored value its declared type cannot read back is a ``CorruptRecordError``
         naming the checkpoint, thread and run (nothing is changed or re-run)."""
@@ -65,13 +72,25 @@ class Heads:
             raise _corrupt(cp, "oncegraph_checkpoints", cp.checkpoint_id, exc) from exc
         for channel in schema.log_channels():
             end = cp.logs.get(channel, 0)
-            entries = await self.store.read_log(cp.thread_id, channel, end) if end else []
+            entries = await self._entries(cp.thread_id, channel, end, logs)
             try:
                 decoded = schema.decode_entries(channel, entries)
                 values[channel] = schema.channel(channel).fold(decoded)
             except (ValueError, TypeError, KeyError) as exc:
                 raise _corrupt(cp, "oncegraph_log", channel, exc) from exc
         return values
+
+    async def _entries(
+        self, thread_id: str, channel: str, end: int, logs: dict[str, list[Any]] | None
+    ) -> list[Any]:
+        if not end:
+            return []
+        if logs is None:
+            return await self.store.read_log(thread_id, channel, end)
+        cached = logs.get(channel)
+        if cached is None or len(cached) < end:
+            cached = logs[channel] = await self.store.read_log(thread_id, channel, end)
+        return cached[:end]
 
 
 def _corrupt(cp: CheckpointRecord, table: str, key: str, exc: Exception) -> Exception:

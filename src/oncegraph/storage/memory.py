@@ -111,6 +111,7 @@ class InMemoryCheckpointer(Closing):
         log_rows = rows.log_params(commit.thread_id, commit.log)
         run_row = rows.run_to_params(commit.new_run) if commit.new_run else None
         effect_rows = [rows.effect_to_params(e) for e in commit.effects]
+        intent_rows = [rows.effect_to_params(e) for e in commit.intents]
         ts = now()
         with self._lock:
             thread = self._threads.get(commit.thread_id)
@@ -165,6 +166,8 @@ class InMemoryCheckpointer(Closing):
             self._checkpoints[(commit.thread_id, cp.checkpoint_id)] = cp_row
             for thread_id, channel, seq, value in log_rows:
                 self._logs.setdefault((thread_id, channel), {})[seq] = value
+            for intent_row in intent_rows:
+                self._effects.setdefault(intent_row[0], intent_row)
             for effect_row in effect_rows:
                 self._upsert_effect(effect_row)
             if commit.clear_task_writes_of is not None:
@@ -188,13 +191,20 @@ class InMemoryCheckpointer(Closing):
         return None if row is None else rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
         with self._lock:
             found = [
                 row
                 for (tid, _), row in self._checkpoints.items()
-                if tid == thread_id and (run_id is None or row[_CP_RUN] == run_id)
+                if tid == thread_id
+                and (run_id is None or row[_CP_RUN] == run_id)
+                and (before_version is None or row[_CP_VERSION] < before_version)
             ]
         found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
         if limit is not None:
@@ -407,6 +417,8 @@ class InMemoryCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
@@ -418,6 +430,8 @@ class InMemoryCheckpointer(Closing):
                 and (wanted is None or row[_EFFECT_STATUS] in wanted)
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        start = max(offset, 0)
+        found = found[start:] if limit is None else found[start : start + max(limit, 0)]
         return [rows.effect_from_row(r) for r in found]
 
     # -- retention --------------------------------------------------------------------

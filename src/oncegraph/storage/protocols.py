@@ -64,9 +64,16 @@ class CheckpointStore(Protocol):
         """The given checkpoint of the thread, or its head when ``checkpoint_id`` is None."""
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
-        """Checkpoints of the thread (optionally one run), newest first."""
+        """Checkpoints of the thread (optionally one run), newest first; with
+        ``before_version`` only those of a lower version (the next page after a checkpoint
+        of that version)."""
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         """Values of log entries ``seq < end`` of ``(thread_id, channel)``, in seq order."""
@@ -169,8 +176,10 @@ class EffectStore(Protocol):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
-        """Effects ordered by creation time."""
+        """Effects ordered by creation time; ``limit`` and ``offset`` page through them."""
 
 
 @runtime_checkable

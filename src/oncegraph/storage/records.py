@@ -215,8 +215,10 @@ class StepCommit:
     check the run's ``fencing_token`` and raise ``LeaseLostError`` writing nothing on a
     mismatch; then insert ``new_run`` (if any), insert ``checkpoint`` and ``log``
     entries, move the thread head to ``checkpoint`` with version ``expected_version + 1``,
-    apply ``run_status`` / ``run_error`` to ``checkpoint.run_id``, save ``effects``
-    (folded effect results) and delete the task writes of ``clear_task_writes_of``.
+    apply ``run_status`` / ``run_error`` to ``checkpoint.run_id``, insert ``intents``
+    (the pending records of calls the next step will make; an effect id that exists is
+    left as it is), save ``effects`` (folded effect results) and delete the task writes
+    of ``clear_task_writes_of``.
     """
 
     thread_id: str
@@ -228,6 +230,7 @@ class StepCommit:
     run_error: str | None = None
     effects: Sequence[EffectRecord] = ()
     clear_task_writes_of: str | None = None
+    intents: Sequence[EffectRecord] = ()
     fence: int | None = None
 
     def __post_init__(self) -> None:

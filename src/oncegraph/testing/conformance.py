@@ -574,6 +574,14 @@ class CheckpointerConformance:
         limited = await checkpointer.list_checkpoints(tid, limit=2)
         assert [c.version for c in limited] == [4, 3]
         assert await checkpointer.list_checkpoints(tid, run_id=new_id("run")) == []
+        # the next page after a checkpoint: only lower versions
+        after = await checkpointer.list_checkpoints(
+            tid, limit=2, before_version=limited[-1].version
+        )
+        assert [c.version for c in after] == [2, 1]
+        assert await checkpointer.list_checkpoints(tid, before_version=1) == []
+        by_b_older = await checkpointer.list_checkpoints(tid, run_id=run_b, before_version=4)
+        assert by_b_older == [cp3]
 
     # -- task writes ------------------------------------------------------------------
 
@@ -978,16 +986,12 @@ class CheckpointerConformance:
             run_id, expected_token=0, owner="x", audit=audit("lost")
         )
         assert lost is None
-        won = await checkpointer.fence_run(
-            run_id, expected_token=1, owner="x", audit=audit("won")
-        )
+        won = await checkpointer.fence_run(run_id, expected_token=1, owner="x", audit=audit("won"))
         assert won is not None
         effect = make_effect(run_id, tid)
         await checkpointer.begin_effect(effect)
         with pytest.raises(StaleStateError):
-            await checkpointer.save_effect(
-                effect.replace(row_version=5), audit=audit("stale")
-            )
+            await checkpointer.save_effect(effect.replace(row_version=5), audit=audit("stale"))
         await checkpointer.save_effect(effect.replace(row_version=2), audit=audit("saved"))
         actions = [a.action for a in await checkpointer.list_audit(run_id=run_id)]
         assert sorted(actions) == ["saved", "won"]
@@ -1040,6 +1044,12 @@ class CheckpointerConformance:
         )
         assert unsure == order(2)
         assert await checkpointer.list_effects(run_id=run_a, thread_id=other_tid) == []
+        # pages: limit and offset over the same order, without gaps or repeats
+        assert await checkpointer.list_effects(thread_id=tid, limit=2) == order(1, 3)
+        assert await checkpointer.list_effects(thread_id=tid, limit=2, offset=2) == order(2, 4)
+        assert await checkpointer.list_effects(thread_id=tid, limit=2, offset=4) == order(0)
+        assert await checkpointer.list_effects(thread_id=tid, offset=3) == order(4, 0)
+        assert await checkpointer.list_effects(thread_id=tid, limit=0) == []
 
     async def test_folded_effects_saved_in_commit(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)
@@ -1071,6 +1081,30 @@ class CheckpointerConformance:
         )
         assert got.request_hash == pending.request_hash
         assert await checkpointer.get_effect(folded_new.effect_id) == folded_new
+
+    async def test_planned_intents_are_inserted_never_overwriting(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid, rid, cp1 = await start_thread(checkpointer)
+        done = make_effect(rid, tid, "msg_1:call_1", status=EffectStatus.COMPLETED)
+        await checkpointer.begin_effect(done.replace(row_version=1))
+        again = done.replace(status=EffectStatus.PENDING, attempts=(), row_version=1)
+        planned = make_effect(rid, tid, "msg_2:call_1").replace(attempts=())
+        cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        await checkpointer.commit(
+            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, intents=[planned, again])
+        )
+        assert await checkpointer.get_effect(planned.effect_id) == planned
+        kept = await checkpointer.get_effect(done.effect_id)
+        assert kept is not None and kept.status is EffectStatus.COMPLETED, "never overwritten"
+        # a lost CAS writes no intent either
+        late = make_effect(rid, tid, "msg_3:call_1").replace(attempts=())
+        stale = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
+        with pytest.raises(StaleStateError):
+            await checkpointer.commit(
+                StepCommit(thread_id=tid, expected_version=1, checkpoint=stale, intents=[late])
+            )
+        assert await checkpointer.get_effect(late.effect_id) is None
 
     # -- values -----------------------------------------------------------------------
 

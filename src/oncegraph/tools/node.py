@@ -2,7 +2,9 @@
 
 Each call is its own command (``<assistant message id>:<tool_call_id>``) and its own
 effect record, so finished siblings are served from the ledger when the node re-runs.
-Calls run in parallel. A tool that raises becomes an error tool message the model can
+Calls run in parallel, at most ``limits.concurrency`` at once; a turn over
+``limits.per_turn`` or ``limits.per_run`` runs nothing and tells the model why
+(:mod:`oncegraph.tools.limits`). A tool that raises becomes an error tool message the model can
 read; a failure of the protocol itself (ledger down, unknown outcome, request mismatch)
 stops the run, because answering the model would be guessing.
 """
@@ -23,8 +25,11 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
+from oncegraph.ledger.planned import intent_record, planned
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
+from oncegraph.storage.records import EffectRecord
+from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.tool import ToolLike, as_tool
 
 T = TypeVar("T")
@@ -41,10 +46,14 @@ class ToolNode:
         *,
         messages_key: str = "messages",
         name: str = "tools",
+        limits: ToolLimits | None = None,
     ) -> None:
         self.tools = {t.name: t for t in map(as_tool, tools)}
         if len(self.tools) != len(tools):
             raise ConfigError("two tools share a name; give each tool a unique name")
+        if limits is not None and not isinstance(limits, ToolLimits):
+            raise ConfigError(f"limits must be a ToolLimits; got {limits!r}")
+        self.limits = limits if limits is not None else ToolLimits()
         self.messages_key = messages_key
         self.__name__ = name
 
@@ -52,6 +61,62 @@ class ToolNode:
     def effect_masks(self) -> dict[str, tuple[str, ...]]:
         """The fields each tool declared in ``mask=[...]``, for operator views."""
         return {t.name: t.mask for t in self.tools.values() if t.mask}
+
+    def plan_intents(
+        self,
+        state: Any,
+        *,
+        key_run_id: str,
+        run_id: str,
+        thread_id: str,
+        node: str,
+        checkpoint_id: str,
+    ) -> list[EffectRecord]:
+        """The intents of the calls this node will make from ``state``, for the driver to
+        write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
+        ``write`` tools whose arguments validate, in a turn within the limits. Exactly
+        the records the calls would begin, so the step that runs them finds them."""
+        messages = (
+            state.get(self.messages_key)
+            if isinstance(state, Mapping)
+            else getattr(state, self.messages_key, None)
+        )
+        if not messages:
+            return []
+        last = messages[-1]
+        if lcmessages.is_message(last):
+            last = lcmessages.to_message_dict(last)
+        if not isinstance(last, Mapping) or last.get("role") != "assistant":
+            return []
+        message_id = last.get("id")
+        calls = list(last.get("tool_calls") or ())
+        if not message_id or not calls or self.limits.refusal(messages, len(calls)):
+            return []
+        ids = [str(c.get("id") or "") for c in calls]
+        intents = []
+        for call, call_id in zip(calls, ids, strict=True):
+            tool = self.tools.get(str(call.get("name") or ""))
+            if not call_id or ids.count(call_id) > 1 or tool is None or not planned(tool.effect):
+                continue
+            args = call.get("args")
+            try:
+                tool.validate(args)
+            except ToolArgumentsError:
+                continue  # answered with an error, never called: nothing to plan
+            record = intent_record(
+                key_run_id=key_run_id,
+                run_id=run_id,
+                thread_id=thread_id,
+                node=node,
+                checkpoint_id=checkpoint_id,
+                effect_type=tool.name,
+                effect_class=tool.effect,
+                command_id=tool_command_id(str(message_id), call_id),
+                request=args,
+                recipient=tool.recipient_for(args),
+            )
+            intents.append(record.replace(row_version=1))
+        return intents
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         ctx = current_task()
@@ -73,10 +138,51 @@ class ToolNode:
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
         calls = list(last["tool_calls"])
+        refused = self.refuse(ctx, messages, message_id, calls)
+        if refused is not None:
+            return {self.messages_key: refused}
+        return {self.messages_key: await self.run_calls(ctx, message_id, calls)}
+
+    def refuse(
+        self, ctx: TaskContext, messages: Sequence[Any], message_id: str, calls: list[Any]
+    ) -> list[dict[str, Any]] | None:
+        """One error tool message per call when the turn is over a limit, else ``None``."""
+        why = self.limits.refusal(messages, len(calls))
+        if why is None:
+            return None
+        replies = []
+        for call in calls:
+            call_id = str(call.get("id") or "")
+            name = str(call.get("name") or "")
+            command_id = tool_command_id(message_id, call_id)
+            replies.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": call_id,
+                    "name": name,
+                    "id": "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32],
+                    "status": "error",
+                    "content": f"Error: {why}",
+                }
+            )
+        return replies
+
+    async def run_calls(
+        self, ctx: TaskContext, message_id: str, calls: list[Any]
+    ) -> list[dict[str, Any]]:
+        """Run ``calls`` through the ledger, at most ``limits.concurrency`` at once."""
         if len(calls) == 1:  # the common case: no task to schedule
-            return {self.messages_key: [await self._run(ctx, message_id, calls[0], True)]}
-        results = await settle([self._run(ctx, message_id, c, False) for c in calls])
-        return {self.messages_key: results}
+            return [await self._run(ctx, message_id, calls[0], True)]
+        width = self.limits.concurrency
+        if width is None or len(calls) <= width:
+            return await settle([self._run(ctx, message_id, c, False) for c in calls])
+        slots = asyncio.Semaphore(width)
+
+        async def bounded(call: Any) -> dict[str, Any]:
+            async with slots:
+                return await self._run(ctx, message_id, call, False)
+
+        return await settle([bounded(c) for c in calls])
 
     async def _run(
         self, ctx: TaskContext, message_id: str, call: Mapping[str, Any], fold: bool

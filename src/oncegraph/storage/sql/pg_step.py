@@ -62,6 +62,7 @@ _STATEMENTS = {
     "og_checkpoint_insert": S.CHECKPOINT_INSERT,
     "og_log_insert": S.LOG_INSERT,
     "og_effect_upsert": S.EFFECT_UPSERT_RESULT,
+    "og_effect_intent": S.EFFECT_INTENT_INSERT,
     "og_task_writes_delete": S.TASK_WRITES_DELETE,
 }
 _PREPARED_NAMES = "SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)"
@@ -105,6 +106,7 @@ def step_script(commit: StepCommit, ts: float, *, prepared: bool = True) -> tupl
         parts.append(("og_check_run", (cp.run_id, commit.fence, commit.fence)))
     parts.append(("og_checkpoint_insert", rows.checkpoint_to_params(cp)))
     parts.extend(("og_log_insert", p) for p in rows.log_params(commit.thread_id, commit.log))
+    parts.extend(("og_effect_intent", rows.effect_to_params(e)) for e in commit.intents)
     parts.extend(("og_effect_upsert", rows.effect_to_params(e)) for e in commit.effects)
     if commit.clear_task_writes_of is not None:
         parts.append(("og_task_writes_delete", (commit.thread_id, commit.clear_task_writes_of)))

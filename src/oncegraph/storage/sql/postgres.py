@@ -469,14 +469,20 @@ class PgCheckpointer(Closing):
         return secret
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
         n = S.NO_LIMIT if limit is None else max(limit, 0)
+        below = S.NO_LIMIT if before_version is None else before_version
         if run_id is None:
-            found = await self._fetchall("list_checkpoints", CHECKPOINT_LIST, (thread_id, n))
+            found = await self._fetchall("list_checkpoints", CHECKPOINT_LIST, (thread_id, below, n))
         else:
             found = await self._fetchall(
-                "list_checkpoints", CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n)
+                "list_checkpoints", CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n)
             )
         return [rows.checkpoint_from_row(r) for r in found]
 
@@ -706,6 +712,8 @@ class PgCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
@@ -716,6 +724,7 @@ class PgCheckpointer(Closing):
         if thread_id is not None:
             params.append(thread_id)
         params += wanted
+        params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [rows.effect_from_row(r) for r in found]

@@ -108,6 +108,7 @@ class _StepWrite:
     log_params: Any
     run_params: Sequence[Any] | None
     effect_params: list[Any]
+    intent_params: list[Any]
     ts: float
 
 
@@ -297,7 +298,7 @@ class SqliteCheckpointer(Closing):
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         # Step commits ready in the same turn of a loop share one transaction and fsync.
-        self.commits = CommitGroups(self._lock, self._connect, self._map)
+        self.commit_groups = CommitGroups(self._lock, self._connect, self._map)
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -399,9 +400,10 @@ class SqliteCheckpointer(Closing):
             rows.log_params(commit.thread_id, commit.log) if commit.log else None,
             rows.run_to_params(commit.new_run) if commit.new_run is not None else None,
             [rows.effect_to_params(e) for e in commit.effects],
+            [rows.effect_to_params(e) for e in commit.intents],
             now(),
         )
-        await self.commits.write(lambda conn: self._apply_commit(conn, work))
+        await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
 
     def _map(self, exc: sqlite3.Error) -> StorageError:
         return _map_error(exc, self.path)
@@ -435,6 +437,8 @@ class SqliteCheckpointer(Closing):
         execute(S.CHECKPOINT_INSERT, work.cp_params)
         if work.log_params:
             conn.executemany(S.LOG_INSERT, work.log_params)
+        if work.intent_params:
+            conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params)
         if work.effect_params:
             conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
         if commit.clear_task_writes_of is not None:
@@ -478,13 +482,19 @@ class SqliteCheckpointer(Closing):
         return None if row is None else rows.checkpoint_from_row(row)
 
     async def list_checkpoints(
-        self, thread_id: str, *, run_id: str | None = None, limit: int | None = None
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
     ) -> list[CheckpointRecord]:
         n = S.NO_LIMIT if limit is None else max(limit, 0)
+        below = S.NO_LIMIT if before_version is None else before_version
         if run_id is None:
-            found = self._read(S.CHECKPOINT_LIST, (thread_id, n))
+            found = self._read(S.CHECKPOINT_LIST, (thread_id, below, n))
         else:
-            found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, n))
+            found = self._read(S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n))
         return [rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
@@ -606,17 +616,27 @@ class SqliteCheckpointer(Closing):
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
         params = rows.effect_to_params(record)
-
-        def write(conn: sqlite3.Connection) -> tuple[Any, Any]:
-            if fence is not None:
-                _check_fence(conn, record.run_id, fence)
-            inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
-            if inserted:
-                return inserted, None
-            return inserted, conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
-
-        # the intent rides in the loop's next group commit: durable when this returns
-        inserted, existing = await self.commits.write(write)
+        # Not grouped: an intent is written at once (no yield to the loop between the
+        # call's decision and its intent), so sibling calls reach their intents in order.
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if fence is not None:
+                    _check_fence(conn, record.run_id, fence)
+                inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
+                existing = (
+                    None
+                    if inserted
+                    else conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
+                )
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise _map_error(exc, self.path) from exc
+            except BaseException:
+                _rollback(conn)
+                raise
         if inserted:
             return rows.effect_from_row(params), True
         if existing is None:  # pragma: no cover - the conflict row cannot vanish in the tx
@@ -640,8 +660,10 @@ class SqliteCheckpointer(Closing):
         if changed != 1:
             stored = self._read_one(S.EFFECT_SELECT, (record.effect_id,))
             version = "none" if stored is None else rows.effect_from_row(stored).row_version
-            raise StaleStateError(rows.effect_cas_message(record.effect_id, expected)
-                                  + f" (stored row version: {version})")
+            raise StaleStateError(
+                rows.effect_cas_message(record.effect_id, expected)
+                + f" (stored row version: {version})"
+            )
 
     async def list_effects(
         self,
@@ -649,6 +671,8 @@ class SqliteCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[EffectRecord]:
         params: list[Any] = []
         if run_id is not None:
@@ -664,6 +688,7 @@ class SqliteCheckpointer(Closing):
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
         )
+        params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         return [rows.effect_from_row(r) for r in self._read(sql, params)]
 
     # -- the audit log ----------------------------------------------------------------

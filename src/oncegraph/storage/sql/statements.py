@@ -174,16 +174,16 @@ CHECKPOINT_SELECT_HEAD = (
 )
 
 # Newest first: a thread's checkpoint versions are unique and increasing (the CAS).
-# Params: thread_id, limit (NO_LIMIT for all).
+# Params: thread_id, before_version (NO_LIMIT for all), limit (NO_LIMIT for all).
 CHECKPOINT_LIST = (
     f"SELECT {_cols(CHECKPOINT_COLUMNS)} FROM oncegraph_checkpoints "
-    "WHERE thread_id = ? ORDER BY version DESC LIMIT ?"
+    "WHERE thread_id = ? AND version < ? ORDER BY version DESC LIMIT ?"
 )
 
-# Params: thread_id, run_id, limit.
+# Params: thread_id, run_id, before_version, limit.
 CHECKPOINT_LIST_BY_RUN = (
     f"SELECT {_cols(CHECKPOINT_COLUMNS)} FROM oncegraph_checkpoints "
-    "WHERE thread_id = ? AND run_id = ? ORDER BY version DESC LIMIT ?"
+    "WHERE thread_id = ? AND run_id = ? AND version < ? ORDER BY version DESC LIMIT ?"
 )
 
 # -- append-only logs ---------------------------------------------------------------
@@ -302,6 +302,14 @@ EFFECT_INSERT = (
     "ON CONFLICT DO NOTHING RETURNING effect_id"
 )
 
+# A planned intent written with the checkpoint that decided it (StepCommit.intents): the
+# first writer wins and an existing record is never touched. Params:
+# rows.effect_to_params(record).
+EFFECT_INTENT_INSERT = (
+    f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
+    "ON CONFLICT DO NOTHING"
+)
+
 # The same, only while the run is held with the writer's token. Params:
 # rows.effect_to_params(record), run_id, fencing_token.
 EFFECT_INSERT_FENCED = (
@@ -361,7 +369,8 @@ EFFECT_SELECT = f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects WHERE ef
 def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
     """``SELECT`` of effects in creation order (``created_at``, then ``effect_id``).
 
-    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses.
+    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses,
+    then limit (``NO_LIMIT`` for all) and offset.
     """
     where = []
     if by_run:
@@ -373,7 +382,7 @@ def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
         f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects{clause} "
-        "ORDER BY created_at, effect_id"
+        "ORDER BY created_at, effect_id LIMIT ? OFFSET ?"
     )
 
 
@@ -494,6 +503,7 @@ __all__ = [
     "EFFECT_COLUMNS",
     "EFFECT_INSERT",
     "EFFECT_INSERT_FENCED",
+    "EFFECT_INTENT_INSERT",
     "EFFECT_MUTABLE_COLUMNS",
     "EFFECT_SELECT",
     "EFFECT_UPDATE",

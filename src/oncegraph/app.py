@@ -24,6 +24,7 @@ modes yields ``(mode, chunk)``; ``subgraphs=True`` yields ``(namespace, chunk)``
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
@@ -118,6 +119,28 @@ class CompiledGraph:
 
     def get_name(self) -> str:
         return self.spec.name
+
+    @property
+    def app_id(self) -> str:
+        """The app every run of this graph belongs to (law 15): its name, the same across
+        deploys. Apps that share a database need distinct names (``compile(name=...)``)."""
+        return self.spec.name
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant this app object is bound to (:meth:`for_tenant`), or None."""
+        scope = self._service.scope if self._service is not None else None
+        return scope.tenant if scope is not None else None
+
+    def for_tenant(self, tenant: str) -> CompiledGraph:
+        """This app bound to ``tenant``: the runs it starts carry the tenant, and it
+        reads, lists and continues only that tenant's runs (another tenant's run or thread
+        is refused with ``ForeignRunError``). Cheap: it shares the graph and the store, so
+        an HTTP server can bind one per request from the caller's API key. The unbound
+        app (an operator's) sees every tenant of the app."""
+        bound = copy.copy(self)
+        bound._service = self.service.for_tenant(tenant)
+        return bound
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
         """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
@@ -457,11 +480,16 @@ class CompiledGraph:
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
+        """This app's runs, newest first (a tenant-bound app: its tenant's only);
+        ``tenant`` filters by tenant."""
         statuses = None
         if status is not None:
             statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
-        return await self.service.runs(thread_id=thread_id, statuses=statuses, limit=limit)
+        return await self.service.runs(
+            thread_id=thread_id, statuses=statuses, limit=limit, tenant=tenant
+        )
 
     def runs(
         self,
@@ -469,8 +497,11 @@ class CompiledGraph:
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
-        return run_sync(self.aruns(thread_id=thread_id, status=status, limit=limit), "runs")
+        return run_sync(
+            self.aruns(thread_id=thread_id, status=status, limit=limit, tenant=tenant), "runs"
+        )
 
     async def aget_run(self, run_id: str) -> RunRecord:
         return await self.service.get_run(run_id)
@@ -484,16 +515,23 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
     ) -> list[EffectRecord]:
-        """A run's or thread's effect records, oldest first, masked; ``limit`` of them
+        """Effect records of this app's runs (masked), oldest first; ``tenant`` keeps
+        those of that tenant's runs (a tenant-bound app: its own only); ``limit`` of them
         (default 500, ``None`` for all) from ``offset`` on."""
         statuses = None
         if status is not None:
             statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
         return await self.service.effects(
-            run_id=run_id, thread_id=thread_id, statuses=statuses, limit=limit, offset=offset
+            run_id=run_id,
+            thread_id=thread_id,
+            statuses=statuses,
+            tenant=tenant,
+            limit=limit,
+            offset=offset,
         )
 
     def effects(
@@ -502,12 +540,18 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
     ) -> list[EffectRecord]:
         return run_sync(
             self.aeffects(
-                run_id=run_id, thread_id=thread_id, status=status, limit=limit, offset=offset
+                run_id=run_id,
+                thread_id=thread_id,
+                status=status,
+                tenant=tenant,
+                limit=limit,
+                offset=offset,
             ),
             "effects",
         )

@@ -12,6 +12,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
     │   ├── NoRunToResumeError       resume asked for, but nothing to resume
     │   ├── RunNotFoundError         unknown run id
+    │   │   └── ForeignRunError      the run belongs to another app or tenant (law 15)
     │   ├── RunBusyError             another live process holds the run right now
     │   ├── RunClosedError           the run already stopped; nothing new starts in it
     │   ├── RunFailedError           a submitted run ended failed (its result() raises this)
@@ -96,6 +97,20 @@ class NoRunToResumeError(RunStateError):
 
 class RunNotFoundError(RunStateError, LookupError):
     """No run with that id exists."""
+
+
+class ForeignRunError(RunNotFoundError):
+    """The run (or thread, or effect) belongs to another app or tenant; nothing was read
+    or done (law 15). A :class:`RunNotFoundError`, so a surface that answers "not found"
+    for unknown ids does the same here and does not reveal that the id exists."""
+
+    def __init__(
+        self, message: str, *, run_id: str = "", app_id: str = "", owner_app: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.app_id = app_id
+        self.owner_app = owner_app
 
 
 class RunBusyError(RunStateError):

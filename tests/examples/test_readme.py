@@ -43,7 +43,8 @@ def refund_attempts(workdir: Path) -> int:
     graph.add_edge(START, "n")
     graph.add_edge("n", END)
     try:
-        app = graph.compile(checkpointer=store)
+        # runs belong to their app: read the example's ledger as its app (by its name)
+        app = graph.compile(checkpointer=store, name="react_agent")
         effects = app.effects(thread_id="refund-1042")
         (refund,) = [e for e in effects if e.effect_type == "refund_order"]
         return len(refund.attempts)

@@ -103,12 +103,13 @@ def test_effects_prints_stored_strings_literally(tmp_path: Path) -> None:
 
 
 def test_an_error_message_is_printed_literally(tmp_path: Path) -> None:
-    """A StorageError names the path; a path with markup and escapes stays text."""
+    """An error names the path; a path with markup and escapes stays text."""
     path = tmp_path / "[link=file:evil]x[/link]\x1b[2J" / "db.sqlite"
-    out = cli("db", "verify", "--sqlite", str(path))
-    assert out.returncode == 1, out.stdout + out.stderr
-    assert_nothing_live(out.stdout)
-    assert "[link=file:evil]x[/link]\\x1b[2J" in out.stdout
+    for args in (("db", "verify", "--sqlite", str(path)), ("runs", "-d", str(path))):
+        out = cli(*args)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert_nothing_live(out.stderr)  # errors go to stderr
+        assert "[link=file:evil]x[/link]\\x1b[2J" in out.stderr
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@ recovery of a SIGKILLed worker, release on SIGTERM, FIFO per thread.
 
 Each test gets a fresh database created from ONCEGRAPH_TEST_PG_DSN (default: the local
 ``test`` database) and dropped afterwards; without a reachable server the tests skip,
-except under CI=true where they fail. Worker processes run ``python -m oncegraph.worker
+except under CI=true where they fail. Worker processes run ``python -m oncegraph worker
 worker_app:app`` with a small agent module written into the test's temp directory: a
 :class:`ScriptedModel` asks for one ``charge`` tool call per run (the order id is the
 user's message) and the tool charges the fake provider (a thread in this process) with
@@ -13,6 +13,7 @@ the effect's idempotency key, so the provider counts real side effects.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,7 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
-from oncegraph.worker import RunQueue, Worker
+from oncegraph.worker import Runnable, RunQueue, Worker
 
 pytestmark = pytest.mark.postgres
 
@@ -132,12 +133,14 @@ class Workers:
         heartbeat: float = 0.5,
         tool_sleep: float = 0.0,
         gate: Path | None = None,
+        log_format: str = "text",
     ) -> subprocess.Popen[bytes]:
         """A worker process; its tool calls wait for ``gate`` to exist, if given."""
         argv = [
             sys.executable,
             "-m",
-            "oncegraph.worker",
+            "oncegraph",
+            "worker",
             "worker_app:app",
             "--owner",
             owner,
@@ -149,6 +152,8 @@ class Workers:
             str(heartbeat),
             "--poll",
             "0.1",
+            "--log-format",
+            log_format,
         ]
         log = open(self.tmp / f"{owner}.log", "wb")  # noqa: SIM115 - closed with the process
         proc = subprocess.Popen(
@@ -230,6 +235,11 @@ def _agent(store: PgCheckpointer) -> CompiledGraph:
     ).compile(checkpointer=store)
 
 
+def mine_only(app: CompiledGraph) -> Runnable:
+    """What a worker of ``app`` claims: its app's runs of its fingerprint."""
+    return Runnable.of(app.service)
+
+
 def expire_lease(dsn: str, run_id: str) -> None:
     """Move the run's lease expiry into the past, as a paused holder's lease would be.
 
@@ -299,6 +309,10 @@ def test_three_workers_hundred_runs_one_sigkilled(
         assert status == "completed" and owner in ("w2", "w3") and new_token > token
     assert_one_effect_per_command(dsn, provider, n)
     assert provider.stats()["rejected"] == 0
+    # the survivors' logs say which runs they took over from the dead worker
+    taken = workers.log("w2") + workers.log("w3")
+    for rid in at_kill:
+        assert f"run {rid} " in taken and "taken over from worker w1" in taken
 
 
 # -- fencing -------------------------------------------------------------------------------
@@ -312,7 +326,7 @@ async def test_expired_lease_is_fenced_off(dsn: str) -> None:
         run = await app.asubmit(
             {"messages": [{"role": "user", "content": "o-1"}]}, {"thread_id": "t"}
         )
-        queue, queue_b = RunQueue(store), RunQueue(other)
+        queue, queue_b = RunQueue(store, mine_only(app)), RunQueue(other, mine_only(app))
         [mine] = await queue.claim("a", 60, 10)
         assert mine.run_id == run.run_id and mine.lease_owner == "a"
         assert await queue_b.claim("b", 5, 10) == []  # held: not claimable
@@ -345,7 +359,7 @@ async def test_app_run_under_a_lost_lease_writes_nothing(dsn: str) -> None:
         run = await app.asubmit(
             {"messages": [{"role": "user", "content": "o-1"}]}, {"thread_id": "t"}
         )
-        queue = RunQueue(store)
+        queue = RunQueue(store, mine_only(app))
         [mine] = await queue.claim("a", 60, 10)
         expire_lease(dsn, run.run_id)
         [theirs] = await queue.claim("b", 30, 10)
@@ -373,7 +387,9 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
     try:
         # No sleep: the rescuer polls, and may claim only once the paused worker's lease
         # has expired AND the server has ended its silent lock session (claim_timeout).
-        workers.start("rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0)
+        workers.start(
+            "rescuer", concurrency=1, lease=5.0, heartbeat=0.5, tool_sleep=0.0, log_format="json"
+        )
         wait_for("rescuer to complete", lambda: run_rows(dsn)[run_id][0] == "completed")
         version = sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'")
         token = run_rows(dsn)[run_id][2]
@@ -394,6 +410,10 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
         lambda: "is no longer held with fencing token" in workers.log("paused"),
     )
     assert paused.poll() is None, "a fenced-off run does not crash the worker"
+    # the rescuer's (JSON) log says it took the run over from the silent worker
+    lines = [json.loads(x) for x in workers.log("rescuer").splitlines() if x.startswith("{")]
+    taken = [x for x in lines if x.get("taken_from") == "paused"]
+    assert taken and taken[0]["run_id"] == run_id and "taken over" in taken[0]["message"]
     assert run_rows(dsn)[run_id] == ("completed", "rescuer", token)
     assert sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-stop'") == version
     assert_one_effect_per_command(dsn, provider, 1)
@@ -414,7 +434,7 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
         ]
 
         async def claimer(store: PgCheckpointer, owner: str) -> list[str]:
-            queue, got = RunQueue(store), list[str]()
+            queue, got = RunQueue(store, mine_only(app)), list[str]()
             while True:
                 batch = await queue.claim(owner, 30, 3)
                 if not batch:
@@ -438,7 +458,8 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
 async def test_claim_rules(dsn: str) -> None:
     store = PgCheckpointer(dsn)
     try:
-        app, queue = _agent(store), RunQueue(store)
+        app = _agent(store)
+        queue = RunQueue(store, mine_only(app))
 
         async def submit(thread: str) -> str:
             msg = {"messages": [{"role": "user", "content": thread}]}
@@ -544,3 +565,142 @@ def test_sigterm_releases_runs_and_another_worker_completes_them(
         lambda: all(run_rows(dsn)[r][:2] == ("completed", "staying") for r in ids),
     )
     assert_one_effect_per_command(dsn, provider, 4)
+
+
+# -- runs belong to their app (law 15) -------------------------------------------------------
+
+
+def _payroll(store: PgCheckpointer, name: str, tool_name: str, done: list[str]) -> CompiledGraph:
+    """An agent named ``name`` whose one tool ``tool_name`` notes the order it ran for."""
+    from oncegraph import tool
+
+    @tool(effect="write", name=tool_name)
+    def act(order_id: str) -> str:
+        """Act on an order."""
+        done.append(order_id)
+        return "done"
+
+    def ask(messages: list[dict[str, Any]], tools: Any) -> dict[str, Any]:
+        order = [m for m in messages if m["role"] == "user"][-1]["content"]
+        call = {"id": "c1", "name": tool_name, "args": {"order_id": order}}
+        return {"content": "", "tool_calls": [call]}
+
+    model = ScriptedModel.turns(ask, "done")
+    return ReactAgent(model=model, tools=[act], name=name).compile(checkpointer=store)
+
+
+async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
+    """Two apps on one database, plus an app of the same name with other tools (two
+    default-named agents) and a tenant-bound worker of hr: those workers, serving all
+    along, never claim hr's (untenanted) runs; hr's worker completes them all, a run
+    written without an app id (an older oncegraph) included."""
+    stores = [PgCheckpointer(dsn) for _ in range(3)]
+    hr_done: list[str] = []
+    foreign_done: list[str] = []
+    try:
+        hr = _payroll(stores[0], "hr", "pay", hr_done)
+        support = _payroll(stores[1], "support", "reply", foreign_done)
+        same_name = _payroll(stores[2], "hr", "refund", foreign_done)
+        assert hr.fingerprint != same_name.fingerprint
+        orders = [f"o-{i}" for i in range(4)]
+        ids = [
+            (await hr.asubmit({"messages": [{"role": "user", "content": o}]}, {"thread_id": o}))
+            .run_id
+            for o in orders
+        ]
+        sql(dsn, "UPDATE oncegraph_runs SET app_id = NULL WHERE run_id = %s", (ids[0],))
+        assert (await hr.aget_run(ids[0])).app_id == "hr"  # read as its workflow_name
+
+        others = [  # and hr's own workers bound to a tenant: hr's runs here have none
+            Worker(app, concurrency=4, lease_seconds=5, poll_seconds=0.02)
+            for app in (support, same_name, hr.for_tenant("acme"))
+        ]
+        for worker in others:  # asked directly: nothing of hr's is theirs
+            assert await worker.queue.claim(worker.owner, 5, 10) == []
+        serving = [asyncio.create_task(w.run_forever()) for w in others]
+        mine = Worker(hr, concurrency=2, lease_seconds=5, poll_seconds=0.02)
+        serving.append(asyncio.create_task(mine.run_forever()))
+        for _ in range(1200):
+            runs = {r.run_id: r for r in await hr.aruns()}
+            if all(runs[i].status == "completed" for i in ids):
+                break
+            await asyncio.sleep(0.05)
+        for worker in (*others, mine):
+            worker.stop()
+        await asyncio.gather(*serving)
+        assert {i: runs[i].status for i in ids} == dict.fromkeys(ids, "completed")
+        assert {runs[i].lease_owner for i in ids} == {mine.owner}
+        assert sorted(hr_done) == orders and foreign_done == []
+        assert [w.completed for w in others] == [0, 0, 0] and mine.completed == len(ids)
+        assert await support.aruns() == []
+    finally:
+        for store in stores:
+            await store.aclose()
+
+
+# -- operator decisions win (law 15) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("heartbeat", [0.2, 20.0], ids=["heartbeat-first", "call-first"])
+def test_abandon_during_a_workers_tool_call_stays_abandoned(
+    dsn: str, provider: FakeProvider, workers: Workers, tmp_path: Path, heartbeat: float
+) -> None:
+    """An operator abandons a run while a worker process is inside its tool call: the run
+    stays abandoned, the worker's late outcome and next step are refused (it writes
+    nothing, starts nothing), and no worker takes the run again. Either the worker's
+    heartbeat notices first (it stops the run and keeps the call until it ends), or the
+    call returns first (its result write is refused)."""
+    [run_id] = submit_all(dsn, [("t-abandon", "o-abandon")])
+    gate = tmp_path / "gate"
+    worker = workers.start(
+        "busy", concurrency=1, lease=3 * heartbeat, heartbeat=heartbeat, gate=gate
+    )
+    wait_for("busy to claim", lambda: run_rows(dsn)[run_id][1] == "busy")
+    wait_for("busy to enter the tool", lambda: len(charge_keys(dsn)) == 1)
+
+    def thread_version() -> list[tuple[Any, ...]]:
+        return sql(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = 't-abandon'")
+
+    def effect_rows() -> list[tuple[Any, ...]]:
+        return sql(
+            dsn,
+            "SELECT effect_type, status, attempts, row_version FROM oncegraph_effects "
+            "ORDER BY created_at",
+        )
+
+    async def abandon() -> tuple[str, int]:
+        store = PgCheckpointer(dsn)
+        try:
+            done = await _agent(store).aabandon(
+                {"thread_id": "t-abandon"}, reason="paid by hand", actor="ops"
+            )
+            return str(done.status), done.fencing_token
+        finally:
+            await store.aclose()
+
+    status, token = asyncio.run(abandon())
+    assert status == "abandoned"
+    version, effects = thread_version(), effect_rows()
+    gate.touch()  # the call in flight goes on to the provider: it was sent before the decision
+    wait_for("the charge in flight", lambda: len(provider.effects()) == 1)
+
+    async def let_go() -> bool:  # the worker holds the run until its kept call is recorded
+        store = PgCheckpointer(dsn)
+        try:
+            lock = await store.lock_run(run_id)
+            if lock is None:
+                return False
+            await lock.release()
+            return True
+        finally:
+            await store.aclose()
+
+    wait_for("busy to let the run go", lambda: asyncio.run(let_go()))
+    assert worker.poll() is None, "a fenced-off run does not crash the worker"
+    status, owner, now_token = run_rows(dsn)[run_id]
+    assert (status, now_token) == ("abandoned", token) and str(owner).startswith("operator:")
+    assert thread_version() == version, "no checkpoint after the abandon"
+    assert effect_rows() == effects, "no outcome written, no new attempt, no next model turn"
+    assert len(provider.effects()) == 1
+    log = workers.log("busy")
+    assert run_id in log and "no longer held with fencing token" in log

@@ -1,5 +1,7 @@
-"""Typer commands: ``demo``, ``db migrate|verify|prune``, ``runs``, ``effects``,
-``probe-recipient``.
+"""The ``oncegraph`` command: ``demo``, ``db migrate|verify|prune``, ``probe-recipient``,
+and (registered from their modules) the read commands (:mod:`oncegraph.cli.views`), the
+operator commands (:mod:`oncegraph.cli.operate`), ``worker`` and ``serve``
+(:mod:`oncegraph.cli.worker_cmd`).
 
 Every stored string (ids, statuses, errors, recipients) and every error message goes
 to the terminal through :func:`oncegraph.cli.literal.literal`: never as Rich markup,
@@ -9,35 +11,61 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from oncegraph.cli import output as o
+from oncegraph.cli.database import Database, check_postgres, choose
 from oncegraph.cli.literal import literal
+from oncegraph.cli.output import CliError, console
+from oncegraph.cli.session import DatabaseFileOpt, DatabaseOpt, JsonOpt, PgOpt, SqliteOpt
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            shown = version("oncegraph")
+        except PackageNotFoundError:  # pragma: no cover - a source checkout
+            shown = "unknown"
+        console.print(f"oncegraph {shown}")
+        raise typer.Exit()
+
 
 app = typer.Typer(
-    help="oncegraph: agent graphs that survive crashes without doing anything twice.",
+    help="oncegraph: agent graphs that survive crashes without doing anything twice.\n\n"
+    "The database is --database PATH_OR_DSN, --database-file FILE or $ONCEGRAPH_DATABASE.",
     no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 db_app = typer.Typer(help="Schema migrations and retention.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-console = Console()
-
-SqliteOpt = Annotated[Path | None, typer.Option("--sqlite", help="SQLite database file")]
-PgOpt = Annotated[str | None, typer.Option("--postgres", help="PostgreSQL DSN")]
 
 
-def _store(sqlite: Path | None, postgres: str | None) -> Any:
-    if (sqlite is None) == (postgres is None):
-        raise typer.BadParameter("pass exactly one of --sqlite PATH or --postgres DSN")
-    from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """oncegraph: agent graphs that survive crashes without doing anything twice."""
 
-    if sqlite is not None:
-        return SqliteCheckpointer(sqlite)
-    assert postgres is not None
-    return PgCheckpointer(postgres_dsn=postgres)
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=o.err_console,
+        transient=True,
+    )
 
 
 @app.command()
@@ -46,117 +74,97 @@ def demo(
         Path | None, typer.Option(help="SQLite file to use (default: a temp dir)")
     ] = None,
     crash_at: Annotated[str, typer.Option(help="crash point to kill the worker at")] = "in_tool",
+    log_format: Annotated[
+        Literal["text", "json"], typer.Option("--log-format", help="log line format")
+    ] = "text",
 ) -> None:
     """Kill a support agent mid-refund, resume it in a fresh process, count the refunds."""
     from oncegraph.cli.demo import run_demo
+    from oncegraph.observe import configure_logging
+    from oncegraph.runtime.faults import known_points
 
+    configure_logging(log_format, "WARNING")
+    import oncegraph.cli.demo_agent  # noqa: F401 - declares the demo's crash point
+
+    points = known_points()
+    if crash_at not in points:
+        raise CliError(
+            f"--crash-at {crash_at!r} is not a crash point; use one of {', '.join(points)}",
+            code=2,
+        )
     raise typer.Exit(run_demo(db, crash_at))
 
 
+def _db(database: str | None, database_file: Path | None, sqlite: Path | None,
+        postgres: str | None) -> Database:
+    found = choose(database, database_file, sqlite, postgres)
+    assert found is not None
+    return found
+
+
 @db_app.command("migrate")
-def db_migrate(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
-    """Apply pending migrations (safe while other processes start)."""
-    state = _migrate_or_verify(sqlite, postgres, migrate=True)
-    console.print(state.describe())
+def db_migrate(
+    database: DatabaseOpt = None,
+    database_file: DatabaseFileOpt = None,
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Create or migrate the schema (creates a SQLite file on purpose; safe while others run)."""
+    target = _db(database, database_file, sqlite, postgres)
+    if target.kind == "postgres":
+        check_postgres(target.where, schema=False)
+    with _progress() as progress:
+        progress.add_task(f"migrating {target.describe()}", total=None)
+        state = _schema(target, migrate=True)
+    if as_json:
+        o.emit_json({"current": state.current, "latest": state.latest, "up_to_date": True})
+        return
+    console.print(literal(f"{target.describe()}: {state.describe()}"))
 
 
 @db_app.command("verify")
-def db_verify(sqlite: SqliteOpt = None, postgres: PgOpt = None) -> None:
+def db_verify(
+    database: DatabaseOpt = None,
+    database_file: DatabaseFileOpt = None,
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Check the schema version against this oncegraph; exit 1 if it needs attention."""
-    state = _migrate_or_verify(sqlite, postgres, migrate=False)
-    console.print(state.describe())
+    target = _db(database, database_file, sqlite, postgres)
+    if target.kind == "postgres":
+        check_postgres(target.where, schema=False)
+    state = _schema(target, migrate=False)
+    if as_json:
+        o.emit_json(
+            {"current": state.current, "latest": state.latest, "up_to_date": state.up_to_date}
+        )
+    else:
+        console.print(literal(state.describe()))
     if not state.up_to_date:
         raise typer.Exit(1)
 
 
-def _migrate_or_verify(sqlite: Path | None, postgres: str | None, *, migrate: bool) -> Any:
+def _schema(target: Database, *, migrate: bool) -> Any:
     from oncegraph.errors import StorageError
 
-    if (sqlite is None) == (postgres is None):
-        raise typer.BadParameter("pass exactly one of --sqlite PATH or --postgres DSN")
     try:
-        if sqlite is not None:
+        if target.kind == "sqlite":
             from oncegraph.storage.sql import sqlite as mod
 
-            return mod.migrate(sqlite) if migrate else mod.verify(sqlite)
+            return mod.migrate(target.where) if migrate else mod.verify(target.where)
         from oncegraph.storage.sql import postgres as pg
 
-        assert postgres is not None
-        return pg.migrate(postgres) if migrate else pg.verify(postgres)
+        return pg.migrate(target.where) if migrate else pg.verify(target.where)
     except StorageError as exc:
-        console.print(literal(exc, style="red"))
-        raise typer.Exit(1) from exc
-
-
-@app.command()
-def runs(
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
-    thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
-    limit: int = 50,
-) -> None:
-    """List runs, newest first."""
-    store = _store(sqlite, postgres)
-
-    async def go() -> list[Any]:
-        await store.setup()
-        try:
-            return list(await store.list_runs(thread_id=thread, limit=limit))
-        finally:
-            await store.aclose()
-
-    table = Table()
-    for col in ("run_id", "thread_id", "status", "reason", "error"):
-        table.add_column(col)
-    for r in asyncio.run(go()):
-        table.add_row(
-            *(literal(v) for v in (r.run_id, r.thread_id, r.status, r.launch_reason)),
-            literal((r.error or "")[:60]),
-        )
-    console.print(table)
-
-
-@app.command()
-def effects(
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
-    run: Annotated[str | None, typer.Option(help="run id")] = None,
-    thread: Annotated[str | None, typer.Option(help="thread id")] = None,
-) -> None:
-    """The effect log of a run or thread."""
-    if run is None and thread is None:
-        raise typer.BadParameter("pass --run RUN_ID or --thread THREAD_ID")
-    store = _store(sqlite, postgres)
-
-    async def go() -> list[Any]:
-        await store.setup()
-        try:
-            return list(await store.list_effects(run_id=run, thread_id=thread))
-        finally:
-            await store.aclose()
-
-    table = Table()
-    for col in ("effect_id", "type", "class", "status", "attempts", "recipient"):
-        table.add_column(col)
-    for e in asyncio.run(go()):
-        table.add_row(
-            *(
-                literal(v)
-                for v in (
-                    e.effect_id[:16],
-                    e.effect_type,
-                    e.effect_class,
-                    e.status,
-                    len(e.attempts),
-                    e.recipient or "",
-                )
-            )
-        )
-    console.print(table)
+        raise CliError(str(exc)) from None
 
 
 @db_app.command("prune")
 def db_prune(
+    database: DatabaseOpt = None,
+    database_file: DatabaseFileOpt = None,
     sqlite: SqliteOpt = None,
     postgres: PgOpt = None,
     keep: Annotated[
@@ -171,31 +179,47 @@ def db_prune(
         ),
     ] = None,
     thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="count what would be deleted; delete nothing")
+    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Retention: delete old checkpoints (and old finished effects); open runs keep theirs."""
-    from oncegraph.errors import OnceGraphError
+    from oncegraph.cli.database import open_store
 
-    store = _store(sqlite, postgres)
+    store = open_store(_db(database, database_file, sqlite, postgres))
     older = None if effects_older_than_days is None else effects_older_than_days * 86400
 
-    async def go() -> Any:
-        try:
-            await store.setup()
-            return await store.prune(
-                keep_checkpoints=keep, effects_older_than=older, thread_id=thread
-            )
-        finally:
-            await store.aclose()
+    with _progress() as progress:
+        task = progress.add_task("pruning" + (" (dry run)" if dry_run else ""), total=None)
 
-    try:
+        def advance(_: Any) -> None:
+            progress.advance(task)
+            done = progress.tasks[0].completed
+            progress.update(task, description=f"pruning: {done:.0f} threads")
+
+        async def go() -> Any:
+            try:
+                await store.setup()
+                return await store.prune(
+                    keep_checkpoints=keep,
+                    effects_older_than=older,
+                    thread_id=thread,
+                    dry_run=dry_run,
+                    on_thread=advance,
+                )
+            finally:
+                await store.aclose()
+
         report = asyncio.run(go())
-    except OnceGraphError as exc:
-        console.print(literal(exc, style="red"))
-        raise typer.Exit(1) from exc
+    if as_json:
+        o.emit_json({**o.plain(report), "dry_run": dry_run})
+        return
+    verb = "would delete" if dry_run else "deleted"
     console.print(
-        f"pruned {report.threads} threads: deleted {report.checkpoints} checkpoints, "
-        f"{report.task_writes} task writes, {report.effects} effect records "
-        "(log entries are kept)"
+        f"{'dry run: ' if dry_run else ''}pruned {report.threads} threads: {verb} "
+        f"{report.checkpoints} checkpoints, {report.task_writes} task writes, "
+        f"{report.effects} effect records (log entries are kept)"
     )
 
 
@@ -235,8 +259,7 @@ def probe_recipient_cmd(
             retention=delays,
         )
     except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
-        console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from exc
+        raise CliError(str(exc), code=2) from None
     console.print(report.describe(), highlight=False, markup=False)
     if not report.safe_for_write:
         raise typer.Exit(1)
@@ -250,9 +273,13 @@ def _header(line: str) -> tuple[str, str]:
 
 
 def _register_subcommands() -> None:
-    from oncegraph.cli.worker_cmd import register
+    from oncegraph.cli import operate, views, worker_cmd
 
-    register(app)
+    views.register(app)
+    operate.register(app)
+    worker_cmd.register(app)
 
 
 _register_subcommands()
+
+__all__ = ["app"]

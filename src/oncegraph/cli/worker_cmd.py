@@ -1,39 +1,61 @@
-"""The ``oncegraph worker`` typer command; ``register(app)`` adds it to the CLI."""
+"""``oncegraph worker`` (execute queued runs) and ``oncegraph serve`` (the HTTP API and
+operator UI of :mod:`oncegraph.server`, an optional part imported only when used)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import typer
 
+from oncegraph.cli.output import CliError
+
+LogFormatOpt = Annotated[
+    Literal["text", "json"],
+    typer.Option("--log-format", help="log lines as text, or one JSON object per line"),
+]
+LogLevelOpt = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR"],
+    typer.Option("--log-level", case_sensitive=False, help="the lowest level logged"),
+]
+
 
 def register(app: typer.Typer) -> None:
-    """Add ``worker`` to ``app``."""
+    """Add ``worker`` and ``serve`` to ``app``."""
 
     @app.command()
     def worker(
-        target: Annotated[str, typer.Argument(metavar="MODULE:APP", help="the compiled app")],
-        concurrency: Annotated[int, typer.Option(help="runs executed at once")] = 1,
-        lease: Annotated[float, typer.Option(help="lease seconds")] = 30.0,
+        target: Annotated[
+            str, typer.Argument(metavar="MODULE:APP", help="the compiled app (module:attr)")
+        ],
+        concurrency: Annotated[int, typer.Option(min=1, help="runs executed at once")] = 1,
+        lease: Annotated[float, typer.Option(min=0.001, help="lease seconds")] = 30.0,
         heartbeat: Annotated[
             float | None, typer.Option(help="heartbeat seconds (default: lease / 3)")
         ] = None,
-        poll: Annotated[float, typer.Option(help="idle poll seconds")] = 0.5,
-        grace: Annotated[float, typer.Option(help="shutdown grace seconds")] = 0.0,
+        poll: Annotated[float, typer.Option(min=0.0, help="idle poll seconds")] = 0.5,
+        grace: Annotated[float, typer.Option(min=0.0, help="shutdown grace seconds")] = 0.0,
         owner: Annotated[str | None, typer.Option(help="lease owner name")] = None,
+        log_format: LogFormatOpt = "text",
+        log_level: LogLevelOpt = "INFO",
     ) -> None:
         """Execute queued runs from PostgreSQL (claim, lease, heartbeat); SIGTERM stops cleanly."""
-        import logging
+        from oncegraph.cli.database import check_store
+        from oncegraph.errors import ConfigError
+        from oncegraph.loading import load_app
+        from oncegraph.observe import configure_logging
+        from oncegraph.worker.process import run_worker
 
-        from oncegraph.worker.cli import run_worker
-
-        logging.basicConfig(
-            level=logging.INFO,
-            format="%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s",
-        )
-        raise typer.Exit(
-            run_worker(
-                target,
+        configure_logging(log_format, log_level)
+        try:
+            compiled = load_app(target)
+        except ConfigError as exc:
+            raise CliError(f"{target}: {exc}", code=2) from None
+        if compiled.checkpointer is not None:
+            check_store(compiled.checkpointer)
+        try:
+            code = run_worker(
+                compiled,
                 concurrency=concurrency,
                 lease_seconds=lease,
                 heartbeat_seconds=heartbeat,
@@ -41,7 +63,71 @@ def register(app: typer.Typer) -> None:
                 shutdown_grace_seconds=grace,
                 owner=owner,
             )
+        except ValueError as exc:  # the worker's own checks (heartbeat vs lease)
+            raise CliError(str(exc), code=2) from None
+        raise typer.Exit(code)
+
+    @app.command()
+    def serve(
+        target: Annotated[
+            str,
+            typer.Argument(metavar="MODULE:APP", help="module:attr or file.py:attr of the app"),
+        ],
+        host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = 8000,
+        database: Annotated[
+            str | None,
+            typer.Option(
+                "--database",
+                "-d",
+                help="SQLite path or PostgreSQL DSN (default: $ONCEGRAPH_DATABASE, else the "
+                "app's own checkpointer)",
+                show_default=False,
+            ),
+        ] = None,
+        database_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--database-file",
+                help="a file holding the DSN (keeps a password off the command line)",
+                show_default=False,
+            ),
+        ] = None,
+        log_format: LogFormatOpt = "text",
+        log_level: LogLevelOpt = "INFO",
+    ) -> None:
+        """Serve the HTTP API (REST + SSE) and the operator web UI for an app."""
+        from oncegraph.cli.database import choose
+        from oncegraph.observe import configure_logging
+
+        chosen = choose(database, database_file, required=False)
+        configure_logging(log_format, log_level)
+        server = _server_module()
+        code = server.serve(
+            target,
+            host=host,
+            port=port,
+            database=chosen.where if chosen is not None else None,
         )
+        raise typer.Exit(code if isinstance(code, int) else 0)
+
+
+def _server_module() -> Any:
+    import importlib
+
+    try:
+        server = importlib.import_module("oncegraph.server")  # optional: may be absent
+    except ImportError as exc:
+        if exc.name in ("oncegraph.server",):
+            raise CliError(
+                "the HTTP server is not part of this oncegraph install (oncegraph.server is "
+                "missing); install a release that has it"
+            ) from None
+        raise CliError(
+            f"the server needs the 'server' extra ({exc.name or exc} is missing): "
+            'pip install "oncegraph[server]"'
+        ) from None
+    return server
 
 
 __all__ = ["register"]

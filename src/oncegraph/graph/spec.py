@@ -14,6 +14,27 @@ if TYPE_CHECKING:
     from oncegraph.graph.retry import NodeRetry
 
 
+FINGERPRINT_HOOK = "__oncegraph_fingerprint__"
+
+
+def node_identity(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """What a node's callable says about itself for the graph fingerprint.
+
+    A callable object (or the object a bound-method node belongs to) whose class defines
+    ``__oncegraph_fingerprint__(self) -> Iterable[str]`` adds those parts: what makes it
+    behave differently with the same node name (a ``ToolNode``'s tools and their
+    schemas and effect classes; a ``ReactAgent``'s model, prompt and tools). Plain
+    functions add nothing: the fingerprint tracks the graph's shape, not code.
+    """
+    for owner in (fn, getattr(fn, "__self__", None)):
+        if owner is None:
+            continue
+        hook = getattr(type(owner), FINGERPRINT_HOOK, None)
+        if callable(hook):
+            return tuple(str(part) for part in hook(owner))
+    return ()
+
+
 def positional_params(fn: Callable[..., Any]) -> int:
     """How many positional parameters ``fn`` takes (0 when it cannot be told)."""
     try:
@@ -103,7 +124,8 @@ class GraphSpec:
 
     def fingerprint(self) -> str:
         """sha256 over nodes, static edges, waiting edges, branch sources and path maps,
-        state fields, and each subgraph node's own fingerprint."""
+        state fields, each subgraph node's own fingerprint and what each node's callable
+        says about itself (:func:`node_identity`)."""
         parts = ["nodes:" + ",".join(self.nodes)]
         for src in sorted(self.edges):
             parts.append(f"edge:{src}->{','.join(sorted(self.edges[src]))}")
@@ -117,4 +139,9 @@ class GraphSpec:
         for name, node in self.nodes.items():
             if node.subgraph is not None:
                 parts.append(f"subgraph:{name}={node.subgraph.spec.fingerprint()}")
+                continue
+            identity = node_identity(node.fn)
+            if identity:
+                digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()
+                parts.append(f"node:{name}={digest}")
         return "sha256:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()

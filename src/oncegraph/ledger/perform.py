@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from oncegraph import observe
 from oncegraph.errors import (
     EffectFailedError,
     LeaseLostError,
@@ -99,6 +100,7 @@ class EffectCall:
     simulate: Callable[..., Any] | None = None
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    mask: tuple[str, ...] = ()  # the tool's secret fields: masked in traces
 
 
 class ToolFailed(Exception):
@@ -180,6 +182,7 @@ class _Performer:
     def _event(self, kind: str, record: EffectRecord, **more: Any) -> None:
         """Tell a streaming caller what the ledger did (intent recorded, result recorded,
         reconciled, parked); nothing is built for a caller that does not listen."""
+        observe.effect_event(kind, record, more, self.call.mask)
         if not wants(self.ctx.emit, "events"):
             return
         self.ctx.emit(
@@ -712,7 +715,8 @@ def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
 async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
     """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
     performer = _Performer(ctx, call)
-    return Performed(await performer.run(), performer.effect_id)
+    with observe.effect_span(call, performer.effect_id, ctx):
+        return Performed(await performer.run(), performer.effect_id)
 
 
 __all__ = ["EffectCall", "Performed", "RunsOn", "ToolFailed", "perform"]

@@ -73,7 +73,7 @@ from oncegraph.state.reducers import add_messages, append
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.limits import ToolLimits
-from oncegraph.tools.node import ToolNode
+from oncegraph.tools.node import ToolNode, tool_identity
 from oncegraph.tools.tool import ToolLike, as_tool
 
 DEFAULT_MAX_TURNS = 25
@@ -209,6 +209,22 @@ class ReactAgent:
             self._specs.append(self.format.spec)
         self._tools = ApprovingToolNode(ToolNode(self.tools, limits=tool_limits), self.approvals)
         self._system_hash = hashlib.sha256(_json.canonical(self.system)).hexdigest()[:16]
+
+    def __oncegraph_fingerprint__(self) -> list[str]:
+        """What makes this agent itself, in its graph's fingerprint (its ``agent`` node's
+        part): each model's class and name (fallbacks too), the system prompt and the
+        tools (names, parameter schemas, effect classes), and the response format. Two
+        agents that differ in any of these never share a fingerprint."""
+        parts = [
+            f"model:{type(m).__module__}.{type(m).__qualname__}:{m.name}"
+            for m in self.chain.models
+        ]
+        parts.append("prompt:" + hashlib.sha256(_json.canonical(self.system)).hexdigest())
+        parts.extend(tool_identity(self.tools))
+        if self.format is not None:
+            spec = _json.canonical(self.format.spec)
+            parts.append("format:" + hashlib.sha256(spec).hexdigest())
+        return parts
 
     # -- the model turn --------------------------------------------------------------------
 

@@ -336,6 +336,10 @@ class ApprovingToolNode:
             return []
         return self.node.plan_intents(state, **where)
 
+    def __oncegraph_fingerprint__(self) -> list[str]:
+        """Its tools, as :class:`~oncegraph.tools.ToolNode` gives them."""
+        return self.node.__oncegraph_fingerprint__()
+
     async def __call__(self, state: Any) -> dict[str, Any]:
         messages = state.get("messages") if isinstance(state, Mapping) else None
         last: Any = messages[-1] if messages else {}

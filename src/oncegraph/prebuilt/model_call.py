@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from oncegraph import observe
 from oncegraph.ledger.retry import DEFAULT_POLICIES, RetryPolicy
 from oncegraph.messages import Message, ToolSpec
 from oncegraph.prebuilt.models import ChatModel
@@ -89,11 +90,14 @@ class ModelChain:
             count += 1
             model = self.models[index]
             try:
-                if on_text is not None and self.streaming[index]:
-                    stream: Any = model
-                    response = await stream.generate_stream(messages, tools=tools, on_text=on_text)
-                else:
-                    response = await model.generate(messages, tools=tools)
+                with observe.model_span(model.name, count):
+                    if on_text is not None and self.streaming[index]:
+                        stream: Any = model
+                        response = await stream.generate_stream(
+                            messages, tools=tools, on_text=on_text
+                        )
+                    else:
+                        response = await model.generate(messages, tools=tools)
             except Exception as exc:
                 tries.failures.append((model.name, exc))
                 raise

@@ -34,6 +34,7 @@ async def route(service: RunService, cfg: RunConfig, input: Any) -> Any:
     runs = await store.list_runs(thread_id=cfg.thread_id, limit=1)
     if not runs or runs[0].status is not RunStatus.INTERRUPTED:
         return input
+    service.check_run(runs[0], f"thread {cfg.thread_id!r}")
     thread = await store.get_thread(cfg.thread_id)
     if thread is None or thread.head_checkpoint_id is None:
         return input

@@ -417,9 +417,21 @@ class Commands:
     ) -> list[AuditRecord]:
         """Audit records, newest first (``before``: the ``at`` of the last one seen)."""
         await self.service.setup()
-        return await self.store.list_audit(
+        if run_id is not None:
+            await self.service.get_run(run_id)
+        if thread_id is not None:
+            await self.service._check_thread(thread_id)
+        found = await self.store.list_audit(
             run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
         )
+        if self.service.scope is None:
+            return found
+        owned: dict[str, bool] = {}
+        for record in found:  # an audit record belongs to the app of its run
+            if record.run_id is not None and record.run_id not in owned:
+                run = await self.store.get_run(record.run_id)
+                owned[record.run_id] = run is None or self.service.scope.admits(run)
+        return [r for r in found if r.run_id is None or owned[r.run_id]]
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -430,6 +442,9 @@ class Commands:
             raise RunNotFoundError(
                 f"no effect {effect_id!r}; list them with app.effects(run_id=...)"
             )
+        run = await self.store.get_run(record.run_id)
+        if run is not None:
+            self.service.check_run(run, f"effect {effect_id} (of run {record.run_id})")
         return record
 
     async def _with_run_held(self, record: EffectRecord, act: Any) -> Any:

@@ -105,7 +105,7 @@ async def _shaped(
         if not subgraphs:
             states[key] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": child_ns}}
             continue
-        child_service = RunService(child.spec, service.store)
+        child_service = RunService(child.spec, service.store, scope=service.scope)
         found = await child_service.get_state(thread)
         if found.config.get("checkpoint_id"):
             states[key] = await _shaped(child.spec, child_service, found, thread_id, True, child_ns)

@@ -11,6 +11,11 @@ under its lease); :meth:`RunService.submit` queues a run for the workers;
 :meth:`RunService.abandon` gives one up. Before any continue the stored versions are
 checked (:mod:`oncegraph.versioning`, law 10).
 
+Law 15: a service sees and touches only its scope's runs (its app's, and its tenant's
+when bound to one, :mod:`oncegraph.runs.scope`): another app's run, thread or effect is
+refused with ``ForeignRunError`` before anything is read or written, and listings are
+filtered in the store's query.
+
 Law 13: no work starts on a run before this process holds it
 (:mod:`oncegraph.runs.claims`): a second resumer gets ``RunBusyError`` at once, and
 every write of the run carries the claim's fencing token. The claim is let go when the
@@ -19,6 +24,7 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +43,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.replay import Branch, Replays
+from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, mask_effect, masks_of, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -122,11 +129,14 @@ class RunService:
         migrations: Mapping[str, Migration] | None = None,
         previous_versions: Mapping[str, GraphSpec] | None = None,
         sync_pool: ThreadPool | None = None,
+        scope: Scope | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
         self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
         self.owner = owner or default_owner()
+        # Whose runs this service sees (law 15): by default the graph's app, every tenant.
+        self.scope = scope if scope is not None or spec is None else Scope(spec.name)
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
             if spec is not None
@@ -141,6 +151,30 @@ class RunService:
         self._heads = Heads(spec, store) if spec is not None else None
         self._ready = False
 
+    def for_tenant(self, tenant: str) -> RunService:
+        """This service bound to ``tenant`` (see :mod:`oncegraph.runs.scope`): the runs it
+        starts carry the tenant, and it sees and touches only that tenant's runs. Cheap
+        (it shares the graph, the store and the version gate), so one per request will do."""
+        if self.scope is None:
+            raise ConfigError("a read-only service has no app; bind a compiled app's service")
+        if self.scope.tenant is not None and self.scope.tenant != tenant:
+            raise ConfigError(
+                f"this service is bound to tenant {self.scope.tenant!r} already; bind the "
+                "app's own service (app.for_tenant(...)) to another tenant"
+            )
+        bound = copy.copy(self)
+        bound.scope = Scope(self.scope.app_id, tenant)
+        return bound
+
+    def check_run(self, run: RunRecord, what: str = "") -> RunRecord:
+        """``run`` if this service may see it, else ``ForeignRunError`` (law 15)."""
+        return run if self.scope is None else self.scope.check(run, what)
+
+    async def _check_thread(self, thread_id: str) -> RunRecord | None:
+        """The thread's latest run, checked: a thread belongs to the app of its runs."""
+        latest = await self._latest(thread_id)
+        return latest if latest is None else self.check_run(latest, f"thread {thread_id!r}")
+
     async def setup(self) -> None:
         """Create or migrate the store's schema, once per service."""
         if not self._ready:
@@ -154,6 +188,7 @@ class RunService:
         _, heads = self._graph()
         thread_id = _thread(cfg)
         await self.setup()
+        latest = await self._check_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
         thread = await self.store.get_thread(thread_id) if wanted else None
         if wanted and (thread is None or thread.head_checkpoint_id != wanted):
@@ -169,7 +204,7 @@ class RunService:
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
             return await self._continue(await self._run_on(thread_id, cfg.run_id), cfg, emit)
-        start = plan_start(thread_id, input, await self._latest(thread_id))
+        start = plan_start(thread_id, input, latest)
         if isinstance(start, ContinueRun):
             return await self._continue(start.run, cfg, emit)
         if isinstance(start, AnswerInterrupt):
@@ -186,7 +221,7 @@ class RunService:
     async def execute(self, run: RunRecord, cfg: RunConfig, *, fence: int) -> RunResult:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
         await self.setup()
-        run = continuable(run.thread_id, run)
+        run = continuable(run.thread_id, self.check_run(run))
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
             return await self._previous(verdict).execute(run, cfg, fence=fence)
@@ -331,6 +366,8 @@ class RunService:
         Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
         wait forever, so it is refused before anything is written."""
         thread_id = _thread(cfg)
+        await self.setup()
+        await self._check_thread(thread_id)
         if not getattr(self.store, "queues_runs", False):
             raise ConfigError(
                 f"submit() queues a run for workers, and no worker takes runs from "
@@ -338,7 +375,6 @@ class RunService:
                 "compile(checkpointer=PgCheckpointer('postgresql://...')) and run "
                 "`oncegraph worker module:app`; or run it here with app.invoke(input, config)"
             )
-        await self.setup()
         run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
         await self.store.create_run(run)
         return run
@@ -351,7 +387,7 @@ class RunService:
         The operator's decision wins: the run's token is bumped, so a process still
         working on it is fenced out (its next write fails, it starts no new attempt)."""
         await self.setup()
-        latest = await self._latest(thread_id)
+        latest = await self._check_thread(thread_id)
 
         def unfinished(run: RunRecord | None) -> RunRecord:
             if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
@@ -387,16 +423,22 @@ class RunService:
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
+        """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
+        ``tenant`` filters an unbound service's listing by tenant."""
         await self.setup()
-        return await self.store.list_runs(thread_id=thread_id, statuses=statuses, limit=limit)
+        app_id, tenant = listing_filters(self.scope, tenant)
+        return await self.store.list_runs(
+            thread_id=thread_id, statuses=statuses, limit=limit, app_id=app_id, tenant=tenant
+        )
 
     async def get_run(self, run_id: str) -> RunRecord:
         await self.setup()
         run = await self.store.get_run(run_id)
         if run is None:
             raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
-        return run
+        return self.check_run(run)
 
     async def effects(
         self,
@@ -404,11 +446,13 @@ class RunService:
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
     ) -> list[EffectRecord]:
         """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked;
-        ``limit`` of them (``None``: all) from ``offset`` on."""
+        only those of this app's runs (of its tenant's, when bound to one); ``limit`` of
+        them (``None``: all) from ``offset`` on."""
         if run_id is None and thread_id is None:
             raise ConfigError("effects() needs run_id=... or thread_id=...")
         if limit is not None and (
@@ -418,8 +462,19 @@ class RunService:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ConfigError(f"offset must be a non-negative integer; got {offset!r}")
         await self.setup()
+        if run_id is not None:
+            await self.get_run(run_id)  # another app's run is refused, not listed empty
+        elif thread_id is not None:
+            await self._check_thread(thread_id)
+        app_id, tenant = listing_filters(self.scope, tenant)
         records = await self.store.list_effects(
-            run_id=run_id, thread_id=thread_id, statuses=statuses, limit=limit, offset=offset
+            run_id=run_id,
+            thread_id=thread_id,
+            statuses=statuses,
+            app_id=app_id,
+            tenant=tenant,
+            limit=limit,
+            offset=offset,
         )
         return [mask_effect(r, self.masks) for r in records]
 
@@ -430,7 +485,9 @@ class RunService:
         if cp is None:
             if checkpoint_id:
                 raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
+            await self._check_thread(thread_id)  # a queued run's thread has no checkpoint
             return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
+        await check_checkpoints(self.store, self.scope, [cp])
         return await self._snapshot(cp)
 
     async def history(
@@ -455,6 +512,7 @@ class RunService:
             cps = await self.store.list_checkpoints(
                 thread_id, run_id=run_id, limit=n, before_version=before_version
             )
+            await check_checkpoints(self.store, self.scope, cps)
             for cp in cps:
                 yield await self._snapshot(cp, logs)
             if len(cps) < n:
@@ -536,6 +594,7 @@ class RunService:
             self.store,
             owner=self.owner,
             sync_pool=self.sync_pool,
+            scope=self.scope,
         )
 
     async def _migrate_if(self, verdict: Verdict, run: RunRecord, claim: Claim) -> Head | None:
@@ -555,7 +614,7 @@ class RunService:
         run = await self.store.get_run(run_id)
         if run is None or run.thread_id != thread_id:
             raise NoRunToResumeError(f"no run {run_id!r} on thread {thread_id!r}")
-        return run
+        return self.check_run(run)
 
     def _new_run(
         self,
@@ -581,6 +640,8 @@ class RunService:
             config={**cfg.to_json(), "shape": self.versions.shape if self.versions else None},
             lease_owner=self.owner if status is RunStatus.RUNNING else None,
             fencing_token=1 if status is RunStatus.RUNNING else 0,
+            app_id=self.scope.app_id if self.scope is not None else spec.name,
+            tenant=self.scope.tenant if self.scope is not None else None,
         )
 
 

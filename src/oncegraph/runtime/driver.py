@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncegraph import observe
 from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
@@ -213,10 +214,12 @@ class Driver:
             self.emit("values", head.values)
         pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
         try:
-            while head.checkpoint.next:
-                head = await self._step(head, run)
-                if self.stopped:
-                    break
+            with observe.run_span(run):
+                while head.checkpoint.next:
+                    with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
+                        head = await self._step(head, run)
+                    if self.stopped:
+                        break
         finally:
             if pool is not None:
                 executor.reset(pool)

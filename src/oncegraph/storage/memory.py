@@ -19,7 +19,7 @@ process only, so they die with it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from oncegraph.errors import (
@@ -58,6 +58,9 @@ _RUN_EXPIRES = S.RUN_COLUMNS.index("lease_expires_at")
 _RUN_UPDATED = S.RUN_COLUMNS.index("updated_at")
 _RUN_CREATED = S.RUN_COLUMNS.index("created_at")
 _RUN_THREAD = S.RUN_COLUMNS.index("thread_id")
+_RUN_APP = S.RUN_COLUMNS.index("app_id")
+_RUN_WORKFLOW = S.RUN_COLUMNS.index("workflow_name")
+_RUN_TENANT = S.RUN_COLUMNS.index("tenant")
 _CP_RUN = S.CHECKPOINT_COLUMNS.index("run_id")
 _CP_VERSION = S.CHECKPOINT_COLUMNS.index("version")
 _EFFECT_MUTABLE = tuple(S.EFFECT_COLUMNS.index(c) for c in S.EFFECT_MUTABLE_COLUMNS)
@@ -76,6 +79,12 @@ Row = tuple[Any, ...]
 
 def _with(row: Row, changes: dict[int, Any]) -> Row:
     return tuple(changes.get(i, v) for i, v in enumerate(row))
+
+
+def _owned(row: Row, app_id: str | None, tenant: str | None) -> bool:
+    """Does the run ``row`` belong to ``app_id`` and ``tenant`` (None: any)?"""
+    app = row[_RUN_APP] if row[_RUN_APP] is not None else row[_RUN_WORKFLOW]
+    return (app_id is None or app == app_id) and (tenant is None or row[_RUN_TENANT] == tenant)
 
 
 class InMemoryCheckpointer(Closing):
@@ -322,6 +331,8 @@ class InMemoryCheckpointer(Closing):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
@@ -330,6 +341,7 @@ class InMemoryCheckpointer(Closing):
                 for row in self._runs.values()
                 if (thread_id is None or row[_RUN_THREAD] == thread_id)
                 and (wanted is None or row[_RUN_STATUS] in wanted)
+                and _owned(row, app_id, tenant)
             ]
         found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
         return [rows.run_from_row(r) for r in found[: max(limit, 0)]]
@@ -417,10 +429,13 @@ class InMemoryCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
+        scoped = app_id is not None or tenant is not None
         with self._lock:
             found = [
                 row
@@ -428,6 +443,13 @@ class InMemoryCheckpointer(Closing):
                 if (run_id is None or row[_EFFECT_RUN] == run_id)
                 and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
                 and (wanted is None or row[_EFFECT_STATUS] in wanted)
+                and (
+                    not scoped
+                    or (
+                        (owner := self._runs.get(row[_EFFECT_RUN])) is not None
+                        and _owned(owner, app_id, tenant)
+                    )
+                )
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
         start = max(offset, 0)
@@ -442,6 +464,8 @@ class InMemoryCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
@@ -451,11 +475,16 @@ class InMemoryCheckpointer(Closing):
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(one)
+            report = report.plus(one)
         return report
 
-    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
-        """Prune one thread; call under the lock."""
+    def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
+        """Prune one thread (``dry_run``: count only); call under the lock."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return PruneReport()
@@ -475,6 +504,9 @@ class InMemoryCheckpointer(Closing):
         ]
         writes = 0
         for cid in doomed:
+            if dry_run:
+                writes += len(self._task_writes.get((thread_id, cid), {}))
+                continue
             del self._checkpoints[(thread_id, cid)]
             writes += len(self._task_writes.pop((thread_id, cid), {}))
         effects = 0
@@ -488,7 +520,8 @@ class InMemoryCheckpointer(Closing):
                     and run is not None
                     and run[_RUN_STATUS] in _PRUNE_EFFECT_RUN_STATUSES
                 ):
-                    del self._effects[effect_id]
+                    if not dry_run:
+                        del self._effects[effect_id]
                     effects += 1
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 

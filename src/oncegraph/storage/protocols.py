@@ -12,7 +12,7 @@ All methods are coroutines. Backends map their driver's errors to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oncegraph.storage.records import (
@@ -113,8 +113,11 @@ class CheckpointStore(Protocol):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first."""
+        """Runs, newest first; with ``app_id`` only that app's (a run with no stored
+        app_id belongs to its ``workflow_name``), with ``tenant`` only that tenant's."""
 
     async def lock_run(self, run_id: str) -> RunLock | None:
         """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.
@@ -176,10 +179,14 @@ class EffectStore(Protocol):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
-        """Effects ordered by creation time; ``limit`` and ``offset`` page through them."""
+        """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
+        run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
+        ``limit`` and ``offset`` page through them."""
 
 
 @runtime_checkable
@@ -218,6 +225,8 @@ class Pruner(Protocol):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """Delete old checkpoints and old finished effect records; returns the counts.
 
@@ -234,6 +243,10 @@ class Pruner(Protocol):
         Safe while runs commit: one transaction per thread, and the thread row (the CAS
         token) is read, never written or locked. Idempotent: repeated at once it deletes
         nothing more. Raises ConfigError on bad arguments.
+
+        ``dry_run=True`` counts the same rows in the same transactions and rolls each
+        back: nothing is deleted. ``on_thread`` is called with each thread's report as
+        it finishes (a progress display).
         """
 
 

@@ -119,9 +119,22 @@ class RunRecord:
     fencing_token: int = 0
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
+    # The app the run belongs to (law 15): the compiled graph's name, which stays the same
+    # across deploys (versions are told apart by the fingerprint). None when constructed
+    # becomes ``workflow_name``: a row an older oncegraph wrote belongs to the app that
+    # named it.
+    app_id: str | None = None
+    tenant: str | None = None  # the tenant a tenant-bound service started it for
 
     def __post_init__(self) -> None:
         _keep_describable(self, "error")
+        if self.app_id is None:
+            object.__setattr__(self, "app_id", self.workflow_name)
+
+    @property
+    def app(self) -> str:
+        """The app id, never None (see ``app_id``)."""
+        return self.app_id or self.workflow_name
 
     def replace(self, **changes: Any) -> RunRecord:
         return dataclasses.replace(self, **changes)

@@ -693,6 +693,61 @@ class CheckpointerConformance:
         assert {runs[1].run_id, runs[4].run_id} <= ids
         assert all(r.status is RunStatus.FAILED for r in everywhere)
 
+    async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
+        """Law 15: a run's app and tenant are stored and come back as written; a run
+        built without an app belongs to its workflow_name; both filter listings."""
+        tid = new_id("thread")
+        app_a, app_b, tenant = new_id("app"), new_id("app"), new_id("tenant")
+        plain = make_run(tid, workflow_name=app_a, created_at=1_000.0)
+        assert plain.app_id == app_a and plain.tenant is None
+        tenanted = make_run(tid, workflow_name=app_a, tenant=tenant, created_at=1_001.0)
+        other = make_run(tid, workflow_name=app_a, app_id=app_b, created_at=1_002.0)
+        for run in (plain, tenanted, other):
+            await checkpointer.create_run(run)
+        for run in (plain, tenanted, other):
+            assert await checkpointer.get_run(run.run_id) == run
+        assert await checkpointer.list_runs(thread_id=tid, app_id=app_a) == [tenanted, plain]
+        assert await checkpointer.list_runs(app_id=app_b) == [other]
+        assert await checkpointer.list_runs(app_id=app_a, tenant=tenant) == [tenanted]
+        assert await checkpointer.list_runs(app_id=app_b, tenant=tenant) == []
+        assert await checkpointer.list_runs(tenant=tenant, limit=1) == [tenanted]
+        assert await checkpointer.list_runs(app_id=new_id("app")) == []
+        both = await checkpointer.list_runs(
+            thread_id=tid, app_id=app_a, statuses=[RunStatus.RUNNING], limit=1
+        )
+        assert both == [tenanted]
+        # a takeover (an operator's abandon, a resume) keeps the run's app and tenant
+        taken = await checkpointer.fence_run(
+            tenanted.run_id,
+            expected_token=tenanted.fencing_token,
+            owner="op",
+            status=RunStatus.ABANDONED,
+        )
+        assert taken is not None and (taken.app_id, taken.tenant) == (app_a, tenant)
+
+    async def test_effects_listed_by_their_runs_app_and_tenant(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        tid = new_id("thread")
+        app_a, app_b, tenant = new_id("app"), new_id("app"), new_id("tenant")
+        run_a = make_run(tid, workflow_name=app_a, tenant=tenant)
+        run_b = make_run(tid, workflow_name=app_b)
+        for run in (run_a, run_b):
+            await checkpointer.create_run(run)
+        mine = make_effect(run_a.run_id, tid, "m:1", created_at=3_001.0)
+        theirs = make_effect(run_b.run_id, tid, "m:2", created_at=3_002.0)
+        for effect in (mine, theirs):
+            await checkpointer.begin_effect(effect)
+        assert await checkpointer.list_effects(thread_id=tid) == [mine, theirs]
+        assert await checkpointer.list_effects(thread_id=tid, app_id=app_a) == [mine]
+        assert await checkpointer.list_effects(thread_id=tid, app_id=app_b) == [theirs]
+        assert await checkpointer.list_effects(run_id=run_b.run_id, app_id=app_a) == []
+        by_tenant = await checkpointer.list_effects(
+            thread_id=tid, app_id=app_a, tenant=tenant, statuses=[EffectStatus.PENDING]
+        )
+        assert by_tenant == [mine]
+        assert await checkpointer.list_effects(thread_id=tid, tenant=new_id("tenant")) == []
+
     async def test_unknown_run(self, checkpointer: Checkpointer) -> None:
         with pytest.raises(RunNotFoundError):
             await checkpointer.update_run(new_id("run"), status=RunStatus.COMPLETED)
@@ -1399,6 +1454,29 @@ class CheckpointerConformance:
         assert report.effects == 1
         remaining = ids(kept[:3] + kept[4:])
         assert await ids_of(checkpointer.list_effects(thread_id=tid)) == remaining
+
+    async def test_prune_dry_run_counts_exactly_and_deletes_nothing(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(checkpointer, [RunStatus.COMPLETED] * 3)
+        other, _ = await build_history(checkpointer, [RunStatus.COMPLETED] * 2)
+        (done, _) = runs[0]
+        effect = make_effect(done, tid, "c:1", status=EffectStatus.COMPLETED)
+        await checkpointer.begin_effect(effect)
+        before = {t: await checkpointer.list_checkpoints(t) for t in (tid, other)}
+        seen: list[PruneReport] = []
+        dry = await store.prune(
+            keep_checkpoints=1, effects_older_than=0, dry_run=True, on_thread=seen.append
+        )
+        assert dry.threads == 2 and dry.checkpoints > 0 and dry.effects == 1
+        assert len(seen) == 2 and sum(r.checkpoints for r in seen) == dry.checkpoints
+        for t, cps in before.items():
+            assert await checkpointer.list_checkpoints(t) == cps  # nothing deleted
+        assert await checkpointer.get_effect(effect.effect_id) is not None
+        real = await store.prune(keep_checkpoints=1, effects_older_than=0)
+        assert real == dry
+        assert await checkpointer.get_effect(effect.effect_id) is None
 
     async def test_prune_is_idempotent(self, checkpointer: Checkpointer) -> None:
         store = as_pruner(checkpointer)

@@ -12,7 +12,8 @@ stops the run, because answering the model would be guessing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
+import hashlib
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from oncegraph import _json
@@ -30,13 +31,21 @@ from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.state import lcmessages
 from oncegraph.storage.records import EffectRecord
 from oncegraph.tools.limits import ToolLimits
-from oncegraph.tools.tool import ToolLike, as_tool
+from oncegraph.tools.tool import Tool, ToolLike, as_tool
 
 T = TypeVar("T")
 
 
 def _content(result: Any) -> str:
     return result if isinstance(result, str) else _json.dumps_str(result)
+
+
+def tool_identity(tools: Iterable[Tool]) -> list[str]:
+    """One fingerprint part per tool (sorted): name, effect class, parameter schema."""
+    return sorted(
+        f"tool:{t.name}:{t.effect}:{hashlib.sha256(_json.canonical(t.parameters)).hexdigest()}"
+        for t in tools
+    )
 
 
 class ToolNode:
@@ -117,6 +126,10 @@ class ToolNode:
             )
             intents.append(record.replace(row_version=1))
         return intents
+
+    def __oncegraph_fingerprint__(self) -> list[str]:
+        """Its tools in the graph fingerprint: names, parameter schemas, effect classes."""
+        return tool_identity(self.tools.values())
 
     async def __call__(self, state: Any) -> dict[str, Any]:
         ctx = current_task()
@@ -244,6 +257,7 @@ class ToolNode:
             retry=tool.retry,
             timeout=tool.timeout_in(ctx.config.tool_timeout),
             fold=fold,
+            mask=tool.mask,
         )
         try:
             result = (await perform(ctx, effect_call)).result

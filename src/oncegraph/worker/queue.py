@@ -28,6 +28,13 @@ Invariants:
   first and is claimed once the first completes or is abandoned.
 * **Lease times come from the database clock** (``clock_timestamp()``), so workers on
   machines with skewed clocks agree on when a lease has expired.
+* **A worker claims only its own app's runs** (law 15): ``app_id`` must match (a row
+  with none belongs to its ``workflow_name``), and the run must be one this worker's
+  graph can run: its ``graph_fingerprint`` is the graph's own or a registered previous
+  version's, or its ``workflow_version`` has a registered migration or previous version.
+  Any other run stays queued, untouched, for the workers of its own app and version:
+  two apps on one database never run each other's runs, even under one name. A worker
+  of a tenant-bound app (``app.for_tenant(t)``) claims only that tenant's runs.
 * ``release`` is for a clean shutdown: the run goes back to ``queued`` with its lease
   cleared and its token bumped (anything still in flight under the old token is fenced
   off). A run that had already started continues from its head when claimed again.
@@ -35,15 +42,19 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from oncegraph.errors import StorageError
+from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.records import RunRecord, RunStatus
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
 from oncegraph.storage.sql.postgres import PgCheckpointer, _mapped
+
+if TYPE_CHECKING:
+    from oncegraph.runs.service import RunService
 
 _DB_NOW = "extract(epoch from clock_timestamp())"
 _UNFINISHED = ", ".join(
@@ -59,15 +70,21 @@ _UNFINISHED = ", ".join(
 )
 _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 
-# Params: lease_owner, lease_seconds, limit.
+# Params: app_id, tenant (twice; NULL: any), fingerprints, versions, run ids to skip, limit,
+# lease_owner, lease_seconds.
 CLAIM = f"""
 WITH picked AS (
-    SELECT r.run_id FROM oncegraph_runs r
+    SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
+    FROM oncegraph_runs r
     WHERE (
         r.status = '{RunStatus.QUEUED}'
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
             AND r.lease_expires_at < {_DB_NOW})
     )
+    AND COALESCE(r.app_id, r.workflow_name) = %s
+    AND (%s::text IS NULL OR r.tenant = %s::text)
+    AND (r.graph_fingerprint = ANY(%s::text[]) OR r.workflow_version = ANY(%s::text[]))
+    AND NOT (r.run_id = ANY(%s::text[]))
     AND NOT {HELD_BY_OTHERS}
     AND NOT EXISTS (
         SELECT 1 FROM oncegraph_runs o
@@ -85,7 +102,7 @@ SET status = '{RunStatus.RUNNING}', lease_owner = %s,
     lease_expires_at = {_DB_NOW} + %s, fencing_token = u.fencing_token + 1,
     updated_at = {_DB_NOW}
 FROM picked WHERE u.run_id = picked.run_id
-RETURNING {_RETURNING}
+RETURNING {_RETURNING}, picked.was_status, picked.was_owner
 """
 
 # Params: lease_seconds, run_id, lease_owner, fencing_token.
@@ -105,28 +122,102 @@ WHERE run_id = %s AND lease_owner = %s AND fencing_token = %s
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Runnable:
+    """Which queued runs a worker's graph can run (see the module docstring)."""
+
+    app_id: str
+    fingerprints: tuple[str, ...]  # its own, and its registered previous versions'
+    versions: tuple[str, ...] = ()  # versions with a registered migration or previous graph
+    tenant: str | None = None  # a tenant-bound app's workers claim only that tenant's runs
+
+    @classmethod
+    def of(cls, service: RunService) -> Runnable:
+        """What ``service`` (an app's run service) can run."""
+        if service.scope is None or service.identity is None or service.versions is None:
+            raise ConfigError("a worker needs a compiled app's run service, not a read-only one")
+        gate = service.versions
+        fingerprints = {service.identity.fingerprint}
+        fingerprints.update(spec.fingerprint() for spec in gate.previous.values())
+        versions = (set(gate.migrations) | set(gate.previous)) - {service.identity.version}
+        return cls(
+            service.scope.app_id,
+            tuple(sorted(fingerprints)),
+            tuple(sorted(versions)),
+            service.scope.tenant,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claimed run; ``taken_from``: the owner of the expired lease it was taken over
+    from (its worker died or went silent), None for a queued run."""
+
+    run: RunRecord
+    taken_from: str | None = None
+
+
 class RunQueue:
-    """Claim/renew/release over a :class:`PgCheckpointer`'s pool (this loop's pool).
+    """Claim/renew/release over a :class:`PgCheckpointer`'s pool (this loop's pool), for
+    the runs ``runnable`` names (one app's; see :meth:`Runnable.of`).
 
     Lease owners are free-form strings (``host:pid:uuid`` by default in the worker);
     a lease is held by the pair (owner, fencing token).
     """
 
-    def __init__(self, store: PgCheckpointer) -> None:
+    def __init__(self, store: PgCheckpointer, runnable: Runnable) -> None:
         if not isinstance(store, PgCheckpointer):
             raise StorageError(
                 "workers need PostgreSQL: compile the app with "
                 f"checkpointer=PgCheckpointer(dsn), not {type(store).__name__}"
             )
         self.store = store
+        self.runnable = runnable
 
-    async def claim(self, owner: str, lease_seconds: float, limit: int) -> list[RunRecord]:
-        """Claim up to ``limit`` runs for ``owner``; each comes back with its new token."""
+    async def claim(
+        self,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        *,
+        skip: Collection[str] = (),
+    ) -> list[RunRecord]:
+        """Claim up to ``limit`` runs of this queue's app that its graph can run, except
+        the run ids in ``skip``, for ``owner``; each comes back with its new token."""
+        return [c.run for c in await self.claim_runs(owner, lease_seconds, limit, skip=skip)]
+
+    async def claim_runs(
+        self,
+        owner: str,
+        lease_seconds: float,
+        limit: int,
+        *,
+        skip: Collection[str] = (),
+    ) -> list[Claimed]:
+        """:meth:`claim`, saying of each run whose lease it took over from a silent holder."""
         if limit <= 0:
             return []
-        found = await self._run("claim", CLAIM, (limit, owner, lease_seconds), fetch=True)
+        runnable = self.runnable
+        params = (
+            runnable.app_id,
+            runnable.tenant,
+            runnable.tenant,
+            list(runnable.fingerprints),
+            list(runnable.versions),
+            list(skip),
+            limit,
+            owner,
+            lease_seconds,
+        )
+        found = await self._run("claim", CLAIM, params, fetch=True)
         assert isinstance(found, list)
-        return [rows.run_from_row(r) for r in found]
+        return [
+            Claimed(
+                rows.run_from_row(r[:-2]),
+                r[-1] if r[-2] == RunStatus.RUNNING and r[-1] else None,
+            )
+            for r in found
+        ]
 
     async def renew(self, run_id: str, owner: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False when it is no longer ours (another claim bumped the
@@ -148,4 +239,4 @@ class RunQueue:
                 return cur.rowcount
 
 
-__all__ = ["CLAIM", "RELEASE", "RENEW", "RunQueue"]
+__all__ = ["CLAIM", "RELEASE", "RENEW", "Claimed", "RunQueue", "Runnable"]

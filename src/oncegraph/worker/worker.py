@@ -16,6 +16,10 @@ Invariants:
   LISTENs on ``oncegraph_runs`` (:mod:`oncegraph.worker.listen`): a submit's NOTIFY, sent
   in the transaction that queues the run, wakes an idle worker at once. Polling every
   ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
+* **Only its own app's runs** (law 15): the claim takes only runs of the app's id that
+  its graph can run (:class:`~oncegraph.worker.queue.Runnable`); a run it claimed and
+  still finds it cannot run (a version it cannot continue) is handed back to the queue
+  untouched and not claimed by it again.
 * **Never crash on a run.** A run that fails, parks (``needs_review``), is interrupted
   or loses its lease is logged and dropped; the worker keeps claiming. The store has
   already recorded the run's status (or refused the write when fenced off).
@@ -41,11 +45,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph.app import CompiledGraph
-from oncegraph.errors import LeaseLostError, NeedsReviewError, OnceGraphError
+from oncegraph.errors import (
+    ForeignRunError,
+    IncompatibleVersionError,
+    LeaseLostError,
+    NeedsReviewError,
+    OnceGraphError,
+)
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
 from oncegraph.worker.listen import listen_for_runs
-from oncegraph.worker.queue import RunQueue
+from oncegraph.worker.queue import Claimed, Runnable, RunQueue
 
 log = logging.getLogger("oncegraph.worker")
 
@@ -98,7 +108,7 @@ class Worker:
                 f"got {heartbeat}"
             )
         self.app = app
-        self.queue = RunQueue(app.store)  # type: ignore[arg-type]
+        self.queue = RunQueue(app.store, Runnable.of(app.service))  # type: ignore[arg-type]
         # A run this worker holds is taken over once it has been silent for its lease.
         store = self.queue.store
         if store.claim_timeout is None or store.claim_timeout > lease_seconds:
@@ -115,6 +125,9 @@ class Worker:
         # each held run may be in a sync node or tool: never fewer threads than runs
         app.sync_pool.resize(concurrency)
         self._held: dict[str, _Held] = {}
+        # Runs this worker claimed but cannot run (handed back to the queue): not claimed
+        # again by it, so they wait for a worker of their own version.
+        self._not_mine: set[str] = set()
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
 
@@ -160,14 +173,25 @@ class Worker:
                 # cleared BEFORE the claim: a notice that arrives during it is not lost
                 self._wake.clear()
                 free = self.concurrency - len(self._held)
-                claimed: list[RunRecord] = []
+                claimed: list[Claimed] = []
                 if free > 0:
                     try:
-                        claimed = await self.queue.claim(self.owner, self.lease_seconds, free)
+                        claimed = await self.queue.claim_runs(
+                            self.owner, self.lease_seconds, free, skip=self._not_mine
+                        )
                     except OnceGraphError as exc:
                         log.warning("claim failed (retrying): %s", exc)
-                for run in claimed:
-                    self._start(run)
+                for found in claimed:
+                    if found.taken_from is not None:
+                        log.warning(
+                            "run %s (thread %s) taken over from worker %s, whose lease "
+                            "expired (it died or went silent); resuming from its last record",
+                            found.run.run_id,
+                            found.run.thread_id,
+                            found.taken_from,
+                            extra={"run_id": found.run.run_id, "taken_from": found.taken_from},
+                        )
+                    self._start(found.run)
                 if claimed and len(claimed) == free:
                     continue  # full batch: there may be more work, ask again at once
                 with contextlib.suppress(TimeoutError):  # a NOTIFY or a free slot wakes it
@@ -203,6 +227,12 @@ class Worker:
             result = await self.app.service.execute(run, config, fence=run.fencing_token)
         except LeaseLostError as exc:
             log.warning("run %s: lease lost, stopped without writing: %s", run.run_id, exc)
+        except (IncompatibleVersionError, ForeignRunError) as exc:
+            # Not this worker's to run: hand it back untouched for the right worker.
+            self._not_mine.add(run.run_id)
+            log.warning("run %s is not this worker's to run; handed back: %s", run.run_id, exc)
+            with contextlib.suppress(OnceGraphError):
+                await self.queue.release(run.run_id, self.owner, run.fencing_token)
         except NeedsReviewError as exc:
             log.warning("run %s parked for review: %s", run.run_id, exc)
         except OnceGraphError as exc:

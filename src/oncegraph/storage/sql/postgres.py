@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -154,13 +154,27 @@ MIGRATION_LOCK_KEY = int.from_bytes(b"\x00oncegrph", "big", signed=True)
 
 
 @lru_cache(maxsize=64)
-def _run_list(by_thread: bool, n_statuses: int) -> str:
-    return _pg(S.run_list(by_thread=by_thread, n_statuses=n_statuses))
+def _run_list(by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool) -> str:
+    return _pg(
+        S.run_list(
+            by_thread=by_thread, n_statuses=n_statuses, by_app=by_app, by_tenant=by_tenant
+        )
+    )
 
 
 @lru_cache(maxsize=64)
-def _effect_list(by_run: bool, by_thread: bool, n_statuses: int) -> str:
-    return _pg(S.effect_list(by_run=by_run, by_thread=by_thread, n_statuses=n_statuses))
+def _effect_list(
+    by_run: bool, by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool
+) -> str:
+    return _pg(
+        S.effect_list(
+            by_run=by_run,
+            by_thread=by_thread,
+            n_statuses=n_statuses,
+            by_app=by_app,
+            by_tenant=by_tenant,
+        )
+    )
 
 
 # -- error mapping -------------------------------------------------------------------
@@ -571,14 +585,17 @@ class PgCheckpointer(Closing):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
             return []
         params: list[Any] = [] if thread_id is None else [thread_id]
         params += wanted
+        params += [f for f in (app_id, tenant) if f is not None]
         params.append(max(limit, 0))
-        sql = _run_list(thread_id is not None, len(wanted))
+        sql = _run_list(thread_id is not None, len(wanted), app_id is not None, tenant is not None)
         return [rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
@@ -712,6 +729,8 @@ class PgCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
@@ -724,8 +743,15 @@ class PgCheckpointer(Closing):
         if thread_id is not None:
             params.append(thread_id)
         params += wanted
+        params += [f for f in (app_id, tenant) if f is not None]
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
-        sql = _effect_list(run_id is not None, thread_id is not None, len(wanted))
+        sql = _effect_list(
+            run_id is not None,
+            thread_id is not None,
+            len(wanted),
+            app_id is not None,
+            tenant is not None,
+        )
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [rows.effect_from_row(r) for r in found]
 
@@ -762,13 +788,18 @@ class PgCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. One transaction per
         thread; the thread row is only read, so a racing commit's CAS never waits on it.
         Rows a racing commit inserts are invisible to the prune's statements and kept."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
         if thread_id is not None:
-            return await self._prune_thread(thread_id, keep_checkpoints, cutoff)
+            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(report)
+            return report
         report = PruneReport()
         after: str | None = None
         while True:
@@ -777,12 +808,17 @@ class PgCheckpointer(Closing):
             else:
                 page = await self._fetchall("prune", THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                report = report.plus(await self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = await self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                if on_thread is not None:
+                    on_thread(one)
+                report = report.plus(one)
             if len(page) < _THREAD_PAGE:
                 return report
             after = page[-1][0]
 
-    async def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+    async def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
         pool = await self._ready()
         writes = effects = 0
         with _mapped("prune", self._where):
@@ -812,6 +848,8 @@ class PgCheckpointer(Closing):
                         ),
                     )
                     effects = max(cur.rowcount, 0)
+                if dry_run:
+                    raise psycopg.Rollback()  # counted, not deleted
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
     # -- plumbing ------------------------------------------------------------------------

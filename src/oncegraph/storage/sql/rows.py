@@ -129,6 +129,8 @@ def run_to_params(run: RunRecord) -> tuple[Any, ...]:
         run.fencing_token,
         run.created_at,
         run.updated_at,
+        run.app_id,
+        run.tenant,
     )
 
 
@@ -153,6 +155,8 @@ def _run(row: Row) -> RunRecord:
         fencing_token=int(row[16]),
         created_at=row[17],
         updated_at=row[18],
+        app_id=row[19],
+        tenant=row[20],
     )
 
 

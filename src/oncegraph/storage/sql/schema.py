@@ -130,6 +130,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_audit_thread ON oncegraph_audit (thread_id, at)",
         "CREATE INDEX IF NOT EXISTS oncegraph_audit_target ON oncegraph_audit (target_id, at)",
     ),
+    # 5: every run belongs to an app and, optionally, a tenant (law 15). Existing rows
+    # belong to the app that named them (workflow_name is the compiled graph's name);
+    # a row written later by an older oncegraph (app_id NULL) is read the same way.
+    (
+        "ALTER TABLE oncegraph_runs ADD COLUMN app_id TEXT",
+        "ALTER TABLE oncegraph_runs ADD COLUMN tenant TEXT",
+        "UPDATE oncegraph_runs SET app_id = workflow_name WHERE app_id IS NULL",
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_app "
+        "ON oncegraph_runs (app_id, status, created_at)",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

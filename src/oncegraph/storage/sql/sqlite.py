@@ -38,7 +38,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -550,14 +550,22 @@ class SqliteCheckpointer(Closing):
         thread_id: str | None = None,
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[RunRecord]:
         params: list[Any] = [] if thread_id is None else [thread_id]
         if statuses is not None:
             if not statuses:
                 return []
             params.extend(str(s) for s in statuses)
+        params.extend(f for f in (app_id, tenant) if f is not None)
         params.append(max(limit, 0))
-        sql = S.run_list(by_thread=thread_id is not None, n_statuses=len(statuses or ()))
+        sql = S.run_list(
+            by_thread=thread_id is not None,
+            n_statuses=len(statuses or ()),
+            by_app=app_id is not None,
+            by_tenant=tenant is not None,
+        )
         return [rows.run_from_row(r) for r in self._read(sql, params)]
 
     async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
@@ -671,6 +679,8 @@ class SqliteCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
@@ -683,10 +693,13 @@ class SqliteCheckpointer(Closing):
             if not statuses:
                 return []
             params.extend(str(s) for s in statuses)
+        params.extend(f for f in (app_id, tenant) if f is not None)
         sql = S.effect_list(
             by_run=run_id is not None,
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
+            by_app=app_id is not None,
+            by_tenant=tenant is not None,
         )
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         return [rows.effect_from_row(r) for r in self._read(sql, params)]
@@ -716,13 +729,18 @@ class SqliteCheckpointer(Closing):
         keep_checkpoints: int = 1,
         effects_older_than: float | None = None,
         thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
         its own ``BEGIN IMMEDIATE`` transaction, so writers wait at most one thread."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
         report = PruneReport()
         if thread_id is not None:
-            return self._prune_thread(thread_id, keep_checkpoints, cutoff)
+            report = self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(report)
+            return report
         after: str | None = None
         while True:
             if after is None:
@@ -730,12 +748,17 @@ class SqliteCheckpointer(Closing):
             else:
                 page = self._read(S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                report = report.plus(self._prune_thread(tid, keep_checkpoints, cutoff))
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                if on_thread is not None:
+                    on_thread(one)
+                report = report.plus(one)
             if len(page) < _THREAD_PAGE:
                 return report
             after = page[-1][0]
 
-    def _prune_thread(self, thread_id: str, keep: int, cutoff: float | None) -> PruneReport:
+    def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
         with self._lock:
             conn = self._connect()
             try:
@@ -765,7 +788,7 @@ class SqliteCheckpointer(Closing):
                         ),
                     )
                     effects = cur.rowcount
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK" if dry_run else "COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
                 raise _map_error(exc, self.path) from exc

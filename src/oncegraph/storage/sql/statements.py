@@ -56,6 +56,8 @@ RUN_COLUMNS = (
     "fencing_token",
     "created_at",
     "updated_at",
+    "app_id",
+    "tenant",
 )
 
 CHECKPOINT_COLUMNS = (
@@ -246,17 +248,28 @@ RUN_RENEW_LEASE = (
 )
 
 
+# A run's app: a row an older oncegraph wrote (app_id NULL) belongs to its workflow_name.
+RUN_APP = "COALESCE(app_id, workflow_name)"
+
+
 @lru_cache(maxsize=64)
-def run_list(*, by_thread: bool, n_statuses: int) -> str:
+def run_list(
+    *, by_thread: bool, n_statuses: int, by_app: bool = False, by_tenant: bool = False
+) -> str:
     """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending).
 
-    Params: ``thread_id`` if ``by_thread``, then ``n_statuses`` statuses, then limit.
+    Params: ``thread_id`` if ``by_thread``, then ``n_statuses`` statuses, then ``app_id``
+    if ``by_app``, ``tenant`` if ``by_tenant``, then limit.
     """
     where = []
     if by_thread:
         where.append("thread_id = ?")
     if n_statuses:
         where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
+    if by_app:
+        where.append(f"{RUN_APP} = ?")
+    if by_tenant:
+        where.append("tenant = ?")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
         f"SELECT {_cols(RUN_COLUMNS)} FROM oncegraph_runs{clause} "
@@ -366,11 +379,19 @@ EFFECT_SELECT = f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects WHERE ef
 
 
 @lru_cache(maxsize=64)
-def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
+def effect_list(
+    *,
+    by_run: bool,
+    by_thread: bool,
+    n_statuses: int,
+    by_app: bool = False,
+    by_tenant: bool = False,
+) -> str:
     """``SELECT`` of effects in creation order (``created_at``, then ``effect_id``).
 
-    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses,
-    then limit (``NO_LIMIT`` for all) and offset.
+    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses, then
+    the run's ``app_id`` if ``by_app`` and its ``tenant`` if ``by_tenant``, then limit
+    (``NO_LIMIT`` for all) and offset.
     """
     where = []
     if by_run:
@@ -379,6 +400,13 @@ def effect_list(*, by_run: bool, by_thread: bool, n_statuses: int) -> str:
         where.append("thread_id = ?")
     if n_statuses:
         where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
+    if by_app or by_tenant:
+        owner = ["r.run_id = oncegraph_effects.run_id"]
+        if by_app:
+            owner.append("COALESCE(r.app_id, r.workflow_name) = ?")
+        if by_tenant:
+            owner.append("r.tenant = ?")
+        where.append(f"EXISTS (SELECT 1 FROM oncegraph_runs r WHERE {' AND '.join(owner)})")
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
         f"SELECT {_cols(EFFECT_COLUMNS)} FROM oncegraph_effects{clause} "

@@ -1,0 +1,277 @@
+"""Operator commands, kept apart (never one "retry"): ``continue RUN``, ``resolve
+EFFECT``, ``replay RUN``, ``branch RUN``, ``redeliver EFFECT``. Each calls the run service,
+which refuses what does not apply and writes the audit record (actor and reason)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Annotated, Any, Literal
+
+import typer
+
+from oncegraph.cli import output as o
+from oncegraph.cli.output import CliError
+from oncegraph.cli.session import (
+    ActorOpt,
+    AppOpt,
+    DatabaseFileOpt,
+    DatabaseOpt,
+    JsonOpt,
+    PgOpt,
+    ReasonOpt,
+    SqliteOpt,
+    Where,
+    actor,
+    run,
+)
+from oncegraph.cli.views import shown_effect
+
+
+def _json_arg(flag: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{flag} is not valid JSON ({exc.msg} at character {exc.pos}); e.g. "
+            f"{flag} '{{\"field\": \"value\"}}'",
+            code=2,
+        ) from None
+
+
+def _ran(result: Any, as_json: bool, what: str) -> None:
+    """Report how a run call ended (it may have completed, paused or parked again)."""
+    record = result.run
+    if as_json:
+        o.emit_json(
+            {"run": record, "values": result.values, "interrupts": list(result.interrupts)}
+        )
+        return
+    o.fields([(what, record.run_id), ("thread", record.thread_id)])
+    if result.interrupts:
+        o.fields([("waiting for an answer", o.payload(list(result.interrupts)))])
+        o.console.print(f"answer it with: oncegraph continue {record.run_id} --answer JSON")
+    else:
+        o.console.print("finished")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("continue")
+    def continue_(
+        run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to continue")],
+        answer: Annotated[
+            str | None,
+            typer.Option(help="JSON answer for a run waiting on interrupt()"),
+        ] = None,
+        reason: Annotated[str | None, typer.Option(help="why (kept in the audit log)")] = None,
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Continue an unfinished run (paused, failed, interrupted, parked) under its own id."""
+        options: dict[str, Any] = {"actor": actor(who), "reason": reason}
+        if answer is not None:
+            options["answer"] = _json_arg("--answer", answer)
+        result = run(
+            Where(app=app_), lambda s: s.resume(run_id, **options), needs_app="continue"
+        )
+        _ran(result, as_json, "continued run")
+
+    @app.command()
+    def resolve(
+        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        outcome: Annotated[
+            Literal["done", "not_done"],
+            typer.Option(help="what you found at the recipient: done (it happened) or not_done"),
+        ],
+        reason: ReasonOpt,
+        result: Annotated[
+            str | None, typer.Option(help="JSON result to record (with --outcome done)")
+        ] = None,
+        provider_reference: Annotated[
+            str | None, typer.Option(help="the recipient's id for it (with done)")
+        ] = None,
+        who: ActorOpt = None,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Record what you checked at the recipient for an uncertain (pending) effect."""
+        value = None if result is None else _json_arg("--result", result)
+        where = Where(database, database_file, sqlite, postgres, app_)
+        record = run(
+            where,
+            lambda s: s.resolve_effect(
+                effect_id,
+                outcome,
+                actor=actor(who),
+                reason=reason,
+                result=value,
+                provider_reference=provider_reference,
+            ),
+        )
+        if as_json:
+            o.emit_json(shown_effect(record, app_ is not None))
+            return
+        o.fields([("resolved effect", record.effect_id), ("status", record.status)])
+        o.console.print(f"continue its run with: oncegraph continue {record.run_id} --app ...")
+
+    @app.command()
+    def replay(
+        run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to replay")],
+        reason: ReasonOpt,
+        mode: Annotated[
+            Literal["evidence", "simulation", "live"],
+            typer.Option(
+                help="evidence: recorded results only; simulation: tools' simulate; live: "
+                "real calls",
+            ),
+        ] = "evidence",
+        checkpoint: Annotated[
+            str | None, typer.Option(help="start from this checkpoint (default: the run's start)")
+        ] = None,
+        allow_irreversible: Annotated[
+            list[str] | None,
+            typer.Option(help="live mode: irreversible tools allowed to send (repeatable)"),
+        ] = None,
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """A NEW run from a run's history, in a mode; the original is never touched."""
+        result = run(
+            Where(app=app_),
+            lambda s: s.replay(
+                run_id,
+                checkpoint_id=checkpoint,
+                mode=mode,
+                reason=reason,
+                actor=actor(who),
+                allow_irreversible=tuple(allow_irreversible or ()),
+            ),
+            needs_app="replay",
+        )
+        _ran(result, as_json, "replay run")
+
+    @app.command()
+    def branch(
+        run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to branch from")],
+        patch: Annotated[str, typer.Option(help="JSON object of state fields to change")],
+        reason: ReasonOpt,
+        checkpoint: Annotated[
+            str | None, typer.Option(help="branch from this checkpoint (default: the latest)")
+        ] = None,
+        as_node: Annotated[
+            str | None, typer.Option(help="apply the patch as if this node wrote it")
+        ] = None,
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """A NEW paused run from a run's (patched) state; shows the diff, runs nothing."""
+        changes = _json_arg("--patch", patch)
+        if not isinstance(changes, dict):
+            raise CliError("--patch must be a JSON object of state fields", code=2)
+        made = run(
+            Where(app=app_),
+            lambda s: s.branch(
+                run_id, checkpoint, patch=changes, reason=reason, actor=actor(who),
+                as_node=as_node,
+            ),
+            needs_app="branch",
+        )
+        if as_json:
+            o.emit_json({"run": made.run, "checkpoint_id": made.checkpoint_id, "diff": made.diff})
+            return
+        o.fields(
+            [("branch run", made.run.run_id), ("thread", made.run.thread_id),
+             ("status", made.run.status)]
+        )
+        o.table(
+            ("channel", "before", "after"),
+            ((c.channel, o.payload(c.before), o.payload(c.after)) for c in made.diff),
+        )
+        o.console.print(f"run it with: oncegraph continue {made.run.run_id} --app ...")
+
+    @app.command()
+    def redeliver(
+        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        reason: ReasonOpt,
+        new_key: Annotated[
+            bool, typer.Option(help="send with a new idempotency key (default: the same key)")
+        ] = False,
+        yes: Annotated[bool, typer.Option("--yes", "-y", help="send without asking")] = False,
+        preview_only: Annotated[
+            bool, typer.Option("--preview", help="show what would be sent; send nothing")
+        ] = False,
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Send an effect once more: shows what would be sent, then asks to confirm."""
+        if preview_only and yes:
+            raise CliError("--preview sends nothing; drop --yes, or drop --preview to send", 2)
+        by = actor(who)
+
+        async def go(service: Any) -> Any:
+            preview = await service.redeliver(effect_id, actor=by, reason=reason, new_key=new_key)
+            if preview_only:
+                return preview
+            if not as_json:
+                _preview(preview)
+            if not yes:
+                if as_json and not sys.stdin.isatty():
+                    raise CliError(
+                        "--json without --yes: see what would be sent with --preview, then "
+                        "send with --yes",
+                        code=2,
+                    )
+                ok = await asyncio.to_thread(_confirm)
+                if not ok:
+                    raise CliError("not confirmed; nothing was sent")
+            return await service.redeliver(
+                effect_id, actor=by, reason=reason, new_key=new_key, confirm=preview.token
+            )
+
+        done = run(Where(app=app_), go, needs_app="redeliver")
+        if preview_only:
+            if as_json:
+                o.emit_json(done)
+            else:
+                _preview(done)
+                o.console.print("nothing was sent (--preview)")
+            return
+        if as_json:
+            o.emit_json({"effect": shown_effect(done.effect, True), "preview": done.preview})
+            return
+        o.fields([("redelivered effect", done.effect.effect_id), ("status", done.effect.status)])
+
+
+def _preview(preview: Any) -> None:
+    last = preview.last_attempt
+    o.fields(
+        [
+            ("effect", preview.effect_id),
+            ("type", preview.effect_type),
+            ("recipient", preview.recipient or ""),
+            ("payload", o.payload(preview.payload)),
+            ("status", preview.status),
+            ("last attempt", f"#{last.number} {last.outcome or 'no outcome'}" if last else "none"),
+            ("dedup", preview.dedup),
+            ("run", preview.run_id),
+        ]
+    )
+
+
+def _confirm() -> bool:
+    try:
+        return bool(typer.confirm("Send it now?", default=False, err=True))
+    except typer.Abort:
+        return False
+
+
+__all__ = ["register"]

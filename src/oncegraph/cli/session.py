@@ -1,0 +1,159 @@
+"""The options every operator command shares, and how a command gets its run service.
+
+Read-only commands (``runs``, ``show``, ``effects``, ``effect``, ``audit``, ``resolve``)
+work from the database alone: a read-only :class:`~oncegraph.runs.service.RunService`
+over the store. Commands that run the graph (``continue``, ``replay``, ``branch``,
+``redeliver``, ``history``) need the app: ``--app module:attr`` (or ``file.py:attr``)
+names the compiled graph, whose own checkpointer is the database. With ``--app`` the
+payloads of effects are shown with each tool's ``mask`` fields masked; without it the
+masks are unknown, so payloads are not shown at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from oncegraph.cli.database import ENV, check_store, choose, open_store
+from oncegraph.cli.output import CliError
+from oncegraph.errors import ConfigError
+
+T = TypeVar("T")
+
+DatabaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--database",
+        "-d",
+        help=f"SQLite path or PostgreSQL DSN (default: ${ENV})",
+        show_default=False,
+    ),
+]
+DatabaseFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--database-file",
+        help="a file holding the DSN (keeps a password off the command line)",
+        show_default=False,
+    ),
+]
+SqliteOpt = Annotated[
+    Path | None, typer.Option("--sqlite", help="SQLite database file (= --database PATH)")
+]
+PgOpt = Annotated[str | None, typer.Option("--postgres", help="PostgreSQL DSN (= --database DSN)")]
+AppOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--app",
+        help="the compiled app, module:attr or path/to/file.py:attr (its checkpointer is "
+        "the database); needed to run the graph and to show masked payloads",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
+ActorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        help="who acts, for the audit log (default: $ONCEGRAPH_ACTOR or cli:<user>)",
+        show_default=False,
+    ),
+]
+ReasonOpt = Annotated[str, typer.Option("--reason", help="why (kept in the audit log)")]
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where a command's runs live: a database, or an app (and its checkpointer)."""
+
+    database: str | None = None
+    database_file: Path | None = None
+    sqlite: Path | None = None
+    postgres: str | None = None
+    app: str | None = None
+
+
+def actor(given: str | None) -> str:
+    if given:
+        return given
+    env = os.environ.get("ONCEGRAPH_ACTOR", "").strip()
+    if env:
+        return env
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli"
+
+
+def service_for(where: Where, *, needs_app: str | None = None) -> Any:
+    """The run service: the app's (``--app``), else a read-only one over the database.
+
+    ``needs_app``: the command runs the graph; without ``--app`` it is refused (exit 2)."""
+    if where.app is not None:
+        if any(x is not None for x in (where.database, where.database_file, where.sqlite,
+                                       where.postgres)):
+            raise CliError(
+                "pass --app or --database, not both: the app's checkpointer is its database",
+                code=2,
+            )
+        from oncegraph.loading import load_app
+
+        try:
+            app = load_app(where.app)
+        except ConfigError as exc:
+            raise CliError(f"--app {where.app}: {exc}", code=2) from None
+        if app.checkpointer is None:
+            raise CliError(f"--app {where.app}: the app was compiled without a checkpointer")
+        check_store(app.checkpointer)
+        return app.service
+    if needs_app is not None:
+        raise CliError(
+            f"{needs_app} runs the graph, so it needs the app: pass --app module:attr (or "
+            "path/to/file.py:attr) naming the compiled graph",
+            code=2,
+        )
+    db = choose(where.database, where.database_file, where.sqlite, where.postgres)
+    assert db is not None
+    from oncegraph.runs.service import RunService
+
+    return RunService(None, open_store(db))
+
+
+def run(
+    where: Where, act: Callable[[Any], Awaitable[T]], *, needs_app: str | None = None
+) -> T:
+    """``await act(service)`` in a fresh event loop; the store is closed afterwards."""
+    service = service_for(where, needs_app=needs_app)
+
+    async def go() -> T:
+        try:
+            return await act(service)
+        finally:
+            closer = getattr(service.store, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    return asyncio.run(go())
+
+
+__all__ = [
+    "ActorOpt",
+    "AppOpt",
+    "DatabaseFileOpt",
+    "DatabaseOpt",
+    "JsonOpt",
+    "PgOpt",
+    "ReasonOpt",
+    "SqliteOpt",
+    "Where",
+    "actor",
+    "run",
+    "service_for",
+]

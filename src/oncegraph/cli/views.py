@@ -1,0 +1,312 @@
+"""Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect ID``,
+``audit``. They call the run service's views; none reads a store directly."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import typer
+
+from oncegraph.cli import output as o
+from oncegraph.cli.output import CliError
+from oncegraph.cli.session import (
+    AppOpt,
+    DatabaseFileOpt,
+    DatabaseOpt,
+    JsonOpt,
+    PgOpt,
+    SqliteOpt,
+    Where,
+    run,
+)
+from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
+
+_HIDDEN = "(not shown: pass --app to show payloads with the tool's mask fields masked)"
+
+
+def _statuses(values: list[str] | None, kind: type[Any], flag: str) -> list[Any] | None:
+    if not values:
+        return None
+    allowed = [s.value for s in kind]
+    out = []
+    for v in values:
+        for part in v.split(","):
+            if part.strip() not in allowed:
+                raise CliError(
+                    f"{flag} {part.strip()!r} is not a status; use one of {', '.join(allowed)}",
+                    code=2,
+                )
+            out.append(kind(part.strip()))
+    return out
+
+
+def shown_effect(record: EffectRecord, masked: bool) -> dict[str, Any]:
+    """An effect as JSON; without the app's masks its payloads are left out."""
+    data: dict[str, Any] = o.plain(record)
+    if not masked:
+        data["request"] = data["result"] = None
+        data["payload_hidden"] = True
+    return data
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def runs(
+        status: Annotated[
+            list[str] | None,
+            typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
+        ] = None,
+        thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+        limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 50,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """List runs, newest first (needs_review ones are the operator's to act on)."""
+        statuses = _statuses(status, RunStatus, "--status")
+        where = Where(database, database_file, sqlite, postgres, app_)
+        found = run(where, lambda s: s.runs(thread_id=thread, statuses=statuses, limit=limit))
+        if as_json:
+            o.emit_json(found)
+            return
+        o.table(
+            ("run_id", "thread_id", "status", "reason", "created", "error"),
+            (
+                (r.run_id, r.thread_id, r.status, r.launch_reason, o.when(r.created_at),
+                 (r.error or "")[:80])
+                for r in found
+            ),
+            ids=("run_id", "thread_id"),
+        )
+
+    @app.command()
+    def show(
+        run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run id")],
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """One run: its record, its parent (a replay or branch), effects and audit entries."""
+        where = Where(database, database_file, sqlite, postgres, app_)
+
+        async def go(service: Any) -> tuple[Any, list[Any], list[Any]]:
+            record = await service.get_run(run_id)
+            effects = await service.effects(run_id=run_id)
+            audit = await service.audit(run_id=run_id, limit=1000)
+            return record, effects, audit
+
+        record, effects, audit = run(where, go)
+        masked = app_ is not None
+        if as_json:
+            o.emit_json(
+                {
+                    "run": record,
+                    "effects": [shown_effect(e, masked) for e in effects],
+                    "audit": audit,
+                }
+            )
+            return
+        o.fields(
+            [
+                ("run", record.run_id),
+                ("thread", record.thread_id),
+                ("status", record.status),
+                ("launched by", record.launch_reason),
+                ("mode", record.mode or ""),
+                ("graph", f"{record.workflow_name} v{record.workflow_version}"),
+                ("created", o.when(record.created_at)),
+                ("updated", o.when(record.updated_at)),
+            ]
+        )
+        if record.parent_run_id:
+            o.fields([("parent run", record.parent_run_id),
+                      ("from checkpoint", record.parent_checkpoint_id)])
+        if record.lease_owner:
+            o.fields([("held by", record.lease_owner)])
+        if record.error:
+            o.fields([("error", record.error)])
+        if effects:
+            _effects_table(effects)
+        if audit:
+            _audit_table(audit)
+
+    @app.command()
+    def history(
+        thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
+        run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
+        limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """A thread's checkpoints, newest first (needs --app: states are read by the graph)."""
+        where = Where(app=app_)
+        snaps = run(
+            where,
+            lambda s: _collected(s.history(thread_id, run_id=run_id, limit=limit)),
+            needs_app="history",
+        )
+        if as_json:
+            o.emit_json(snaps)
+            return
+        o.table(
+            ("step", "checkpoint_id", "run_id", "source", "next", "created", "interrupts"),
+            (
+                (
+                    s.metadata.get("step", ""),
+                    s.config.get("checkpoint_id", ""),
+                    s.run_id or "",
+                    s.metadata.get("source", ""),
+                    ",".join(s.next),
+                    o.when(s.created_at),
+                    len(s.interrupts),
+                )
+                for s in snaps
+            ),
+            ids=("checkpoint_id", "run_id"),
+        )
+
+    @app.command()
+    def effects(
+        run_id: Annotated[str | None, typer.Option("--run", help="the run's effects")] = None,
+        thread: Annotated[str | None, typer.Option(help="the thread's effects")] = None,
+        status: Annotated[
+            list[str] | None,
+            typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
+        ] = None,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The effect log of a run or a thread, oldest first."""
+        if run_id is None and thread is None:
+            raise CliError("pass --run RUN_ID or --thread THREAD_ID", code=2)
+        statuses = _statuses(status, EffectStatus, "--status")
+        where = Where(database, database_file, sqlite, postgres, app_)
+        found = run(
+            where, lambda s: s.effects(run_id=run_id, thread_id=thread, statuses=statuses)
+        )
+        if as_json:
+            o.emit_json([shown_effect(e, app_ is not None) for e in found])
+            return
+        _effects_table(found)
+
+    @app.command()
+    def effect(
+        effect_id: Annotated[str, typer.Argument(metavar="ID", help="the effect id")],
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """One effect: status, attempts, request hash, provider reference, masked payload."""
+        where = Where(database, database_file, sqlite, postgres, app_)
+        record = run(where, lambda s: _one_effect(s, effect_id))
+        masked = app_ is not None
+        if as_json:
+            o.emit_json(shown_effect(record, masked))
+            return
+        o.fields(
+            [
+                ("effect", record.effect_id),
+                ("type", f"{record.effect_type} ({record.effect_class})"),
+                ("status", record.status),
+                ("run", record.run_id),
+                ("thread", record.thread_id),
+                ("node", record.node),
+                ("command", record.command_id),
+                ("recipient", record.recipient or ""),
+                ("request hash", record.request_hash),
+                ("provider reference", record.provider_reference or ""),
+                ("request", o.payload(record.request) if masked else _HIDDEN),
+                ("result", o.payload(record.result) if masked else _HIDDEN),
+            ]
+        )
+        if record.error:
+            o.fields([("error", record.error)])
+        o.table(
+            ("attempt", "started", "ended", "outcome", "error"),
+            (
+                (a.number, o.when(a.started_at), o.when(a.ended_at), a.outcome or "",
+                 a.error or "")
+                for a in record.attempts
+            ),
+        )
+
+    @app.command()
+    def audit(
+        run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
+        thread: Annotated[str | None, typer.Option(help="only this thread's")] = None,
+        target: Annotated[
+            str | None, typer.Option(help="only actions on this run or effect id")
+        ] = None,
+        limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """The audit log (operator actions and interrupt answers), newest first."""
+        where = Where(database, database_file, sqlite, postgres, app_)
+        found = run(
+            where,
+            lambda s: s.audit(run_id=run_id, thread_id=thread, target_id=target, limit=limit),
+        )
+        if as_json:
+            o.emit_json(found)
+            return
+        _audit_table(found)
+
+
+async def _one_effect(service: Any, effect_id: str) -> EffectRecord:
+    from oncegraph.runs.views import mask_effect
+
+    await service.setup()
+    record = await service.store.get_effect(effect_id)
+    if record is None:
+        raise CliError(
+            f"no effect {effect_id!r}; list them with: oncegraph effects --run RUN_ID"
+        )
+    masked: EffectRecord = mask_effect(record, service.masks)
+    return masked
+
+
+def _effects_table(found: list[EffectRecord]) -> None:
+    o.table(
+        ("effect_id", "type", "class", "status", "attempts", "recipient"),
+        (
+            (e.effect_id, e.effect_type, e.effect_class, e.status, len(e.attempts),
+             e.recipient or "")
+            for e in found
+        ),
+        ids=("effect_id",),
+    )
+
+
+def _audit_table(found: list[Any]) -> None:
+    o.table(
+        ("at", "actor", "action", "target", "reason"),
+        ((o.when(a.at), a.actor, a.action, a.target_id, a.reason or "") for a in found),
+        ids=("target",),
+    )
+
+
+__all__ = ["register", "shown_effect"]
+
+
+async def _collected(items: AsyncIterator[Any]) -> list[Any]:
+    """An async iterator's items, as a list (the history pages through the store)."""
+    return [item async for item in items]

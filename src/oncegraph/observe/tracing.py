@@ -1,0 +1,259 @@
+"""OpenTelemetry spans for runs, steps, model calls and effects.
+
+Spans: ``oncegraph.run`` (one per run call: start, continue, resume after a crash),
+``oncegraph.step`` (one per superstep, under the run), ``oncegraph.model`` (one per try
+of a model, under its effect) and ``oncegraph.effect`` (one per ledger call, with events
+``intent``, ``attempt``, ``result``, ``reconciled``, ``parked``). Effect spans carry
+``oncegraph.effect.id``, ``.key`` (the idempotency key), ``.type``, ``.class`` and
+``.status``; the request and result are attributes as JSON with the tool's ``mask``
+fields replaced by ``"***"`` (the rule of :func:`oncegraph.runs.views.mask_value`).
+
+Cost: the tracer is looked up lazily. Without ``opentelemetry-api``, or with no tracer
+provider set (the API's proxy), every hook returns a shared no-op context manager or
+returns at once; nothing is built. A hook never raises into the run.
+
+Also here (it sees every ledger event): an effect reconciled after a crash is logged at
+INFO on ``oncegraph.ledger``, in any process (a worker's log says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+log = logging.getLogger("oncegraph.ledger")
+
+MASK = "***"
+_NULL: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+_trace: Any = None  # None: not looked up yet; False: OpenTelemetry is not installed
+_provider: Any = None
+_tracer: Any = None
+_chosen: Any = None  # a provider given to use_tracer_provider(), else the global one
+_UNKNOWN = object()
+
+
+def use_tracer_provider(provider: Any) -> None:
+    """Send oncegraph's spans to ``provider`` rather than the global tracer provider
+    (``None``: back to the global one). For tests and for apps that keep several."""
+    global _chosen, _provider
+    _chosen = provider
+    _provider = None  # look the tracer up again
+
+
+def tracer() -> Any:
+    """The oncegraph tracer, or None when OpenTelemetry is absent or not configured."""
+    global _trace, _provider, _tracer
+    if _trace is None:
+        try:
+            from opentelemetry import trace
+        except ImportError:
+            _trace = False
+        else:
+            _trace = trace
+            trace.get_tracer_provider()  # loads one named by OTEL_PYTHON_TRACER_PROVIDER
+    if _trace is False:
+        return None
+    if _chosen is not None:
+        provider = _chosen
+    else:
+        # The API's global, read directly: get_tracer_provider() reads the environment on
+        # every call until a provider is set, which would cost each step microseconds.
+        provider = getattr(_trace, "_TRACER_PROVIDER", _UNKNOWN)
+        if provider is None:
+            return None  # nothing configured
+        if provider is _UNKNOWN:  # pragma: no cover - another version of the API
+            provider = _trace.get_tracer_provider()
+    if provider is not _provider:
+        _provider = provider
+        configured = not isinstance(
+            provider, _trace.ProxyTracerProvider | _trace.NoOpTracerProvider
+        )
+        _tracer = provider.get_tracer("oncegraph") if configured else None
+    return _tracer
+
+
+def _mask(value: Any, fields: Sequence[str]) -> Any:
+    if not fields:
+        return value
+    if isinstance(value, Mapping):
+        return {k: (MASK if k in fields else _mask(v, fields)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_mask(v, fields) for v in value]
+    return value
+
+
+def _json(value: Any, fields: Sequence[str]) -> str:
+    try:
+        return json.dumps(_mask(value, fields), default=str, ensure_ascii=False)[:4096]
+    except (TypeError, ValueError):
+        return "<unserializable>"
+
+
+@contextlib.contextmanager
+def _span(t: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
+    """A current span that records ANY exception, a crash signal (BaseException) too."""
+    with t.start_as_current_span(
+        name,
+        attributes=_clean(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(_trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}"))
+            raise
+
+
+def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
+
+
+# -- hooks (one call each in the driver, the ledger and the model chain) -------------------
+
+
+def run_span(run: Any) -> contextlib.AbstractContextManager[Any]:
+    """Around a run call (driver). ``run`` is the RunRecord being driven."""
+    t = tracer()
+    if t is None:
+        return _NULL
+    return _span(
+        t,
+        "oncegraph.run",
+        {
+            "oncegraph.run.id": run.run_id,
+            "oncegraph.thread.id": run.thread_id,
+            "oncegraph.run.status_before": str(run.status),
+            "oncegraph.run.launch_reason": run.launch_reason,
+            "oncegraph.run.mode": run.mode,
+            "oncegraph.graph.name": run.workflow_name,
+            "oncegraph.graph.version": run.workflow_version,
+        },
+    )
+
+
+def step_span(run: Any, step: int, nodes: Sequence[str]) -> contextlib.AbstractContextManager[Any]:
+    """Around one superstep (driver)."""
+    t = tracer()
+    if t is None:
+        return _NULL
+    return _span(
+        t,
+        "oncegraph.step",
+        {
+            "oncegraph.run.id": run.run_id,
+            "oncegraph.step": step,
+            "oncegraph.step.nodes": list(nodes),
+        },
+    )
+
+
+def model_span(model: str, attempt: int) -> contextlib.AbstractContextManager[Any]:
+    """Around one try of one model (the model chain), inside the model effect's span."""
+    t = tracer()
+    if t is None:
+        return _NULL
+    return _span(t, "oncegraph.model", {"gen_ai.request.model": model, "oncegraph.try": attempt})
+
+
+def effect_span(call: Any, effect_id: str, ctx: Any) -> contextlib.AbstractContextManager[Any]:
+    """Around one ledger call (``perform``): the effect's id, key, class and masked request."""
+    t = tracer()
+    if t is None:
+        return _NULL
+    mask = tuple(getattr(call, "mask", ()) or ())
+    return _span(
+        t,
+        "oncegraph.effect",
+        {
+            "oncegraph.effect.id": effect_id,
+            "oncegraph.effect.key": effect_id,
+            "oncegraph.effect.type": call.effect_type,
+            "oncegraph.effect.class": str(call.effect_class),
+            "oncegraph.effect.command_id": call.command_id,
+            "oncegraph.effect.recipient": call.recipient,
+            "oncegraph.effect.request": _json(call.request, mask),
+            "oncegraph.run.id": ctx.run_id,
+            "oncegraph.thread.id": ctx.thread_id,
+            "oncegraph.node": ctx.node_name,
+        },
+    )
+
+
+def effect_event(kind: str, record: Any, more: Mapping[str, Any], mask: Sequence[str]) -> None:
+    """A ledger event (``effect_intent``, ``effect_result``, ``effect_reconciled``,
+    ``effect_parked``) on the current effect span; attempts become events with their own
+    times. A reconcile is also logged."""
+    if kind == "effect_reconciled":
+        log.info(
+            "effect %s (%s) of run %s reconciled: %s, status %s",
+            record.effect_id,
+            record.effect_type,
+            record.run_id,
+            more.get("verdict"),
+            record.status,
+            extra={
+                "effect_id": record.effect_id,
+                "run_id": record.run_id,
+                "verdict": more.get("verdict"),
+                "status": str(record.status),
+            },
+        )
+    t = tracer()
+    if t is None:
+        return
+    try:
+        _record(kind, record, more, tuple(mask))
+    except Exception:  # tracing must never break a run
+        log.debug("tracing an effect event failed", exc_info=True)
+
+
+def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ...]) -> None:
+    assert _trace
+    span = _trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attribute("oncegraph.effect.status", str(record.status))
+    if kind != "effect_intent":
+        for attempt in record.attempts:
+            if attempt.ended_at is None:
+                continue
+            span.add_event(
+                "attempt",
+                _clean(
+                    {
+                        "oncegraph.attempt.number": attempt.number,
+                        "oncegraph.attempt.outcome": attempt.outcome,
+                        "oncegraph.attempt.error": attempt.error,
+                        "oncegraph.attempt.started_at": attempt.started_at,
+                    }
+                ),
+                timestamp=int(attempt.ended_at * 1e9),
+            )
+    # A model's response is not shown: its tool calls carry other tools' arguments, which
+    # this effect's mask does not cover.
+    model = str(record.effect_class) == "model"
+    if kind in ("effect_result", "effect_reconciled") and record.result is not None and not model:
+        span.set_attribute("oncegraph.effect.result", _json(record.result, mask))
+    if record.provider_reference:
+        span.set_attribute("oncegraph.effect.provider_reference", record.provider_reference)
+    attributes = {
+        "oncegraph.effect.status": str(record.status),
+        **{f"oncegraph.{k}": v for k, v in more.items() if isinstance(v, str | int | float | bool)},
+    }
+    span.add_event(kind.removeprefix("effect_"), attributes)
+
+
+__all__ = [
+    "effect_event",
+    "effect_span",
+    "model_span",
+    "run_span",
+    "step_span",
+    "tracer",
+    "use_tracer_provider",
+]

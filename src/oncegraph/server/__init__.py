@@ -1,0 +1,79 @@
+"""oncegraph's HTTP server: a REST API with Server-Sent Events and an operator web UI.
+
+``oncegraph serve module:app`` (or :func:`serve`) serves one compiled graph; every route
+calls the run service. Needs the ``server`` extra: ``pip install 'oncegraph[server]'``.
+
+Modules, one job each: :mod:`~oncegraph.server.factory` (the ASGI app),
+:mod:`~oncegraph.server.auth` (keys and roles), :mod:`~oncegraph.server.tenancy` (the
+one tenant check), :mod:`~oncegraph.server.limits` (413 and 429),
+:mod:`~oncegraph.server.api` (REST routes), :mod:`~oncegraph.server.operations` (the
+commands, shared by API and UI), :mod:`~oncegraph.server.hub` and
+:mod:`~oncegraph.server.sse` (streams), :mod:`~oncegraph.server.agui` (AG-UI),
+:mod:`~oncegraph.server.openapi` and :mod:`~oncegraph.server.schemas` (the document),
+:mod:`~oncegraph.server.ui` and :mod:`~oncegraph.server.diff` (the web UI),
+:mod:`~oncegraph.server.bodies` (reading requests), :mod:`~oncegraph.server.encode`
+(JSON, masked), :mod:`~oncegraph.server.loading` (what to serve).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from oncegraph.app import CompiledGraph
+
+_HINT = "the oncegraph server needs its extra: pip install 'oncegraph[server]'"
+
+
+def _require() -> None:
+    try:
+        import jinja2  # noqa: F401
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(f"{_HINT} ({exc})") from exc
+
+
+def create_app(graph: CompiledGraph, **options: Any) -> ASGIApp:
+    """The ASGI app serving ``graph``; see :func:`oncegraph.server.factory.create_app`."""
+    _require()
+    from oncegraph.server.factory import create_app as factory
+
+    return factory(graph, **options)
+
+
+def serve(
+    target: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    database: str | None = None,
+    keys: Any = None,
+    **options: Any,
+) -> None:
+    """Serve the compiled graph ``target`` names (``"module:attr"`` or
+    ``"path/to/file.py:attr"``) until interrupted.
+
+    ``database``: a SQLite path or a ``postgresql://`` DSN (default: the app's own
+    checkpointer, or SQLite ``oncegraph.db``). ``keys``: API keys and roles (see
+    :func:`oncegraph.server.auth.key_ring`; default ``ONCEGRAPH_API_KEYS``, else a
+    generated admin key printed at start-up). Other options go to :func:`create_app`.
+    """
+    _require()
+    import uvicorn
+
+    from oncegraph.server.loading import compiled, load_target
+
+    graph = compiled(load_target(target), database)
+    # Logging set up by the caller (the CLI's --log-format json) is kept as it is; uvicorn
+    # configures its own only where nobody did.
+    asgi = create_app(graph, keys=keys, **options)
+    if logging.getLogger().handlers:
+        uvicorn.run(asgi, host=host, port=port, log_level="info", log_config=None)
+    else:
+        uvicorn.run(asgi, host=host, port=port, log_level="info")
+
+
+__all__ = ["create_app", "serve"]

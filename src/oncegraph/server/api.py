@@ -1,0 +1,331 @@
+"""The REST API: reads (``GET``) for every viewer, commands (``POST``) by role.
+
+Every handler goes through the run service (the compiled app's methods) and
+:mod:`oncegraph.server.context` for who may see what; the commands themselves live in
+:mod:`oncegraph.server.operations`, shared with the web UI. See
+:mod:`oncegraph.server.openapi` for the document that describes these routes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from oncegraph import __version__ as _version
+from oncegraph.server import agui, bodies, operations, sse, tenancy
+from oncegraph.server.context import (
+    caller,
+    children_of,
+    graph,
+    history,
+    served,
+    shown,
+    visible_run,
+    visible_runs,
+    visible_thread,
+)
+from oncegraph.server.problems import ApiError, bad_request, not_found
+from oncegraph.storage.records import EffectStatus, RunStatus
+
+# Where a status sorts in a listing: what needs a person first.
+STATUS_ORDER = {
+    RunStatus.NEEDS_REVIEW: 0,
+    RunStatus.FAILED: 1,
+    RunStatus.INTERRUPTED: 2,
+    RunStatus.PAUSED: 3,
+    RunStatus.RUNNING: 4,
+    RunStatus.QUEUED: 5,
+    RunStatus.COMPLETED: 6,
+    RunStatus.ABANDONED: 7,
+}
+RUN_STATUSES = tuple(str(s) for s in STATUS_ORDER)
+EFFECT_STATUSES = tuple(str(s) for s in EffectStatus)
+
+
+def statuses(request: Request, allowed: tuple[str, ...]) -> list[str] | None:
+    raw = request.query_params.getlist("status")
+    wanted = [s for item in raw for s in item.split(",") if s]
+    bad = [s for s in wanted if s not in allowed]
+    if bad:
+        raise bad_request(f"unknown status {bad[0]!r}; use one of {', '.join(allowed)}")
+    return wanted or None
+
+
+def page(request: Request) -> tuple[int, int]:
+    """``limit`` (default 500) and ``offset`` of a paged listing (effects)."""
+    raw = request.query_params.get("offset", "0")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
+        raise bad_request(f"offset must be a non-negative integer; got {raw!r}")
+    return bodies.limit(request, default=500, maximum=5000), int(raw)
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok", "version": _version, "graph": graph(request).name})
+
+
+async def me(request: Request) -> Response:
+    p = caller(request)
+    return JSONResponse({"name": p.name, "role": p.role.label, "tenant": p.tenant})
+
+
+async def list_runs(request: Request) -> Response:
+    p = caller(request)
+    thread = request.query_params.get("thread_id")
+    thread_id = visible_thread(p, thread) if thread else None
+    runs = await visible_runs(
+        request,
+        p,
+        thread_id=thread_id,
+        status=statuses(request, RUN_STATUSES),
+        limit=bodies.limit(request),
+    )
+    runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
+    return JSONResponse({"runs": shown(request, p).runs(runs)})
+
+
+async def get_run(request: Request) -> Response:
+    p = caller(request)
+    run = await visible_run(request, p, request.path_params["run_id"])
+    view = shown(request, p)
+    parent = None
+    if run.parent_run_id:
+        try:
+            parent = view.run(await visible_run(request, p, run.parent_run_id))
+        except ApiError:
+            parent = None  # pruned, or another tenant's: shown as its id only
+    children = await children_of(request, p, run.run_id)
+    return JSONResponse(
+        {
+            "run": view.run(run),
+            "lineage": {
+                "parent_run_id": run.parent_run_id,
+                "parent": parent,
+                "children": view.runs(children),
+            },
+        }
+    )
+
+
+async def run_history(request: Request) -> Response:
+    p = caller(request)
+    run = await visible_run(request, p, request.path_params["run_id"])
+    snaps = await history(
+        request, {"thread_id": run.thread_id, "run_id": run.run_id}, limit=bodies.limit(request)
+    )
+    view = shown(request, p)
+    return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
+
+
+async def run_effects(request: Request) -> Response:
+    p = caller(request)
+    run = await visible_run(request, p, request.path_params["run_id"])
+    limit, offset = page(request)
+    found = await graph(request).aeffects(
+        run_id=run.run_id, status=statuses(request, EFFECT_STATUSES), limit=limit, offset=offset
+    )
+    view = shown(request, p)
+    return JSONResponse({"effects": [view.effect(e) for e in found]})
+
+
+async def run_effect(request: Request) -> Response:
+    p = caller(request)
+    record = await operations.effect_of(
+        request, p, request.path_params["run_id"], request.path_params["effect_id"]
+    )
+    return JSONResponse({"effect": shown(request, p).effect(record)})
+
+
+async def run_audit(request: Request) -> Response:
+    p = caller(request)
+    run = await visible_run(request, p, request.path_params["run_id"])
+    found = await graph(request).aaudit(run_id=run.run_id, limit=bodies.limit(request))
+    view = shown(request, p)
+    return JSONResponse({"audit": [view.audit(a) for a in found]})
+
+
+async def list_threads(request: Request) -> Response:
+    p = caller(request)
+    limit = bodies.limit(request)
+    runs = await visible_runs(request, p, limit=1000)
+    threads: dict[str, Any] = {}
+    for r in runs:  # newest first: the first run seen is the thread's latest
+        if r.thread_id not in threads:
+            threads[r.thread_id] = {
+                "thread_id": r.thread_id,
+                "latest_run_id": r.run_id,
+                "status": str(r.status),
+                "updated_at": r.updated_at,
+            }
+    return JSONResponse({"threads": list(threads.values())[:limit]})
+
+
+async def get_thread(request: Request) -> Response:
+    p = caller(request)
+    thread_id = visible_thread(p, request.path_params["thread_id"])
+    runs = await visible_runs(request, p, thread_id=thread_id, limit=bodies.limit(request))
+    if not runs:
+        raise not_found(f"no thread {thread_id!r} (it has no runs)")
+    return JSONResponse({"thread_id": thread_id, "runs": shown(request, p).runs(runs)})
+
+
+async def thread_state(request: Request) -> Response:
+    p = caller(request)
+    thread_id = visible_thread(p, request.path_params["thread_id"])
+    checkpoint_id = bodies.query_text(request, "checkpoint_id")
+    config = {"thread_id": thread_id}
+    if checkpoint_id:
+        config["checkpoint_id"] = checkpoint_id
+    snap = await graph(request).aget_state(config)
+    return JSONResponse({"state": shown(request, p).snapshot(snap)})
+
+
+async def thread_history(request: Request) -> Response:
+    p = caller(request)
+    thread_id = visible_thread(p, request.path_params["thread_id"])
+    snaps = await history(request, {"thread_id": thread_id}, limit=bodies.limit(request))
+    view = shown(request, p)
+    return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
+
+
+async def thread_effects(request: Request) -> Response:
+    p = caller(request)
+    thread_id = visible_thread(p, request.path_params["thread_id"])
+    limit, offset = page(request)
+    found = await graph(request).aeffects(
+        thread_id=thread_id,
+        status=statuses(request, EFFECT_STATUSES),
+        limit=limit,
+        offset=offset,
+    )
+    view = shown(request, p)
+    return JSONResponse({"effects": [view.effect(e) for e in found]})
+
+
+async def audit(request: Request) -> Response:
+    p = caller(request)
+    thread = bodies.query_text(request, "thread_id")
+    run_id = bodies.query_text(request, "run_id")
+    before_raw = request.query_params.get("before")
+    before = None
+    if before_raw:
+        try:
+            before = float(before_raw)
+        except ValueError:
+            raise bad_request(f"before must be a timestamp (seconds); got {before_raw!r}") from None
+    if run_id:
+        await visible_run(request, p, run_id)
+    found = await graph(request).aaudit(
+        run_id=run_id,
+        thread_id=visible_thread(p, thread) if thread else None,
+        target_id=bodies.query_text(request, "target_id"),
+        before=before,
+        limit=bodies.limit(request),
+    )
+    kept = [
+        a for a in found if p.tenant is None or (a.thread_id and tenancy.allows(p, a.thread_id))
+    ]
+    view = shown(request, p)
+    return JSONResponse({"audit": [view.audit(a) for a in kept]})
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+async def start_run(request: Request) -> Response:
+    body = await bodies.json_object(request)
+    result = await operations.start(request, request.path_params["thread_id"], body)
+    return JSONResponse(result, status_code=200 if "error" in result or body.get("wait") else 202)
+
+
+async def start_and_stream(request: Request) -> Response:
+    body = await bodies.json_object(request)
+    principal, stream, _ = await operations.launch(request, request.path_params["thread_id"], body)
+    return StreamingResponse(
+        sse.from_buffer(stream, 0, shown(request, principal)),
+        media_type=sse.MEDIA_TYPE,
+        headers=sse.HEADERS,
+    )
+
+
+async def run_events(request: Request) -> Response:
+    p = caller(request)
+    run = await visible_run(request, p, request.path_params["run_id"])
+    last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
+    view = shown(request, p)
+    stream = served(request).hub.get(run.run_id)
+    if stream is not None:
+        body = sse.from_buffer(stream, sse.buffered_after(last), view)
+    else:
+        body = sse.from_checkpoints(
+            graph(request), run.run_id, run.thread_id, sse.checkpoint_after(last), view
+        )
+    return StreamingResponse(body, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+
+
+def _command(op: Any, *names: str, status: int = 200) -> Any:
+    async def handler(request: Request) -> Response:
+        body = await bodies.json_object(request, empty_ok=True)
+        result = await op(request, *(request.path_params[n] for n in names), body)
+        return JSONResponse(result, status_code=status)
+
+    handler.__name__ = op.__name__
+    return handler
+
+
+routes = [
+    Route("/api/health", health, methods=["GET"]),
+    Route("/api/me", me, methods=["GET"]),
+    Route("/api/runs", list_runs, methods=["GET"]),
+    Route("/api/runs/{run_id}", get_run, methods=["GET"]),
+    Route("/api/runs/{run_id}/history", run_history, methods=["GET"]),
+    Route("/api/runs/{run_id}/effects", run_effects, methods=["GET"]),
+    Route("/api/runs/{run_id}/effects/{effect_id}", run_effect, methods=["GET"]),
+    Route("/api/runs/{run_id}/audit", run_audit, methods=["GET"]),
+    Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
+    Route(
+        "/api/runs/{run_id}/continue", _command(operations.continue_run, "run_id"), methods=["POST"]
+    ),
+    Route(
+        "/api/runs/{run_id}/replay",
+        _command(operations.replay, "run_id", status=201),
+        methods=["POST"],
+    ),
+    Route(
+        "/api/runs/{run_id}/branch",
+        _command(operations.branch, "run_id", status=201),
+        methods=["POST"],
+    ),
+    Route("/api/runs/{run_id}/abandon", _command(operations.abandon, "run_id"), methods=["POST"]),
+    Route(
+        "/api/runs/{run_id}/effects/{effect_id}/resolve",
+        _command(operations.resolve, "run_id", "effect_id"),
+        methods=["POST"],
+    ),
+    Route(
+        "/api/runs/{run_id}/effects/{effect_id}/check",
+        _command(operations.check, "run_id", "effect_id"),
+        methods=["POST"],
+    ),
+    Route(
+        "/api/runs/{run_id}/effects/{effect_id}/redeliver",
+        _command(operations.redeliver, "run_id", "effect_id"),
+        methods=["POST"],
+    ),
+    Route("/api/threads", list_threads, methods=["GET"]),
+    Route("/api/threads/{thread_id}", get_thread, methods=["GET"]),
+    Route("/api/threads/{thread_id}/state", thread_state, methods=["GET"]),
+    Route("/api/threads/{thread_id}/history", thread_history, methods=["GET"]),
+    Route("/api/threads/{thread_id}/effects", thread_effects, methods=["GET"]),
+    Route("/api/threads/{thread_id}/runs", start_run, methods=["POST"]),
+    Route("/api/threads/{thread_id}/runs/stream", start_and_stream, methods=["POST"]),
+    Route("/api/audit", audit, methods=["GET"]),
+    Route("/api/agui", agui.run, methods=["POST"]),
+]
+
+__all__ = ["RUN_STATUSES", "STATUS_ORDER", "routes"]

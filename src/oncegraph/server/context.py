@@ -1,0 +1,175 @@
+"""What every route needs: the app being served, who is asking, and what they may see.
+
+:class:`Served` is kept on ``app.state.served``. The helpers here are the only place a
+route learns its caller (:func:`caller`, :func:`need`) and the only place it loads a run
+or a thread for that caller (:func:`visible_run`, :func:`visible_thread`): an unknown id
+and another tenant's id get the same 404, so a key learns nothing about other tenants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from oncegraph.app import CompiledGraph
+from oncegraph.errors import ConfigError, RunNotFoundError
+from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime.config import RunConfig
+from oncegraph.server import tenancy
+from oncegraph.server.auth import COOKIE, KeyRing, Principal, Role
+from oncegraph.server.encode import Shown
+from oncegraph.server.hub import RunHub
+from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
+from oncegraph.storage.records import RunRecord
+
+# How many recent runs a listing looks through when it must filter (tenancy, lineage).
+SCAN = 1000
+
+
+@dataclass(slots=True)
+class Served:
+    graph: CompiledGraph
+    keys: KeyRing
+    hub: RunHub
+
+    @property
+    def masks(self) -> dict[str, tuple[str, ...]]:
+        return dict(self.graph.service.masks)
+
+
+def served(request: Request) -> Served:
+    found: Served = request.app.state.served
+    return found
+
+
+def graph(request: Request) -> CompiledGraph:
+    """The app as the request's caller may use it: bound to the key's tenant when the key
+    has one (the runs it starts carry the tenant; another tenant's are refused as unknown),
+    else the whole app."""
+    whole = served(request).graph
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is not None and principal.tenant is not None:
+        return whole.for_tenant(principal.tenant)
+    return whole
+
+
+def key_of(request: Request, *, cookie: bool) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    key = request.headers.get("x-api-key")
+    if key:
+        return key.strip()
+    return request.cookies.get(COOKIE) if cookie else None
+
+
+def caller(request: Request, *, cookie: bool = False) -> Principal:
+    """The request's principal, or 401."""
+    principal = served(request).keys.find(key_of(request, cookie=cookie))
+    if principal is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "a valid API key is required: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'",
+        )
+    request.state.principal = principal
+    return principal
+
+
+def need(request: Request, role: Role, *, cookie: bool = False) -> Principal:
+    """The principal, if its role is at least ``role``; else 401 or 403."""
+    principal = caller(request, cookie=cookie)
+    if not principal.can(role):
+        raise forbidden(f"this needs the {role.label} role; the key used is {principal.role.label}")
+    return principal
+
+
+def shown(request: Request, principal: Principal) -> Shown:
+    return Shown(principal, served(request).masks)
+
+
+def thread_id_of(raw: str) -> str:
+    """A thread id from a path, checked as the run config checks it."""
+    try:
+        parsed = RunConfig.parse({"thread_id": raw}).thread_id
+    except ConfigError as exc:
+        raise bad_request(str(exc)) from None
+    assert parsed is not None
+    return parsed
+
+
+def visible_thread(principal: Principal, thread_id: str, *, acting: bool = False) -> str:
+    """``thread_id`` if the principal may see it (404 otherwise; 403 with a hint when it
+    is about to start something there)."""
+    thread_id = thread_id_of(thread_id)
+    if not tenancy.allows(principal, thread_id):
+        if acting:
+            raise forbidden(
+                f"this key cannot use thread {thread_id!r}: " + tenancy.thread_hint(principal)
+            )
+        raise not_found(f"no thread {thread_id!r}")
+    return thread_id
+
+
+async def visible_run(request: Request, principal: Principal, run_id: str) -> RunRecord:
+    """The run, if it exists and the principal may see it; else 404."""
+    try:
+        run = await graph(request).aget_run(run_id)
+    except RunNotFoundError:
+        raise not_found(f"no run {run_id!r}; list runs with GET /api/runs") from None
+    if not tenancy.allows(principal, run.thread_id, run):
+        raise not_found(f"no run {run_id!r}; list runs with GET /api/runs")
+    return run
+
+
+async def visible_runs(
+    request: Request,
+    principal: Principal,
+    *,
+    thread_id: str | None = None,
+    status: list[str] | None = None,
+    limit: int = 100,
+) -> list[RunRecord]:
+    scan = limit if principal.tenant is None else SCAN
+    runs = await graph(request).aruns(thread_id=thread_id, status=status, limit=scan)
+    kept = [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
+    return kept[:limit]
+
+
+async def children_of(request: Request, principal: Principal, run_id: str) -> list[RunRecord]:
+    """Runs made from ``run_id`` (replays and branches), among the newest :data:`SCAN`."""
+    runs = await graph(request).aruns(limit=SCAN)
+    return [
+        r for r in runs if r.parent_run_id == run_id and tenancy.allows(principal, r.thread_id, r)
+    ]
+
+
+async def history(
+    request: Request, config: dict[str, Any], *, limit: int | None = None
+) -> list[StateSnapshot]:
+    """Checkpoints as the app pages them (newest first), gathered into a list."""
+    return [s async for s in graph(request).aget_state_history(config, limit=limit)]
+
+
+def ensure(condition: bool, error: ApiError) -> None:
+    if not condition:
+        raise error
+
+
+__all__ = [
+    "SCAN",
+    "Served",
+    "caller",
+    "children_of",
+    "ensure",
+    "graph",
+    "history",
+    "need",
+    "served",
+    "shown",
+    "visible_run",
+    "visible_runs",
+    "visible_thread",
+]

@@ -1,0 +1,55 @@
+"""Finding the app to serve: ``"module:attr"`` or ``"path/to/file.py:attr"``.
+
+``attr`` names a compiled graph, a ``StateGraph`` (compiled here) or a function of no
+arguments returning either. ``database`` (a SQLite path or a ``postgresql://`` DSN)
+replaces the app's checkpointer; without it the app's own is used, and an app compiled
+without one gets SQLite (``oncegraph.db`` in the working directory), so serving an
+example works with nothing else running.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncegraph.app import CompiledGraph
+from oncegraph.errors import ConfigError
+from oncegraph.loading import load_object
+
+DEFAULT_DATABASE = "oncegraph.db"
+
+
+def load_target(target: str) -> Any:
+    """What ``target`` names (:func:`oncegraph.loading.load_object`: the CLI's loader)."""
+    return load_object(target)
+
+
+def checkpointer_for(database: str) -> Any:
+    from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
+
+    if database.startswith(("postgresql://", "postgres://")):
+        return PgCheckpointer(postgres_dsn=database)
+    return SqliteCheckpointer(database)
+
+
+def compiled(found: Any, database: str | None) -> CompiledGraph:
+    """The compiled graph to serve, on ``database`` if given."""
+    if callable(found) and not isinstance(found, CompiledGraph) and not hasattr(found, "compile"):
+        found = found()
+    if isinstance(found, CompiledGraph):
+        if database is None and found.checkpointer is not None:
+            return found
+        return CompiledGraph(
+            found.spec, checkpointer=checkpointer_for(database or DEFAULT_DATABASE)
+        )
+    compile_ = getattr(found, "compile", None)
+    if callable(compile_):
+        app = compile_(checkpointer=checkpointer_for(database or DEFAULT_DATABASE))
+        if isinstance(app, CompiledGraph):
+            return app
+    raise ConfigError(
+        f"the target is a {type(found).__name__}, not a compiled graph: point it at "
+        "graph.compile(checkpointer=...) (or a StateGraph, or a function returning one)"
+    )
+
+
+__all__ = ["DEFAULT_DATABASE", "checkpointer_for", "compiled", "load_target"]

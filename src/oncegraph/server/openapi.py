@@ -1,0 +1,463 @@
+"""The OpenAPI 3.1 document of the REST API (``GET /openapi.json``), written by hand.
+
+Kept next to :mod:`oncegraph.server.api`: a route added there is described here, and
+the schema-driven fuzz test (schemathesis) checks the two agree and that no input
+gets a 5xx.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oncegraph import __version__
+from oncegraph.server.schemas import components
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+_OBJ: dict[str, Any] = {"type": "object"}
+
+
+def _ok(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _err(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ERROR}}}
+
+
+COMMON_ERRORS = {
+    "400": _err("Bad input (malformed JSON, a bad value, an unknown field)"),
+    "401": _err("No valid API key"),
+    "403": _err("The key's role or tenant does not allow this"),
+    "404": _err("Unknown id (or another tenant's)"),
+    "413": _err("Request body over the size limit"),
+    "429": _err("Too many requests; see Retry-After"),
+}
+COMMAND_ERRORS = {**COMMON_ERRORS, "409": _err("The run or effect is not in a state for this")}
+
+
+def _keyed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": [name], "properties": {name: schema}}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _array(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": item}
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
+    out = {"name": name, "in": "query", "required": False, "schema": schema}
+    if description:
+        out["description"] = description
+    return out
+
+
+LIMIT = _query("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "at most this many")
+EFFECT_LIMIT = _query(
+    "limit", {"type": "integer", "minimum": 1, "maximum": 5000}, "at most this many (500)"
+)
+OFFSET = _query("offset", {"type": "integer", "minimum": 0, "maximum": 999999999}, "skip these")
+
+
+def _status(values: list[str]) -> dict[str, Any]:
+    return {
+        "name": "status",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "array", "items": {"type": "string", "enum": values}},
+        "style": "form",
+        "explode": True,
+    }
+
+
+def _get(summary: str, ok: dict[str, Any], params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "get": {
+            "summary": summary,
+            "parameters": params,
+            "responses": {"200": _ok(ok), **COMMON_ERRORS},
+        }
+    }
+
+
+def _post(
+    summary: str,
+    body: dict[str, Any],
+    ok: dict[str, Any],
+    params: list[dict[str, Any]],
+    *,
+    status: str = "200",
+    required: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    responses = {status: _ok(ok), **COMMAND_ERRORS, **(extra or {})}
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": params,
+            "requestBody": {
+                "required": required,
+                "content": {"application/json": {"schema": body}},
+            },
+            "responses": responses,
+        }
+    }
+
+
+def _body(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": required,
+        "properties": properties,
+        "additionalProperties": False,
+    }
+
+
+REASON = {"type": "string", "minLength": 1, "maxLength": 10000}
+TEXT = {"type": "string", "maxLength": 10000}
+
+
+def document() -> dict[str, Any]:
+    from oncegraph.server.api import EFFECT_STATUSES, RUN_STATUSES
+    from oncegraph.server.operations import REPLAY_MODES
+
+    run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
+    run_out = _keyed("run", _ref("Run"))
+    outcome = {
+        "type": "object",
+        "required": ["run"],
+        "properties": {"run": _ref("Run"), "output": {}, "error": _ref("Outcome")},
+    }
+    paths: dict[str, Any] = {
+        "/api/health": {
+            "get": {
+                "summary": "Liveness (no key needed)",
+                "security": [],
+                "responses": {"200": _ok(_OBJ), "429": COMMON_ERRORS["429"]},
+            }
+        },
+        "/api/me": _get("The caller's role and tenant", _OBJ, []),
+        "/api/runs": _get(
+            "Runs, needs_review first",
+            _keyed("runs", _array(_ref("Run"))),
+            [_status(list(RUN_STATUSES)), _query("thread_id", TEXT), LIMIT],
+        ),
+        "/api/runs/{run_id}": _get(
+            "One run and its lineage (parent and child runs)",
+            {
+                "type": "object",
+                "required": ["run", "lineage"],
+                "properties": {"run": _ref("Run"), "lineage": _OBJ},
+            },
+            [run_id],
+        ),
+        "/api/runs/{run_id}/history": _get(
+            "The run's checkpoints, newest first",
+            _keyed("history", _array(_ref("Snapshot"))),
+            [run_id, LIMIT],
+        ),
+        "/api/runs/{run_id}/effects": _get(
+            "The run's effect records (masked)",
+            _keyed("effects", _array(_ref("Effect"))),
+            [run_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
+        ),
+        "/api/runs/{run_id}/effects/{effect_id}": _get(
+            "One effect record", _keyed("effect", _ref("Effect")), [run_id, effect_id]
+        ),
+        "/api/runs/{run_id}/audit": _get(
+            "The run's audit records, newest first",
+            _keyed("audit", _array(_ref("Audit"))),
+            [run_id, LIMIT],
+        ),
+        "/api/runs/{run_id}/events": {
+            "get": {
+                "summary": "The run's events as Server-Sent Events (resume with Last-Event-ID)",
+                "parameters": [
+                    run_id,
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string", "pattern": "^(cp\\.)?[0-9]{1,15}$"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "An event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **COMMON_ERRORS,
+                },
+            }
+        },
+        "/api/runs/{run_id}/continue": _post(
+            "Continue a paused, interrupted, failed or parked run (operator)",
+            _body([], {"reason": TEXT, "answer": {}}),
+            outcome,
+            [run_id],
+            required=False,
+        ),
+        "/api/runs/{run_id}/replay": _post(
+            "Create a replay: a new run in a mode, evidence by default (operator)",
+            _body(
+                ["reason"],
+                {
+                    "mode": {"type": "string", "enum": list(REPLAY_MODES)},
+                    "reason": REASON,
+                    "checkpoint_id": TEXT,
+                    "allow_irreversible": _array({"type": "string"}),
+                },
+            ),
+            outcome,
+            [run_id],
+            status="201",
+        ),
+        "/api/runs/{run_id}/branch": _post(
+            "Create a branch with a state patch; returns the diff (operator)",
+            _body(
+                ["patch", "reason"],
+                {
+                    "patch": _OBJ,
+                    "reason": REASON,
+                    "checkpoint_id": TEXT,
+                    "as_node": TEXT,
+                },
+            ),
+            {
+                "type": "object",
+                "required": ["run", "diff", "checkpoint_id"],
+                "properties": {
+                    "run": _ref("Run"),
+                    "diff": _array(_OBJ),
+                    "checkpoint_id": {"type": "string"},
+                },
+            },
+            [run_id],
+            status="201",
+        ),
+        "/api/runs/{run_id}/abandon": _post(
+            "Abandon the thread's unfinished run (operator)",
+            _body(["reason"], {"reason": REASON}),
+            run_out,
+            [run_id],
+        ),
+        "/api/runs/{run_id}/effects/{effect_id}/resolve": _post(
+            "Resolve an uncertain effect: done or not done, with a reason (operator)",
+            _body(
+                ["outcome", "reason"],
+                {
+                    "outcome": {"type": "string", "enum": ["done", "not_done"]},
+                    "reason": REASON,
+                    "result": {},
+                    "provider_reference": TEXT,
+                },
+            ),
+            _keyed("effect", _ref("Effect")),
+            [run_id, effect_id],
+        ),
+        "/api/runs/{run_id}/effects/{effect_id}/check": _post(
+            "Ask the recipient again about an uncertain effect, through its tool's probe "
+            "or reconcile hook (operator)",
+            _body([], {"reason": TEXT}),
+            {
+                "type": "object",
+                "required": ["verdict", "effect"],
+                "properties": {
+                    "verdict": {
+                        "type": "string",
+                        "enum": ["done", "accepted", "not_done", "unknown"],
+                    },
+                    "effect": _ref("Effect"),
+                },
+            },
+            [run_id, effect_id],
+            required=False,
+        ),
+        "/api/runs/{run_id}/effects/{effect_id}/redeliver": _post(
+            "Redeliver an effect (admin): without confirm a preview; with the preview's "
+            "token, send exactly once",
+            _body(["reason"], {"reason": REASON, "new_key": {"type": "boolean"}, "confirm": TEXT}),
+            {
+                "type": "object",
+                "required": ["sent", "preview"],
+                "properties": {
+                    "sent": {"type": "boolean"},
+                    "preview": _OBJ,
+                    "effect": _ref("Effect"),
+                },
+            },
+            [run_id, effect_id],
+        ),
+        "/api/threads": _get(
+            "Threads with their latest run", _keyed("threads", _array(_OBJ)), [LIMIT]
+        ),
+        "/api/threads/{thread_id}": _get(
+            "A thread's runs",
+            {
+                "type": "object",
+                "required": ["thread_id", "runs"],
+                "properties": {"thread_id": {"type": "string"}, "runs": _array(_ref("Run"))},
+            },
+            [thread_id, LIMIT],
+        ),
+        "/api/threads/{thread_id}/state": _get(
+            "The thread's state now, or at checkpoint_id",
+            _keyed("state", _ref("Snapshot")),
+            [thread_id, _query("checkpoint_id", TEXT)],
+        ),
+        "/api/threads/{thread_id}/history": _get(
+            "The thread's checkpoints, newest first",
+            _keyed("history", _array(_ref("Snapshot"))),
+            [thread_id, LIMIT],
+        ),
+        "/api/threads/{thread_id}/effects": _get(
+            "The thread's effect records (masked)",
+            _keyed("effects", _array(_ref("Effect"))),
+            [thread_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
+        ),
+        "/api/threads/{thread_id}/runs": _post(
+            "Start a run (or continue the thread's with input null) in the background "
+            "(operator); wait=true returns when it stopped",
+            _body(
+                [],
+                {
+                    "input": {"type": ["object", "null"]},
+                    "config": _ref("RunConfig"),
+                    "wait": {"type": "boolean"},
+                },
+            ),
+            {
+                "type": "object",
+                "required": ["run_id", "thread_id", "events_url", "run"],
+                "properties": {
+                    "run_id": {"type": "string"},
+                    "thread_id": {"type": "string"},
+                    "events_url": {"type": "string"},
+                    "run": _ref("Run"),
+                    "error": _ref("Outcome"),
+                },
+            },
+            [thread_id],
+            status="202",
+            extra={"200": _ok(_OBJ, "The run stopped (wait=true), or stopped on an error")},
+        ),
+        "/api/threads/{thread_id}/runs/stream": {
+            "post": {
+                "summary": "Start a run and stream its events (operator)",
+                "parameters": [thread_id],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": _body(
+                                [],
+                                {
+                                    "input": {"type": ["object", "null"]},
+                                    "config": _ref("RunConfig"),
+                                    "wait": {"type": "boolean"},
+                                },
+                            )
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "An event stream",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **COMMAND_ERRORS,
+                },
+            }
+        },
+        "/api/agui": {
+            "post": {
+                "summary": "Run the app for an AG-UI client: RunAgentInput in, AG-UI events "
+                "out as Server-Sent Events (operator)",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["threadId", "runId", "messages"],
+                                "properties": {
+                                    "threadId": REASON,
+                                    "runId": REASON,
+                                    "messages": _array(
+                                        {
+                                            "type": "object",
+                                            "required": ["id", "role", "content"],
+                                            "properties": {
+                                                "id": {"type": "string"},
+                                                "role": {
+                                                    "type": "string",
+                                                    "enum": [
+                                                        "user",
+                                                        "system",
+                                                        "developer",
+                                                        "assistant",
+                                                        "tool",
+                                                    ],
+                                                },
+                                                "content": {"type": "string"},
+                                            },
+                                        }
+                                    ),
+                                    "state": {},
+                                    "tools": _array(_OBJ),
+                                    "context": _array(_OBJ),
+                                    "forwardedProps": {},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": {
+                        "description": "AG-UI events",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **COMMAND_ERRORS,
+                },
+            }
+        },
+        "/api/audit": _get(
+            "The audit log, newest first",
+            _keyed("audit", _array(_ref("Audit"))),
+            [
+                _query("run_id", TEXT),
+                _query("thread_id", TEXT),
+                _query("target_id", TEXT),
+                _query("before", {"type": "number"}),
+                LIMIT,
+            ],
+        ),
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "oncegraph",
+            "version": __version__,
+            "description": "Runs, state, effects, the audit log and the operator commands "
+            "of one oncegraph app. Every command is kept in the audit log with the key's "
+            "name as actor.",
+        },
+        "security": [{"apiKey": []}, {"bearer": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                "bearer": {"type": "http", "scheme": "bearer"},
+            },
+            "schemas": components(),
+        },
+    }
+
+
+__all__ = ["document"]

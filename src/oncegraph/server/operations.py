@@ -1,0 +1,293 @@
+"""The operator commands, once, for the API and the UI: each checks the caller's role and
+tenant, checks its input, calls the run service, and returns what happened as JSON.
+
+Refusals (wrong state, bad input, unknown id) raise before anything is written. A command
+that RAN a run (Continue, Replay) and whose run then stopped on an error (parked again,
+a node failed, evidence missing) is not a refusal: it returns the run with its status
+and the error, because the run and its records are what the operator looks at next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+
+from oncegraph import errors
+from oncegraph.graph.io import output_values
+from oncegraph.runs.commands import NO_ANSWER, Redelivered
+from oncegraph.server import bodies
+from oncegraph.server.auth import Principal, Role
+from oncegraph.server.context import (
+    children_of,
+    graph,
+    need,
+    shown,
+    visible_run,
+    visible_thread,
+)
+from oncegraph.server.hub import RunHub, RunStream
+from oncegraph.server.problems import ApiError, bad_request, from_exception, not_found
+from oncegraph.storage.records import EffectRecord, RunRecord
+
+REPLAY_MODES = ("evidence", "simulation", "live")
+CONFIG_KEYS = ("node_timeout", "tool_timeout", "tool_grace", "recursion_limit", "configurable")
+
+# A run that ran and stopped on one of these is an outcome to show, not a refused command.
+_RUN_OUTCOMES = (
+    errors.NeedsReviewError,
+    errors.NodeError,
+    errors.EffectError,
+    errors.ToolTimeoutError,
+    errors.AgentError,
+)
+
+
+def _outcome(exc: BaseException) -> dict[str, Any]:
+    api = from_exception(exc)
+    assert api is not None
+    return {"code": api.code, "message": api.message}
+
+
+def run_config(body: Mapping[str, Any]) -> dict[str, Any]:
+    config = bodies.obj(body, "config") or {}
+    bodies.only(config, CONFIG_KEYS)
+    if "configurable" in config and not isinstance(config["configurable"], dict):
+        raise bad_request("'config.configurable' must be a JSON object")
+    return dict(config)
+
+
+async def launch(
+    request: Request, thread_id: str, body: Mapping[str, Any]
+) -> tuple[Principal, RunStream, bool]:
+    """Start (or, with ``input: null``, continue) a run on a thread in the background;
+    returns once its run id is known."""
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("input", "config", "wait"))
+    thread_id = visible_thread(principal, thread_id, acting=True)
+    config = run_config(body)
+    wait = bodies.flag(body, "wait")
+    input = body.get("input")
+    if input is not None and not isinstance(input, dict):
+        raise bad_request("'input' must be a JSON object of state updates, or null to continue")
+    hub: RunHub = request.app.state.served.hub
+    return principal, await hub.start(thread_id, input, config, graph(request)), wait
+
+
+async def start(request: Request, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /api/threads/{thread_id}/runs``: the run, and where its events are."""
+    principal, stream, wait = await launch(request, thread_id, body)
+    result: dict[str, Any] = {
+        "run_id": stream.run_id,
+        "thread_id": stream.thread_id,
+        "events_url": f"/api/runs/{stream.run_id}/events",
+    }
+    if wait and stream.task is not None:
+        await asyncio.shield(stream.task)
+        if stream.error is not None:
+            result["error"] = _outcome(stream.error)
+    run = await graph(request).aget_run(str(stream.run_id))
+    result["run"] = shown(request, principal).run(run)
+    return result
+
+
+async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("reason", "answer"))
+    reason = bodies.text(body, "reason")
+    run = await visible_run(request, principal, run_id)
+    answer = body.get("answer", NO_ANSWER)
+    service = graph(request).service
+    out: dict[str, Any] = {}
+    try:
+        result = await service.resume(
+            run.run_id, answer=answer, actor=principal.actor, reason=reason
+        )
+        out["output"] = output_values(service.graph, result.output())
+    except _RUN_OUTCOMES as exc:
+        out["error"] = _outcome(exc)
+    after = await graph(request).aget_run(run.run_id)
+    view = shown(request, principal)
+    return {
+        "run": view.run(after),
+        **({"output": view.value(out["output"])} if "output" in out else {"error": out["error"]}),
+    }
+
+
+async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("mode", "reason", "checkpoint_id", "allow_irreversible"))
+    mode = bodies.choice(body, "mode", REPLAY_MODES, "evidence")
+    reason = bodies.required_text(body, "reason")
+    checkpoint_id = bodies.text(body, "checkpoint_id")
+    allow = bodies.strings(body, "allow_irreversible")
+    parent = await visible_run(request, principal, run_id)
+    service = graph(request).service
+    started = time.time()
+    view = shown(request, principal)
+    try:
+        result = await service.replay(
+            parent.run_id,
+            checkpoint_id=checkpoint_id or None,
+            mode=mode,
+            reason=reason,
+            actor=principal.actor,
+            allow_irreversible=allow,
+        )
+    except _RUN_OUTCOMES as exc:
+        made = await _newest_child(request, principal, parent.run_id, started)
+        if made is None:
+            raise
+        return {"run": view.run(made), "error": _outcome(exc)}
+    run = await graph(request).aget_run(result.run.run_id)
+    return {
+        "run": view.run(run),
+        "output": view.value(output_values(service.graph, result.output())),
+    }
+
+
+async def _newest_child(
+    request: Request, principal: Principal, run_id: str, since: float
+) -> RunRecord | None:
+    made = [r for r in await children_of(request, principal, run_id) if r.created_at >= since - 1]
+    return max(made, key=lambda r: r.created_at) if made else None
+
+
+async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("patch", "reason", "checkpoint_id", "as_node"))
+    patch = bodies.obj(body, "patch", required=True)
+    assert patch is not None
+    reason = bodies.required_text(body, "reason")
+    checkpoint_id = bodies.text(body, "checkpoint_id")
+    as_node = bodies.text(body, "as_node")
+    parent = await visible_run(request, principal, run_id)
+    made = await graph(request).abranch(
+        parent.run_id,
+        checkpoint_id or None,
+        patch=patch,
+        reason=reason,
+        actor=principal.actor,
+        as_node=as_node or None,
+    )
+    view = shown(request, principal)
+    return {
+        "run": view.run(made.run),
+        "checkpoint_id": made.checkpoint_id,
+        "diff": [
+            {"channel": c.channel, "before": view.value(c.before), "after": view.value(c.after)}
+            for c in made.diff
+        ],
+    }
+
+
+async def abandon(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("reason",))
+    reason = bodies.required_text(body, "reason")
+    run = await visible_run(request, principal, run_id)
+    app = graph(request)
+    latest = await app.aruns(thread_id=run.thread_id, limit=1)
+    if not latest or latest[0].run_id != run.run_id:
+        raise ApiError(
+            409,
+            "conflict",
+            f"run {run_id} is not its thread's latest run; only that one can be abandoned",
+        )
+    done = await app.aabandon({"thread_id": run.thread_id}, reason=reason, actor=principal.actor)
+    return {"run": shown(request, principal).run(done)}
+
+
+async def effect_of(
+    request: Request, principal: Principal, run_id: str, effect_id: str
+) -> EffectRecord:
+    """Effect ``effect_id`` of a run the principal may see, or 404."""
+    run = await visible_run(request, principal, run_id)
+    for record in await graph(request).aeffects(run_id=run.run_id, limit=None):
+        if record.effect_id == effect_id:
+            return record
+    raise not_found(
+        f"run {run_id} has no effect {effect_id!r}; list them with GET /api/runs/{run_id}/effects"
+    )
+
+
+async def resolve(
+    request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("outcome", "reason", "result", "provider_reference"))
+    outcome = bodies.choice(body, "outcome", ("done", "not_done"), "")
+    reason = bodies.required_text(body, "reason")
+    reference = bodies.text(body, "provider_reference")
+    record = await effect_of(request, principal, run_id, effect_id)
+    done = await graph(request).aresolve_effect(
+        record.effect_id,
+        outcome,
+        actor=principal.actor,
+        reason=reason,
+        result=body.get("result"),
+        provider_reference=reference or None,
+    )
+    return {"effect": shown(request, principal).effect(done)}
+
+
+async def check(
+    request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Ask the recipient again about an uncertain effect (its tool's probe or reconcile)."""
+    principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    bodies.only(body, ("reason",))
+    reason = bodies.text(body, "reason") or "asked the recipient"
+    record = await effect_of(request, principal, run_id, effect_id)
+    found = await graph(request).acheck_effect(
+        record.effect_id, actor=principal.actor, reason=reason
+    )
+    return {"verdict": found.verdict, "effect": shown(request, principal).effect(found.effect)}
+
+
+async def redeliver(
+    request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    principal = need(request, Role.ADMIN, cookie=_ui(request))
+    bodies.only(body, ("reason", "new_key", "confirm"))
+    reason = bodies.required_text(body, "reason")
+    new_key = bodies.flag(body, "new_key")
+    confirm = bodies.text(body, "confirm")
+    record = await effect_of(request, principal, run_id, effect_id)
+    outcome = await graph(request).aredeliver(
+        record.effect_id,
+        actor=principal.actor,
+        reason=reason,
+        new_key=new_key,
+        confirm=confirm or None,
+    )
+    view = shown(request, principal)
+    if isinstance(outcome, Redelivered):
+        return {
+            "sent": True,
+            "effect": view.effect(outcome.effect),
+            "preview": view.preview(outcome.preview),
+        }
+    return {"sent": False, "preview": view.preview(outcome)}
+
+
+def _ui(request: Request) -> bool:
+    return bool(request.scope.get("oncegraph_ui"))
+
+
+__all__ = [
+    "REPLAY_MODES",
+    "abandon",
+    "branch",
+    "check",
+    "continue_run",
+    "effect_of",
+    "launch",
+    "redeliver",
+    "replay",
+    "resolve",
+    "start",
+]

@@ -1,0 +1,357 @@
+"""The operator web UI: server-rendered pages over the same run service as the API.
+
+The key is entered once on ``/ui/login`` and kept in an HTTP-only, same-site cookie.
+Commands are kept apart, never one "Retry" button, and each is shown only to a role that
+may use it (the API refuses it anyway): **Continue** (a paused, failed, parked or
+interrupted run), **Resolve effect** (done / not done, with a reason), **Check at
+recipient** (the tool's probe or reconcile hook), **Create replay**
+(mode chooser, evidence by default), **Create branch with changes** (a preview of the
+patch, then the service's diff; a reason is required) and **Redeliver effect** (admin; a
+preview page shows recipient, payload, effect id, last attempt status and dedup method,
+and asks for confirmation and a reason). Every form posts to ``/ui/...`` routes that call
+:mod:`oncegraph.server.operations`, as the API does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from oncegraph.errors import OnceGraphError
+from oncegraph.server import bodies, operations
+from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
+from oncegraph.server.auth import COOKIE, Principal, Role
+from oncegraph.server.context import (
+    caller,
+    children_of,
+    graph,
+    history,
+    served,
+    shown,
+    visible_run,
+    visible_runs,
+)
+from oncegraph.server.diff import state_diff
+from oncegraph.server.problems import ApiError, bad_request, from_exception
+from oncegraph.storage.records import RunStatus
+
+TEMPLATES = Path(__file__).parent / "templates"
+CONTINUABLE = {RunStatus.PAUSED, RunStatus.FAILED, RunStatus.NEEDS_REVIEW, RunStatus.INTERRUPTED}
+UNCERTAIN = {"pending", "accepted"}
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(TEMPLATES),
+    autoescape=jinja2.select_autoescape(("html",)),
+    undefined=jinja2.StrictUndefined,
+)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
+
+
+def _when(ts: Any) -> str:
+    import datetime
+
+    if not isinstance(ts, (int, float)):
+        return ""
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+_env.filters["pretty"] = _pretty
+_env.filters["when"] = _when
+_env.filters["q"] = lambda s: quote(str(s), safe="")
+
+
+def page(name: str, http_status: int = 200, /, **values: Any) -> HTMLResponse:
+    return HTMLResponse(_env.get_template(name).render(**values), status_code=http_status)
+
+
+def _ui(request: Request) -> None:
+    request.scope["oncegraph_ui"] = True
+
+
+def _who(request: Request) -> Principal | None:
+    try:
+        return caller(request, cookie=True)
+    except ApiError:
+        return None
+
+
+def guarded(handler: Callable[[Request, Principal], Awaitable[Response]]) -> Any:
+    """A UI handler: logged in or sent to the login page; errors as an error page."""
+
+    async def wrapped(request: Request) -> Response:
+        _ui(request)
+        principal = _who(request)
+        if principal is None:
+            return RedirectResponse("/ui/login?" + urlencode({"next": request.url.path}), 303)
+        try:
+            return await handler(request, principal)
+        except (ApiError, OnceGraphError) as exc:
+            api = from_exception(exc)
+            assert api is not None
+            return page(
+                "error.html",
+                api.status,
+                me=principal,
+                status=api.status,
+                code=api.code,
+                message=api.message,
+                back=request.headers.get("referer", "/ui/runs"),
+            )
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+# -- login ----------------------------------------------------------------------------------
+
+
+async def login_page(request: Request) -> Response:
+    return page("login.html", me=None, error=None, next=request.query_params.get("next", ""))
+
+
+async def login(request: Request) -> Response:
+    form = await bodies.form(request)
+    key = form.get("key", "").strip()
+    target = form.get("next") or "/ui/runs"
+    if not target.startswith("/ui/"):
+        target = "/ui/runs"
+    if served(request).keys.find(key) is None:
+        return page("login.html", 401, me=None, error="That key is not valid.", next=target)
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        key,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    response = RedirectResponse("/ui/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# -- pages ----------------------------------------------------------------------------------
+
+
+async def runs_page(request: Request, me: Principal) -> Response:
+    status = request.query_params.get("status") or None
+    if status is not None and status not in RUN_STATUSES:
+        raise bad_request(f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}")
+    runs = await visible_runs(request, me, status=[status] if status else None, limit=200)
+    runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
+    return page(
+        "runs.html",
+        me=me,
+        runs=shown(request, me).runs(runs),
+        statuses=RUN_STATUSES,
+        status=status,
+    )
+
+
+async def run_page(request: Request, me: Principal) -> Response:
+    run = await visible_run(request, me, request.path_params["run_id"])
+    app = graph(request)
+    view = shown(request, me)
+    found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
+    snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
+    effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
+    audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
+    children = view.runs(await children_of(request, me, run.run_id))
+    timeline: list[dict[str, Any]] = []
+    previous: dict[str, Any] = {}
+    for n, snap in enumerate(snaps):
+        changes = state_diff(previous, snap["values"]) if n else []
+        timeline.append(
+            {
+                "kind": "checkpoint",
+                "at": snap["created_at"] or 0,
+                "n": n,
+                "snap": snap,
+                "diff": changes,
+            }
+        )
+        previous = snap["values"]
+    for e in effects:
+        timeline.append({"kind": "effect", "at": e["created_at"], "effect": e})
+    timeline.sort(key=lambda item: (item["at"], 0 if item["kind"] == "checkpoint" else 1))
+    latest = snaps[-1]["values"] if snaps else {}
+    return page(
+        "run.html",
+        me=me,
+        run=view.run(run),
+        timeline=timeline,
+        effects=effects,
+        audit=audit,
+        children=children,
+        checkpoints=[
+            s
+            for s in snaps
+            if s["checkpoint_id"] and not str(s["checkpoint_id"]).endswith(".input")
+        ],
+        latest=latest,
+        can_operate=me.can(Role.OPERATOR),
+        can_admin=me.can(Role.ADMIN),
+        continuable=run.status in CONTINUABLE,
+        interrupted=run.status is RunStatus.INTERRUPTED,
+        unfinished=run.status not in (RunStatus.COMPLETED, RunStatus.ABANDONED),
+        uncertain=UNCERTAIN,
+        modes=operations.REPLAY_MODES,
+        message=request.query_params.get("msg"),
+    )
+
+
+async def redeliver_page(request: Request, me: Principal) -> Response:
+    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
+    new_key = request.query_params.get("new_key") == "1"
+    preview = await operations.redeliver(
+        request, run_id, effect_id, {"reason": "preview (nothing sent)", "new_key": new_key}
+    )
+    return page("redeliver.html", me=me, run_id=run_id, preview=preview["preview"], new_key=new_key)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _to_run(run_id: str, message: str) -> Response:
+    return RedirectResponse(
+        f"/ui/runs/{quote(run_id, safe='')}?" + urlencode({"msg": message}), status_code=303
+    )
+
+
+def _outcome_text(result: dict[str, Any], done: str) -> str:
+    error = result.get("error")
+    status = result["run"]["status"]
+    if error:
+        return f"{done}; the run is {status}: {error['message']}"
+    return f"{done}; the run is {status}."
+
+
+async def do_continue(request: Request, me: Principal) -> Response:
+    run_id = request.path_params["run_id"]
+    form = await bodies.form(request)
+    body: dict[str, Any] = {"reason": form.get("reason") or None}
+    if "answer" in form:
+        body["answer"] = _json_field(form["answer"], "answer")
+    result = await operations.continue_run(request, run_id, body)
+    return _to_run(run_id, _outcome_text(result, "Continued"))
+
+
+async def do_resolve(request: Request, me: Principal) -> Response:
+    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
+    form = await bodies.form(request)
+    body: dict[str, Any] = {"outcome": form.get("outcome"), "reason": form.get("reason")}
+    if form.get("provider_reference"):
+        body["provider_reference"] = form["provider_reference"]
+    if form.get("result"):
+        body["result"] = _json_field(form["result"], "result")
+    result = await operations.resolve(request, run_id, effect_id, body)
+    effect = result["effect"]
+    return _to_run(run_id, f"Effect {effect['effect_id']} resolved: {effect['status']}.")
+
+
+async def do_replay(request: Request, me: Principal) -> Response:
+    run_id = request.path_params["run_id"]
+    form = await bodies.form(request)
+    body = {"mode": form.get("mode", "evidence"), "reason": form.get("reason")}
+    result = await operations.replay(request, run_id, body)
+    return _to_run(
+        result["run"]["run_id"], _outcome_text(result, f"Replay ({body['mode']}) created")
+    )
+
+
+async def do_branch(request: Request, me: Principal) -> Response:
+    run_id = request.path_params["run_id"]
+    form = await bodies.form(request)
+    body: dict[str, Any] = {
+        "patch": _json_field(form.get("patch", ""), "patch"),
+        "reason": form.get("reason"),
+    }
+    if form.get("checkpoint_id"):
+        body["checkpoint_id"] = form["checkpoint_id"]
+    result = await operations.branch(request, run_id, body)
+    return page("branch.html", 201, me=me, parent_run_id=run_id, result=result)
+
+
+async def do_check(request: Request, me: Principal) -> Response:
+    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
+    form = await bodies.form(request)
+    result = await operations.check(request, run_id, effect_id, {"reason": form.get("reason")})
+    effect = result["effect"]
+    return _to_run(
+        run_id,
+        f"Asked the recipient about effect {effect['effect_id']}: {result['verdict']}; "
+        f"the effect is {effect['status']}.",
+    )
+
+
+async def do_redeliver(request: Request, me: Principal) -> Response:
+    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
+    form = await bodies.form(request)
+    if form.get("confirmed") != "yes":
+        raise bad_request("tick the confirmation box to redeliver; nothing was sent")
+    body = {
+        "reason": form.get("reason"),
+        "new_key": form.get("new_key") == "1",
+        "confirm": form.get("token"),
+    }
+    result = await operations.redeliver(request, run_id, effect_id, body)
+    effect = result["effect"]
+    return _to_run(run_id, f"Effect {effect['effect_id']} redelivered: {effect['status']}.")
+
+
+async def do_abandon(request: Request, me: Principal) -> Response:
+    run_id = request.path_params["run_id"]
+    form = await bodies.form(request)
+    result = await operations.abandon(request, run_id, {"reason": form.get("reason")})
+    return _to_run(run_id, f"Abandoned; the run is {result['run']['status']}.")
+
+
+def _json_field(text: str, name: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise bad_request(f"{name} is not valid JSON: {exc}") from None
+
+
+async def _ui_home(request: Request) -> Response:
+    return RedirectResponse("/ui/runs", status_code=303)
+
+
+routes = [
+    Route("/ui", _ui_home, methods=["GET"]),
+    Route("/ui/login", login_page, methods=["GET"]),
+    Route("/ui/login", login, methods=["POST"]),
+    Route("/ui/logout", logout, methods=["POST"]),
+    Route("/ui/runs", guarded(runs_page), methods=["GET"]),
+    Route("/ui/runs/{run_id}", guarded(run_page), methods=["GET"]),
+    Route("/ui/runs/{run_id}/continue", guarded(do_continue), methods=["POST"]),
+    Route("/ui/runs/{run_id}/replay", guarded(do_replay), methods=["POST"]),
+    Route("/ui/runs/{run_id}/branch", guarded(do_branch), methods=["POST"]),
+    Route("/ui/runs/{run_id}/abandon", guarded(do_abandon), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", guarded(do_resolve), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/check", guarded(do_check), methods=["POST"]),
+    Route(
+        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
+    ),
+    Route(
+        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(do_redeliver), methods=["POST"]
+    ),
+]
+
+__all__ = ["routes"]

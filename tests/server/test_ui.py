@@ -1,0 +1,132 @@
+"""The web UI's pages and forms over HTTP (no browser): login, role gating, refusals.
+
+The browser test (test_ui_browser.py) walks the commands; these check what a page
+offers each role and that a form the role may not use is refused with nothing done.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shop import ADMIN, OPERATOR, VIEWER, Shop
+from starlette.testclient import TestClient
+
+from oncegraph.server.auth import COOKIE
+
+
+def login(client: TestClient, key: str) -> None:
+    client.cookies.clear()
+    done = client.post("/ui/login", data={"key": key, "next": "/ui/runs"}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/ui/runs"
+    cookie = done.headers["set-cookie"]
+    assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+    client.cookies.set(COOKIE, key)
+
+
+def test_the_ui_asks_for_a_key_once_and_keeps_it(sqlite_client: TestClient) -> None:
+    client = sqlite_client
+    first = client.get("/ui/runs", follow_redirects=False)
+    assert first.status_code == 303 and first.headers["location"].startswith("/ui/login")
+    assert client.get("/", follow_redirects=False).headers["location"] == "/ui/runs"
+    wrong = client.post("/ui/login", data={"key": "not-the-key"}, follow_redirects=False)
+    assert wrong.status_code == 401 and "not valid" in wrong.text
+    away = client.post(
+        "/ui/login",
+        data={"key": VIEWER, "next": "https://elsewhere.example/"},
+        follow_redirects=False,
+    )
+    assert away.headers["location"] == "/ui/runs"  # never sent off-site
+    login(client, VIEWER)
+    assert client.get("/ui/runs").status_code == 200
+    out = client.post("/ui/logout", follow_redirects=False)
+    assert out.status_code == 303 and COOKIE in out.headers["set-cookie"]
+    assert client.get("/static/oncegraph.js").status_code == 200
+    assert client.get("/static/oncegraph.css").status_code == 200
+
+
+def test_each_role_sees_only_its_commands(sqlite_shop: Shop, sqlite_client: TestClient) -> None:
+    client = sqlite_client
+    run_id, _ = sqlite_shop.parked("t-ui-roles")
+    page = f"/ui/runs/{run_id}"
+
+    login(client, VIEWER)
+    html = client.get(page).text
+    assert 'id="read-only"' in html and "data-command=" not in html
+    login(client, OPERATOR)
+    html = client.get(page).text
+    for command in ("continue", "replay", "branch", "abandon", "resolve", "check"):
+        assert f'data-command="{command}"' in html
+    assert 'data-command="redeliver"' not in html and "Retry" not in html
+    login(client, ADMIN)
+    assert 'data-command="redeliver"' in client.get(page).text
+
+    runs = client.get("/ui/runs").text
+    assert runs.index(run_id) < runs.index("</tbody>")
+    assert client.get("/ui/runs?status=needs_review").text.count("data-run-id=") == 1
+    assert client.get("/ui/runs?status=bogus").status_code == 400
+
+
+def test_a_form_the_role_may_not_use_is_refused_and_nothing_happens(
+    sqlite_shop: Shop, sqlite_client: TestClient
+) -> None:
+    client = sqlite_client
+    run_id, effect_id = sqlite_shop.parked("t-ui-refused")
+    charges = sqlite_shop.performed()
+    effect = f"/ui/runs/{run_id}/effects/{effect_id}"
+
+    login(client, VIEWER)
+    refused = client.post(f"{effect}/resolve", data={"outcome": "done", "reason": "r"})
+    assert refused.status_code == 403 and "operator" in refused.text
+    refused = client.post(f"/ui/runs/{run_id}/continue", data={"reason": "r"})
+    assert refused.status_code == 403
+
+    login(client, OPERATOR)
+    assert client.get(f"{effect}/redeliver").status_code == 403
+    refused = client.post(
+        f"{effect}/redeliver", data={"reason": "r", "confirmed": "yes", "token": "x"}
+    )
+    assert refused.status_code == 403
+    bad = client.post(f"/ui/runs/{run_id}/branch", data={"patch": "{oops", "reason": "r"})
+    assert bad.status_code == 400 and "not valid JSON" in bad.text
+    bad = client.post(f"/ui/runs/{run_id}/branch", data={"patch": "{}", "reason": ""})
+    assert bad.status_code == 400 and "reason" in bad.text
+    assert client.get("/ui/runs/run_nope").status_code == 404
+
+    login(client, ADMIN)
+    unconfirmed = client.post(f"{effect}/redeliver", data={"reason": "r", "token": "x"})
+    assert unconfirmed.status_code == 400 and "confirmation" in unconfirmed.text
+    stale = client.post(
+        f"{effect}/redeliver", data={"reason": "r", "confirmed": "yes", "token": "stale"}
+    )
+    assert stale.status_code == 409 and "does not match the preview" in stale.text
+
+    assert sqlite_shop.performed() == charges
+    assert sqlite_shop.app.audit(run_id=run_id) == []
+    assert sqlite_shop.app.get_run(run_id).status == "needs_review"
+
+
+def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
+    from pathlib import Path
+
+    from oncegraph.server import create_app
+    from oncegraph.server.loading import compiled, load_target
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "support_agent_approval.py"
+    app = compiled(load_target(f"{example}:app"), str(tmp_path / "approval.db"))
+    ask = {"messages": [{"role": "user", "content": "Refund order 1042."}]}
+    app.invoke(ask, {"thread_id": "ui-ask"})
+    (run,) = app.runs(thread_id="ui-ask")
+    assert run.status == "interrupted"
+    with TestClient(create_app(app, keys={OPERATOR: "operator"})) as client:
+        login(client, OPERATOR)
+        page = client.get(f"/ui/runs/{run.run_id}").text
+        assert 'name="answer"' in page  # Continue asks for the answer
+        answer = '{"decisions": [{"type": "approve"}], "approver": "otto"}'
+        done = client.post(
+            f"/ui/runs/{run.run_id}/continue", data={"answer": answer, "reason": "approved"}
+        )
+        assert done.status_code == 200 and "the run is completed" in done.text
+        bad = client.post(f"/ui/runs/{run.run_id}/continue", data={"answer": "{nope"})
+        assert bad.status_code == 400
+    assert app.get_run(run.run_id).status == "completed"
+    app.close()

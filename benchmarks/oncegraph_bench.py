@@ -24,6 +24,11 @@ Workloads (``--workloads``, comma-separated):
 - ``workers``: the same 1,000 runs submitted to the PostgreSQL run queue (``asubmit``) and
   executed by 1, 2 and 4 ``Worker`` processes (concurrency 8 each, claiming with
   ``FOR UPDATE SKIP LOCKED`` under a lease); timed from "go" to the last run completed.
+- ``latency``: submit to first step with an idle worker process: one run at a time is
+  submitted (``asubmit``) and waited for; its only node stamps ``time.monotonic()`` (one
+  clock for every process on the machine) when it starts. Two variants: ``notify`` (the
+  worker LISTENs; the default) and ``poll`` (``listen=False``, the default
+  ``poll_seconds=0.5``): the A/B of the NOTIFY wake-up.
 
 The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
 another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
@@ -477,6 +482,96 @@ async def _worker_child(dsn: str, concurrency: int) -> None:
         await store.aclose()
 
 
+class Stamp(TypedDict, total=False):
+    i: int
+    t: float
+
+
+def _stamp(state: Stamp) -> dict[str, Any]:
+    return {"t": time.monotonic()}
+
+
+def stamp_graph() -> StateGraph:
+    g = StateGraph(Stamp)
+    g.add_node("stamp", _stamp, inline=True)  # no thread hand-off before the stamp
+    g.add_edge(START, "stamp")
+    g.add_edge("stamp", END)
+    return g
+
+
+def latency(runs: int, variant: str) -> None:
+    """Submit-to-first-step latency with one idle worker process (see the docstring)."""
+    with fresh_pg_database() as dsn:
+        child = subprocess.Popen(
+            [sys.executable, __file__, "_latency-child", dsn, "1" if variant == "notify" else "0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"worker process {child.pid} did not start")
+            waits = asyncio.run(_latency_submit(dsn, runs))
+        finally:
+            child.terminate()
+            child.wait(60)
+    waits.sort()
+    ms = [w * 1e3 for w in waits]
+    emit(
+        "latency",
+        "postgres",
+        runs,
+        sum(waits),
+        variant=variant,
+        median_ms=round(ms[len(ms) // 2], 2),
+        p99_ms=round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
+        max_ms=round(ms[-1], 2),
+    )
+
+
+async def _latency_submit(dsn: str, runs: int) -> list[float]:
+    from oncegraph.storage.checkpointer import PgCheckpointer
+
+    store = PgCheckpointer(postgres_dsn=dsn)
+    try:
+        app = stamp_graph().compile(checkpointer=store)
+        await app.setup()
+        waits = []
+        for i in range(runs + 5):  # 5 warm-up runs, not counted
+            await asyncio.sleep(0.02)  # the worker is idle again, waiting
+            start = time.monotonic()
+            handle = await app.asubmit({"i": i}, {"thread_id": f"t{i}"})
+            out = await handle.aresult(60)
+            if i >= 5:
+                waits.append(out["t"] - start)
+        return waits
+    finally:
+        await store.aclose()
+
+
+async def _latency_child(dsn: str, listen: int) -> None:
+    import signal
+
+    from oncegraph.storage.checkpointer import PgCheckpointer
+    from oncegraph.worker import Worker
+
+    store = PgCheckpointer(postgres_dsn=dsn)
+    try:
+        app = stamp_graph().compile(checkpointer=store)
+        await app.setup()
+        worker = Worker(app, concurrency=8, listen=bool(listen))
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, worker.stop)
+        serving = asyncio.create_task(worker.run_forever())
+        if listen:
+            await worker.listening.wait()
+        print("ready", flush=True)
+        await serving
+    finally:
+        await store.aclose()
+
+
 def profile(n: int) -> None:
     async def go() -> None:
         store = InMemoryCheckpointer()
@@ -500,15 +595,22 @@ def main() -> None:
             "_resume-child": _resume_child,
             "_resume-measure": _resume_measure,
             "_worker-child": _worker_child,
+            "_latency-child": _latency_child,
         }
         asyncio.run(children[sys.argv[1]](sys.argv[2], int(sys.argv[3])))
         return
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workloads", default="toolloop,growth,resume,threads,workers")
+    parser.add_argument(
+        "--workloads", default="toolloop,growth,resume,threads,workers,latency"
+    )
+    parser.add_argument("--latency-runs", type=int, default=200, help="runs in latency")
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
+    parser.add_argument(
+        "--concurrency", default="1,8,64", help="concurrent runs in the threads workload"
+    )
     parser.add_argument(
         "--processes", default="1,2,4", help="worker processes in the workers workload"
     )
@@ -539,11 +641,14 @@ def main() -> None:
             resume(n, k)
     if "threads" in workloads:
         for kind in durable:
-            for conc in (1, 8):
+            for conc in map(int, args.concurrency.split(",")):
                 asyncio.run(threads_once(kind, args.threads, conc))
     if "workers" in workloads and "postgres" in stores:
         for procs in map(int, args.processes.split(",")):
             workers(procs, args.threads, 8)
+    if "latency" in workloads and "postgres" in stores:
+        for variant in ("notify", "poll"):
+            latency(args.latency_runs, variant)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,12 @@ from oncegraph.runs import answers, reading
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
+from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import current_task
+from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.streaming import FromSubgraph, keeping
@@ -80,13 +83,32 @@ class CompiledGraph:
         checkpointer: Checkpointer | None,
         migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         previous_versions: Mapping[str, Any] | None = None,
+        sync_threads: int | None = None,
     ) -> None:
         self.spec = spec
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}
+        if sync_threads is not None and (
+            isinstance(sync_threads, bool) or not isinstance(sync_threads, int) or sync_threads < 1
+        ):
+            raise ConfigError(
+                f"sync_threads must be a positive int (threads for sync nodes and tools), got "
+                f"{sync_threads!r}; leave it out to share the process pool"
+            )
+        self._sync_pool = (
+            ThreadPool(sync_threads, f"{THREAD_NAME}-{spec.name}")
+            if sync_threads is not None
+            else None
+        )
         self._service = (
-            RunService(spec, checkpointer, migrations=migrations, previous_versions=previous)
+            RunService(
+                spec,
+                checkpointer,
+                migrations=migrations,
+                previous_versions=previous,
+                sync_pool=self._sync_pool,
+            )
             if checkpointer is not None
             else None
         )
@@ -125,6 +147,13 @@ class CompiledGraph:
         return GraphView.of(self.spec)
 
     # -- plumbing --------------------------------------------------------------------------
+
+    @property
+    def sync_pool(self) -> ThreadPool:
+        """The thread pool this app's sync nodes and tools run in (its own with
+        ``compile(sync_threads=N)``, else the process pool); ``.stats()`` counts the calls
+        running, and the calls still running after their timeout (``stuck``)."""
+        return self._sync_pool if self._sync_pool is not None else executor.pool()
 
     @property
     def service(self) -> RunService:
@@ -191,7 +220,7 @@ class CompiledGraph:
 
         if cfg.thread_id is None:
             cfg = dataclasses.replace(cfg, thread_id=new_run_id())
-        return RunService(self.spec, InMemoryCheckpointer()), cfg
+        return RunService(self.spec, InMemoryCheckpointer(), sync_pool=self._sync_pool), cfg
 
     def _thread(self, config: Mapping[str, Any] | None) -> str:
         cfg = RunConfig.parse(config)
@@ -372,16 +401,21 @@ class CompiledGraph:
             "stream",
         )
 
-    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
-        """Enqueue a run for the workers (``oncegraph worker``); returns the queued run.
+    async def asubmit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
+        """Enqueue a run for the workers (``oncegraph worker``); returns its handle
+        (:class:`~oncegraph.runs.submitted.Submitted`: ``run_id``, ``record``, ``status()``,
+        ``result(timeout)``, ``cancel()``).
 
         A thread runs one run at a time: a run submitted while another is unfinished waits
-        behind it instead of failing, and its input is kept in the run record.
+        behind it instead of failing, and its input is kept in the run record. Needs
+        PostgreSQL (workers claim from it; a NOTIFY in the same transaction wakes them):
+        elsewhere it is refused with ``ConfigError``.
         """
         self._thread(config)
-        return await self.service.submit(input, self._config(config))
+        service = self.service
+        return Submitted(service, await service.submit(input, self._config(config)))
 
-    def submit(self, input: Any, config: Mapping[str, Any]) -> RunRecord:
+    def submit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         return run_sync(self.asubmit(input, config), "submit")
 
     # -- reading ---------------------------------------------------------------------------

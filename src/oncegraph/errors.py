@@ -15,6 +15,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   │   └── ForeignRunError      the run belongs to another app or tenant (law 15)
     │   ├── RunBusyError             another live process holds the run right now
     │   ├── RunClosedError           the run already stopped; nothing new starts in it
+    │   ├── RunFailedError           a submitted run ended failed (its result() raises this)
     │   └── NeedsReviewError         the run is parked until an operator acts
     ├── IncompatibleVersionError     the stored run was made by another graph version
     ├── StorageError                 the store failed (driver errors are mapped here)
@@ -34,6 +35,8 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── NodeTimeoutError         node_timeout elapsed
     │   └── InterruptSwallowedError  a node caught the interrupt signal
     ├── ToolTimeoutError             tool_timeout elapsed (an UNKNOWN outcome)
+    ├── SyncThreadsExhaustedError    too many sync calls outlived their timeout; none started
+    ├── WaitTimeoutError             result(timeout) elapsed; the run goes on in the workers
     └── AgentError                   a ReactAgent run cannot go on as configured
         ├── TurnLimitError           max_turns model turns did not finish the task
         ├── StructuredOutputError    no answer fit response_format within its retries
@@ -122,6 +125,14 @@ class RunBusyError(RunStateError):
 
 class RunClosedError(RunStateError):
     """The run already stopped; an attempt started after that is refused (law 13)."""
+
+
+class RunFailedError(RunStateError):
+    """A submitted run ended ``failed`` (a node raised, a timeout); it can be continued."""
+
+    def __init__(self, message: str, *, run_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class NeedsReviewError(RunStateError):
@@ -220,6 +231,15 @@ class ToolTimeoutError(OnceGraphError, TimeoutError):
     """A tool ran longer than ``tool_timeout``; its outcome is UNKNOWN, not failed."""
 
 
+class SyncThreadsExhaustedError(OnceGraphError):
+    """A sync node or tool was not started: too many sync calls are still running after
+    their timeout (their threads cannot be stopped). The call was not made."""
+
+
+class WaitTimeoutError(OnceGraphError, TimeoutError):
+    """Waiting for a submitted run's result timed out; the run itself goes on."""
+
+
 class RecursionLimitError(NodeError, RecursionError):
     """The run took more steps than ``recursion_limit`` in one call (LangGraph's
     ``GraphRecursionError``, also importable under that name)."""
@@ -303,10 +323,13 @@ __all__ = [
     "RequestMismatchError",
     "RunBusyError",
     "RunClosedError",
+    "RunFailedError",
     "RunNotFoundError",
     "RunStateError",
     "StaleStateError",
     "StorageError",
+    "SyncThreadsExhaustedError",
     "ToolTimeoutError",
     "UnfinishedRunError",
+    "WaitTimeoutError",
 ]

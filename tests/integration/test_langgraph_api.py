@@ -212,7 +212,7 @@ def test_batch_and_abatch() -> None:
 def test_custom_stream_from_sync_and_async_nodes_in_order(checkpointer: Checkpointer) -> None:
     def sync_node(state: S) -> dict[str, Any]:
         writer = get_stream_writer()
-        assert threading.current_thread().name.startswith("oncegraph-worker")
+        assert threading.current_thread().name.startswith("oncegraph-sync")
         for i in range(3):
             writer({"progress": i})
         return {"trail": ["sync"]}

@@ -344,6 +344,7 @@ class StateGraph:
         debug: bool = False,
         store: Any = None,
         cache: Any = None,
+        sync_threads: int | None = None,
     ) -> CompiledGraph:
         """The runnable app. ``interrupt_before`` / ``interrupt_after`` (node names, or
         ``"*"`` for every node) pause the run before / after those nodes; continue with
@@ -354,7 +355,11 @@ class StateGraph:
         to this graph (``fn(stored) -> values``); ``previous_versions={old_version:
         old_graph}`` runs such a run to its end on the old graph (a ``StateGraph`` or a
         compiled app of it). Otherwise a run of another version is refused unless the
-        change is compatible (additions it does not stand on)."""
+        change is compatible (additions it does not stand on).
+
+        ``sync_threads``: this app's sync nodes and tools run in a pool of their own with
+        up to that many threads (``oncegraph-sync-N``); without it they share the process
+        pool (64 threads, ``ONCEGRAPH_THREADS``; a worker grows it to its concurrency)."""
         from oncegraph.app import CompiledGraph
 
         if store is not None or cache is not None:
@@ -373,6 +378,7 @@ class StateGraph:
             checkpointer=checkpointer,
             migrations=migrations,
             previous_versions=previous_versions,
+            sync_threads=sync_threads,
         )
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -278,6 +278,8 @@ class _Performer:
         replay = self.ctx.replay
         if replay is not None and replay.recorded:
             return await self._replayed(replay)
+        if self.call.runs == "thread":  # refused before its intent when threads are stuck
+            executor.current().check_room(self._what)
         if (
             replay is not None
             and cls is EffectClass.IRREVERSIBLE
@@ -614,9 +616,11 @@ class _Performer:
             if self.call.runs == "loop":
                 call.cancel()
             if not call.done():
+                self._abandon()
                 self._keep(record, call)
             raise
         if not call.done():
+            self._abandon()
             return _InFlight(call)
         if call.cancelled():
             return _Ended()
@@ -626,6 +630,15 @@ class _Performer:
         if isinstance(error, Exception):
             return _Raised(error)
         raise error  # a BaseException from the tool (a signal): let it through
+
+    @property
+    def _what(self) -> str:
+        return f"tool {self.call.effect_type!r} (effect {self.effect_id})"
+
+    def _abandon(self) -> None:
+        """Stop waiting on a thread call that is still running: its thread is accounted."""
+        if self._thread is not None and not self._thread.done():
+            executor.current().abandon(self._thread, self._what)
 
     @property
     def _reference(self) -> str | None:

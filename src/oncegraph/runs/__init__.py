@@ -5,6 +5,7 @@ a store directly.
 """
 
 from oncegraph.runs.service import RunResult, RunService
+from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 
-__all__ = ["RunResult", "RunService", "StateSnapshot"]
+__all__ = ["RunResult", "RunService", "StateSnapshot", "Submitted"]

@@ -51,6 +51,7 @@ from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
+from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.protocols import Checkpointer
@@ -128,10 +129,12 @@ class RunService:
         owner: str | None = None,
         migrations: Mapping[str, Migration] | None = None,
         previous_versions: Mapping[str, GraphSpec] | None = None,
+        sync_pool: ThreadPool | None = None,
         scope: Scope | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
+        self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
         self.owner = owner or default_owner()
         # Whose runs this service sees (law 15): by default the graph's app, every tenant.
         self.scope = scope if scope is not None or spec is None else Scope(spec.name)
@@ -226,7 +229,10 @@ class RunService:
         claim = await claims.hold(self.store, run, token=fence)
         driver = self._driver(cfg, ignore, claim, await self._policy(run))
         try:
-            await driver.set_status(run, RunStatus.RUNNING, None)
+            if run.status is not RunStatus.RUNNING or run.error is not None:
+                # the claim itself set ``running`` (in the statement that took the lease):
+                # writing it again would cost a commit on the way to the first step
+                await driver.set_status(run, RunStatus.RUNNING, None)
             await self._migrate_if(verdict, run, claim)
             return await self._start_or_go_on(driver, run)
         finally:
@@ -356,10 +362,20 @@ class RunService:
         return RunResult(run, dict(head.values), tuple(driver.interrupts))
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
-        """Queue a run for the workers; a thread runs its runs one at a time, in order."""
+        """Queue a run for the workers; a thread runs its runs one at a time, in order.
+
+        Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
+        wait forever, so it is refused before anything is written."""
         thread_id = _thread(cfg)
         await self.setup()
         await self._check_thread(thread_id)
+        if not getattr(self.store, "queues_runs", False):
+            raise ConfigError(
+                f"submit() queues a run for workers, and no worker takes runs from "
+                f"{type(self.store).__name__}: it would wait forever. Workers need PostgreSQL: "
+                "compile(checkpointer=PgCheckpointer('postgresql://...')) and run "
+                "`oncegraph worker module:app`; or run it here with app.invoke(input, config)"
+            )
         run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
         await self.store.create_run(run)
         return run
@@ -566,7 +582,9 @@ class RunService:
         self, cfg: RunConfig, emit: Emit, claim: Claim, replay: ReplayPolicy | None = None
     ) -> Driver:
         spec, heads = self._graph()
-        return Driver(spec, self.store, heads, cfg, emit, claim, replay=replay)
+        return Driver(
+            spec, self.store, heads, cfg, emit, claim, replay=replay, sync_pool=self.sync_pool
+        )
 
     async def _policy(self, run: RunRecord) -> ReplayPolicy | None:
         """A replay run's policy, as stored with it (answers read again from the audit)."""
@@ -606,6 +624,7 @@ class RunService:
             self.versions.previous[verdict.from_version],
             self.store,
             owner=self.owner,
+            sync_pool=self.sync_pool,
             scope=self.scope,
         )
 

@@ -53,6 +53,7 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.interrupt import Interrupt as InterruptValue
 from oncegraph.ledger.keys import hash_key
+from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
@@ -77,6 +78,7 @@ from oncegraph.runtime.engine import (
     plan_step,
     tasks_of,
 )
+from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, wants
@@ -133,6 +135,9 @@ class Driver:
     _loop_thread: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _plain_routers: bool = False
+    # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
+    # process pool (a nested driver runs inside its parent's context, so inherits it).
+    sync_pool: ThreadPool | None = None
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
 
@@ -208,12 +213,17 @@ class Driver:
         from, as LangGraph does."""
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
             self.emit("values", head.values)
-        with observe.run_span(run):
-            while head.checkpoint.next:
-                with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
-                    head = await self._step(head, run)
-                if self.stopped:
-                    break
+        pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
+        try:
+            with observe.run_span(run):
+                while head.checkpoint.next:
+                    with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
+                        head = await self._step(head, run)
+                    if self.stopped:
+                        break
+        finally:
+            if pool is not None:
+                executor.reset(pool)
         return head
 
     async def _step(self, head: Head, run: RunRecord) -> Head:

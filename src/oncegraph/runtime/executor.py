@@ -1,45 +1,84 @@
 """The thread pool that runs sync nodes and tools: dedicated, sized, named, accounted.
 
 Sync nodes and tools must not block the event loop, so they run here (``inline=True``
-opts out). The pool is one per process, grown on demand up to ``max_workers`` threads
-named ``oncegraph-worker-N``; :func:`configure` raises the size (a worker process sets
-it to at least its concurrency). Threads are daemons: a call still running when the
-interpreter exits does not hold the exit up (its effect stays ``pending``, an unknown
-outcome the ledger knows how to treat).
+opts out), never on asyncio's default executor (``min(32, cores + 4)`` threads, whatever
+the worker's concurrency). A pool grows on demand up to ``max_workers`` threads named
+``oncegraph-sync-N``. There is one process pool (``ONCEGRAPH_THREADS`` threads, default
+:data:`DEFAULT_THREADS`; a worker grows it to its concurrency); an app compiled with
+``sync_threads=N`` gets a pool of its own, which its runs use (:func:`use` sets it for a
+run's tasks). Threads are daemons: a call still running when the interpreter exits does
+not hold the exit up (its effect stays ``pending``, an unknown outcome the ledger knows
+how to treat).
 
-:func:`submit` returns a :class:`concurrent.futures.Future` that ends when the THREAD
-ends, which is what the ledger needs after a timeout: an ``asyncio`` wrapper of it can
-be given up on without pretending the call stopped. :func:`busy` counts the calls
-running now, so a timed-out call's thread is accounted for, not leaked silently.
+:meth:`ThreadPool.submit` returns a :class:`concurrent.futures.Future` that ends when the
+THREAD ends, which is what the ledger needs after a timeout: an ``asyncio`` wrapper of it
+can be given up on without pretending the call stopped.
+
+Invariants (a timed-out call's thread is accounted for, not leaked silently):
+
+* A call whose waiter gave up (its timeout, and grace, elapsed) is reported with
+  :meth:`ThreadPool.abandon`: it counts as *stuck* until its thread ends, a warning names
+  it, and :meth:`ThreadPool.stats` lists it.
+* A stuck thread does not take a slot from new calls: the pool may grow by one thread
+  per stuck call, so ``max_workers`` threads stay free for calls that are waited on.
+* That growth is bounded: once ``max_stuck`` calls are stuck (default ``max_workers``),
+  :meth:`ThreadPool.check_room` refuses new sync calls with
+  :class:`~oncegraph.errors.SyncThreadsExhaustedError`, before the call (and before its
+  own intent commit), naming the stuck calls and the fix.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import logging
 import os
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from oncegraph.errors import SyncThreadsExhaustedError
+
+log = logging.getLogger("oncegraph.executor")
+
 DEFAULT_THREADS = 64
+THREAD_NAME = "oncegraph-sync"
 _STOP: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncPoolStats:
+    """A pool's numbers now: its size, live threads, calls running, calls stuck (still
+    running after their waiter gave up) and what they are, and calls waiting for a thread."""
+
+    max_workers: int
+    threads: int
+    busy: int
+    stuck: int
+    stuck_calls: tuple[str, ...]
+    queued: int
 
 
 class ThreadPool:
     """A minimal pool of daemon threads (see the module docstring)."""
 
-    def __init__(self, max_workers: int, name: str = "oncegraph-worker") -> None:
+    def __init__(
+        self, max_workers: int, name: str = THREAD_NAME, *, max_stuck: int | None = None
+    ) -> None:
         if max_workers < 1:
             raise ValueError(f"max_workers must be at least 1, got {max_workers}")
         self.max_workers = max_workers
+        self.max_stuck = max_stuck
         self.name = name
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
         self._busy = 0
+        self._started = 0  # threads ever started (names stay unique)
+        self._stuck: dict[concurrent.futures.Future[Any], str] = {}
 
     @property
     def busy(self) -> int:
@@ -49,6 +88,48 @@ class ThreadPool:
     def threads(self) -> int:
         return self._threads
 
+    @property
+    def stuck(self) -> int:
+        """Calls still running after their waiter gave up on them."""
+        return len(self._stuck)
+
+    def _stuck_limit(self) -> int:
+        return self.max_stuck if self.max_stuck is not None else self.max_workers
+
+    def stats(self) -> SyncPoolStats:
+        with self._lock:
+            return SyncPoolStats(
+                self.max_workers,
+                self._threads,
+                self._busy,
+                len(self._stuck),
+                tuple(sorted(self._stuck.values())),
+                self._queue.qsize(),
+            )
+
+    def resize(self, max_workers: int) -> None:
+        """Let the pool grow to at least ``max_workers`` threads (it never shrinks)."""
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        with self._lock:
+            self.max_workers = max(self.max_workers, max_workers)
+
+    def check_room(self, what: str) -> None:
+        """Refuse a new sync call (``what``: ``"tool 'x'"``) when too many are stuck."""
+        with self._lock:
+            stuck = len(self._stuck)
+            if stuck < self._stuck_limit():
+                return
+            names = ", ".join(sorted(set(self._stuck.values())))
+        raise SyncThreadsExhaustedError(
+            f"{what} was not started: {stuck} sync call(s) are still running after their "
+            f"timeout ({names}) and this pool of {self.max_workers} thread(s) lets no more "
+            "threads be stuck. It was not called; the run can be resumed once they end. "
+            "Make those calls honour a timeout (or make them async, so they can be "
+            "cancelled), or give the pool more threads: compile(..., sync_threads=N) or "
+            "ONCEGRAPH_THREADS."
+        )
+
     def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run ``fn()`` in a pool thread, in a copy of the caller's context."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -57,12 +138,44 @@ class ThreadPool:
             self._queue.put((future, context, fn))
             if self._idle > 0:
                 self._idle -= 1
-            elif self._threads < self.max_workers:
-                self._threads += 1
-                threading.Thread(
-                    target=self._work, name=f"{self.name}-{self._threads}", daemon=True
-                ).start()
+            elif self._threads < self.max_workers + min(len(self._stuck), self._stuck_limit()):
+                self._start_thread()
         return future
+
+    def _start_thread(self) -> None:  # with self._lock held
+        self._threads += 1
+        self._started += 1
+        threading.Thread(
+            target=self._work, name=f"{self.name}-{self._started}", daemon=True
+        ).start()
+
+    def abandon(self, future: concurrent.futures.Future[Any], what: str) -> None:
+        """The waiter of ``future`` gave up (a timeout): if its call still runs, count its
+        thread as stuck until it ends, and say so. ``what`` names it (``"tool 'x'"``)."""
+        with self._lock:
+            if future.done() or future in self._stuck:
+                return
+            self._stuck[future] = what
+            stuck = len(self._stuck)
+            # its thread is taken: let one more start if calls are waiting for one
+            if self._idle == 0 and self._queue.qsize() > 0 and stuck <= self._stuck_limit():
+                self._start_thread()
+        log.warning(
+            "sync %s is still running after its timeout; its thread cannot be stopped and is "
+            "counted as stuck until it ends (%d stuck in pool %s of %d threads)",
+            what,
+            stuck,
+            self.name,
+            self.max_workers,
+        )
+        future.add_done_callback(self._unstuck)
+
+    def _unstuck(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._lock:
+            what = self._stuck.pop(future, None)
+            stuck = len(self._stuck)
+        if what is not None:
+            log.info("stuck sync %s ended (%d still stuck)", what, stuck)
 
     def _work(self) -> None:
         while True:
@@ -81,11 +194,18 @@ class ThreadPool:
                     with self._lock:
                         self._busy -= 1
             with self._lock:
+                # a pool over its size (it grew for stuck calls that have ended) sheds
+                if self._threads > self.max_workers + len(self._stuck) and self._queue.empty():
+                    self._threads -= 1
+                    return
                 self._idle += 1
 
 
 _pool_lock = threading.Lock()
 _pool: ThreadPool | None = None
+_current: contextvars.ContextVar[ThreadPool | None] = contextvars.ContextVar(
+    "oncegraph_sync_pool", default=None
+)
 
 
 def pool() -> ThreadPool:
@@ -97,22 +217,44 @@ def pool() -> ThreadPool:
         return _pool
 
 
+def current() -> ThreadPool:
+    """The pool of the run this code is part of (its app's), else the process pool."""
+    return _current.get() or pool()
+
+
+def use(chosen: ThreadPool | None) -> contextvars.Token[ThreadPool | None]:
+    """Make ``chosen`` the pool of this context (a run's driver); reset with the token."""
+    return _current.set(chosen)
+
+
+def reset(token: contextvars.Token[ThreadPool | None]) -> None:
+    _current.reset(token)
+
+
 def configure(max_workers: int) -> None:
-    """Let the pool grow to at least ``max_workers`` threads (it never shrinks)."""
-    if max_workers < 1:
-        raise ValueError(f"max_workers must be at least 1, got {max_workers}")
-    current = pool()
-    with current._lock:
-        current.max_workers = max(current.max_workers, max_workers)
+    """Let the process pool grow to at least ``max_workers`` threads (it never shrinks)."""
+    pool().resize(max_workers)
 
 
 def submit(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-    return pool().submit(fn)
+    return current().submit(fn)
 
 
 def busy() -> int:
-    """Sync nodes and tools running in the pool right now."""
-    return pool().busy
+    """Sync nodes and tools running in the current pool right now."""
+    return current().busy
 
 
-__all__ = ["DEFAULT_THREADS", "ThreadPool", "busy", "configure", "pool", "submit"]
+__all__ = [
+    "DEFAULT_THREADS",
+    "THREAD_NAME",
+    "SyncPoolStats",
+    "ThreadPool",
+    "busy",
+    "configure",
+    "current",
+    "pool",
+    "reset",
+    "submit",
+    "use",
+]

@@ -18,6 +18,7 @@ the ledger instead of calling again. Nothing here writes to a store except throu
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -244,10 +245,14 @@ def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
 async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
     """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
     timeout = node.timeout if node.timeout is not None else ctx.config.node_timeout
+    thread: concurrent.futures.Future[Any] | None = None
     if node.is_async:
         call = node.fn(*args)
     else:  # in the worker pool; a timeout stops waiting, the thread cannot be stopped
-        call = asyncio.wrap_future(executor.submit(functools.partial(node.fn, *args)))
+        pool = executor.current()
+        pool.check_room(f"node {ctx.node_name!r}")
+        thread = pool.submit(functools.partial(node.fn, *args))
+        call = asyncio.wrap_future(thread)
     if timeout is None:
         return await call
     try:
@@ -255,6 +260,8 @@ async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
             return await call
     except TimeoutError as exc:
         if cm.expired():
+            if thread is not None and not thread.done():
+                executor.current().abandon(thread, f"node {ctx.node_name!r}")
             raise NodeTimeoutError(
                 f"node {ctx.node_name!r} ran longer than node_timeout={timeout}s",
                 node=ctx.node_name,

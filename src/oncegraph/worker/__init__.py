@@ -1,9 +1,11 @@
 """Distributed workers over PostgreSQL: claim queued runs, hold them under a lease with a
 heartbeat and a fencing token, and resume the runs of workers that died.
 
-``app.submit(input, config)`` enqueues; ``oncegraph worker module:app --concurrency N``
-(or ``python -m oncegraph.worker module:app``) executes. See :mod:`oncegraph.worker.queue` for
-what is claimable and :mod:`oncegraph.worker.worker` for the lease discipline.
+``app.submit(input, config)`` enqueues (and NOTIFYs idle workers) and returns a handle
+(``result(timeout)``, ``status()``, ``cancel()``); ``oncegraph worker module:app
+--concurrency N`` (or ``python -m oncegraph.worker module:app``) executes. See
+:mod:`oncegraph.worker.queue` for what is claimable and :mod:`oncegraph.worker.worker`
+for the lease discipline.
 """
 
 from __future__ import annotations

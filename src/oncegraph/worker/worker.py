@@ -12,6 +12,10 @@ Invariants:
   cannot reach the database does not: but when a run's lease has not been renewed for
   ``lease_seconds`` by this process's own clock, the run is cancelled too, so a
   partitioned worker stops working on runs another worker may already hold.
+* **Notified, not only polling.** With ``listen`` (the default) a dedicated connection
+  LISTENs on ``oncegraph_runs`` (:mod:`oncegraph.worker.listen`): a submit's NOTIFY, sent
+  in the transaction that queues the run, wakes an idle worker at once. Polling every
+  ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
 * **Only its own app's runs** (law 15): the claim takes only runs of the app's id that
   its graph can run (:class:`~oncegraph.worker.queue.Runnable`); a run it claimed and
   still finds it cannot run (a version it cannot continue) is handed back to the queue
@@ -38,6 +42,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
@@ -49,6 +54,7 @@ from oncegraph.errors import (
 )
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
+from oncegraph.worker.listen import listen_for_runs
 from oncegraph.worker.queue import Claimed, Runnable, RunQueue
 
 log = logging.getLogger("oncegraph.worker")
@@ -72,9 +78,11 @@ class Worker:
     """Execute an app's queued runs: ``await Worker(app, concurrency=4).run_forever()``.
 
     ``concurrency`` runs at most that many runs at once (one asyncio task each; sync
-    nodes and tools use threads). ``lease_seconds`` is how long a silent worker keeps
-    its runs; ``heartbeat_seconds`` (well under the lease) how often leases are renewed;
-    ``poll_seconds`` how long an idle worker waits before asking for work again.
+    nodes and tools use the app's thread pool, grown to at least ``concurrency``
+    threads; :meth:`stats` counts its calls stuck after a timeout). ``lease_seconds`` is
+    how long a silent worker keeps its runs; ``heartbeat_seconds`` (well under the lease)
+    how often leases are renewed; ``poll_seconds`` how long an idle worker waits before
+    asking for work again (a NOTIFY wakes it sooner).
     """
 
     def __init__(
@@ -87,6 +95,7 @@ class Worker:
         poll_seconds: float = 0.5,
         shutdown_grace_seconds: float = 0.0,
         owner: str | None = None,
+        listen: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -110,7 +119,11 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.shutdown_grace_seconds = shutdown_grace_seconds
         self.owner = owner or default_owner()
+        self.listen = listen
+        self.listening = asyncio.Event()  # set once LISTEN is in place (again)
         self.completed = 0  # runs that finished in this worker (any end status)
+        # each held run may be in a sync node or tool: never fewer threads than runs
+        app.sync_pool.resize(concurrency)
         self._held: dict[str, _Held] = {}
         # Runs this worker claimed but cannot run (handed back to the queue): not claimed
         # again by it, so they wait for a worker of their own version.
@@ -130,13 +143,35 @@ class Worker:
         """Run ids this worker is executing now."""
         return list(self._held)
 
+    def stats(self) -> dict[str, Any]:
+        """Runs held and finished; the sync pool's threads, busy and stuck calls."""
+        pool = self.app.sync_pool.stats()
+        return {
+            "held": len(self._held),
+            "completed": self.completed,
+            "sync_threads": pool.max_workers,
+            "sync_busy": pool.busy,
+            "sync_stuck": pool.stuck,
+            "sync_stuck_calls": list(pool.stuck_calls),
+        }
+
     async def run_forever(self) -> None:
         """Claim and execute runs until :meth:`stop`; then release what is unfinished."""
         await self.app.setup()
         log.info("worker %s started (concurrency %d)", self.owner, self.concurrency)
         heartbeat = asyncio.create_task(self._heartbeat(), name="oncegraph-heartbeat")
+        listener = (
+            asyncio.create_task(
+                listen_for_runs(self.queue.store, self._wake.set, on_listening=self.listening.set),
+                name="oncegraph-listen",
+            )
+            if self.listen
+            else None
+        )
         try:
             while not self._stopping.is_set():
+                # cleared BEFORE the claim: a notice that arrives during it is not lost
+                self._wake.clear()
                 free = self.concurrency - len(self._held)
                 claimed: list[Claimed] = []
                 if free > 0:
@@ -159,10 +194,13 @@ class Worker:
                     self._start(found.run)
                 if claimed and len(claimed) == free:
                     continue  # full batch: there may be more work, ask again at once
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
+                with contextlib.suppress(TimeoutError):  # a NOTIFY or a free slot wakes it
                     await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
         finally:
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
             await self._shutdown()
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

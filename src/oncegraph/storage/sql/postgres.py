@@ -21,9 +21,10 @@ Invariants:
 * **Migrations are serialized** by ``pg_advisory_xact_lock`` inside one transaction,
   so processes starting at once apply each migration exactly once; a database newer
   than this code is never touched.
-* **The cache never decides correctness.** After a commit the new head is offered to
-  the cache (it keeps only newer versions); a cached head is used only when the
-  database's thread row still names that version and checkpoint.
+* **No cache on any path.** Every read comes from the database. A Redis hot cache of
+  heads was measured (``benchmarks/cache_bench.py``): a verified hit needs the thread
+  row anyway (the version check), so it saved no read and cost a Redis round trip per
+  step; ``redis_url=`` / ``cache=`` are accepted for compatibility and not used.
 * **Run locks die with their session.** :meth:`PgCheckpointer.lock_run` takes a session
   advisory lock on a dedicated connection per loop (:mod:`oncegraph.storage.sql.pg_locks`);
   fenced writes check the run's token in the same statement as the write.
@@ -51,7 +52,6 @@ except ImportError as exc:  # pragma: no cover - depends on the install
         "PgCheckpointer needs psycopg 3 and psycopg_pool: pip install 'oncegraph[postgres]'"
     ) from exc
 
-from oncegraph._json import dumps, loads
 from oncegraph._loopbound import (
     LoopBound,
     close_at_exit,
@@ -108,6 +108,13 @@ CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
 CHECKPOINT_LIST_BY_RUN = _pg(S.CHECKPOINT_LIST_BY_RUN)
 LOG_SELECT = _pg(S.LOG_SELECT)
 RUN_INSERT = _pg(S.RUN_INSERT)
+# Workers LISTEN on this channel; a queued run is announced in the transaction that
+# inserts it, so the notice is delivered exactly when the run becomes visible.
+RUNS_CHANNEL = "oncegraph_runs"
+RUN_INSERT_NOTIFY = (
+    f"WITH ins AS ({RUN_INSERT} RETURNING run_id) "
+    f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
+)
 RUN_SELECT = _pg(S.RUN_SELECT)
 RUN_EXISTS = _pg(S.RUN_EXISTS)
 THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
@@ -278,17 +285,18 @@ class _Pool(AsyncConnectionPool):
 
 
 class PgCheckpointer(Closing):
-    """State and effect ledger in PostgreSQL, with an optional Redis hot cache.
+    """State and effect ledger in PostgreSQL.
 
-    ``PgCheckpointer(postgres_dsn="postgresql://...", redis_url="redis://...")``; the DSN
-    may also be given positionally. The pool opens lazily (``setup()`` or first use) in
-    each event loop that uses the store; with ``auto_migrate`` the schema is migrated
-    then, otherwise it is verified and a missing migration is an error naming the fix.
-    ``cache`` may be any :class:`~oncegraph.storage.protocols.Cache` instead of
-    ``redis_url``. ``prepared_statements=False`` is for a transaction-pooling proxy
-    (PgBouncer ``pool_mode=transaction``), which cannot keep a session's prepared
-    statements: nothing is prepared then, by oncegraph or by psycopg, at the cost of a
-    parse and plan per statement.
+    ``PgCheckpointer(postgres_dsn="postgresql://...")``; the DSN may also be given
+    positionally. ``redis_url=`` (and ``cache=``, ``cache_ttl_seconds=``,
+    ``cache_prefix=``) are accepted and not used: every read comes from the database (see
+    the module docstring; nothing is written to Redis). The pool opens lazily
+    (``setup()`` or first use) in each event loop that uses the store; with
+    ``auto_migrate`` the schema is migrated then, otherwise it is verified and a missing
+    migration is an error naming the fix. ``prepared_statements=False`` is for a
+    transaction-pooling proxy (PgBouncer ``pool_mode=transaction``), which cannot keep a
+    session's prepared statements: nothing is prepared then, by oncegraph or by psycopg,
+    at the cost of a parse and plan per statement.
 
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
     that long (paused, partitioned) is treated as gone and the run may be taken over
@@ -296,7 +304,11 @@ class PgCheckpointer(Closing):
 
     ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
     payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).
+    A queued run (``submit``) is announced with ``NOTIFY oncegraph_runs`` in its insert's
+    transaction, so idle workers wake at once (:data:`RUNS_CHANNEL`).
     """
+
+    queues_runs = True  # workers claim this store's queued runs (app.submit is allowed)
 
     def __init__(
         self,
@@ -328,18 +340,14 @@ class PgCheckpointer(Closing):
         self.auto_migrate = auto_migrate
         self.connect_timeout = connect_timeout
         self.pool_timeout = pool_timeout
-        self._owns_cache = False
-        if redis_url is not None:
-            from oncegraph.storage.cache.redis import RedisCache
-
-            cache = RedisCache(redis_url, ttl_seconds=cache_ttl_seconds, prefix=cache_prefix)
-            self._owns_cache = True
-        self.cache: Cache | None = cache
+        if redis_url is not None or cache is not None:
+            log.info(
+                "PgCheckpointer(%s=...) is accepted and not used: every read comes from "
+                "PostgreSQL (a verified cache hit saved no read; see benchmarks/README.md)",
+                "redis_url" if redis_url is not None else "cache",
+            )
         self._secret: bytes | None = None  # the database secret, read on first need
         self._hash_key: bytes | None = None
-        provide_key = getattr(cache, "provide_key", None)  # a RedisCache without a MAC key
-        if provide_key is not None:
-            provide_key(self._cache_mac_key)
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
         self._home_finalizer: weakref.finalize[Any, Any] | None = None
@@ -350,8 +358,7 @@ class PgCheckpointer(Closing):
         self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
 
     def __repr__(self) -> str:
-        cache = f", cache={type(self.cache).__name__}" if self.cache is not None else ""
-        return f"PgCheckpointer({self._where}{cache})"
+        return f"PgCheckpointer({self._where})"
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -365,10 +372,6 @@ class PgCheckpointer(Closing):
         Closing also ends the lock sessions, which releases every run lock still held."""
         await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
-        if self._owns_cache and self.cache is not None:
-            closer = getattr(self.cache, "aclose", None)
-            if closer is not None:
-                await closer()
 
     async def aclose_home(self) -> None:
         """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
@@ -420,9 +423,6 @@ class PgCheckpointer(Closing):
                     await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
                 except psycopg.Error as exc:
                     await self._explain_failed_commit(conn, commit, exc)
-        if self.cache is not None:
-            cp = commit.checkpoint
-            await self.cache.put_state(commit.thread_id, cp.version, self._cache_payload(cp))
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
@@ -467,50 +467,8 @@ class PgCheckpointer(Closing):
                 "get_checkpoint", CHECKPOINT_SELECT, (thread_id, checkpoint_id)
             )
             return None if row is None else self.rows.checkpoint_from_row(row)
-        if self.cache is not None:
-            cached = await self._cached_head(thread_id)
-            if cached is not None:
-                return cached
         row = await self._fetchone("get_checkpoint", CHECKPOINT_SELECT_HEAD, (thread_id,))
-        if row is None:
-            return None
-        head = self.rows.checkpoint_from_row(row)
-        if self.cache is not None:
-            await self.cache.put_state(thread_id, head.version, self._cache_payload(head))
-        return head
-
-    async def _cached_head(self, thread_id: str) -> CheckpointRecord | None:
-        """The cached head, only if the cache verifies its entries (a MAC: Redis can be
-        written by others) and the database's thread row names that same head."""
-        assert self.cache is not None
-        if not getattr(self.cache, "verifies_entries", False):
-            return None
-        entry = await self.cache.get_state(thread_id)
-        if entry is None:
-            return None
-        version, payload = entry
-        thread = await self.get_thread(thread_id)
-        if thread is None or thread.version != version:
-            return None
-        try:
-            head = self._from_cache_payload(payload)
-        except (StorageError, ValueError, TypeError, IndexError) as exc:
-            log.warning("ignoring an undecodable cache entry for thread %r: %s", thread_id, exc)
-            return None
-        if (
-            head.thread_id != thread_id
-            or head.version != version
-            or head.checkpoint_id != thread.head_checkpoint_id
-        ):
-            return None
-        return head
-
-    def _cache_payload(self, cp: CheckpointRecord) -> bytes:
-        """A head as the cache holds it: its row (payload columns sealed, as stored)."""
-        return dumps(list(self.rows.checkpoint_to_params(cp)))
-
-    def _from_cache_payload(self, payload: bytes) -> CheckpointRecord:
-        return self.rows.checkpoint_from_row(loads(payload))
+        return None if row is None else self.rows.checkpoint_from_row(row)
 
     async def request_hash_key(self) -> bytes:
         """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`), derived
@@ -520,10 +478,6 @@ class PgCheckpointer(Closing):
             secret = await self._database_secret()
             key = self._hash_key = dbsecret.derive_key(secret, dbsecret.REQUEST_HASH_PURPOSE)
         return key
-
-    async def _cache_mac_key(self) -> bytes:
-        """The key the Redis cache signs entries with, derived from the database secret."""
-        return dbsecret.derive_key(await self._database_secret(), dbsecret.CACHE_MAC_PURPOSE)
 
     async def _database_secret(self) -> bytes:
         """This database's secret (:mod:`~oncegraph.storage.sql.dbsecret`), created on first
@@ -607,7 +561,8 @@ class PgCheckpointer(Closing):
 
     async def create_run(self, run: RunRecord) -> None:
         try:
-            await self._execute("create_run", RUN_INSERT, self.rows.run_to_params(run))
+            sql = RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else RUN_INSERT
+            await self._execute("create_run", sql, self.rows.run_to_params(run))
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(

@@ -18,9 +18,12 @@ going through ``asyncio.to_thread``. A WAL commit costs ~0.15 ms, far less than 
 thread hop; the price is that a writer waiting on another process's lock blocks its
 event loop for up to ``busy_timeout_ms``. Use PostgreSQL for many concurrent writers.
 
-:meth:`SqliteCheckpointer.commit` is one transaction without a read: the CAS is the
-``UPDATE``'s row count (``INSERT ... ON CONFLICT DO NOTHING`` for a new thread), the
-fence is a fenced ``UPDATE``'s row count, log entries go in with ``executemany``.
+:meth:`SqliteCheckpointer.commit` joins the step commits of other runs on the same loop
+that are ready in the same turn: one transaction and one fsync for the group, each step
+under its own savepoint (:mod:`oncegraph.storage.sql.sqlite_group`). A step is written
+without a read: the CAS is the ``UPDATE``'s row count (``INSERT ... ON CONFLICT DO
+NOTHING`` for a new thread), the fence is a fenced ``UPDATE``'s row count, log entries
+go in with ``executemany``.
 sqlite3 errors are mapped to :class:`~oncegraph.errors.StorageError` subclasses.
 
 Run liveness locks (:meth:`SqliteCheckpointer.lock_run`) are OS record locks on the
@@ -36,6 +39,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +74,7 @@ from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as mig
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
+from oncegraph.storage.sql.sqlite_group import CommitGroups
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 _KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
@@ -92,6 +97,19 @@ def _map_error(exc: sqlite3.Error, path: str) -> StorageError:
             "for many concurrent writers."
         )
     return StorageError(f"SQLite {path}: {type(exc).__name__}: {text}")
+
+
+@dataclass(frozen=True, slots=True)
+class _StepWrite:
+    """A step commit with its parameters serialized (before any transaction opens)."""
+
+    commit: StepCommit
+    cp_params: Sequence[Any]
+    log_params: Any
+    run_params: Sequence[Any] | None
+    effect_params: list[Any]
+    intent_params: list[Any]
+    ts: float
 
 
 def _rollback(conn: sqlite3.Connection) -> None:
@@ -285,6 +303,8 @@ class SqliteCheckpointer(Closing):
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         self._hash_key: bytes | None = None  # derived from the database secret on first need
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
+        # Step commits ready in the same turn of a loop share one transaction and fsync.
+        self.commit_groups = CommitGroups(self._lock, self._connect, self._map)
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -402,62 +422,66 @@ class SqliteCheckpointer(Closing):
     # -- checkpoints ------------------------------------------------------------------
 
     async def commit(self, commit: StepCommit) -> None:
+        """One step's commit, grouped with the steps of other runs on this loop that
+        commit in the same turn (:mod:`oncegraph.storage.sql.sqlite_group`): one
+        transaction and one fsync for the group, each step's CAS and fence checked on its
+        own, a refused step rolled back alone. Returns once its rows are durable."""
         rows.check_commit(commit)
-        cp = commit.checkpoint
         # Serialize before BEGIN: a JSON error never leaves a transaction open.
-        cp_params = self.rows.checkpoint_to_params(cp)
-        log_params = self.rows.log_params(commit.thread_id, commit.log) if commit.log else None
-        run_params = self.rows.run_to_params(commit.new_run) if commit.new_run is not None else None
-        effect_params = [self.rows.effect_to_params(e) for e in commit.effects]
-        intent_params = [self.rows.effect_to_params(e) for e in commit.intents]
-        ts = now()
-        with self._lock:
-            conn = self._conn or self._connect()
-            execute = conn.execute
-            try:
-                execute("BEGIN IMMEDIATE")
-                if commit.expected_version == 0:
-                    cur = execute(S.THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts))
-                else:
-                    cur = execute(
-                        S.THREAD_CAS,
-                        (
-                            commit.expected_version + 1,
-                            cp.checkpoint_id,
-                            ts,
-                            commit.thread_id,
-                            commit.expected_version,
-                        ),
-                    )
-                if cur.rowcount != 1:
-                    raise StaleStateError(rows.stale_message(commit))
-                if run_params is not None:
-                    execute(S.RUN_INSERT, run_params)
-                if commit.run_status is not None or commit.fence is not None:
-                    self._update_run_in_tx(
-                        conn,
-                        cp.run_id,
-                        commit.run_status,
-                        self.rows.error_param(commit.run_error),
-                        commit.fence,
-                        ts,
-                    )
-                execute(S.CHECKPOINT_INSERT, cp_params)
-                if log_params:
-                    conn.executemany(S.LOG_INSERT, log_params)
-                if intent_params:
-                    conn.executemany(S.EFFECT_INTENT_INSERT, intent_params)
-                if effect_params:
-                    conn.executemany(S.EFFECT_UPSERT_RESULT, effect_params)
-                if commit.clear_task_writes_of is not None:
-                    execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
-                execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        work = _StepWrite(
+            commit,
+            self.rows.checkpoint_to_params(commit.checkpoint),
+            self.rows.log_params(commit.thread_id, commit.log) if commit.log else None,
+            self.rows.run_to_params(commit.new_run) if commit.new_run is not None else None,
+            [self.rows.effect_to_params(e) for e in commit.effects],
+            [self.rows.effect_to_params(e) for e in commit.intents],
+            now(),
+        )
+        await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
+
+    def _map(self, exc: sqlite3.Error) -> StorageError:
+        return _map_error(exc, self.path)
+
+    def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> None:
+        """One step's rows in the open transaction; raises (writing nothing of it) when
+        its thread version moved (``StaleStateError``) or its fence did."""
+        commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
+        execute = conn.execute
+        if commit.expected_version == 0:
+            cur = execute(S.THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts))
+        else:
+            cur = execute(
+                S.THREAD_CAS,
+                (
+                    commit.expected_version + 1,
+                    cp.checkpoint_id,
+                    ts,
+                    commit.thread_id,
+                    commit.expected_version,
+                ),
+            )
+        if cur.rowcount != 1:
+            raise StaleStateError(rows.stale_message(commit))
+        if work.run_params is not None:
+            execute(S.RUN_INSERT, work.run_params)
+        if commit.run_status is not None or commit.fence is not None:
+            self._update_run_in_tx(
+                conn,
+                cp.run_id,
+                commit.run_status,
+                self.rows.error_param(commit.run_error),
+                commit.fence,
+                ts,
+            )
+        execute(S.CHECKPOINT_INSERT, work.cp_params)
+        if work.log_params:
+            conn.executemany(S.LOG_INSERT, work.log_params)
+        if work.intent_params:
+            conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params)
+        if work.effect_params:
+            conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
+        if commit.clear_task_writes_of is not None:
+            execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
 
     def _update_run_in_tx(
         self,
@@ -641,6 +665,8 @@ class SqliteCheckpointer(Closing):
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
         params = self.rows.effect_to_params(record)
+        # Not grouped: an intent is written at once (no yield to the loop between the
+        # call's decision and its intent), so sibling calls reach their intents in order.
         with self._lock:
             conn = self._connect()
             try:

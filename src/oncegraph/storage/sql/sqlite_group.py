@@ -1,0 +1,170 @@
+"""Group commit for SQLite: writes that are ready together share one transaction.
+
+Runs on one event loop that write at the same moment (step commits and intents
+requested in the same turn of the loop) are written in ONE ``BEGIN IMMEDIATE ...
+COMMIT``, so they share one fsync. A request yields to the loop once: every run that is
+ready in that turn adds its own request, then the group is written.
+
+Invariants:
+
+* **Durability per run is unchanged.** A run's ``commit`` returns only after the
+  ``COMMIT`` of the transaction holding its rows has returned (``synchronous=FULL``: on
+  disk); a run never proceeds on a commit that is not durable.
+* **Each run's compare-and-swap is checked inside the group, in request order.** Each
+  request runs under its own ``SAVEPOINT``; a request that fails its own checks (a lost
+  CAS, a lost fence, a duplicate row) is rolled back to its savepoint and gets its own
+  error, and only its own rows are gone: the others in the group commit. Two requests on
+  one thread in one group behave as two sequential commits (the second sees the first).
+* **A failure of the transaction itself fails every request in it** (a ``COMMIT`` or
+  ``BEGIN`` that fails: disk full, I/O error, busy): everything is rolled back and each
+  request gets the mapped error; nothing of the group was written.
+* A request whose waiter was cancelled before the group was written is left out.
+* A group of one is written exactly as a single commit (no savepoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+Write = Callable[[sqlite3.Connection], Any]
+"""One request: write its rows in the open transaction and return its answer; raise to
+refuse it (its rows are rolled back)."""
+
+
+@dataclass(slots=True)
+class GroupStats:
+    """Requests written and transactions used (requests / transactions = group size)."""
+
+    requests: int = 0
+    transactions: int = 0
+    largest: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    write: Write
+    future: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Group:
+    items: list[_Pending] = field(default_factory=list)
+
+
+class CommitGroups:
+    """Collect write requests per event loop and write each turn's in one transaction.
+
+    ``connect()`` returns the open connection (called with ``lock`` held); ``map_error``
+    turns a driver error into the store's error. See the module docstring.
+    """
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        connect: Callable[[], sqlite3.Connection],
+        map_error: Callable[[sqlite3.Error], Exception],
+    ) -> None:
+        self._lock = lock
+        self._connect = connect
+        self._map_error = map_error
+        self._open: dict[asyncio.AbstractEventLoop, _Group] = {}
+        self.stats = GroupStats()
+
+    async def write(self, write: Callable[[sqlite3.Connection], T]) -> T:
+        """``write(conn)`` in the next group of this loop; its answer once it is durable."""
+        loop = asyncio.get_running_loop()
+        group = self._open.get(loop)
+        if group is None:
+            group = self._open[loop] = _Group()
+            loop.call_soon(self._flush, loop, group)
+        future: asyncio.Future[T] = loop.create_future()
+        group.items.append(_Pending(write, future))
+        return await future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
+        if self._open.get(loop) is group:
+            del self._open[loop]
+        items = [p for p in group.items if not p.future.cancelled()]
+        if not items:
+            return
+        errors: list[BaseException | None] = [None] * len(items)
+        answers: list[Any] = [None] * len(items)
+        try:
+            with self._lock:
+                conn = self._connect()
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    if len(items) == 1:
+                        try:
+                            answers[0] = items[0].write(conn)
+                        except sqlite3.Error as exc:
+                            errors[0] = self._map_error(exc)
+                            _rollback(conn)
+                        except Exception as exc:
+                            errors[0] = exc
+                            _rollback(conn)
+                    else:
+                        for i, pending in enumerate(items):
+                            answers[i], errors[i] = self._one(conn, pending.write)
+                    if conn.in_transaction:
+                        conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    _rollback(conn)
+                    raise self._map_error(exc) from exc
+                except BaseException:
+                    _rollback(conn)
+                    raise
+        except BaseException as failed:  # the transaction failed: so did every request
+            for pending in items:
+                if not pending.future.done():
+                    pending.future.set_exception(failed)
+            if not isinstance(failed, Exception):
+                raise
+            return
+        self.stats.requests += len(items)
+        self.stats.transactions += 1
+        self.stats.largest = max(self.stats.largest, len(items))
+        for pending, answer, error in zip(items, answers, errors, strict=True):
+            if pending.future.done():
+                continue
+            if error is None:
+                pending.future.set_result(answer)
+            else:
+                pending.future.set_exception(error)
+
+    def _one(self, conn: sqlite3.Connection, write: Write) -> tuple[Any, Exception | None]:
+        """One request under its own savepoint: (its answer, its error); on an error its
+        rows are rolled back."""
+        conn.execute("SAVEPOINT og_request")
+        try:
+            answer = write(conn)
+        except sqlite3.IntegrityError as exc:  # its own rows clash (a duplicate id)
+            conn.execute("ROLLBACK TO og_request")
+            conn.execute("RELEASE og_request")
+            return None, self._map_error(exc)
+        except sqlite3.Error:
+            raise  # the connection or the file: the whole group fails
+        except Exception as exc:  # its own check refused it (CAS, fence)
+            conn.execute("ROLLBACK TO og_request")
+            conn.execute("RELEASE og_request")
+            return None, exc
+        conn.execute("RELEASE og_request")
+        return answer, None
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:  # the connection is broken; the transaction is gone anyway
+            pass
+
+
+__all__ = ["CommitGroups", "GroupStats"]

@@ -1,0 +1,172 @@
+"""The sync thread pool: sized, named, and a timed-out call's thread accounted for.
+
+Sync nodes and tools run in oncegraph's own pool (``oncegraph-sync-N`` threads), never
+asyncio's default executor (6 threads on a 2-core machine): N concurrent runs of a sync
+tool all start with a pool of N. A call still running after its timeout is counted as
+stuck (a warning names it, ``app.sync_pool.stats()`` lists it) until its thread ends;
+stuck threads do not take new calls' threads, and once a pool's limit of stuck calls is
+reached a new sync call is refused before it is made. Blocked calls wait on
+events the test sets, so no thread outlives its test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from oncegraph import END, START, StateGraph, ToolNode, add_messages
+from oncegraph.app import CompiledGraph
+from oncegraph.errors import ConfigError, SyncThreadsExhaustedError, ToolTimeoutError
+from oncegraph.runtime.executor import ThreadPool
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.records import EffectStatus
+
+LONG = 30.0  # how long a blocked call would wait if nobody released it
+SHORT = 0.05
+
+
+class S(TypedDict, total=False):
+    messages: Annotated[list[dict[str, Any]], add_messages]
+    done: str
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def _agent(tools: list[Any], name: str, path: Path, **compile: Any) -> CompiledGraph:
+    async def agent(state: S) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if last["role"] == "tool":
+            return {"done": last["content"]}
+        call = {"id": "call_1", "name": name, "args": {"order": "o1"}}
+        return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+    g = StateGraph(S)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode(tools))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: END if "done" in s else "tools", ["tools", END])
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=SqliteCheckpointer(path / "runs.db"), **compile)
+
+
+def test_n_concurrent_runs_of_a_sync_tool_all_start(tmp_path: Path) -> None:
+    n = 12  # twice asyncio's default executor on this machine
+    inside = 0
+    most = 0
+    names: set[str] = set()
+    lock = threading.Lock()
+    all_in = threading.Event()
+
+    def ship(order: str) -> str:
+        """Ship an order."""
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+            names.add(threading.current_thread().name)
+            if inside == n:
+                all_in.set()
+        all_in.wait(LONG)  # every call waits until all n are inside at once
+        with lock:
+            inside -= 1
+        return f"shipped {order}"
+
+    app = _agent([ship], "ship", tmp_path, sync_threads=n)
+
+    async def many() -> list[dict[str, Any]]:
+        return await asyncio.gather(
+            *(app.ainvoke({"messages": ["go"]}, {"thread_id": f"t{i}"}) for i in range(n))
+        )
+
+    outs = asyncio.run(many())
+    assert all_in.is_set() and most == n > 6
+    assert [o["done"] for o in outs] == ["shipped o1"] * n
+    assert all(name.startswith("oncegraph-sync") for name in names)
+    assert app.sync_pool.stats().max_workers == n
+
+
+def test_a_timed_out_sync_call_is_reported_and_counted_until_it_ends(
+    tmp_path: Path, release: threading.Event, caplog: pytest.LogCaptureFixture
+) -> None:
+    def ship(order: str) -> str:
+        """Ship an order."""
+        release.wait(LONG)
+        return "late"
+
+    app = _agent([ship], "ship", tmp_path, sync_threads=2)
+    cfg = {"thread_id": "t", "tool_timeout": SHORT, "tool_grace": SHORT}
+    with (
+        caplog.at_level(logging.WARNING, "oncegraph.executor"),
+        pytest.raises(ToolTimeoutError, match="still running"),
+    ):
+        app.invoke({"messages": ["go"]}, cfg)
+    stats = app.sync_pool.stats()
+    assert stats.stuck == 1 and "tool 'ship'" in stats.stuck_calls[0]
+    assert any(
+        "tool 'ship'" in r.getMessage() and "stuck" in r.getMessage() for r in caplog.records
+    )
+    release.set()
+    deadline = time.monotonic() + 60
+    while app.sync_pool.stats().stuck or app.effects(thread_id="t")[0].status is (
+        EffectStatus.PENDING
+    ):
+        assert time.monotonic() < deadline, "the stuck call was never accounted as ended"
+        time.sleep(0.01)
+    assert app.effects(thread_id="t")[0].status is EffectStatus.COMPLETED
+
+
+def test_too_many_stuck_calls_refuse_a_new_one_before_it_is_called(
+    tmp_path: Path, release: threading.Event
+) -> None:
+    calls: list[str] = []
+
+    def ship(order: str) -> str:
+        """Ship an order."""
+        calls.append(order)
+        release.wait(LONG)
+        return "late"
+
+    app = _agent([ship], "ship", tmp_path, sync_threads=1)
+    cfg = {"tool_timeout": SHORT, "tool_grace": SHORT}
+    with pytest.raises(ToolTimeoutError):
+        app.invoke({"messages": ["go"]}, {**cfg, "thread_id": "a"})
+    with pytest.raises(SyncThreadsExhaustedError, match=r"tool 'ship'.*sync_threads=N"):
+        app.invoke({"messages": ["go"]}, {**cfg, "thread_id": "b"})
+    assert calls == ["o1"]  # the second call was never made
+    # at most the intent its model turn planned is there, still pending: never sent
+    assert all(r.status is EffectStatus.PENDING for r in app.effects(thread_id="b"))
+    release.set()
+
+
+def test_a_stuck_thread_does_not_take_a_new_calls_thread(release: threading.Event) -> None:
+    pool = ThreadPool(1, "oncegraph-sync-test")
+    stuck = pool.submit(lambda: release.wait(LONG))
+    while not pool.busy:
+        time.sleep(0.001)
+    pool.abandon(stuck, "tool 'hang'")
+    assert pool.stats().stuck == 1
+    assert pool.submit(lambda: "fresh").result(timeout=LONG) == "fresh"
+    release.set()
+    stuck.result(timeout=LONG)
+    assert pool.stats().stuck == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
+def test_sync_threads_must_be_a_positive_int(bad: Any) -> None:
+    g = StateGraph(S)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    with pytest.raises(ConfigError, match="sync_threads must be a positive int"):
+        g.compile(sync_threads=bad)

@@ -522,10 +522,12 @@ class CompiledGraph:
         tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
+        masked: bool = True,
     ) -> list[EffectRecord]:
         """Effect records of this app's runs (masked), oldest first; ``tenant`` keeps
         those of that tenant's runs (a tenant-bound app: its own only); ``limit`` of them
-        (default 500, ``None`` for all) from ``offset`` on."""
+        (default 500, ``None`` for all) from ``offset`` on. ``masked=False`` shows the
+        payloads as recorded (for an admin's view: the caller decides who sees them)."""
         statuses = None
         if status is not None:
             statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
@@ -536,6 +538,7 @@ class CompiledGraph:
             tenant=tenant,
             limit=limit,
             offset=offset,
+            masked=masked,
         )
 
     def effects(
@@ -547,6 +550,7 @@ class CompiledGraph:
         tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
+        masked: bool = True,
     ) -> list[EffectRecord]:
         return run_sync(
             self.aeffects(
@@ -556,6 +560,7 @@ class CompiledGraph:
                 tenant=tenant,
                 limit=limit,
                 offset=offset,
+                masked=masked,
             ),
             "effects",
         )

@@ -194,6 +194,16 @@ def test_viewers_see_masked_state_and_admins_see_it_as_stored(
     hist = sqlite_client.get(f"/api/runs/{run_id}/history", headers=auth(VIEWER)).text
     assert CARD not in hist
 
+    def effect_card(key: str) -> str:
+        found = sqlite_client.get(f"/api/runs/{run_id}/effects", headers=auth(key)).json()
+        (refund,) = [e for e in found["effects"] if e["effect_type"] == "refund"]
+        return str(refund["request"]["card"])
+
+    assert effect_card(VIEWER) == "***" and effect_card(OPERATOR) == "***"
+    assert effect_card(ADMIN) == CARD, "an admin sees the payload as recorded"
+    thread = sqlite_client.get("/api/threads/t-mask/effects", headers=auth(VIEWER)).text
+    assert CARD not in thread
+
 
 # -- auth and roles -------------------------------------------------------------------------
 

@@ -458,6 +458,7 @@ class RunService:
         tenant: str | None = None,
         limit: int | None = EFFECTS_PAGE,
         offset: int = 0,
+        masked: bool = True,
     ) -> list[EffectRecord]:
         """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked;
         only those of this app's runs (of its tenant's, when bound to one); ``limit`` of
@@ -485,6 +486,8 @@ class RunService:
             limit=limit,
             offset=offset,
         )
+        if not masked:  # an admin's view (the caller decides who may see payloads)
+            return records
         partial = statuses is not None or offset > 0 or (
             limit is not None and len(records) >= limit
         )

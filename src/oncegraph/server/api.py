@@ -126,10 +126,14 @@ async def run_effects(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
     limit, offset = page(request)
-    found = await graph(request).aeffects(
-        run_id=run.run_id, status=statuses(request, EFFECT_STATUSES), limit=limit, offset=offset
-    )
     view = shown(request, p)
+    found = await graph(request).aeffects(
+        run_id=run.run_id,
+        status=statuses(request, EFFECT_STATUSES),
+        limit=limit,
+        offset=offset,
+        masked=not view.unmasked,
+    )
     return JSONResponse({"effects": [view.effect(e) for e in found]})
 
 
@@ -198,13 +202,14 @@ async def thread_effects(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
     limit, offset = page(request)
+    view = shown(request, p)
     found = await graph(request).aeffects(
         thread_id=thread_id,
         status=statuses(request, EFFECT_STATUSES),
         limit=limit,
         offset=offset,
+        masked=not view.unmasked,
     )
-    view = shown(request, p)
     return JSONResponse({"effects": [view.effect(e) for e in found]})
 
 

@@ -62,6 +62,7 @@ from oncegraph import END, START, StateGraph, ToolNode, __version__, add_message
 from oncegraph import tool as as_tool
 from oncegraph.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+from oncegraph.tools import ToolLimits
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 EFFECTS: list[int] = []
@@ -110,7 +111,8 @@ def build(n: int, tool: Callable[..., str] = record_effect, *, inline: bool = Fa
 
     g = StateGraph(Msgs)
     g.add_node("model", model, inline=inline)
-    g.add_node("tools", ToolNode([as_tool(tool, inline=inline)]))
+    # no per-run cap: the loop's N tool calls are the workload (ToolLimits bounds agents)
+    g.add_node("tools", ToolNode([as_tool(tool, inline=inline)], limits=ToolLimits(per_run=None)))
     g.add_edge(START, "model")
     g.add_conditional_edges("model", route, ["tools", END])
     g.add_edge("tools", "model")

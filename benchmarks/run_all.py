@@ -65,6 +65,14 @@ def machine() -> dict[str, Any]:
 
 
 def run(label: str, argv: list[str], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    if not Path(argv[0]).exists():  # a peer whose venv was not made: say so, go on
+        print(
+            f"# {label} skipped: {argv[0]} does not exist "
+            f"(bash benchmarks/peers/setup_venvs.sh {label})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return []
     print(f"# {label}: {' '.join(argv)}", file=sys.stderr, flush=True)
     out = subprocess.run(
         argv, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=HERE.parent

@@ -26,7 +26,7 @@ from oncegraph.errors import ConfigError
 from oncegraph.state import lcmessages
 
 DEFAULT_PER_TURN = 64
-DEFAULT_PER_RUN = 256
+DEFAULT_PER_RUN = 1000
 DEFAULT_CONCURRENCY = 16
 
 

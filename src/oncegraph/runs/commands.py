@@ -192,21 +192,15 @@ class Commands:
         changed = changed.replace(
             attempts=attempts, row_version=record.row_version + 1, updated_at=t
         )
-        audit = AuditRecord(
-            audit_id=new_audit_id(),
-            actor=actor,
-            action="resolve_effect",
-            target_kind="effect",
-            target_id=effect_id,
-            run_id=record.run_id,
-            thread_id=record.thread_id,
-            reason=reason,
-            details={
-                "outcome": outcome,
-                "before": str(record.status),
-                "after": str(changed.status),
-                "provider_reference": provider_reference,
-            },
+        audit = _effect_audit(
+            record,
+            actor,
+            "resolve_effect",
+            reason,
+            outcome=outcome,
+            before=str(record.status),
+            after=str(changed.status),
+            provider_reference=provider_reference,
         )
 
         async def write(token: int) -> None:
@@ -272,21 +266,15 @@ class Commands:
                     error=None,
                 )
             changed = changed.replace(row_version=current.row_version + 1, updated_at=t)
-            audit = AuditRecord(
-                audit_id=new_audit_id(),
-                actor=actor,
-                action="check_effect",
-                target_kind="effect",
-                target_id=effect_id,
-                run_id=current.run_id,
-                thread_id=current.thread_id,
-                reason=reason,
-                details={
-                    "verdict": verdict.verdict,
-                    "before": str(current.status),
-                    "after": str(changed.status),
-                    "provider_reference": verdict.provider_reference,
-                },
+            audit = _effect_audit(
+                current,
+                actor,
+                "check_effect",
+                reason,
+                verdict=verdict.verdict,
+                before=str(current.status),
+                after=str(changed.status),
+                provider_reference=verdict.provider_reference,
             )
             await self.store.save_effect(changed, fence=token, audit=audit)
             return EffectCheck(verdict.verdict, mask_effect(changed, self.service.masks))
@@ -331,16 +319,8 @@ class Commands:
             row_version=record.row_version + 1,
             updated_at=t,
         )
-        audit = AuditRecord(
-            audit_id=new_audit_id(),
-            actor=actor,
-            action="redeliver",
-            target_kind="effect",
-            target_id=effect_id,
-            run_id=record.run_id,
-            thread_id=record.thread_id,
-            reason=reason,
-            details={"before": str(record.status), "dedup": preview.dedup},
+        audit = _effect_audit(
+            record, actor, "redeliver", reason, before=str(record.status), dedup=preview.dedup
         )
 
         async def send(token: int) -> EffectRecord:
@@ -496,6 +476,23 @@ async def _call_once(
         effect.provider_reference = value.provider_reference or effect.provider_reference
         return "completed", value.result, None
     return "completed", value, None
+
+
+def _effect_audit(
+    record: EffectRecord, actor: str, action: str, reason: str, **details: Any
+) -> AuditRecord:
+    """The audit record of an operator command on one effect."""
+    return AuditRecord(
+        audit_id=new_audit_id(),
+        actor=actor,
+        action=action,
+        target_kind="effect",
+        target_id=record.effect_id,
+        run_id=record.run_id,
+        thread_id=record.thread_id,
+        reason=reason,
+        details=details,
+    )
 
 
 def _closed(attempt: Attempt, at: float) -> Attempt:

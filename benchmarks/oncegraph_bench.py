@@ -100,7 +100,7 @@ def build(n: int, tool: Callable[..., str] = record_effect, *, inline: bool = Fa
     name = tool.__name__
 
     def model(state: dict[str, Any]) -> dict[str, Any]:
-        done = sum(1 for m in state["messages"] if m.get("role") == "tool")
+        done = (len(state["messages"]) - 1) // 2  # user, then (assistant, tool) pairs
         if done >= n:
             return {"messages": [{"role": "assistant", "content": "finished"}]}
         call = {"id": f"call_{done}", "name": name, "args": {"i": done}}

@@ -170,3 +170,55 @@ def test_sync_threads_must_be_a_positive_int(bad: Any) -> None:
     g.add_edge(START, "n")
     with pytest.raises(ConfigError, match="sync_threads must be a positive int"):
         g.compile(sync_threads=bad)
+
+
+def test_a_waiter_is_settled_by_the_pool_thread_with_the_result_or_the_error() -> None:
+    pool = ThreadPool(2, "waiter-test")
+
+    def boom() -> None:
+        raise KeyError("k")
+
+    async def go() -> None:
+        thread, waiter = pool.start(lambda: threading.current_thread().name)
+        assert (await waiter).startswith("waiter-test-")
+        assert thread.done()  # the thread's future ends before the waiter wakes
+        thread, waiter = pool.start(boom)
+        with pytest.raises(KeyError):
+            await waiter
+        assert isinstance(thread.exception(), KeyError)
+
+    asyncio.run(go())
+
+
+def test_a_waiter_cancelled_before_its_call_starts_skips_the_call(
+    release: threading.Event,
+) -> None:
+    pool = ThreadPool(1, "cancel-test")
+    called: list[str] = []
+
+    async def go() -> None:
+        busy, _ = pool.start(lambda: release.wait(LONG))  # the only thread is taken
+        thread, waiter = pool.start(lambda: called.append("late"))
+        waiter.cancel()
+        release.set()
+        await asyncio.wrap_future(busy)
+        await asyncio.sleep(SHORT)
+        assert thread.cancelled()
+
+    asyncio.run(go())
+    assert called == []
+
+
+def test_a_call_that_ends_after_its_loop_closed_leaves_the_thread_working(
+    release: threading.Event,
+) -> None:
+    pool = ThreadPool(1, "closed-test")
+    holder: dict[str, Any] = {}
+
+    async def go() -> None:
+        holder["thread"], _ = pool.start(lambda: release.wait(LONG) and "late")
+
+    asyncio.run(go())  # the loop is closed while the call still runs
+    release.set()
+    assert holder["thread"].result(timeout=LONG) == "late"
+    assert pool.submit(lambda: "next").result(timeout=LONG) == "next"

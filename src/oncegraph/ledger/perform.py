@@ -597,8 +597,8 @@ class _Performer:
     def _start(self) -> asyncio.Future[Any]:
         """Start the call (in the current context, so current_effect() is set in it)."""
         if self.call.runs == "thread":
-            self._thread = executor.submit(self.call.fn)
-            return asyncio.wrap_future(self._thread)
+            self._thread, waiter = executor.start(self.call.fn)
+            return waiter
         started: asyncio.Future[Any] = asyncio.ensure_future(self.call.fn())
         return started
 

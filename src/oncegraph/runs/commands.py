@@ -460,7 +460,7 @@ async def _call_once(
         if tool.is_async:
             call: asyncio.Future[Any] = asyncio.ensure_future(tool.fn(**kwargs))
         else:
-            call = asyncio.wrap_future(executor.submit(functools.partial(tool.fn, **kwargs)))
+            call = executor.start(functools.partial(tool.fn, **kwargs))[1]
     finally:
         reset_effect(token)
     try:

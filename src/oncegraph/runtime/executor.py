@@ -29,6 +29,7 @@ Invariants (a timed-out call's thread is accounted for, not leaked silently):
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextvars
 import logging
@@ -130,17 +131,32 @@ class ThreadPool:
             "ONCEGRAPH_THREADS."
         )
 
-    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run ``fn()`` in a pool thread, in a copy of the caller's context."""
+    def submit(
+        self, fn: Callable[[], Any], *, waiter: asyncio.Future[Any] | None = None
+    ) -> concurrent.futures.Future[Any]:
+        """Run ``fn()`` in a pool thread, in a copy of the caller's context.
+
+        ``waiter``: an ``asyncio`` future the pool thread settles itself, with one
+        ``call_soon_threadsafe`` once the call has ended (cheaper than chaining it to the
+        returned future with ``asyncio.wrap_future``); cancelled before the call starts,
+        the call is not made. The returned future ends when the THREAD ends."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         context = contextvars.copy_context()
         with self._lock:
-            self._queue.put((future, context, fn))
+            self._queue.put((future, context, fn, waiter))
             if self._idle > 0:
                 self._idle -= 1
             elif self._threads < self.max_workers + min(len(self._stuck), self._stuck_limit()):
                 self._start_thread()
         return future
+
+    def start(
+        self, fn: Callable[[], Any]
+    ) -> tuple[concurrent.futures.Future[Any], asyncio.Future[Any]]:
+        """Run ``fn()`` in a pool thread: (the future that ends with the thread, a future
+        of the running loop to await)."""
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        return self.submit(fn, waiter=waiter), waiter
 
     def _start_thread(self) -> None:  # with self._lock held
         self._threads += 1
@@ -182,23 +198,51 @@ class ThreadPool:
             item = self._queue.get()
             if item is _STOP:
                 return
-            future, context, fn = item
+            future, context, fn, waiter = item
+            if waiter is not None and waiter.cancelled():
+                future.cancel()
             if future.set_running_or_notify_cancel():
                 with self._lock:
                     self._busy += 1
+                result: Any = None
+                error: BaseException | None = None
                 try:
-                    future.set_result(context.run(fn))
+                    result = context.run(fn)
                 except BaseException as exc:
-                    future.set_exception(exc)
-                finally:
-                    with self._lock:
-                        self._busy -= 1
+                    error = exc
+                with self._lock:
+                    self._busy -= 1
+                # the thread's future first: a waiter woken finds the thread ended
+                if error is None:
+                    future.set_result(result)
+                else:
+                    future.set_exception(error)
+                if waiter is not None:
+                    _wake(waiter, result, error)
             with self._lock:
                 # a pool over its size (it grew for stuck calls that have ended) sheds
                 if self._threads > self.max_workers + len(self._stuck) and self._queue.empty():
                     self._threads -= 1
                     return
                 self._idle += 1
+
+
+def _wake(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """Settle ``waiter`` on its own loop (from a pool thread); a closed loop has nobody
+    waiting."""
+    try:
+        waiter.get_loop().call_soon_threadsafe(_settle, waiter, result, error)
+    except RuntimeError:  # the loop is closed
+        pass
+
+
+def _settle(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if waiter.done():  # cancelled: its waiter gave up
+        return
+    if error is None:
+        waiter.set_result(result)
+    else:
+        waiter.set_exception(error)
 
 
 _pool_lock = threading.Lock()
@@ -240,6 +284,11 @@ def submit(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
     return current().submit(fn)
 
 
+def start(fn: Callable[[], Any]) -> tuple[concurrent.futures.Future[Any], asyncio.Future[Any]]:
+    """Run ``fn()`` in the current pool: (the thread's future, a waiter of this loop)."""
+    return current().start(fn)
+
+
 def busy() -> int:
     """Sync nodes and tools running in the current pool right now."""
     return current().busy
@@ -255,6 +304,7 @@ __all__ = [
     "current",
     "pool",
     "reset",
+    "start",
     "submit",
     "use",
 ]

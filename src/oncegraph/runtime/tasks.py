@@ -251,8 +251,7 @@ async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
     else:  # in the worker pool; a timeout stops waiting, the thread cannot be stopped
         pool = executor.current()
         pool.check_room(f"node {ctx.node_name!r}")
-        thread = pool.submit(functools.partial(node.fn, *args))
-        call = asyncio.wrap_future(thread)
+        thread, call = pool.start(functools.partial(node.fn, *args))
     if timeout is None:
         return await call
     try:

@@ -30,7 +30,6 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import sys
@@ -118,7 +117,7 @@ class Tool:
             return await self.fn(**args)
         if self.inline:
             return self.fn(**args)
-        return await asyncio.wrap_future(executor.submit(self.bind(args)))
+        return await executor.start(self.bind(args))[1]
 
     def timeout_in(self, run_timeout: float | None) -> float | None:
         """The timeout a call of this tool runs under: its own, else the run's; none inline."""

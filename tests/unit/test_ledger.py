@@ -526,10 +526,14 @@ def test_ledger_unavailable_risky_tools_do_not_run(
         return "refunded"
 
     broken = BrokenLedger(store)
-    broken.begin = broken.read = True
     app = react(cast(Checkpointer, broken), tool(effect=cls)(refund))
+    # Stop after the model turn's commit (a write call's intent rides it, planned): the
+    # tools step that resumes must read the ledger, and it cannot.
+    crash(path, app, USER, "after_checkpoint", nth=1)
+    assert sent == []
+    broken.begin = broken.read = True
     with pytest.raises(LedgerUnavailableError):
-        run(path, app, USER, cfg())
+        run(path, app, None, cfg())
     assert sent == []
     assert latest_run(app).status is RunStatus.FAILED
     broken.begin = broken.read = False  # the store is back: the run is resumable

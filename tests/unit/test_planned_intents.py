@@ -31,10 +31,10 @@ class Counting(SqliteCheckpointer):
         self.saves = 0
         self.intents: list[str] = []
 
-    async def commit(self, commit: StepCommit) -> None:
+    async def commit(self, commit: StepCommit) -> int:
         self.commits += 1
         self.intents += [e.effect_type for e in commit.intents]
-        await super().commit(commit)
+        return await super().commit(commit)
 
     async def begin_effect(self, record: Any, *, fence: int | None = None) -> Any:
         self.begins.append(record.effect_type)
@@ -136,4 +136,65 @@ def test_no_intent_is_planned_for_a_turn_over_the_limit_or_bad_arguments(tmp_pat
     app.invoke(USER, T)
     assert store.intents == [] and shop.keys == []
     assert [e for e in app.effects(thread_id="t-plan") if e.effect_type == "refund"] == []
+    app.close()
+
+
+class Reading(Counting):
+    """Counts the effect reads; ``existing`` puts a completed record of each planned
+    intent on file just before the commit that plans it (a row already there)."""
+
+    def __init__(self, path: Path, *, existing: bool = False) -> None:
+        super().__init__(path)
+        self.reads: list[str] = []
+        self.existing = existing
+
+    async def get_effect(self, effect_id: str) -> Any:
+        self.reads.append(effect_id)
+        return await super().get_effect(effect_id)
+
+    async def commit(self, commit: StepCommit) -> Any:
+        if self.existing:
+            for intent in commit.intents:
+                done = intent.replace(
+                    status=EffectStatus.COMPLETED, result="refunded earlier", row_version=1
+                )
+                await super().begin_effect(done)
+        return await super().commit(commit)
+
+
+def test_a_planned_intent_the_commit_inserted_is_not_read_back(tmp_path: Path) -> None:
+    shop = Shop()
+    store = Reading(tmp_path / "p.db")
+    app = ReactAgent(ScriptedModel([one_call("refund"), "done"]), tools=shop.tools).compile(store)
+    app.invoke(USER, T)
+    (record,) = [e for e in app.effects(thread_id="t-plan") if e.effect_type == "refund"]
+    assert len(shop.keys) == 1
+    assert record.effect_id not in store.reads, "the commit said it inserted the intent"
+    app.close()
+
+
+def test_a_planned_intent_already_on_record_is_read_and_decided_not_sent(tmp_path: Path) -> None:
+    shop = Shop()
+    store = Reading(tmp_path / "p.db", existing=True)
+    app = ReactAgent(ScriptedModel([one_call("refund"), "done"]), tools=shop.tools).compile(store)
+    out = app.invoke(USER, T)
+    (record,) = [e for e in app.effects(thread_id="t-plan") if e.effect_type == "refund"]
+    assert shop.keys == [], "the recorded result is used: the tool is not called"
+    assert record.effect_id in store.reads
+    assert any(m.get("content") == "refunded earlier" for m in out["messages"])
+    app.close()
+
+
+def test_a_store_that_cannot_tell_what_it_inserted_gets_its_intents_read(tmp_path: Path) -> None:
+    class Silent(Reading):
+        async def commit(self, commit: StepCommit) -> Any:
+            await super().commit(commit)
+            return None  # a store written before commit reported its inserts
+
+    shop = Shop()
+    store = Silent(tmp_path / "p.db")
+    app = ReactAgent(ScriptedModel([one_call("refund"), "done"]), tools=shop.tools).compile(store)
+    app.invoke(USER, T)
+    (record,) = [e for e in app.effects(thread_id="t-plan") if e.effect_type == "refund"]
+    assert len(shop.keys) == 1 and record.effect_id in store.reads
     app.close()

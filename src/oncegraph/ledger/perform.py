@@ -321,7 +321,11 @@ class _Performer:
 
     async def _planned(self) -> EffectRecord | None:
         """The intent written with the checkpoint this fresh step starts from
-        (:mod:`oncegraph.ledger.planned`), as the ledger holds it now."""
+        (:mod:`oncegraph.ledger.planned`), as the ledger holds it now: the record itself
+        when that commit inserted it (this runner has held the run since, and every other
+        writer of its effects takes the run's claim first), else read back."""
+        if self.ctx.planned_written:
+            return self.ctx.planned[self.effect_id]
         try:
             return await self.store.get_effect(self.effect_id)
         except StorageError as exc:

@@ -54,6 +54,9 @@ class TaskContext:
     # Intents the checkpoint this fresh step starts from wrote for its calls, by effect id
     # (oncegraph.ledger.planned); empty unless the step is fresh.
     planned: Mapping[str, EffectRecord] = field(default_factory=dict)
+    # The store inserted every one of those intents with that checkpoint, so its rows are
+    # exactly these records (a planned id already on record is left as it was: read it).
+    planned_written: bool = False
     claim: Claim | None = None  # the run's claim: its token fences every write
     replay: ReplayPolicy | None = None  # set in a replay: what its effects may touch
     name: str = ""  # the node's name ("" = node)

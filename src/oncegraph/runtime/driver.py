@@ -140,6 +140,7 @@ class Driver:
     sync_pool: ThreadPool | None = None
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
+    _planned_written: bool = False  # the store inserted every one of them (rows = records)
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -302,6 +303,7 @@ class Driver:
             may_fold=plan.alone,
             fresh=cp.checkpoint_id == self.fresh,
             planned=self._planned if cp.checkpoint_id == self.fresh else {},
+            planned_written=self._planned_written and cp.checkpoint_id == self.fresh,
             claim=self.claim,
             replay=self.replay,
             name=task.node,
@@ -452,15 +454,17 @@ class Driver:
             else None,
             fence=self.fence,
         )
-        self._planned = {}
+        self._planned, self._planned_written = {}, False
         try:
-            await self._commit(commit, nxt)
+            inserted = await self._commit(commit, nxt)
         except StorageError:
             raise  # a lost CAS or lease writes nothing, not even the run's status
         except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
             await self.set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
             raise
         self._planned = {e.effect_id: e for e in intents}
+        # every intent inserted by this commit: the rows are exactly these records
+        self._planned_written = bool(intents) and inserted == len(intents)
         if plan is not None:
             if staged:
                 plan.hit("after_effect_record")
@@ -537,11 +541,13 @@ class Driver:
         for record in staged:
             await self.store.save_effect(record, fence=self.fence)
 
-    async def _commit(self, commit: StepCommit, head: Head) -> None:
-        """Commit with retries on transient store errors; a lost CAS is final (law 8)."""
+    async def _commit(self, commit: StepCommit, head: Head) -> int | None:
+        """Commit with retries on transient store errors; a lost CAS is final (law 8).
+        Returns what the store says of the planned intents it inserted (None: unknown)."""
+        inserted: int | None = None
         for attempt, delay in enumerate((*COMMIT_RETRY_DELAYS, None)):
             try:
-                await self.store.commit(commit)
+                inserted = await self.store.commit(commit)
                 break
             except StaleStateError:
                 if attempt and await self._landed(commit):
@@ -559,6 +565,7 @@ class Driver:
                 await self.config.sleep(delay)
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
+        return inserted
 
     async def _landed(self, commit: StepCommit) -> bool:
         thread = await self.store.get_thread(commit.thread_id)

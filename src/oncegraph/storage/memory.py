@@ -121,7 +121,7 @@ class InMemoryCheckpointer(Closing):
 
     # -- checkpoints ------------------------------------------------------------------
 
-    async def commit(self, commit: StepCommit) -> None:
+    async def commit(self, commit: StepCommit) -> int:
         rows.check_commit(commit)
         cp = commit.checkpoint
         # Build every row first: a JSON error must leave the store untouched.
@@ -184,12 +184,16 @@ class InMemoryCheckpointer(Closing):
             self._checkpoints[(commit.thread_id, cp.checkpoint_id)] = cp_row
             for thread_id, channel, seq, value in log_rows:
                 self._logs.setdefault((thread_id, channel), {})[seq] = value
+            inserted = 0
             for intent_row in intent_rows:
-                self._effects.setdefault(intent_row[0], intent_row)
+                if intent_row[0] not in self._effects:
+                    self._effects[intent_row[0]] = intent_row
+                    inserted += 1
             for effect_row in effect_rows:
                 self._upsert_effect(effect_row)
             if commit.clear_task_writes_of is not None:
                 self._task_writes.pop((commit.thread_id, commit.clear_task_writes_of), None)
+        return inserted
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         with self._lock:

@@ -53,8 +53,12 @@ class CheckpointStore(Protocol):
     async def aclose(self) -> None:
         """Release connections. The store may be set up again afterwards."""
 
-    async def commit(self, commit: StepCommit) -> None:
-        """Write one step atomically (see :class:`StepCommit` for the contract)."""
+    async def commit(self, commit: StepCommit) -> int | None:
+        """Write one step atomically (see :class:`StepCommit` for the contract).
+
+        Returns how many of ``commit.intents`` it inserted (the others existed and were
+        left as they were), or None when it cannot tell: with every intent inserted, the
+        step that makes those calls need not read them back."""
 
     async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
 

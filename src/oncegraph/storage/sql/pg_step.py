@@ -86,6 +86,13 @@ def step_script(
 ) -> tuple[str, list[Any]]:
     """The step as one message, and its arguments in order: ``EXECUTE``s of the prepared
     statements, or (``prepared=False``) the statements themselves."""
+    return _script(step_parts(commit, ts, codec), prepared)
+
+
+def step_parts(
+    commit: StepCommit, ts: float, codec: rows.Rows = rows.PLAIN
+) -> list[tuple[str, Sequence[Any]]]:
+    """The step's statements in order: (statement name, its arguments)."""
     cp = commit.checkpoint
     parts: list[tuple[str, Sequence[Any]]] = []
     if commit.expected_version == 0:
@@ -112,6 +119,10 @@ def step_script(
     parts.extend(("og_effect_upsert", codec.effect_to_params(e)) for e in commit.effects)
     if commit.clear_task_writes_of is not None:
         parts.append(("og_task_writes_delete", (commit.thread_id, commit.clear_task_writes_of)))
+    return parts
+
+
+def _script(parts: list[tuple[str, Sequence[Any]]], prepared: bool) -> tuple[str, list[Any]]:
     if prepared:
         script = ";\n".join(f"EXECUTE {n}({', '.join(['%s'] * len(p))})" for n, p in parts)
     else:
@@ -132,22 +143,24 @@ class StepWriter:
         self.codec = codec
         self._ready: weakref.WeakSet[psycopg.AsyncConnection[Any]] = weakref.WeakSet()
 
-    async def send(self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float) -> None:
-        """Commit ``commit`` on ``conn`` (autocommit), or raise what the server said."""
-        script, params = step_script(commit, ts, prepared=self.prepared, codec=self.codec)
+    async def send(self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float) -> int:
+        """Commit ``commit`` on ``conn`` (autocommit), or raise what the server said;
+        returns how many of its planned intents were inserted."""
+        parts = step_parts(commit, ts, self.codec)
+        script, params = _script(parts, self.prepared)
+        intents = [i for i, (name, _) in enumerate(parts) if name == "og_effect_intent"]
         if not self.prepared:
-            await _execute(conn, script, params)
-            return
+            return _inserted(await _execute(conn, script, params), intents)
         if conn not in self._ready:
             await self._prepare(conn)
         try:
-            await _execute(conn, script, params)
+            return _inserted(await _execute(conn, script, params), intents)
         except pg_errors.InvalidSqlStatementName:
             # The session lost its prepared statements: nothing was committed.
             self._ready.discard(conn)
             await self._prepare(conn)
             try:
-                await _execute(conn, script, params)
+                return _inserted(await _execute(conn, script, params), intents)
             except pg_errors.InvalidSqlStatementName as exc:
                 raise StorageError(
                     "PostgreSQL lost the step's prepared statements between two messages "
@@ -165,9 +178,22 @@ class StepWriter:
         self._ready.add(conn)
 
 
-async def _execute(conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]) -> None:
+async def _execute(
+    conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]
+) -> list[int]:
+    """Run ``script``; the row count of each of its statements, in order."""
     async with psycopg.AsyncClientCursor(conn) as cur:
         await cur.execute(script, params or None)
+        counts = [cur.rowcount]
+        while cur.nextset():
+            counts.append(cur.rowcount)
+        return counts
 
 
-__all__ = ["CHECK_HEAD", "CHECK_RUN", "StepWriter", "numbered", "step_script"]
+def _inserted(counts: list[int], intents: list[int]) -> int:
+    """Planned intents inserted: the row counts of their statements (``ON CONFLICT DO
+    NOTHING`` inserts one row or none)."""
+    return sum(max(counts[i], 0) for i in intents if i < len(counts))
+
+
+__all__ = ["CHECK_HEAD", "CHECK_RUN", "StepWriter", "numbered", "step_parts", "step_script"]

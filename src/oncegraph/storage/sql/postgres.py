@@ -39,7 +39,7 @@ import logging
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NoReturn
 
 try:
     import psycopg
@@ -413,20 +413,20 @@ class PgCheckpointer(Closing):
 
     # -- checkpoints ---------------------------------------------------------------------
 
-    async def commit(self, commit: StepCommit) -> None:
+    async def commit(self, commit: StepCommit) -> int:
         rows.check_commit(commit)
         ts = now()
         pool = await self._ready()
         with _mapped("commit", self._where):
             async with pool.connection() as conn:
                 try:
-                    await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
+                    return await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
                 except psycopg.Error as exc:
                     await self._explain_failed_commit(conn, commit, exc)
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
-    ) -> None:
+    ) -> NoReturn:
         """The commit was rolled back: say why, from what the database holds now."""
         cur = await conn.execute(THREAD_VERSION, (commit.thread_id,), prepare=False)
         row = await cur.fetchone()

@@ -421,7 +421,7 @@ class SqliteCheckpointer(Closing):
 
     # -- checkpoints ------------------------------------------------------------------
 
-    async def commit(self, commit: StepCommit) -> None:
+    async def commit(self, commit: StepCommit) -> int:
         """One step's commit, grouped with the steps of other runs on this loop that
         commit in the same turn (:mod:`oncegraph.storage.sql.sqlite_group`): one
         transaction and one fsync for the group, each step's CAS and fence checked on its
@@ -437,14 +437,15 @@ class SqliteCheckpointer(Closing):
             [self.rows.effect_to_params(e) for e in commit.intents],
             now(),
         )
-        await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
+        return await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
 
     def _map(self, exc: sqlite3.Error) -> StorageError:
         return _map_error(exc, self.path)
 
-    def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> None:
+    def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> int:
         """One step's rows in the open transaction; raises (writing nothing of it) when
-        its thread version moved (``StaleStateError``) or its fence did."""
+        its thread version moved (``StaleStateError``) or its fence did. Returns the
+        number of planned intents inserted."""
         commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
         execute = conn.execute
         if commit.expected_version == 0:
@@ -476,12 +477,14 @@ class SqliteCheckpointer(Closing):
         execute(S.CHECKPOINT_INSERT, work.cp_params)
         if work.log_params:
             conn.executemany(S.LOG_INSERT, work.log_params)
-        if work.intent_params:
-            conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params)
+        inserted = 0
+        if work.intent_params:  # ON CONFLICT DO NOTHING: rowcount sums the rows inserted
+            inserted = conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params).rowcount
         if work.effect_params:
             conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
         if commit.clear_task_writes_of is not None:
             execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
+        return inserted
 
     def _update_run_in_tx(
         self,

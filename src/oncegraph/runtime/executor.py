@@ -117,6 +117,8 @@ class ThreadPool:
 
     def check_room(self, what: str) -> None:
         """Refuse a new sync call (``what``: ``"tool 'x'"``) when too many are stuck."""
+        if not self._stuck:  # the common case, read without the lock (a dict's size)
+            return
         with self._lock:
             stuck = len(self._stuck)
             if stuck < self._stuck_limit():
@@ -201,7 +203,8 @@ class ThreadPool:
             future, context, fn, waiter = item
             if waiter is not None and waiter.cancelled():
                 future.cancel()
-            if future.set_running_or_notify_cancel():
+            ran = future.set_running_or_notify_cancel()
+            if ran:
                 with self._lock:
                     self._busy += 1
                 result: Any = None
@@ -210,21 +213,25 @@ class ThreadPool:
                     result = context.run(fn)
                 except BaseException as exc:
                     error = exc
-                with self._lock:
-                    self._busy -= 1
                 # the thread's future first: a waiter woken finds the thread ended
                 if error is None:
                     future.set_result(result)
                 else:
                     future.set_exception(error)
-                if waiter is not None:
-                    _wake(waiter, result, error)
             with self._lock:
+                if ran:
+                    self._busy -= 1
                 # a pool over its size (it grew for stuck calls that have ended) sheds
                 if self._threads > self.max_workers + len(self._stuck) and self._queue.empty():
                     self._threads -= 1
-                    return
-                self._idle += 1
+                    shed = True
+                else:
+                    self._idle += 1
+                    shed = False
+            if ran and waiter is not None:  # last: the loop may run at once
+                _wake(waiter, result, error)
+            if shed:
+                return
 
 
 def _wake(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

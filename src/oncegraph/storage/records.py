@@ -216,7 +216,22 @@ class EffectRecord:
         _keep_describable(self, "error", "recipient", "provider_reference")
 
     def replace(self, **changes: Any) -> EffectRecord:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` (what ``dataclasses.replace`` does, at half the cost: the
+        ledger copies a record several times per call)."""
+        unknown = changes.keys() - _EFFECT_FIELD_SET
+        if unknown:
+            raise TypeError(f"EffectRecord has no field(s) {sorted(unknown)}")
+        new = object.__new__(EffectRecord)
+        for name in _EFFECT_FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        if not _EFFECT_TEXT.isdisjoint(changes):
+            new.__post_init__()
+        return new
+
+
+_EFFECT_FIELDS = tuple(f.name for f in dataclasses.fields(EffectRecord))
+_EFFECT_FIELD_SET = frozenset(_EFFECT_FIELDS)
+_EFFECT_TEXT = frozenset({"error", "recipient", "provider_reference"})
 
 
 @dataclass(frozen=True, slots=True)

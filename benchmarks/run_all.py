@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -117,6 +118,9 @@ def collect(rounds: int, quick: bool, sink: Any) -> tuple[dict[str, Any], list[d
         keep(run("oncegraph", [*og, "--stores", "sqlite,postgres", "--n", ",".join(once)]))
         keep(run("langgraph", [py["langgraph"], str(PEERS / "langgraph_toolloop.py"), *once]))
         keep(run("dbos", [py["dbos"], str(PEERS / "dbos_toolloop.py"), *once]))
+        # the many-threads workload, same runs and concurrencies as oncegraph's `threads`
+        keep(run("langgraph", [py["langgraph"], str(PEERS / "langgraph_threads.py")]))
+        keep(run("dbos", [py["dbos"], str(PEERS / "dbos_threads.py")]))
         keep(
             run(
                 "tenxgraph",
@@ -225,6 +229,10 @@ def _ratio(r: tuple[float, float, float] | None) -> str:
         return "-"
     mid, low, high = r
     return f"{mid:.1f}x" if low == high else f"{mid:.1f}x ({low:.1f}-{high:.1f})"
+
+
+def _rps(r: dict[str, Any] | None) -> str:
+    return f"{r['runs_per_s']:,.0f}" if r else "-"
 
 
 def _us(r: dict[str, Any] | None) -> str:
@@ -347,14 +355,34 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         )
     out += ["", "### Many threads (runs of one model turn + one tool call, one thread each)", ""]
     out += [
-        "| store | runs | concurrency | seconds | runs/s | µs/run | commits/run |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "Each framework runs the same 1,000 runs at the same concurrency in the same "
+        "`run_all` (`asyncio.gather` + semaphore over its async entry point): LangGraph "
+        '`ToolNode` (AsyncSqliteSaver / AsyncPostgresSaver, `durability="sync"`), DBOS '
+        "(one async workflow with two steps: the model turn and the tool call).",
+        "",
+        "| store | runs | concurrency | seconds | runs/s | µs/run | commits/run "
+        "| LangGraph runs/s | DBOS runs/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in (r for r in og if r["workload"] == "threads"):
+    threads = [r for r in og if r["workload"] == "threads"]
+    for r in threads:
+        lg = _find(rows, peer="langgraph-threads", store=r["store"], concurrency=r["concurrency"])
+        db = _find(rows, peer="dbos-threads", store=r["store"], concurrency=r["concurrency"])
         out.append(
             f"| {r['store']} | {r['n']} | {r['concurrency']} | {r['seconds']:.2f} "
-            f"| {r['runs_per_s']:,.0f} | {r['us_per_step']:,.0f} | {r['commits_per_run']} |"
+            f"| {r['runs_per_s']:,.0f} | {r['us_per_step']:,.0f} | {r['commits_per_run']} "
+            f"| {_rps(lg)} | {_rps(db)} |"
         )
+    for store, factor in (("sqlite", 3), ("postgres", 4)):
+        one = _find(threads, store=store, concurrency=1)
+        many = _find(threads, store=store, concurrency=64)
+        if one and many:
+            got = many["runs_per_s"] / one["runs_per_s"]
+            ok = "MET" if got >= factor else "NOT MET"
+            verdicts.append(
+                f"- {store}: concurrency 64 >= {factor}x concurrency 1 (many threads): {ok} "
+                f"({got:.1f}x: {many['runs_per_s']:,.0f} vs {one['runs_per_s']:,.0f} runs/s)"
+            )
     pool = [r for r in og if r["workload"] == "workers"]
     if pool:
         out += [
@@ -371,6 +399,20 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 f"| {r['runs_per_s']:,.0f} | {r['submit_us_per_run']:,.0f} "
                 f"| {r['tool_executions']} |"
             )
+        by_procs = sorted(pool, key=lambda r: r["processes"])
+        # "does not fall": each step up within 10% of the one before (the machine is noisy)
+        falls = [
+            (a, b)
+            for a, b in itertools.pairwise(by_procs)
+            if b["runs_per_s"] < 0.9 * a["runs_per_s"]
+        ]
+        if len(by_procs) > 1:
+            ok = "NOT MET" if falls else "MET"
+            seq = " / ".join(f"{r['processes']}: {r['runs_per_s']:,.0f}" for r in by_procs)
+            verdicts.append(
+                f"- worker processes: runs/s does not fall as processes are added "
+                f"(within 10%): {ok} ({seq} runs/s)"
+            )
     lat = [r for r in og if r["workload"] == "latency"]
     if lat:
         out += [
@@ -386,10 +428,15 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 f"| {r['max_ms']} ms |"
             )
             if r["variant"] == "notify":
-                ok = "MET" if r["median_ms"] <= 10 and r["p99_ms"] <= 50 else "NOT MET"
+                ok = "MET" if r["median_ms"] <= 10 else "NOT MET"
                 verdicts.append(
-                    f"- submit to first step, idle worker: median <= 10 ms and p99 <= 50 ms: "
-                    f"{ok} ({r['median_ms']} / {r['p99_ms']} ms)"
+                    f"- submit to first step, idle worker: median <= 10 ms: {ok} "
+                    f"({r['median_ms']} ms)"
+                )
+                ok = "MET" if r["p99_ms"] <= 50 else "NOT MET"
+                verdicts.append(
+                    f"- submit to first step, idle worker: p99 <= 50 ms: {ok} "
+                    f"({r['p99_ms']} ms, max {r['max_ms']} ms)"
                 )
     versions = sorted(
         {

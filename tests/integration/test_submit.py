@@ -117,7 +117,8 @@ def test_the_listener_reconnects_after_its_connection_is_killed(fresh_dsn: str) 
         with psycopg.connect(fresh_dsn, autocommit=True) as conn:
             killed = conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE query = 'LISTEN oncegraph_runs' AND pid <> pg_backend_pid()"
+                "WHERE query = 'LISTEN oncegraph_runs' AND pid <> pg_backend_pid() "
+                "AND datname = current_database()"  # not another test's listener
             ).fetchall()
         assert killed == [(True,)]
         await asyncio.wait_for(worker.listening.wait(), LONG)

@@ -26,6 +26,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from oncegraph import END, START, MessagesState, StateGraph
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import LeaseLostError
 from oncegraph.prebuilt.agent import ReactAgent
@@ -493,6 +494,94 @@ async def test_claim_rules(dsn: str) -> None:
         await store.aclose()
 
 
+async def test_claims_take_the_oldest_runs_first_from_a_long_queue(dsn: str) -> None:
+    store = PgCheckpointer(dsn)
+    try:
+        app = _agent(store)
+        queue = RunQueue(store, mine_only(app))
+        ids = [
+            (
+                await app.asubmit(
+                    {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+                )
+            ).run_id
+            for i in range(40)
+        ]
+        got: list[str] = []
+        while batch := await queue.claim("a", 30, 7):
+            assert len(batch) <= 7
+            got += [r.run_id for r in batch]
+        assert got == ids, "queue order, in batches of the limit, every run once"
+    finally:
+        await store.aclose()
+
+
+async def test_renew_many_keeps_ended_runs_and_reports_taken_ones(dsn: str) -> None:
+    store = PgCheckpointer(dsn)
+    try:
+        app = _agent(store)
+        queue = RunQueue(store, mine_only(app))
+        for i in range(3):
+            await app.asubmit(
+                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+            )
+        running, ended, taken = await queue.claim("a", 30, 3)
+        # ended under its lease (its last commit written): not lost, not taken
+        await store.update_run(ended.run_id, status=RunStatus.COMPLETED, fence=ended.fencing_token)
+        # released and claimed by another: taken
+        assert await queue.release(taken.run_id, "a", taken.fencing_token)
+        [again] = await queue.claim("b", 30, 1)
+        assert again.run_id == taken.run_id
+        held = {r.run_id: r.fencing_token for r in (running, ended, taken)}
+        assert await queue.renew_many("a", held, 30) == {running.run_id, ended.run_id}
+        assert await queue.renew_many("a", {}, 30) == set()
+        rec = await store.get_run(running.run_id)
+        assert rec is not None and rec.lease_owner == "a" and rec.status == "running"
+    finally:
+        await store.aclose()
+
+
+async def test_a_busy_worker_claims_a_run_queued_meanwhile_when_a_slot_frees(dsn: str) -> None:
+    """Concurrency 1, polling off in effect: the NOTIFY of the second run arrives while the
+    worker is busy with the first; it is claimed as soon as the first ends."""
+    store = PgCheckpointer(dsn)
+    gate, started = asyncio.Event(), asyncio.Event()
+    try:
+
+        async def slow(state: dict[str, Any]) -> dict[str, Any]:
+            if state["messages"][-1]["content"] == "first":
+                started.set()
+                await gate.wait()
+            return {"messages": [{"role": "assistant", "content": "ok"}]}
+
+        g = StateGraph(MessagesState)
+        g.add_node("slow", slow)
+        g.add_edge(START, "slow")
+        g.add_edge("slow", END)
+        app = g.compile(checkpointer=store)
+        worker = Worker(app, concurrency=1, poll_seconds=600)
+        serving = asyncio.create_task(worker.run_forever())
+        try:
+            await asyncio.wait_for(worker.listening.wait(), 60)
+            first = await app.asubmit(
+                {"messages": [{"role": "user", "content": "first"}]}, {"thread_id": "a"}
+            )
+            await asyncio.wait_for(started.wait(), 60)
+            assert worker.held == [first.run_id]
+            second = await app.asubmit(
+                {"messages": [{"role": "user", "content": "second"}]}, {"thread_id": "b"}
+            )
+            await asyncio.sleep(0.2)  # its notice has come and gone while the worker was full
+            gate.set()
+            await asyncio.wait_for(second.aresult(60), 30)  # long before the 600 s poll
+            assert (await first.arun()).status == RunStatus.COMPLETED
+        finally:
+            worker.stop()
+            await serving
+    finally:
+        await store.aclose()
+
+
 async def test_second_submit_on_busy_thread_queues_behind(dsn: str) -> None:
     store = PgCheckpointer(dsn)
     try:
@@ -604,8 +693,9 @@ async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
         assert hr.fingerprint != same_name.fingerprint
         orders = [f"o-{i}" for i in range(4)]
         ids = [
-            (await hr.asubmit({"messages": [{"role": "user", "content": o}]}, {"thread_id": o}))
-            .run_id
+            (
+                await hr.asubmit({"messages": [{"role": "user", "content": o}]}, {"thread_id": o})
+            ).run_id
             for o in orders
         ]
         sql(dsn, "UPDATE oncegraph_runs SET app_id = NULL WHERE run_id = %s", (ids[0],))

@@ -42,7 +42,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,19 +71,33 @@ _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 
 # Params: app_id, tenant (twice; NULL: any), fingerprints, versions, run ids to skip, limit,
 # lease_owner, lease_seconds.
-CLAIM = f"""
-WITH picked AS (
-    SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
-    FROM oncegraph_runs r
-    WHERE (
+#
+# ``c`` lists the claimable rows of this app in queue order; it is a subquery with its own
+# ORDER BY (never flattened), so the planner knows its order and walks it with a nested
+# loop into ``r``, testing the costly conditions (live lock holders, an older unfinished
+# run on the thread) row by row and stopping at the LIMIT: a claim costs the rows it
+# looks at, not the length of the queue. ``r``'s own conditions are repeated so that the
+# lock re-checks them on the newest row version.
+_CLAIMABLE = f"""(
         r.status = '{RunStatus.QUEUED}'
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
             AND r.lease_expires_at < {_DB_NOW})
-    )
-    AND COALESCE(r.app_id, r.workflow_name) = %s
-    AND (%s::text IS NULL OR r.tenant = %s::text)
-    AND (r.graph_fingerprint = ANY(%s::text[]) OR r.workflow_version = ANY(%s::text[]))
-    AND NOT (r.run_id = ANY(%s::text[]))
+    )"""
+CLAIM = f"""
+WITH picked AS (
+    SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
+    FROM (
+        SELECT r.run_id, r.created_at
+        FROM oncegraph_runs r
+        WHERE {_CLAIMABLE}
+        AND COALESCE(r.app_id, r.workflow_name) = %s
+        AND (%s::text IS NULL OR r.tenant = %s::text)
+        AND (r.graph_fingerprint = ANY(%s::text[]) OR r.workflow_version = ANY(%s::text[]))
+        AND NOT (r.run_id = ANY(%s::text[]))
+        ORDER BY r.created_at, r.run_id
+    ) c
+    JOIN oncegraph_runs r ON r.run_id = c.run_id
+    WHERE {_CLAIMABLE}
     AND NOT {HELD_BY_OTHERS}
     AND NOT EXISTS (
         SELECT 1 FROM oncegraph_runs o
@@ -92,7 +106,7 @@ WITH picked AS (
           AND (o.created_at < r.created_at
                OR (o.created_at = r.created_at AND o.run_id < r.run_id))
     )
-    ORDER BY r.created_at, r.run_id
+    ORDER BY c.created_at, c.run_id
     LIMIT %s
     FOR UPDATE OF r SKIP LOCKED
 )
@@ -109,6 +123,28 @@ RENEW = f"""
 UPDATE oncegraph_runs SET lease_expires_at = {_DB_NOW} + %s, updated_at = {_DB_NOW}
 WHERE run_id = %s AND lease_owner = %s AND fencing_token = %s
   AND status = '{RunStatus.RUNNING}'
+"""
+
+# Params: run ids, their tokens, lease_seconds, lease_owner. Renews every lease held with
+# its token in one statement and returns the run ids that are still this owner's: renewed,
+# or ended (no longer ``running``) under the same token, which no one took from it.
+RENEW_MANY = f"""
+WITH held AS (
+    SELECT * FROM unnest(%s::text[], %s::bigint[]) AS h(run_id, token)
+), renewed AS (
+    UPDATE oncegraph_runs r SET lease_expires_at = {_DB_NOW} + %s, updated_at = {_DB_NOW}
+    FROM held h
+    WHERE r.run_id = h.run_id AND r.fencing_token = h.token AND r.lease_owner = %s
+      AND r.status = '{RunStatus.RUNNING}'
+    RETURNING r.run_id
+)
+SELECT h.run_id FROM held h
+WHERE h.run_id IN (SELECT run_id FROM renewed)
+   OR EXISTS (
+        SELECT 1 FROM oncegraph_runs r
+        WHERE r.run_id = h.run_id AND r.fencing_token = h.token
+          AND r.status <> '{RunStatus.RUNNING}'
+   )
 """
 
 # Params: run_id, lease_owner, fencing_token.
@@ -224,6 +260,21 @@ class RunQueue:
         count = await self._run("renew", RENEW, (lease_seconds, run_id, owner, token))
         return bool(count == 1)
 
+    async def renew_many(
+        self, owner: str, held: Mapping[str, int], lease_seconds: float
+    ) -> set[str]:
+        """Extend every lease in ``held`` (run id -> token) in one round trip; returns the
+        run ids still ``owner``'s: renewed, or ended under that token (a run whose last
+        commit is written but whose task has not returned yet is not lost). A run missing
+        from the answer was taken: another claim bumped its token, or it was released or
+        abandoned."""
+        if not held:
+            return set()
+        ids = list(held)
+        params = (ids, [held[r] for r in ids], lease_seconds, owner)
+        found = await self._run("renew", RENEW_MANY, params, fetch=True)
+        return {r[0] for r in found}
+
     async def release(self, run_id: str, owner: str, token: int) -> bool:
         """Give a running run back to the queue; False if the lease was not ours any more."""
         return bool(await self._run("release", RELEASE, (run_id, owner, token)) == 1)
@@ -238,4 +289,4 @@ class RunQueue:
                 return cur.rowcount
 
 
-__all__ = ["CLAIM", "RELEASE", "RENEW", "Claimed", "RunQueue", "Runnable"]
+__all__ = ["CLAIM", "RELEASE", "RENEW", "RENEW_MANY", "Claimed", "RunQueue", "Runnable"]

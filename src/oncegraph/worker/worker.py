@@ -7,7 +7,9 @@ Invariants:
   checkpoint commit and status update it makes carries that token; once another worker
   claims the run (after this lease expired) those writes raise
   :class:`~oncegraph.errors.LeaseLostError` and write nothing.
-* **Heartbeat.** Every ``heartbeat_seconds`` each held lease is renewed. A renewal
+* **Heartbeat.** Every ``heartbeat_seconds`` the held leases are renewed, all in one
+  statement. A run that ended under its lease (its last commit written, its task not yet
+  returned) is not lost and is left alone. A renewal
   that is refused (the token moved on) cancels that run's task at once. A renewal that
   cannot reach the database does not: but when a run's lease has not been renewed for
   ``lease_seconds`` by this process's own clock, the run is cancelled too, so a
@@ -254,21 +256,34 @@ class Worker:
     async def _heartbeat(self) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_seconds)
-            for run_id, held in list(self._held.items()):
-                if held.task.done() or held.lost:
-                    continue
-                try:
-                    ok = await self.queue.renew(run_id, self.owner, held.token, self.lease_seconds)
-                except OnceGraphError as exc:
-                    if time.monotonic() - held.renewed_at >= self.lease_seconds:
-                        self._lose(held, f"lease could not be renewed in time ({exc})")
-                    else:
-                        log.warning("run %s: renew failed (will retry): %s", run_id, exc)
-                    continue
-                if ok:
-                    held.renewed_at = time.monotonic()
-                elif not held.task.done():
-                    self._lose(held, "another worker holds the lease now")
+            await self._renew_all()
+
+    async def _renew_all(self) -> None:
+        """Renew every held lease in one statement (:meth:`RunQueue.renew_many`)."""
+        live = {
+            run_id: held
+            for run_id, held in list(self._held.items())
+            if not held.task.done() and not held.lost
+        }
+        if not live:
+            return
+        try:
+            ours = await self.queue.renew_many(
+                self.owner, {r: h.token for r, h in live.items()}, self.lease_seconds
+            )
+        except OnceGraphError as exc:
+            for run_id, held in live.items():
+                if time.monotonic() - held.renewed_at >= self.lease_seconds:
+                    self._lose(held, f"lease could not be renewed in time ({exc})")
+                else:
+                    log.warning("run %s: renew failed (will retry): %s", run_id, exc)
+            return
+        renewed_at = time.monotonic()
+        for run_id, held in live.items():
+            if run_id in ours:
+                held.renewed_at = renewed_at
+            elif not held.task.done():
+                self._lose(held, "another worker holds the lease now")
 
     def _lose(self, held: _Held, why: str) -> None:
         held.lost = True

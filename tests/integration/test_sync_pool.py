@@ -222,3 +222,57 @@ def test_a_call_that_ends_after_its_loop_closed_leaves_the_thread_working(
     release.set()
     assert holder["thread"].result(timeout=LONG) == "late"
     assert pool.submit(lambda: "next").result(timeout=LONG) == "next"
+
+
+def test_fast_calls_of_many_runs_are_taken_by_the_threads_already_awake() -> None:
+    """64 runs calling a trivial sync function: the awake thread takes the calls queued
+    behind it instead of one thread being woken per call (each wake-up costs context
+    switches and a GIL hand-off)."""
+    pool = ThreadPool(64, "fast-test")
+
+    async def one_run() -> None:
+        for i in range(20):
+            _, waiter = pool.start(lambda: i)
+            assert await waiter == i
+
+    async def go() -> None:
+        await asyncio.gather(*(one_run() for _ in range(64)))
+
+    asyncio.run(go())
+    assert pool.threads <= 8, f"{pool.threads} threads started for 1,280 trivial calls"
+    assert pool.stats().queued == 0 and pool.busy == 0
+
+
+def test_a_call_queued_behind_slow_calls_gets_a_thread_of_its_own(
+    release: threading.Event,
+) -> None:
+    pool = ThreadPool(4, "slow-test")
+
+    async def go() -> None:
+        slow, _ = pool.start(lambda: release.wait(LONG))
+        await asyncio.sleep(SHORT)  # the slow call is running
+        started = time.monotonic()
+        _, waiter = pool.start(lambda: "quick")
+        assert await asyncio.wait_for(waiter, LONG) == "quick"
+        assert time.monotonic() - started < LONG / 2
+        assert not slow.done(), "it did not wait for the slow call to end"
+        assert pool.threads == 2
+
+    asyncio.run(go())
+
+
+def test_a_call_queued_while_every_thread_is_taken_runs_when_one_frees(
+    release: threading.Event,
+) -> None:
+    pool = ThreadPool(1, "capped-test")
+
+    async def go() -> None:
+        slow, slow_waiter = pool.start(lambda: release.wait(LONG))
+        _, waiter = pool.start(lambda: "after")
+        await asyncio.sleep(SHORT * 2)  # several nudges: no thread can be had
+        assert not waiter.done() and pool.stats().queued == 1
+        release.set()
+        assert await asyncio.wait_for(waiter, LONG) == "after"
+        assert await slow_waiter is True
+
+    asyncio.run(go())

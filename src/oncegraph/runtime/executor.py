@@ -3,7 +3,11 @@
 Sync nodes and tools must not block the event loop, so they run here (``inline=True``
 opts out), never on asyncio's default executor (``min(32, cores + 4)`` threads, whatever
 the worker's concurrency). A pool grows on demand up to ``max_workers`` threads named
-``oncegraph-sync-N``. There is one process pool (``ONCEGRAPH_THREADS`` threads, default
+``oncegraph-sync-N``. Idle threads park; a call wakes one only when no thread is awake,
+or when every awake thread has been in its call for :data:`HANDOFF_WAIT` (so N slow calls
+still run at once, each within about a millisecond), and fast calls of many runs are taken
+by the threads already awake: a wake-up costs context switches and a GIL hand-off, and at
+64 concurrent runs waking one thread per call cost more CPU than the calls. There is one process pool (``ONCEGRAPH_THREADS`` threads, default
 :data:`DEFAULT_THREADS`; a worker grows it to its concurrency); an app compiled with
 ``sync_threads=N`` gets a pool of its own, which its runs use (:func:`use` sets it for a
 run's tasks). Threads are daemons: a call still running when the interpreter exits does
@@ -30,12 +34,13 @@ Invariants (a timed-out call's thread is accounted for, not leaked silently):
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import logging
 import os
-import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +51,17 @@ log = logging.getLogger("oncegraph.executor")
 
 DEFAULT_THREADS = 64
 THREAD_NAME = "oncegraph-sync"
-_STOP: Any = object()
+# How long a call queued while other calls run waits for one of their threads before
+# another thread is woken for it (see ThreadPool.submit).
+HANDOFF_WAIT = 0.001
+
+_Item = tuple[
+    float,
+    concurrent.futures.Future[Any],
+    contextvars.Context,
+    Callable[[], Any],
+    "asyncio.Future[Any] | None",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +88,14 @@ class ThreadPool:
         self.max_workers = max_workers
         self.max_stuck = max_stuck
         self.name = name
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._items: collections.deque[_Item] = collections.deque()
         self._lock = threading.Lock()
         self._threads = 0
-        self._idle = 0
+        self._active = 0  # threads running calls or woken to take one (not parked)
+        self._parked: list[threading.Lock] = []  # parked threads' wake locks, last in first
+        self._nudging: set[asyncio.AbstractEventLoop] = set()  # loops with a nudge due
         self._busy = 0
+        self._calls: dict[threading.Lock, float] = {}  # a working thread -> its call's start
         self._started = 0  # threads ever started (names stay unique)
         self._stuck: dict[concurrent.futures.Future[Any], str] = {}
 
@@ -97,6 +115,10 @@ class ThreadPool:
     def _stuck_limit(self) -> int:
         return self.max_stuck if self.max_stuck is not None else self.max_workers
 
+    def _limit(self) -> int:
+        """Threads the pool may have now: its size, plus one per stuck call (bounded)."""
+        return self.max_workers + min(len(self._stuck), self._stuck_limit())
+
     def stats(self) -> SyncPoolStats:
         with self._lock:
             return SyncPoolStats(
@@ -105,7 +127,7 @@ class ThreadPool:
                 self._busy,
                 len(self._stuck),
                 tuple(sorted(self._stuck.values())),
-                self._queue.qsize(),
+                len(self._items),
             )
 
     def resize(self, max_workers: int) -> None:
@@ -141,16 +163,68 @@ class ThreadPool:
         ``waiter``: an ``asyncio`` future the pool thread settles itself, with one
         ``call_soon_threadsafe`` once the call has ended (cheaper than chaining it to the
         returned future with ``asyncio.wrap_future``); cancelled before the call starts,
-        the call is not made. The returned future ends when the THREAD ends."""
+        the call is not made. The returned future ends when the THREAD ends.
+
+        Which thread takes it: when no thread is working, one is woken (or started) at
+        once. When some are, the call is queued for them, and a nudge on the waiter's loop
+        :data:`HANDOFF_WAIT` later wakes one more thread per call still waiting then: fast
+        calls from many runs are taken by the threads already awake (a wake-up costs two
+        context switches and a GIL hand-off), slow ones still each get a thread within
+        about a millisecond."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         context = contextvars.copy_context()
+        loop = waiter.get_loop() if waiter is not None else None
+        nudge = False
         with self._lock:
-            self._queue.put((future, context, fn, waiter))
-            if self._idle > 0:
-                self._idle -= 1
-            elif self._threads < self.max_workers + min(len(self._stuck), self._stuck_limit()):
-                self._start_thread()
+            self._items.append((time.monotonic(), future, context, fn, waiter))
+            if self._active == 0 or loop is None:
+                self._wake(1)
+            elif loop not in self._nudging:
+                self._nudging.add(loop)
+                nudge = True
+        if nudge:
+            assert loop is not None
+            loop.call_later(HANDOFF_WAIT, self._nudge, loop)
         return future
+
+    def _wake(self, n: int) -> int:  # with self._lock held
+        """Wake (or start, within the pool's size) up to ``n`` threads; how many."""
+        woken = 0
+        limit = self._limit()
+        while woken < n:
+            if self._parked:
+                self._active += 1
+                self._parked.pop().release()
+            elif self._threads < limit:
+                self._active += 1
+                self._start_thread()
+            else:
+                break
+            woken += 1
+        return woken
+
+    def _nudge(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``: calls are queued. When every awake thread is in a call that began
+        :data:`HANDOFF_WAIT` ago or more (a slow call), wake a thread for each queued
+        call that has waited that long; while an awake thread is free or in a short call
+        (or only waiting for the GIL), it takes them. Looks again while calls are queued."""
+        again = False
+        with self._lock:
+            self._nudging.discard(loop)
+            if self._items:
+                due = time.monotonic() - HANDOFF_WAIT * 0.9
+                slow = sum(1 for began in self._calls.values() if began <= due)
+                woke = 0
+                if slow >= self._active:
+                    woke = self._wake(sum(1 for item in self._items if item[0] <= due))
+                # calls still queued: look again, unless no thread can be had (then the
+                # threads take them as they end their calls)
+                capped = not self._parked and self._threads >= self._limit()
+                again = len(self._items) > woke and not capped
+                if again:
+                    self._nudging.add(loop)
+        if again and not loop.is_closed():
+            loop.call_later(HANDOFF_WAIT, self._nudge, loop)
 
     def start(
         self, fn: Callable[[], Any]
@@ -163,8 +237,10 @@ class ThreadPool:
     def _start_thread(self) -> None:  # with self._lock held
         self._threads += 1
         self._started += 1
+        wake = threading.Lock()
+        wake.acquire()  # held while the thread works; it parks by acquiring it again
         threading.Thread(
-            target=self._work, name=f"{self.name}-{self._started}", daemon=True
+            target=self._work, args=(wake,), name=f"{self.name}-{self._started}", daemon=True
         ).start()
 
     def abandon(self, future: concurrent.futures.Future[Any], what: str) -> None:
@@ -175,9 +251,9 @@ class ThreadPool:
                 return
             self._stuck[future] = what
             stuck = len(self._stuck)
-            # its thread is taken: let one more start if calls are waiting for one
-            if self._idle == 0 and self._queue.qsize() > 0 and stuck <= self._stuck_limit():
-                self._start_thread()
+            # its thread is taken: let one more take the calls waiting for one
+            if self._items and stuck <= self._stuck_limit():
+                self._wake(1)
         log.warning(
             "sync %s is still running after its timeout; its thread cannot be stopped and is "
             "counted as stuck until it ends (%d stuck in pool %s of %d threads)",
@@ -195,43 +271,56 @@ class ThreadPool:
         if what is not None:
             log.info("stuck sync %s ended (%d still stuck)", what, stuck)
 
-    def _work(self) -> None:
+    def _work(self, wake: threading.Lock) -> None:
+        """Take calls until none is queued, then park until woken (or end, when the pool
+        grew for stuck calls that have ended since)."""
         while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            future, context, fn, waiter = item
-            if waiter is not None and waiter.cancelled():
-                future.cancel()
-            ran = future.set_running_or_notify_cancel()
-            if ran:
-                with self._lock:
-                    self._busy += 1
-                result: Any = None
-                error: BaseException | None = None
-                try:
-                    result = context.run(fn)
-                except BaseException as exc:
-                    error = exc
-                # the thread's future first: a waiter woken finds the thread ended
-                if error is None:
-                    future.set_result(result)
-                else:
-                    future.set_exception(error)
             with self._lock:
-                if ran:
-                    self._busy -= 1
-                # a pool over its size (it grew for stuck calls that have ended) sheds
-                if self._threads > self.max_workers + len(self._stuck) and self._queue.empty():
-                    self._threads -= 1
-                    shed = True
+                if self._items:
+                    _, future, context, fn, waiter = self._items.popleft()
                 else:
-                    self._idle += 1
-                    shed = False
-            if ran and waiter is not None:  # last: the loop may run at once
-                _wake(waiter, result, error)
-            if shed:
-                return
+                    self._active -= 1
+                    if self._threads > self.max_workers + len(self._stuck):
+                        self._threads -= 1  # over its size: shed
+                        return
+                    self._parked.append(wake)
+                    future = None
+            if future is None:
+                wake.acquire()  # parked: _wake releases it (and counted us active)
+                continue
+            self._run(wake, future, context, fn, waiter)
+
+    def _run(
+        self,
+        me: threading.Lock,
+        future: concurrent.futures.Future[Any],
+        context: contextvars.Context,
+        fn: Callable[[], Any],
+        waiter: asyncio.Future[Any] | None,
+    ) -> None:
+        if waiter is not None and waiter.cancelled():
+            future.cancel()
+        if not future.set_running_or_notify_cancel():
+            return
+        with self._lock:
+            self._busy += 1
+            self._calls[me] = time.monotonic()
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = context.run(fn)
+        except BaseException as exc:
+            error = exc
+        # the thread's future first: a waiter woken finds the thread ended
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+        with self._lock:
+            self._busy -= 1
+            del self._calls[me]
+        if waiter is not None:  # last: the loop may run at once
+            _wake(waiter, result, error)
 
 
 def _wake(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

@@ -29,6 +29,31 @@ _last_ms = 0
 _last_rand = 0
 
 
+_RANDOM_CHUNK = 4000  # random bytes read at once: one getrandom per 400 new milliseconds
+_random = b""
+_random_at = 0
+
+
+def _random10() -> bytes:  # with _lock held
+    """10 bytes from the OS's random source, read in chunks (a syscall per id costs more
+    than the rest of the id)."""
+    global _random, _random_at
+    if _random_at + 10 > len(_random):
+        _random, _random_at = os.urandom(_RANDOM_CHUNK), 0
+    _random_at += 10
+    return _random[_random_at - 10 : _random_at]
+
+
+def _forget_random() -> None:
+    """In a forked child: never reuse the parent's unread random bytes (same ids)."""
+    global _random, _random_at
+    _random, _random_at = b"", 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_random)
+
+
 def _ulid() -> str:
     """A monotonic ULID string: later calls in this process never sort before earlier ones."""
     global _last_ms, _last_rand
@@ -38,7 +63,7 @@ def _ulid() -> str:
             ms = _last_ms
             rand = _last_rand + 1
         else:
-            rand = int.from_bytes(os.urandom(10), "big") & ~(1 << 79)  # room to increment
+            rand = int.from_bytes(_random10(), "big") & ~(1 << 79)  # room to increment
         _last_ms, _last_rand = ms, rand
     value = (ms << 80) | rand  # 128 bits in 26 characters (the first one holds 3 bits)
     pairs = _PAIRS

@@ -55,3 +55,24 @@ def test_ids_sort_in_creation_order_within_a_millisecond_and_across_threads() ->
     assert len(set(made)) == len(made) == 8000
     assert made == sorted(made)
     assert [decode(x) for x in made] == sorted(decode(x) for x in made)
+
+
+def test_a_forked_child_does_not_repeat_the_parents_random_bits() -> None:
+    import os
+
+    ids.new_run_id()  # the parent has random bytes read ahead
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, then exit at once
+        os.close(read)
+        time.sleep(0.002)  # a new millisecond: fresh random bits, not an increment
+        os.write(write, ids.new_run_id().encode())
+        os._exit(0)
+    os.close(write)
+    time.sleep(0.002)
+    mine = ids.new_run_id()
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    os.waitpid(pid, 0)
+    # the random part (last 16 characters = 80 bits) differs
+    assert mine[-16:] != theirs[-16:]

@@ -12,6 +12,7 @@ events the test sets, so no thread outlives its test.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -232,7 +233,7 @@ def test_fast_calls_of_many_runs_are_taken_by_the_threads_already_awake() -> Non
 
     async def one_run() -> None:
         for i in range(20):
-            _, waiter = pool.start(lambda: i)
+            _, waiter = pool.start(functools.partial(int, i))
             assert await waiter == i
 
     async def go() -> None:
@@ -267,7 +268,7 @@ def test_a_call_queued_while_every_thread_is_taken_runs_when_one_frees(
     pool = ThreadPool(1, "capped-test")
 
     async def go() -> None:
-        slow, slow_waiter = pool.start(lambda: release.wait(LONG))
+        _, slow_waiter = pool.start(lambda: release.wait(LONG))
         _, waiter = pool.start(lambda: "after")
         await asyncio.sleep(SHORT * 2)  # several nudges: no thread can be had
         assert not waiter.done() and pool.stats().queued == 1

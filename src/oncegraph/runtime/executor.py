@@ -7,7 +7,9 @@ the worker's concurrency). A pool grows on demand up to ``max_workers`` threads 
 or when every awake thread has been in its call for :data:`HANDOFF_WAIT` (so N slow calls
 still run at once, each within about a millisecond), and fast calls of many runs are taken
 by the threads already awake: a wake-up costs context switches and a GIL hand-off, and at
-64 concurrent runs waking one thread per call cost more CPU than the calls. There is one process pool (``ONCEGRAPH_THREADS`` threads, default
+64 concurrent runs waking one thread per call cost more CPU than the calls.
+
+There is one process pool (``ONCEGRAPH_THREADS`` threads, default
 :data:`DEFAULT_THREADS`; a worker grows it to its concurrency); an app compiled with
 ``sync_threads=N`` gets a pool of its own, which its runs use (:func:`use` sets it for a
 run's tasks). Threads are daemons: a call still running when the interpreter exits does

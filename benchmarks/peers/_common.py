@@ -43,6 +43,22 @@ def parse_args(description: str) -> argparse.Namespace:
     return args
 
 
+def parse_threads_args(description: str, each: str) -> argparse.Namespace:
+    """The many-threads peers' arguments: ``--runs`` (one ``each`` per run),
+    ``--concurrency`` and ``--stores`` (comma-separated)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", type=int, default=1000, help=f"runs ({each})")
+    parser.add_argument("--concurrency", default="1,8,64", help="concurrent runs")
+    parser.add_argument("--stores", default=",".join(STORES), help="sqlite,postgres")
+    args = parser.parse_args()
+    args.concurrency = [int(c) for c in args.concurrency.split(",") if c]
+    args.stores = [s for s in args.stores.split(",") if s]
+    unknown = set(args.stores) - set(STORES)
+    if unknown:
+        parser.error(f"unknown stores {sorted(unknown)}; known: {STORES}")
+    return args
+
+
 def pg_dsn() -> str:
     """The server to create benchmark databases on (URL form)."""
     return os.environ.get("BENCH_PG_DSN") or os.environ.get("ONCEGRAPH_TEST_PG_DSN") or DEFAULT_DSN

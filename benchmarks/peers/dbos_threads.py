@@ -13,14 +13,13 @@ the concurrency. The clock covers the runs only: launch and a warm-up run are ou
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import time
 from importlib.metadata import version
 from typing import Any
 
-from _common import STORES, emit, fresh_pg_database, fresh_sqlite_file
+from _common import emit, fresh_pg_database, fresh_sqlite_file, parse_threads_args
 from dbos import DBOS
 
 EFFECTS: list[int] = []
@@ -41,17 +40,6 @@ async def record_effect(i: int) -> str:
 async def one_run(i: int) -> str:
     call = await model_turn(i)
     return await record_effect(call["args"]["i"])
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=1000, help="runs (one workflow each)")
-    parser.add_argument("--concurrency", default="1,8,64", help="concurrent runs")
-    parser.add_argument("--stores", default=",".join(STORES), help="sqlite,postgres")
-    args = parser.parse_args()
-    args.concurrency = [int(c) for c in args.concurrency.split(",") if c]
-    args.stores = [s for s in args.stores.split(",") if s]
-    return args
 
 
 async def run_all(runs: int, concurrency: int) -> float:
@@ -98,7 +86,7 @@ def measure(store: str, runs: int, concurrency: int) -> None:
 
 
 def main() -> None:
-    args = parse_args()
+    args = parse_threads_args(__doc__ or "", "one workflow each")
     logging.getLogger("dbos").setLevel(logging.ERROR)
     for store in args.stores:
         for concurrency in args.concurrency:

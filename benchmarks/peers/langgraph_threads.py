@@ -16,7 +16,6 @@ only: store creation, setup and a warm-up run are outside it.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import time
@@ -24,19 +23,8 @@ from collections.abc import AsyncIterator
 from importlib.metadata import version
 from typing import Any
 
-from _common import STORES, emit, fresh_pg_database, fresh_sqlite_file
+from _common import emit, fresh_pg_database, fresh_sqlite_file, parse_threads_args
 from langgraph_toolloop import EFFECTS, _input, _invoke_kwargs, toolnode_graph
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=1000, help="runs (one thread each)")
-    parser.add_argument("--concurrency", default="1,8,64", help="concurrent runs")
-    parser.add_argument("--stores", default=",".join(STORES), help="sqlite,postgres")
-    args = parser.parse_args()
-    args.concurrency = [int(c) for c in args.concurrency.split(",") if c]
-    args.stores = [s for s in args.stores.split(",") if s]
-    return args
 
 
 @contextlib.asynccontextmanager
@@ -99,7 +87,7 @@ async def measure(store: str, runs: int, concurrency: int) -> None:
 
 
 def main() -> None:
-    args = parse_args()
+    args = parse_threads_args(__doc__ or "", "one thread each")
     for store in args.stores:
         for concurrency in args.concurrency:
             asyncio.run(measure(store, args.runs, concurrency))

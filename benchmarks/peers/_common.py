@@ -129,5 +129,23 @@ def emit(peer: str, store: str, n: int, seconds: float, version: str, **extra: A
     print(json.dumps(line), flush=True)
 
 
+def emit_threads(
+    peer: str, store: str, runs: int, seconds: float, version: str, concurrency: int, **extra: Any
+) -> None:
+    """One many-threads result (``peer`` is its own name: the tool-loop table keys on peer
+    and N)."""
+    emit(
+        peer,
+        store,
+        runs,
+        seconds,
+        version,
+        workload="threads",
+        concurrency=concurrency,
+        runs_per_s=round(runs / seconds, 1),
+        **extra,
+    )
+
+
 def note(message: str) -> None:
     print(f"# {message}", file=sys.stderr, flush=True)

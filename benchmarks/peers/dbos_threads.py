@@ -19,7 +19,7 @@ import time
 from importlib.metadata import version
 from typing import Any
 
-from _common import emit, fresh_pg_database, fresh_sqlite_file, parse_threads_args
+from _common import emit_threads, fresh_pg_database, fresh_sqlite_file, parse_threads_args
 from dbos import DBOS
 
 EFFECTS: list[int] = []
@@ -73,16 +73,7 @@ def measure(store: str, runs: int, concurrency: int) -> None:
             assert len(EFFECTS) - before == runs + 1, "every run must perform exactly one effect"
         finally:
             DBOS.destroy()
-    emit(
-        "dbos-threads",  # its own name: the tool-loop table keys on peer and N
-        store,
-        runs,
-        seconds,
-        f"dbos {version('dbos')}",
-        workload="threads",
-        concurrency=concurrency,
-        runs_per_s=round(runs / seconds, 1),
-    )
+    emit_threads("dbos-threads", store, runs, seconds, f"dbos {version('dbos')}", concurrency)
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from importlib.metadata import version
 from typing import Any
 
-from _common import emit, fresh_pg_database, fresh_sqlite_file, parse_threads_args
+from _common import emit_threads, fresh_pg_database, fresh_sqlite_file, parse_threads_args
 from langgraph_toolloop import EFFECTS, _input, _invoke_kwargs, toolnode_graph
 
 
@@ -73,15 +73,13 @@ async def measure(store: str, runs: int, concurrency: int) -> None:
         await asyncio.gather(*(one(i) for i in range(runs)))
         seconds = time.perf_counter() - start
         assert len(EFFECTS) - before == runs, "every run must perform exactly one effect"
-    emit(
-        "langgraph-threads",  # its own name: the tool-loop table keys on peer and N
+    emit_threads(
+        "langgraph-threads",
         store,
         runs,
         seconds,
         f"langgraph {version('langgraph')}",
-        workload="threads",
-        concurrency=concurrency,
-        runs_per_s=round(runs / seconds, 1),
+        concurrency,
         invoke=kwargs,
     )
 

@@ -277,3 +277,25 @@ def test_a_call_queued_while_every_thread_is_taken_runs_when_one_frees(
         assert await slow_waiter is True
 
     asyncio.run(go())
+
+
+def test_a_loop_closed_with_a_nudge_due_is_not_kept(release: threading.Event) -> None:
+    import gc
+    import weakref
+
+    pool = ThreadPool(2, "nudge-test")
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def go() -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        pool.start(lambda: release.wait(LONG))
+        pool.start(lambda: "queued")  # a thread is awake: a nudge is due in 1 ms
+
+    asyncio.run(go())  # ends before the nudge runs
+    release.set()  # the awake thread ends its call and takes the queued one
+    deadline = time.monotonic() + LONG
+    while (pool.stats().queued or pool.busy) and time.monotonic() < deadline:
+        time.sleep(SHORT / 10)
+    time.sleep(SHORT)  # the thread let go of its last call
+    gc.collect()
+    assert loops[0]() is None, "the closed loop is not held by the pool"

@@ -43,6 +43,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +96,8 @@ class ThreadPool:
         self._threads = 0
         self._active = 0  # threads running calls or woken to take one (not parked)
         self._parked: list[threading.Lock] = []  # parked threads' wake locks, last in first
-        self._nudging: set[asyncio.AbstractEventLoop] = set()  # loops with a nudge due
+        # loops with a nudge due (weakly: a loop closed before its nudge ran is not kept)
+        self._nudging: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._busy = 0
         self._calls: dict[threading.Lock, float] = {}  # a working thread -> its call's start
         self._started = 0  # threads ever started (names stay unique)
@@ -278,19 +280,18 @@ class ThreadPool:
         grew for stuck calls that have ended since)."""
         while True:
             with self._lock:
-                if self._items:
-                    _, future, context, fn, waiter = self._items.popleft()
-                else:
+                item = self._items.popleft() if self._items else None
+                if item is None:
                     self._active -= 1
                     if self._threads > self.max_workers + len(self._stuck):
                         self._threads -= 1  # over its size: shed
                         return
                     self._parked.append(wake)
-                    future = None
-            if future is None:
+            if item is None:
                 wake.acquire()  # parked: _wake releases it (and counted us active)
                 continue
-            self._run(wake, future, context, fn, waiter)
+            self._run(wake, *item[1:])
+            item = None  # a parked thread keeps nothing of its last call (its loop, context)
 
     def _run(
         self,

@@ -164,7 +164,8 @@ class ThreadPool:
     ) -> concurrent.futures.Future[Any]:
         """Run ``fn()`` in a pool thread, in a copy of the caller's context.
 
-        ``waiter``: an ``asyncio`` future the pool thread settles itself, with one
+        ``waiter``: a future of the calling thread's running loop (:meth:`start` makes
+        one), which the pool thread settles itself, with one
         ``call_soon_threadsafe`` once the call has ended (cheaper than chaining it to the
         returned future with ``asyncio.wrap_future``); cancelled before the call starts,
         the call is not made. The returned future ends when the THREAD ends.
@@ -323,10 +324,10 @@ class ThreadPool:
             self._busy -= 1
             del self._calls[me]
         if waiter is not None:  # last: the loop may run at once
-            _wake(waiter, result, error)
+            _answer(waiter, result, error)
 
 
-def _wake(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _answer(waiter: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     """Settle ``waiter`` on its own loop (from a pool thread); a closed loop has nobody
     waiting."""
     try:

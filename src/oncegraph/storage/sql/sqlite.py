@@ -112,6 +112,16 @@ class _StepWrite:
     ts: float
 
 
+def _check_run(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None:
+    """In a write transaction, before any write: the run exists and (``fence``) is still
+    held with that token; else ``RunNotFoundError`` / ``LeaseLostError``."""
+    row = conn.execute(S.RUN_EXISTS, (run_id,)).fetchone()
+    if row is None:
+        raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
+    if fence is not None and int(row[0]) != fence:
+        raise LeaseLostError(rows.lease_message(run_id, fence))
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         try:
@@ -304,7 +314,12 @@ class SqliteCheckpointer(Closing):
         self._hash_key: bytes | None = None  # derived from the database secret on first need
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
         # Step commits ready in the same turn of a loop share one transaction and fsync.
-        self.commit_groups = CommitGroups(self._lock, self._connect, self._map)
+        self.commit_groups = CommitGroups(
+            self._lock,
+            self._connect,
+            self._map,
+            refusals=(StaleStateError, LeaseLostError, RunNotFoundError),
+        )
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
@@ -443,11 +458,17 @@ class SqliteCheckpointer(Closing):
         return _map_error(exc, self.path)
 
     def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> int:
-        """One step's rows in the open transaction; raises (writing nothing of it) when
-        its thread version moved (``StaleStateError``) or its fence did. Returns the
-        number of planned intents inserted."""
+        """One step's rows in the open transaction. Checks first: it refuses
+        (``RunNotFoundError``, ``LeaseLostError``, then ``StaleStateError`` from the thread
+        update, the first write, which then changes nothing) before it has written
+        anything, so a group needs no savepoint per step (:mod:`.sqlite_group`); any other
+        failure comes after writes and rolls the group back. Returns the number of planned
+        intents inserted."""
         commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
         execute = conn.execute
+        touches_run = commit.run_status is not None or commit.fence is not None
+        if touches_run and work.run_params is None:
+            _check_run(conn, cp.run_id, commit.fence)
         if commit.expected_version == 0:
             cur = execute(S.THREAD_INSERT, (commit.thread_id, 1, cp.checkpoint_id, ts))
         else:
@@ -465,15 +486,18 @@ class SqliteCheckpointer(Closing):
             raise StaleStateError(rows.stale_message(commit))
         if work.run_params is not None:
             execute(S.RUN_INSERT, work.run_params)
-        if commit.run_status is not None or commit.fence is not None:
-            self._update_run_in_tx(
-                conn,
-                cp.run_id,
-                commit.run_status,
-                self.rows.error_param(commit.run_error),
-                commit.fence,
-                ts,
-            )
+        if touches_run:
+            try:
+                self._update_run_in_tx(
+                    conn,
+                    cp.run_id,
+                    commit.run_status,
+                    self.rows.error_param(commit.run_error),
+                    commit.fence,
+                    ts,
+                )
+            except (RunNotFoundError, LeaseLostError) as exc:  # after writes: not a refusal
+                raise StorageError(f"the run changed under the write lock: {exc}") from exc
         execute(S.CHECKPOINT_INSERT, work.cp_params)
         if work.log_params:
             conn.executemany(S.LOG_INSERT, work.log_params)

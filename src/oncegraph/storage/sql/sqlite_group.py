@@ -10,11 +10,14 @@ Invariants:
 * **Durability per run is unchanged.** A run's ``commit`` returns only after the
   ``COMMIT`` of the transaction holding its rows has returned (``synchronous=FULL``: on
   disk); a run never proceeds on a commit that is not durable.
-* **Each run's compare-and-swap is checked inside the group, in request order.** Each
-  request runs under its own ``SAVEPOINT``; a request that fails its own checks (a lost
-  CAS, a lost fence, a duplicate row) is rolled back to its savepoint and gets its own
-  error, and only its own rows are gone: the others in the group commit. Two requests on
-  one thread in one group behave as two sequential commits (the second sees the first).
+* **Each run's compare-and-swap is checked inside the group, in request order.** A
+  request checks before it writes: one of the ``refusals`` (a lost CAS, a lost fence, a
+  missing run) is raised only before its first write, so it gets its own error and the
+  others go on, with no savepoint per request (a savepoint and its release cost about as
+  much as the rest of a step's statements). A request that fails AFTER writing (a
+  duplicate row) rolls the whole transaction back; it gets its error and the group is
+  written again without it, so only its own rows are gone. Two requests on one thread in
+  one group behave as two sequential commits (the second sees the first).
 * **A failure of the transaction itself fails every request in it** (a ``COMMIT`` or
   ``BEGIN`` that fails: disk full, I/O error, busy): everything is rolled back and each
   request gets the mapped error; nothing of the group was written.
@@ -70,10 +73,13 @@ class CommitGroups:
         lock: threading.Lock,
         connect: Callable[[], sqlite3.Connection],
         map_error: Callable[[sqlite3.Error], Exception],
+        *,
+        refusals: tuple[type[Exception], ...] = (),
     ) -> None:
         self._lock = lock
         self._connect = connect
         self._map_error = map_error
+        self._refusals = refusals
         self._open: dict[asyncio.AbstractEventLoop, _Group] = {}
         self.stats = GroupStats()
 
@@ -96,31 +102,15 @@ class CommitGroups:
             return
         errors: list[BaseException | None] = [None] * len(items)
         answers: list[Any] = [None] * len(items)
+        todo = list(range(len(items)))
         try:
             with self._lock:
                 conn = self._connect()
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    if len(items) == 1:
-                        try:
-                            answers[0] = items[0].write(conn)
-                        except sqlite3.Error as exc:
-                            errors[0] = self._map_error(exc)
-                            _rollback(conn)
-                        except Exception as exc:
-                            errors[0] = exc
-                            _rollback(conn)
-                    else:
-                        for i, pending in enumerate(items):
-                            answers[i], errors[i] = self._one(conn, pending.write)
-                    if conn.in_transaction:
-                        conn.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    _rollback(conn)
-                    raise self._map_error(exc) from exc
-                except BaseException:
-                    _rollback(conn)
-                    raise
+                while todo:
+                    failed = self._write(conn, items, todo, answers, errors)
+                    if failed is None:
+                        break
+                    todo.remove(failed)  # rolled back: the others again, without it
         except BaseException as failed:  # the transaction failed: so did every request
             for pending in items:
                 if not pending.future.done():
@@ -139,24 +129,45 @@ class CommitGroups:
             else:
                 pending.future.set_exception(error)
 
-    def _one(self, conn: sqlite3.Connection, write: Write) -> tuple[Any, Exception | None]:
-        """One request under its own savepoint: (its answer, its error); on an error its
-        rows are rolled back."""
-        conn.execute("SAVEPOINT og_request")
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        items: list[_Pending],
+        todo: list[int],
+        answers: list[Any],
+        errors: list[BaseException | None],
+    ) -> int | None:
+        """Write requests ``todo`` in one transaction and commit it; None, or the index of
+        a request that failed after writing (the transaction is rolled back, its error
+        recorded). A failure of the transaction itself is raised (mapped)."""
         try:
-            answer = write(conn)
-        except sqlite3.IntegrityError as exc:  # its own rows clash (a duplicate id)
-            conn.execute("ROLLBACK TO og_request")
-            conn.execute("RELEASE og_request")
-            return None, self._map_error(exc)
-        except sqlite3.Error:
-            raise  # the connection or the file: the whole group fails
-        except Exception as exc:  # its own check refused it (CAS, fence)
-            conn.execute("ROLLBACK TO og_request")
-            conn.execute("RELEASE og_request")
-            return None, exc
-        conn.execute("RELEASE og_request")
-        return answer, None
+            conn.execute("BEGIN IMMEDIATE")
+            for i in todo:
+                try:
+                    answers[i], errors[i] = items[i].write(conn), None
+                except self._refusals as exc:  # refused before writing anything
+                    answers[i], errors[i] = None, exc
+                except sqlite3.IntegrityError as exc:  # its own rows clash (a duplicate)
+                    _rollback(conn)
+                    answers[i], errors[i] = None, self._map_error(exc)
+                    return i
+                except sqlite3.Error:
+                    raise  # the connection or the file: the whole group fails
+                except Exception as exc:  # anything else after its writes: undo them
+                    _rollback(conn)
+                    answers[i], errors[i] = None, exc
+                    return i
+            if all(errors[i] is not None for i in todo):
+                _rollback(conn)  # nothing was written
+            elif conn.in_transaction:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise self._map_error(exc) from exc
+        except BaseException:
+            _rollback(conn)
+            raise
+        return None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

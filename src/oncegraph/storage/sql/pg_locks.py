@@ -98,6 +98,11 @@ class LockSession:
                 except psycopg.Error:
                     self.broken = True
 
+    @property
+    def busy(self) -> bool:
+        """Requests are waiting or on their way (a lock given back included)."""
+        return self._sending or bool(self._waiting)
+
     async def try_lock(self, run_id: str) -> bool:
         if run_id in self.held or run_id in self._locking:
             return False

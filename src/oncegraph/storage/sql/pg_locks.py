@@ -68,6 +68,7 @@ class LockSession:
         self._locking: set[str] = set()  # runs whose lock request is on its way
         self._waiting: list[tuple[str, str, asyncio.Future[bool]]] = []  # (op, run, answer)
         self._sending = False
+        self._sender: asyncio.Task[None] | None = None
         self._pinger: asyncio.Task[None] | None = None
         if timeout:
             self._pinger = asyncio.get_running_loop().create_task(
@@ -132,7 +133,10 @@ class LockSession:
         self._waiting.append((op, run_id, answer))
         if not self._sending:
             self._sending = True
-            asyncio.get_running_loop().create_task(self._send(), name="oncegraph-lock-batch")
+            # held here: the loop keeps only a weak reference to a task
+            self._sender = asyncio.get_running_loop().create_task(
+                self._send(), name="oncegraph-lock-batch"
+            )
         return await answer
 
     async def _send(self) -> None:

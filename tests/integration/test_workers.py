@@ -437,10 +437,21 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
             for i in range(60)
         ]
 
+        # every claimer's first claim is asked before any claimer asks a second time, so all
+        # five really race for the same rows (a fast claimer could otherwise drain the queue
+        # before the others have connected)
+        first_asked, everyone_asked = 0, asyncio.Event()
+
         async def claimer(store: PgCheckpointer, owner: str) -> list[str]:
+            nonlocal first_asked
             queue, got = RunQueue(store, mine_only(app)), list[str]()
             while True:
                 batch = await queue.claim(owner, 30, 3)
+                if not everyone_asked.is_set():
+                    first_asked += 1
+                    if first_asked == len(stores):
+                        everyone_asked.set()
+                    await everyone_asked.wait()
                 if not batch:
                     return got
                 got += [r.run_id for r in batch]
@@ -448,7 +459,7 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
         results = await asyncio.gather(*(claimer(s, f"c{i}") for i, s in enumerate(stores)))
         claimed = [rid for got in results for rid in got]
         assert sorted(claimed) == sorted(r.run_id for r in runs)
-        assert sum(1 for got in results if got) >= 2, "the claimers really raced"
+        assert all(results), "every claimer won rows in the race"
         for i, got in enumerate(results):
             for rid in got:
                 rec = await stores[0].get_run(rid)

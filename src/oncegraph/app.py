@@ -29,6 +29,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
+from oncegraph._cancel import cancel_and_wait
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.builder import breakpoint_names
 from oncegraph.graph.io import output_values
@@ -372,11 +373,7 @@ class CompiledGraph:
                 yield item
         finally:
             if not task.done():
-                task.cancel()
-                try:
-                    await task
-                except BaseException:
-                    pass
+                await cancel_and_wait(task)
 
     def stream(
         self,

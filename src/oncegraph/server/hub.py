@@ -15,12 +15,12 @@ emitted its first event); a start that fails before that is the request's error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncegraph._cancel import cancel_and_wait
 from oncegraph.app import CompiledGraph
 from oncegraph.server.encode import jsonable
 from oncegraph.server.problems import ApiError, from_exception
@@ -183,11 +183,7 @@ class RunHub:
 
     async def aclose(self) -> None:
         """Cancel runs still going (their runs stay resumable, law 1)."""
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*(cancel_and_wait(task) for task in list(self._tasks)))
 
 
 __all__ = ["Event", "RunHub", "RunStream"]

@@ -46,6 +46,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncegraph._cancel import cancel_and_wait
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ForeignRunError,
@@ -260,6 +261,9 @@ class Worker:
 
     async def _renew_all(self) -> None:
         """Renew every held lease in one statement (:meth:`RunQueue.renew_many`)."""
+        for held in list(self._held.values()):
+            if held.lost and not held.task.done():
+                held.task.cancel()  # again: a cancellation can be swallowed (see _cancel)
         live = {
             run_id: held
             for run_id, held in list(self._held.items())
@@ -295,11 +299,7 @@ class Worker:
         if active and self.shutdown_grace_seconds > 0:
             await asyncio.wait([h.task for h in active], timeout=self.shutdown_grace_seconds)
         unfinished = [h for h in active if not h.task.done()]
-        for held in unfinished:
-            held.task.cancel()
-        for held in unfinished:
-            with contextlib.suppress(asyncio.CancelledError):
-                await held.task
+        await asyncio.gather(*(cancel_and_wait(h.task) for h in unfinished))
         for held in unfinished:
             if held.lost:
                 continue

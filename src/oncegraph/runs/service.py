@@ -28,7 +28,7 @@ import copy
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from oncegraph.errors import (
     ConfigError,
@@ -54,7 +54,7 @@ from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.protocols import Checkpointer, ThreadOpening
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
@@ -63,6 +63,7 @@ from oncegraph.storage.records import (
     RunRecord,
     RunStatus,
     TaskWrite,
+    ThreadRecord,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
 
@@ -134,6 +135,7 @@ class RunService:
     ) -> None:
         self.spec = spec
         self.store = store
+        self._opens = isinstance(store, ThreadOpening)  # checked once (a protocol check)
         self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
         self.owner = owner or default_owner()
         # Whose runs this service sees (law 15): by default the graph's app, every tenant.
@@ -171,6 +173,18 @@ class RunService:
         """``run`` if this service may see it, else ``ForeignRunError`` (law 15)."""
         return run if self.scope is None else self.scope.check(run, what)
 
+    async def _open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        """The thread's row and its latest run, checked (a thread belongs to the app of
+        its runs), in one request where the store can (:class:`ThreadOpening`)."""
+        if self._opens:
+            thread, latest = await cast(ThreadOpening, self.store).open_thread(thread_id)
+        else:
+            latest = await self._latest(thread_id)
+            thread = await self.store.get_thread(thread_id)
+        if latest is not None:
+            self.check_run(latest, f"thread {thread_id!r}")
+        return thread, latest
+
     async def _check_thread(self, thread_id: str) -> RunRecord | None:
         """The thread's latest run, checked: a thread belongs to the app of its runs."""
         latest = await self._latest(thread_id)
@@ -189,9 +203,8 @@ class RunService:
         _, heads = self._graph()
         thread_id = _thread(cfg)
         await self.setup()
-        latest = await self._check_thread(thread_id)
+        thread, latest = await self._open_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
-        thread = await self.store.get_thread(thread_id) if wanted else None
         if wanted and (thread is None or thread.head_checkpoint_id != wanted):
             raise ConfigError(
                 "config names a checkpoint_id: running from an old checkpoint is not a "
@@ -214,7 +227,9 @@ class RunService:
         claim = await claims.new(self.store, run)
         driver = self._driver(cfg, emit, claim)
         try:
-            head = await driver.commit_input(await heads.load(thread_id), run, new=True)
+            # the thread row read above: its version is checked by the commit (a run that
+            # started on the thread meanwhile makes it a StaleStateError, as before)
+            head = await driver.commit_input(await heads.at(thread_id, thread), run, new=True)
             return await self._drive(driver, head, run)
         finally:
             await claim.release()

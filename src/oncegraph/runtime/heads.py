@@ -16,7 +16,7 @@ from oncegraph.errors import RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.storage.protocols import CheckpointStore
-from oncegraph.storage.records import CheckpointRecord
+from oncegraph.storage.records import CheckpointRecord, ThreadRecord
 from oncegraph.storage.sql import rows
 
 _CACHE_SIZE = 1024
@@ -39,7 +39,10 @@ class Heads:
 
     async def load(self, thread_id: str) -> Head:
         """The thread's head; the in-process copy is used when still current."""
-        thread = await self.store.get_thread(thread_id)
+        return await self.at(thread_id, await self.store.get_thread(thread_id))
+
+    async def at(self, thread_id: str, thread: ThreadRecord | None) -> Head:
+        """The head ``thread`` (the thread's row, just read; None: it has none) names."""
         if thread is None or thread.head_checkpoint_id is None:
             return empty_head(self.spec, thread_id)
         cached = self._cache.get(thread_id)

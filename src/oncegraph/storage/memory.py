@@ -200,6 +200,10 @@ class InMemoryCheckpointer(Closing):
             row = self._threads.get(thread_id)
         return None if row is None else rows.thread_from_row(row)
 
+    async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        latest = await self.list_runs(thread_id=thread_id, limit=1)
+        return await self.get_thread(thread_id), latest[0] if latest else None
+
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:

@@ -220,6 +220,16 @@ class Checkpointer(CheckpointStore, EffectStore, AuditLog, Protocol):
 
 
 @runtime_checkable
+class ThreadOpening(Protocol):
+    """A store that reads what starting a run on a thread needs first in ONE request.
+    Every bundled store has it; the run service reads the two separately otherwise."""
+
+    async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        """``(get_thread(thread_id), the newest of list_runs(thread_id=thread_id))``, read
+        together (one snapshot where the store can)."""
+
+
+@runtime_checkable
 class RequestHashKeys(Protocol):
     """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`). Every
     bundled store has one; a store without it gets unkeyed hashes, with a warning."""

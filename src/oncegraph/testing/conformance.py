@@ -40,7 +40,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
-from oncegraph.storage.protocols import Checkpointer, Pruner, RequestHashKeys
+from oncegraph.storage.protocols import Checkpointer, Pruner, RequestHashKeys, ThreadOpening
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     Attempt,
@@ -694,6 +694,33 @@ class CheckpointerConformance:
         ids = {r.run_id for r in everywhere}
         assert {runs[1].run_id, runs[4].run_id} <= ids
         assert all(r.status is RunStatus.FAILED for r in everywhere)
+
+    async def test_open_thread_reads_the_thread_and_its_latest_run_together(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        """``open_thread`` answers what ``get_thread`` and the newest of ``list_runs`` do:
+        for an unknown thread, a thread with runs but no row yet (a queued run), and a
+        committed thread with several runs (newest by ``created_at``, then ``run_id``)."""
+        if not isinstance(checkpointer, ThreadOpening):
+            pytest.skip("this backend reads a thread and its latest run separately")
+        assert await checkpointer.open_thread(new_id("thread")) == (None, None)
+
+        queued = make_run(new_id("thread"), status=RunStatus.QUEUED)
+        await checkpointer.create_run(queued)
+        assert await checkpointer.open_thread(queued.thread_id) == (None, queued)
+
+        tid, _, _ = await start_thread(checkpointer)
+        later = make_run(tid, status=RunStatus.COMPLETED, created_at=1_002.0, app_id="a")
+        tied = [make_run(tid, f"{tid}_r{i}", created_at=1_003.0) for i in (2, 1)]
+        for run in (later, *tied):
+            await checkpointer.create_run(run)
+        thread, latest = await checkpointer.open_thread(tid)
+        assert thread == await checkpointer.get_thread(tid) and thread is not None
+        assert (thread.version, latest) == (1, tied[0])  # the tie goes to the larger id
+        assert latest == (await checkpointer.list_runs(thread_id=tid, limit=1))[0]
+        await checkpointer.update_run(tied[0].run_id, status=RunStatus.FAILED, error="boom")
+        _, latest = await checkpointer.open_thread(tid)
+        assert latest is not None and (latest.status, latest.error) == (RunStatus.FAILED, "boom")
 
     async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
         """Law 15: a run's app and tenant are stored and come back as written; a run

@@ -102,6 +102,7 @@ _pg = S.to_format_params
 
 # -- statements, converted once ------------------------------------------------------
 THREAD_SELECT = _pg(S.THREAD_SELECT)
+THREAD_OPENING = _pg(S.THREAD_OPENING)
 CHECKPOINT_SELECT = _pg(S.CHECKPOINT_SELECT)
 CHECKPOINT_SELECT_HEAD = _pg(S.CHECKPOINT_SELECT_HEAD)
 CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
@@ -458,6 +459,10 @@ class PgCheckpointer(Closing):
     async def get_thread(self, thread_id: str) -> ThreadRecord | None:
         row = await self._fetchone("get_thread", THREAD_SELECT, (thread_id,))
         return None if row is None else rows.thread_from_row(row)
+
+    async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        row = await self._fetchone("open_thread", THREAD_OPENING, (thread_id, thread_id))
+        return self.rows.opening_from_row(row)
 
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None

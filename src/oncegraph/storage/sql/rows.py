@@ -43,6 +43,7 @@ from oncegraph.storage.records import (
     ThreadRecord,
     error_text,
 )
+from oncegraph.storage.sql.statements import THREAD_COLUMNS
 
 Row = Sequence[Any]
 _R = TypeVar("_R")
@@ -212,6 +213,16 @@ class Rows:
 
     def run_from_row(self, row: Row) -> RunRecord:
         return _decode("oncegraph_runs", row, self._run)
+
+    def opening_from_row(self, row: Row | None) -> tuple[ThreadRecord | None, RunRecord | None]:
+        """A ``THREAD_OPENING`` row: (the thread, its latest run), each None when absent
+        (its key column is NULL)."""
+        if row is None:  # the statement always answers one row; a store may not
+            return None, None
+        n = len(THREAD_COLUMNS)
+        thread = None if row[0] is None else thread_from_row(row[:n])
+        run = None if row[n] is None else self.run_from_row(row[n:])
+        return thread, run
 
     # -- checkpoints ------------------------------------------------------------------
 

@@ -538,6 +538,9 @@ class SqliteCheckpointer(Closing):
         row = self._read_one(S.THREAD_SELECT, (thread_id,))
         return None if row is None else rows.thread_from_row(row)
 
+    async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        return self.rows.opening_from_row(self._read_one(S.THREAD_OPENING, (thread_id, thread_id)))
+
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:

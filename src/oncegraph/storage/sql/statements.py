@@ -158,6 +158,18 @@ THREAD_CAS = (
 
 THREAD_SELECT = f"SELECT {_cols(THREAD_COLUMNS)} FROM oncegraph_threads WHERE thread_id = ?"
 
+# Params: thread_id, thread_id. ONE row: the thread's columns (NULLs when it has no row)
+# then its latest run's (NULLs when it has none; newest as in ``run_list``): what
+# starting a run on a thread reads first, in one statement and one snapshot.
+THREAD_OPENING = (
+    f"SELECT {_cols(THREAD_COLUMNS, 't.')}, {_cols(RUN_COLUMNS, 'r.')} "
+    "FROM (SELECT CAST(? AS TEXT) AS thread_id) AS q "
+    "LEFT JOIN oncegraph_threads t ON t.thread_id = q.thread_id "
+    "LEFT JOIN oncegraph_runs r ON r.run_id = ("
+    "SELECT l.run_id FROM oncegraph_runs l WHERE l.thread_id = ? "
+    "ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1)"
+)
+
 # -- checkpoints --------------------------------------------------------------------
 
 CHECKPOINT_INSERT = _insert("oncegraph_checkpoints", CHECKPOINT_COLUMNS)

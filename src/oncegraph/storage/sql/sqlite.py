@@ -34,11 +34,12 @@ drops them when their process dies. Fenced writes check the run's token inside t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -377,22 +378,31 @@ class SqliteCheckpointer(Closing):
         return key
 
     def _database_secret(self) -> bytes:
+        with self._writing() as conn:
+            conn.execute(
+                dbsecret.SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
+            )
+            row = conn.execute(dbsecret.SECRET_SELECT, (dbsecret.SECRET_NAME,)).fetchone()
+        return dbsecret.secret_from_row(row, f"SQLite {self.path}")
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """The connection in a write transaction (``BEGIN IMMEDIATE``), under the store's
+        lock: committed when the block ends (unless the block ended it itself), rolled back
+        when it raises, an ``sqlite3.Error`` raised as the matching ``StorageError``."""
         with self._lock:
             conn = self._connect()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(
-                    dbsecret.SECRET_INSERT, (dbsecret.SECRET_NAME, dbsecret.new_secret(), now())
-                )
-                row = conn.execute(dbsecret.SECRET_SELECT, (dbsecret.SECRET_NAME,)).fetchone()
-                conn.execute("COMMIT")
+                yield conn
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 _rollback(conn)
                 raise _map_error(exc, self.path) from exc
             except BaseException:
                 _rollback(conn)
                 raise
-        return dbsecret.secret_from_row(row, f"SQLite {self.path}")
 
     def _read(self, sql: str, params: Sequence[Any]) -> list[Any]:
         with self._lock:
@@ -416,23 +426,13 @@ class SqliteCheckpointer(Closing):
         """One statement in its own write transaction, after the fence check; rowcount.
         ``audit`` is appended in the same transaction when the statement changed a row."""
         audit_params = self.rows.audit_to_params(audit) if audit is not None else None
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if fence is not None:
-                    _check_fence(conn, *fence)
-                count = conn.execute(sql, params).rowcount
-                if count and audit_params is not None:
-                    conn.execute(S.AUDIT_INSERT, audit_params)
-                conn.execute("COMMIT")
-                return count
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._writing() as conn:
+            if fence is not None:
+                _check_fence(conn, *fence)
+            count = conn.execute(sql, params).rowcount
+            if count and audit_params is not None:
+                conn.execute(S.AUDIT_INSERT, audit_params)
+            return count
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -600,20 +600,8 @@ class SqliteCheckpointer(Closing):
         error: str | None = None,
         fence: int | None = None,
     ) -> None:
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                self._update_run_in_tx(
-                    conn, run_id, status, self.rows.error_param(error), fence, now()
-                )
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._writing() as conn:
+            self._update_run_in_tx(conn, run_id, status, self.rows.error_param(error), fence, now())
 
     async def list_runs(
         self,
@@ -670,21 +658,11 @@ class SqliteCheckpointer(Closing):
             sql = S.RUN_FENCE_STATUS
             params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
         audit_params = self.rows.audit_to_params(audit) if audit is not None else None
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                row = conn.execute(sql, params).fetchone()
-                missing = row is None and conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None
-                if row is not None and audit_params is not None:
-                    conn.execute(S.AUDIT_INSERT, audit_params)
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._writing() as conn:
+            row = conn.execute(sql, params).fetchone()
+            missing = row is None and conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None
+            if row is not None and audit_params is not None:
+                conn.execute(S.AUDIT_INSERT, audit_params)
         if missing:
             raise RunNotFoundError(f"run {run_id!r} does not exist")
         return None if row is None else self.rows.run_from_row(row)
@@ -697,25 +675,15 @@ class SqliteCheckpointer(Closing):
         params = self.rows.effect_to_params(record)
         # Not grouped: an intent is written at once (no yield to the loop between the
         # call's decision and its intent), so sibling calls reach their intents in order.
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if fence is not None:
-                    _check_fence(conn, record.run_id, fence)
-                inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
-                existing = (
-                    None
-                    if inserted
-                    else conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
-                )
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._writing() as conn:
+            if fence is not None:
+                _check_fence(conn, record.run_id, fence)
+            inserted = conn.execute(S.EFFECT_INSERT, params).fetchall()
+            existing = (
+                None
+                if inserted
+                else conn.execute(S.EFFECT_SELECT, (record.effect_id,)).fetchone()
+            )
         if inserted:
             return self.rows.effect_from_row(params), True
         if existing is None:  # pragma: no cover - the conflict row cannot vanish in the tx
@@ -830,42 +798,33 @@ class SqliteCheckpointer(Closing):
     def _prune_thread(
         self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
     ) -> PruneReport:
-        with self._lock:
-            conn = self._connect()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if conn.execute(S.THREAD_SELECT, (thread_id,)).fetchone() is None:
-                    conn.execute("COMMIT")
-                    return PruneReport()
-                doomed = conn.execute(
-                    _CHECKPOINT_PRUNE,
-                    (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES),
-                ).fetchall()
-                writes = 0
-                if doomed:
-                    cur = conn.executemany(
-                        S.TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]
-                    )
-                    writes = cur.rowcount
-                effects = 0
-                if cutoff is not None:
-                    cur = conn.execute(
-                        _EFFECT_PRUNE,
-                        (
-                            thread_id,
-                            cutoff,
-                            *_PRUNE_EFFECT_STATUSES,
-                            *_PRUNE_EFFECT_RUN_STATUSES,
-                        ),
-                    )
-                    effects = cur.rowcount
-                conn.execute("ROLLBACK" if dry_run else "COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise _map_error(exc, self.path) from exc
-            except BaseException:
-                _rollback(conn)
-                raise
+        with self._writing() as conn:
+            if conn.execute(S.THREAD_SELECT, (thread_id,)).fetchone() is None:
+                return PruneReport()
+            doomed = conn.execute(
+                _CHECKPOINT_PRUNE,
+                (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES),
+            ).fetchall()
+            writes = 0
+            if doomed:
+                cur = conn.executemany(
+                    S.TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]
+                )
+                writes = cur.rowcount
+            effects = 0
+            if cutoff is not None:
+                cur = conn.execute(
+                    _EFFECT_PRUNE,
+                    (
+                        thread_id,
+                        cutoff,
+                        *_PRUNE_EFFECT_STATUSES,
+                        *_PRUNE_EFFECT_RUN_STATUSES,
+                    ),
+                )
+                effects = cur.rowcount
+            if dry_run:
+                conn.execute("ROLLBACK")  # nothing is written; the count stays
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
 
 

@@ -36,6 +36,7 @@ from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
 from oncegraph.worker import Runnable, RunQueue, Worker
+from oncegraph.worker.queue import CLAIM
 
 pytestmark = pytest.mark.postgres
 
@@ -424,6 +425,37 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
 
 
 # -- queue semantics ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["fresh-stats", "analyzed"])
+async def test_a_claim_walks_the_queue_index_in_order_not_the_whole_queue(
+    dsn: str, analyzed: bool
+) -> None:
+    """With 400 runs queued, the claim reads its app's claimable runs through the
+    ``oncegraph_runs_claimable`` index, already in queue order (no sort of the queue),
+    before and after the table's statistics exist; it claims the oldest runs first."""
+    store = PgCheckpointer(dsn)
+    try:
+        app = _agent(store)
+        runs = [
+            await app.asubmit(
+                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+            )
+            for i in range(400)
+        ]
+        if analyzed:
+            sql(dsn, "ANALYZE oncegraph_runs")
+        r = mine_only(app)
+        params = (r.app_id, r.tenant, r.tenant, list(r.fingerprints), list(r.versions), [], 3)
+        with psycopg.connect(dsn) as conn:  # EXPLAIN only: nothing is claimed
+            cur = conn.execute("EXPLAIN " + CLAIM, (*params, "c0", 30.0))
+            plan = "\n".join(row[0] for row in cur.fetchall())
+        assert "oncegraph_runs_claimable" in plan, plan
+        assert "Sort" not in plan, plan
+        got = await RunQueue(store, r).claim("c0", 30, 3)
+        assert [x.run_id for x in got] == [x.run_id for x in runs[:3]]
+    finally:
+        await store.aclose()
 
 
 async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:

@@ -76,8 +76,11 @@ _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 # ORDER BY (never flattened), so the planner knows its order and walks it with a nested
 # loop into ``r``, testing the costly conditions (live lock holders, an older unfinished
 # run on the thread) row by row and stopping at the LIMIT: a claim costs the rows it
-# looks at, not the length of the queue. ``r``'s own conditions are repeated so that the
-# lock re-checks them on the newest row version.
+# looks at, not the length of the queue. ``c`` reads the partial expression index
+# ``oncegraph_runs_claimable`` (app, created_at, run_id; schema migration 6), which gives
+# its rows in that order: without it the queue was read and sorted whole on every claim.
+# ``r``'s own conditions are repeated so that the lock re-checks them on the newest row
+# version.
 _CLAIMABLE = f"""(
         r.status = '{RunStatus.QUEUED}'
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL

@@ -140,6 +140,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_runs_app "
         "ON oncegraph_runs (app_id, status, created_at)",
     ),
+    # 6: a worker's claim walks its app's claimable runs in queue order and stops at its
+    # limit (oncegraph.worker.queue.CLAIM): without this index it read and sorted every
+    # queued run first (~1.4 ms per claim with 1,000 queued, ~0.15 ms with it). Partial:
+    # it holds only the runs that may be claimed, so finished runs cost it nothing.
+    (
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_claimable "
+        "ON oncegraph_runs ((COALESCE(app_id, workflow_name)), created_at, run_id) "
+        "WHERE status IN ('queued', 'running')",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

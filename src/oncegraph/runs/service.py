@@ -176,11 +176,10 @@ class RunService:
     async def _open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         """The thread's row and its latest run, checked (a thread belongs to the app of
         its runs), in one request where the store can (:class:`ThreadOpening`)."""
-        if self._opens:
-            thread, latest = await cast(ThreadOpening, self.store).open_thread(thread_id)
-        else:
-            latest = await self._latest(thread_id)
-            thread = await self.store.get_thread(thread_id)
+        if not self._opens:
+            latest = await self._check_thread(thread_id)
+            return await self.store.get_thread(thread_id), latest
+        thread, latest = await cast(ThreadOpening, self.store).open_thread(thread_id)
         if latest is not None:
             self.check_run(latest, f"thread {thread_id!r}")
         return thread, latest

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from oncegraph.errors import (
@@ -96,6 +96,9 @@ class InMemoryCheckpointer(Closing):
         self._lock = threading.Lock()
         self._threads: dict[str, Row] = {}
         self._runs: dict[str, Row] = {}
+        # run ids by thread, in insertion order (a run's thread never changes, and runs are
+        # never deleted): listing a thread's runs reads its runs, not every run
+        self._thread_runs: dict[str, list[str]] = {}
         self._checkpoints: dict[tuple[str, str], Row] = {}
         self._logs: dict[tuple[str, str], dict[int, str]] = {}
         self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
@@ -168,7 +171,7 @@ class InMemoryCheckpointer(Closing):
                 ts,
             )
             if run_row is not None:
-                self._runs[run_row[0]] = run_row
+                self._add_run(run_row)
             if commit.run_status is not None:
                 row = self._runs[run_id]
                 self._runs[run_id] = _with(
@@ -265,7 +268,11 @@ class InMemoryCheckpointer(Closing):
         with self._lock:
             if run.run_id in self._runs:
                 raise StorageError(f"run {run.run_id!r} already exists; nothing was written")
-            self._runs[run.run_id] = row
+            self._add_run(row)
+
+    def _add_run(self, row: Row) -> None:  # with self._lock held; a new run id
+        self._runs[row[0]] = row
+        self._thread_runs.setdefault(row[_RUN_THREAD], []).append(row[0])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -358,12 +365,14 @@ class InMemoryCheckpointer(Closing):
     ) -> list[RunRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
+            if thread_id is None:
+                candidates: Iterable[Row] = self._runs.values()
+            else:
+                candidates = [self._runs[r] for r in self._thread_runs.get(thread_id, ())]
             found = [
                 row
-                for row in self._runs.values()
-                if (thread_id is None or row[_RUN_THREAD] == thread_id)
-                and (wanted is None or row[_RUN_STATUS] in wanted)
-                and _owned(row, app_id, tenant)
+                for row in candidates
+                if (wanted is None or row[_RUN_STATUS] in wanted) and _owned(row, app_id, tenant)
             ]
         found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 import pytest
@@ -840,3 +840,58 @@ def test_abandon_during_a_workers_tool_call_stays_abandoned(
     assert len(provider.effects()) == 1
     log = workers.log("busy")
     assert run_id in log and "no longer held with fencing token" in log
+
+
+# -- versions (law 10) on the worker's path ------------------------------------------------
+
+
+def _payout(version: str, ran: list[str], *, with_pay: bool = True) -> StateGraph:
+    """A graph ``payout`` at ``version`` whose ``pay`` node notes which version ran it."""
+
+    class Payout(TypedDict, total=False):
+        amount: float
+        paid: str
+
+    def pay(state: Payout) -> Payout:
+        ran.append(f"v{version}:{state['amount']}")
+        return {"paid": f"paid {state['amount']}"}
+
+    g = StateGraph(Payout, name="payout", version=version)
+    if with_pay:
+        g.add_node("pay", pay)
+        g.add_edge(START, "pay")
+        g.add_edge("pay", END)
+    else:  # incompatible with version 1 on its own: "pay" was removed
+        g.add_node("check", lambda s: {"paid": "not paid"})
+        g.add_edge(START, "check")
+        g.add_edge("check", END)
+    return g
+
+
+async def test_a_worker_runs_a_run_of_a_registered_previous_version_with_it(dsn: str) -> None:
+    """A run submitted under version 1, claimed by a worker of version 2 that registers
+    version 1 as a previous version: the worker's verdict (read under the run's lock) hands
+    it to version 1's graph, which runs it to its end; version 2's own runs run as v2."""
+    store = PgCheckpointer(dsn)
+    ran: list[str] = []
+    try:
+        v1 = _payout("1", ran).compile(checkpointer=store)
+        old = await v1.asubmit({"amount": 10.0}, {"thread_id": "old"})
+        v2 = _payout("2", ran, with_pay=False).compile(
+            checkpointer=store, previous_versions={"1": _payout("1", ran)}
+        )
+        new = await v2.asubmit({"amount": 20.0}, {"thread_id": "new"})
+        worker = Worker(v2, concurrency=2, lease_seconds=5, poll_seconds=0.02)
+        serving = asyncio.create_task(worker.run_forever())
+        try:
+            done = await asyncio.wait_for(old.aresult(60), 60)
+            assert done["paid"] == "paid 10.0" and ran == ["v1:10.0"]
+            assert (await asyncio.wait_for(new.aresult(60), 60))["paid"] == "not paid"
+        finally:
+            worker.stop()
+            await serving
+        for handle in (old, new):
+            run = await handle.arun()
+            assert (run.status, run.lease_owner) == (RunStatus.COMPLETED, worker.owner)
+    finally:
+        await store.aclose()

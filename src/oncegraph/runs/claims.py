@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError
 from oncegraph.runtime.claim import Claim
-from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus
+from oncegraph.storage.protocols import Checkpointer, ThreadOpening
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, ThreadRecord
 
 # How often a takeover retries when the token moved between its read and its write.
 _TAKEOVER_TRIES = 5
@@ -73,19 +73,36 @@ async def take(
         raise
 
 
-async def hold(store: Checkpointer, run: RunRecord, *, token: int) -> Claim:
-    """Lock ``run`` for a holder that already has its token (a worker's lease claim)."""
+async def hold(
+    store: Checkpointer, run: RunRecord, *, token: int
+) -> tuple[Claim, ThreadRecord | None]:
+    """Lock ``run`` for a holder that already has its token (a worker's lease claim), and
+    return the run's thread row with the claim: read after the lock, in the one request
+    that checks the token (:meth:`ThreadOpening.open_run` where the store has it)."""
     lock = await store.lock_run(run.run_id)
     if lock is None:
         raise await busy_error(store, run.run_id)
-    found = await store.get_run(run.run_id)
+    try:
+        found, thread = await _open_run(store, run.run_id)
+    except BaseException:
+        await lock.release()
+        raise
     if found is None or found.fencing_token != token:
         await lock.release()
         raise LeaseLostError(
             f"run {run.run_id} is no longer held with fencing token {token}: another "
             "process took it over; nothing was written."
         )
-    return Claim(run.run_id, token, lock)
+    return Claim(run.run_id, token, lock), thread
+
+
+async def _open_run(
+    store: Checkpointer, run_id: str
+) -> tuple[RunRecord | None, ThreadRecord | None]:
+    if isinstance(store, ThreadOpening):
+        return await store.open_run(run_id)
+    found = await store.get_run(run_id)
+    return found, None if found is None else await store.get_thread(found.thread_id)
 
 
 async def new(store: Checkpointer, run: RunRecord) -> Claim:

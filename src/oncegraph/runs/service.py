@@ -237,18 +237,27 @@ class RunService:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
         await self.setup()
         run = continuable(run.thread_id, self.check_run(run))
-        verdict = await self._verdict(run)
+        # the lock first, then ONE read: the token check and the thread row the head and
+        # the version verdict stand on (the lease is already this worker's)
+        claim, thread = await claims.hold(self.store, run, token=fence)
+        try:
+            _, heads = self._graph()
+            head = await heads.at(run.thread_id, thread)
+            verdict = self._verdict_at(run, head)
+        except BaseException:
+            await claim.release()
+            raise
         if verdict.kind == "previous":
+            await claim.release()  # the previous version's service takes it again
             return await self._previous(verdict).execute(run, cfg, fence=fence)
-        claim = await claims.hold(self.store, run, token=fence)
         driver = self._driver(cfg, ignore, claim, await self._policy(run))
         try:
             if run.status is not RunStatus.RUNNING or run.error is not None:
                 # the claim itself set ``running`` (in the statement that took the lease):
                 # writing it again would cost a commit on the way to the first step
                 await driver.set_status(run, RunStatus.RUNNING, None)
-            await self._migrate_if(verdict, run, claim)
-            return await self._start_or_go_on(driver, run)
+            head = await self._migrate_if(verdict, run, claim, head) or head
+            return await self._start_or_go_on(driver, run, head)
         finally:
             await claim.release()
 
@@ -283,9 +292,14 @@ class RunService:
         finally:
             await claim.release()
 
-    async def _start_or_go_on(self, driver: Driver, run: RunRecord) -> RunResult:
-        _, heads = self._graph()
-        head = await heads.load(run.thread_id)
+    async def _start_or_go_on(
+        self, driver: Driver, run: RunRecord, head: Head | None = None
+    ) -> RunResult:
+        """Start ``run`` (a queued run: its input first) or go on from its head (``head``:
+        just read under the claim; else read here)."""
+        if head is None:
+            _, heads = self._graph()
+            head = await heads.load(run.thread_id)
         if head.checkpoint.run_id != run.run_id:  # queued: it never started
             head = await driver.commit_input(head, run, new=False)
         return await self._drive(driver, head, run)
@@ -629,8 +643,12 @@ class RunService:
     async def _verdict(self, run: RunRecord) -> Verdict:
         """May ``run`` go on under this graph (law 10)? Raises when it may not."""
         _, heads = self._graph()
+        return self._verdict_at(run, await heads.load(run.thread_id))
+
+    def _verdict_at(self, run: RunRecord, head: Head) -> Verdict:
+        """:meth:`_verdict` for ``run`` standing on ``head``."""
         assert self.versions is not None
-        verdict = self.versions.verdict(run, await heads.load(run.thread_id))
+        verdict = self.versions.verdict(run, head)
         verdict.raise_if_incompatible()
         return verdict
 
@@ -645,14 +663,18 @@ class RunService:
             scope=self.scope,
         )
 
-    async def _migrate_if(self, verdict: Verdict, run: RunRecord, claim: Claim) -> Head | None:
+    async def _migrate_if(
+        self, verdict: Verdict, run: RunRecord, claim: Claim, head: Head | None = None
+    ) -> Head | None:
+        """The migrated head when ``verdict`` migrates ``run`` (from ``head``, else the head
+        read now), else None."""
         if verdict.kind != "migrate":
             return None
-        _, heads = self._graph()
+        if head is None:
+            _, heads = self._graph()
+            head = await heads.load(run.thread_id)
         assert self.versions is not None
-        return await self.versions.migrate(
-            self, run, await heads.load(run.thread_id), claim, verdict
-        )
+        return await self.versions.migrate(self, run, head, claim, verdict)
 
     async def _latest(self, thread_id: str) -> RunRecord | None:
         runs = await self.store.list_runs(thread_id=thread_id, limit=1)

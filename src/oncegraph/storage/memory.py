@@ -207,6 +207,10 @@ class InMemoryCheckpointer(Closing):
         latest = await self.list_runs(thread_id=thread_id, limit=1)
         return await self.get_thread(thread_id), latest[0] if latest else None
 
+    async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
+        run = await self.get_run(run_id)
+        return (None, None) if run is None else (run, await self.get_thread(run.thread_id))
+
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:

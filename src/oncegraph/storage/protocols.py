@@ -221,12 +221,16 @@ class Checkpointer(CheckpointStore, EffectStore, AuditLog, Protocol):
 
 @runtime_checkable
 class ThreadOpening(Protocol):
-    """A store that reads what starting a run on a thread needs first in ONE request.
-    Every bundled store has it; the run service reads the two separately otherwise."""
+    """A store that reads what starting (or going on with) a run needs first in ONE
+    request. Every bundled store has it; the run service reads them separately otherwise."""
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         """``(get_thread(thread_id), the newest of list_runs(thread_id=thread_id))``, read
         together (one snapshot where the store can)."""
+
+    async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
+        """``(get_run(run_id), get_thread(its thread_id))``, read together; ``(None,
+        None)`` for an unknown run."""
 
 
 @runtime_checkable

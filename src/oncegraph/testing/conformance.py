@@ -700,7 +700,8 @@ class CheckpointerConformance:
     ) -> None:
         """``open_thread`` answers what ``get_thread`` and the newest of ``list_runs`` do:
         for an unknown thread, a thread with runs but no row yet (a queued run), and a
-        committed thread with several runs (newest by ``created_at``, then ``run_id``)."""
+        committed thread with several runs (newest by ``created_at``, then ``run_id``);
+        ``open_run`` what ``get_run`` and its thread's ``get_thread`` do."""
         if not isinstance(checkpointer, ThreadOpening):
             pytest.skip("this backend reads a thread and its latest run separately")
         assert await checkpointer.open_thread(new_id("thread")) == (None, None)
@@ -721,6 +722,12 @@ class CheckpointerConformance:
         await checkpointer.update_run(tied[0].run_id, status=RunStatus.FAILED, error="boom")
         _, latest = await checkpointer.open_thread(tid)
         assert latest is not None and (latest.status, latest.error) == (RunStatus.FAILED, "boom")
+
+        # open_run: a run and its thread's row, by the run's id
+        assert await checkpointer.open_run(new_id("run")) == (None, None)
+        assert await checkpointer.open_run(queued.run_id) == (queued, None)
+        run, row = await checkpointer.open_run(later.run_id)
+        assert (run, row) == (later, thread)
 
     async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
         """Law 15: a run's app and tenant are stored and come back as written; a run

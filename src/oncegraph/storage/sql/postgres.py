@@ -103,6 +103,7 @@ _pg = S.to_format_params
 # -- statements, converted once ------------------------------------------------------
 THREAD_SELECT = _pg(S.THREAD_SELECT)
 THREAD_OPENING = _pg(S.THREAD_OPENING)
+RUN_OPENING = _pg(S.RUN_OPENING)
 CHECKPOINT_SELECT = _pg(S.CHECKPOINT_SELECT)
 CHECKPOINT_SELECT_HEAD = _pg(S.CHECKPOINT_SELECT_HEAD)
 CHECKPOINT_LIST = _pg(S.CHECKPOINT_LIST)
@@ -463,6 +464,10 @@ class PgCheckpointer(Closing):
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         row = await self._fetchone("open_thread", THREAD_OPENING, (thread_id, thread_id))
         return self.rows.opening_from_row(row)
+
+    async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
+        row = await self._fetchone("open_run", RUN_OPENING, (run_id,))
+        return self.rows.run_opening_from_row(row)
 
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None

@@ -224,6 +224,16 @@ class Rows:
         run = None if row[n] is None else self.run_from_row(row[n:])
         return thread, run
 
+    def run_opening_from_row(
+        self, row: Row | None
+    ) -> tuple[RunRecord | None, ThreadRecord | None]:
+        """A ``RUN_OPENING`` row: (the run, its thread), None where absent."""
+        if row is None:
+            return None, None
+        n = len(row) - len(THREAD_COLUMNS)
+        thread = None if row[n] is None else thread_from_row(row[n:])
+        return self.run_from_row(row[:n]), thread
+
     # -- checkpoints ------------------------------------------------------------------
 
     def checkpoint_to_params(self, cp: CheckpointRecord) -> tuple[Any, ...]:

@@ -541,6 +541,9 @@ class SqliteCheckpointer(Closing):
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         return self.rows.opening_from_row(self._read_one(S.THREAD_OPENING, (thread_id, thread_id)))
 
+    async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
+        return self.rows.run_opening_from_row(self._read_one(S.RUN_OPENING, (run_id,)))
+
     async def get_checkpoint(
         self, thread_id: str, checkpoint_id: str | None = None
     ) -> CheckpointRecord | None:

@@ -170,6 +170,14 @@ THREAD_OPENING = (
     "ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1)"
 )
 
+# Params: run_id. The run's columns then its thread's (NULLs when the thread has no row
+# yet: a queued run that never started); no row when the run does not exist.
+RUN_OPENING = (
+    f"SELECT {_cols(RUN_COLUMNS, 'r.')}, {_cols(THREAD_COLUMNS, 't.')} "
+    "FROM oncegraph_runs r LEFT JOIN oncegraph_threads t ON t.thread_id = r.thread_id "
+    "WHERE r.run_id = ?"
+)
+
 # -- checkpoints --------------------------------------------------------------------
 
 CHECKPOINT_INSERT = _insert("oncegraph_checkpoints", CHECKPOINT_COLUMNS)

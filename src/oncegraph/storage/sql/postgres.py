@@ -463,7 +463,7 @@ class PgCheckpointer(Closing):
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         row = await self._fetchone("open_thread", THREAD_OPENING, (thread_id, thread_id))
-        return self.rows.opening_from_row(row)
+        return self.rows.thread_opening_from_row(row)
 
     async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
         row = await self._fetchone("open_run", RUN_OPENING, (run_id,))

@@ -214,7 +214,9 @@ class Rows:
     def run_from_row(self, row: Row) -> RunRecord:
         return _decode("oncegraph_runs", row, self._run)
 
-    def opening_from_row(self, row: Row | None) -> tuple[ThreadRecord | None, RunRecord | None]:
+    def thread_opening_from_row(
+        self, row: Row | None
+    ) -> tuple[ThreadRecord | None, RunRecord | None]:
         """A ``THREAD_OPENING`` row: (the thread, its latest run), each None when absent
         (its key column is NULL)."""
         if row is None:  # the statement always answers one row; a store may not

@@ -539,7 +539,8 @@ class SqliteCheckpointer(Closing):
         return None if row is None else rows.thread_from_row(row)
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
-        return self.rows.opening_from_row(self._read_one(S.THREAD_OPENING, (thread_id, thread_id)))
+        row = self._read_one(S.THREAD_OPENING, (thread_id, thread_id))
+        return self.rows.thread_opening_from_row(row)
 
     async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
         return self.rows.run_opening_from_row(self._read_one(S.RUN_OPENING, (run_id,)))

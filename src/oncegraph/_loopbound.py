@@ -20,7 +20,7 @@ Invariants:
 
 :func:`home_loop` is the one event loop that lives as long as the process, on a daemon
 thread: the sync facade runs there, and so does what must outlive a caller's own loop
-(PostgreSQL run locks, the recording of a call that ended after its run stopped).
+(the PostgreSQL lock of a run whose call outlived it, and the recording of that call).
 """
 
 from __future__ import annotations

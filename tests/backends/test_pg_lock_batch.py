@@ -1,16 +1,20 @@
-"""PostgreSQL run locks asked for together go in one statement, each answered in order.
+"""PostgreSQL run locks: requests asked for together go in one statement, each answered
+in order; a lock lives on its loop's session and, handed over, outlives that loop.
 
-A real lock session on a fresh database; a second session plays another process.
+A real lock session on a fresh database; a second session (or store) plays another
+process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import psycopg
 import pytest
 
-from oncegraph.storage.sql.pg_locks import TRY_LOCK, UNLOCK, LockSession
+from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS, TRY_LOCK, UNLOCK, LockSession
+from oncegraph.storage.sql.postgres import PgCheckpointer
 
 
 async def _open(dsn: str) -> LockSession:
@@ -94,3 +98,71 @@ def test_a_broken_session_fails_the_waiting_requests(fresh_dsn: str) -> None:
             await session.aclose()
 
     asyncio.run(go())
+
+
+async def _claimable(dsn: str, run_id: str) -> bool:
+    """Would a worker's claim query take ``run_id`` (no live session holds it)?"""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            f"SELECT NOT {HELD_BY_OTHERS} FROM (SELECT %s::text AS run_id) r", (run_id,)
+        )
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+
+def test_a_session_does_not_lock_a_run_another_session_keeps(fresh_dsn: str) -> None:
+    async def go() -> None:
+        keeper, taker = await _open(fresh_dsn), await _open(fresh_dsn)
+        try:
+            assert await keeper.try_lock("r")
+            assert await keeper.keep("r") and "r" in keeper.kept
+            await keeper.unlock("r")  # handed over: only the kept key is held now
+            assert not await _held_elsewhere(fresh_dsn, "r"), "the run's own key is free"
+            assert not await _claimable(fresh_dsn, "r"), "a claim query skips a kept run"
+            assert not await taker.try_lock("r"), "a locker sees the kept key"
+            assert not await _held_elsewhere(fresh_dsn, "r"), "and gave its own key back"
+            assert not await keeper.try_lock("r"), "nor does the keeper lock it again"
+            await keeper.unkeep("r")
+            assert await _claimable(fresh_dsn, "r")
+            assert await taker.try_lock("r")
+            assert not await _claimable(fresh_dsn, "r")
+        finally:
+            await keeper.aclose()
+            await taker.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_lock_handed_over_outlives_the_loop_that_took_it(fresh_dsn: str) -> None:
+    """A run lock taken on a caller's loop, moved with ``outlive_loop`` (as a run that
+    stops with a call still in flight does), holds the run after that loop has ended:
+    for another store (another process) and for a new loop of this one, until released
+    from any loop."""
+    run = uuid.uuid4().hex
+    store, other = PgCheckpointer(fresh_dsn), PgCheckpointer(fresh_dsn)
+
+    async def take_and_hand_over() -> object:
+        lock = await store.lock_run(run)
+        assert lock is not None
+        assert await other.lock_run(run) is None, "held by its loop's session"
+        await lock.outlive_loop()
+        assert not lock.lost
+        return lock
+
+    lock = asyncio.run(take_and_hand_over())  # that loop has ended now
+
+    async def afterwards() -> None:
+        assert await other.lock_run(run) is None, "another process cannot take it"
+        assert await store.lock_run(run) is None, "nor can a new loop of this one"
+        assert not await _claimable(fresh_dsn, run)
+        await lock.release()  # type: ignore[attr-defined]
+        assert await _claimable(fresh_dsn, run)
+        taken = await other.lock_run(run)
+        assert taken is not None
+        await taken.release()
+        await other.aclose()
+
+    try:
+        asyncio.run(afterwards())
+    finally:
+        asyncio.run(store.aclose())

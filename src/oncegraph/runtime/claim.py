@@ -16,7 +16,10 @@ Invariants:
   another attempt of that effect meanwhile. :meth:`Claim.release` then happens when the
   last kept call ends. A thread's outcome is recorded on the portal loop
   (:func:`oncegraph.runtime.portal.submit`), which lives as long as the process: the
-  run's own loop may be gone by then (``asyncio.run`` returned).
+  run's own loop may be gone by then (``asyncio.run`` returned). For the same reason a
+  run that stops with a kept thread first moves its lock where it outlives that loop
+  (:meth:`~oncegraph.storage.protocols.LoopBoundLock.outlive_loop`), before anyone may
+  let it go.
 * The claim's bookkeeping is guarded by a :class:`threading.Lock`, since a kept call may
   end on another loop's thread.
 """
@@ -35,6 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from oncegraph.errors import LeaseLostError, RunClosedError
+from oncegraph.storage.protocols import LoopBoundLock
 
 if TYPE_CHECKING:
     from oncegraph.storage.protocols import RunLock
@@ -150,6 +154,10 @@ class Claim:
         """The run stopped: no new attempts; the lock goes once no call is kept."""
         with self._guard:
             self._open = False
+            threads = len(self._threads)
+        if threads:  # a thread may outlive this loop: so must the lock (nobody lets go yet)
+            await self._outlive_loop()
+        with self._guard:
             self._release_asked = True
             kept, threads = len(self._kept), len(self._threads)
         if not kept:
@@ -161,6 +169,21 @@ class Claim:
                 "until they end and are recorded",
                 self.run_id,
                 kept,
+            )
+
+    async def _outlive_loop(self) -> None:
+        lock = self._lock
+        if not isinstance(lock, LoopBoundLock):
+            return
+        try:
+            await lock.outlive_loop()
+        except Exception as exc:  # still held here: it ends with this loop's session
+            log.warning(
+                "run %s: its lock could not be moved to outlive this event loop (%s); it "
+                "is held until the call still running ends or this loop ends, whichever "
+                "comes first",
+                self.run_id,
+                exc,
             )
 
     async def _let_go(self) -> None:

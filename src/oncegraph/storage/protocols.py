@@ -44,6 +44,17 @@ class RunLock(Protocol):
 
 
 @runtime_checkable
+class LoopBoundLock(Protocol):
+    """A run lock held through the event loop that took it (optional; PostgreSQL's locks
+    live on a session of that loop). A lock without it lives as long as its store."""
+
+    async def outlive_loop(self) -> None:
+        """Hold the run somewhere that outlives the loop that took the lock (a call of
+        the run outlives the run, and the caller's loop may end first). Raises if it
+        cannot; the lock is then held as before."""
+
+
+@runtime_checkable
 class CheckpointStore(Protocol):
     """Threads, runs, checkpoints, append-only logs and per-task writes."""
 

@@ -1,59 +1,90 @@
-"""PostgreSQL run liveness locks: session advisory locks on one dedicated connection.
+"""PostgreSQL run liveness locks: session advisory locks on a dedicated connection.
 
 Run ``r`` is locked by ``pg_try_advisory_lock(hashtextextended('oncegraph:' || r, 0))``
-on a dedicated connection (the *lock session*), outside the pool, one per store, on the
-process's home loop (:func:`oncegraph._loopbound.home_loop`) whatever loop asks, so a
-lock outlives the loop of the caller that took it. PostgreSQL releases a session's
-advisory locks when the session ends: when the process exits or is killed, or its
-connection breaks. So a crashed holder is never
-waited for, and :data:`HELD_BY_OTHERS` lets a claim query skip runs a live session
-holds. A holder that is alive but silent (paused, partitioned, its loop blocked) is
-treated as gone after ``claim_timeout`` seconds: the session sets
+on a dedicated connection (the *lock session*), outside the pool, one per store and
+event loop: a run's lock and unlock are statements of the loop that runs it, with no hop
+to another thread. PostgreSQL releases a session's advisory locks when the session
+ends: when the process exits or is killed, or its connection breaks. So a crashed
+holder is never waited for, and :data:`HELD_BY_OTHERS` lets a claim query skip runs a
+live session holds. A holder that is alive but silent (paused, partitioned, its loop
+blocked) is treated as gone after ``claim_timeout`` seconds: the session sets
 ``idle_session_timeout`` and pings every third of it, so the SERVER ends a session that
 stopped pinging, and its locks with it.
+
+A lock must outlive its loop when a call of the run outlives the run: a sync tool's
+thread still running after its timeout, when the caller's loop may end (``asyncio.run``
+returns) before the thread does. :meth:`PgRunLock.outlive_loop` hands the run over to
+the *kept* key (``'oncegraph-kept:' || r``) on the session of the process's home loop
+(:func:`oncegraph._loopbound.home_loop`), which lives as long as the process, and only
+then lets the run's own key go. Whoever locks a run also checks that no other session
+holds its kept key (a shared try-lock, given back at once), and a claim query skips a
+run either key of which is held: a run is never free while a kept call may still run.
 
 Invariants:
 
 * A session's advisory locks are re-entrant, so the session also keeps the set of runs
-  it holds, and refuses a second lock of one run (one holder per process, too).
-* Statements on the session are serialized (one :class:`asyncio.Lock`), and the lock
-  and unlock requests that wait meanwhile go together in ONE statement (:data:`BATCH`,
-  in request order): 64 runs starting at once cost a few round trips, not 64 in a row.
+  it holds (and of runs it keeps), and refuses a second lock of one run (one holder per
+  process, too: two loops of one process have two sessions, which exclude each other).
+* Statements on the session are serialized (one :class:`asyncio.Lock`), and the
+  requests that wait meanwhile go together in ONE statement (:data:`BATCH`, in request
+  order): 64 runs starting at once cost a few round trips, not 64 in a row.
 * A failure on the session (its connection broke) marks every lock it held ``lost``:
   the server may have released them, so their holders must assume the run was taken.
   A new session is opened for the next lock.
+* The kept key is taken BEFORE the run's own key is let go; a locker takes the own key
+  BEFORE it checks the kept key. So at every moment one of them is held by the holder,
+  or the locker sees it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import psycopg
 
-from oncegraph._loopbound import on_home
+from oncegraph._loopbound import is_home, on_home, running_loop
 
 LOCK_KEY = "hashtextextended('oncegraph:' || %s, 0)"
+KEPT_KEY = "hashtextextended('oncegraph-kept:' || %s, 0)"
 TRY_LOCK = f"SELECT pg_try_advisory_lock({LOCK_KEY})"
 UNLOCK = f"SELECT pg_advisory_unlock({LOCK_KEY})"
 _KEY = "hashtextextended('oncegraph:' || t.run_id, 0)"
-# Several requests in one statement, in order (params: ops 'lock' | 'unlock', run ids);
-# one row per request: did it get (lock) or give back (unlock) the lock.
+_KEPT = "hashtextextended('oncegraph-kept:' || t.run_id, 0)"
+# Several requests in one statement, in order (params: ops, run ids); one row per
+# request. 'lock': did it get the run (its own key taken, and no other session keeps it:
+# else the own key is given back); 'unlock': gave the own key back; 'keep': took the
+# kept key; 'unkeep': gave it back.
 BATCH = (
-    f"SELECT CASE WHEN t.op = 'lock' THEN pg_try_advisory_lock({_KEY}) "
-    f"ELSE pg_advisory_unlock({_KEY}) END "
+    "SELECT CASE t.op "
+    f"WHEN 'lock' THEN CASE WHEN pg_try_advisory_lock({_KEY}) THEN "
+    f"CASE WHEN pg_try_advisory_lock_shared({_KEPT}) THEN pg_advisory_unlock_shared({_KEPT}) "
+    f"ELSE NOT pg_advisory_unlock({_KEY}) END ELSE false END "
+    f"WHEN 'unlock' THEN pg_advisory_unlock({_KEY}) "
+    f"WHEN 'keep' THEN pg_try_advisory_lock({_KEPT}) "
+    f"ELSE pg_advisory_unlock({_KEPT}) END "
     "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(op, run_id, n) ORDER BY t.n"
 )
 
+
+def _granted(key: str) -> str:
+    """A granted advisory lock on bigint ``key`` (two-part: objsubid 1, high and low 32
+    bits), in the ``pg_locks`` row ``l``."""
+    return (
+        f"(l.classid::bigint = ({key} >> 32) & 4294967295 "
+        f"AND l.objid::bigint = {key} & 4294967295)"
+    )
+
+
 # For a claim query: true when a live session of this database holds run ``r.run_id``'s
-# lock (two-part key of a bigint advisory lock: objsubid 1, high and low 32 bits).
-HELD_BY_OTHERS = """EXISTS (
+# lock or its kept key (a call of it outlived its run and may still be running).
+HELD_BY_OTHERS = f"""EXISTS (
     SELECT 1 FROM pg_locks l
     WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-      AND l.classid::bigint = (hashtextextended('oncegraph:' || r.run_id, 0) >> 32)
-                              & 4294967295
-      AND l.objid::bigint = hashtextextended('oncegraph:' || r.run_id, 0) & 4294967295
+      AND ({_granted("hashtextextended('oncegraph:' || r.run_id, 0)")}
+           OR {_granted("hashtextextended('oncegraph-kept:' || r.run_id, 0)")})
 )"""
 
 
@@ -63,6 +94,7 @@ class LockSession:
     def __init__(self, conn: psycopg.AsyncConnection[Any], timeout: float | None = None) -> None:
         self.conn = conn
         self.held: set[str] = set()
+        self.kept: set[str] = set()  # runs whose kept key this session holds
         self.broken = False
         self._lock = asyncio.Lock()
         self._locking: set[str] = set()  # runs whose lock request is on its way
@@ -105,7 +137,7 @@ class LockSession:
         return self._sending or bool(self._waiting)
 
     async def try_lock(self, run_id: str) -> bool:
-        if run_id in self.held or run_id in self._locking:
+        if run_id in self.held or run_id in self._locking or run_id in self.kept:
             return False
         self._locking.add(run_id)
         try:
@@ -124,6 +156,26 @@ class LockSession:
             return  # the session is gone, and its locks with it
         try:
             await self._ask("unlock", run_id)
+        except psycopg.Error:
+            pass  # the session is marked broken: its locks are gone with it
+
+    async def keep(self, run_id: str) -> bool:
+        """Take run ``run_id``'s kept key (its holder's own key is still held)."""
+        if run_id in self.kept:
+            return True
+        got = await self._ask("keep", run_id)
+        if got:
+            self.kept.add(run_id)
+        return got
+
+    async def unkeep(self, run_id: str) -> None:
+        if run_id not in self.kept:
+            return
+        self.kept.discard(run_id)
+        if self.broken:
+            return
+        try:
+            await self._ask("unkeep", run_id)
         except psycopg.Error:
             pass  # the session is marked broken: its locks are gone with it
 
@@ -162,14 +214,16 @@ class LockSession:
                 for (op, run, answer), (ok,) in zip(batch, rows, strict=True):
                     if not answer.done():
                         answer.set_result(bool(ok))
-                    elif op == "lock" and ok:  # its asker is gone: give the lock back
-                        self._waiting.append(("unlock", run, _unwatched()))
+                    elif op in ("lock", "keep") and ok:  # its asker is gone: give it back
+                        back = "unlock" if op == "lock" else "unkeep"
+                        self._waiting.append((back, run, _unwatched()))
         finally:
             self._sending = False
 
     async def aclose(self) -> None:
         self.broken = True
         self.held.clear()
+        self.kept.clear()
         if self._pinger is not None:
             self._pinger.cancel()
         await self.conn.close()
@@ -178,6 +232,7 @@ class LockSession:
         """Its loop is gone: close the socket without one (the server drops the locks)."""
         self.broken = True
         self.held.clear()
+        self.kept.clear()
         self.conn.pgconn.finish()
 
 
@@ -189,27 +244,74 @@ def _unwatched() -> asyncio.Future[bool]:
 
 
 class PgRunLock:
-    """One held run lock (:class:`~oncegraph.storage.protocols.RunLock`)."""
+    """One held run lock (:class:`~oncegraph.storage.protocols.RunLock`): the run's own
+    key on the lock session of the loop that took it, or, once handed over
+    (:meth:`outlive_loop`), its kept key on the home loop's session."""
 
-    __slots__ = ("_session", "run_id")
+    __slots__ = ("_home", "_kept", "_loop", "_session", "run_id")
 
-    def __init__(self, session: LockSession, run_id: str) -> None:
+    def __init__(
+        self,
+        session: LockSession,
+        run_id: str,
+        home: Callable[[], Awaitable[LockSession]],
+    ) -> None:
         self._session: LockSession | None = session
+        self._loop = asyncio.get_running_loop()
+        self._home = home  # the home loop's lock session (called on the home loop)
+        self._kept: LockSession | None = None
         self.run_id = run_id
 
     @property
     def lost(self) -> bool:
-        return self._session is not None and self._session.broken
+        return any(s is not None and s.broken for s in (self._session, self._kept))
+
+    async def outlive_loop(self) -> None:
+        """Hold the run on the home loop from now on, so the lock survives the end of
+        the loop that took it: take the kept key there, then let the own key go. If
+        the kept key cannot be taken, the own key stays held (and dies with its loop's
+        session), and the failure is raised."""
+        session = self._session
+        if session is None or self._kept is not None or is_home(self._loop):
+            return  # released, handed over already, or on the home loop (it outlives all)
+        kept = await on_home(self._keep_at_home())
+        self._kept = kept
+        self._session = None
+        await _on(self._loop, session.unlock(self.run_id))
+
+    async def _keep_at_home(self) -> LockSession:
+        home = await self._home()
+        if not await home.keep(self.run_id):
+            raise psycopg.OperationalError(
+                f"run {self.run_id}: its kept key is held by another session"
+            )
+        return home
 
     async def release(self) -> None:
         session, self._session = self._session, None
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            await on_home(kept.unkeep(self.run_id))
         if session is not None:
-            await on_home(session.unlock(self.run_id))
+            await _on(self._loop, session.unlock(self.run_id))
+
+
+async def _on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> None:
+    """Await ``coro`` on ``loop`` (its session's): here, or through that loop's thread.
+    A loop that has stopped cannot: its session ends when it is dropped, and the lock
+    with it."""
+    if running_loop() is loop:
+        await coro
+    elif loop.is_running():
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    else:
+        coro.close()
 
 
 __all__ = [
     "BATCH",
     "HELD_BY_OTHERS",
+    "KEPT_KEY",
     "LOCK_KEY",
     "TRY_LOCK",
     "UNLOCK",

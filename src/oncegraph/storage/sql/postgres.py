@@ -57,7 +57,6 @@ from oncegraph._loopbound import (
     close_at_exit,
     home_loop_if_running,
     is_home,
-    on_home,
     running_loop,
 )
 from oncegraph.errors import (
@@ -623,12 +622,10 @@ class PgCheckpointer(Closing):
         return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
-        """Locks live on the home loop's lock session, whatever loop asks: a caller's loop
-        may end (``asyncio.run`` returns) while a call of the run is still in flight, and
-        the lock must outlive it (:mod:`oncegraph.runtime.claim`)."""
-        return await on_home(self._lock_run_at_home(run_id))
-
-    async def _lock_run_at_home(self, run_id: str) -> PgRunLock | None:
+        """The lock lives on this loop's lock session (no hop to another thread). A call
+        that outlives its run hands it over to the home loop's session
+        (:meth:`PgRunLock.outlive_loop`, :mod:`oncegraph.runtime.claim`), since the
+        caller's loop may end (``asyncio.run`` returns) while the call is in flight."""
         session = await self._lock_session()
         with _mapped("lock_run", self._where):
             try:
@@ -636,16 +633,23 @@ class PgCheckpointer(Closing):
             except psycopg.Error:
                 await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
                 raise
-        return PgRunLock(session, run_id) if got else None
+        return PgRunLock(session, run_id, self._home_lock_session) if got else None
+
+    async def _home_lock_session(self) -> LockSession:
+        """The home loop's lock session (called there, by :class:`PgRunLock`)."""
+        with _mapped("lock_run", self._where):
+            return await self._lock_session()
 
     async def _lock_session(self) -> LockSession:
         session = self._lock_sessions.peek()
         if session is not None and session.broken:
             await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
-        await self._ready()
+        if not self._schema_ok:
+            await self._ready()
         return await self._lock_sessions.aget(self._open_lock_session)
 
     async def _open_lock_session(self) -> LockSession:
+        self._opening_here()
         with _mapped("connect", self._where):
             return await LockSession.open(
                 self._dsn, connect_timeout=self.connect_timeout, timeout=self.claim_timeout
@@ -925,13 +929,18 @@ class PgCheckpointer(Closing):
         """This loop's pool, opened on first use in the loop."""
         return await self._pools.aget(self._open_pool)
 
-    async def _open_pool(self) -> AsyncConnectionPool:
+    def _opening_here(self) -> None:
+        """A pool or lock session is being opened on this loop: one on the home loop is
+        closed at exit, or when the store is dropped unclosed."""
         if is_home(running_loop()):
             close_at_exit(self)
-            if self._home_finalizer is None:  # a store dropped unclosed closes them anyway
+            if self._home_finalizer is None:
                 self._home_finalizer = weakref.finalize(
                     self, _drop_home, self._pools, self._lock_sessions
                 )
+
+    async def _open_pool(self) -> AsyncConnectionPool:
+        self._opening_here()
         _check_dsn(self._dsn)
         pool = _Pool(
             self._dsn,

@@ -146,21 +146,40 @@ class StepWriter:
     async def send(self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float) -> int:
         """Commit ``commit`` on ``conn`` (autocommit), or raise what the server said;
         returns how many of its planned intents were inserted."""
-        parts = step_parts(commit, ts, self.codec)
-        script, params = _script(parts, self.prepared)
-        intents = [i for i, (name, _) in enumerate(parts) if name == "og_effect_intent"]
+        return (await self.send_many(conn, [(commit, ts)]))[0]
+
+    async def send_many(
+        self, conn: psycopg.AsyncConnection[Any], commits: Sequence[tuple[StepCommit, float]]
+    ) -> list[int]:
+        """Commit every step of ``commits`` in ONE transaction (one message), or none of
+        them (the server's error is raised); how many planned intents each inserted."""
+        parts: list[tuple[str, Sequence[Any]]] = []
+        spans: list[tuple[int, int]] = []
+        for commit, ts in commits:
+            start = len(parts)
+            parts.extend(step_parts(commit, ts, self.codec))
+            spans.append((start, len(parts)))
+        counts = await self._send(conn, *_script(parts, self.prepared))
+        return [
+            _inserted(counts, [i for i in range(a, b) if parts[i][0] == "og_effect_intent"])
+            for a, b in spans
+        ]
+
+    async def _send(
+        self, conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]
+    ) -> list[int]:
         if not self.prepared:
-            return _inserted(await _execute(conn, script, params), intents)
+            return await _execute(conn, script, params)
         if conn not in self._ready:
             await self._prepare(conn)
         try:
-            return _inserted(await _execute(conn, script, params), intents)
+            return await _execute(conn, script, params)
         except pg_errors.InvalidSqlStatementName:
             # The session lost its prepared statements: nothing was committed.
             self._ready.discard(conn)
             await self._prepare(conn)
             try:
-                return _inserted(await _execute(conn, script, params), intents)
+                return await _execute(conn, script, params)
             except pg_errors.InvalidSqlStatementName as exc:
                 raise StorageError(
                     "PostgreSQL lost the step's prepared statements between two messages "

@@ -91,6 +91,7 @@ from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
+from oncegraph.storage.sql.pg_group import CommitGroups, Pending
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
 from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
@@ -357,6 +358,7 @@ class PgCheckpointer(Closing):
         self.claim_timeout = claim_timeout
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
         self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
+        self.commit_groups = CommitGroups(self._write_group)
 
     def __repr__(self) -> str:
         return f"PgCheckpointer({self._where})"
@@ -371,11 +373,13 @@ class PgCheckpointer(Closing):
         """Close every pool this store opened (those of other live loops on their loop).
 
         Closing also ends the lock sessions, which releases every run lock still held."""
+        await self.commit_groups.drain()
         await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
 
     async def aclose_home(self) -> None:
         """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
+        await self.commit_groups.drain()
         await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_current(_close_pool, suppress=(psycopg.Error,))
 
@@ -415,15 +419,49 @@ class PgCheckpointer(Closing):
     # -- checkpoints ---------------------------------------------------------------------
 
     async def commit(self, commit: StepCommit) -> int:
+        """One step, in this loop turn's group of steps (:mod:`.pg_group`): one message,
+        one transaction, one round trip for all of them (:mod:`.pg_step`)."""
         rows.check_commit(commit)
         ts = now()
+        await self._ready()
+        return await self.commit_groups.commit(commit, ts)
+
+    async def _write_group(self, items: list[Pending]) -> None:
+        """Commit the steps of ``items`` together, or each on its own once that failed
+        (nothing of it was committed); settle each one's answer (:mod:`.pg_group`)."""
         pool = await self._ready()
         with _mapped("commit", self._where):
             async with pool.connection() as conn:
+                if len(items) > 1:
+                    try:
+                        counts = await self._steps.send_many(
+                            conn, [(p.commit, p.ts) for p in items]
+                        )
+                    except psycopg.Error:
+                        if conn.broken:
+                            raise  # its outcome is unknown: each request gets the error
+                        self.commit_groups.stats.retried += 1
+                    else:
+                        for p, inserted in zip(items, counts, strict=True):
+                            if not p.answer.done():
+                                p.answer.set_result(inserted)
+                        return
+                for p in items:
+                    await self._commit_alone(conn, p)
+
+    async def _commit_alone(self, conn: psycopg.AsyncConnection[Any], p: Pending) -> None:
+        try:
+            with _mapped("commit", self._where):
                 try:
-                    return await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
+                    inserted = await self._steps.send(conn, p.commit, p.ts)
                 except psycopg.Error as exc:
-                    await self._explain_failed_commit(conn, commit, exc)
+                    await self._explain_failed_commit(conn, p.commit, exc)
+        except Exception as exc:
+            if not p.answer.done():
+                p.answer.set_exception(exc)
+        else:
+            if not p.answer.done():
+                p.answer.set_result(inserted)
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error

@@ -1,7 +1,8 @@
-"""Group commit on PostgreSQL: step commits of one loop turn go in one message, one
-transaction; a conflict sends them again one by one, each with its own answer.
+"""Group commit on PostgreSQL: steps that come while their loop has a commit in flight
+go together in one message, one transaction; a conflict sends them again one by one.
 
-Commits started together (``asyncio.gather``) are written by ONE transaction (their rows
+Of commits started together (``asyncio.gather``) the first goes alone at once, and the
+others, which come while it is in flight, are written by ONE transaction (their rows
 share one ``xmin``, as another connection reads it). When one of them is refused (a lost
 compare-and-swap, a lost fence, a duplicate row) nothing of the group was committed, and
 each step is sent again on its own: the refused one gets its own error and writes
@@ -37,34 +38,38 @@ def _step(thread: str, run: str, parent: str, expected: int, **more: Any) -> Ste
     return StepCommit(thread_id=thread, expected_version=expected, checkpoint=cp, **more)
 
 
-def test_steps_committed_together_are_one_transaction(fresh_dsn: str) -> None:
+def test_steps_that_wait_for_a_commit_in_flight_are_one_transaction(fresh_dsn: str) -> None:
     async def go() -> None:
         store = PgCheckpointer(fresh_dsn)
         try:
-            started = [await start_thread(store) for _ in range(6)]
+            started = [await start_thread(store) for _ in range(7)]
             steps = [
                 _step(t, r, cp.checkpoint_id, 1, log=[LogEntry("messages", 0, {"n": i})])
                 for i, (t, r, cp) in enumerate(started)
             ]
             before = dataclasses.replace(store.commit_groups.stats)
-            assert await asyncio.gather(*(store.commit(s) for s in steps)) == [0] * 6
+            assert await asyncio.gather(*(store.commit(s) for s in steps)) == [0] * 7
             stats = store.commit_groups.stats
-            assert stats.groups == before.groups + 1 and stats.largest >= 6
-            assert stats.retried == before.retried
-            ids = [s.checkpoint.checkpoint_id for s in steps]
+            assert stats.groups == before.groups + 2, "the first alone, then the other six"
+            assert stats.largest >= 6 and stats.retried == before.retried
             xmins = _rows(
                 fresh_dsn,
-                "SELECT DISTINCT xmin::text FROM oncegraph_checkpoints "
+                "SELECT checkpoint_id, xmin::text FROM oncegraph_checkpoints "
                 "WHERE checkpoint_id = ANY(%s)",
-                (ids,),
+                ([s.checkpoint.checkpoint_id for s in steps],),
             )
-            assert len(xmins) == 1, "every step of the group is in one transaction"
+            by_id = dict(xmins)
+            first, rest = steps[0].checkpoint.checkpoint_id, steps[1:]
+            assert len({by_id[s.checkpoint.checkpoint_id] for s in rest}) == 1, (
+                "the six steps that waited are one transaction"
+            )
+            assert by_id[first] != by_id[rest[0].checkpoint.checkpoint_id]
             versions = _rows(
                 fresh_dsn,
                 "SELECT version FROM oncegraph_threads WHERE thread_id = ANY(%s)",
                 ([t for t, _, _ in started],),
             )
-            assert sorted(v for (v,) in versions) == [2] * 6
+            assert sorted(v for (v,) in versions) == [2] * 7
         finally:
             await store.aclose()
 
@@ -75,6 +80,7 @@ def test_a_refused_step_rolls_back_alone_and_the_others_commit(fresh_dsn: str) -
     async def go() -> None:
         store = PgCheckpointer(fresh_dsn)
         try:
+            w, run_w, w1 = await start_thread(store)  # goes alone, first
             x, run_x, x1 = await start_thread(store)
             y, run_y, y1 = await start_thread(store)
             z, run_z, z1 = await start_thread(store)
@@ -105,6 +111,7 @@ def test_a_refused_step_rolls_back_alone_and_the_others_commit(fresh_dsn: str) -
             )
             before = dataclasses.replace(store.commit_groups.stats)
             results = await asyncio.gather(
+                store.commit(_step(w, run_w, w1.checkpoint_id, 1)),
                 store.commit(x_wins),
                 store.commit(x_loses),
                 store.commit(y_ok),
@@ -113,13 +120,14 @@ def test_a_refused_step_rolls_back_alone_and_the_others_commit(fresh_dsn: str) -
                 return_exceptions=True,
             )
             stats = store.commit_groups.stats
-            assert stats.groups == before.groups + 1, "the five went as one group"
-            assert stats.retried == before.retried + 1, "and were sent again one by one"
-            assert results[0] == 0 and results[2] == 0
-            assert isinstance(results[1], StaleStateError)
-            assert isinstance(results[3], LeaseLostError)
-            assert isinstance(results[4], StorageError)
-            assert "already exists; nothing was written" in str(results[4])
+            assert stats.groups == before.groups + 2, "w alone, the five as one group"
+            assert stats.retried == before.retried + 1, "sent again one by one"
+            assert results[0] == 0, "w"
+            assert results[1] == 0 and results[3] == 0
+            assert isinstance(results[2], StaleStateError)
+            assert isinstance(results[4], LeaseLostError)
+            assert isinstance(results[5], StorageError)
+            assert "already exists; nothing was written" in str(results[5])
 
             assert sorted(
                 _rows(
@@ -152,37 +160,45 @@ def test_a_refused_step_rolls_back_alone_and_the_others_commit(fresh_dsn: str) -
     asyncio.run(go())
 
 
-def test_steps_beyond_the_groups_in_flight_wait_and_go_together(fresh_dsn: str) -> None:
-    """64 steps asked for in successive turns of the loop, while groups are in flight:
-    never more than IN_FLIGHT groups at once, and every step committed exactly once."""
+def test_never_more_than_in_flight_messages_and_each_step_once(fresh_dsn: str) -> None:
+    """64 steps asked for over several turns of the loop: never more than IN_FLIGHT
+    commit messages of the loop at once, steps went together, each committed once."""
 
     async def go() -> None:
         store = PgCheckpointer(fresh_dsn)
         try:
             started = [await start_thread(store) for _ in range(64)]
             in_flight: list[int] = []
-            write = store._write_group  # watch the groups as they go
+            groups = store.commit_groups
+            write, write_one = groups._write, groups._write_one  # watch both paths
 
             async def watched(items: list[pg_group.Pending]) -> None:
-                in_flight.append(1)
+                in_flight.append(len(items))
                 try:
                     assert len(in_flight) <= pg_group.IN_FLIGHT
                     await write(items)
                 finally:
-                    in_flight.pop()
+                    in_flight.remove(len(items))
 
-            store.commit_groups._write = watched
+            async def watched_one(commit: StepCommit, ts: float) -> int:
+                in_flight.append(1)
+                try:
+                    assert len(in_flight) <= pg_group.IN_FLIGHT
+                    return await write_one(commit, ts)
+                finally:
+                    in_flight.remove(1)
+
+            groups._write, groups._write_one = watched, watched_one
 
             async def one(i: int) -> int:
                 await asyncio.sleep(0.0005 * (i % 8))  # spread over several loop turns
                 t, r, cp = started[i]
                 return await store.commit(_step(t, r, cp.checkpoint_id, 1))
 
-            before = dataclasses.replace(store.commit_groups.stats)
+            before = dataclasses.replace(groups.stats)
             assert await asyncio.gather(*(one(i) for i in range(64))) == [0] * 64
-            stats = store.commit_groups.stats
-            assert stats.requests - before.requests == 64
-            assert stats.groups - before.groups < 64, "steps went together"
+            assert groups.stats.requests - before.requests == 64
+            assert groups.stats.groups - before.groups < 64, "steps went together"
             versions = _rows(
                 fresh_dsn,
                 "SELECT version FROM oncegraph_threads WHERE thread_id = ANY(%s)",
@@ -199,15 +215,20 @@ def test_a_cancelled_commit_is_left_out_of_its_group(fresh_dsn: str) -> None:
     async def go() -> None:
         store = PgCheckpointer(fresh_dsn)
         try:
+            other, orun, ocp = await start_thread(store)
             tid, rid, cp = await start_thread(store)
-            task = asyncio.ensure_future(store.commit(_step(tid, rid, cp.checkpoint_id, 1)))
-            await asyncio.sleep(0)  # the request is queued, the group not yet sent
-            task.cancel()
+            alone = asyncio.ensure_future(store.commit(_step(other, orun, ocp.checkpoint_id, 1)))
+            waiting = asyncio.ensure_future(store.commit(_step(tid, rid, cp.checkpoint_id, 1)))
+            await asyncio.sleep(0)  # the first is in flight, the second in the open group
+            waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
-                await task
-            await asyncio.sleep(0.05)
+                await waiting
+            assert await alone == 0
+            await store.commit_groups.drain()
             thread = await store.get_thread(tid)
-            assert thread is not None and thread.version == 1
+            assert thread is not None and thread.version == 1, "never sent"
+            thread = await store.get_thread(other)
+            assert thread is not None and thread.version == 2
         finally:
             await store.aclose()
 

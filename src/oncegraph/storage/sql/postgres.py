@@ -358,7 +358,7 @@ class PgCheckpointer(Closing):
         self.claim_timeout = claim_timeout
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
         self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
-        self.commit_groups = CommitGroups(self._write_group)
+        self.commit_groups = CommitGroups(self._write_group, self._write_one)
 
     def __repr__(self) -> str:
         return f"PgCheckpointer({self._where})"
@@ -448,6 +448,17 @@ class PgCheckpointer(Closing):
                         return
                 for p in items:
                     await self._commit_alone(conn, p)
+
+    async def _write_one(self, commit: StepCommit, ts: float) -> int:
+        """One step on its own, in the caller's task (nothing else of this loop is in
+        flight)."""
+        pool = await self._ready()
+        with _mapped("commit", self._where):
+            async with pool.connection() as conn:
+                try:
+                    return await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
+                except psycopg.Error as exc:
+                    await self._explain_failed_commit(conn, commit, exc)
 
     async def _commit_alone(self, conn: psycopg.AsyncConnection[Any], p: Pending) -> None:
         try:

@@ -38,9 +38,12 @@ def _step(thread: str, run: str, parent: str, expected: int, **more: Any) -> Ste
     return StepCommit(thread_id=thread, expected_version=expected, checkpoint=cp, **more)
 
 
-def test_steps_that_wait_for_a_commit_in_flight_are_one_transaction(fresh_dsn: str) -> None:
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "unprepared"])
+def test_steps_that_wait_for_a_commit_in_flight_are_one_transaction(
+    fresh_dsn: str, prepared: bool
+) -> None:
     async def go() -> None:
-        store = PgCheckpointer(fresh_dsn)
+        store = PgCheckpointer(fresh_dsn, prepared_statements=prepared)
         try:
             started = [await start_thread(store) for _ in range(7)]
             steps = [
@@ -229,6 +232,30 @@ def test_a_cancelled_commit_is_left_out_of_its_group(fresh_dsn: str) -> None:
             assert thread is not None and thread.version == 1, "never sent"
             thread = await store.get_thread(other)
             assert thread is not None and thread.version == 2
+        finally:
+            await store.aclose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "unprepared"])
+def test_arguments_are_quoted_literals_that_round_trip(fresh_dsn: str, prepared: bool) -> None:
+    """The message quotes each argument itself (psycopg's ``as_literal``): text holding
+    quotes, percent signs, question marks, backslashes and non-ASCII reads back as is."""
+    awkward = "it's 100% done? C:\\path\\%s ?? $1 -- é 漢 \U0001f600 ';DROP TABLE x;--"
+
+    async def go() -> None:
+        store = PgCheckpointer(fresh_dsn, prepared_statements=prepared)
+        try:
+            started = [await start_thread(store) for _ in range(3)]
+            steps = [
+                _step(t, r, cp.checkpoint_id, 1,
+                      log=[LogEntry("messages", 0, {"content": awkward, "i": i})])
+                for i, (t, r, cp) in enumerate(started)
+            ]
+            assert await asyncio.gather(*(store.commit(s) for s in steps)) == [0] * 3
+            for i, (t, _, _) in enumerate(started):
+                assert await store.read_log(t, "messages", 10) == [{"content": awkward, "i": i}]
         finally:
             await store.aclose()
 

@@ -34,7 +34,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+from psycopg import abc
 from psycopg import errors as pg_errors
+from psycopg.adapt import Transformer
 
 from oncegraph.errors import StorageError
 from oncegraph.storage.records import StepCommit
@@ -159,27 +161,28 @@ class StepWriter:
             start = len(parts)
             parts.extend(step_parts(commit, ts, self.codec))
             spans.append((start, len(parts)))
-        counts = await self._send(conn, *_script(parts, self.prepared))
+        counts = await self._send(conn, parts)
         return [
             _inserted(counts, [i for i in range(a, b) if parts[i][0] == "og_effect_intent"])
             for a, b in spans
         ]
 
     async def _send(
-        self, conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]
+        self, conn: psycopg.AsyncConnection[Any], parts: list[tuple[str, Sequence[Any]]]
     ) -> list[int]:
+        script = _literal_script(parts, self.prepared, Transformer.from_context(conn))
         if not self.prepared:
-            return await _execute(conn, script, params)
+            return await _execute(conn, script)
         if conn not in self._ready:
             await self._prepare(conn)
         try:
-            return await _execute(conn, script, params)
+            return await _execute(conn, script)
         except pg_errors.InvalidSqlStatementName:
             # The session lost its prepared statements: nothing was committed.
             self._ready.discard(conn)
             await self._prepare(conn)
             try:
-                return await _execute(conn, script, params)
+                return await _execute(conn, script)
             except pg_errors.InvalidSqlStatementName as exc:
                 raise StorageError(
                     "PostgreSQL lost the step's prepared statements between two messages "
@@ -193,16 +196,41 @@ class StepWriter:
         have = {name for (name,) in await cur.fetchall()}
         missing = [_prepare(name) for name in _STATEMENTS if name not in have]
         if missing:
-            await _execute(conn, ";\n".join(missing), [])
+            await _execute(conn, ";\n".join(missing).encode())
         self._ready.add(conn)
 
 
-async def _execute(
-    conn: psycopg.AsyncConnection[Any], script: str, params: list[Any]
-) -> list[int]:
-    """Run ``script``; the row count of each of its statements, in order."""
+# Each statement's text around its ``?`` placeholders (for ``prepared=False``).
+_PIECES = {name: [p.encode() for p in sql.split("?")] for name, sql in _STATEMENTS.items()}
+
+
+def _literal_script(
+    parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer
+) -> bytes:
+    """The message with every argument quoted as a literal by psycopg (``as_literal``, as
+    its ``ClientCursor`` quotes them), built here: psycopg would parse the whole script
+    again for its ``%s`` on every commit (it caches the parse only for short queries of
+    at most 50 arguments, and a group's script is longer)."""
+    literal = tx.as_literal
+    statements: list[bytes] = []
+    for name, params in parts:
+        args = [b"NULL" if p is None else literal(p) for p in params]
+        if prepared:
+            statements.append(b"EXECUTE %b(%b)" % (name.encode(), b", ".join(args)))
+        else:
+            pieces = _PIECES[name]
+            out = [pieces[0]]
+            for arg, piece in zip(args, pieces[1:], strict=True):
+                out += (arg, piece)
+            statements.append(b"".join(out))
+    return b";\n".join(statements)
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], script: bytes) -> list[int]:
+    """Run ``script`` (no arguments left to bind); the row count of each of its
+    statements, in order."""
     async with psycopg.AsyncClientCursor(conn) as cur:
-        await cur.execute(script, params or None)
+        await cur.execute(script)
         counts = [cur.rowcount]
         while cur.nextset():
             counts.append(cur.rowcount)

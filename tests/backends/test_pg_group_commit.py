@@ -17,12 +17,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from group_refusals import check_answers, check_refused_wrote_nothing, heads, refusals, step
 
-from oncegraph.errors import LeaseLostError, StaleStateError, StorageError
-from oncegraph.storage.records import EffectStatus, LogEntry, RunStatus, StepCommit
+from oncegraph.storage.records import LogEntry, StepCommit
 from oncegraph.storage.sql import pg_group
 from oncegraph.storage.sql.postgres import PgCheckpointer
-from oncegraph.testing.conformance import make_checkpoint, make_effect, start_thread
+from oncegraph.testing.conformance import start_thread
 
 pytestmark = pytest.mark.postgres
 
@@ -33,9 +33,9 @@ def _rows(dsn: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         return conn.execute(sql, params).fetchall()
 
 
-def _step(thread: str, run: str, parent: str, expected: int, **more: Any) -> StepCommit:
-    cp = make_checkpoint(thread, run, expected + 1, parent=parent)
-    return StepCommit(thread_id=thread, expected_version=expected, checkpoint=cp, **more)
+def _versions(dsn: str, threads: list[str]) -> list[int]:
+    rows = _rows(dsn, "SELECT version FROM oncegraph_threads WHERE thread_id = ANY(%s)", (threads,))
+    return sorted(v for (v,) in rows)
 
 
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "unprepared"])
@@ -47,7 +47,7 @@ def test_steps_that_wait_for_a_commit_in_flight_are_one_transaction(
         try:
             started = [await start_thread(store) for _ in range(7)]
             steps = [
-                _step(t, r, cp.checkpoint_id, 1, log=[LogEntry("messages", 0, {"n": i})])
+                step(t, r, cp.checkpoint_id, 1, log=[LogEntry("messages", 0, {"n": i})])
                 for i, (t, r, cp) in enumerate(started)
             ]
             before = dataclasses.replace(store.commit_groups.stats)
@@ -67,12 +67,7 @@ def test_steps_that_wait_for_a_commit_in_flight_are_one_transaction(
                 "the six steps that waited are one transaction"
             )
             assert by_id[first] != by_id[rest[0].checkpoint.checkpoint_id]
-            versions = _rows(
-                fresh_dsn,
-                "SELECT version FROM oncegraph_threads WHERE thread_id = ANY(%s)",
-                ([t for t, _, _ in started],),
-            )
-            assert sorted(v for (v,) in versions) == [2] * 7
+            assert _versions(fresh_dsn, [t for t, _, _ in started]) == [2] * 7
         finally:
             await store.aclose()
 
@@ -84,79 +79,28 @@ def test_a_refused_step_rolls_back_alone_and_the_others_commit(fresh_dsn: str) -
         store = PgCheckpointer(fresh_dsn)
         try:
             w, run_w, w1 = await start_thread(store)  # goes alone, first
-            x, run_x, x1 = await start_thread(store)
-            y, run_y, y1 = await start_thread(store)
-            z, run_z, z1 = await start_thread(store)
-            await store.fence_run(run_z, expected_token=0, owner="me")  # z's token is 1
-
-            x_wins = _step(
-                x, run_x, x1.checkpoint_id, 1,
-                log=[LogEntry("messages", 0, {"role": "ai", "content": "x wins"})],
-            )
-            lost_effect = make_effect(run_x, x, status=EffectStatus.COMPLETED)
-            x_loses = _step(  # same thread, same expected version, behind x_wins
-                x, run_x, x1.checkpoint_id, 1,
-                log=[LogEntry("messages", 0, {"role": "ai", "content": "x loses"})],
-                effects=[lost_effect],
-                run_status=RunStatus.COMPLETED,
-            )
-            y_ok = _step(y, run_y, y1.checkpoint_id, 1, run_status=RunStatus.COMPLETED)
-            z_fenced_out = _step(z, run_z, z1.checkpoint_id, 1, fence=0)  # token moved on
-            # x's next step (its CAS passes after x_wins) reusing x_wins' checkpoint id:
-            # its insert fails after its thread update, and both roll back
-            duplicate = StepCommit(
-                thread_id=x,
-                expected_version=2,
-                checkpoint=dataclasses.replace(
-                    make_checkpoint(x, run_x, 3, parent=x_wins.checkpoint.checkpoint_id),
-                    checkpoint_id=x_wins.checkpoint.checkpoint_id,
-                ),
-            )
+            r = await refusals(store)
             before = dataclasses.replace(store.commit_groups.stats)
             results = await asyncio.gather(
-                store.commit(_step(w, run_w, w1.checkpoint_id, 1)),
-                store.commit(x_wins),
-                store.commit(x_loses),
-                store.commit(y_ok),
-                store.commit(z_fenced_out),
-                store.commit(duplicate),
+                store.commit(step(w, run_w, w1.checkpoint_id, 1)),
+                *(store.commit(s) for s in r.steps),
                 return_exceptions=True,
             )
             stats = store.commit_groups.stats
             assert stats.groups == before.groups + 2, "w alone, the five as one group"
             assert stats.retried == before.retried + 1, "sent again one by one"
             assert results[0] == 0, "w"
-            assert results[1] == 0 and results[3] == 0
-            assert isinstance(results[2], StaleStateError)
-            assert isinstance(results[4], LeaseLostError)
-            assert isinstance(results[5], StorageError)
-            assert "already exists; nothing was written" in str(results[5])
-
+            check_answers(results[1:])
+            assert "already exists" in str(results[5])
             assert sorted(
                 _rows(
                     fresh_dsn,
                     "SELECT thread_id, version, head_checkpoint_id FROM oncegraph_threads "
                     "WHERE thread_id = ANY(%s)",
-                    ([x, y, z],),
+                    ([r.x, r.y, r.z],),
                 )
-            ) == sorted(
-                [(x, 2, x_wins.checkpoint.checkpoint_id), (y, 2, y_ok.checkpoint.checkpoint_id),
-                 (z, 1, z1.checkpoint_id)]
-            )
-            assert await store.read_log(x, "messages", 10) == [
-                {"role": "ai", "content": "x wins"}
-            ]
-            run = await store.get_run(run_y)
-            assert run is not None and run.status is RunStatus.COMPLETED
-            # nothing of the refused steps: no checkpoint, log entry, effect or status
-            ids = [c.checkpoint_id for c in await store.list_checkpoints(x)]
-            assert x_loses.checkpoint.checkpoint_id not in ids
-            assert await store.get_effect(lost_effect.effect_id) is None
-            run = await store.get_run(run_x)
-            assert run is not None and run.status is RunStatus.RUNNING
-            assert z_fenced_out.checkpoint.checkpoint_id not in [
-                c.checkpoint_id for c in await store.list_checkpoints(z)
-            ]
+            ) == heads(r)
+            await check_refused_wrote_nothing(store, r)
         finally:
             await store.aclose()
 
@@ -196,18 +140,13 @@ def test_never_more_than_in_flight_messages_and_each_step_once(fresh_dsn: str) -
             async def one(i: int) -> int:
                 await asyncio.sleep(0.0005 * (i % 8))  # spread over several loop turns
                 t, r, cp = started[i]
-                return await store.commit(_step(t, r, cp.checkpoint_id, 1))
+                return await store.commit(step(t, r, cp.checkpoint_id, 1))
 
             before = dataclasses.replace(groups.stats)
             assert await asyncio.gather(*(one(i) for i in range(64))) == [0] * 64
             assert groups.stats.requests - before.requests == 64
             assert groups.stats.groups - before.groups < 64, "steps went together"
-            versions = _rows(
-                fresh_dsn,
-                "SELECT version FROM oncegraph_threads WHERE thread_id = ANY(%s)",
-                ([t for t, _, _ in started],),
-            )
-            assert sorted(v for (v,) in versions) == [2] * 64
+            assert _versions(fresh_dsn, [t for t, _, _ in started]) == [2] * 64
         finally:
             await store.aclose()
 
@@ -220,8 +159,8 @@ def test_a_cancelled_commit_is_left_out_of_its_group(fresh_dsn: str) -> None:
         try:
             other, orun, ocp = await start_thread(store)
             tid, rid, cp = await start_thread(store)
-            alone = asyncio.ensure_future(store.commit(_step(other, orun, ocp.checkpoint_id, 1)))
-            waiting = asyncio.ensure_future(store.commit(_step(tid, rid, cp.checkpoint_id, 1)))
+            alone = asyncio.ensure_future(store.commit(step(other, orun, ocp.checkpoint_id, 1)))
+            waiting = asyncio.ensure_future(store.commit(step(tid, rid, cp.checkpoint_id, 1)))
             await asyncio.sleep(0)  # the first is in flight, the second in the open group
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
@@ -249,7 +188,7 @@ def test_arguments_are_quoted_literals_that_round_trip(fresh_dsn: str, prepared:
         try:
             started = [await start_thread(store) for _ in range(3)]
             steps = [
-                _step(t, r, cp.checkpoint_id, 1,
+                step(t, r, cp.checkpoint_id, 1,
                       log=[LogEntry("messages", 0, {"content": awkward, "i": i})])
                 for i, (t, r, cp) in enumerate(started)
             ]

@@ -149,15 +149,7 @@ class LockSession:
         return got
 
     async def unlock(self, run_id: str) -> None:
-        if run_id not in self.held:
-            return
-        self.held.discard(run_id)
-        if self.broken:
-            return  # the session is gone, and its locks with it
-        try:
-            await self._ask("unlock", run_id)
-        except psycopg.Error:
-            pass  # the session is marked broken: its locks are gone with it
+        await self._give_back("unlock", run_id, self.held)
 
     async def keep(self, run_id: str) -> bool:
         """Take run ``run_id``'s kept key (its holder's own key is still held)."""
@@ -169,13 +161,16 @@ class LockSession:
         return got
 
     async def unkeep(self, run_id: str) -> None:
-        if run_id not in self.kept:
+        await self._give_back("unkeep", run_id, self.kept)
+
+    async def _give_back(self, op: str, run_id: str, have: set[str]) -> None:
+        if run_id not in have:
             return
-        self.kept.discard(run_id)
+        have.discard(run_id)
         if self.broken:
-            return
+            return  # the session is gone, and its locks with it
         try:
-            await self._ask("unkeep", run_id)
+            await self._ask(op, run_id)
         except psycopg.Error:
             pass  # the session is marked broken: its locks are gone with it
 

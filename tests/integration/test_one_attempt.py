@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import textwrap
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ from oncegraph import (
     current_effect,
     tool,
 )
+from oncegraph.runtime.portal import run_sync
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
 from oncegraph.testing.crash import run_in_subprocess, start_in_subprocess
@@ -370,3 +372,135 @@ def test_processes_using_postgres_exit_without_closing_anything(
         outcomes.append((done.returncode, done.stdout.split(), done.stderr))
     assert [o[:2] for o in outcomes] == [(0, ["NodeTimeoutError", "exited"])] * 12, outcomes
     assert not [o[2] for o in outcomes if "Task was destroyed" in o[2] or "Warning" in o[2]]
+
+
+# -- a call that outlives its run's event loop keeps the run held, across processes ------
+
+KEEPER_GRAPH = """
+import os, pathlib, time
+from typing import Annotated, Any, TypedDict
+
+from oncegraph import END, START, StateGraph, ToolNode, add_messages, tool
+
+
+class S(TypedDict, total=False):
+    messages: Annotated[list[dict[str, Any]], add_messages]
+    done: str
+
+
+@tool(timeout=0.2)
+def ship(order_id: str) -> str:
+    \"\"\"Ship an order (each execution is logged; it waits at the gate).\"\"\"
+    with open(os.environ["KEEPER_CALLS"], "a") as f:
+        f.write("ship\\n")
+    pathlib.Path(os.environ["KEEPER_INSIDE"]).touch()
+    while not pathlib.Path(os.environ["KEEPER_GATE"]).exists():
+        time.sleep(0.01)
+    return "shipped"
+
+
+def agent(state: S) -> dict[str, Any]:
+    if state["messages"][-1]["role"] == "tool":
+        return {"done": "yes"}
+    call = {"id": "c1", "name": "ship", "args": {"order_id": "1042"}}
+    return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+
+def route(state: S) -> str:
+    return END if "done" in state else "tools"
+
+
+def build(checkpointer: Any) -> Any:
+    g = StateGraph(S)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([ship]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, ["tools", END])
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+"""
+
+KEEPER = """
+import asyncio, os, pathlib, sys, time
+
+from keeper_graph import build
+from oncegraph.storage.checkpointer import PgCheckpointer
+
+app = build(PgCheckpointer(sys.argv[1]))
+try:
+    asyncio.run(app.ainvoke({"messages": ["go"]}, {"thread_id": "t", "tool_grace": 0.1}))
+except Exception as exc:
+    print(type(exc).__name__)
+pathlib.Path(os.environ["KEEPER_ENDED"]).touch()  # the loop is closed; the call still runs
+while not pathlib.Path(os.environ["KEEPER_GATE"]).exists():
+    time.sleep(0.01)
+deadline = time.monotonic() + 60
+while app.effects(thread_id="t")[0].status.value != "completed":  # recorded late
+    assert time.monotonic() < deadline, "the late outcome was never recorded"
+    time.sleep(0.01)
+print("recorded")
+"""
+
+
+@pytest.mark.postgres
+def test_a_call_that_outlives_its_loop_keeps_the_run_from_another_process(
+    fresh_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Process A's sync tool times out and keeps running after A's ``asyncio.run`` has
+    returned (its loop, and that loop's lock session, are gone). Another process is
+    refused the run and a worker's claim query skips it until the call ends and is
+    recorded; then the run resumes from the recorded result: one execution."""
+    import psycopg
+
+    from oncegraph.errors import RunBusyError
+    from oncegraph.storage.checkpointer import PgCheckpointer
+    from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS, TRY_LOCK, UNLOCK
+
+    (tmp_path / "keeper_graph.py").write_text(textwrap.dedent(KEEPER_GRAPH))
+    script = tmp_path / "keeper.py"
+    script.write_text(textwrap.dedent(KEEPER))
+    files = {n: tmp_path / n for n in ("gate", "inside", "ended", "calls")}
+    env = {f"KEEPER_{n.upper()}": str(f) for n, f in files.items()}
+    for name, value in env.items():  # this process's graph logs to the same file
+        monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import keeper_graph
+
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    keeper = start_in_subprocess(script, [fresh_dsn], env={**env, "PYTHONPATH": path})
+    store = PgCheckpointer(fresh_dsn)
+    app = keeper_graph.build(store)
+    try:
+        _wait_for("A's loop to end with its call still running", files["ended"].exists)
+        assert files["inside"].exists()
+        (run,) = app.runs(thread_id="t")
+        with pytest.raises(RunBusyError, match="being executed by another process"):
+            app.invoke(None, {"thread_id": "t"})
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            held = conn.execute(
+                f"SELECT {HELD_BY_OTHERS} FROM (SELECT %s::text AS run_id) r", (run.run_id,)
+            ).fetchone()
+            assert held == (True,), "a worker's claim query skips the run"
+            # handed over: the run's own key is free, its kept key is what holds it
+            assert conn.execute(TRY_LOCK, (run.run_id,)).fetchone() == (True,)
+            conn.execute(UNLOCK, (run.run_id,))
+        files["gate"].touch()
+        done = keeper.wait(120)
+    finally:
+        files["gate"].touch()
+        keeper.kill()
+    assert done.returncode == 0, done.describe()
+    assert done.stdout.split() == ["ToolTimeoutError", "recorded"], done.describe()
+    (record,) = app.effects(thread_id="t")
+    assert record.status is EffectStatus.COMPLETED and record.result == "shipped"
+    deadline = time.monotonic() + 60
+    while True:  # A lets the run go right after the record
+        try:
+            out = app.invoke(None, {"thread_id": "t"})
+            break
+        except RunBusyError:
+            assert time.monotonic() < deadline, "the run was never let go"
+            time.sleep(0.05)
+    assert out["done"] == "yes"
+    assert files["calls"].read_text().splitlines() == ["ship"], "the tool ran once"
+    run_sync(store.aclose(), "aclose")

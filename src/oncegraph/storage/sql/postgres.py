@@ -301,8 +301,13 @@ class PgCheckpointer(Closing):
     at the cost of a parse and plan per statement.
 
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
-    that long (paused, partitioned) is treated as gone and the run may be taken over
-    (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its connection to end.
+    that long (paused, partitioned, its loop blocked) is treated as gone and the run may
+    be taken over (see :mod:`oncegraph.storage.sql.pg_locks`); ``None`` waits for its
+    connection to end. Besides its pool, each event loop that runs runs opens one lock
+    session (a connection of its own, outside ``max_size``).
+
+    Step commits that come while the loop has one in flight are sent together, one
+    transaction for the group (:mod:`oncegraph.storage.sql.pg_group`).
 
     ``encryption`` (an :class:`~oncegraph.storage.encryption.EncryptionKeys`) encrypts
     payloads, results and state at rest (:mod:`oncegraph.storage.encryption`).

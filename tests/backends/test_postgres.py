@@ -507,10 +507,8 @@ async def test_step_is_one_message_of_prepared_statements(fresh_dsn: str) -> Non
         )
         assert "BEGIN" not in script and "COMMIT" not in script  # one implicit transaction
         assert [line.split("(")[0] for line in script.split(";\n")] == [
-            "EXECUTE og_thread_cas",
-            "EXECUTE og_check_head",
-            "EXECUTE og_run_touch_fenced",
-            "EXECUTE og_check_run",
+            "EXECUTE og_thread_cas_checked",  # the CAS and its check, one statement
+            "EXECUTE og_run_touch_fenced_checked",  # the fence and its check
             "EXECUTE og_checkpoint_insert",
         ]
         assert script.count("%s") == len(params)
@@ -520,7 +518,7 @@ async def test_step_is_one_message_of_prepared_statements(fresh_dsn: str) -> Non
             cur = await conn.execute(
                 "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'og\\_%'"
             )
-            assert (await cur.fetchone()) == (13,)
+            assert (await cur.fetchone()) == (11,)
     finally:
         await store.aclose()
 
@@ -534,7 +532,7 @@ async def test_session_that_lost_its_prepared_statements_commits(fresh_dsn: str)
         pool = store._pools.peek()
         assert pool is not None
         async with pool.connection() as conn:
-            await conn.execute("DEALLOCATE og_thread_cas", prepare=False)
+            await conn.execute("DEALLOCATE og_thread_cas_checked", prepare=False)
             await conn.execute("DEALLOCATE og_checkpoint_insert", prepare=False)
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         await store.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
@@ -561,7 +559,8 @@ async def test_unprepared_store_prepares_nothing(fresh_dsn: str) -> None:
             cur = await conn.execute("SELECT name FROM pg_prepared_statements")
             assert await cur.fetchall() == []
         script, _ = step_script(StepCommit(tid, 8, cp), 1.0, prepared=False)
-        assert "EXECUTE" not in script and script.startswith("UPDATE oncegraph_threads")
+        assert "EXECUTE" not in script
+        assert script.startswith("WITH w AS (UPDATE oncegraph_threads")
     finally:
         await store.aclose()
 

@@ -1,20 +1,20 @@
 """PostgreSQL's step commit: one message, one round trip, one transaction.
 
 A step (:class:`~oncegraph.storage.records.StepCommit`) is up to a dozen statements:
-the thread-version compare-and-swap, its check, the run's insert / status / fence, the
-checkpoint, log entries, effect results, and the cleanup of task writes.
+the thread-version compare-and-swap, the run's insert / status / fence, the checkpoint,
+log entries, effect results, and the cleanup of task writes.
 
 Invariants:
 
 * **One implicit transaction.** The statements go to the server as ONE simple-query
   message with no BEGIN or COMMIT of its own, which PostgreSQL runs as one transaction:
-  if any statement fails, none of them is committed. The checks after the CAS and the
-  run update divide by zero when they matched nothing, so a lost race aborts the step
-  before anything after it runs.
+  if any statement fails, none of them is committed. The CAS and the run's update are
+  each one statement with its check (:func:`checked`), which divides by zero when the
+  write matched nothing, so a lost race aborts the step before anything after it runs.
 * **Prepared once per connection.** The statements are ``PREPARE``d (named ``og_*``,
   apart from psycopg's own ``_pg3_*``) the first time a connection commits a step; the
-  message is then a list of ``EXECUTE og_...(...)`` whose arguments are bound
-  client-side by psycopg's ``ClientCursor``, which quotes every value as a literal. A
+  message is then a list of ``EXECUTE og_...(...)`` whose arguments are quoted as
+  literals by psycopg (``Transformer.as_literal``, as its ``ClientCursor`` does). A
   session that lost its prepared statements (``DISCARD ALL`` by a pooler) gets them
   again, and the step is sent again: the failed message committed nothing. Behind a
   transaction-pooling proxy, which cannot keep them at all, ``prepared=False`` sends
@@ -43,24 +43,23 @@ from oncegraph.storage.records import StepCommit
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 
-# 1/0 aborts the transaction when the CAS (or the run update) matched nothing.
-CHECK_HEAD = (
-    "SELECT 1 / count(*) FROM oncegraph_threads WHERE thread_id = ? AND head_checkpoint_id = ?"
-)
-CHECK_RUN = (
-    "SELECT 1 / count(*) FROM oncegraph_runs "
-    "WHERE run_id = ? AND (?::bigint IS NULL OR fencing_token = ?)"
-)
 
+def checked(write: str) -> str:
+    """``write`` (an INSERT or UPDATE) as one statement that divides by zero, aborting
+    the transaction, unless it wrote exactly one row."""
+    return f"WITH w AS ({write} RETURNING 1) SELECT 1 / count(*) FROM w"
+
+
+# The thread's write and its run's write each carry their own check (``checked``): one
+# statement each, where a write and a check that read its row again were two
+# (1,000 one-step runs at concurrency 64: 644 -> 678 runs/s).
 _STATEMENTS = {
-    "og_thread_insert": S.THREAD_INSERT,
-    "og_thread_cas": S.THREAD_CAS,
-    "og_check_head": CHECK_HEAD,
+    "og_thread_insert_checked": checked(S.THREAD_INSERT),
+    "og_thread_cas_checked": checked(S.THREAD_CAS),
     "og_run_insert": S.RUN_INSERT,
-    "og_run_status": S.RUN_SET_STATUS,
-    "og_run_status_fenced": S.RUN_SET_STATUS_FENCED,
-    "og_run_touch_fenced": S.RUN_TOUCH_FENCED,
-    "og_check_run": CHECK_RUN,
+    "og_run_status_checked": checked(S.RUN_SET_STATUS),
+    "og_run_status_fenced_checked": checked(S.RUN_SET_STATUS_FENCED),
+    "og_run_touch_fenced_checked": checked(S.RUN_TOUCH_FENCED),
     "og_checkpoint_insert": S.CHECKPOINT_INSERT,
     "og_log_insert": S.LOG_INSERT,
     "og_effect_upsert": S.EFFECT_UPSERT_RESULT,
@@ -98,23 +97,20 @@ def step_parts(
     cp = commit.checkpoint
     parts: list[tuple[str, Sequence[Any]]] = []
     if commit.expected_version == 0:
-        parts.append(("og_thread_insert", (commit.thread_id, 1, cp.checkpoint_id, ts)))
+        parts.append(("og_thread_insert_checked", (commit.thread_id, 1, cp.checkpoint_id, ts)))
     else:
         cas = (commit.expected_version + 1, cp.checkpoint_id, ts, commit.thread_id)
-        parts.append(("og_thread_cas", (*cas, commit.expected_version)))
-    parts.append(("og_check_head", (commit.thread_id, cp.checkpoint_id)))
+        parts.append(("og_thread_cas_checked", (*cas, commit.expected_version)))
     if commit.new_run is not None:
         parts.append(("og_run_insert", codec.run_to_params(commit.new_run)))
     if commit.run_status is not None:
         status = (str(commit.run_status), codec.error_param(commit.run_error), ts, cp.run_id)
         if commit.fence is None:
-            parts.append(("og_run_status", status))
+            parts.append(("og_run_status_checked", status))
         else:
-            parts.append(("og_run_status_fenced", (*status, commit.fence)))
+            parts.append(("og_run_status_fenced_checked", (*status, commit.fence)))
     elif commit.fence is not None:
-        parts.append(("og_run_touch_fenced", (ts, cp.run_id, commit.fence)))
-    if commit.fence is not None or commit.run_status is not None:
-        parts.append(("og_check_run", (cp.run_id, commit.fence, commit.fence)))
+        parts.append(("og_run_touch_fenced_checked", (ts, cp.run_id, commit.fence)))
     parts.append(("og_checkpoint_insert", codec.checkpoint_to_params(cp)))
     parts.extend(("og_log_insert", p) for p in codec.log_params(commit.thread_id, commit.log))
     parts.extend(("og_effect_intent", codec.effect_to_params(e)) for e in commit.intents)
@@ -243,4 +239,4 @@ def _inserted(counts: list[int], intents: list[int]) -> int:
     return sum(max(counts[i], 0) for i in intents if i < len(counts))
 
 
-__all__ = ["CHECK_HEAD", "CHECK_RUN", "StepWriter", "numbered", "step_parts", "step_script"]
+__all__ = ["StepWriter", "checked", "numbered", "step_parts", "step_script"]

@@ -37,7 +37,8 @@ from oncegraph.storage.records import StepCommit
 # Commit messages of one loop in flight at once. Steps that come while both are in flight
 # wait for one to end and go together. 64 concurrent one-step runs: groups of ~15 steps
 # and 522-526 runs/s with 2, ~5 steps and 486-492 runs/s with no cap, 529-539 with 1,
-# which cost concurrency 8 about 8% (benchmarks/README.md, round six).
+# which cost concurrency 8 about 8% (measured while every step went through a group;
+# benchmarks/README.md, round six).
 IN_FLIGHT = 2
 
 

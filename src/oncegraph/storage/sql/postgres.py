@@ -424,8 +424,8 @@ class PgCheckpointer(Closing):
     # -- checkpoints ---------------------------------------------------------------------
 
     async def commit(self, commit: StepCommit) -> int:
-        """One step, in this loop turn's group of steps (:mod:`.pg_group`): one message,
-        one transaction, one round trip for all of them (:mod:`.pg_step`)."""
+        """One step: one message, one transaction (:mod:`.pg_step`); alone when the loop
+        has no commit in flight, else with the steps waiting beside it (:mod:`.pg_group`)."""
         rows.check_commit(commit)
         ts = now()
         await self._ready()
@@ -460,24 +460,28 @@ class PgCheckpointer(Closing):
         pool = await self._ready()
         with _mapped("commit", self._where):
             async with pool.connection() as conn:
-                try:
-                    return await self._steps.send(conn, commit, ts)  # one round trip (pg_step)
-                except psycopg.Error as exc:
-                    await self._explain_failed_commit(conn, commit, exc)
+                return await self._send_step(conn, commit, ts)
 
     async def _commit_alone(self, conn: psycopg.AsyncConnection[Any], p: Pending) -> None:
         try:
-            with _mapped("commit", self._where):
-                try:
-                    inserted = await self._steps.send(conn, p.commit, p.ts)
-                except psycopg.Error as exc:
-                    await self._explain_failed_commit(conn, p.commit, exc)
+            inserted = await self._send_step(conn, p.commit, p.ts)
         except Exception as exc:
             if not p.answer.done():
                 p.answer.set_exception(exc)
         else:
             if not p.answer.done():
                 p.answer.set_result(inserted)
+
+    async def _send_step(
+        self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float
+    ) -> int:
+        """Send one step (one round trip); a refusal is explained from what the database
+        holds now."""
+        with _mapped("commit", self._where):
+            try:
+                return await self._steps.send(conn, commit, ts)
+            except psycopg.Error as exc:
+                await self._explain_failed_commit(conn, commit, exc)
 
     async def _explain_failed_commit(
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error

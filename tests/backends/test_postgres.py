@@ -511,7 +511,8 @@ async def test_step_is_one_message_of_prepared_statements(fresh_dsn: str) -> Non
             "EXECUTE og_run_touch_fenced_checked",  # the fence and its check
             "EXECUTE og_checkpoint_insert",
         ]
-        assert script.count("%s") == len(params)
+        assert "%s" not in script and f"'{cp2.checkpoint_id}'" in script  # bound as literals
+        assert len(params) == 5 + 3 + len(postgres.rows.PLAIN.checkpoint_to_params(cp2))
         pool = store._pools.peek()
         assert pool is not None
         async with pool.connection() as conn:

@@ -85,9 +85,12 @@ def _prepare(name: str) -> str:
 def step_script(
     commit: StepCommit, ts: float, *, prepared: bool = True, codec: rows.Rows = rows.PLAIN
 ) -> tuple[str, list[Any]]:
-    """The step as one message, and its arguments in order: ``EXECUTE``s of the prepared
-    statements, or (``prepared=False``) the statements themselves."""
-    return _script(step_parts(commit, ts, codec), prepared)
+    """The step's message as it is sent (its arguments quoted with psycopg's default
+    adapters), and those arguments in order: ``EXECUTE``s of the prepared statements, or
+    (``prepared=False``) the statements themselves."""
+    parts = step_parts(commit, ts, codec)
+    script = _literal_script(parts, prepared, Transformer.from_context(None))
+    return script.decode(), [value for _, params in parts for value in params]
 
 
 def step_parts(
@@ -118,14 +121,6 @@ def step_parts(
     if commit.clear_task_writes_of is not None:
         parts.append(("og_task_writes_delete", (commit.thread_id, commit.clear_task_writes_of)))
     return parts
-
-
-def _script(parts: list[tuple[str, Sequence[Any]]], prepared: bool) -> tuple[str, list[Any]]:
-    if prepared:
-        script = ";\n".join(f"EXECUTE {n}({', '.join(['%s'] * len(p))})" for n, p in parts)
-    else:
-        script = ";\n".join(S.to_format_params(_STATEMENTS[n]) for n, _ in parts)
-    return script, [value for _, params in parts for value in params]
 
 
 class StepWriter:

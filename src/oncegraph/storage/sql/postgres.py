@@ -93,6 +93,7 @@ from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
 from oncegraph.storage.sql.pg_group import CommitGroups, Pending
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
+from oncegraph.storage.sql.pg_reads import SharedReads
 from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 
@@ -103,6 +104,17 @@ _pg = S.to_format_params
 # -- statements, converted once ------------------------------------------------------
 THREAD_SELECT = _pg(S.THREAD_SELECT)
 THREAD_OPENING = _pg(S.THREAD_OPENING)
+# Params: an array of distinct thread ids. THREAD_OPENING's row for each, in their order
+# (the shared read of runs starting together: pg_reads).
+THREAD_OPENINGS = (
+    f"SELECT {', '.join('t.' + c for c in S.THREAD_COLUMNS)}, "
+    f"{', '.join('r.' + c for c in S.RUN_COLUMNS)} "
+    "FROM unnest(CAST(%s AS TEXT[])) WITH ORDINALITY AS q(thread_id, i) "
+    "LEFT JOIN oncegraph_threads t ON t.thread_id = q.thread_id "
+    f"LEFT JOIN LATERAL (SELECT {', '.join(S.RUN_COLUMNS)} FROM oncegraph_runs l "
+    "WHERE l.thread_id = q.thread_id ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1) r "
+    "ON TRUE ORDER BY q.i"
+)
 RUN_OPENING = _pg(S.RUN_OPENING)
 CHECKPOINT_SELECT = _pg(S.CHECKPOINT_SELECT)
 CHECKPOINT_SELECT_HEAD = _pg(S.CHECKPOINT_SELECT_HEAD)
@@ -364,6 +376,9 @@ class PgCheckpointer(Closing):
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
         self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
         self.commit_groups = CommitGroups(self._write_group, self._write_one)
+        self.thread_reads: SharedReads[str, tuple[ThreadRecord | None, RunRecord | None]] = (
+            SharedReads(self._open_thread_alone, self._open_threads, self._thread_opening)
+        )
 
     def __repr__(self) -> str:
         return f"PgCheckpointer({self._where})"
@@ -379,12 +394,14 @@ class PgCheckpointer(Closing):
 
         Closing also ends the lock sessions, which releases every run lock still held."""
         await self.commit_groups.drain()
+        await self.thread_reads.drain()
         await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
 
     async def aclose_home(self) -> None:
         """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
         await self.commit_groups.drain()
+        await self.thread_reads.drain()
         await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
         await self._pools.aclose_current(_close_pool, suppress=(psycopg.Error,))
 
@@ -519,7 +536,20 @@ class PgCheckpointer(Closing):
         return None if row is None else rows.thread_from_row(row)
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        """The thread and its latest run, read in one statement; runs of this loop that
+        start together share it (:mod:`~oncegraph.storage.sql.pg_reads`)."""
+        return await self.thread_reads.read(thread_id)
+
+    async def _open_thread_alone(
+        self, thread_id: str
+    ) -> tuple[ThreadRecord | None, RunRecord | None]:
         row = await self._fetchone("open_thread", THREAD_OPENING, (thread_id, thread_id))
+        return self.rows.thread_opening_from_row(row)
+
+    async def _open_threads(self, thread_ids: Sequence[str]) -> list[Any]:
+        return await self._fetchall("open_thread", THREAD_OPENINGS, (list(thread_ids),))
+
+    def _thread_opening(self, row: Any) -> tuple[ThreadRecord | None, RunRecord | None]:
         return self.rows.thread_opening_from_row(row)
 
     async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:

@@ -20,6 +20,13 @@ Invariants:
   transaction-pooling proxy, which cannot keep them at all, ``prepared=False`` sends
   the statements themselves in the same one message (and the error that says so
   names that switch).
+* **Arguments quoted as the server reads them.** On a session with
+  ``standard_conforming_strings`` on and UTF-8 client encoding (PostgreSQL's defaults,
+  read from the session's own reported settings before every message), strings,
+  numbers and NULL are quoted here (:func:`quote_plain`): half the cost of psycopg's
+  ``as_literal``, which escapes for any server; anything else, and any session without
+  those settings, goes through ``as_literal``. A value neither can send (a NUL in a
+  string) gets psycopg's own error.
 
 Why not pipelining: on loopback PostgreSQL 15 with async psycopg, five statements cost
 ~0.24-0.29 ms per commit this way, against ~0.36-0.39 ms pipelined (BEGIN ... COMMIT,
@@ -89,7 +96,7 @@ def step_script(
     adapters), and those arguments in order: ``EXECUTE``s of the prepared statements, or
     (``prepared=False``) the statements themselves."""
     parts = step_parts(commit, ts, codec)
-    script = _literal_script(parts, prepared, Transformer.from_context(None))
+    script = _script(parts, prepared, Transformer.from_context(None), plain=True)
     return script.decode(), [value for _, params in parts for value in params]
 
 
@@ -161,7 +168,9 @@ class StepWriter:
     async def _send(
         self, conn: psycopg.AsyncConnection[Any], parts: list[tuple[str, Sequence[Any]]]
     ) -> list[int]:
-        script = _literal_script(parts, self.prepared, Transformer.from_context(conn))
+        script = _script(
+            parts, self.prepared, Transformer.from_context(conn), plain=plain_session(conn)
+        )
         if not self.prepared:
             return await _execute(conn, script)
         if conn not in self._ready:
@@ -195,13 +204,91 @@ class StepWriter:
 _PIECES = {name: [p.encode() for p in sql.split("?")] for name, sql in _STATEMENTS.items()}
 
 
+def plain_session(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Does ``conn``'s session read ``quote_plain``'s literals as meant: standard
+    conforming strings (a backslash is an ordinary character) and UTF-8? Both are
+    reported by the server whenever they change, so this reads no more than libpq's
+    copy of them."""
+    pgconn = conn.pgconn
+    return (
+        pgconn.parameter_status(b"standard_conforming_strings") == b"on"
+        and pgconn.parameter_status(b"client_encoding") in _UTF8
+    )
+
+
+_UTF8 = (b"UTF8", b"UNICODE")
+_FLOAT_WORDS = {"inf": "'Infinity'::float8", "-inf": "'-Infinity'::float8", "nan": "'NaN'::float8"}
+
+
+def quote_plain(value: Any) -> str | None:
+    """``value`` as a literal for a :func:`plain_session`, or None when psycopg must quote
+    it: a string in single quotes with its single quotes doubled (None if it holds a NUL,
+    which no text can), an int or a float as Python writes it (a space before a minus, as
+    psycopg does, so no ``--`` can start a comment), NULL for None. Not a bool (an int
+    subclass): psycopg writes ``true``."""
+    kind = type(value)
+    if kind is str:
+        string: str = value
+        if "\x00" in string:
+            return None
+        return "'" + (string.replace("'", "''") if "'" in string else string) + "'"
+    if value is None:
+        return "NULL"
+    if kind is int:
+        text = str(value)
+    elif kind is float:
+        text = repr(value)
+        if text in _FLOAT_WORDS:
+            return _FLOAT_WORDS[text]
+    else:
+        return None
+    return " " + text if text[0] == "-" else text
+
+
+def _script(
+    parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer, *, plain: bool
+) -> bytes:
+    """The message with every argument quoted as a literal, built here: psycopg would
+    parse the whole script again for its ``%s`` on every commit (it caches the parse only
+    for short queries of at most 50 arguments, and a group's script is longer).
+    ``plain``: the session is a :func:`plain_session`, so :func:`quote_plain` quotes what
+    it can (then a script it cannot finish is quoted whole by psycopg)."""
+    if plain:
+        script = _plain_script(parts, prepared, tx)
+        if script is not None:
+            return script
+    return _literal_script(parts, prepared, tx)
+
+
+def _plain_script(
+    parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer
+) -> bytes | None:
+    literal = tx.as_literal
+    statements: list[str] = []
+    for name, params in parts:
+        args: list[str] = []
+        for p in params:
+            quoted = quote_plain(p)
+            if quoted is None:
+                if type(p) is str:
+                    return None  # a NUL: psycopg's quoting says what is wrong
+                quoted = bytes(literal(p)).decode()
+            args.append(quoted)
+        if prepared:
+            statements.append(f"EXECUTE {name}({', '.join(args)})")
+        else:
+            statements.append(_join_pieces(_TEXT_PIECES[name], args))
+    try:
+        return ";\n".join(statements).encode()
+    except UnicodeEncodeError:  # a lone surrogate: psycopg's quoting says what is wrong
+        return None
+
+
 def _literal_script(
     parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer
 ) -> bytes:
-    """The message with every argument quoted as a literal by psycopg (``as_literal``, as
-    its ``ClientCursor`` quotes them), built here: psycopg would parse the whole script
-    again for its ``%s`` on every commit (it caches the parse only for short queries of
-    at most 50 arguments, and a group's script is longer)."""
+    """Every argument quoted by psycopg (``as_literal``, as its ``ClientCursor`` quotes
+    them): for any session."""
     literal = tx.as_literal
     statements: list[bytes] = []
     for name, params in parts:
@@ -209,12 +296,19 @@ def _literal_script(
         if prepared:
             statements.append(b"EXECUTE %b(%b)" % (name.encode(), b", ".join(args)))
         else:
-            pieces = _PIECES[name]
-            out = [pieces[0]]
-            for arg, piece in zip(args, pieces[1:], strict=True):
-                out += (arg, piece)
-            statements.append(b"".join(out))
+            statements.append(_join_pieces(_PIECES[name], args))
     return b";\n".join(statements)
+
+
+_TEXT_PIECES = {name: sql.split("?") for name, sql in _STATEMENTS.items()}
+
+
+def _join_pieces(pieces: Sequence[Any], args: Sequence[Any]) -> Any:
+    """A statement's text with ``args`` in its placeholders (str or bytes alike)."""
+    out = [pieces[0]]
+    for arg, piece in zip(args, pieces[1:], strict=True):
+        out += (arg, piece)
+    return pieces[0][:0].join(out)
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], script: bytes) -> list[int]:
@@ -234,4 +328,12 @@ def _inserted(counts: list[int], intents: list[int]) -> int:
     return sum(max(counts[i], 0) for i in intents if i < len(counts))
 
 
-__all__ = ["StepWriter", "checked", "numbered", "step_parts", "step_script"]
+__all__ = [
+    "StepWriter",
+    "checked",
+    "numbered",
+    "plain_session",
+    "quote_plain",
+    "step_parts",
+    "step_script",
+]

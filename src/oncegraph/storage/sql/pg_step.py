@@ -21,12 +21,12 @@ Invariants:
   the statements themselves in the same one message (and the error that says so
   names that switch).
 * **Arguments quoted as the server reads them.** On a session with
-  ``standard_conforming_strings`` on and UTF-8 client encoding (PostgreSQL's defaults,
-  read from the session's own reported settings before every message), strings,
-  numbers and NULL are quoted here (:func:`quote_plain`): half the cost of psycopg's
-  ``as_literal``, which escapes for any server; anything else, and any session without
-  those settings, goes through ``as_literal``. A value neither can send (a NUL in a
-  string) gets psycopg's own error.
+  ``standard_conforming_strings`` on and UTF-8 (PostgreSQL's defaults, read from the
+  session's reported settings before every message), strings, numbers and NULL are
+  quoted by :mod:`~oncegraph.storage.sql.pg_literals`, at half the cost of psycopg's
+  ``as_literal``, which quotes for any server; anything else, and any other session,
+  goes through ``as_literal``. A value neither can send (a NUL in a string) gets
+  psycopg's own error.
 
 Why not pipelining: on loopback PostgreSQL 15 with async psycopg, five statements cost
 ~0.24-0.29 ms per commit this way, against ~0.36-0.39 ms pipelined (BEGIN ... COMMIT,
@@ -49,6 +49,7 @@ from oncegraph.errors import StorageError
 from oncegraph.storage.records import StepCommit
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.pg_literals import plain_session, quote_plain
 
 
 def checked(write: str) -> str:
@@ -204,47 +205,6 @@ class StepWriter:
 _PIECES = {name: [p.encode() for p in sql.split("?")] for name, sql in _STATEMENTS.items()}
 
 
-def plain_session(conn: psycopg.AsyncConnection[Any]) -> bool:
-    """Does ``conn``'s session read ``quote_plain``'s literals as meant: standard
-    conforming strings (a backslash is an ordinary character) and UTF-8? Both are
-    reported by the server whenever they change, so this reads no more than libpq's
-    copy of them."""
-    pgconn = conn.pgconn
-    return (
-        pgconn.parameter_status(b"standard_conforming_strings") == b"on"
-        and pgconn.parameter_status(b"client_encoding") in _UTF8
-    )
-
-
-_UTF8 = (b"UTF8", b"UNICODE")
-_FLOAT_WORDS = {"inf": "'Infinity'::float8", "-inf": "'-Infinity'::float8", "nan": "'NaN'::float8"}
-
-
-def quote_plain(value: Any) -> str | None:
-    """``value`` as a literal for a :func:`plain_session`, or None when psycopg must quote
-    it: a string in single quotes with its single quotes doubled (None if it holds a NUL,
-    which no text can), an int or a float as Python writes it (a space before a minus, as
-    psycopg does, so no ``--`` can start a comment), NULL for None. Not a bool (an int
-    subclass): psycopg writes ``true``."""
-    kind = type(value)
-    if kind is str:
-        string: str = value
-        if "\x00" in string:
-            return None
-        return "'" + (string.replace("'", "''") if "'" in string else string) + "'"
-    if value is None:
-        return "NULL"
-    if kind is int:
-        text = str(value)
-    elif kind is float:
-        text = repr(value)
-        if text in _FLOAT_WORDS:
-            return _FLOAT_WORDS[text]
-    else:
-        return None
-    return " " + text if text[0] == "-" else text
-
-
 def _script(
     parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer, *, plain: bool
 ) -> bytes:
@@ -328,12 +288,4 @@ def _inserted(counts: list[int], intents: list[int]) -> int:
     return sum(max(counts[i], 0) for i in intents if i < len(counts))
 
 
-__all__ = [
-    "StepWriter",
-    "checked",
-    "numbered",
-    "plain_session",
-    "quote_plain",
-    "step_parts",
-    "step_script",
-]
+__all__ = ["StepWriter", "checked", "numbered", "step_parts", "step_script"]

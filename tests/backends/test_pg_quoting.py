@@ -1,6 +1,7 @@
-"""A step's arguments quoted as literals by oncegraph (``pg_step.quote_plain``) mean, to
-a real PostgreSQL session, exactly the values psycopg binds; a session whose settings
-would read them otherwise gets psycopg's own quoting, and its commits read back the same.
+"""Values quoted as literals by oncegraph (``pg_literals.quote_plain``) mean, to a real
+PostgreSQL session, exactly the values psycopg binds; a session whose settings would read
+them otherwise gets psycopg's own quoting, and its step commits and run-lock batches do
+the same.
 """
 
 from __future__ import annotations
@@ -14,13 +15,9 @@ from psycopg.adapt import Transformer
 from psycopg.conninfo import make_conninfo
 
 from oncegraph.storage.records import LogEntry, StepCommit
-from oncegraph.storage.sql.pg_step import (
-    _script,
-    plain_session,
-    quote_plain,
-    step_parts,
-    step_script,
-)
+from oncegraph.storage.sql.pg_literals import plain_session, quote_plain
+from oncegraph.storage.sql.pg_locks import TRY_LOCK, batch_message
+from oncegraph.storage.sql.pg_step import _script, step_parts, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.conformance import make_checkpoint, start_thread
 
@@ -168,3 +165,26 @@ def test_step_script_shows_the_plain_message() -> None:
     for value in params:
         assert quote_plain(value) in script
     assert len(params) == sum(len(p) for _, p in step_parts(commit, 1.0))
+
+
+@pytest.mark.parametrize("conforming", ["on", "off"])
+async def test_lock_batches_take_and_give_back_odd_run_ids(fresh_dsn: str, conforming: str) -> None:
+    """The run-lock batch (``pg_locks.batch_message``) writes its arrays in on a plain
+    session and binds them otherwise: both take and give back exactly the runs named,
+    whatever their ids hold."""
+    dsn = make_conninfo(fresh_dsn, options=f"-c standard_conforming_strings={conforming}")
+    runs = ["it's", "a\\b", "\\'", "ünï ✓"]
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        message, params = batch_message(conn, ["lock"] * len(runs), runs)
+        assert (params is None) is (conforming == "on")
+        cur = await conn.execute(message, params)
+        assert await cur.fetchall() == [(True,)] * len(runs)
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as other:
+            for run in runs:  # held by the first session, so no other can take them
+                cur = await other.execute(TRY_LOCK, (run,))
+                assert await cur.fetchone() == (False,)
+            ops = ["unlock", "lock", "unlock"]
+            cur = await conn.execute(*batch_message(conn, ops, [runs[0], runs[0], runs[0]]))
+            assert await cur.fetchall() == [(True,), (True,), (True,)]  # in order
+            cur = await other.execute(TRY_LOCK, (runs[0],))
+            assert await cur.fetchone() == (True,)  # given back

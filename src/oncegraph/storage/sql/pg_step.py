@@ -93,9 +93,10 @@ def _prepare(name: str) -> str:
 def step_script(
     commit: StepCommit, ts: float, *, prepared: bool = True, codec: rows.Rows = rows.PLAIN
 ) -> tuple[str, list[Any]]:
-    """The step's message as it is sent (its arguments quoted with psycopg's default
-    adapters), and those arguments in order: ``EXECUTE``s of the prepared statements, or
-    (``prepared=False``) the statements themselves."""
+    """The step's message as it is sent to a session with PostgreSQL's default settings
+    (its arguments quoted by :mod:`~oncegraph.storage.sql.pg_literals`, psycopg's
+    default adapters for the rest), and those arguments in order: ``EXECUTE``s of the
+    prepared statements, or (``prepared=False``) the statements themselves."""
     parts = step_parts(commit, ts, codec)
     script = _script(parts, prepared, Transformer.from_context(None), plain=True)
     return script.decode(), [value for _, params in parts for value in params]

@@ -13,8 +13,8 @@ Invariants:
   write matched nothing, so a lost race aborts the step before anything after it runs.
 * **Prepared once per connection.** The statements are ``PREPARE``d (named ``og_*``,
   apart from psycopg's own ``_pg3_*``) the first time a connection commits a step; the
-  message is then a list of ``EXECUTE og_...(...)`` whose arguments are quoted as
-  literals by psycopg (``Transformer.as_literal``, as its ``ClientCursor`` does). A
+  message is then a list of ``EXECUTE og_...(...)`` whose arguments are literals (see
+  the next point). A
   session that lost its prepared statements (``DISCARD ALL`` by a pooler) gets them
   again, and the step is sent again: the failed message committed nothing. Behind a
   transaction-pooling proxy, which cannot keep them at all, ``prepared=False`` sends

@@ -7,7 +7,7 @@ drive it the same way, inside ONE write transaction that serializes racing proce
     execute(CREATE_VERSION_TABLE)
     current = version_from_row(fetchone(SELECT_VERSION))
     for migration in plan(current):
-        for statement in migration.statements:
+        for statement in migration.statements(dialect):
             execute(statement)
         execute(INSERT_VERSION, migration.version_params())
     commit
@@ -26,7 +26,13 @@ from typing import Any
 
 from oncegraph.errors import StorageError
 from oncegraph.storage.records import now
-from oncegraph.storage.sql.schema import LATEST_VERSION, MIGRATIONS, SCHEMA_TABLE
+from oncegraph.storage.sql.schema import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    SCHEMA_TABLE,
+    Dialect,
+    Step,
+)
 
 CREATE_VERSION_TABLE = (
     f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} ("
@@ -38,10 +44,17 @@ INSERT_VERSION = f"INSERT INTO {SCHEMA_TABLE} (version, applied_at) VALUES (?, ?
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One entry of MIGRATIONS: its 1-based ``version`` and its DDL statements."""
+    """One entry of MIGRATIONS: its 1-based ``version`` and its DDL steps."""
 
     version: int
-    statements: tuple[str, ...]
+    steps: tuple[Step, ...]
+
+    def statements(self, dialect: Dialect) -> tuple[str, ...]:
+        """The statements to run, in order, on a database of ``dialect``."""
+        out: list[str] = []
+        for step in self.steps:
+            out.extend((step,) if isinstance(step, str) else step.statements(dialect))
+        return tuple(out)
 
     def version_params(self) -> tuple[int, float]:
         """Parameters for :data:`INSERT_VERSION` once the statements have run."""
@@ -100,7 +113,7 @@ def plan(current: int, where: str = "the database") -> tuple[Migration, ...]:
     """The migrations to apply, in order, to bring ``current`` to the latest version."""
     verify(current, where)
     return tuple(
-        Migration(version=i + 1, statements=MIGRATIONS[i]) for i in range(current, LATEST_VERSION)
+        Migration(version=i + 1, steps=MIGRATIONS[i]) for i in range(current, LATEST_VERSION)
     )
 
 

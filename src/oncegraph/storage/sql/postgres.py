@@ -1064,7 +1064,7 @@ class PgCheckpointer(Closing):
                 current = M.version_from_row(await cur.fetchone())
                 steps = M.plan(current, where)
                 for migration in steps:
-                    for statement in migration.statements:
+                    for statement in migration.statements("postgres"):
                         await conn.execute(statement)
                     await conn.execute(INSERT_VERSION, migration.version_params())
         if steps:

@@ -3,14 +3,43 @@
 The position of a migration in :data:`MIGRATIONS` is its version; never edit or
 reorder a shipped migration, only append. The DDL uses types that SQLite and
 PostgreSQL both accept (TEXT, BIGINT, INTEGER, DOUBLE PRECISION); JSON is stored as
-TEXT written by orjson. Dialect modules only differ in placeholders and locking.
+TEXT written by orjson. Dialect modules only differ in placeholders and locking. A step
+one text cannot write for both (SQLite cannot drop a table's constraint, PostgreSQL can
+without copying the table) is a :class:`PerDialect`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 SCHEMA_TABLE = "oncegraph_schema_version"
 
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
+Dialect = Literal["sqlite", "postgres"]
+
+
+@dataclass(frozen=True, slots=True)
+class PerDialect:
+    """One step of a migration, written for each dialect."""
+
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+    def statements(self, dialect: Dialect) -> tuple[str, ...]:
+        return self.sqlite if dialect == "sqlite" else self.postgres
+
+
+Step = str | PerDialect
+
+# The effects table as migration 7 leaves it: migration 1's columns and migration 2's
+# row_version, keyed by effect_id alone.
+_EFFECT_COLUMNS = (
+    "effect_id, effect_type, effect_class, command_id, run_id, thread_id, checkpoint_id, "
+    "node, request_hash, request, recipient, status, attempts, provider_reference, result, "
+    "error, created_at, updated_at, row_version"
+)
+
+MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     # 1: threads, runs, checkpoints, logs, task writes, effects
     (
         """CREATE TABLE IF NOT EXISTS oncegraph_threads (
@@ -148,6 +177,48 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_runs_claimable "
         "ON oncegraph_runs ((COALESCE(app_id, workflow_name)), created_at, run_id) "
         "WHERE status IN ('queued', 'running')",
+    ),
+    # 7: effect rows kept a second unique index, (effect_type, effect_id), that no
+    # statement reads and that effect_id (the key) already makes unique; every intent and
+    # result write paid for it (on SQLite one more page per step commit, about a tenth of
+    # a step). PostgreSQL drops the constraint; SQLite, which cannot, copies the table.
+    (
+        PerDialect(
+            sqlite=(
+                """CREATE TABLE oncegraph_effects_v7 (
+                    effect_id TEXT PRIMARY KEY,
+                    effect_type TEXT NOT NULL,
+                    effect_class TEXT NOT NULL,
+                    command_id TEXT NOT NULL,
+                    run_id TEXT NOT NULL,
+                    thread_id TEXT NOT NULL,
+                    checkpoint_id TEXT,
+                    node TEXT NOT NULL,
+                    request_hash TEXT NOT NULL,
+                    request TEXT,
+                    recipient TEXT,
+                    status TEXT NOT NULL,
+                    attempts TEXT NOT NULL,
+                    provider_reference TEXT,
+                    result TEXT,
+                    error TEXT,
+                    created_at DOUBLE PRECISION NOT NULL,
+                    updated_at DOUBLE PRECISION NOT NULL,
+                    row_version BIGINT NOT NULL DEFAULT 0
+                )""",
+                f"INSERT INTO oncegraph_effects_v7 ({_EFFECT_COLUMNS}) "
+                f"SELECT {_EFFECT_COLUMNS} FROM oncegraph_effects",
+                "DROP TABLE oncegraph_effects",
+                "ALTER TABLE oncegraph_effects_v7 RENAME TO oncegraph_effects",
+                "CREATE INDEX oncegraph_effects_run ON oncegraph_effects (run_id, created_at)",
+                "CREATE INDEX oncegraph_effects_thread "
+                "ON oncegraph_effects (thread_id, created_at)",
+            ),
+            postgres=(
+                "ALTER TABLE oncegraph_effects "
+                "DROP CONSTRAINT IF EXISTS oncegraph_effects_effect_type_effect_id_key",
+            ),
+        ),
     ),
 )
 

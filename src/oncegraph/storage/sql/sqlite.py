@@ -226,7 +226,7 @@ def _apply_migrations(conn: sqlite3.Connection, path: str) -> mig.SchemaState:
         conn.execute(mig.CREATE_VERSION_TABLE)
         current = mig.version_from_row(conn.execute(mig.SELECT_VERSION).fetchone())
         for migration in mig.plan(current, f"SQLite {path}"):  # re-read under the lock
-            for statement in migration.statements:
+            for statement in migration.statements("sqlite"):
                 conn.execute(statement)
             conn.execute(mig.INSERT_VERSION, migration.version_params())
         conn.execute("COMMIT")

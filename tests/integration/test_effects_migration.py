@@ -1,0 +1,152 @@
+"""Schema migration 7 drops the effects table's second unique index, (effect_type,
+effect_id): a database an older oncegraph wrote keeps every effect record exactly, and
+the ledger still refuses a second intent for one effect id."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
+from oncegraph.storage.sql.schema import LATEST_VERSION, MIGRATIONS, SCHEMA_TABLE
+from oncegraph.storage.sql.sqlite import SqliteCheckpointer
+
+
+def _effects() -> list[EffectRecord]:
+    """Effect records as an older oncegraph left them: pending, completed with attempts,
+    failed, with and without optional fields."""
+    base = {
+        "effect_class": EffectClass.WRITE,
+        "command_id": "cmd",
+        "run_id": "run-old",
+        "thread_id": "t-old",
+        "node": "tools",
+        "request_hash": "sha256:h",
+        "created_at": 10.0,
+        "updated_at": 11.0,
+    }
+    return [
+        EffectRecord(
+            effect_id="eff-pending",
+            effect_type="refund",
+            status=EffectStatus.PENDING,
+            request={"amount": 10, "note": "it's \\ \u00e9"},
+            row_version=1,
+            **base,  # type: ignore[arg-type]
+        ),
+        EffectRecord(
+            effect_id="eff-done",
+            effect_type="send_email",
+            status=EffectStatus.COMPLETED,
+            checkpoint_id="cp-1",
+            request={"to": "ann@example.com"},
+            recipient="ann@example.com",
+            attempts=(Attempt(1, 12.0, 12.5, "completed"),),
+            provider_reference="msg_1",
+            result={"id": "msg_1"},
+            row_version=3,
+            **base,  # type: ignore[arg-type]
+        ),
+        EffectRecord(
+            effect_id="eff-failed",
+            effect_type="refund",
+            status=EffectStatus.FAILED,
+            attempts=(Attempt(1, 13.0, 13.2, "failed", "declined"),),
+            error="declined",
+            row_version=2,
+            **base,  # type: ignore[arg-type]
+        ),
+    ]
+
+
+def _old_database(execute: Any, mark: str, commit: Any) -> None:
+    """Schema version 6 (every migration before this one), with ``_effects()`` in it."""
+    execute(CREATE_VERSION_TABLE)
+    for version, steps in enumerate(MIGRATIONS[:6], start=1):
+        for statement in steps:
+            assert isinstance(statement, str)
+            execute(statement)
+        execute(INSERT_VERSION.replace("?", mark), (version, 1.0))
+    columns = S.EFFECT_COLUMNS
+    insert = f"INSERT INTO oncegraph_effects ({', '.join(columns)}) VALUES "
+    insert += f"({', '.join(mark for _ in columns)})"
+    for effect in _effects():
+        execute(insert, rows.PLAIN.effect_to_params(effect))
+    commit()
+
+
+def _unique_indexes_sqlite(path: Path) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        return [r[1] for r in conn.execute("PRAGMA index_list(oncegraph_effects)") if r[2] == 1]
+
+
+def _unique_constraints_pg(dsn: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = 'oncegraph_effects'::regclass AND contype IN ('u', 'p') "
+            "ORDER BY 1"
+        ).fetchall()
+        return [r[0] for r in found]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_7_keeps_every_effect_and_the_key(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    store: Checkpointer
+    if kind == "sqlite":
+        path = tmp_path / "old.db"
+        conn = sqlite3.connect(path)
+        try:
+            _old_database(conn.execute, "?", conn.commit)
+        finally:
+            conn.close()
+        assert len(_unique_indexes_sqlite(path)) == 2  # effect_id, (effect_type, effect_id)
+        store = SqliteCheckpointer(path)
+    else:
+        import psycopg
+
+        from oncegraph.storage.checkpointer import PgCheckpointer
+
+        dsn = str(request.getfixturevalue("fresh_dsn"))
+        with psycopg.connect(dsn, autocommit=True) as pg:
+            _old_database(lambda q, p=None: pg.execute(q.replace("?", "%s"), p), "%s", pg.commit)
+        assert _unique_constraints_pg(dsn) == [
+            "PRIMARY KEY (effect_id)",
+            "UNIQUE (effect_type, effect_id)",
+        ]
+        store = PgCheckpointer(dsn)
+    try:
+        await store.setup()  # migrates
+        for effect in _effects():
+            assert await store.get_effect(effect.effect_id) == effect
+        listed = await store.list_effects(run_id="run-old")  # through the run index
+        assert sorted(e.effect_id for e in listed) == ["eff-done", "eff-failed", "eff-pending"]
+        # the key still decides the first writer: a second intent for an id is refused
+        again = _effects()[0].replace(effect_type="other", row_version=0)
+        stored, created = await store.begin_effect(again)
+        assert (stored, created) == (_effects()[0], False)
+        assert await store.get_effect(again.effect_id) == _effects()[0]
+    finally:
+        await store.aclose()
+    if kind == "sqlite":
+        assert len(_unique_indexes_sqlite(path)) == 1
+        with sqlite3.connect(path) as conn:
+            version = conn.execute(f"SELECT max(version) FROM {SCHEMA_TABLE}").fetchone()
+            indexes = {r[1] for r in conn.execute("PRAGMA index_list(oncegraph_effects)")}
+        assert {"oncegraph_effects_run", "oncegraph_effects_thread"} <= indexes
+    else:
+        assert _unique_constraints_pg(dsn) == ["PRIMARY KEY (effect_id)"]
+        with psycopg.connect(dsn, autocommit=True) as pg:
+            version = pg.execute(f"SELECT max(version) FROM {SCHEMA_TABLE}").fetchone()
+    assert version == (LATEST_VERSION,)

@@ -329,7 +329,9 @@ TASK_WRITES_DELETE = "DELETE FROM oncegraph_task_writes WHERE thread_id = ? AND 
 
 # First writer wins: returns one row (effect_id) when this call inserted, none when
 # the effect already existed; then read it with EFFECT_SELECT in the same transaction.
-# ON CONFLICT without a target: a racing insert may hit either unique index first.
+# ON CONFLICT without a target: it covers every unique index the table has (effect_id;
+# before schema migration 7 also (effect_type, effect_id), which a racing insert could
+# hit first), so one statement serves a database at either version.
 EFFECT_INSERT = (
     f"INSERT INTO oncegraph_effects ({_cols(EFFECT_COLUMNS)}) VALUES ({_marks(EFFECT_COLUMNS)}) "
     "ON CONFLICT DO NOTHING RETURNING effect_id"

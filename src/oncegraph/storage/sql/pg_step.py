@@ -202,7 +202,8 @@ class StepWriter:
 
 
 # Each statement's text around its ``?`` placeholders (for ``prepared=False``).
-_PIECES = {name: [p.encode() for p in sql.split("?")] for name, sql in _STATEMENTS.items()}
+_TEXT_PIECES = {name: sql.split("?") for name, sql in _STATEMENTS.items()}
+_PIECES = {name: [p.encode() for p in pieces] for name, pieces in _TEXT_PIECES.items()}
 
 
 def _script(
@@ -258,9 +259,6 @@ def _literal_script(
         else:
             statements.append(_join_pieces(_PIECES[name], args))
     return b";\n".join(statements)
-
-
-_TEXT_PIECES = {name: sql.split("?") for name, sql in _STATEMENTS.items()}
 
 
 def _join_pieces(pieces: Sequence[Any], args: Sequence[Any]) -> Any:

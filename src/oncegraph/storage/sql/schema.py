@@ -31,8 +31,9 @@ class PerDialect:
 
 Step = str | PerDialect
 
-# The effects table as migration 7 leaves it: migration 1's columns and migration 2's
-# row_version, keyed by effect_id alone.
+# The effects table's columns as migration 7 leaves it: migration 1's and migration 2's
+# row_version, keyed by effect_id alone. Frozen here, not statements.EFFECT_COLUMNS: a
+# later migration may add a column that a database at version 6 does not have yet.
 _EFFECT_COLUMNS = (
     "effect_id, effect_type, effect_class, command_id, run_id, thread_id, checkpoint_id, "
     "node, request_hash, request, recipient, status, attempts, provider_reference, result, "

@@ -24,7 +24,12 @@ import pytest
 
 from oncegraph import END, START, StateGraph, ToolNode, add_messages
 from oncegraph.app import CompiledGraph
-from oncegraph.errors import ConfigError, SyncThreadsExhaustedError, ToolTimeoutError
+from oncegraph.errors import (
+    ConfigError,
+    NodeTimeoutError,
+    SyncThreadsExhaustedError,
+    ToolTimeoutError,
+)
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.storage.records import EffectStatus
@@ -126,6 +131,62 @@ def test_a_timed_out_sync_call_is_reported_and_counted_until_it_ends(
         assert time.monotonic() < deadline, "the stuck call was never accounted as ended"
         time.sleep(0.01)
     assert app.effects(thread_id="t")[0].status is EffectStatus.COMPLETED
+
+
+def test_a_timed_out_sync_node_is_reported_and_counted_until_it_ends(
+    tmp_path: Path, release: threading.Event
+) -> None:
+    def slow(state: S) -> dict[str, Any]:
+        release.wait(LONG)
+        return {"done": "late"}
+
+    g = StateGraph(S)
+    g.add_node("slow", slow)
+    g.add_edge(START, "slow")
+    g.add_edge("slow", END)
+    app = g.compile(checkpointer=SqliteCheckpointer(tmp_path / "runs.db"), sync_threads=1)
+    with pytest.raises(NodeTimeoutError, match="node 'slow'"):
+        app.invoke({"messages": ["go"]}, {"thread_id": "t", "node_timeout": SHORT})
+    stats = app.sync_pool.stats()
+    assert stats.stuck == 1 and stats.stuck_calls == ("node 'slow'",)
+    release.set()
+    deadline = time.monotonic() + 60
+    while app.sync_pool.stats().stuck:
+        assert time.monotonic() < deadline, "the stuck node was never accounted as ended"
+        time.sleep(0.01)
+
+
+def test_a_run_cancelled_while_its_sync_node_waits_for_a_thread_skips_the_call(
+    tmp_path: Path, release: threading.Event
+) -> None:
+    calls: list[str] = []
+
+    def node(state: S) -> dict[str, Any]:
+        calls.append("called")
+        return {"done": "yes"}
+
+    g = StateGraph(S)
+    g.add_node("n", node)
+    g.add_edge(START, "n")
+    g.add_edge("n", END)
+    app = g.compile(checkpointer=SqliteCheckpointer(tmp_path / "runs.db"), sync_threads=1)
+
+    async def go() -> None:
+        busy = app.sync_pool.submit(lambda: release.wait(LONG))  # the pool's one thread
+        run = asyncio.ensure_future(app.ainvoke({"messages": ["go"]}, {"thread_id": "t"}))
+        deadline = time.monotonic() + 60
+        while not app.sync_pool.stats().queued:  # the node's call waits for the thread
+            assert time.monotonic() < deadline and not run.done()
+            await asyncio.sleep(0.005)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        release.set()
+        await asyncio.wrap_future(busy)
+        await asyncio.sleep(0.05)  # the thread is free: a call still queued would run now
+
+    asyncio.run(go())
+    assert calls == []
 
 
 def test_too_many_stuck_calls_refuse_a_new_one_before_it_is_called(

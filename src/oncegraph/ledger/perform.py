@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oncegraph import observe
+from oncegraph._waiting import wait_done
 from oncegraph.errors import (
     EffectFailedError,
     LeaseLostError,
@@ -609,13 +610,12 @@ class _Performer:
     async def _wait(self, record: EffectRecord, call: asyncio.Future[Any]) -> _CallEnd:
         timeout = self.call.timeout
         try:
-            done, _ = await asyncio.wait({call}, timeout=timeout)
-            if not done:  # timed out: stop a coroutine; a thread cannot be stopped
-                if self.call.runs == "loop":
+            if not await wait_done(call, timeout):  # timed out: stop a coroutine; a
+                if self.call.runs == "loop":  # thread cannot be stopped
                     call.cancel()
                 grace = self.ctx.config.tool_grace
                 if grace:
-                    await asyncio.wait({call}, timeout=grace)
+                    await wait_done(call, grace)
         except asyncio.CancelledError:  # the run is being stopped from outside
             if self.call.runs == "loop":
                 call.cancel()

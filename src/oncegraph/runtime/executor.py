@@ -355,6 +355,9 @@ _current: contextvars.ContextVar[ThreadPool | None] = contextvars.ContextVar(
 def pool() -> ThreadPool:
     """The process's pool (``ONCEGRAPH_THREADS`` threads at most, default 64)."""
     global _pool
+    made = _pool
+    if made is not None:  # made once; read without the lock on every sync call
+        return made
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPool(int(os.environ.get("ONCEGRAPH_THREADS", DEFAULT_THREADS)))

@@ -18,11 +18,11 @@ the ledger instead of calling again. Nothing here writes to a store except throu
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from oncegraph._waiting import wait_done
 from oncegraph.errors import (
     GraphInterrupt,
     InterruptSwallowedError,
@@ -245,27 +245,47 @@ def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
 async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
     """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
     timeout = node.timeout if node.timeout is not None else ctx.config.node_timeout
-    thread: concurrent.futures.Future[Any] | None = None
-    if node.is_async:
-        call = node.fn(*args)
-    else:  # in the worker pool; a timeout stops waiting, the thread cannot be stopped
-        pool = executor.current()
-        pool.check_room(f"node {ctx.node_name!r}")
-        thread, call = pool.start(functools.partial(node.fn, *args))
+    if not node.is_async:
+        return await _call_in_thread(node, ctx, args, timeout)
+    if timeout is None:
+        return await node.fn(*args)
+    try:
+        async with asyncio.timeout(timeout) as cm:
+            return await node.fn(*args)
+    except TimeoutError as exc:
+        if cm.expired():
+            raise _timed_out(ctx, timeout) from exc
+        raise
+
+
+async def _call_in_thread(
+    node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...], timeout: float | None
+) -> Any:
+    """A sync node in the worker pool; a timeout stops waiting, the thread cannot be
+    stopped (it is reported to the pool as abandoned). Cancelled, the wait stops and a
+    call that has not started yet is not made."""
+    pool = executor.current()
+    pool.check_room(f"node {ctx.node_name!r}")
+    thread, call = pool.start(functools.partial(node.fn, *args))
     if timeout is None:
         return await call
     try:
-        async with asyncio.timeout(timeout) as cm:
-            return await call
-    except TimeoutError as exc:
-        if cm.expired():
-            if thread is not None and not thread.done():
-                executor.current().abandon(thread, f"node {ctx.node_name!r}")
-            raise NodeTimeoutError(
-                f"node {ctx.node_name!r} ran longer than node_timeout={timeout}s",
-                node=ctx.node_name,
-            ) from exc
+        ended = await wait_done(call, timeout)
+    except asyncio.CancelledError:
+        call.cancel()
         raise
+    if not ended:
+        call.cancel()
+        if not thread.done():
+            pool.abandon(thread, f"node {ctx.node_name!r}")
+        raise _timed_out(ctx, timeout)
+    return call.result()
+
+
+def _timed_out(ctx: TaskContext, timeout: float) -> NodeTimeoutError:
+    return NodeTimeoutError(
+        f"node {ctx.node_name!r} ran longer than node_timeout={timeout}s", node=ctx.node_name
+    )
 
 
 def node_config(ctx: TaskContext) -> dict[str, Any]:

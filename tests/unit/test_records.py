@@ -32,3 +32,11 @@ def test_replace_cleans_free_text_like_the_constructor() -> None:
 def test_replace_refuses_an_unknown_field() -> None:
     with pytest.raises(TypeError, match="nope"):
         _record().replace(nope=1)
+
+
+def test_replace_sets_each_field_alone_and_keeps_the_others() -> None:
+    record = _record()
+    for field in dataclasses.fields(EffectRecord):
+        value = 42 if field.name in ("row_version", "created_at", "updated_at") else "x"
+        got = record.replace(**{field.name: value})
+        assert got == dataclasses.replace(record, **{field.name: value}), field.name

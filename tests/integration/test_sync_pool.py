@@ -67,6 +67,15 @@ def _agent(tools: list[Any], name: str, path: Path, **compile: Any) -> CompiledG
     return g.compile(checkpointer=SqliteCheckpointer(path / "runs.db"), **compile)
 
 
+def _one_node(fn: Any, path: Path) -> CompiledGraph:
+    """START -> ``fn`` (a sync node) -> END, on a pool of one thread."""
+    g = StateGraph(S)
+    g.add_node(fn.__name__, fn)
+    g.add_edge(START, fn.__name__)
+    g.add_edge(fn.__name__, END)
+    return g.compile(checkpointer=SqliteCheckpointer(path / "runs.db"), sync_threads=1)
+
+
 def test_n_concurrent_runs_of_a_sync_tool_all_start(tmp_path: Path) -> None:
     n = 12  # twice asyncio's default executor on this machine
     inside = 0
@@ -140,11 +149,7 @@ def test_a_timed_out_sync_node_is_reported_and_counted_until_it_ends(
         release.wait(LONG)
         return {"done": "late"}
 
-    g = StateGraph(S)
-    g.add_node("slow", slow)
-    g.add_edge(START, "slow")
-    g.add_edge("slow", END)
-    app = g.compile(checkpointer=SqliteCheckpointer(tmp_path / "runs.db"), sync_threads=1)
+    app = _one_node(slow, tmp_path)
     with pytest.raises(NodeTimeoutError, match="node 'slow'"):
         app.invoke({"messages": ["go"]}, {"thread_id": "t", "node_timeout": SHORT})
     stats = app.sync_pool.stats()
@@ -165,11 +170,7 @@ def test_a_run_cancelled_while_its_sync_node_waits_for_a_thread_skips_the_call(
         calls.append("called")
         return {"done": "yes"}
 
-    g = StateGraph(S)
-    g.add_node("n", node)
-    g.add_edge(START, "n")
-    g.add_edge("n", END)
-    app = g.compile(checkpointer=SqliteCheckpointer(tmp_path / "runs.db"), sync_threads=1)
+    app = _one_node(node, tmp_path)
 
     async def go() -> None:
         busy = app.sync_pool.submit(lambda: release.wait(LONG))  # the pool's one thread

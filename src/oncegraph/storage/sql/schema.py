@@ -221,6 +221,17 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             ),
         ),
     ),
+    # 8: an app's runs are listed newest first where COALESCE(app_id, workflow_name) is
+    # the app (statements.RUN_APP: a row from before migration 5 belongs to its
+    # workflow_name). Migration 5's index on the app_id column cannot serve that
+    # expression, so no database used it: listing an app's runs read every run of every
+    # app and sorted them. This one serves the listing in order and stops at its limit;
+    # keyed without the status, it is not rewritten when a run's status changes.
+    (
+        "DROP INDEX IF EXISTS oncegraph_runs_app",
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_app "
+        "ON oncegraph_runs ((COALESCE(app_id, workflow_name)), created_at, run_id)",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

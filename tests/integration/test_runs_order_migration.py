@@ -1,14 +1,17 @@
-"""Schema migration 8: an app's runs are listed through an index on the app expression.
+"""Schema migration 8: runs are read newest first from indexes that hold that order.
 
-A run belongs to ``COALESCE(app_id, workflow_name)`` (a row from before migration 5 has
-no app_id). Migration 5's index on the ``app_id`` column could not serve that
-expression, so listing an app's runs read every run and sorted them; migration 8 indexes
-the expression itself. A database at version 7 migrates with every run listed as before,
-and both planners then read the listing from the index, in order, without a sort.
+Starting a run reads its thread's latest run; an app's runs are listed newest first. The
+thread index was (thread_id, run_id), so the first read every run of the thread and
+sorted them; a run belongs to ``COALESCE(app_id, workflow_name)`` (a row from before
+migration 5 has no app_id) and migration 5's index on the ``app_id`` column could not
+serve that expression, so the second read every run. A database at version 7 migrates
+with every run read as before, and both planners then read each in order from an index,
+without a sort.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -43,7 +46,20 @@ def _runs() -> list[RunRecord]:
         "run-legacy", "t-old", RunStatus.COMPLETED, workflow_name="a",
         created_at=50.0, updated_at=50.0,
     )  # fmt: skip
-    return [*made, legacy]
+    # one chat thread with several runs: the newest by created_at has the smallest id
+    chat = [
+        RunRecord(
+            run_id,
+            "t-chat",
+            RunStatus.COMPLETED,
+            workflow_name="a",
+            created_at=at,
+            updated_at=at,
+            app_id="a",
+        )
+        for run_id, at in [("run-c3", 200.0), ("run-c1", 300.0), ("run-c2", 250.0)]
+    ]
+    return [*made, legacy, *chat]
 
 
 def _old_database(execute: Any, mark: str, commit: Any) -> None:
@@ -51,8 +67,10 @@ def _old_database(execute: Any, mark: str, commit: Any) -> None:
     execute(CREATE_VERSION_TABLE)
     for version, steps in enumerate(MIGRATIONS[:7], start=1):
         for step in steps:
-            statements = (step,) if isinstance(step, str) else step.statements(
-                "sqlite" if mark == "?" else "postgres"
+            statements = (
+                (step,)
+                if isinstance(step, str)
+                else step.statements("sqlite" if mark == "?" else "postgres")
             )
             for statement in statements:
                 execute(statement)
@@ -82,16 +100,17 @@ def _sqlite_plan(path: Path, sql: str, params: list[Any]) -> str:
 
 
 def _pg_plan(dsn: str, sql: str, params: list[Any]) -> str:
+    """``sql`` with ``%s`` placeholders (PostgreSQL's)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
-        found = conn.execute("EXPLAIN " + S.to_format_params(sql), params).fetchall()
+        found = conn.execute("EXPLAIN " + sql, params).fetchall()
         return " | ".join(r[0].strip() for r in found)
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def test_migration_8_lists_an_apps_runs_from_the_index(
+async def test_migration_8_reads_runs_newest_first_from_the_indexes(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     store: Checkpointer
@@ -125,16 +144,30 @@ async def test_migration_8_lists_an_apps_runs_from_the_index(
             )
             assert [r.run_id for r in listed] == _expected(app, statuses, limit)
         assert "run-legacy" in [r.run_id for r in await store.list_runs(app_id="a")]
+        thread, latest = await store.open_thread("t-chat")  # what starting a run reads
+        assert thread is None and latest is not None and latest.run_id == "run-c1"
+        by_thread = await store.list_runs(thread_id="t-chat")
+        assert [r.run_id for r in by_thread] == ["run-c1", "run-c2", "run-c3"]
     finally:
         await store.aclose()
 
+    reads: list[tuple[str, str, list[Any]]] = [
+        ("oncegraph_runs_thread", S.THREAD_OPENING, ["t-chat", "t-chat"]),
+        ("oncegraph_runs_thread", S.run_list(by_thread=True, n_statuses=0), ["t-chat", 20]),
+    ]
     for n_statuses in (0, 1):
         sql = S.run_list(by_thread=False, n_statuses=n_statuses, by_app=True)
-        params: list[Any] = ["completed"] * n_statuses + ["a", 20]
+        reads.append(("oncegraph_runs_app", sql, ["completed"] * n_statuses + ["a", 20]))
+    for index, sql, params in reads:
         if kind == "sqlite":
             plan = _sqlite_plan(path, sql, params)
-            assert "USING INDEX oncegraph_runs_app" in plan and "TEMP B-TREE" not in plan, plan
+            assert f"INDEX {index}" in plan and "TEMP B-TREE" not in plan, plan
         else:
-            plan = _pg_plan(dsn, sql, params)
-            assert "Index Scan Backward using oncegraph_runs_app" in plan, plan
+            plan = _pg_plan(dsn, S.to_format_params(sql), params)
+            assert re.search(f"Index (Only )?Scan Backward using {index}", plan), plan
             assert "Sort" not in plan, plan
+    if kind == "postgres":  # runs starting together read their threads in one statement
+        from oncegraph.storage.sql.postgres import THREAD_OPENINGS
+
+        plan = _pg_plan(dsn, THREAD_OPENINGS, [["t-chat", "t-old"]])
+        assert re.search("Index (Only )?Scan Backward using oncegraph_runs_thread", plan), plan

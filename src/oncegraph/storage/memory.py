@@ -82,6 +82,11 @@ def _with(row: Row, changes: dict[int, Any]) -> Row:
     return tuple(changes.get(i, v) for i, v in enumerate(row))
 
 
+def _run_order(row: Row) -> tuple[Any, ...]:
+    """(created_at, run_id): runs are listed newest first in this order, reversed."""
+    return (row[_RUN_CREATED], row[0])
+
+
 def _owned(row: Row, app_id: str | None, tenant: str | None) -> bool:
     """Does the run ``row`` belong to ``app_id`` and ``tenant`` (None: any)?"""
     app = row[_RUN_APP] if row[_RUN_APP] is not None else row[_RUN_WORKFLOW]
@@ -99,6 +104,9 @@ class InMemoryCheckpointer(Closing):
         # run ids by thread, in insertion order (a run's thread never changes, and runs are
         # never deleted): listing a thread's runs reads its runs, not every run
         self._thread_runs: dict[str, list[str]] = {}
+        # each thread's newest run (created_at, then run_id, as list_runs orders them):
+        # what starting a run reads, without reading the thread's every run
+        self._latest_run: dict[str, str] = {}
         self._checkpoints: dict[tuple[str, str], Row] = {}
         self._logs: dict[tuple[str, str], dict[int, str]] = {}
         self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
@@ -204,8 +212,11 @@ class InMemoryCheckpointer(Closing):
         return None if row is None else rows.thread_from_row(row)
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
-        latest = await self.list_runs(thread_id=thread_id, limit=1)
-        return await self.get_thread(thread_id), latest[0] if latest else None
+        with self._lock:
+            latest = self._latest_run.get(thread_id)
+            row = None if latest is None else self._runs[latest]
+        run = None if row is None else self.rows.run_from_row(row)
+        return await self.get_thread(thread_id), run
 
     async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
         run = await self.get_run(run_id)
@@ -275,8 +286,12 @@ class InMemoryCheckpointer(Closing):
             self._add_run(row)
 
     def _add_run(self, row: Row) -> None:  # with self._lock held; a new run id
+        thread_id = row[_RUN_THREAD]
         self._runs[row[0]] = row
-        self._thread_runs.setdefault(row[_RUN_THREAD], []).append(row[0])
+        self._thread_runs.setdefault(thread_id, []).append(row[0])
+        latest = self._latest_run.get(thread_id)
+        if latest is None or _run_order(row) > _run_order(self._runs[latest]):
+            self._latest_run[thread_id] = row[0]
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -378,7 +393,7 @@ class InMemoryCheckpointer(Closing):
                 for row in candidates
                 if (wanted is None or row[_RUN_STATUS] in wanted) and _owned(row, app_id, tenant)
             ]
-        found.sort(key=lambda r: (r[_RUN_CREATED], r[0]), reverse=True)
+        found.sort(key=_run_order, reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------

@@ -713,7 +713,8 @@ class CheckpointerConformance:
         tid, _, _ = await start_thread(checkpointer)
         later = make_run(tid, status=RunStatus.COMPLETED, created_at=1_002.0, app_id="a")
         tied = [make_run(tid, f"{tid}_r{i}", created_at=1_003.0) for i in (2, 1)]
-        for run in (later, *tied):
+        older = make_run(tid, f"{tid}_r0", created_at=1_001.0)  # written last, yet older
+        for run in (later, *tied, older):
             await checkpointer.create_run(run)
         thread, latest = await checkpointer.open_thread(tid)
         assert thread == await checkpointer.get_thread(tid) and thread is not None

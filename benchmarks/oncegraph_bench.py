@@ -21,6 +21,10 @@ Workloads (``--workloads``, comma-separated):
   executions are counted in an append-only file.
 - ``threads``: 1,000 short runs (one model turn + one tool call), one per thread,
   sequential and with concurrency 8 (``asyncio.gather`` + semaphore over ``ainvoke``).
+- ``turns``: a chat: ``--turns`` runs (2,000) on ONE thread, each a user message, a model
+  turn with one tool call, the call, and a closing model turn; the median µs per run of
+  the first and of the last 200 runs (the thread's runs, checkpoints and messages grow
+  all along).
 - ``workers``: the same 1,000 runs submitted to the PostgreSQL run queue (``asubmit``) and
   executed by 1, 2 and 4 ``Worker`` processes (concurrency 8 each, claiming with
   ``FOR UPDATE SKIP LOCKED`` under a lease); timed from "go" to the last run completed.
@@ -48,6 +52,7 @@ import json
 import os
 import pstats
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -381,6 +386,62 @@ async def threads_once(kind: str, runs: int, concurrency: int) -> None:
     )
 
 
+def turn_graph() -> StateGraph:
+    """One chat turn per run: the user's message, a model turn calling the tool once, the
+    call, and a closing model turn."""
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        messages = state["messages"]
+        if messages[-1].get("role") == "tool":
+            return {"messages": [{"role": "assistant", "content": "done"}]}
+        call = {"id": f"call_{len(messages)}", "name": "record_effect", "args": {"i": 0}}
+        return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+    def route(state: dict[str, Any]) -> str:
+        return "tools" if state["messages"][-1].get("tool_calls") else END
+
+    g = StateGraph(Msgs)
+    g.add_node("model", model)
+    g.add_node("tools", ToolNode([as_tool(record_effect)], limits=ToolLimits(per_run=None)))
+    g.add_edge(START, "model")
+    g.add_conditional_edges("model", route, ["tools", END])
+    g.add_edge("tools", "model")
+    return g
+
+
+async def turns_once(kind: str, runs: int, window: int = 200) -> None:
+    """``runs`` runs on one thread; the median µs per run of the first and of the last
+    ``window`` runs."""
+    async with open_store(kind) as (store, _):
+        await _warm(store)
+        app: CompiledGraph = turn_graph().compile(checkpointer=store)
+        times: list[float] = []
+        start_effects = len(EFFECTS)
+        begin = time.perf_counter()
+        for i in range(runs):
+            start = time.perf_counter()
+            await app.ainvoke(
+                {"messages": [{"role": "user", "content": f"turn {i}"}]}, {"thread_id": "chat"}
+            )
+            times.append(time.perf_counter() - start)
+        seconds = time.perf_counter() - begin
+        assert len(EFFECTS) - start_effects == runs
+        messages = len((await app.aget_state({"thread_id": "chat"})).values["messages"])
+    # medians: a window is a fraction of a second, and one stall of this machine would
+    # decide its mean
+    first, last = statistics.median(times[:window]), statistics.median(times[-window:])
+    emit(
+        "turns",
+        kind,
+        runs,
+        seconds,
+        window=window,
+        first_us_per_run=round(first * 1e6, 1),  # medians of the windows
+        last_us_per_run=round(last * 1e6, 1),
+        messages=messages,
+    )
+
+
 def workers(procs: int, runs: int, concurrency: int) -> None:
     """``runs`` short runs queued in PostgreSQL, executed by ``procs`` worker processes.
 
@@ -603,13 +664,14 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--workloads", default="toolloop,growth,resume,threads,workers,latency"
+        "--workloads", default="toolloop,growth,resume,threads,turns,workers,latency"
     )
     parser.add_argument("--latency-runs", type=int, default=200, help="runs in latency")
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
+    parser.add_argument("--turns", type=int, default=2000, help="runs on one thread in turns")
     parser.add_argument(
         "--concurrency", default="1,8,64", help="concurrent runs in the threads workload"
     )
@@ -645,6 +707,9 @@ def main() -> None:
         for kind in durable:
             for conc in map(int, args.concurrency.split(",")):
                 asyncio.run(threads_once(kind, args.threads, conc))
+    if "turns" in workloads:
+        for kind in stores:
+            asyncio.run(turns_once(kind, args.turns))
     if "workers" in workloads and "postgres" in stores:
         for procs in map(int, args.processes.split(",")):
             workers(procs, args.threads, 8)

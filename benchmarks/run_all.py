@@ -122,7 +122,7 @@ def collect(rounds: int, quick: bool, sink: Any) -> tuple[dict[str, Any], list[d
     if not quick:
         memory = ("--workloads", "toolloop,growth", "--stores", "memory")
         keep(run("oncegraph", [*og, *memory]))
-        rest = "toolloop,growth,resume,latency"  # threads and workers: in rounds, below
+        rest = "toolloop,growth,turns,resume,latency"  # threads, workers: in rounds, below
         stores = ("--stores", "sqlite,postgres")
         keep(run("oncegraph", [*og, "--workloads", rest, *stores, "--n", ",".join(once)]))
         for r in range(THREAD_ROUNDS):
@@ -387,6 +387,29 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             sizes = f", bytes {b:.2f}x" if b is not None else ""
             verdicts.append(
                 f"- {store} growth, N=1000 vs N=10 within 1.5x: {ok} (time {t:.2f}x{sizes})"
+            )
+    turns = [r for r in og if r["workload"] == "turns"]
+    if turns:
+        out += ["", "### Many runs on one thread (a chat: one turn per run)", ""]
+        out += [
+            "Each run is a user message, a model turn calling the tool once, the call and a "
+            "closing model turn, all on ONE thread, so its runs, checkpoints and messages grow "
+            "with every run; µs per run are the medians of the first and of the last window.",
+            "",
+            "| store | runs | window | first runs µs/run | last runs µs/run | last / first "
+            "| messages at the end |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in turns:
+            grew = r["last_us_per_run"] / r["first_us_per_run"]
+            out.append(
+                f"| {r['store']} | {r['n']:,} | {r['window']} | {r['first_us_per_run']:,.0f} "
+                f"| {r['last_us_per_run']:,.0f} | {grew:.2f}x | {r['messages']:,} |"
+            )
+            ok = "MET" if grew <= 1.5 else "NOT MET"
+            verdicts.append(
+                f"- {r['store']} turns: the last {r['window']} of {r['n']:,} runs on one thread "
+                f"within 1.5x of the first {r['window']}: {ok} ({grew:.2f}x)"
             )
     out += ["", "### Resume after SIGKILL at `after_intent:<k>` (SQLite, fresh process)", ""]
     out += [

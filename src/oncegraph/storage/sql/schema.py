@@ -221,24 +221,21 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             ),
         ),
     ),
-    # 8: runs are read newest first, by thread and by app, and two indexes did not hold
-    # that order:
-    # - a thread's latest run (read when a run starts on it: statements.THREAD_OPENING)
-    #   came from (thread_id, run_id): every run of the thread was read and sorted by
-    #   created_at, so on a chat thread with 3,000 runs starting one more took 1.2 ms
-    #   for this read (10 us in order), and a run twice as long as on a new thread;
-    # - an app's runs are listed where COALESCE(app_id, workflow_name) is the app
-    #   (statements.RUN_APP: a row from before migration 5 belongs to its workflow_name),
-    #   which migration 5's index on the app_id column cannot serve: every run of every
-    #   app was read and sorted. Keyed without the status, the new one is also not
-    #   rewritten when a run's status changes.
+    # 8: a thread's latest run (read when a run starts on it: statements.THREAD_OPENING)
+    # came from (thread_id, run_id): every run of the thread was read and sorted by
+    # created_at, so on a chat thread with 3,000 runs starting one more took 1.2 ms for
+    # this read (13 us in order), and a run twice as long as on a new thread. Migration
+    # 5's (app_id, status, created_at) goes: runs are listed by app where
+    # COALESCE(app_id, workflow_name) is the app (statements.RUN_APP), which an index on
+    # the column cannot serve, so no statement read it and every status change rewrote
+    # it. (An index on that expression would serve the listing, but its statistics made
+    # PostgreSQL sort the whole queue in a worker's claim, whose ordered subquery is
+    # planned without the claim's LIMIT: oncegraph.worker.queue.CLAIM.)
     (
         "DROP INDEX IF EXISTS oncegraph_runs_thread",
         "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread "
         "ON oncegraph_runs (thread_id, created_at, run_id)",
         "DROP INDEX IF EXISTS oncegraph_runs_app",
-        "CREATE INDEX IF NOT EXISTS oncegraph_runs_app "
-        "ON oncegraph_runs ((COALESCE(app_id, workflow_name)), created_at, run_id)",
     ),
 )
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
+from old_schema import Execute, old_store
 
-from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
-from oncegraph.storage.sql.schema import LATEST_VERSION, MIGRATIONS, SCHEMA_TABLE
-from oncegraph.storage.sql.sqlite import SqliteCheckpointer
+from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
 
 
 def _effects() -> list[EffectRecord]:
@@ -66,20 +63,13 @@ def _effects() -> list[EffectRecord]:
     ]
 
 
-def _old_database(execute: Any, mark: str, commit: Any) -> None:
-    """Schema version 6 (every migration before this one), with ``_effects()`` in it."""
-    execute(CREATE_VERSION_TABLE)
-    for version, steps in enumerate(MIGRATIONS[:6], start=1):
-        for statement in steps:
-            assert isinstance(statement, str)
-            execute(statement)
-        execute(INSERT_VERSION.replace("?", mark), (version, 1.0))
+def _fill(execute: Execute) -> None:
+    """``_effects()``, as an older oncegraph wrote them."""
     columns = S.EFFECT_COLUMNS
     insert = f"INSERT INTO oncegraph_effects ({', '.join(columns)}) VALUES "
-    insert += f"({', '.join(mark for _ in columns)})"
+    insert += f"({', '.join('?' for _ in columns)})"
     for effect in _effects():
         execute(insert, rows.PLAIN.effect_to_params(effect))
-    commit()
 
 
 def _unique_indexes_sqlite(path: Path) -> list[str]:
@@ -103,29 +93,18 @@ def _unique_constraints_pg(dsn: str) -> list[str]:
 async def test_migration_7_keeps_every_effect_and_the_key(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    store: Checkpointer
+    where, store = old_store(kind, tmp_path, request, version=6, fill=_fill)
     if kind == "sqlite":
-        path = tmp_path / "old.db"
-        conn = sqlite3.connect(path)
-        try:
-            _old_database(conn.execute, "?", conn.commit)
-        finally:
-            conn.close()
+        path = Path(where)
         assert len(_unique_indexes_sqlite(path)) == 2  # effect_id, (effect_type, effect_id)
-        store = SqliteCheckpointer(path)
     else:
         import psycopg
 
-        from oncegraph.storage.checkpointer import PgCheckpointer
-
-        dsn = str(request.getfixturevalue("fresh_dsn"))
-        with psycopg.connect(dsn, autocommit=True) as pg:
-            _old_database(lambda q, p=None: pg.execute(q.replace("?", "%s"), p), "%s", pg.commit)
+        dsn = where
         assert _unique_constraints_pg(dsn) == [
             "PRIMARY KEY (effect_id)",
             "UNIQUE (effect_type, effect_id)",
         ]
-        store = PgCheckpointer(dsn)
     try:
         await store.setup()  # migrates
         for effect in _effects():

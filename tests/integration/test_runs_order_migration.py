@@ -16,14 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from old_schema import Execute, old_store
 
-from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunRecord, RunStatus
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
-from oncegraph.storage.sql.schema import MIGRATIONS
-from oncegraph.storage.sql.sqlite import SqliteCheckpointer
 
 
 def _runs() -> list[RunRecord]:
@@ -61,27 +58,15 @@ def _runs() -> list[RunRecord]:
     return [*made, legacy, *chat]
 
 
-def _old_database(execute: Any, mark: str, commit: Any) -> None:
-    """Schema version 7 with ``_runs()`` in it (the legacy run's app_id left NULL)."""
-    execute(CREATE_VERSION_TABLE)
-    for version, steps in enumerate(MIGRATIONS[:7], start=1):
-        for step in steps:
-            statements = (
-                (step,)
-                if isinstance(step, str)
-                else step.statements("sqlite" if mark == "?" else "postgres")
-            )
-            for statement in statements:
-                execute(statement)
-        execute(INSERT_VERSION.replace("?", mark), (version, 1.0))
+def _fill(execute: Execute) -> None:
+    """``_runs()``, the legacy run's app_id left NULL as before migration 5."""
     insert = f"INSERT INTO oncegraph_runs ({', '.join(S.RUN_COLUMNS)}) VALUES "
-    insert += f"({', '.join(mark for _ in S.RUN_COLUMNS)})"
+    insert += f"({', '.join('?' for _ in S.RUN_COLUMNS)})"
     for run in _runs():
         params = list(rows.PLAIN.run_to_params(run))
         if run.run_id == "run-legacy":
             params[S.RUN_COLUMNS.index("app_id")] = None
         execute(insert, params)
-    commit()
 
 
 def _expected(app: str, statuses: set[RunStatus] | None, limit: int) -> list[str]:
@@ -112,24 +97,8 @@ def _pg_plan(dsn: str, sql: str, params: list[Any]) -> str:
 async def test_migration_8_reads_a_threads_runs_newest_first_from_the_index(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    store: Checkpointer
-    if kind == "sqlite":
-        path = tmp_path / "old.db"
-        conn = sqlite3.connect(path)
-        try:
-            _old_database(conn.execute, "?", conn.commit)
-        finally:
-            conn.close()
-        store = SqliteCheckpointer(path)
-    else:
-        import psycopg
-
-        from oncegraph.storage.checkpointer import PgCheckpointer
-
-        dsn = str(request.getfixturevalue("fresh_dsn"))
-        with psycopg.connect(dsn, autocommit=True) as pg:
-            _old_database(lambda q, p=None: pg.execute(q.replace("?", "%s"), p), "%s", pg.commit)
-        store = PgCheckpointer(dsn)
+    where, store = old_store(kind, tmp_path, request, version=7, fill=_fill)
+    path, dsn = Path(where), where
     try:
         await store.setup()  # migrates
         for app, statuses, limit in [
@@ -153,6 +122,8 @@ async def test_migration_8_reads_a_threads_runs_newest_first_from_the_index(
         with sqlite3.connect(path) as conn:
             indexes = {r[1] for r in conn.execute("PRAGMA index_list(oncegraph_runs)")}
     else:
+        import psycopg
+
         with psycopg.connect(dsn, autocommit=True) as pg:
             found = pg.execute(
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'oncegraph_runs'"

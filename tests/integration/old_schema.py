@@ -1,0 +1,69 @@
+"""A database as an older oncegraph left it, for the schema migration tests.
+
+:func:`old_store` builds a SQLite file or a fresh PostgreSQL database at a given schema
+version (every migration before it, as that version shipped) with rows of the test's
+own, and returns a store on it: the store migrates it on ``setup()``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
+from oncegraph.storage.sql.schema import MIGRATIONS, Dialect
+from oncegraph.storage.sql.sqlite import SqliteCheckpointer
+
+Execute = Callable[[str, Sequence[Any]], Any]
+"""Run one statement with ``?`` placeholders and its parameters."""
+
+
+def _build(
+    execute: Execute, dialect: Dialect, version: int, fill: Callable[[Execute], None]
+) -> None:
+    execute(CREATE_VERSION_TABLE, ())
+    for number, steps in enumerate(MIGRATIONS[:version], start=1):
+        for step in steps:
+            statements = (step,) if isinstance(step, str) else step.statements(dialect)
+            for statement in statements:
+                execute(statement, ())
+        execute(INSERT_VERSION, (number, 1.0))
+    fill(execute)
+
+
+def old_store(
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    *,
+    version: int,
+    fill: Callable[[Execute], None],
+) -> tuple[str, Checkpointer]:
+    """A ``kind`` (``sqlite`` or ``postgres``) database at schema ``version`` holding
+    what ``fill(execute)`` wrote: (its path or DSN, a store on it)."""
+    if kind == "sqlite":
+        path = tmp_path / "old.db"
+        conn = sqlite3.connect(path)
+        try:
+            _build(conn.execute, "sqlite", version, fill)
+            conn.commit()
+        finally:
+            conn.close()
+        return str(path), SqliteCheckpointer(path)
+    import psycopg
+
+    from oncegraph.storage.checkpointer import PgCheckpointer
+
+    dsn = str(request.getfixturevalue("fresh_dsn"))
+    with psycopg.connect(dsn, autocommit=True) as pg:
+
+        def execute(sql: str, params: Sequence[Any]) -> Any:
+            return pg.execute(sql.replace("?", "%s"), params or None)
+
+        _build(execute, "postgres", version, fill)
+    return dsn, PgCheckpointer(dsn)

@@ -243,7 +243,7 @@ def _compile_replace() -> Any:
     ]
     lines += [
         "    if " + " or ".join(f"{name} is not {keep}" for name in _EFFECT_TEXT) + ":",
-        "    " + "    new.__post_init__()",
+        "        new.__post_init__()",
         "    return new",
     ]
     scope: dict[str, Any] = {keep: object(), "_new": object.__new__, "EffectRecord": EffectRecord}

@@ -269,8 +269,6 @@ RUN_RENEW_LEASE = (
 
 
 # A run's app: a row an older oncegraph wrote (app_id NULL) belongs to its workflow_name.
-# The claim's index (oncegraph_runs_claimable, schema migration 6) is on this exact
-# expression: a planner uses it only for the same text.
 RUN_APP = "COALESCE(app_id, workflow_name)"
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION
-from oncegraph.storage.sql.schema import MIGRATIONS, Dialect
+from oncegraph.storage.sql.migrate import CREATE_VERSION_TABLE, INSERT_VERSION, plan
+from oncegraph.storage.sql.schema import Dialect
 from oncegraph.storage.sql.sqlite import SqliteCheckpointer
 
 Execute = Callable[[str, Sequence[Any]], Any]
@@ -27,12 +27,10 @@ def _build(
     execute: Execute, dialect: Dialect, version: int, fill: Callable[[Execute], None]
 ) -> None:
     execute(CREATE_VERSION_TABLE, ())
-    for number, steps in enumerate(MIGRATIONS[:version], start=1):
-        for step in steps:
-            statements = (step,) if isinstance(step, str) else step.statements(dialect)
-            for statement in statements:
-                execute(statement, ())
-        execute(INSERT_VERSION, (number, 1.0))
+    for migration in plan(0)[:version]:
+        for statement in migration.statements(dialect):
+            execute(statement, ())
+        execute(INSERT_VERSION, (migration.version, 1.0))
     fill(execute)
 
 

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -68,4 +69,20 @@ def quote_plain(value: Any) -> str | None:
     return " " + text if text[0] == "-" else text
 
 
-__all__ = ["plain_session", "quote_plain"]
+def plain_literals(values: Iterable[Any], as_literal: Callable[[Any], Any]) -> list[str] | None:
+    """Each of ``values`` as a literal for a :func:`plain_session`: :func:`quote_plain`'s,
+    else psycopg's ``as_literal``'s (the types quoted only there); None when a string
+    cannot be sent (a NUL), so that the caller quotes the whole message with psycopg,
+    whose error says what is wrong."""
+    out: list[str] = []
+    for value in values:
+        quoted = quote_plain(value)
+        if quoted is None:
+            if type(value) is str:
+                return None
+            quoted = bytes(as_literal(value)).decode()
+        out.append(quoted)
+    return out
+
+
+__all__ = ["plain_literals", "plain_session", "quote_plain"]

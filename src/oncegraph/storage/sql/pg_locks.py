@@ -45,7 +45,7 @@ from typing import Any
 import psycopg
 
 from oncegraph._loopbound import is_home, on_home, running_loop
-from oncegraph.storage.sql.pg_literals import plain_session, quote_plain
+from oncegraph.storage.sql.pg_literals import plain_literals, plain_session
 
 LOCK_KEY = "hashtextextended('oncegraph:' || %s, 0)"
 KEPT_KEY = "hashtextextended('oncegraph-kept:' || %s, 0)"
@@ -78,15 +78,16 @@ def batch_message(
     parameters to adapt and bind, a third less client CPU), else with parameters."""
     if not plain_session(conn):
         return BATCH, (ops, runs)
-    quoted: list[str] = []
-    for value in (*ops, *runs):
-        literal = quote_plain(value)
-        if literal is None:  # a NUL: psycopg says what is wrong with it
-            return BATCH, (ops, runs)
-        quoted.append(literal)
+    quoted = plain_literals((*ops, *runs), _no_literal)
+    if quoted is None:  # a NUL: psycopg says what is wrong with it
+        return BATCH, (ops, runs)
     n = len(ops)
     arrays = f"unnest(ARRAY[{','.join(quoted[:n])}]::text[], ARRAY[{','.join(quoted[n:])}]::text[])"
     return (_BATCH_HEAD + arrays + _BATCH_TAIL).encode(), None
+
+
+def _no_literal(value: Any) -> bytes:
+    raise TypeError(f"a run lock batch holds text only, not {value!r}")
 
 
 def _granted(key: str) -> str:

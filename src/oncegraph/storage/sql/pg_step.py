@@ -48,7 +48,7 @@ from oncegraph.errors import StorageError
 from oncegraph.storage.records import StepCommit
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.pg_literals import plain_session, quote_plain
+from oncegraph.storage.sql.pg_literals import plain_literals, plain_session
 
 
 def checked(write: str) -> str:
@@ -212,7 +212,7 @@ def _script(
     """The message with every argument quoted as a literal, built here: psycopg would
     parse the whole script again for its ``%s`` on every commit (it caches the parse only
     for short queries of at most 50 arguments, and a group's script is longer).
-    ``plain``: the session is a :func:`plain_session`, so :func:`quote_plain` quotes what
+    ``plain``: the session is a :func:`plain_session`, so :func:`plain_literals` quotes what
     it can (then a script it cannot finish is quoted whole by psycopg)."""
     if plain:
         script = _plain_script(parts, prepared, tx)
@@ -224,17 +224,11 @@ def _script(
 def _plain_script(
     parts: list[tuple[str, Sequence[Any]]], prepared: bool, tx: abc.Transformer
 ) -> bytes | None:
-    literal = tx.as_literal
     statements: list[str] = []
     for name, params in parts:
-        args: list[str] = []
-        for p in params:
-            quoted = quote_plain(p)
-            if quoted is None:
-                if type(p) is str:
-                    return None  # a NUL: psycopg's quoting says what is wrong
-                quoted = bytes(literal(p)).decode()
-            args.append(quoted)
+        args = plain_literals(params, tx.as_literal)
+        if args is None:  # a NUL: psycopg's quoting says what is wrong
+            return None
         if prepared:
             statements.append(f"EXECUTE {name}({', '.join(args)})")
         else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 import tracemalloc
 from typing import Annotated, Any
 
@@ -88,3 +89,50 @@ def test_pages_join_without_gaps_or_repeats(
         long_thread.get_state_history({"thread_id": "long"}, before=limited[-1].config, limit=5)
     )
     assert [s.config["checkpoint_id"] for s in older] == everything[120:125]
+
+
+class Mixed(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+    notes: Annotated[list[str], operator.add]
+    n: int
+
+
+def mixer(state: Mixed) -> dict[str, Any]:
+    """A message a step; every third step rewrites the one before in place and every
+    fifth removes an older one, so a later value is not its prefix plus appends."""
+    n = state["n"] + 1
+    messages: list[dict[str, Any]] = [{"role": "assistant", "content": f"{n}", "id": f"m{n}"}]
+    if n % 3 == 0:
+        messages.append({"role": "assistant", "content": f"{n - 1} again", "id": f"m{n - 1}"})
+    if n % 5 == 0:
+        messages.append({"role": "remove", "id": f"m{n - 3}"})
+    return {"n": n, "notes": [f"note {n}"], "messages": messages}
+
+
+def test_a_page_of_history_has_the_values_of_each_checkpoint_read_alone(
+    checkpointer: Checkpointer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page folds each log once and extends it checkpoint by checkpoint; every snapshot
+    must still equal the state read at its checkpoint on its own, across page joins and
+    in-place rewrites and removals of messages."""
+    g = StateGraph(Mixed)
+    g.add_node("mix", mixer)
+    g.add_edge(START, "mix")
+    g.add_conditional_edges("mix", lambda s: END if s["n"] >= 40 else "mix")
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({"messages": [{"role": "user", "content": "go"}], "n": 0}, {"thread_id": "mixed"})
+    app.invoke({"messages": [{"role": "user", "content": "again"}], "n": 0}, {"thread_id": "mixed"})
+    monkeypatch.setattr(service_module, "HISTORY_PAGE", 7)
+    snaps = list(app.get_state_history({"thread_id": "mixed"}))
+    assert len(snaps) > 80
+    removed_somewhere = False
+    for snap in snaps:
+        alone = app.get_state(snap.config)
+        assert snap.values == alone.values, snap.config
+        ids = [m["id"] for m in snap.values.get("messages", [])]
+        removed_somewhere |= "m1" in ids and "m3" in ids and "m2" not in ids
+    assert removed_somewhere, "the thread holds a removal"
+    first, second = snaps[0].values["messages"], snaps[1].values["messages"]
+    assert first is not second
+    first.append({"role": "user", "content": "mine"})
+    assert app.get_state({"thread_id": "mixed"}).values["messages"][-1]["content"] != "mine"

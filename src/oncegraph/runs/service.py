@@ -534,10 +534,16 @@ class RunService:
         """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
         effect of these threads and runs (what a view of them must not show)."""
         masker = Masker(self.masks)
+        # a result only holds secrets in tool calls to tools masked by name (Masker.learn)
+        results = bool(self.masks)
         for thread_id in sorted(set(thread_ids)):
-            masker.learn_effects(await self.store.list_effects(thread_id=thread_id))
+            for payload in await self.store.list_effect_payloads(
+                thread_id=thread_id, results=results
+            ):
+                masker.learn_payload(payload)
         for run_id in sorted(set(run_ids)):
-            masker.learn_effects(await self.store.list_effects(run_id=run_id))
+            for payload in await self.store.list_effect_payloads(run_id=run_id, results=results):
+                masker.learn_payload(payload)
         return masker
 
     async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
@@ -564,7 +570,7 @@ class RunService:
         """The thread's snapshots, newest first, read ``page`` checkpoints at a time: a
         caller that does not keep them holds one page and one copy of the log, however
         long the thread."""
-        self._graph()
+        _, heads = self._graph()
         await self.setup()
         logs: dict[str, list[Any]] = {}
         size = page or HISTORY_PAGE
@@ -575,18 +581,19 @@ class RunService:
                 thread_id, run_id=run_id, limit=n, before_version=before_version
             )
             await check_checkpoints(self.store, self.scope, cps)
-            for cp in cps:
-                yield await self._snapshot(cp, logs)
+            pages = await heads.materialize_page(cps, logs)
+            for cp, values in zip(cps, pages, strict=True):
+                yield await self._snapshot(cp, values)
             if len(cps) < n:
                 return
             before_version = cps[-1].version
             left = None if left is None else left - len(cps)
 
     async def _snapshot(
-        self, cp: CheckpointRecord, logs: dict[str, list[Any]] | None = None
+        self, cp: CheckpointRecord, values: dict[str, Any] | None = None
     ) -> StateSnapshot:
-        _, heads = self._graph()
-        values = await heads.materialize(cp, logs)
+        if values is None:
+            values = await self._graph()[1].materialize(cp)
         writes = await self.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
         interrupts = tuple(
             {"node": w.task, "index": w.idx, "value": w.value}

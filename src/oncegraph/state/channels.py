@@ -66,14 +66,17 @@ class Channel:
         assert self.reducer is not None
         return self.reducer(current or [], entries)
 
-    def fold(self, entries: list[Any]) -> Any:
+    def fold(self, entries: list[Any], onto: Any = None) -> Any:
         """The channel value made of its whole log (entries as :meth:`decode_entries`
-        of the schema returns them)."""
+        of the schema returns them), or, given ``onto`` (the value of the log's first
+        entries), of the entries after those: a log folds from the left, so folding a
+        prefix and then the rest gives the value of folding the whole. ``onto`` is not
+        changed."""
         if self.flavor == "dict":
-            return merge_messages([], [MessageDict(e) for e in entries])
+            return merge_messages(onto or [], [MessageDict(e) for e in entries])
         if self.flavor is not None:  # decoded by the message codec already
-            return merge_messages([], entries)
-        return entries
+            return merge_messages(onto or [], entries)
+        return entries if onto is None else [*onto, *entries]
 
 
 def _is_list_type(tp: Any) -> bool:

@@ -117,6 +117,9 @@ def _find(messages: list[Any], ids: dict[str, int], mid: str) -> int | None:
     return None
 
 
+_DICTS = (MessageDict, dict)
+
+
 def _is_removal(message: Any) -> bool:
     if isinstance(message, Mapping):
         return message.get("role") == "remove"
@@ -138,9 +141,14 @@ def merge_messages(left: Any, incoming: list[Any]) -> list[Any]:
     ids = _ids_of(base)
     current._ids = ids
     for message in incoming:
-        mid = lc.message_id(message)
+        if type(message) in _DICTS:  # what a dict channel holds: read without the ABCs
+            mid = message.get("id")
+            removal = message.get("role") == "remove"
+        else:
+            mid = lc.message_id(message)
+            removal = _is_removal(message)
         at = _find(current, ids, mid)
-        if _is_removal(message):
+        if removal:
             if at is None:
                 raise InvalidUpdateError(f"cannot remove message {mid!r}: no message has that id")
             del current[at]

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import orjson
+
 from oncegraph._json import dumps_state_str, dumps_str, loads
 from oncegraph.errors import (
     ConfigError,
@@ -27,12 +29,14 @@ from oncegraph.errors import (
     EncryptionKeyError,
     InvalidUpdateError,
 )
+from oncegraph.storage.encryption import PREFIX as SEALED
 from oncegraph.storage.encryption import EncryptionKeys, open_plain
 from oncegraph.storage.records import (
     Attempt,
     AuditRecord,
     CheckpointRecord,
     EffectClass,
+    EffectPayload,
     EffectRecord,
     EffectStatus,
     LogEntry,
@@ -295,6 +299,16 @@ class Rows:
     def log_values(self, thread_id: str, channel: str, found: Sequence[Row]) -> list[Any]:
         """The values of ``SELECT seq, value`` log rows; a corrupt entry is named."""
         out = []
+        if self.encryption is None:  # the common case, without a call per entry to open it
+            try:
+                return [
+                    orjson.loads(value)
+                    if type(value) is str and not value.startswith(SEALED)
+                    else self._loads(value)
+                    for _, value in found
+                ]
+            except ValueError:
+                pass  # a corrupt entry: found again below, by its number
         for seq, value in found:
             try:
                 out.append(self._loads(value))
@@ -394,6 +408,13 @@ class Rows:
 
     def effect_from_row(self, row: Row) -> EffectRecord:
         return _decode("oncegraph_effects", row, self._effect)
+
+    def _payload(self, row: Row) -> EffectPayload:
+        return EffectPayload(row[1], self._opt_loads(row[2]), self._opt_loads(row[3]))
+
+    def payload_from_row(self, row: Row) -> EffectPayload:
+        """An :class:`EffectPayload` from ``effect_id, effect_type, request, result``."""
+        return _decode("oncegraph_effects", row, self._payload)
 
     # -- the audit log ----------------------------------------------------------------
 

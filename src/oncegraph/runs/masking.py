@@ -37,7 +37,7 @@ from typing import Any
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ledger.masks import declared_mask
 from oncegraph.runs.views import StateSnapshot
-from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
+from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, RunRecord
 
 MASK = "***"
 MIN_SECRET = 4  # shorter masked values are masked in their field, not inside free text
@@ -162,8 +162,13 @@ class Masker:
 
     def learn_effect(self, record: EffectRecord) -> Masker:
         """Learn the masked values of ``record``'s (unmasked) request, and its tool calls."""
-        fields, positions = self.fields_of(record)
-        request = record.request
+        return self.learn_payload(EffectPayload(record.effect_type, record.request, record.result))
+
+    def learn_payload(self, payload: EffectPayload) -> Masker:
+        """:meth:`learn_effect` from an effect's type, request and result alone."""
+        effect_type, request, result = payload
+        fields, positions = declared_mask(request)
+        fields = (*self.masks.get(effect_type, ()), *fields)
         if fields:
             for secret in _field_values(request, fields):
                 self.add_secret(secret)
@@ -173,7 +178,7 @@ class Masker:
                     for secret in _leaves(request["args"][i]):
                         self.add_secret(secret)
         self.learn(request)
-        self.learn(record.result)
+        self.learn(result)
         return self
 
     def learn_effects(self, records: Iterable[EffectRecord]) -> Masker:

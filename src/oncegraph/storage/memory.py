@@ -37,6 +37,7 @@ from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     AuditRecord,
     CheckpointRecord,
+    EffectPayload,
     EffectRecord,
     EffectStatus,
     PruneReport,
@@ -67,6 +68,9 @@ _CP_VERSION = S.CHECKPOINT_COLUMNS.index("version")
 _EFFECT_MUTABLE = tuple(S.EFFECT_COLUMNS.index(c) for c in S.EFFECT_MUTABLE_COLUMNS)
 _EFFECT_RUN = S.EFFECT_COLUMNS.index("run_id")
 _EFFECT_THREAD = S.EFFECT_COLUMNS.index("thread_id")
+_EFFECT_TYPE = S.EFFECT_COLUMNS.index("effect_type")
+_EFFECT_REQUEST = S.EFFECT_COLUMNS.index("request")
+_EFFECT_RESULT = S.EFFECT_COLUMNS.index("result")
 _EFFECT_STATUS = S.EFFECT_COLUMNS.index("status")
 _EFFECT_CREATED = S.EFFECT_COLUMNS.index("created_at")
 _EFFECT_UPDATED = S.EFFECT_COLUMNS.index("updated_at")
@@ -505,6 +509,24 @@ class InMemoryCheckpointer(Closing):
         start = max(offset, 0)
         found = found[start:] if limit is None else found[start : start + max(limit, 0)]
         return [self.rows.effect_from_row(r) for r in found]
+
+    async def list_effect_payloads(
+        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+    ) -> list[EffectPayload]:
+        with self._lock:
+            found = [
+                row
+                for row in self._effects.values()
+                if (run_id is None or row[_EFFECT_RUN] == run_id)
+                and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
+            ]
+        found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        return [
+            self.rows.payload_from_row(
+                (r[0], r[_EFFECT_TYPE], r[_EFFECT_REQUEST], r[_EFFECT_RESULT] if results else None)
+            )
+            for r in found
+        ]
 
     # -- retention --------------------------------------------------------------------
 

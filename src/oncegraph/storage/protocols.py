@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
+    EffectPayload,
     EffectRecord,
     EffectStatus,
     PruneReport,
@@ -202,6 +203,13 @@ class EffectStore(Protocol):
         """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
         run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
         ``limit`` and ``offset`` page through them."""
+
+    async def list_effect_payloads(
+        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+    ) -> list[EffectPayload]:
+        """The type, request and result (None unless ``results``) of the effects
+        :meth:`list_effects` lists for ``run_id`` / ``thread_id``, in its order: what a
+        view needs to learn the values it masks, without the rest of each record."""
 
 
 @runtime_checkable

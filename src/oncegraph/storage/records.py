@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from oncegraph.errors import ConfigError
 
@@ -257,6 +257,15 @@ def _compile_replace() -> Any:
 
 
 EffectRecord.replace = _compile_replace()  # type: ignore[method-assign]
+
+
+class EffectPayload(NamedTuple):
+    """An effect's type, request and (when asked for) result, nothing else: what a view
+    reads to learn the values it masks (:meth:`Ledger.list_effect_payloads`)."""
+
+    effect_type: str
+    request: Any
+    result: Any
 
 
 @dataclass(frozen=True, slots=True)

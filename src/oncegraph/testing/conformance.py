@@ -1142,6 +1142,43 @@ class CheckpointerConformance:
         assert await checkpointer.list_effects(thread_id=tid, offset=3) == order(4, 0)
         assert await checkpointer.list_effects(thread_id=tid, limit=0) == []
 
+    async def test_effect_payloads_are_the_listed_effects_type_request_and_result(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        """What masking reads: each effect's type, request and result, in the order and
+        with the filters of list_effects, and no result when not asked for one."""
+        tid, run_a, _ = await start_thread(checkpointer)
+        run_b = new_id("run")
+        await checkpointer.create_run(make_run(tid, run_b))
+        other_tid, run_c, _ = await start_thread(checkpointer)
+        late = make_effect(run_a, tid, "msg:0", request={"card": "4242 4242"}, created_at=3_009.0)
+        early = make_effect(run_b, tid, "msg:1", request=["a", {"b": 2}], created_at=3_001.0)
+        middle = make_effect(run_a, tid, "msg:2", created_at=3_004.0).replace(effect_type="model")
+        for e in (late, early, middle):
+            await checkpointer.begin_effect(e)
+        await checkpointer.begin_effect(make_effect(run_c, other_tid, created_at=3_000.5))
+        done = early.replace(
+            status=EffectStatus.COMPLETED, result={"tool_calls": [1]}, row_version=2
+        )
+        await checkpointer.save_effect(done)
+
+        def payloads(records: list[EffectRecord], results: bool = True) -> list[Any]:
+            return [
+                (r.effect_type, r.request, r.result if results else None) for r in records
+            ]
+
+        mine = await checkpointer.list_effects(thread_id=tid)
+        assert [e.effect_id for e in mine] == [early.effect_id, middle.effect_id, late.effect_id]
+        found = await checkpointer.list_effect_payloads(thread_id=tid)
+        assert [tuple(p) for p in found] == payloads(mine)
+        assert found[0].result == {"tool_calls": [1]} and found[1].effect_type == "model"
+        bare = await checkpointer.list_effect_payloads(thread_id=tid, results=False)
+        assert [tuple(p) for p in bare] == payloads(mine, results=False)
+        by_run = await checkpointer.list_effect_payloads(run_id=run_a)
+        assert [tuple(p) for p in by_run] == payloads(await checkpointer.list_effects(run_id=run_a))
+        assert len(by_run) == 2
+        assert await checkpointer.list_effect_payloads(run_id=run_a, thread_id=other_tid) == []
+
     async def test_folded_effects_saved_in_commit(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)
         pending = make_effect(rid, tid)

@@ -76,6 +76,7 @@ from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     AuditRecord,
     CheckpointRecord,
+    EffectPayload,
     EffectRecord,
     EffectStatus,
     PruneReport,
@@ -189,6 +190,11 @@ def _effect_list(
             by_tenant=by_tenant,
         )
     )
+
+
+@lru_cache(maxsize=8)
+def _effect_payloads(by_run: bool, by_thread: bool, results: bool) -> str:
+    return _pg(S.effect_payloads(by_run=by_run, by_thread=by_thread, results=results))
 
 
 # -- error mapping -------------------------------------------------------------------
@@ -870,6 +876,16 @@ class PgCheckpointer(Closing):
         )
         found = await self._fetchall("list_effects", sql, params, cls=LedgerUnavailableError)
         return [self.rows.effect_from_row(r) for r in found]
+
+    async def list_effect_payloads(
+        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+    ) -> list[EffectPayload]:
+        params = [p for p in (run_id, thread_id) if p is not None]
+        sql = _effect_payloads(run_id is not None, thread_id is not None, results)
+        found = await self._fetchall(
+            "list_effect_payloads", sql, params, cls=LedgerUnavailableError
+        )
+        return [self.rows.payload_from_row(r) for r in found]
 
     # -- the audit log ---------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     AuditRecord,
     CheckpointRecord,
+    EffectPayload,
     EffectRecord,
     EffectStatus,
     PruneReport,
@@ -746,6 +747,15 @@ class SqliteCheckpointer(Closing):
         )
         params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
         return [self.rows.effect_from_row(r) for r in self._read(sql, params)]
+
+    async def list_effect_payloads(
+        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+    ) -> list[EffectPayload]:
+        params = [p for p in (run_id, thread_id) if p is not None]
+        sql = S.effect_payloads(
+            by_run=run_id is not None, by_thread=thread_id is not None, results=results
+        )
+        return [self.rows.payload_from_row(r) for r in self._read(sql, params)]
 
     # -- the audit log ----------------------------------------------------------------
 

@@ -436,6 +436,21 @@ def effect_list(
     )
 
 
+@lru_cache(maxsize=8)
+def effect_payloads(*, by_run: bool, by_thread: bool, results: bool) -> str:
+    """``SELECT effect_id, effect_type, request, result`` of effects in creation order
+    (``result`` NULL unless ``results``): what masking learns secrets from, without
+    decoding the rest of each record. Params: ``run_id`` if ``by_run``, ``thread_id`` if
+    ``by_thread``."""
+    where = [w for w, on in (("run_id = ?", by_run), ("thread_id = ?", by_thread)) if on]
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    result = "result" if results else "NULL"
+    return (
+        f"SELECT effect_id, effect_type, request, {result} FROM oncegraph_effects{clause} "
+        "ORDER BY created_at, effect_id"
+    )
+
+
 # -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
 
 AUDIT_INSERT = _insert("oncegraph_audit", AUDIT_COLUMNS)

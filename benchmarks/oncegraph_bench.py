@@ -427,6 +427,7 @@ async def turns_once(kind: str, runs: int, window: int = 200) -> None:
         seconds = time.perf_counter() - begin
         assert len(EFFECTS) - start_effects == runs
         messages = len((await app.aget_state({"thread_id": "chat"})).values["messages"])
+        reads = await _chat_reads(app)
     # medians: a window is a fraction of a second, and one stall of this machine would
     # decide its mean
     first, last = statistics.median(times[:window]), statistics.median(times[-window:])
@@ -439,7 +440,28 @@ async def turns_once(kind: str, runs: int, window: int = 200) -> None:
         first_us_per_run=round(first * 1e6, 1),  # medians of the windows
         last_us_per_run=round(last * 1e6, 1),
         messages=messages,
+        **reads,
     )
+
+
+async def _chat_reads(app: CompiledGraph, rounds: int = 7) -> dict[str, float]:
+    """What reading the long thread costs, ms (medians): its state, and a page of ten
+    snapshots of its history (each folds the thread's messages; all are masked)."""
+    config = {"configurable": {"thread_id": "chat"}}
+
+    async def page() -> None:
+        async for _ in app.aget_state_history(config, limit=10):
+            pass
+
+    out = {}
+    for name, read in (("get_state_ms", lambda: app.aget_state(config)), ("history10_ms", page)):
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            await read()
+            times.append(time.perf_counter() - start)
+        out[name] = round(statistics.median(times) * 1e3, 2)
+    return out
 
 
 def workers(procs: int, runs: int, concurrency: int) -> None:

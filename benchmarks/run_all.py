@@ -292,6 +292,10 @@ def _us(r: dict[str, Any] | None) -> str:
     return s + (f" ({r['n']}/{r['target_n']} steps)" if r.get("truncated") else "")
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
 def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The markdown report, with the budget verdicts."""
     og = [r for r in rows if r["peer"] == "oncegraph"]
@@ -394,17 +398,20 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         out += [
             "Each run is a user message, a model turn calling the tool once, the call and a "
             "closing model turn, all on ONE thread, so its runs, checkpoints and messages grow "
-            "with every run; µs per run are the medians of the first and of the last window.",
+            "with every run; µs per run are the medians of the first and of the last window. "
+            "At the end, the thread read back (medians of 7): `get_state`, and "
+            "`get_state_history(limit=10)` (ten snapshots, each with all its messages, masked).",
             "",
             "| store | runs | window | first runs µs/run | last runs µs/run | last / first "
-            "| messages at the end |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| messages at the end | get_state ms | history, 10 snapshots ms |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for r in turns:
             grew = r["last_us_per_run"] / r["first_us_per_run"]
             out.append(
                 f"| {r['store']} | {r['n']:,} | {r['window']} | {r['first_us_per_run']:,.0f} "
-                f"| {r['last_us_per_run']:,.0f} | {grew:.2f}x | {r['messages']:,} |"
+                f"| {r['last_us_per_run']:,.0f} | {grew:.2f}x | {r['messages']:,} "
+                f"| {_ms(r.get('get_state_ms'))} | {_ms(r.get('history10_ms'))} |"
             )
             ok = "MET" if grew <= 1.5 else "NOT MET"
             verdicts.append(

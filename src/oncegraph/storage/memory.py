@@ -488,6 +488,20 @@ class InMemoryCheckpointer(Closing):
         limit: int | None = None,
         offset: int = 0,
     ) -> list[EffectRecord]:
+        found = self._effect_rows(run_id, thread_id, statuses, app_id, tenant)
+        start = max(offset, 0)
+        found = found[start:] if limit is None else found[start : start + max(limit, 0)]
+        return [self.rows.effect_from_row(r) for r in found]
+
+    def _effect_rows(
+        self,
+        run_id: str | None,
+        thread_id: str | None,
+        statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
+    ) -> list[Row]:
+        """The stored rows of the effects :meth:`list_effects` lists, in its order."""
         wanted = None if statuses is None else {str(s) for s in statuses}
         scoped = app_id is not None or tenant is not None
         with self._lock:
@@ -506,21 +520,12 @@ class InMemoryCheckpointer(Closing):
                 )
             ]
         found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
-        start = max(offset, 0)
-        found = found[start:] if limit is None else found[start : start + max(limit, 0)]
-        return [self.rows.effect_from_row(r) for r in found]
+        return found
 
     async def list_effect_payloads(
         self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
     ) -> list[EffectPayload]:
-        with self._lock:
-            found = [
-                row
-                for row in self._effects.values()
-                if (run_id is None or row[_EFFECT_RUN] == run_id)
-                and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
-            ]
-        found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        found = self._effect_rows(run_id, thread_id)
         return [
             self.rows.payload_from_row(
                 (r[0], r[_EFFECT_TYPE], r[_EFFECT_REQUEST], r[_EFFECT_RESULT] if results else None)

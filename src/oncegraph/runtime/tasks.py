@@ -54,16 +54,19 @@ async def run_task(
     task = task or Task(ctx.node_name, ctx.node_name)
     node = spec.nodes[task.node]
     streamed = _count_messages(ctx)
+    events = wants(ctx.emit, "events")  # nothing is built for a caller that does not listen
     token = set_task(ctx)
-    ctx.emit("events", _event("node_start", ctx))
+    if events:
+        ctx.emit("events", _event("node_start", ctx))
     try:
         outcome = await _outcome(spec, node, ctx, head, save, task, streamed is not None)
     finally:
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
         _emit_messages(spec, ctx, outcome.result)
-    status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
-    ctx.emit("events", {**_event("node_end", ctx), "status": status})
+    if events:
+        status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
+        ctx.emit("events", {**_event("node_end", ctx), "status": status})
     return outcome
 
 

@@ -28,6 +28,7 @@ from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.planned import intent_record, planned
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.runtime.streaming import wants
 from oncegraph.state import lcmessages
 from oncegraph.storage.records import EffectRecord
 from oncegraph.tools.limits import ToolLimits
@@ -234,16 +235,18 @@ class ToolNode:
             content = f"Error: {exc}. Correct the arguments and call {name} again."
             return {**base, "id": msg_id, "status": "error", "content": content}
         assert isinstance(args, dict)
-        ctx.emit(
-            "events",
-            {
-                "event": "tool_start",
-                "node": ctx.node,
-                "tool": name,
-                "tool_call_id": call_id,
-                "args": args,
-            },
-        )
+        events = wants(ctx.emit, "events")  # nothing is built for a caller that does not listen
+        if events:
+            ctx.emit(
+                "events",
+                {
+                    "event": "tool_start",
+                    "node": ctx.node,
+                    "tool": name,
+                    "tool_call_id": call_id,
+                    "args": args,
+                },
+            )
         effect_call = EffectCall(
             effect_type=name,
             effect_class=tool.effect,
@@ -275,16 +278,17 @@ class ToolNode:
             }
         else:
             message = {**base, "id": msg_id, "status": "success", "content": _content(result)}
-        ctx.emit(
-            "events",
-            {
-                "event": "tool_end",
-                "node": ctx.node,
-                "tool": name,
-                "tool_call_id": call_id,
-                "status": message["status"],
-            },
-        )
+        if events:
+            ctx.emit(
+                "events",
+                {
+                    "event": "tool_end",
+                    "node": ctx.node,
+                    "tool": name,
+                    "tool_call_id": call_id,
+                    "status": message["status"],
+                },
+            )
         return message
 
 

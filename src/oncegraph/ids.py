@@ -54,9 +54,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_random)
 
 
+_time_ms = -1  # the millisecond whose 10 characters _time_text holds
+_time_text = ""
+
+
 def _ulid() -> str:
-    """A monotonic ULID string: later calls in this process never sort before earlier ones."""
-    global _last_ms, _last_rand
+    """A monotonic ULID string: later calls in this process never sort before earlier ones.
+
+    128 bits in 26 characters of 5 bits: the first 10 characters are the 48-bit
+    millisecond (after 2 zero bits), the last 16 the 80 random bits; the time's text is
+    kept until the millisecond changes, and the random bits are spelled as two 40-bit
+    halves (small ints, cheaper to shift than one of 80 bits)."""
+    global _last_ms, _last_rand, _time_ms, _time_text
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms <= _last_ms:
@@ -65,9 +74,23 @@ def _ulid() -> str:
         else:
             rand = int.from_bytes(_random10(), "big") & ~(1 << 79)  # room to increment
         _last_ms, _last_rand = ms, rand
-    value = (ms << 80) | rand  # 128 bits in 26 characters (the first one holds 3 bits)
+        if ms != _time_ms:
+            _time_text = "".join([_PAIRS[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0)])
+            _time_ms = ms
+        text = _time_text
     pairs = _PAIRS
-    return "".join([pairs[(value >> shift) & 1023] for shift in range(120, -1, -10)])
+    high, low = rand >> 40, rand & 0xFFFFFFFFFF
+    return (
+        text
+        + pairs[high >> 30]
+        + pairs[(high >> 20) & 1023]
+        + pairs[(high >> 10) & 1023]
+        + pairs[high & 1023]
+        + pairs[low >> 30]
+        + pairs[(low >> 20) & 1023]
+        + pairs[(low >> 10) & 1023]
+        + pairs[low & 1023]
+    )
 
 
 def new_run_id() -> RunId:

@@ -145,7 +145,9 @@ def to_langchain(value: Any) -> Any:
 
 
 def message_id(message: Any) -> Any:
-    return message.get("id") if isinstance(message, Mapping) else getattr(message, "id", None)
+    if isinstance(message, (dict, Mapping)):  # a dict skips the ABC check
+        return message.get("id")
+    return getattr(message, "id", None)
 
 
 def with_id(message: Any, new_id: str) -> Any:

@@ -26,7 +26,7 @@ Flavor = Literal["dict", "langchain", "as_given"]
 
 
 def _coerce_message(value: Any) -> MessageDict:
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):  # a dict skips the ABC check
         message = MessageDict(value)
         role = message.get("role")
         if role is None and "type" in message:  # LangChain's dict shape
@@ -72,6 +72,8 @@ _COERCE = {"dict": _coerce_message, "langchain": _coerce_langchain, "as_given": 
 def _items(update: Any) -> list[Any]:
     if update is None:
         return []
+    if type(update) is list:  # the common case, without the ABC checks below
+        return list(update)
     if isinstance(update, Sequence) and not isinstance(update, (str, tuple, Mapping)):
         return list(update)
     return [update]
@@ -121,7 +123,7 @@ _DICTS = (MessageDict, dict)
 
 
 def _is_removal(message: Any) -> bool:
-    if isinstance(message, Mapping):
+    if isinstance(message, (dict, Mapping)):
         return message.get("role") == "remove"
     return getattr(message, "type", None) == "remove"
 

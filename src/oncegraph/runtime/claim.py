@@ -77,7 +77,6 @@ class Claim:
         self._threads: set[object] = set()  # kept calls that are threads (cannot be stopped)
         self._tasks: set[asyncio.Task[None]] = set()
         self._guard = threading.Lock()
-        self.released = threading.Event()
 
     @property
     def lost(self) -> bool:
@@ -192,7 +191,6 @@ class Claim:
         if lock is not None:
             with contextlib.suppress(Exception):
                 await lock.release()
-        self.released.set()
 
 
 __all__ = ["Claim", "default_owner"]

@@ -56,26 +56,38 @@ class Heads:
         self.remember(head)
         return head
 
+    async def materialize(
+        self, cp: CheckpointRecord, logs: dict[str, list[Any]] | None = None
+    ) -> dict[str, Any]:
+        """Every channel's value at ``cp``, log channels folded from their entries."""
+        return (await self.materialize_page([cp], logs))[0]
+
     async def materialize_page(
         self, cps: Sequence[CheckpointRecord], logs: dict[str, list[Any]] | None = None
     ) -> list[dict[str, Any]]:
-        """The values of each of ``cps`` (checkpoints of one thread, in any order), as
-        :meth:`materialize` gives them one by one, with each log folded once: the
-        checkpoints are taken in the order of their log prefixes, each extending the
-        value of the one before by its own entries (a page of a long chat's history
-        folds its 8,000 messages once, not once per checkpoint)."""
-        if len(cps) < 2:
-            return [await self.materialize(cp, logs) for cp in cps]
+        """The values of each of ``cps`` (checkpoints of one thread, in any order), with
+        each log folded once: the checkpoints are taken in the order of their log
+        prefixes, each extending the value of the one before by its own entries (a page
+        of a long chat's history folds its 8,000 messages once, not once per checkpoint).
+
+        ``logs`` is a cache of one thread's log entries shared by calls that materialize
+        several of its checkpoints (a history): a log is append-only and a checkpoint
+        holds a prefix of it, so the entries are read once and sliced, never read and
+        parsed again per checkpoint.
+
+        A stored value its declared type cannot read back is a ``CorruptRecordError``
+        naming the checkpoint, thread and run (nothing is changed or re-run)."""
+        if not cps:
+            return []
         schema = self.spec.schema
         out: list[dict[str, Any]] = []
         for cp in cps:
             values = schema.initial()
             try:
-                values.update(schema.decode_values(cp.values))
+                values.update(schema.decode_values(cp.values))  # typed again by their types
             except (ValueError, TypeError, KeyError) as exc:
                 raise _corrupt(cp, "oncegraph_checkpoints", cp.checkpoint_id, exc) from exc
             out.append(values)
-        logs = {} if logs is None else logs
         for channel in schema.log_channels():
             fold = schema.channel(channel).fold
             order = sorted(range(len(cps)), key=lambda i: cps[i].logs.get(channel, 0))
@@ -94,34 +106,6 @@ class Heads:
                 done = end
                 out[i][channel] = value
         return out
-
-    async def materialize(
-        self, cp: CheckpointRecord, logs: dict[str, list[Any]] | None = None
-    ) -> dict[str, Any]:
-        """Every channel's value at ``cp``, log channels folded from their entries.
-
-        ``logs`` is a cache of one thread's log entries shared by calls that materialize
-        several of its checkpoints (a history): a log is append-only and a checkpoint
-        holds a prefix of it, so the entries are read once and sliced, never read and
-        parsed again per checkpoint.
-
-        A stored value its declared type cannot read back is a ``CorruptRecordError``
-        naming the checkpoint, thread and run (nothing is changed or re-run)."""
-        schema = self.spec.schema
-        values = schema.initial()
-        try:
-            values.update(schema.decode_values(cp.values))  # typed again by their types
-        except (ValueError, TypeError, KeyError) as exc:
-            raise _corrupt(cp, "oncegraph_checkpoints", cp.checkpoint_id, exc) from exc
-        for channel in schema.log_channels():
-            end = cp.logs.get(channel, 0)
-            entries = await self._entries(cp.thread_id, channel, end, logs)
-            try:
-                decoded = schema.decode_entries(channel, entries)
-                values[channel] = schema.channel(channel).fold(decoded)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise _corrupt(cp, "oncegraph_log", channel, exc) from exc
-        return values
 
     async def _entries(
         self, thread_id: str, channel: str, end: int, logs: dict[str, list[Any]] | None

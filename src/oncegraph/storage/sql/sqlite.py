@@ -460,14 +460,66 @@ class SqliteCheckpointer(Closing):
 
     def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> int:
         """One step's rows in the open transaction. Checks first: it refuses
-        (``RunNotFoundError``, ``LeaseLostError``, then ``StaleStateError`` from the thread
-        update, the first write, which then changes nothing) before it has written
-        anything, so a group needs no savepoint per step (:mod:`.sqlite_group`); any other
+        (``RunNotFoundError``, ``LeaseLostError``, then ``StaleStateError``) before it has
+        written anything (the first write is the statement that checks), so a group needs no savepoint per step (:mod:`.sqlite_group`); any other
         failure comes after writes and rolls the group back. Returns the number of planned
         intents inserted."""
-        commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
+        commit = work.commit
         execute = conn.execute
         touches_run = commit.run_status is not None or commit.fence is not None
+        if touches_run and work.run_params is None and commit.expected_version > 0:
+            self._step_on_run(conn, work)
+        else:
+            self._step_on_thread(conn, work, touches_run)
+        execute(S.CHECKPOINT_INSERT, work.cp_params)
+        if work.log_params:
+            conn.executemany(S.LOG_INSERT, work.log_params)
+        inserted = 0
+        if work.intent_params:  # ON CONFLICT DO NOTHING: rowcount sums the rows inserted
+            inserted = conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params).rowcount
+        if work.effect_params:
+            conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
+        if commit.clear_task_writes_of is not None:
+            execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
+        return inserted
+
+    def _step_on_run(self, conn: sqlite3.Connection, work: _StepWrite) -> None:
+        """A step of a run that exists, on a thread that exists (most steps): the run's
+        update checks its fence AND the thread's version, one statement that writes
+        nothing unless both hold; then the thread's update, which cannot miss. Zero rows:
+        one read names the refusal (no run, a lost fence, else a lost CAS)."""
+        commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
+        thread = (commit.thread_id, commit.expected_version)
+        status, fence = commit.run_status, commit.fence
+        if fence is None:
+            assert status is not None
+            error = self.rows.error_param(commit.run_error)
+            cur = conn.execute(
+                S.RUN_SET_STATUS_IF_THREAD, (str(status), error, ts, cp.run_id, *thread)
+            )
+        elif status is None:
+            cur = conn.execute(S.RUN_TOUCH_FENCED_IF_THREAD, (ts, cp.run_id, fence, *thread))
+        else:
+            error = self.rows.error_param(commit.run_error)
+            cur = conn.execute(
+                S.RUN_SET_STATUS_FENCED_IF_THREAD,
+                (str(status), error, ts, cp.run_id, fence, *thread),
+            )
+        if cur.rowcount != 1:  # nothing written: a refusal
+            _check_run(conn, cp.run_id, fence)
+            raise StaleStateError(rows.stale_message(commit))
+        new = (commit.expected_version + 1, cp.checkpoint_id, ts)
+        if conn.execute(S.THREAD_CAS, (*new, *thread)).rowcount != 1:  # after a write
+            raise StorageError(f"thread {commit.thread_id!r} changed under the write lock")
+
+    def _step_on_thread(
+        self, conn: sqlite3.Connection, work: _StepWrite, touches_run: bool
+    ) -> None:
+        """Any other step (a new thread, a new run, a step that leaves its run alone):
+        the checks first (the run's, then the thread's CAS, its first write), then the
+        run's insert or update."""
+        commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
+        execute = conn.execute
         if touches_run and work.run_params is None:
             _check_run(conn, cp.run_id, commit.fence)
         if commit.expected_version == 0:
@@ -499,17 +551,6 @@ class SqliteCheckpointer(Closing):
                 )
             except (RunNotFoundError, LeaseLostError) as exc:  # after writes: not a refusal
                 raise StorageError(f"the run changed under the write lock: {exc}") from exc
-        execute(S.CHECKPOINT_INSERT, work.cp_params)
-        if work.log_params:
-            conn.executemany(S.LOG_INSERT, work.log_params)
-        inserted = 0
-        if work.intent_params:  # ON CONFLICT DO NOTHING: rowcount sums the rows inserted
-            inserted = conn.executemany(S.EFFECT_INTENT_INSERT, work.intent_params).rowcount
-        if work.effect_params:
-            conn.executemany(S.EFFECT_UPSERT_RESULT, work.effect_params)
-        if commit.clear_task_writes_of is not None:
-            execute(S.TASK_WRITES_DELETE, (commit.thread_id, commit.clear_task_writes_of))
-        return inserted
 
     def _update_run_in_tx(
         self,

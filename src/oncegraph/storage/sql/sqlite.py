@@ -20,10 +20,10 @@ event loop for up to ``busy_timeout_ms``. Use PostgreSQL for many concurrent wri
 
 :meth:`SqliteCheckpointer.commit` joins the step commits of other runs on the same loop
 that are ready in the same turn: one transaction and one fsync for the group, each step
-under its own savepoint (:mod:`oncegraph.storage.sql.sqlite_group`). A step is written
-without a read: the CAS is the ``UPDATE``'s row count (``INSERT ... ON CONFLICT DO
-NOTHING`` for a new thread), the fence is a fenced ``UPDATE``'s row count, log entries
-go in with ``executemany``.
+checked before its first write (:mod:`oncegraph.storage.sql.sqlite_group`). A step is
+written without a read: the run's fenced ``UPDATE`` also checks the thread's version, so
+its row count is the fence and the CAS at once (``INSERT ... ON CONFLICT DO NOTHING``
+for a new thread), log entries go in with ``executemany``.
 sqlite3 errors are mapped to :class:`~oncegraph.errors.StorageError` subclasses.
 
 Run liveness locks (:meth:`SqliteCheckpointer.lock_run`) are OS record locks on the

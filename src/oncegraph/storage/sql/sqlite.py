@@ -461,9 +461,9 @@ class SqliteCheckpointer(Closing):
     def _apply_commit(self, conn: sqlite3.Connection, work: _StepWrite) -> int:
         """One step's rows in the open transaction. Checks first: it refuses
         (``RunNotFoundError``, ``LeaseLostError``, then ``StaleStateError``) before it has
-        written anything (the first write is the statement that checks), so a group needs no savepoint per step (:mod:`.sqlite_group`); any other
-        failure comes after writes and rolls the group back. Returns the number of planned
-        intents inserted."""
+        written anything (the first write is the statement that checks), so a group needs
+        no savepoint per step (:mod:`.sqlite_group`); any other failure comes after writes
+        and rolls the group back. Returns the number of planned intents inserted."""
         commit = work.commit
         execute = conn.execute
         touches_run = commit.run_status is not None or commit.fence is not None

@@ -176,3 +176,41 @@ def test_langchain_messages_are_masked_and_keep_their_class() -> None:
     assert isinstance(masked["messages"][1], AIMessage)
     assert masked["messages"][1].tool_calls[0]["args"] == {"card": MASK, "order_id": "1"}
     assert CARD in repr(state)  # the original is untouched
+
+
+async def test_history_masks_a_secret_written_while_it_is_read(
+    checkpointer: Checkpointer,
+) -> None:
+    """A step committed after ``get_state_history`` began but before it read its first
+    page (another run on the thread, with a new masked value) is shown masked: the
+    history learns the thread's effects after reading the checkpoints it shows."""
+    second = "5500000000000004"
+
+    def charge(card: str, amount: int) -> dict[str, Any]:
+        return {"card": card, "ok": True}
+
+    def pay(state: Pay) -> dict[str, Any]:
+        return {"receipt": effect(charge, state["card"], amount=5, mask=["card"])}
+
+    graph = StateGraph(Pay)
+    graph.add_node("pay", pay)
+    graph.add_edge(START, "pay")
+    graph.add_edge("pay", END)
+    app = graph.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t-race"}
+    await app.ainvoke({"card": CARD}, cfg)
+
+    page = checkpointer.list_checkpoints
+    raced: list[bool] = []
+
+    async def list_checkpoints(*args: Any, **kwargs: Any) -> Any:
+        if not raced:  # the history's first page: another run commits just before it
+            raced.append(True)
+            await app.ainvoke({"card": second}, cfg)
+        return await page(*args, **kwargs)
+
+    checkpointer.list_checkpoints = list_checkpoints  # type: ignore[method-assign]
+    shown = [s async for s in app.aget_state_history(cfg)]
+    assert raced and len(shown) >= 4  # both runs' checkpoints are in the history
+    assert second not in repr(shown) and CARD not in repr(shown)
+    assert any(s.values.get("card") == MASK for s in shown)

@@ -64,8 +64,14 @@ async def history(
         start = None if found is None else found.version + 1
     skipping = start is not None  # up to and including ``before`` itself
     given = 0
-    masker = await service.masker(thread_ids=(thread_id,))
+    masker: Masker | None = None
     async for item in _sequence(service, thread_id, run_id, start):
+        if masker is None:
+            # Read the effects AFTER the newest page of checkpoints: an effect is written
+            # no later than the checkpoint holding its values, so every checkpoint shown
+            # (that page's and the older ones) has its effects' secrets known here. Read
+            # before, a step committed in between could show a secret it never learned.
+            masker = await service.masker(thread_ids=(thread_id,))
         if skipping:
             skipping = item.config.get("checkpoint_id") != before
             continue

@@ -183,7 +183,7 @@ def test_a_run_cancelled_while_its_sync_node_waits_for_a_thread_skips_the_call(
         with pytest.raises(asyncio.CancelledError):
             await run
         release.set()
-        await asyncio.wrap_future(busy)
+        await asyncio.wrap_future(busy.to_future())
         await asyncio.sleep(0.05)  # the thread is free: a call still queued would run now
 
     asyncio.run(go())
@@ -264,7 +264,7 @@ def test_a_waiter_cancelled_before_its_call_starts_skips_the_call(
         thread, waiter = pool.start(lambda: called.append("late"))
         waiter.cancel()
         release.set()
-        await asyncio.wrap_future(busy)
+        await asyncio.wrap_future(busy.to_future())
         await asyncio.sleep(SHORT)
         assert thread.cancelled()
 

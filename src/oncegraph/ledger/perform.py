@@ -30,7 +30,6 @@ irreversible tool whose call timed out is never sent again automatically.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -176,7 +175,7 @@ class _Performer:
         self.key = key  # the store's request-hash key (ledger/keys.py)
         self.request_hash = request_hash(call.request, key)
         self.risky = call.effect_class in (EffectClass.WRITE, EffectClass.IRREVERSIBLE)
-        self._thread: concurrent.futures.Future[Any] | None = None  # the latest thread call
+        self._thread: executor.ThreadCall | None = None  # the latest thread call
         self._unsaved = False  # a planned call's first attempt is not in the stored record
 
     # -- events (stream_mode="events") --------------------------------------------------
@@ -674,7 +673,8 @@ class _Performer:
                 "effect %s ended after its step stopped: recorded %s", late.effect_id, late.status
             )
 
-        claim.keep(call, record_late, thread=self._thread if self.call.runs == "thread" else None)
+        thread = self._thread if self.call.runs == "thread" else None
+        claim.keep(call, record_late, thread=thread.to_future() if thread is not None else None)
 
 
 def _end_last(record: EffectRecord, outcome: str, error: str | None) -> EffectRecord:

@@ -16,9 +16,12 @@ run's tasks). Threads are daemons: a call still running when the interpreter exi
 not hold the exit up (its effect stays ``pending``, an unknown outcome the ledger knows
 how to treat).
 
-:meth:`ThreadPool.submit` returns a :class:`concurrent.futures.Future` that ends when the
-THREAD ends, which is what the ledger needs after a timeout: an ``asyncio`` wrapper of it
-can be given up on without pretending the call stopped.
+:meth:`ThreadPool.submit` returns a :class:`ThreadCall`, a handle that ends when the THREAD
+ends, which is what the ledger needs after a timeout: an ``asyncio`` waiter of it can be
+given up on without pretending the call stopped. It is the pool's own (a
+:class:`concurrent.futures.Future` builds a ``threading.Condition`` per call, a
+noticeable part of a sync call's cost on the loop thread); :meth:`ThreadCall.to_future`
+makes one for code that takes a :class:`concurrent.futures.Future`.
 
 Invariants (a timed-out call's thread is accounted for, not leaked silently):
 
@@ -58,13 +61,126 @@ THREAD_NAME = "oncegraph-sync"
 # another thread is woken for it (see ThreadPool.submit).
 HANDOFF_WAIT = 0.001
 
-_Item = tuple[
-    float,
-    concurrent.futures.Future[Any],
-    contextvars.Context,
-    Callable[[], Any],
-    "asyncio.Future[Any] | None",
-]
+# a ThreadCall's states: only its pool thread moves it on (PENDING -> RUNNING -> FINISHED,
+# or PENDING -> CANCELLED when its waiter was cancelled before the call started)
+_PENDING = 0
+_RUNNING = 1
+_CANCELLED = 2
+_FINISHED = 3
+
+
+class ThreadCall:
+    """One call queued for (or running in, or ended in) a pool thread, and the handle that
+    ends when the THREAD ends: :meth:`done` once its function returned or raised, or once
+    it was skipped because its waiter was cancelled before it started (then
+    :meth:`cancelled`). Thread-safe for what it offers: only the pool thread changes its
+    state, and a callback added is run exactly once, by the pool thread when the call
+    ends or at once when it already has (state and callbacks change under the pool's
+    lock)."""
+
+    __slots__ = (
+        "_callbacks",
+        "_error",
+        "_lock",
+        "_result",
+        "_state",
+        "context",
+        "fn",
+        "queued",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        context: contextvars.Context,
+        waiter: asyncio.Future[Any] | None,
+        lock: threading.Lock,
+    ) -> None:
+        self.queued = time.monotonic()
+        self.fn: Callable[[], Any] | None = fn
+        self.context: contextvars.Context | None = context
+        self.waiter = waiter
+        self._lock = lock
+        self._state = _PENDING
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._callbacks: list[Callable[[ThreadCall], object]] | None = None
+
+    def done(self) -> bool:
+        """The call ended (returned or raised), or was skipped (:meth:`cancelled`)."""
+        return self._state >= _CANCELLED
+
+    def cancelled(self) -> bool:
+        """Skipped: its waiter was cancelled before the call started."""
+        return self._state == _CANCELLED
+
+    def running(self) -> bool:
+        return self._state == _RUNNING
+
+    def add_done_callback(self, fn: Callable[[ThreadCall], object]) -> None:
+        """Call ``fn(self)`` once the call has ended: in the pool thread when it ends, at
+        once (in this thread) when it already has."""
+        with self._lock:
+            if self._state < _CANCELLED:
+                if self._callbacks is None:
+                    self._callbacks = [fn]
+                else:
+                    self._callbacks.append(fn)
+                return
+        _run_callback(fn, self)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """What the call returned (its exception raised), waiting at most ``timeout``
+        seconds (None: no limit) in this thread: :class:`TimeoutError` after that,
+        :class:`concurrent.futures.CancelledError` for a skipped call."""
+        error = self.exception(timeout)
+        if error is not None:
+            raise error
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """What the call raised (None when it returned), waiting like :meth:`result`."""
+        if self._state < _CANCELLED:
+            ended = threading.Event()
+            self.add_done_callback(lambda _: ended.set())
+            if not ended.wait(timeout):
+                raise TimeoutError(f"the call did not end within {timeout}s")
+        if self._state == _CANCELLED:
+            raise concurrent.futures.CancelledError()
+        return self._error
+
+    def to_future(self) -> concurrent.futures.Future[Any]:
+        """A :class:`concurrent.futures.Future` that ends as this call does (cancelled when
+        it was skipped); cancelling it does not touch the call."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def copy(call: ThreadCall) -> None:
+            if call._state == _CANCELLED:
+                future.cancel()
+            elif future.set_running_or_notify_cancel():
+                if call._error is None:
+                    future.set_result(call._result)
+                else:
+                    future.set_exception(call._error)
+
+        self.add_done_callback(copy)
+        return future
+
+    def _end(self, state: int) -> list[Callable[[ThreadCall], object]] | None:
+        """With the pool's lock held: the call ended (or was skipped); the callbacks to
+        run (outside the lock). What it still refers to is let go (its loop, context)."""
+        self._state = state
+        self.fn = self.context = self.waiter = None
+        callbacks, self._callbacks = self._callbacks, None
+        return callbacks
+
+
+def _run_callback(fn: Callable[[ThreadCall], object], call: ThreadCall) -> None:
+    try:
+        fn(call)
+    except Exception:
+        log.exception("a callback of a sync call's end raised")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +207,7 @@ class ThreadPool:
         self.max_workers = max_workers
         self.max_stuck = max_stuck
         self.name = name
-        self._items: collections.deque[_Item] = collections.deque()
+        self._items: collections.deque[ThreadCall] = collections.deque()
         self._lock = threading.Lock()
         self._threads = 0
         self._active = 0  # threads running calls or woken to take one (not parked)
@@ -101,7 +217,7 @@ class ThreadPool:
         self._busy = 0
         self._calls: dict[threading.Lock, float] = {}  # a working thread -> its call's start
         self._started = 0  # threads ever started (names stay unique)
-        self._stuck: dict[concurrent.futures.Future[Any], str] = {}
+        self._stuck: dict[ThreadCall, str] = {}
 
     @property
     def busy(self) -> int:
@@ -161,14 +277,14 @@ class ThreadPool:
 
     def submit(
         self, fn: Callable[[], Any], *, waiter: asyncio.Future[Any] | None = None
-    ) -> concurrent.futures.Future[Any]:
+    ) -> ThreadCall:
         """Run ``fn()`` in a pool thread, in a copy of the caller's context.
 
         ``waiter``: a future of the calling thread's running loop (:meth:`start` makes
         one), which the pool thread settles itself, with one
         ``call_soon_threadsafe`` once the call has ended (cheaper than chaining it to the
         returned future with ``asyncio.wrap_future``); cancelled before the call starts,
-        the call is not made. The returned future ends when the THREAD ends.
+        the call is not made. The returned :class:`ThreadCall` ends when the THREAD ends.
 
         Which thread takes it: when no thread is working, one is woken (or started) at
         once. When some are, the call is queued for them, and a nudge on the waiter's loop
@@ -176,12 +292,11 @@ class ThreadPool:
         calls from many runs are taken by the threads already awake (a wake-up costs two
         context switches and a GIL hand-off), slow ones still each get a thread within
         about a millisecond."""
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        context = contextvars.copy_context()
+        call = ThreadCall(fn, contextvars.copy_context(), waiter, self._lock)
         loop = waiter.get_loop() if waiter is not None else None
         nudge = False
         with self._lock:
-            self._items.append((time.monotonic(), future, context, fn, waiter))
+            self._items.append(call)
             if self._active == 0 or loop is None:
                 self._wake(1)
             elif loop not in self._nudging:
@@ -190,7 +305,7 @@ class ThreadPool:
         if nudge:
             assert loop is not None
             loop.call_later(HANDOFF_WAIT, self._nudge, loop)
-        return future
+        return call
 
     def _wake(self, n: int) -> int:  # with self._lock held
         """Wake (or start, within the pool's size) up to ``n`` threads; how many."""
@@ -221,7 +336,7 @@ class ThreadPool:
                 slow = sum(1 for began in self._calls.values() if began <= due)
                 woke = 0
                 if slow >= self._active:
-                    woke = self._wake(sum(1 for item in self._items if item[0] <= due))
+                    woke = self._wake(sum(1 for call in self._items if call.queued <= due))
                 # calls still queued: look again, unless no thread can be had (then the
                 # threads take them as they end their calls)
                 capped = not self._parked and self._threads >= self._limit()
@@ -231,10 +346,8 @@ class ThreadPool:
         if again and not loop.is_closed():
             loop.call_later(HANDOFF_WAIT, self._nudge, loop)
 
-    def start(
-        self, fn: Callable[[], Any]
-    ) -> tuple[concurrent.futures.Future[Any], asyncio.Future[Any]]:
-        """Run ``fn()`` in a pool thread: (the future that ends with the thread, a future
+    def start(self, fn: Callable[[], Any]) -> tuple[ThreadCall, asyncio.Future[Any]]:
+        """Run ``fn()`` in a pool thread: (the handle that ends with the thread, a future
         of the running loop to await)."""
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         return self.submit(fn, waiter=waiter), waiter
@@ -248,7 +361,7 @@ class ThreadPool:
             target=self._work, args=(wake,), name=f"{self.name}-{self._started}", daemon=True
         ).start()
 
-    def abandon(self, future: concurrent.futures.Future[Any], what: str) -> None:
+    def abandon(self, future: ThreadCall, what: str) -> None:
         """The waiter of ``future`` gave up (a timeout): if its call still runs, count its
         thread as stuck until it ends, and say so. ``what`` names it (``"tool 'x'"``)."""
         with self._lock:
@@ -269,7 +382,7 @@ class ThreadPool:
         )
         future.add_done_callback(self._unstuck)
 
-    def _unstuck(self, future: concurrent.futures.Future[Any]) -> None:
+    def _unstuck(self, future: ThreadCall) -> None:
         with self._lock:
             what = self._stuck.pop(future, None)
             stuck = len(self._stuck)
@@ -281,31 +394,30 @@ class ThreadPool:
         grew for stuck calls that have ended since)."""
         while True:
             with self._lock:
-                item = self._items.popleft() if self._items else None
-                if item is None:
+                call = self._items.popleft() if self._items else None
+                if call is None:
                     self._active -= 1
                     if self._threads > self.max_workers + len(self._stuck):
                         self._threads -= 1  # over its size: shed
                         return
                     self._parked.append(wake)
-            if item is None:
+            if call is None:
                 wake.acquire()  # parked: _wake releases it (and counted us active)
                 continue
-            self._run(wake, *item[1:])
-            item = None  # a parked thread keeps nothing of its last call (its loop, context)
+            self._run(wake, call)
+            call = None  # a parked thread keeps nothing of its last call
 
-    def _run(
-        self,
-        me: threading.Lock,
-        future: concurrent.futures.Future[Any],
-        context: contextvars.Context,
-        fn: Callable[[], Any],
-        waiter: asyncio.Future[Any] | None,
-    ) -> None:
+    def _run(self, me: threading.Lock, call: ThreadCall) -> None:
+        waiter, context, fn = call.waiter, call.context, call.fn
+        assert context is not None and fn is not None
         if waiter is not None and waiter.cancelled():
-            future.cancel()
-        if not future.set_running_or_notify_cancel():
+            with self._lock:  # skipped: never made
+                callbacks = call._end(_CANCELLED)
+            if callbacks:
+                for callback in callbacks:
+                    _run_callback(callback, call)
             return
+        call._state = _RUNNING
         with self._lock:
             self._busy += 1
             self._calls[me] = time.monotonic()
@@ -315,14 +427,17 @@ class ThreadPool:
             result = context.run(fn)
         except BaseException as exc:
             error = exc
-        # the thread's future first: a waiter woken finds the thread ended
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
+        context = fn = None
+        # the thread's call ends first: a waiter woken finds it ended
         with self._lock:
             self._busy -= 1
             del self._calls[me]
+            call._result = result
+            call._error = error
+            callbacks = call._end(_FINISHED)
+        if callbacks:
+            for callback in callbacks:
+                _run_callback(callback, call)
         if waiter is not None:  # last: the loop may run at once
             _answer(waiter, result, error)
 
@@ -383,12 +498,12 @@ def configure(max_workers: int) -> None:
     pool().resize(max_workers)
 
 
-def submit(fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+def submit(fn: Callable[[], Any]) -> ThreadCall:
     return current().submit(fn)
 
 
-def start(fn: Callable[[], Any]) -> tuple[concurrent.futures.Future[Any], asyncio.Future[Any]]:
-    """Run ``fn()`` in the current pool: (the thread's future, a waiter of this loop)."""
+def start(fn: Callable[[], Any]) -> tuple[ThreadCall, asyncio.Future[Any]]:
+    """Run ``fn()`` in the current pool: (the thread's call, a waiter of this loop)."""
     return current().start(fn)
 
 
@@ -401,6 +516,7 @@ __all__ = [
     "DEFAULT_THREADS",
     "THREAD_NAME",
     "SyncPoolStats",
+    "ThreadCall",
     "ThreadPool",
     "busy",
     "configure",

@@ -361,3 +361,24 @@ def test_a_loop_closed_with_a_nudge_due_is_not_kept(release: threading.Event) ->
     time.sleep(SHORT)  # the thread let go of its last call
     gc.collect()
     assert loops[0]() is None, "the closed loop is not held by the pool"
+
+
+def test_loops_that_come_and_go_each_get_their_nudges() -> None:
+    """A loop closed with a nudge due leaves nothing behind that would keep a later loop
+    (which may even be at the same address) from being nudged: a call queued behind a
+    slow one on each new loop still gets a thread of its own."""
+    pool = ThreadPool(2, "loops-test")
+    for _ in range(5):
+        release = threading.Event()
+
+        async def go(release: threading.Event = release) -> None:
+            pool.start(lambda: release.wait(LONG))
+            _, waiter = pool.start(lambda: "quick")  # a nudge wakes the second thread
+            assert await asyncio.wait_for(waiter, LONG) == "quick"
+            pool.start(lambda: release.wait(LONG))  # the loop closes with a nudge due
+
+        asyncio.run(go())
+        release.set()
+        deadline = time.monotonic() + LONG
+        while (pool.stats().queued or pool.busy) and time.monotonic() < deadline:
+            time.sleep(SHORT / 10)

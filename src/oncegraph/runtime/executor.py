@@ -212,8 +212,10 @@ class ThreadPool:
         self._threads = 0
         self._active = 0  # threads running calls or woken to take one (not parked)
         self._parked: list[threading.Lock] = []  # parked threads' wake locks, last in first
-        # loops with a nudge due (weakly: a loop closed before its nudge ran is not kept)
-        self._nudging: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        # loops with a nudge due, by id (a WeakSet's membership test is Python code, read on
+        # every call), weakly: a loop closed before its nudge ran is not kept, and its entry
+        # goes with it (before its id can be another loop's)
+        self._nudging: dict[int, weakref.ref[asyncio.AbstractEventLoop]] = {}
         self._busy = 0
         self._calls: dict[threading.Lock, float] = {}  # a working thread -> its call's start
         self._started = 0  # threads ever started (names stay unique)
@@ -299,8 +301,8 @@ class ThreadPool:
             self._items.append(call)
             if self._active == 0 or loop is None:
                 self._wake(1)
-            elif loop not in self._nudging:
-                self._nudging.add(loop)
+            elif id(loop) not in self._nudging:
+                self._nudge_due(loop)
                 nudge = True
         if nudge:
             assert loop is not None
@@ -323,6 +325,11 @@ class ThreadPool:
             woken += 1
         return woken
 
+    def _nudge_due(self, loop: asyncio.AbstractEventLoop) -> None:  # with self._lock held
+        key = id(loop)
+        nudging = self._nudging
+        nudging[key] = weakref.ref(loop, lambda _: nudging.pop(key, None))
+
     def _nudge(self, loop: asyncio.AbstractEventLoop) -> None:
         """On ``loop``: calls are queued. When every awake thread is in a call that began
         :data:`HANDOFF_WAIT` ago or more (a slow call), wake a thread for each queued
@@ -330,7 +337,7 @@ class ThreadPool:
         (or only waiting for the GIL), it takes them. Looks again while calls are queued."""
         again = False
         with self._lock:
-            self._nudging.discard(loop)
+            self._nudging.pop(id(loop), None)
             if self._items:
                 due = time.monotonic() - HANDOFF_WAIT * 0.9
                 slow = sum(1 for began in self._calls.values() if began <= due)
@@ -342,7 +349,7 @@ class ThreadPool:
                 capped = not self._parked and self._threads >= self._limit()
                 again = len(self._items) > woke and not capped
                 if again:
-                    self._nudging.add(loop)
+                    self._nudge_due(loop)
         if again and not loop.is_closed():
             loop.call_later(HANDOFF_WAIT, self._nudge, loop)
 

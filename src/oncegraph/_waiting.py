@@ -125,7 +125,7 @@ async def wait_done(future: asyncio.Future[Any], timeout: float | None) -> bool:
         await woken
     finally:
         future.remove_done_callback(wake)
-        if future.done() or woken.cancelled():  # (a wait timed out was taken out)
+        if future.done() or woken.cancelled():  # (one that timed out was taken out)
             deadlines.ended_early()
     return future.done()
 

@@ -115,9 +115,6 @@ class ThreadCall:
         """Skipped: its waiter was cancelled before the call started."""
         return self._state == _CANCELLED
 
-    def running(self) -> bool:
-        return self._state == _RUNNING
-
     def add_done_callback(self, fn: Callable[[ThreadCall], object]) -> None:
         """Call ``fn(self)`` once the call has ended: in the pool thread when it ends, at
         once (in this thread) when it already has."""

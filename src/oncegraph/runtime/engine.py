@@ -36,6 +36,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from oncegraph._json import dumps_state, loads
@@ -146,6 +147,22 @@ def decode_send(spec: GraphSpec, stored: Mapping[str, Any]) -> Send:
     return Send(node, arg)
 
 
+_PULLED: dict[tuple[str, ...], tuple[Task, ...]] = {}
+
+
+def _pulled_tasks(names: tuple[str, ...]) -> tuple[Task, ...]:
+    """The tasks of a step with no sends: one per pulled node. Tasks are immutable, so
+    the tuple for one ``next`` is made once and shared (a graph has few such tuples;
+    the cache is bounded all the same)."""
+    tasks = _PULLED.get(names)
+    if tasks is None:
+        tasks = tuple(Task(n, n) for n in names)
+        if len(_PULLED) >= 4096:
+            _PULLED.clear()
+        _PULLED[tuple(names)] = tasks
+    return tasks
+
+
 def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
     """The tasks the step after ``cp`` runs: the pulled nodes, then the sends.
 
@@ -154,7 +171,7 @@ def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
     """
     sends = cp.metadata.get("sends") or ()
     if not sends:
-        return tuple(Task(n, n) for n in cp.next)
+        return _pulled_tasks(cp.next)
     pulled = cp.next[: len(cp.next) - len(sends)]
     tasks = [Task(n, n) for n in pulled]
     for i, stored in enumerate(sends):
@@ -390,6 +407,9 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
     }
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
@@ -412,6 +432,16 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
             f"it names node(s) {unknown} to run next, which this graph does not have",
             thread_id=cp.thread_id,
             run_id=cp.run_id,
+        )
+    if not task_writes:  # the common case: nothing ran, answered or asked here yet
+        return StepPlan(
+            todo=tasks,
+            done=_EMPTY,
+            resumes=_EMPTY,
+            alone=len(tasks) == 1,
+            clear=len(tasks) > 1,
+            tasks=tasks,
+            questions=_EMPTY,
         )
     nodes = {t.key: t.node for t in tasks}
     done: dict[str, TaskResult] = {}

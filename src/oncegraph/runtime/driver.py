@@ -141,6 +141,8 @@ class Driver:
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
+    _task_emit: Emit | None = None  # what _task_emit_fn made, for the emit it was made for
+    _task_emit_of: Emit | None = None
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -253,7 +255,8 @@ class Driver:
         self._loop = loop
         contexts = [self._context(task, cp, plan, run, loop) for task in plan.todo]
         save = None if plan.alone else self._save_task
-        if wants(self.emit, "debug"):
+        debug = wants(self.emit, "debug")
+        if debug:
             self._emit_tasks(head, plan)
         if len(contexts) == 1:
             outcomes = [await run_task(self.spec, contexts[0], head, save, plan.todo[0])]
@@ -262,7 +265,7 @@ class Driver:
             outcomes = list(
                 await asyncio.gather(*(run_task(self.spec, c, head, save, t) for c, t in runs))
             )
-        if wants(self.emit, "debug"):
+        if debug:
             self._emit_results(cp, outcomes)
         meta = None
         if self.parent is not None:  # the parent's answers this subgraph used so far
@@ -287,6 +290,7 @@ class Driver:
         run: RunRecord,
         loop: asyncio.AbstractEventLoop,
     ) -> TaskContext:
+        fresh = cp.checkpoint_id == self.fresh
         return TaskContext(
             run_id=run.run_id,
             thread_id=self.root_thread or run.thread_id,
@@ -301,9 +305,9 @@ class Driver:
             resume_values=list(plan.resumes.get(task.key) or self._replayed_answers(task.key, cp)),
             asked=list(plan.questions.get(task.key, ())),
             may_fold=plan.alone,
-            fresh=cp.checkpoint_id == self.fresh,
-            planned=self._planned if cp.checkpoint_id == self.fresh else {},
-            planned_written=self._planned_written and cp.checkpoint_id == self.fresh,
+            fresh=fresh,
+            planned=self._planned if fresh else {},
+            planned_written=self._planned_written and fresh,
             claim=self.claim,
             replay=self.replay,
             name=task.node,
@@ -316,7 +320,11 @@ class Driver:
     def _task_emit_fn(self) -> Emit:
         """What tasks emit through. Tasks may emit from a worker thread (a sync node's
         stream writer): hop to the loop, where the consumer's queue lives, keeping the
-        order of emits. Carries the modes the run keeps (see ``streaming.wants``)."""
+        order of emits. Carries the modes the run keeps (see ``streaming.wants``). Made once
+        per driver (for the emit it has)."""
+        emit = self.emit
+        if self._task_emit is not None and self._task_emit_of is emit:
+            return self._task_emit
 
         def task_emit(mode: str, payload: Any) -> None:
             loop = self._loop
@@ -325,9 +333,10 @@ class Driver:
             else:
                 loop.call_soon_threadsafe(self.emit, mode, payload)
 
-        modes = getattr(self.emit, "modes", None)
+        modes = getattr(emit, "modes", None)
         if modes is not None:
             task_emit.modes = modes  # type: ignore[attr-defined]
+        self._task_emit, self._task_emit_of = task_emit, emit
         return task_emit
 
     def _breakpoint(

@@ -46,10 +46,12 @@ def intent_record(
     attempts: tuple[Attempt, ...] = (),
     hashed: str | None = None,
     key: bytes | None = None,
+    row_version: int = 0,
 ) -> EffectRecord:
     """The record of one command as the ledger writes it first (planned or begun);
     ``hashed`` is its request hash, else it is computed under the store's ``key``
-    (:func:`oncegraph.ledger.keys.hash_key`)."""
+    (:func:`oncegraph.ledger.keys.hash_key`); ``row_version`` 1 for a planned record
+    (as inserted with its checkpoint)."""
     return EffectRecord(
         effect_id=effect_id_for(key_run_id, effect_type, command_id),
         effect_type=effect_type,
@@ -64,6 +66,7 @@ def intent_record(
         request=request,
         recipient=recipient,
         attempts=attempts,
+        row_version=row_version,
     )
 
 

@@ -126,8 +126,9 @@ class ToolNode:
                 request=args,
                 recipient=tool.recipient_for(args),
                 key=hash_key,
+                row_version=1,
             )
-            intents.append(record.replace(row_version=1))
+            intents.append(record)
         return intents
 
     def __oncegraph_fingerprint__(self) -> list[str]:

@@ -58,7 +58,9 @@ def _thread_id(value: Any) -> str | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, uuid.UUID)):
         raise ConfigError(f"thread_id must be a string (or an int or UUID); got {value!r}")
-    text = str(value)
+    text = value if type(value) is str else str(value)
+    if text.isascii() and text.isprintable() and text:  # no control character, no surrogate
+        return text
     if not text:
         raise ConfigError("thread_id must not be empty")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
@@ -103,10 +105,22 @@ class RunConfig:
         inner = config.get("configurable")
         if inner is not None and not isinstance(inner, Mapping):
             raise ConfigError(f"config['configurable'] must be a dict; got {inner!r}")
-        inner = dict(inner or {})
-        top = {k: v for k, v in config.items() if k != "configurable"}
-        identity = {k: inner[k] for k in _IDENTITY if k in inner}
-        identity.update({k: top[k] for k in _IDENTITY if k in top})
+        # one pass over each level: identity from either (the top level wins), the rest
+        # of ``configurable`` and the top level's non-control keys for nodes
+        identity: dict[str, Any] = {}
+        configurable: dict[str, Any] = {}
+        if inner:
+            for k, v in inner.items():
+                if k in _IDENTITY:
+                    identity[k] = v
+                else:
+                    configurable[k] = v
+        for k, v in config.items():
+            if k in _IDENTITY:
+                identity[k] = v
+            elif k not in _CONTROL and k != "configurable":
+                configurable[k] = v
+        top = config
         limit = top.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
             raise ConfigError(f"recursion_limit must be a positive integer; got {limit!r}")
@@ -131,10 +145,7 @@ class RunConfig:
             tool_grace=_seconds("tool_grace", top.get("tool_grace", _MISSING), DEFAULT_TOOL_GRACE),
             recursion_limit=limit,
             fault_plan=plan,
-            configurable={
-                **{k: v for k, v in inner.items() if k not in _IDENTITY},
-                **{k: v for k, v in top.items() if k not in _IDENTITY and k not in _CONTROL},
-            },
+            configurable=configurable,
             run_id=str(run_id) if run_id else None,
             sleep=sleep,
         )

@@ -268,6 +268,8 @@ def route(
             elif got:
                 seen[join.key] = [s for s in join.sources if s in got]
     found.discard(END)
+    if len(found) < 2:  # nothing to order (spec.order builds its dict on every read)
+        return Routes(tuple(found), tuple(sends), seen)
     order = spec.order
     return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen)
 

@@ -56,6 +56,8 @@ if hasattr(os, "register_at_fork"):
 
 _time_ms = -1  # the millisecond whose 10 characters _time_text holds
 _time_text = ""
+_head_of = -1  # rand >> 10 for which _head holds the id's first 24 characters
+_head = ""
 
 
 def _ulid() -> str:
@@ -64,8 +66,10 @@ def _ulid() -> str:
     128 bits in 26 characters of 5 bits: the first 10 characters are the 48-bit
     millisecond (after 2 zero bits), the last 16 the 80 random bits; the time's text is
     kept until the millisecond changes, and the random bits are spelled as two 40-bit
-    halves (small ints, cheaper to shift than one of 80 bits)."""
-    global _last_ms, _last_rand, _time_ms, _time_text
+    halves (small ints, cheaper to shift than one of 80 bits). Ids made within one
+    millisecond count up from its random start, so the first 24 characters (all but the
+    last 10 bits) are kept too and only the last two are spelled again."""
+    global _last_ms, _last_rand, _time_ms, _time_text, _head_of, _head
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms <= _last_ms:
@@ -74,23 +78,25 @@ def _ulid() -> str:
         else:
             rand = int.from_bytes(_random10(), "big") & ~(1 << 79)  # room to increment
         _last_ms, _last_rand = ms, rand
+        pairs = _PAIRS
+        if rand >> 10 == _head_of and ms == _time_ms:
+            return _head + pairs[rand & 1023]
         if ms != _time_ms:
-            _time_text = "".join([_PAIRS[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0)])
+            _time_text = "".join([pairs[(ms >> s) & 1023] for s in (40, 30, 20, 10, 0)])
             _time_ms = ms
-        text = _time_text
-    pairs = _PAIRS
-    high, low = rand >> 40, rand & 0xFFFFFFFFFF
-    return (
-        text
-        + pairs[high >> 30]
-        + pairs[(high >> 20) & 1023]
-        + pairs[(high >> 10) & 1023]
-        + pairs[high & 1023]
-        + pairs[low >> 30]
-        + pairs[(low >> 20) & 1023]
-        + pairs[(low >> 10) & 1023]
-        + pairs[low & 1023]
-    )
+        high, low = rand >> 40, rand & 0xFFFFFFFFFF
+        head = (
+            _time_text
+            + pairs[high >> 30]
+            + pairs[(high >> 20) & 1023]
+            + pairs[(high >> 10) & 1023]
+            + pairs[high & 1023]
+            + pairs[low >> 30]
+            + pairs[(low >> 20) & 1023]
+            + pairs[(low >> 10) & 1023]
+        )
+        _head, _head_of = head, rand >> 10
+    return head + pairs[low & 1023]
 
 
 def new_run_id() -> RunId:

@@ -619,24 +619,36 @@ def decide(
 
     ``config`` is what routers that take ``(state, config)`` receive; ``meta`` is added
     to the new checkpoint's metadata."""
-    for o in outcomes:
-        if o.crash is not None:
-            return Crash(o.crash)
-    for o in outcomes:
-        if o.park is not None:
-            return Park(*o.park)
-    for o in outcomes:
-        if o.error is not None:
-            return Fail(o.node, o.error)
-    waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
-    if waits:
-        return Interrupt(waits)
-    done = dict(plan.done)
-    for o in outcomes:
-        assert o.result is not None, f"task {o.key!r} has no outcome"
-        done[o.key] = o.result
     tasks = plan.tasks or tasks_of(spec, head.checkpoint)
-    results = tuple(done[t.key] for t in tasks)
+    only = outcomes[0] if len(outcomes) == 1 and len(tasks) == 1 else None
+    if (
+        only is not None
+        and only.result is not None
+        and only.key == tasks[0].key
+        and only.crash is None
+        and only.park is None
+        and only.error is None
+        and only.interrupt is None
+    ):
+        results: tuple[TaskResult, ...] = (only.result,)  # one task, finished: the usual step
+    else:
+        for o in outcomes:
+            if o.crash is not None:
+                return Crash(o.crash)
+        for o in outcomes:
+            if o.park is not None:
+                return Park(*o.park)
+        for o in outcomes:
+            if o.error is not None:
+                return Fail(o.node, o.error)
+        waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
+        if waits:
+            return Interrupt(waits)
+        done = dict(plan.done)
+        for o in outcomes:
+            assert o.result is not None, f"task {o.key!r} has no outcome"
+            done[o.key] = o.result
+        results = tuple(done[t.key] for t in tasks)
     try:
         nxt, entries, _ = advance(
             spec,

@@ -200,12 +200,14 @@ def _pulled_tasks(names: tuple[str, ...]) -> tuple[Task, ...]:
     """The tasks of a step with no sends: one per pulled node. Tasks are immutable, so
     the tuple for one ``next`` is made once and shared (a graph has few such tuples;
     the cache is bounded all the same)."""
+    if type(names) is not tuple:  # a record built by hand may hold a list: not a key
+        return tuple(Task(n, n) for n in names)
     tasks = _PULLED.get(names)
     if tasks is None:
         tasks = tuple(Task(n, n) for n in names)
         if len(_PULLED) >= 4096:
             _PULLED.clear()
-        _PULLED[tuple(names)] = tasks
+        _PULLED[names] = tasks
     return tasks
 
 

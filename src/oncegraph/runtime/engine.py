@@ -33,14 +33,14 @@ and no store.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any
 
 from oncegraph._json import dumps_state, loads
+from oncegraph._slots import slot_init
 from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
@@ -54,52 +54,7 @@ from oncegraph.storage.sql import rows
 BREAKPOINT = "__breakpoint__"
 
 _NO_ARG: Any = object()
-_C = TypeVar("_C", bound=type)
-
-
-class _Factory:
-    """The default of a field made by its factory (shown as dataclasses show it)."""
-
-    def __repr__(self) -> str:
-        return "<factory>"
-
-
-_FACTORY: Any = _Factory()
-
-
-def _slot_init(cls: _C) -> _C:
-    """Give a frozen, slotted dataclass an ``__init__`` that fills its slots through their
-    descriptors. The generated one goes through ``object.__setattr__`` (as a frozen class
-    must) at about twice the cost; these are made several times per step. Same
-    parameters and defaults, and the class stays frozen (assignment still raises)."""
-    params: list[str] = []
-    body: list[str] = []
-    scope: dict[str, Any] = {"_unset": _FACTORY}
-    assert not hasattr(cls, "__post_init__")
-    for f in dataclasses.fields(cls):
-        assert f.init and not f.kw_only
-        name = f.name
-        scope[f"_set_{name}"] = cls.__dict__[name].__set__
-        value = name
-        if f.default is not dataclasses.MISSING:
-            scope[f"_default_{name}"] = f.default
-            params.append(f"{name}=_default_{name}")
-        elif f.default_factory is not dataclasses.MISSING:
-            scope[f"_factory_{name}"] = f.default_factory
-            params.append(f"{name}=_unset")
-            value = f"_factory_{name}() if {name} is _unset else {name}"
-        else:
-            params.append(name)
-        body.append(f"    _set_{name}(self, {value})")
-    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body)
-    exec(source, scope)  # the text is built from the field names alone
-    init = scope["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses a plain assignment
-    return cls
-
-
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class TaskResult:
     """What one task wrote: its node's update and where it routes (``goto`` names and
@@ -115,7 +70,7 @@ class TaskResult:
         return self.task or self.node
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Task:
     """One task of a step. ``key`` is its identity in the step: the node's name for a
@@ -270,7 +225,7 @@ def _targets(
     return out
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Routes:
     """Where a step goes: the nodes its edges pull (declaration order), the sends (in
@@ -418,7 +373,7 @@ def breakpoint_at(
 # -- one step: plan, outcomes, decision -----------------------------------------------------
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class StepPlan:
     """What the step after ``head`` runs.
@@ -532,7 +487,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     )
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class TaskOutcome:
     """How one task of a step ended: exactly one field besides ``node``/``task`` is set.
@@ -594,7 +549,7 @@ def is_breakpoint(task: str, value: Any) -> bool:
     return task == BREAKPOINT or (isinstance(value, Mapping) and BREAKPOINT in value)
 
 
-@_slot_init
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Commit:
     head: Head

@@ -45,9 +45,12 @@ def _random10() -> bytes:  # with _lock held
 
 
 def _forget_random() -> None:
-    """In a forked child: never reuse the parent's unread random bytes (same ids)."""
-    global _random, _random_at
+    """In a forked child: never reuse the parent's unread random bytes, nor count up from
+    its last id (within the parent's last millisecond the child's next id would be the
+    parent's next one): the child's first id draws random bits of its own."""
+    global _random, _random_at, _last_ms, _last_rand
     _random, _random_at = b"", 0
+    _last_ms, _last_rand = -1, 0
 
 
 if hasattr(os, "register_at_fork"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from oncegraph import ids
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -76,3 +78,27 @@ def test_a_forked_child_does_not_repeat_the_parents_random_bits() -> None:
     os.waitpid(pid, 0)
     # the random part (last 16 characters = 80 bits) differs
     assert mine[-16:] != theirs[-16:]
+
+
+def test_a_forked_child_does_not_count_up_from_the_parents_last_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Within one millisecond ids count up; a child forked in the parent's millisecond
+    must not count up from the parent's last id (its next id would be the parent's)."""
+    import os
+
+    frozen = time.time_ns()
+    monkeypatch.setattr(ids.time, "time_ns", lambda: frozen)  # one millisecond for both
+    ids.new_run_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.write(write, ids.new_run_id().encode())
+        os._exit(0)
+    os.close(write)
+    mine = ids.new_run_id()
+    with os.fdopen(read) as pipe:
+        theirs = pipe.read()
+    os.waitpid(pid, 0)
+    assert theirs and mine != theirs

@@ -124,6 +124,29 @@ def _check_run(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None
         raise LeaseLostError(rows.lease_message(run_id, fence))
 
 
+def _run_update(
+    run_id: str, status: RunStatus | None, error: str | None, fence: int | None, ts: float
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement (and its parameters) that sets a run's status, checks its fence, or
+    both; zero rows: no such run, or (``fence``) it is no longer held with that token."""
+    if fence is None:
+        if status is None:
+            raise ValueError("a run update needs a status or a fence")
+        return S.RUN_SET_STATUS, (str(status), error, ts, run_id)
+    if status is None:
+        return S.RUN_TOUCH_FENCED, (ts, run_id, fence)
+    return S.RUN_SET_STATUS_FENCED, (str(status), error, ts, run_id, fence)
+
+
+# Each run update, also checking the thread's version (its parameters, then thread_id and
+# the expected version): a step's fence and compare-and-swap in one statement.
+_IF_THREAD = {
+    S.RUN_SET_STATUS: S.RUN_SET_STATUS + S.IF_THREAD_AT,
+    S.RUN_TOUCH_FENCED: S.RUN_TOUCH_FENCED + S.IF_THREAD_AT,
+    S.RUN_SET_STATUS_FENCED: S.RUN_SET_STATUS_FENCED + S.IF_THREAD_AT,
+}
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         try:
@@ -490,23 +513,10 @@ class SqliteCheckpointer(Closing):
         one read names the refusal (no run, a lost fence, else a lost CAS)."""
         commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
         thread = (commit.thread_id, commit.expected_version)
-        status, fence = commit.run_status, commit.fence
-        if fence is None:
-            assert status is not None
-            error = self.rows.error_param(commit.run_error)
-            cur = conn.execute(
-                S.RUN_SET_STATUS_IF_THREAD, (str(status), error, ts, cp.run_id, *thread)
-            )
-        elif status is None:
-            cur = conn.execute(S.RUN_TOUCH_FENCED_IF_THREAD, (ts, cp.run_id, fence, *thread))
-        else:
-            error = self.rows.error_param(commit.run_error)
-            cur = conn.execute(
-                S.RUN_SET_STATUS_FENCED_IF_THREAD,
-                (str(status), error, ts, cp.run_id, fence, *thread),
-            )
-        if cur.rowcount != 1:  # nothing written: a refusal
-            _check_run(conn, cp.run_id, fence)
+        error = self.rows.error_param(commit.run_error)
+        sql, params = _run_update(cp.run_id, commit.run_status, error, commit.fence, ts)
+        if conn.execute(_IF_THREAD[sql], (*params, *thread)).rowcount != 1:  # a refusal
+            _check_run(conn, cp.run_id, commit.fence)
             raise StaleStateError(rows.stale_message(commit))
         new = (commit.expected_version + 1, cp.checkpoint_id, ts)
         if conn.execute(S.THREAD_CAS, (*new, *thread)).rowcount != 1:  # after a write
@@ -562,14 +572,7 @@ class SqliteCheckpointer(Closing):
         ts: float,
     ) -> None:
         """Status/fence update inside an open transaction; raises on zero rows."""
-        if fence is None:
-            assert status is not None
-            cur = conn.execute(S.RUN_SET_STATUS, (str(status), error, ts, run_id))
-        elif status is None:
-            cur = conn.execute(S.RUN_TOUCH_FENCED, (ts, run_id, fence))
-        else:
-            cur = conn.execute(S.RUN_SET_STATUS_FENCED, (str(status), error, ts, run_id, fence))
-        if cur.rowcount == 1:
+        if conn.execute(*_run_update(run_id, status, error, fence, ts)).rowcount == 1:
             return
         if conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None:
             raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")

@@ -254,16 +254,13 @@ RUN_FENCE_STATUS = (
     f"WHERE run_id = ? AND fencing_token = ? RETURNING {_cols(RUN_COLUMNS)}"
 )
 
-# A run's update in a step commit that also checks the thread's version: the run's
-# write, its fence and the thread's compare-and-swap are checked by one statement, which
-# writes nothing unless all hold (the thread's own update then cannot miss). Params: the
-# run update's, then thread_id, expected version.
-_IF_THREAD_AT = (
+# Appended to a run update (RUN_SET_STATUS, RUN_TOUCH_FENCED, RUN_SET_STATUS_FENCED) in a
+# step commit: the run's write, its fence and the thread's compare-and-swap are checked by
+# one statement, which writes nothing unless all hold (the thread's own update then cannot
+# miss). Params: the run update's, then thread_id, expected version.
+IF_THREAD_AT = (
     " AND EXISTS (SELECT 1 FROM oncegraph_threads WHERE thread_id = ? AND version = ?)"
 )
-RUN_SET_STATUS_IF_THREAD = RUN_SET_STATUS + _IF_THREAD_AT
-RUN_SET_STATUS_FENCED_IF_THREAD = RUN_SET_STATUS_FENCED + _IF_THREAD_AT
-RUN_TOUCH_FENCED_IF_THREAD = RUN_TOUCH_FENCED + _IF_THREAD_AT
 
 # Lease columns (for workers). Params: lease_owner, lease_expires_at, updated_at,
 # run_id, expected fencing_token; the token is bumped by one on success.
@@ -588,6 +585,7 @@ __all__ = [
     "EFFECT_UPSERT_FIRST",
     "EFFECT_UPSERT_FIRST_FENCED",
     "EFFECT_UPSERT_RESULT",
+    "IF_THREAD_AT",
     "LOG_COLUMNS",
     "LOG_INSERT",
     "LOG_SELECT",
@@ -601,11 +599,8 @@ __all__ = [
     "RUN_SELECT",
     "RUN_SET_STATUS",
     "RUN_SET_STATUS_FENCED",
-    "RUN_SET_STATUS_FENCED_IF_THREAD",
-    "RUN_SET_STATUS_IF_THREAD",
     "RUN_TAKE_LEASE",
     "RUN_TOUCH_FENCED",
-    "RUN_TOUCH_FENCED_IF_THREAD",
     "TASK_WRITES_DELETE",
     "TASK_WRITES_SELECT",
     "TASK_WRITE_COLUMNS",

@@ -105,7 +105,9 @@ class Pay(TypedDict, total=False):
     receipt: dict[str, Any]
 
 
-def test_effect_with_mask_is_masked_too(checkpointer: Checkpointer) -> None:
+def _paying_app(checkpointer: Checkpointer) -> Any:
+    """One node that charges the state's card through ``effect(..., mask=["card"])``."""
+
     def charge(card: str, amount: int) -> dict[str, Any]:
         if amount < 0:
             raise ValueError(f"refusing {card}")
@@ -118,7 +120,11 @@ def test_effect_with_mask_is_masked_too(checkpointer: Checkpointer) -> None:
     graph.add_node("pay", pay)
     graph.add_edge(START, "pay")
     graph.add_edge("pay", END)
-    app = graph.compile(checkpointer=checkpointer)
+    return graph.compile(checkpointer=checkpointer)
+
+
+def test_effect_with_mask_is_masked_too(checkpointer: Checkpointer) -> None:
+    app = _paying_app(checkpointer)
     out = app.invoke({"card": CARD}, {"thread_id": "t-effect"})
     assert out["receipt"] == {"card": CARD, "ok": True}
     assert _leaks(app, "t-effect") == []
@@ -185,18 +191,7 @@ async def test_history_masks_a_secret_written_while_it_is_read(
     page (another run on the thread, with a new masked value) is shown masked: the
     history learns the thread's effects after reading the checkpoints it shows."""
     second = "5500000000000004"
-
-    def charge(card: str, amount: int) -> dict[str, Any]:
-        return {"card": card, "ok": True}
-
-    def pay(state: Pay) -> dict[str, Any]:
-        return {"receipt": effect(charge, state["card"], amount=5, mask=["card"])}
-
-    graph = StateGraph(Pay)
-    graph.add_node("pay", pay)
-    graph.add_edge(START, "pay")
-    graph.add_edge("pay", END)
-    app = graph.compile(checkpointer=checkpointer)
+    app = _paying_app(checkpointer)
     cfg = {"thread_id": "t-race"}
     await app.ainvoke({"card": CARD}, cfg)
 

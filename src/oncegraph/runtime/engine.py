@@ -54,6 +54,8 @@ from oncegraph.storage.sql import rows
 BREAKPOINT = "__breakpoint__"
 
 _NO_ARG: Any = object()
+
+
 @slot_init
 @dataclass(frozen=True, slots=True)
 class TaskResult:

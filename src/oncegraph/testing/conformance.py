@@ -793,15 +793,18 @@ class CheckpointerConformance:
         before = await snapshot(checkpointer, tid, [rid])
         ghost = new_id("run")
         cp2 = make_checkpoint(tid, ghost, 2, parent=cp1.checkpoint_id)
-        with pytest.raises(RunNotFoundError):
-            await checkpointer.commit(
-                StepCommit(
-                    thread_id=tid,
-                    expected_version=1,
-                    checkpoint=cp2,
-                    run_status=RunStatus.COMPLETED,
+        # the run's update alone, fenced, or both: a missing run is named, not a lost fence
+        for status, fence in ((RunStatus.COMPLETED, None), (None, 1), (RunStatus.COMPLETED, 1)):
+            with pytest.raises(RunNotFoundError):
+                await checkpointer.commit(
+                    StepCommit(
+                        thread_id=tid,
+                        expected_version=1,
+                        checkpoint=cp2,
+                        run_status=status,
+                        fence=fence,
+                    )
                 )
-            )
         assert await snapshot(checkpointer, tid, [rid]) == before
 
     async def test_fence_mismatch_raises_and_writes_nothing(

@@ -3,13 +3,15 @@
 The ``__init__`` that ``@dataclass(frozen=True)`` generates sets each field through
 ``object.__setattr__`` (a frozen class's own ``__setattr__`` raises), at about twice the
 cost of setting the slot through its descriptor. :func:`slot_init` gives such a class an
-``__init__`` that does the latter: the same parameters and defaults, and the class stays
-frozen (assigning a field still raises ``FrozenInstanceError``).
+``__init__`` that does the latter: the same parameters and defaults, then the class's
+``__post_init__`` when it has one (as the generated ``__init__`` calls it), and the class
+stays frozen (assigning a field still raises ``FrozenInstanceError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Any, TypeVar
 
 C = TypeVar("C", bound=type)
@@ -28,11 +30,12 @@ _FACTORY: Any = _Factory()
 def slot_init(cls: C) -> C:
     """Give the frozen, slotted dataclass ``cls`` an ``__init__`` that fills its slots
     through their descriptors (see the module docstring). A class this cannot serve (not
-    slotted, a ``__post_init__``, an ``init=False`` or keyword-only field) is refused."""
+    slotted, an ``InitVar``, an ``init=False`` or keyword-only field) is refused."""
     if not dataclasses.is_dataclass(cls) or "__slots__" not in cls.__dict__:
         raise TypeError(f"slot_init needs a slotted dataclass, not {cls.__qualname__}")
-    if hasattr(cls, "__post_init__"):
-        raise TypeError(f"slot_init would skip {cls.__qualname__}.__post_init__")
+    post = getattr(cls, "__post_init__", None)
+    if post is not None and len(inspect.signature(post).parameters) > 1:  # InitVar fields
+        raise TypeError(f"slot_init cannot pass {cls.__qualname__}'s InitVar fields on")
     params: list[str] = []
     body: list[str] = []
     scope: dict[str, Any] = {"_unset": _FACTORY}
@@ -52,6 +55,8 @@ def slot_init(cls: C) -> C:
         else:
             params.append(name)
         body.append(f"    _set_{name}(self, {value})")
+    if post is not None:
+        body.append("    self.__post_init__()")
     source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body or ["    pass"])
     exec(source, scope)  # the text is built from the field names alone
     init = scope["__init__"]

@@ -47,15 +47,36 @@ def test_same_signature_fresh_factory_values_and_still_frozen() -> None:
         Fast()  # type: ignore[call-arg]
 
 
+def test_post_init_runs_after_the_fields_are_set() -> None:
+    seen: list[tuple[int, str]] = []
+
+    @slot_init
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+        b: str = "b"
+
+        def __post_init__(self) -> None:
+            if self.a < 0:
+                raise ValueError("a must not be negative")
+            seen.append((self.a, self.b))
+
+    assert Checked(1).b == "b" and seen == [(1, "b")]
+    with pytest.raises(ValueError, match="negative"):
+        Checked(-1)
+    assert seen == [(1, "b")]
+
+
 def test_classes_it_cannot_serve_are_refused() -> None:
-    with pytest.raises(TypeError, match="__post_init__"):
+    with pytest.raises(TypeError, match="InitVar"):
 
         @slot_init
         @dataclasses.dataclass(frozen=True, slots=True)
-        class Checked:
+        class Passed:
             a: int
+            scale: dataclasses.InitVar[int] = 1
 
-            def __post_init__(self) -> None:
+            def __post_init__(self, scale: int) -> None:
                 pass
 
     with pytest.raises(TypeError, match="slotted"):

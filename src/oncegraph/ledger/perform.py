@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from oncegraph import observe
+from oncegraph._slots import slot_init
 from oncegraph._waiting import wait_done
 from oncegraph.errors import (
     EffectFailedError,
@@ -72,6 +73,7 @@ RECORD_RETRY_DELAYS = (0.05, 0.2, 0.8)
 RESOLVED_NOT_DONE = "resolved_not_done"  # an attempt outcome written by resolve_effect
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class EffectCall:
     """One command to perform. ``fn()`` is called once per attempt: ``runs="loop"``: it

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from oncegraph._slots import slot_init
 from oncegraph.errors import ConfigError
 
 
@@ -140,6 +141,7 @@ class RunRecord:
         return dataclasses.replace(self, **changes)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class CheckpointRecord:
     checkpoint_id: str
@@ -155,6 +157,7 @@ class CheckpointRecord:
     created_at: float = field(default_factory=now)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class LogEntry:
     channel: str
@@ -162,6 +165,7 @@ class LogEntry:
     value: Any
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class TaskWrite:
     """A write that belongs to one task of the step after ``checkpoint_id``.
@@ -179,6 +183,7 @@ class TaskWrite:
     created_at: float = field(default_factory=now)
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Attempt:
     number: int
@@ -188,6 +193,7 @@ class Attempt:
     error: str | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class EffectRecord:
     effect_id: str
@@ -268,6 +274,7 @@ class EffectPayload(NamedTuple):
     result: Any
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class StepCommit:
     """Everything one durable step writes, in ONE transaction.

@@ -89,6 +89,11 @@ class RunResult:
         return values
 
 
+# Threads whose effects a view reads at once (Masker): one statement each, with its ids as
+# parameters (SQLite allows 32,766 per statement).
+_THREADS_PER_READ = 500
+
+
 class RunService:
     """Runs of one graph in one store. See the module docstring."""
 
@@ -536,9 +541,11 @@ class RunService:
         masker = Masker(self.masks)
         # a result only holds secrets in tool calls to tools masked by name (Masker.learn)
         results = bool(self.masks)
-        for thread_id in sorted(set(thread_ids)):
+        threads = sorted(set(thread_ids))
+        # the threads' effects in a few reads, not one per thread (a listing of 100 runs)
+        for at in range(0, len(threads), _THREADS_PER_READ):
             for payload in await self.store.list_effect_payloads(
-                thread_id=thread_id, results=results
+                thread_ids=threads[at : at + _THREADS_PER_READ], results=results
             ):
                 masker.learn_payload(payload)
         for run_id in sorted(set(run_ids)):

@@ -500,9 +500,12 @@ class InMemoryCheckpointer(Closing):
         statuses: Sequence[EffectStatus] | None = None,
         app_id: str | None = None,
         tenant: str | None = None,
+        thread_ids: Sequence[str] | None = None,
     ) -> list[Row]:
-        """The stored rows of the effects :meth:`list_effects` lists, in its order."""
+        """The stored rows of the effects :meth:`list_effects` lists, in its order
+        (``thread_ids``: of any of these threads too)."""
         wanted = None if statuses is None else {str(s) for s in statuses}
+        threads = None if thread_ids is None else set(thread_ids)
         scoped = app_id is not None or tenant is not None
         with self._lock:
             found = [
@@ -510,6 +513,7 @@ class InMemoryCheckpointer(Closing):
                 for row in self._effects.values()
                 if (run_id is None or row[_EFFECT_RUN] == run_id)
                 and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
+                and (threads is None or row[_EFFECT_THREAD] in threads)
                 and (wanted is None or row[_EFFECT_STATUS] in wanted)
                 and (
                     not scoped
@@ -523,9 +527,14 @@ class InMemoryCheckpointer(Closing):
         return found
 
     async def list_effect_payloads(
-        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
     ) -> list[EffectPayload]:
-        found = self._effect_rows(run_id, thread_id)
+        found = self._effect_rows(run_id, thread_id, thread_ids=thread_ids)
         return [
             self.rows.payload_from_row(
                 (r[0], r[_EFFECT_TYPE], r[_EFFECT_REQUEST], r[_EFFECT_RESULT] if results else None)

@@ -205,11 +205,18 @@ class EffectStore(Protocol):
         ``limit`` and ``offset`` page through them."""
 
     async def list_effect_payloads(
-        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
     ) -> list[EffectPayload]:
         """The type, request and result (None unless ``results``) of the effects
         :meth:`list_effects` lists for ``run_id`` / ``thread_id``, in its order: what a
-        view needs to learn the values it masks, without the rest of each record."""
+        view needs to learn the values it masks, without the rest of each record.
+        ``thread_ids``: of any of these threads too (none: no effect), in one read, for a
+        view of many threads (a listing of runs)."""
 
 
 @runtime_checkable

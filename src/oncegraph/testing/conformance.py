@@ -1181,6 +1181,14 @@ class CheckpointerConformance:
         assert [tuple(p) for p in by_run] == payloads(await checkpointer.list_effects(run_id=run_a))
         assert len(by_run) == 2
         assert await checkpointer.list_effect_payloads(run_id=run_a, thread_id=other_tid) == []
+        # several threads in one read: their effects, in list_effects order across them
+        both = await checkpointer.list_effect_payloads(thread_ids=[other_tid, tid, "t-none"])
+        everyone = [
+            e for e in await checkpointer.list_effects() if e.thread_id in (tid, other_tid)
+        ]
+        assert [tuple(p) for p in both] == payloads(everyone) and len(both) == 4
+        assert await checkpointer.list_effect_payloads(thread_ids=[]) == []
+        assert await checkpointer.list_effect_payloads(thread_ids=["t-none"]) == []
 
     async def test_folded_effects_saved_in_commit(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)

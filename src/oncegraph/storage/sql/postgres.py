@@ -192,9 +192,13 @@ def _effect_list(
     )
 
 
-@lru_cache(maxsize=8)
-def _effect_payloads(by_run: bool, by_thread: bool, results: bool) -> str:
-    return _pg(S.effect_payloads(by_run=by_run, by_thread=by_thread, results=results))
+@lru_cache(maxsize=32)
+def _effect_payloads(by_run: bool, by_thread: bool, results: bool, n_threads: int) -> str:
+    return _pg(
+        S.effect_payloads(
+            by_run=by_run, by_thread=by_thread, results=results, n_threads=n_threads
+        )
+    )
 
 
 # -- error mapping -------------------------------------------------------------------
@@ -708,10 +712,9 @@ class PgCheckpointer(Closing):
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
             return []
-        params: list[Any] = [] if thread_id is None else [thread_id]
-        params += wanted
-        params += [f for f in (app_id, tenant) if f is not None]
-        params.append(max(limit, 0))
+        params = S.run_list_params(
+            thread_id=thread_id, statuses=wanted, app_id=app_id, tenant=tenant, limit=limit
+        )
         sql = _run_list(thread_id is not None, len(wanted), app_id is not None, tenant is not None)
         return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
@@ -878,10 +881,20 @@ class PgCheckpointer(Closing):
         return [self.rows.effect_from_row(r) for r in found]
 
     async def list_effect_payloads(
-        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
     ) -> list[EffectPayload]:
+        if thread_ids is not None and not thread_ids:
+            return []
         params = [p for p in (run_id, thread_id) if p is not None]
-        sql = _effect_payloads(run_id is not None, thread_id is not None, results)
+        params += thread_ids or ()
+        sql = _effect_payloads(
+            run_id is not None, thread_id is not None, results, len(thread_ids or ())
+        )
         found = await self._fetchall(
             "list_effect_payloads", sql, params, cls=LedgerUnavailableError
         )

@@ -661,13 +661,15 @@ class SqliteCheckpointer(Closing):
         app_id: str | None = None,
         tenant: str | None = None,
     ) -> list[RunRecord]:
-        params: list[Any] = [] if thread_id is None else [thread_id]
-        if statuses is not None:
-            if not statuses:
-                return []
-            params.extend(str(s) for s in statuses)
-        params.extend(f for f in (app_id, tenant) if f is not None)
-        params.append(max(limit, 0))
+        if statuses is not None and not statuses:
+            return []
+        params = S.run_list_params(
+            thread_id=thread_id,
+            statuses=[str(s) for s in statuses or ()],
+            app_id=app_id,
+            tenant=tenant,
+            limit=limit,
+        )
         sql = S.run_list(
             by_thread=thread_id is not None,
             n_statuses=len(statuses or ()),
@@ -793,11 +795,22 @@ class SqliteCheckpointer(Closing):
         return [self.rows.effect_from_row(r) for r in self._read(sql, params)]
 
     async def list_effect_payloads(
-        self, *, run_id: str | None = None, thread_id: str | None = None, results: bool = True
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
     ) -> list[EffectPayload]:
+        if thread_ids is not None and not thread_ids:
+            return []
         params = [p for p in (run_id, thread_id) if p is not None]
+        params += thread_ids or ()
         sql = S.effect_payloads(
-            by_run=run_id is not None, by_thread=thread_id is not None, results=results
+            by_run=run_id is not None,
+            by_thread=thread_id is not None,
+            results=results,
+            n_threads=len(thread_ids or ()),
         )
         return [self.rows.payload_from_row(r) for r in self._read(sql, params)]
 

@@ -33,6 +33,9 @@ Workloads (``--workloads``, comma-separated):
   clock for every process on the machine) when it starts. Two variants: ``notify`` (the
   worker LISTENs; the default) and ``poll`` (``listen=False``, the default
   ``poll_seconds=0.5``): the A/B of the NOTIFY wake-up.
+- ``listing``: an operator's list of an app's newest runs (``app.aruns(limit=50)``, all,
+  and with ``status="failed"``, a tenth of them) among 200,000 runs (one real run,
+  copied in SQL; medians of 7): the read must cost the rows it returns, not the table.
 
 The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
 another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
@@ -464,6 +467,64 @@ async def _chat_reads(app: CompiledGraph, rounds: int = 7) -> dict[str, float]:
     return out
 
 
+_COPIES = {  # one real run copied ``n`` times (new ids, later times; a tenth failed)
+    "sqlite": (
+        "WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM g "
+        "WHERE value < {n}) INSERT INTO oncegraph_runs ({cols}) SELECT {exprs} FROM "
+        "oncegraph_runs, g"
+    ),
+    "postgres": (
+        "INSERT INTO oncegraph_runs ({cols}) SELECT {exprs} FROM oncegraph_runs, "
+        "generate_series(1, {n}) AS g(value)"
+    ),
+}
+
+
+async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
+    """``app.aruns(limit=...)`` among ``runs`` runs of one app (see the docstring)."""
+    async with open_store(kind) as (store, _):
+        app: CompiledGraph = build(1).compile(checkpointer=store)
+        await app.ainvoke(_input(1), _config("listed", 1))
+        new = {
+            "run_id": "'run_copy_' || g.value",
+            "thread_id": "'thread_copy_' || g.value",
+            "status": "CASE WHEN g.value % 10 = 0 THEN 'failed' ELSE 'completed' END",
+            "created_at": "created_at + g.value",
+            "updated_at": "updated_at + g.value",
+        }
+        if kind == "sqlite":
+            conn = sqlite3.connect(store.path)
+            cols = [r[1] for r in conn.execute("PRAGMA table_info(oncegraph_runs)")]
+        else:
+            import psycopg
+
+            conn = psycopg.connect(store._dsn, autocommit=True)
+            cols = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_name = 'oncegraph_runs' ORDER BY ordinal_position"
+                ).fetchall()
+            ]
+        try:
+            exprs = ", ".join(new.get(c, c) for c in cols)
+            conn.execute(_COPIES[kind].format(n=runs - 1, cols=", ".join(cols), exprs=exprs))
+            conn.execute("ANALYZE" if kind == "sqlite" else "ANALYZE oncegraph_runs")
+            conn.commit()
+        finally:
+            conn.close()
+        out: dict[str, float] = {}
+        for name, status in (("all", None), ("failed", "failed")):
+            times = []
+            for _ in range(7):
+                start = time.perf_counter()
+                found = await app.aruns(limit=limit, status=status)
+                times.append(time.perf_counter() - start)
+            assert len(found) == limit
+            out[f"{name}_ms"] = round(statistics.median(times) * 1e3, 2)
+    emit("listing", kind, runs, out["all_ms"] / 1e3, limit=limit, **out)
+
+
 def workers(procs: int, runs: int, concurrency: int) -> None:
     """``runs`` short runs queued in PostgreSQL, executed by ``procs`` worker processes.
 
@@ -686,8 +747,9 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--workloads", default="toolloop,growth,resume,threads,turns,workers,latency"
+        "--workloads", default="toolloop,growth,resume,threads,turns,workers,latency,listing"
     )
+    parser.add_argument("--listed", type=int, default=200_000, help="runs in listing")
     parser.add_argument("--latency-runs", type=int, default=200, help="runs in latency")
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
@@ -738,6 +800,9 @@ def main() -> None:
     if "latency" in workloads and "postgres" in stores:
         for variant in ("notify", "poll"):
             latency(args.latency_runs, variant)
+    if "listing" in workloads:
+        for kind in durable:
+            asyncio.run(listing_once(kind, args.listed))
 
 
 if __name__ == "__main__":

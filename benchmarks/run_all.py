@@ -122,7 +122,7 @@ def collect(rounds: int, quick: bool, sink: Any) -> tuple[dict[str, Any], list[d
     if not quick:
         memory = ("--workloads", "toolloop,growth", "--stores", "memory")
         keep(run("oncegraph", [*og, *memory]))
-        rest = "toolloop,growth,turns,resume,latency"  # threads, workers: in rounds, below
+        rest = "toolloop,growth,turns,resume,latency,listing"  # threads, workers: in rounds, below
         stores = ("--stores", "sqlite,postgres")
         keep(run("oncegraph", [*og, "--workloads", rest, *stores, "--n", ",".join(once)]))
         for r in range(THREAD_ROUNDS):
@@ -417,6 +417,20 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             verdicts.append(
                 f"- {r['store']} turns: the last {r['window']} of {r['n']:,} runs on one thread "
                 f"within 1.5x of the first {r['window']}: {ok} ({grew:.2f}x)"
+            )
+    listing = [r for r in og if r["workload"] == "listing"]
+    if listing:
+        out += ["", "### Listing an app's runs (an operator's view)", ""]
+        out += [
+            "`app.aruns(limit=50)` among one app's runs (one real run copied in SQL, a tenth "
+            "of them failed), medians of 7, with the masking the view does.",
+            "",
+            "| store | runs | newest 50 ms | newest 50 failed ms |",
+            "| --- | --- | --- | --- |",
+        ]
+        for r in listing:
+            out.append(
+                f"| {r['store']} | {r['n']:,} | {_ms(r['all_ms'])} | {_ms(r['failed_ms'])} |"
             )
     out += ["", "### Resume after SIGKILL at `after_intent:<k>` (SQLite, fresh process)", ""]
     out += [

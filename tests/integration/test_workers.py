@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -36,7 +37,7 @@ from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
 from oncegraph.worker import Runnable, RunQueue, Worker
-from oncegraph.worker.queue import CLAIM
+from oncegraph.worker.queue import CLAIM, claim_params
 
 pytestmark = pytest.mark.postgres
 
@@ -427,13 +428,53 @@ def test_sigstopped_worker_cannot_write_after_its_lease_expired(
 # -- queue semantics ------------------------------------------------------------------------
 
 
+def _plan_nodes(plan: str) -> list[tuple[str, str]]:
+    """Each node of an EXPLAIN text: (its line, the text of its subtree)."""
+    lines = plan.splitlines()
+
+    def indent(line: str) -> int:
+        return len(line) - len(line.lstrip(" ->"))
+
+    nodes = []
+    for i, line in enumerate(lines):
+        if i and "->" not in line:
+            continue
+        end = i + 1
+        while end < len(lines) and indent(lines[end]) > indent(line):
+            end += 1
+        nodes.append((line, "\n".join(lines[i:end])))
+    return nodes
+
+
+def _thrown_away(plan: str) -> list[int]:
+    """The rows each scan of ``oncegraph_runs`` in an EXPLAIN ANALYZE read and filtered out."""
+    counts = []
+    scanning = False
+    for line in plan.splitlines():
+        if "->" in line or line.lstrip().startswith(("Update", "Limit")):
+            scanning = " on oncegraph_runs " in line
+        elif scanning and (found := re.search(r"Rows Removed by Filter: (\d+)", line)):
+            counts.append(int(found.group(1)))
+    return counts
+
+
+def _claim_plan(dsn: str, r: Runnable, limit: int, *, analyze: bool = False) -> str:
+    with psycopg.connect(dsn) as conn:  # rolled back: nothing is claimed
+        how = "EXPLAIN (ANALYZE) " if analyze else "EXPLAIN "
+        cur = conn.execute(how + CLAIM, claim_params(r, "c0", 30.0, limit))
+        plan = "\n".join(row[0] for row in cur.fetchall())
+        conn.rollback()
+    return plan
+
+
 @pytest.mark.parametrize("analyzed", [False, True], ids=["fresh-stats", "analyzed"])
 async def test_a_claim_walks_the_queue_index_in_order_not_the_whole_queue(
     dsn: str, analyzed: bool
 ) -> None:
-    """With 400 runs queued, the claim reads its app's claimable runs through the
-    ``oncegraph_runs_claimable`` index, already in queue order (no sort of the queue),
-    before and after the table's statistics exist; it claims the oldest runs first."""
+    """With 400 runs queued, the claim reads its app's queued runs through the
+    ``oncegraph_runs_queued`` index, already in queue order (no sort of the queue: the
+    only sort is of the running runs whose lease expired), before and after the table's
+    statistics exist; it claims the oldest runs first."""
     store = PgCheckpointer(dsn)
     try:
         app = _agent(store)
@@ -446,14 +487,74 @@ async def test_a_claim_walks_the_queue_index_in_order_not_the_whole_queue(
         if analyzed:
             sql(dsn, "ANALYZE oncegraph_runs")
         r = mine_only(app)
-        params = (r.app_id, r.tenant, r.tenant, list(r.fingerprints), list(r.versions), [], 3)
-        with psycopg.connect(dsn) as conn:  # EXPLAIN only: nothing is claimed
-            cur = conn.execute("EXPLAIN " + CLAIM, (*params, "c0", 30.0))
-            plan = "\n".join(row[0] for row in cur.fetchall())
-        assert "oncegraph_runs_claimable" in plan, plan
-        assert "Sort" not in plan, plan
+        plan = _claim_plan(dsn, r, 3)
+        assert "oncegraph_runs_queued" in plan, plan
+        assert "Seq Scan on oncegraph_runs" not in plan, plan
+        for line, subtree in _plan_nodes(plan):
+            if "Sort" in line and "Merge" not in line:
+                assert "oncegraph_runs_queued" not in subtree, plan
         got = await RunQueue(store, r).claim("c0", 30, 3)
         assert [x.run_id for x in got] == [x.run_id for x in runs[:3]]
+    finally:
+        await store.aclose()
+
+
+async def test_a_claim_does_not_walk_past_the_running_runs(dsn: str) -> None:
+    """With 300 of the app's runs running under live leases and the newest 20 queued, a
+    claim reads the queued runs it takes, not the running ones before them: no scan of
+    the claim's plan reads (and throws away) a row per running run."""
+    store = PgCheckpointer(dsn)
+    try:
+        app = _agent(store)
+        runs = [
+            await app.asubmit(
+                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+            )
+            for i in range(320)
+        ]
+        r = mine_only(app)
+        queue = RunQueue(store, r)
+        held = await queue.claim("busy", 300, 300)
+        assert {x.run_id for x in held} == {x.run_id for x in runs[:300]}
+        sql(dsn, "ANALYZE oncegraph_runs")
+        plan = _claim_plan(dsn, r, 2, analyze=True)
+        assert max(_thrown_away(plan), default=0) < 20, plan
+        assert "oncegraph_runs_queued" in plan, plan
+        got = await queue.claim("c0", 30, 2)
+        assert [x.run_id for x in got] == [x.run_id for x in runs[300:302]]
+    finally:
+        await store.aclose()
+
+
+async def test_queued_runs_and_expired_leases_are_claimed_in_queue_order(dsn: str) -> None:
+    """The two walks merge in queue order: a run whose lease expired is taken in its
+    place among the queued runs (older ones first), and a live lease is never taken."""
+    store = PgCheckpointer(dsn)
+    try:
+        app = _agent(store)
+        runs = [
+            await app.asubmit(
+                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+            )
+            for i in range(5)
+        ]
+        ids = [x.run_id for x in runs]
+        r = mine_only(app)
+        queue = RunQueue(store, r)
+        # runs 1 and 3 were claimed by a worker that went silent; run 3's lease lapsed
+        for run_id in (ids[1], ids[3]):
+            sql(
+                dsn,
+                "UPDATE oncegraph_runs SET status = 'running', lease_owner = 'gone', "
+                "lease_expires_at = extract(epoch from clock_timestamp()) + 300 "
+                "WHERE run_id = %s",
+                (run_id,),
+            )
+        expire_lease(dsn, ids[3])
+        order = [(await queue.claim_runs("c0", 30, 1))[0] for _ in range(4)]
+        assert [c.run.run_id for c in order] == [ids[0], ids[2], ids[3], ids[4]]
+        assert [c.taken_from for c in order] == [None, None, "gone", None]
+        assert await queue.claim("c0", 30, 5) == []  # run 1's lease is live
     finally:
         await store.aclose()
 

@@ -69,35 +69,45 @@ _UNFINISHED = ", ".join(
 )
 _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
 
-# Params: app_id, tenant (twice; NULL: any), fingerprints, versions, run ids to skip, limit,
-# lease_owner, lease_seconds.
+# Named params (:func:`claim_params`): app, tenant (NULL: any), fingerprints, versions,
+# skip (run ids), limit, owner, lease (seconds).
 #
 # ``c`` lists the claimable rows of this app in queue order; it is a subquery with its own
 # ORDER BY (never flattened), so the planner knows its order and walks it with a nested
 # loop into ``r``, testing the costly conditions (live lock holders, an older unfinished
 # run on the thread) row by row and stopping at the LIMIT: a claim costs the rows it
-# looks at, not the length of the queue. ``c`` reads the partial expression index
-# ``oncegraph_runs_claimable`` (app, created_at, run_id; schema migration 6), which gives
-# its rows in that order: without it the queue was read and sorted whole on every claim.
-# ``r``'s own conditions are repeated so that the lock re-checks them on the newest row
-# version.
+# looks at, not the length of the queue. ``c`` is two walks merged in queue order (a
+# Merge Append): the queued runs, from the partial index ``oncegraph_runs_queued`` (app,
+# created_at, run_id; schema migration 10), already in that order; and the running runs
+# whose lease has expired, from ``oncegraph_runs_leases`` (lease_expires_at, of running
+# runs), sorted (normally none, or the few of a worker that died). One index of both
+# (migration 6's ``oncegraph_runs_claimable``) made every claim walk past each running run
+# of the app before the first queued one: 4.5 ms a claim with 5,000 running, 1.4 ms now.
+# The expired walk compares with the time read once, as an init plan's parameter (a
+# volatile call in the comparison would keep the index from being used). ``r``'s own
+# conditions are repeated so that the lock re-checks them on the newest row version.
 _CLAIMABLE = f"""(
         r.status = '{RunStatus.QUEUED}'
         OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
             AND r.lease_expires_at < {_DB_NOW})
     )"""
+_MINE = """COALESCE(r.app_id, r.workflow_name) = %(app)s
+           AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
+           AND (r.graph_fingerprint = ANY(%(fingerprints)s::text[])
+                OR r.workflow_version = ANY(%(versions)s::text[]))
+           AND NOT (r.run_id = ANY(%(skip)s::text[]))"""
 CLAIM = f"""
 WITH picked AS (
     SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
     FROM (
-        SELECT r.run_id, r.created_at
-        FROM oncegraph_runs r
-        WHERE {_CLAIMABLE}
-        AND COALESCE(r.app_id, r.workflow_name) = %s
-        AND (%s::text IS NULL OR r.tenant = %s::text)
-        AND (r.graph_fingerprint = ANY(%s::text[]) OR r.workflow_version = ANY(%s::text[]))
-        AND NOT (r.run_id = ANY(%s::text[]))
-        ORDER BY r.created_at, r.run_id
+        (SELECT r.run_id, r.created_at FROM oncegraph_runs r
+         WHERE r.status = '{RunStatus.QUEUED}' AND {_MINE}
+         ORDER BY r.created_at, r.run_id)
+        UNION ALL
+        (SELECT r.run_id, r.created_at FROM oncegraph_runs r
+         WHERE r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at < (SELECT {_DB_NOW})
+           AND {_MINE}
+         ORDER BY r.created_at, r.run_id)
     ) c
     JOIN oncegraph_runs r ON r.run_id = c.run_id
     WHERE {_CLAIMABLE}
@@ -110,12 +120,12 @@ WITH picked AS (
                OR (o.created_at = r.created_at AND o.run_id < r.run_id))
     )
     ORDER BY c.created_at, c.run_id
-    LIMIT %s
+    LIMIT %(limit)s
     FOR UPDATE OF r SKIP LOCKED
 )
 UPDATE oncegraph_runs u
-SET status = '{RunStatus.RUNNING}', lease_owner = %s,
-    lease_expires_at = {_DB_NOW} + %s, fencing_token = u.fencing_token + 1,
+SET status = '{RunStatus.RUNNING}', lease_owner = %(owner)s,
+    lease_expires_at = {_DB_NOW} + %(lease)s, fencing_token = u.fencing_token + 1,
     updated_at = {_DB_NOW}
 FROM picked WHERE u.run_id = picked.run_id
 RETURNING {_RETURNING}, picked.was_status, picked.was_owner
@@ -186,6 +196,28 @@ class Runnable:
         )
 
 
+def claim_params(
+    runnable: Runnable,
+    owner: str,
+    lease_seconds: float,
+    limit: int,
+    *,
+    skip: Collection[str] = (),
+) -> dict[str, Any]:
+    """:data:`CLAIM`'s parameters: up to ``limit`` runs ``runnable`` names, except the run
+    ids in ``skip``, for ``owner`` under a lease of ``lease_seconds``."""
+    return {
+        "app": runnable.app_id,
+        "tenant": runnable.tenant,
+        "fingerprints": list(runnable.fingerprints),
+        "versions": list(runnable.versions),
+        "skip": list(skip),
+        "limit": limit,
+        "owner": owner,
+        "lease": lease_seconds,
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A claimed run; ``taken_from``: the owner of the expired lease it was taken over
@@ -235,18 +267,7 @@ class RunQueue:
         """:meth:`claim`, saying of each run whose lease it took over from a silent holder."""
         if limit <= 0:
             return []
-        runnable = self.runnable
-        params = (
-            runnable.app_id,
-            runnable.tenant,
-            runnable.tenant,
-            list(runnable.fingerprints),
-            list(runnable.versions),
-            list(skip),
-            limit,
-            owner,
-            lease_seconds,
-        )
+        params = claim_params(self.runnable, owner, lease_seconds, limit, skip=skip)
         found = await self._run("claim", CLAIM, params, fetch=True)
         assert isinstance(found, list)
         return [
@@ -282,7 +303,9 @@ class RunQueue:
         """Give a running run back to the queue; False if the lease was not ours any more."""
         return bool(await self._run("release", RELEASE, (run_id, owner, token)) == 1)
 
-    async def _run(self, op: str, sql: str, params: Sequence[Any], *, fetch: bool = False) -> Any:
+    async def _run(
+        self, op: str, sql: str, params: Sequence[Any] | Mapping[str, Any], *, fetch: bool = False
+    ) -> Any:
         pool = await self.store._ready()
         with _mapped(op, self.store._where):
             async with pool.connection() as conn:
@@ -292,4 +315,13 @@ class RunQueue:
                 return cur.rowcount
 
 
-__all__ = ["CLAIM", "RELEASE", "RENEW", "RENEW_MANY", "Claimed", "RunQueue", "Runnable"]
+__all__ = [
+    "CLAIM",
+    "RELEASE",
+    "RENEW",
+    "RENEW_MANY",
+    "Claimed",
+    "RunQueue",
+    "Runnable",
+    "claim_params",
+]

@@ -249,6 +249,24 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_runs_app_created "
         "ON oncegraph_runs (app_id, created_at, run_id)",
     ),
+    # 10: a worker's claim walks its app's queued runs and, apart, the running runs whose
+    # lease expired, merged in queue order (oncegraph.worker.queue.CLAIM). Migration 6's
+    # index held both queued and running runs, so every claim walked past each running
+    # run of the app before the first queued one (4.5 ms a claim with 5,000 running, 1.4
+    # ms with these two). SQLite has no claim: it only drops the index nothing reads.
+    (
+        PerDialect(
+            sqlite=("DROP INDEX IF EXISTS oncegraph_runs_claimable",),
+            postgres=(
+                "CREATE INDEX IF NOT EXISTS oncegraph_runs_queued "
+                "ON oncegraph_runs ((COALESCE(app_id, workflow_name)), created_at, run_id) "
+                "WHERE status = 'queued'",
+                "CREATE INDEX IF NOT EXISTS oncegraph_runs_leases "
+                "ON oncegraph_runs (lease_expires_at) WHERE status = 'running'",
+                "DROP INDEX IF EXISTS oncegraph_runs_claimable",
+            ),
+        ),
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -33,6 +33,9 @@ Workloads (``--workloads``, comma-separated):
   clock for every process on the machine) when it starts. Two variants: ``notify`` (the
   worker LISTENs; the default) and ``poll`` (``listen=False``, the default
   ``poll_seconds=0.5``): the A/B of the NOTIFY wake-up.
+- ``claims``: a worker's claim of one run (``RunQueue.claim``, median of 50) among 200
+  queued runs, with none and with 5,000 runs of the app running under live leases (a
+  fleet's): it must cost the rows it returns, not the runs before them.
 - ``listing``: an operator's list of an app's newest runs (``app.aruns(limit=50)``, all,
   and with ``status="failed"``, a tenth of them) among 200,000 runs (one real run,
   copied in SQL; medians of 7): the read must cost the rows it returns, not the table.
@@ -525,6 +528,33 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
     emit("listing", kind, runs, out["all_ms"] / 1e3, limit=limit, **out)
 
 
+async def claims_once(running: int, queued: int = 200, claims: int = 50) -> None:
+    """The median time of a claim of one run with ``running`` runs held (see the docstring)."""
+    from oncegraph.storage.checkpointer import PgCheckpointer
+    from oncegraph.worker.queue import Runnable, RunQueue
+
+    with fresh_pg_database() as dsn:
+        store = PgCheckpointer(postgres_dsn=dsn)
+        try:
+            app = build(1).compile(checkpointer=store)
+            await app.setup()
+            for i in range(running + queued):
+                await app.asubmit(_input(1), _config(f"t{i}", 1))
+            queue = RunQueue(store, Runnable.of(app.service))
+            held = await queue.claim("fleet", 600, running) if running else []
+            assert len(held) == running
+            times = []
+            for _ in range(claims):
+                start = time.perf_counter()
+                got = await queue.claim("bench", 600, 1)
+                times.append(time.perf_counter() - start)
+                assert len(got) == 1
+        finally:
+            await store.aclose()
+    median = statistics.median(times)
+    emit("claims", "postgres", claims, median * claims, running=running, claim_ms=median * 1e3)
+
+
 def workers(procs: int, runs: int, concurrency: int) -> None:
     """``runs`` short runs queued in PostgreSQL, executed by ``procs`` worker processes.
 
@@ -747,7 +777,8 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--workloads", default="toolloop,growth,resume,threads,turns,workers,latency,listing"
+        "--workloads",
+        default="toolloop,growth,resume,threads,turns,workers,latency,listing,claims",
     )
     parser.add_argument("--listed", type=int, default=200_000, help="runs in listing")
     parser.add_argument("--latency-runs", type=int, default=200, help="runs in latency")
@@ -803,6 +834,9 @@ def main() -> None:
     if "listing" in workloads:
         for kind in durable:
             asyncio.run(listing_once(kind, args.listed))
+    if "claims" in workloads and "postgres" in stores:
+        for running in (0, 5000):
+            asyncio.run(claims_once(running))
 
 
 if __name__ == "__main__":

@@ -297,6 +297,19 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
 
+def _section(title: str, intro: str, columns: list[str]) -> list[str]:
+    """A report section's heading, its paragraph and its table's header rows."""
+    return [
+        "",
+        f"### {title}",
+        "",
+        intro,
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + " --- |" * len(columns),
+    ]
+
+
 def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The markdown report, with the budget verdicts."""
     og = [r for r in rows if r["peer"] == "oncegraph"]
@@ -395,18 +408,25 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             )
     turns = [r for r in og if r["workload"] == "turns"]
     if turns:
-        out += ["", "### Many runs on one thread (a chat: one turn per run)", ""]
-        out += [
+        out += _section(
+            "Many runs on one thread (a chat: one turn per run)",
             "Each run is a user message, a model turn calling the tool once, the call and a "
             "closing model turn, all on ONE thread, so its runs, checkpoints and messages grow "
             "with every run; µs per run are the medians of the first and of the last window. "
             "At the end, the thread read back (medians of 7): `get_state`, and "
             "`get_state_history(limit=10)` (ten snapshots, each with all its messages, masked).",
-            "",
-            "| store | runs | window | first runs µs/run | last runs µs/run | last / first "
-            "| messages at the end | get_state ms | history, 10 snapshots ms |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
+            [
+                "store",
+                "runs",
+                "window",
+                "first runs µs/run",
+                "last runs µs/run",
+                "last / first",
+                "messages at the end",
+                "get_state ms",
+                "history, 10 snapshots ms",
+            ],
+        )
         for r in turns:
             grew = r["last_us_per_run"] / r["first_us_per_run"]
             out.append(
@@ -421,28 +441,24 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             )
     listing = [r for r in og if r["workload"] == "listing"]
     if listing:
-        out += ["", "### Listing an app's runs (an operator's view)", ""]
-        out += [
+        out += _section(
+            "Listing an app's runs (an operator's view)",
             "`app.aruns(limit=50)` among one app's runs (one real run copied in SQL, a tenth "
             "of them failed), medians of 7, with the masking the view does.",
-            "",
-            "| store | runs | newest 50 ms | newest 50 failed ms |",
-            "| --- | --- | --- | --- |",
-        ]
+            ["store", "runs", "newest 50 ms", "newest 50 failed ms"],
+        )
         for r in listing:
             out.append(
                 f"| {r['store']} | {r['n']:,} | {_ms(r['all_ms'])} | {_ms(r['failed_ms'])} |"
             )
     claims = [r for r in og if r["workload"] == "claims"]
     if claims:
-        out += ["", "### A worker's claim (PostgreSQL)", ""]
-        out += [
+        out += _section(
+            "A worker's claim (PostgreSQL)",
             "`RunQueue.claim` of one run among 200 queued, median of 50, with none and with "
             "5,000 of the app's runs running under live leases.",
-            "",
-            "| runs running | claim ms |",
-            "| --- | --- |",
-        ]
+            ["runs running", "claim ms"],
+        )
         for r in claims:
             out.append(f"| {r['running']:,} | {r['claim_ms']:.2f} |")
     out += ["", "### Resume after SIGKILL at `after_intent:<k>` (SQLite, fresh process)", ""]

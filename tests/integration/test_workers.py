@@ -33,7 +33,7 @@ from oncegraph.errors import LeaseLostError
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runtime.config import RunConfig
-from oncegraph.storage.records import CheckpointRecord, RunStatus, StepCommit
+from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, StepCommit
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.testing.provider import FakeProvider
 from oncegraph.worker import Runnable, RunQueue, Worker
@@ -236,6 +236,17 @@ def _agent(store: PgCheckpointer) -> CompiledGraph:
     return ReactAgent(
         model=ScriptedModel.turns("unused"), system_prompt="You charge orders.", tools=[charge]
     ).compile(checkpointer=store)
+
+
+async def _queued(app: CompiledGraph, n: int) -> list[RunRecord]:
+    """``n`` runs submitted to ``app``, each on its own thread (``t0``, ``t1``, ...), oldest
+    first."""
+    return [
+        await app.asubmit(
+            {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
+        )
+        for i in range(n)
+    ]
 
 
 def mine_only(app: CompiledGraph) -> Runnable:
@@ -478,12 +489,7 @@ async def test_a_claim_walks_the_queue_index_in_order_not_the_whole_queue(
     store = PgCheckpointer(dsn)
     try:
         app = _agent(store)
-        runs = [
-            await app.asubmit(
-                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
-            )
-            for i in range(400)
-        ]
+        runs = await _queued(app, 400)
         if analyzed:
             sql(dsn, "ANALYZE oncegraph_runs")
         r = mine_only(app)
@@ -506,12 +512,7 @@ async def test_a_claim_does_not_walk_past_the_running_runs(dsn: str) -> None:
     store = PgCheckpointer(dsn)
     try:
         app = _agent(store)
-        runs = [
-            await app.asubmit(
-                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
-            )
-            for i in range(320)
-        ]
+        runs = await _queued(app, 320)
         r = mine_only(app)
         queue = RunQueue(store, r)
         held = await queue.claim("busy", 300, 300)
@@ -532,12 +533,7 @@ async def test_queued_runs_and_expired_leases_are_claimed_in_queue_order(dsn: st
     store = PgCheckpointer(dsn)
     try:
         app = _agent(store)
-        runs = [
-            await app.asubmit(
-                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
-            )
-            for i in range(5)
-        ]
+        runs = await _queued(app, 5)
         ids = [x.run_id for x in runs]
         r = mine_only(app)
         queue = RunQueue(store, r)
@@ -563,12 +559,7 @@ async def test_concurrent_claimers_never_share_a_run(dsn: str) -> None:
     stores = [PgCheckpointer(dsn) for _ in range(5)]
     try:
         app = _agent(stores[0])
-        runs = [
-            await app.asubmit(
-                {"messages": [{"role": "user", "content": f"o-{i}"}]}, {"thread_id": f"t{i}"}
-            )
-            for i in range(60)
-        ]
+        runs = await _queued(app, 60)
 
         # every claimer's first claim is asked before any claimer asks a second time, so all
         # five really race for the same rows (a fast claimer could otherwise drain the queue

@@ -14,11 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from old_schema import Execute, old_store
+from old_schema import Execute, insert_runs, old_store
 
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import rows
-from oncegraph.storage.sql import statements as S
 
 _FP = "sha256:test-graph"
 
@@ -53,10 +51,7 @@ def _runs() -> list[RunRecord]:
 
 
 def _fill(execute: Execute) -> None:
-    insert = f"INSERT INTO oncegraph_runs ({', '.join(S.RUN_COLUMNS)}) VALUES "
-    insert += f"({', '.join('?' for _ in S.RUN_COLUMNS)})"
-    for run in _runs():
-        execute(insert, list(rows.PLAIN.run_to_params(run)))
+    insert_runs(execute, _runs())
 
 
 def _indexes_sqlite(path: str) -> set[str]:

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from old_schema import Execute, old_store
+from old_schema import Execute, app_runs, insert_runs, old_store
 
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 
 _LEGACY = ("run-legacy-1", "run-legacy-2")
@@ -28,19 +27,7 @@ _LEGACY = ("run-legacy-1", "run-legacy-2")
 def _runs() -> list[RunRecord]:
     """Runs of apps ``a`` and ``b`` (some of tenant ``t1``); the legacy runs have no
     app_id, so they are their workflow_name's: ``a``'s, one among the newest."""
-    made = [
-        RunRecord(
-            f"run-{i:02d}",
-            f"t{i}",
-            RunStatus.COMPLETED if i % 3 else RunStatus.FAILED,
-            workflow_name="a" if i % 2 else "b",
-            created_at=100.0 + i,
-            updated_at=100.0 + i,
-            app_id="a" if i % 2 else "b",
-            tenant="t1" if i % 4 < 2 else None,
-        )
-        for i in range(20)
-    ]
+    made = app_runs(20, tenants=True)
     legacy = [
         RunRecord(
             run_id, f"t-old-{n}", status, workflow_name="a", created_at=at, updated_at=at
@@ -61,13 +48,7 @@ def _runs() -> list[RunRecord]:
 
 def _fill(execute: Execute) -> None:
     """``_runs()``, the legacy runs' app_id left NULL as an older oncegraph wrote it."""
-    insert = f"INSERT INTO oncegraph_runs ({', '.join(S.RUN_COLUMNS)}) VALUES "
-    insert += f"({', '.join('?' for _ in S.RUN_COLUMNS)})"
-    for run in _runs():
-        params = list(rows.PLAIN.run_to_params(run))
-        if run.run_id in _LEGACY:
-            params[S.RUN_COLUMNS.index("app_id")] = None
-        execute(insert, params)
+    insert_runs(execute, _runs(), no_app_id=_LEGACY)
 
 
 def _expected(

@@ -16,28 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from old_schema import Execute, old_store
+from old_schema import Execute, app_runs, insert_runs, old_store
 
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 
 
 def _runs() -> list[RunRecord]:
     """Runs of apps ``a`` and ``b``; ``legacy`` has no app_id, so it is ``a``'s (its
     workflow_name)."""
-    made = [
-        RunRecord(
-            f"run-{i:02d}",
-            f"t{i}",
-            RunStatus.COMPLETED if i % 3 else RunStatus.FAILED,
-            workflow_name="a" if i % 2 else "b",
-            created_at=100.0 + i,
-            updated_at=100.0 + i,
-            app_id="a" if i % 2 else "b",
-        )
-        for i in range(12)
-    ]
+    made = app_runs(12)
     legacy = RunRecord(
         "run-legacy", "t-old", RunStatus.COMPLETED, workflow_name="a",
         created_at=50.0, updated_at=50.0,
@@ -60,13 +48,7 @@ def _runs() -> list[RunRecord]:
 
 def _fill(execute: Execute) -> None:
     """``_runs()``, the legacy run's app_id left NULL as before migration 5."""
-    insert = f"INSERT INTO oncegraph_runs ({', '.join(S.RUN_COLUMNS)}) VALUES "
-    insert += f"({', '.join('?' for _ in S.RUN_COLUMNS)})"
-    for run in _runs():
-        params = list(rows.PLAIN.run_to_params(run))
-        if run.run_id == "run-legacy":
-            params[S.RUN_COLUMNS.index("app_id")] = None
-        execute(insert, params)
+    insert_runs(execute, _runs(), no_app_id={"run-legacy"})
 
 
 def _expected(app: str, statuses: set[RunStatus] | None, limit: int) -> list[str]:

@@ -37,8 +37,10 @@ Workloads (``--workloads``, comma-separated):
   queued runs, with none and with 5,000 runs of the app running under live leases (a
   fleet's): it must cost the rows it returns, not the runs before them.
 - ``listing``: an operator's list of an app's newest runs (``app.aruns(limit=50)``, all,
-  and with ``status="failed"``, a tenth of them) among 200,000 runs (one real run,
-  copied in SQL; medians of 7): the read must cost the rows it returns, not the table.
+  with ``status="failed"``, a tenth of them, and ``"needs_review"``, five) and of every
+  app's (the run service of ``oncegraph runs --db`` without ``--app``: all, and failed)
+  among 200,000 runs, a fifth of them three other apps' (one real run, copied in SQL;
+  medians of 7): the read must cost the rows it returns, not the table.
 
 The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
 another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
@@ -72,7 +74,9 @@ from typing import Annotated, Any, TypedDict
 from oncegraph import END, START, StateGraph, ToolNode, __version__, add_messages
 from oncegraph import tool as as_tool
 from oncegraph.app import CompiledGraph
+from oncegraph.runs.service import RunService
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
+from oncegraph.storage.records import RunStatus
 from oncegraph.tools import ToolLimits
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
@@ -491,9 +495,14 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
         new = {
             "run_id": "'run_copy_' || g.value",
             "thread_id": "'thread_copy_' || g.value",
-            "status": "CASE WHEN g.value % 10 = 0 THEN 'failed' ELSE 'completed' END",
+            "status": (  # a tenth failed, five waiting for review
+                "CASE WHEN g.value % 10 = 0 THEN 'failed' "
+                f"WHEN g.value % {runs // 5} = 7 THEN 'needs_review' ELSE 'completed' END"
+            ),
             "created_at": "created_at + g.value",
             "updated_at": "updated_at + g.value",
+            # a fifth are three other apps' (an operator's database holds several apps)
+            "app_id": "CASE WHEN g.value % 5 = 1 THEN 'other_' || (g.value % 3) ELSE app_id END",
         }
         if kind == "sqlite":
             conn = sqlite3.connect(store.path)
@@ -516,14 +525,24 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
             conn.commit()
         finally:
             conn.close()
+        everyone = RunService(None, store)  # `oncegraph runs --db ...` without --app
+        reads = {
+            "all": lambda: app.aruns(limit=limit),
+            "failed": lambda: app.aruns(limit=limit, status="failed"),
+            "review": lambda: app.aruns(limit=limit, status="needs_review"),
+            "every_app": lambda: everyone.runs(limit=limit),
+            "every_app_failed": lambda: everyone.runs(
+                limit=limit, statuses=[RunStatus.FAILED]
+            ),
+        }
         out: dict[str, float] = {}
-        for name, status in (("all", None), ("failed", "failed")):
+        for name, read in reads.items():
             times = []
             for _ in range(7):
                 start = time.perf_counter()
-                found = await app.aruns(limit=limit, status=status)
+                found = await read()
                 times.append(time.perf_counter() - start)
-            assert len(found) == limit
+            assert len(found) == (5 if name == "review" else limit), (name, len(found))
             out[f"{name}_ms"] = round(statistics.median(times) * 1e3, 2)
     emit("listing", kind, runs, out["all_ms"] / 1e3, limit=limit, **out)
 

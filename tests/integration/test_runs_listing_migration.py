@@ -10,8 +10,10 @@ both planners then read the app's newest runs from the index, without reading th
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ from old_schema import Execute, app_runs, insert_runs, old_store
 
 from oncegraph.storage.records import RunRecord, RunStatus
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.listing import RunListing
+from oncegraph.storage.sql.sqlite import SqliteCheckpointer
 
 _LEGACY = ("run-legacy-1", "run-legacy-2")
 
@@ -65,9 +69,17 @@ def _expected(
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("rare", [S.RARE_STATUS, 0, 10**9], ids=["counted", "app", "status"])
 async def test_migration_9_lists_an_apps_runs_newest_first_from_the_index(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str,
+    rare: int,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """And the same answers whichever index an app's listing of some statuses walks
+    (SQLite counts the statuses' runs to choose: ``rare`` forces each way)."""
+    monkeypatch.setattr(S, "RARE_STATUS", rare)
     where, store = old_store(kind, tmp_path, request, version=8, fill=_fill)
     try:
         await store.setup()  # migrates
@@ -133,6 +145,80 @@ async def test_migration_9_lists_an_apps_runs_newest_first_from_the_index(
         assert "Merge Append" in text or "Sort" not in text, text
 
 
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize("arms_max", [S.APP_ARMS_MAX, 1], ids=["by-app", "whole"])
+async def test_every_apps_runs_are_listed_app_by_app_from_the_index(
+    kind: str,
+    arms_max: int,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no app and no thread (``oncegraph runs --db`` without ``--app``), every app's
+    runs and the rows with no app_id are listed newest first: read app by app from
+    ``oncegraph_runs_app_created`` (the apps found by a walk that jumps from one app to
+    the next), or, with more apps than :data:`APP_ARMS_MAX`, by reading and sorting them
+    all: the same answer both ways."""
+    monkeypatch.setattr(S, "APP_ARMS_MAX", arms_max)
+    where, store = old_store(kind, tmp_path, request, version=8, fill=_fill)
+    everything = sorted(_runs(), key=lambda r: (r.created_at, r.run_id), reverse=True)
+    try:
+        await store.setup()  # migrates
+        cases: list[tuple[set[RunStatus] | None, str | None, int]] = [
+            (None, None, 100),
+            (None, None, 5),  # the two made at once (by run id), then across the apps
+            (None, None, 12),  # a legacy run among them
+            ({RunStatus.FAILED}, None, 100),
+            ({RunStatus.COMPLETED, RunStatus.FAILED}, "t1", 4),
+            (None, None, 0),
+        ]
+        for statuses, tenant, limit in cases:
+            listed = await store.list_runs(
+                statuses=sorted(statuses) if statuses else None, tenant=tenant, limit=limit
+            )
+            expected = [
+                r.run_id for r in everything
+                if (statuses is None or r.status in statuses)
+                and (tenant is None or r.tenant == tenant)
+            ][:limit]  # fmt: skip
+            assert [r.run_id for r in listed] == expected, (statuses, tenant, limit)
+        legacy = [r for r in await store.list_runs() if r.run_id in _LEGACY]
+        assert {r.app_id for r in legacy} == {"a"}  # read as their workflow's, as by app
+    finally:
+        await store.aclose()
+
+    if arms_max == 1:
+        return
+    sql = S.run_list(by_thread=False, n_statuses=0, n_apps=2)
+    params = S.run_list_params(
+        thread_id=None, statuses=[], app_id=None, tenant=None, limit=5, apps=["a", "b"]
+    )
+    if kind == "sqlite":
+        with sqlite3.connect(where) as conn:
+            plans = [
+                [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q, p)]
+                for q, p in ((S.RUN_APPS, ()), (sql, params))
+            ]
+        apps_plan, list_plan = ([s for s in plan if "oncegraph_runs" in s] for plan in plans)
+        assert apps_plan and all("INDEX oncegraph_runs_app_created" in s for s in apps_plan)
+        # three arms (a, b, no app_id), each a search of the index, never a scan
+        assert len(list_plan) == 3, list_plan
+        assert all(s.startswith("SEARCH") and "app_created" in s for s in list_plan)
+    else:
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            pg.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
+            apps_text, list_text = (
+                " | ".join(r[0].strip() for r in pg.execute("EXPLAIN " + q, p).fetchall())
+                for q, p in ((S.RUN_APPS, ()), (S.to_format_params(sql), params))
+            )
+        assert "Index Only Scan using oncegraph_runs_app_created" in apps_text, apps_text
+        # every arm, the one with no app_id too, walks the index newest first
+        walks = re.findall("Index Scan Backward using oncegraph_runs_app_created", list_text)
+        assert len(walks) == 3, list_text
+
+
 def test_listing_parameters_follow_the_statement() -> None:
     """The parameters :func:`run_list_params` gives are as many as the statement's
     placeholders, for every combination of filters."""
@@ -140,14 +226,78 @@ def test_listing_parameters_follow_the_statement() -> None:
         for statuses in ([], ["queued"], ["failed", "completed"]):
             for app in (None, "a"):
                 for tenant in (None, "t1"):
-                    sql = S.run_list(
-                        by_thread=thread is not None,
-                        n_statuses=len(statuses),
-                        by_app=app is not None,
-                        by_tenant=tenant is not None,
-                    )
-                    params: list[Any] = S.run_list_params(
-                        thread_id=thread, statuses=statuses, app_id=app, tenant=tenant, limit=9
-                    )
-                    assert sql.count("?") == len(params), (sql, params)
-                    assert params[-1] == 9
+                    for apps, by_status, legacy in itertools.product(
+                        ([], ["a"], ["a", "b", "c"]), (False, True), (False, True)
+                    ):
+                        sql = S.run_list(
+                            by_thread=thread is not None,
+                            n_statuses=len(statuses),
+                            by_app=app is not None,
+                            by_tenant=tenant is not None,
+                            n_apps=len(apps),
+                            by_status=by_status,
+                            legacy=legacy,
+                        )
+                        params: list[Any] = S.run_list_params(
+                            thread_id=thread,
+                            statuses=statuses,
+                            app_id=app,
+                            tenant=tenant,
+                            limit=9,
+                            apps=apps,
+                            by_status=by_status,
+                            legacy=legacy,
+                        )
+                        assert sql.count("?") == len(params), (sql, params)
+                        assert params[-1] == 9
+
+
+async def test_the_listing_reads_runs_without_an_app_id_only_while_there_are_any(
+    tmp_path: Path,
+) -> None:
+    """A database holding no run without an app_id is remembered as such: its listings
+    leave out the arm that reads them, and stop asking. One that holds some keeps asking
+    (they can be pruned). An app's listing of rare statuses walks the statuses' index."""
+    store = SqliteCheckpointer(tmp_path / "runs.db")
+    await store.setup()
+    await store.aclose()
+    conn = sqlite3.connect(tmp_path / "runs.db")
+    read_sql: list[str] = []
+
+    async def read(sql: str, params: Sequence[Any]) -> list[Any]:
+        read_sql.append(sql)
+        return conn.execute(sql, params).fetchall()
+
+    async def listed(listing: RunListing, **filters: Any) -> list[str]:
+        shape, params = await listing.plan(
+            read, thread_id=None, tenant=None, limit=100, **{"statuses": [], **filters}
+        )
+        return [row[0] for row in conn.execute(shape.sql(), params)]
+
+    try:
+        insert_runs(conn.execute, app_runs(8))
+        listing = RunListing(count_statuses=True)
+        first = await listed(listing, app_id="a")
+        assert first == [f"run-{i:02d}" for i in (7, 5, 3, 1)]
+        assert read_sql.count(S.RUN_LEGACY) == 1
+        again = await listed(listing, app_id="a")
+        assert again == first and read_sql.count(S.RUN_LEGACY) == 1  # not asked again
+        shape, _ = await listing.plan(
+            read, thread_id=None, statuses=[], app_id=None, tenant=None, limit=5
+        )
+        assert (shape.n_apps, shape.legacy) == (2, False)
+
+        insert_runs(conn.execute, [app_runs(9)[8].replace(run_id="run-old")], no_app_id={"run-old"})
+        fresh = RunListing(count_statuses=True)
+        assert (await listed(fresh, app_id="b"))[0] == "run-old"  # read as its workflow's
+        await listed(fresh, app_id="b")
+        assert read_sql.count(S.RUN_LEGACY) == 3  # it holds some: asked each time
+
+        # few failed runs: walked from the statuses' index, the app a filter
+        shape, _ = await fresh.plan(
+            read, thread_id=None, statuses=["failed"], app_id="b", tenant=None, limit=5
+        )
+        assert shape.by_status and not shape.legacy
+        assert await listed(fresh, app_id="b", statuses=["failed"]) == ["run-06", "run-00"]
+    finally:
+        conn.close()

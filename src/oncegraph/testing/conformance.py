@@ -729,6 +729,34 @@ class CheckpointerConformance:
         assert await checkpointer.open_run(queued.run_id) == (queued, None)
         assert await checkpointer.open_run(later.run_id) == (later, thread)
 
+    async def test_list_runs_of_every_app_newest_first(self, checkpointer: Checkpointer) -> None:
+        """With no app and no thread, a listing holds every app's runs in one order:
+        newest first across the apps (a tie in time: the larger run id first), cut at the
+        limit, the status and tenant filters applied to every app's runs alike."""
+        apps, tenant = [new_id("app") for _ in range(3)], new_id("tenant")
+        runs = [
+            make_run(
+                new_id("thread"),
+                f"{new_id('run')}-{i:02d}",
+                status=RunStatus.FAILED if i % 4 == 0 else RunStatus.COMPLETED,
+                created_at=2_000.0 + i // 2,  # two apps' runs share each instant
+                workflow_name=apps[i % 3],
+                tenant=tenant if i % 3 == 1 else None,
+            )
+            for i in range(12)
+        ]
+        for run in reversed(runs):
+            await checkpointer.create_run(run)
+        newest = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
+        assert await checkpointer.list_runs() == newest
+        assert await checkpointer.list_runs(limit=5) == newest[:5]
+        assert await checkpointer.list_runs(limit=0) == []
+        failed = await checkpointer.list_runs(statuses=[RunStatus.FAILED], limit=2)
+        assert failed == [r for r in newest if r.status is RunStatus.FAILED][:2]
+        assert await checkpointer.list_runs(tenant=tenant) == [
+            r for r in newest if r.tenant == tenant
+        ]
+
     async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
         """Law 15: a run's app and tenant are stored and come back as written; a run
         built without an app belongs to its workflow_name; both filter listings."""

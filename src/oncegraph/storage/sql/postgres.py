@@ -91,6 +91,7 @@ from oncegraph.storage.records import (
 from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.listing import RunListing, Shape
 from oncegraph.storage.sql.migrate import SchemaState
 from oncegraph.storage.sql.pg_group import CommitGroups, Pending
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
@@ -169,12 +170,13 @@ MIGRATION_LOCK_KEY = int.from_bytes(b"\x00oncegrph", "big", signed=True)
 
 
 @lru_cache(maxsize=64)
-def _run_list(by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool) -> str:
-    return _pg(
-        S.run_list(
-            by_thread=by_thread, n_statuses=n_statuses, by_app=by_app, by_tenant=by_tenant
-        )
-    )
+def _run_list(shape: Shape) -> str:
+    return _pg(shape.sql())
+
+
+@lru_cache(maxsize=16)
+def _pg_listing(sql: str) -> str:  # the listing's own reads (RUN_APPS, ...)
+    return _pg(sql)
 
 
 @lru_cache(maxsize=64)
@@ -384,6 +386,7 @@ class PgCheckpointer(Closing):
         self.prepared_statements = prepared_statements
         self.claim_timeout = claim_timeout
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
+        self._listing = RunListing(count_statuses=False)  # its planner counts statuses
         self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
         self.commit_groups = CommitGroups(self._write_group, self._write_one)
         self.thread_reads: SharedReads[str, tuple[ThreadRecord | None, RunRecord | None]] = (
@@ -712,10 +715,14 @@ class PgCheckpointer(Closing):
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
             return []
-        params = S.run_list_params(
-            thread_id=thread_id, statuses=wanted, app_id=app_id, tenant=tenant, limit=limit
+
+        async def read(sql: str, params: Sequence[Any]) -> list[Any]:
+            return await self._fetchall("list_runs", _pg_listing(sql), params)
+
+        shape, params = await self._listing.plan(
+            read, thread_id=thread_id, statuses=wanted, app_id=app_id, tenant=tenant, limit=limit
         )
-        sql = _run_list(thread_id is not None, len(wanted), app_id is not None, tenant is not None)
+        sql = _run_list(shape)
         return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:

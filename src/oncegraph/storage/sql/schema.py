@@ -267,6 +267,16 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             ),
         ),
     ),
+    # 11: runs of a status are listed newest first across the apps (an operator's list
+    # of failed or needs_review runs: statements.run_list) from this index, one walk a
+    # status, cut at the limit; the index on (status, run_id) it replaces found them but
+    # not in that order, so a listing read every run of the status and sorted them. It
+    # serves every read that filtered on the status before.
+    (
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_status_created "
+        "ON oncegraph_runs (status, created_at, run_id)",
+        "DROP INDEX IF EXISTS oncegraph_runs_status",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

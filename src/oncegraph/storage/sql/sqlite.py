@@ -75,6 +75,7 @@ from oncegraph.storage.records import (
 from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as mig
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.listing import RunListing
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
 from oncegraph.storage.sql.sqlite_group import CommitGroups
 
@@ -338,6 +339,7 @@ class SqliteCheckpointer(Closing):
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         self._hash_key: bytes | None = None  # derived from the database secret on first need
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
+        self._listing = RunListing(count_statuses=True)  # no statistics of a status
         # Step commits ready in the same turn of a loop share one transaction and fsync.
         self.commit_groups = CommitGroups(
             self._lock,
@@ -663,19 +665,19 @@ class SqliteCheckpointer(Closing):
     ) -> list[RunRecord]:
         if statuses is not None and not statuses:
             return []
-        params = S.run_list_params(
+
+        async def read(sql: str, params: Sequence[Any]) -> list[Any]:
+            return self._read(sql, params)
+
+        shape, params = await self._listing.plan(
+            read,
             thread_id=thread_id,
             statuses=[str(s) for s in statuses or ()],
             app_id=app_id,
             tenant=tenant,
             limit=limit,
         )
-        sql = S.run_list(
-            by_thread=thread_id is not None,
-            n_statuses=len(statuses or ()),
-            by_app=app_id is not None,
-            by_tenant=tenant is not None,
-        )
+        sql = shape.sql()
         return [self.rows.run_from_row(r) for r in self._read(sql, params)]
 
     async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:

@@ -282,44 +282,110 @@ RUN_RENEW_LEASE = (
 RUN_APP = "COALESCE(app_id, workflow_name)"
 
 
+# The apps that have runs (non-NULL app_id), in order: a walk of
+# ``oncegraph_runs_app_created`` that jumps from one app to the next (one index probe an
+# app), not a read of the runs. Params: none.
+RUN_APPS = (
+    "WITH RECURSIVE apps(app) AS ("
+    "SELECT MIN(app_id) FROM oncegraph_runs UNION ALL "
+    "SELECT (SELECT MIN(app_id) FROM oncegraph_runs WHERE app_id > apps.app) "
+    "FROM apps WHERE apps.app IS NOT NULL) "
+    "SELECT app FROM apps WHERE app IS NOT NULL"
+)
+
+# Whether any run has no app_id (an older oncegraph wrote it; one row or none). None is
+# written since, so a database without them never has one: its listings skip the arm
+# that reads them (a planner may walk a whole index for an arm that finds nothing).
+RUN_LEGACY = "SELECT 1 FROM oncegraph_runs WHERE app_id IS NULL LIMIT 1"
+
+# Params: the statuses, then the limit (RARE_STATUS). How many of the runs of these
+# statuses, counted up to the limit from their index: SQLite keeps no statistics of a
+# status's runs, so a listing of an app's runs of a rare status (needs_review) would
+# walk all the app's runs; with fewer than RARE_STATUS of them it walks theirs instead.
+RARE_STATUS = 1_000
+
+
+def status_count(n_statuses: int) -> str:
+    marks = ", ".join("?" for _ in range(n_statuses))
+    return (
+        f"SELECT count(*) FROM (SELECT 1 FROM oncegraph_runs WHERE status IN ({marks}) "
+        "LIMIT ?) AS found"
+    )
+
+
+# A listing of every app's runs is read app by app up to this many apps (RUN_APPS, then
+# one arm an app in run_list); with more, the runs are read and sorted whole.
+APP_ARMS_MAX = 64
+
+
 @lru_cache(maxsize=64)
 def run_list(
-    *, by_thread: bool, n_statuses: int, by_app: bool = False, by_tenant: bool = False
+    *,
+    by_thread: bool,
+    n_statuses: int,
+    by_app: bool = False,
+    by_tenant: bool = False,
+    n_apps: int = 0,
+    by_status: bool = False,
+    legacy: bool = True,
 ) -> str:
     """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending);
     its parameters in order: :func:`run_list_params`.
 
-    By app (and not by thread), it is two reads, each of them newest first and cut at the
-    limit, merged: the app's runs from the ``oncegraph_runs_app_created`` index (schema
-    migration 9), in its order, and the runs an older oncegraph wrote with no app_id
-    whose workflow_name is the app (:data:`RUN_APP`), which the same index holds under
-    NULL. A filter on ``COALESCE(app_id, workflow_name)`` could use no index: every
-    listing read and sorted all runs (81 ms with 200,000 runs on PostgreSQL).
+    By thread, the thread's index finds its few runs; the other filters filter them.
+    Otherwise it is a merge of arms, each read newest first from an index in that order
+    and cut at the limit, so a listing reads about the rows it returns, not all runs:
+
+    * by app: the app's runs (``oncegraph_runs_app_created``, schema migration 9) and
+      the runs an older oncegraph wrote with no app_id whose workflow_name is the app
+      (:data:`RUN_APP`), which the same index holds under NULL (``legacy``: the caller
+      found such runs with :data:`RUN_LEGACY`; a database that has none never will);
+    * of every app with statuses, or by app ``by_status`` (statuses rarer than the app's
+      runs: the caller knows, see :data:`RARE_STATUS`): one arm a status, read from
+      ``oncegraph_runs_status_created`` (migration 11), the app a filter;
+    * of every app, without: given ``n_apps`` (the apps :data:`RUN_APPS` found, at most
+      :data:`APP_ARMS_MAX`), one arm an app and one for the runs with no app_id; with
+      none (more apps than that), the runs are read and sorted whole.
     """
-    where = []
-    if by_thread:
-        where.append("thread_id = ?")
-    if n_statuses:
-        where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
-    if by_app and by_thread:  # the thread's index finds its few runs: the app is a filter
-        where.append(f"{RUN_APP} = ?")
-    if by_tenant:
-        where.append("tenant = ?")
     order = "ORDER BY created_at DESC, run_id DESC LIMIT ?"
     cols = _cols(RUN_COLUMNS)
-    if by_app and not by_thread:
-        rest = "".join(f" AND {w}" for w in where)
-        named = f"SELECT {cols} FROM oncegraph_runs WHERE app_id = ?{rest} {order}"
-        legacy = (
-            f"SELECT {cols} FROM oncegraph_runs "
-            f"WHERE app_id IS NULL AND workflow_name = ?{rest} {order}"
-        )
+    tenant = " AND tenant = ?" if by_tenant else ""
+    if by_thread:
+        statuses = _status_in(n_statuses)
+        app = f" AND {RUN_APP} = ?" if by_app else ""
         return (
-            f"SELECT {cols} FROM ({named}) AS named UNION ALL "
-            f"SELECT {cols} FROM ({legacy}) AS legacy {order}"
+            f"SELECT {cols} FROM oncegraph_runs WHERE thread_id = ?{statuses}{app}{tenant} "
+            f"{order}"
         )
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
-    return f"SELECT {cols} FROM oncegraph_runs{clause} {order}"
+    # The runs with no app_id in the index's order: ``app_id IS NULL`` is no equality to
+    # a planner, so without app_id in the ORDER BY it reads all of them and sorts.
+    legacy_order = f"ORDER BY app_id DESC, {order.removeprefix('ORDER BY ')}"
+    arms: list[tuple[str, str]]
+    if by_app and not (by_status and n_statuses):
+        statuses = _status_in(n_statuses)
+        arms = [(f"app_id = ?{statuses}", order)]
+        if legacy:
+            arms.append((f"app_id IS NULL AND workflow_name = ?{statuses}", legacy_order))
+    elif n_statuses:
+        app = f" AND {RUN_APP} = ?" if by_app else ""
+        arms = [(f"status = ?{app}", order)] * n_statuses
+    elif n_apps:
+        arms = [("app_id = ?", order)] * n_apps + [("app_id IS NULL", legacy_order)] * legacy
+    else:
+        clause = f" WHERE {tenant.removeprefix(' AND ')}" if by_tenant else ""
+        return f"SELECT {cols} FROM oncegraph_runs{clause} {order}"
+    return (
+        " UNION ALL ".join(
+            f"SELECT {cols} FROM (SELECT {cols} FROM oncegraph_runs WHERE {arm}{tenant} "
+            f"{arm_order}) AS arm{i}"
+            for i, (arm, arm_order) in enumerate(arms)
+        )
+        + f" {order}"
+    )
+
+
+def _status_in(n: int) -> str:
+    return f" AND status IN ({', '.join('?' for _ in range(n))})" if n else ""
 
 
 def run_list_params(
@@ -329,17 +395,28 @@ def run_list_params(
     app_id: str | None,
     tenant: str | None,
     limit: int,
+    apps: Sequence[str] = (),
+    by_status: bool = False,
+    legacy: bool = True,
 ) -> list[Any]:
-    """The parameters of :func:`run_list` for these filters (``statuses`` empty: any)."""
+    """The parameters of :func:`run_list` for these filters (``statuses`` empty: any;
+    ``apps``: what :data:`RUN_APPS` read, for a listing of every app's runs;
+    ``by_status`` as there)."""
     limit = max(limit, 0)
-    if app_id is not None and thread_id is None:
-        arm = [app_id, *statuses, *([] if tenant is None else [tenant]), limit]
-        return [*arm, *arm, limit]
-    params: list[Any] = [] if thread_id is None else [thread_id]
-    params += statuses
-    params += [f for f in (app_id, tenant) if f is not None]
-    params.append(limit)
-    return params
+    tail = [*([] if tenant is None else [tenant]), limit]  # each arm's last
+    if thread_id is not None:
+        return [thread_id, *statuses, *([] if app_id is None else [app_id]), *tail]
+    if by_status and statuses:
+        app = [] if app_id is None else [app_id]
+        return [p for s in statuses for p in (s, *app, *tail)] + [limit]
+    if app_id is not None:
+        arm = [app_id, *statuses, *tail]
+        return [*arm, *(arm if legacy else []), limit]
+    if statuses:
+        return [p for s in statuses for p in (s, *tail)] + [limit]
+    if apps:
+        return [p for app in apps for p in (app, *tail)] + [*(tail if legacy else []), limit]
+    return tail
 
 
 # -- task writes --------------------------------------------------------------------
@@ -604,6 +681,7 @@ def to_format_params(sql: str) -> str:
 
 
 __all__ = [
+    "APP_ARMS_MAX",
     "AUDIT_COLUMNS",
     "AUDIT_INSERT",
     "CHECKPOINT_COLUMNS",
@@ -629,11 +707,14 @@ __all__ = [
     "LOG_INSERT",
     "LOG_SELECT",
     "NO_LIMIT",
+    "RARE_STATUS",
+    "RUN_APPS",
     "RUN_COLUMNS",
     "RUN_EXISTS",
     "RUN_FENCE",
     "RUN_FENCE_STATUS",
     "RUN_INSERT",
+    "RUN_LEGACY",
     "RUN_RENEW_LEASE",
     "RUN_SELECT",
     "RUN_SET_STATUS",
@@ -658,5 +739,6 @@ __all__ = [
     "effect_prune",
     "run_list",
     "run_list_params",
+    "status_count",
     "to_format_params",
 ]

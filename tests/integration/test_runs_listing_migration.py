@@ -193,30 +193,42 @@ async def test_every_apps_runs_are_listed_app_by_app_from_the_index(
     params = S.run_list_params(
         thread_id=None, statuses=[], app_id=None, tenant=None, limit=5, apps=["a", "b"]
     )
+    by_status = S.run_list(by_thread=False, n_statuses=2)  # every app's runs of 2 statuses
+    status_params = S.run_list_params(
+        thread_id=None, statuses=["failed", "completed"], app_id=None, tenant=None, limit=5
+    )
+    statements = ((S.RUN_APPS, ()), (sql, params), (by_status, status_params))
     if kind == "sqlite":
         with sqlite3.connect(where) as conn:
             plans = [
-                [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q, p)]
-                for q, p in ((S.RUN_APPS, ()), (sql, params))
+                [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + q, p)] for q, p in statements
             ]
-        apps_plan, list_plan = ([s for s in plan if "oncegraph_runs" in s] for plan in plans)
+        apps_plan, list_plan, status_plan = (
+            [s for s in plan if "oncegraph_runs" in s] for plan in plans
+        )
         assert apps_plan and all("INDEX oncegraph_runs_app_created" in s for s in apps_plan)
         # three arms (a, b, no app_id), each a search of the index, never a scan
         assert len(list_plan) == 3, list_plan
         assert all(s.startswith("SEARCH") and "app_created" in s for s in list_plan)
+        # one arm a status, each a search of the statuses' index (migration 11)
+        assert len(status_plan) == 2, status_plan
+        assert all(s.startswith("SEARCH") and "status_created" in s for s in status_plan)
     else:
         import psycopg
 
         with psycopg.connect(where, autocommit=True) as pg:
             pg.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
-            apps_text, list_text = (
+            apps_text, list_text, status_text = (
                 " | ".join(r[0].strip() for r in pg.execute("EXPLAIN " + q, p).fetchall())
-                for q, p in ((S.RUN_APPS, ()), (S.to_format_params(sql), params))
-            )
+                for q, p in ((q, p) if q is S.RUN_APPS else (S.to_format_params(q), p)
+                             for q, p in statements)
+            )  # fmt: skip
         assert "Index Only Scan using oncegraph_runs_app_created" in apps_text, apps_text
         # every arm, the one with no app_id too, walks the index newest first
         walks = re.findall("Index Scan Backward using oncegraph_runs_app_created", list_text)
         assert len(walks) == 3, list_text
+        walks = re.findall("Index Scan Backward using oncegraph_runs_status_created", status_text)
+        assert len(walks) == 2 and not re.search(r"Sort  \(cost", status_text), status_text
 
 
 def test_listing_parameters_follow_the_statement() -> None:

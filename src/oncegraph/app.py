@@ -482,14 +482,20 @@ class CompiledGraph:
         status: str | Sequence[str] | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         """This app's runs, newest first (a tenant-bound app: its tenant's only);
-        ``tenant`` filters by tenant."""
+        ``tenant`` filters by tenant; ``parent_run_id`` keeps the runs made from that run
+        (its replays and branches)."""
         statuses = None
         if status is not None:
             statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
         return await self.service.runs(
-            thread_id=thread_id, statuses=statuses, limit=limit, tenant=tenant
+            thread_id=thread_id,
+            statuses=statuses,
+            limit=limit,
+            tenant=tenant,
+            parent_run_id=parent_run_id,
         )
 
     def runs(
@@ -499,9 +505,17 @@ class CompiledGraph:
         status: str | Sequence[str] | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         return run_sync(
-            self.aruns(thread_id=thread_id, status=status, limit=limit, tenant=tenant), "runs"
+            self.aruns(
+                thread_id=thread_id,
+                status=status,
+                limit=limit,
+                tenant=tenant,
+                parent_run_id=parent_run_id,
+            ),
+            "runs",
         )
 
     async def aget_run(self, run_id: str) -> RunRecord:

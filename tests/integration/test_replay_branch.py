@@ -165,6 +165,13 @@ def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: 
     out = shop.app.resume(branch.run.run_id, actor="bo")
     assert out["messages"][-1]["content"].startswith("Done: refunded 20.00")
     assert shop.refunds() == 2
+    # the run's replays and branches, newest first: what the operator's run page lists
+    replayed = shop.app.replay(run_id, mode="evidence", reason="check", actor="bo")
+    assert replayed["messages"][-1]["content"].startswith("Done: refunded 59")
+    made = shop.app.runs(parent_run_id=run_id)
+    assert [r.launch_reason for r in made] == ["replay", "branch"], made
+    assert made[1].run_id == branch.run.run_id
+    assert shop.app.runs(parent_run_id=branch.run.run_id) == []
     effects = shop.client.effects()
     assert [e["body"]["amount"] for e in effects] == [59.0, 20.0]
     assert effects[0]["idempotency_key"] != effects[1]["idempotency_key"]  # new effect id

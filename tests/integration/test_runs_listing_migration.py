@@ -238,8 +238,8 @@ def test_listing_parameters_follow_the_statement() -> None:
         for statuses in ([], ["queued"], ["failed", "completed"]):
             for app in (None, "a"):
                 for tenant in (None, "t1"):
-                    for apps, by_status, legacy in itertools.product(
-                        ([], ["a"], ["a", "b", "c"]), (False, True), (False, True)
+                    for apps, by_status, legacy, parent in itertools.product(
+                        ([], ["a"], ["a", "b", "c"]), (False, True), (False, True), (None, "p")
                     ):
                         sql = S.run_list(
                             by_thread=thread is not None,
@@ -249,6 +249,7 @@ def test_listing_parameters_follow_the_statement() -> None:
                             n_apps=len(apps),
                             by_status=by_status,
                             legacy=legacy,
+                            by_parent=parent is not None,
                         )
                         params: list[Any] = S.run_list_params(
                             thread_id=thread,
@@ -259,6 +260,7 @@ def test_listing_parameters_follow_the_statement() -> None:
                             apps=apps,
                             by_status=by_status,
                             legacy=legacy,
+                            parent_run_id=parent,
                         )
                         assert sql.count("?") == len(params), (sql, params)
                         assert params[-1] == 9
@@ -313,3 +315,62 @@ async def test_the_listing_reads_runs_without_an_app_id_only_while_there_are_any
         assert await listed(fresh, app_id="b", statuses=["failed"]) == ["run-06", "run-00"]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_migration_12_finds_a_runs_replays_and_branches_from_their_index(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A version-11 database migrates; a run's replays and branches (``parent_run_id``)
+    are then found from ``oncegraph_runs_parent``, which holds only runs with a parent,
+    not by reading the newest runs and filtering them."""
+    made = [
+        run.replace(parent_run_id="run-00" if i % 2 else "run-01", thread_id=f"t{i}~fork")
+        for i, run in enumerate(app_runs(6)[2:], start=2)
+    ]
+
+    def fill(execute: Execute) -> None:
+        insert_runs(execute, [*app_runs(2), *made])
+
+    where, store = old_store(kind, tmp_path, request, version=11, fill=fill)
+    try:
+        await store.setup()  # migrates
+        for parent in ("run-00", "run-01"):
+            found = await store.list_runs(parent_run_id=parent)
+            expected = sorted(
+                (r for r in made if r.parent_run_id == parent),
+                key=lambda r: (r.created_at, r.run_id),
+                reverse=True,
+            )
+            assert [r.run_id for r in found] == [r.run_id for r in expected]
+        assert await store.list_runs(parent_run_id="run-02") == []
+    finally:
+        await store.aclose()
+
+    sql = S.run_list(by_thread=False, n_statuses=0, by_parent=True)
+    params = S.run_list_params(
+        thread_id=None, statuses=[], app_id=None, tenant=None, limit=5, parent_run_id="run-00"
+    )
+    if kind == "sqlite":
+        with sqlite3.connect(where) as conn:
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            indexed = conn.execute(
+                "SELECT count(*) FROM pragma_index_info('oncegraph_runs_parent')"
+            ).fetchone()
+        assert indexed == (3,)
+        assert any("USING INDEX oncegraph_runs_parent" in s for s in plan), plan
+        assert not any("TEMP B-TREE" in s for s in plan), plan  # in the index's order
+    else:
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            pg.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
+            text = " | ".join(
+                r[0].strip()
+                for r in pg.execute("EXPLAIN " + S.to_format_params(sql), params).fetchall()
+            )
+            partial = pg.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'oncegraph_runs_parent'"
+            ).fetchone()
+        assert partial is not None and "WHERE (parent_run_id IS NOT NULL)" in partial[0]
+        assert "Index Scan Backward using oncegraph_runs_parent" in text, text

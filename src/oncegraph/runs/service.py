@@ -458,13 +458,20 @@ class RunService:
         statuses: Sequence[RunStatus] | None = None,
         limit: int = 100,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
-        ``tenant`` filters an unbound service's listing by tenant."""
+        ``tenant`` filters an unbound service's listing by tenant; ``parent_run_id``
+        lists the runs made from that run (its replays and branches)."""
         await self.setup()
         app_id, tenant = listing_filters(self.scope, tenant)
         found = await self.store.list_runs(
-            thread_id=thread_id, statuses=statuses, limit=limit, app_id=app_id, tenant=tenant
+            thread_id=thread_id,
+            statuses=statuses,
+            limit=limit,
+            app_id=app_id,
+            tenant=tenant,
+            parent_run_id=parent_run_id,
         )
         masker = await self.masker(thread_ids={r.thread_id for r in found})
         return [masker.run(r) for r in found]  # inputs and errors masked

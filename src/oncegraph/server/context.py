@@ -139,11 +139,9 @@ async def visible_runs(
 
 
 async def children_of(request: Request, principal: Principal, run_id: str) -> list[RunRecord]:
-    """Runs made from ``run_id`` (replays and branches), among the newest :data:`SCAN`."""
-    runs = await graph(request).aruns(limit=SCAN)
-    return [
-        r for r in runs if r.parent_run_id == run_id and tenancy.allows(principal, r.thread_id, r)
-    ]
+    """Runs made from ``run_id`` (replays and branches), the newest :data:`SCAN` of them."""
+    runs = await graph(request).aruns(parent_run_id=run_id, limit=SCAN)
+    return [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
 
 
 async def history(

@@ -62,6 +62,7 @@ _RUN_CREATED = S.RUN_COLUMNS.index("created_at")
 _RUN_THREAD = S.RUN_COLUMNS.index("thread_id")
 _RUN_APP = S.RUN_COLUMNS.index("app_id")
 _RUN_WORKFLOW = S.RUN_COLUMNS.index("workflow_name")
+_RUN_PARENT = S.RUN_COLUMNS.index("parent_run_id")
 _RUN_TENANT = S.RUN_COLUMNS.index("tenant")
 _CP_RUN = S.CHECKPOINT_COLUMNS.index("run_id")
 _CP_VERSION = S.CHECKPOINT_COLUMNS.index("version")
@@ -385,6 +386,7 @@ class InMemoryCheckpointer(Closing):
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
@@ -395,7 +397,9 @@ class InMemoryCheckpointer(Closing):
             found = [
                 row
                 for row in candidates
-                if (wanted is None or row[_RUN_STATUS] in wanted) and _owned(row, app_id, tenant)
+                if (wanted is None or row[_RUN_STATUS] in wanted)
+                and _owned(row, app_id, tenant)
+                and (parent_run_id is None or row[_RUN_PARENT] == parent_run_id)
             ]
         found.sort(key=_run_order, reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]

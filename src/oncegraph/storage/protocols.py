@@ -131,9 +131,12 @@ class CheckpointStore(Protocol):
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first; with ``app_id`` only that app's (a run with no stored
-        app_id belongs to its ``workflow_name``), with ``tenant`` only that tenant's."""
+        app_id belongs to its ``workflow_name``), with ``tenant`` only that tenant's,
+        with ``parent_run_id`` only the runs made from that run (its replays and
+        branches)."""
 
     async def lock_run(self, run_id: str) -> RunLock | None:
         """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.

@@ -757,6 +757,40 @@ class CheckpointerConformance:
             r for r in newest if r.tenant == tenant
         ]
 
+    async def test_list_runs_made_from_a_run(self, checkpointer: Checkpointer) -> None:
+        """``parent_run_id`` lists the runs made from that run (its replays and
+        branches), newest first, on any thread, with the other filters applied."""
+        parent = make_run(new_id("thread"), created_at=1_000.0)
+        app_a, app_b = new_id("app"), new_id("app")
+        made = [
+            make_run(
+                f"{parent.thread_id}~{i}",
+                created_at=1_001.0 + i,
+                parent_run_id=parent.run_id,
+                status=RunStatus.FAILED if i == 1 else RunStatus.COMPLETED,
+                workflow_name=app_b if i == 2 else app_a,
+            )
+            for i in range(4)
+        ]
+        grandchild = make_run(new_id("thread"), created_at=1_010.0, parent_run_id=made[0].run_id)
+        for run in (parent, *made, grandchild):
+            await checkpointer.create_run(run)
+        newest = made[::-1]
+        assert await checkpointer.list_runs(parent_run_id=parent.run_id) == newest
+        assert await checkpointer.list_runs(parent_run_id=parent.run_id, limit=2) == newest[:2]
+        failed = [RunStatus.FAILED]
+        assert await checkpointer.list_runs(parent_run_id=parent.run_id, statuses=failed) == [
+            made[1]
+        ]
+        assert await checkpointer.list_runs(parent_run_id=parent.run_id, app_id=app_b) == [
+            made[2]
+        ]
+        assert await checkpointer.list_runs(parent_run_id=made[0].run_id) == [grandchild]
+        assert await checkpointer.list_runs(
+            parent_run_id=parent.run_id, thread_id=made[3].thread_id
+        ) == [made[3]]
+        assert await checkpointer.list_runs(parent_run_id=grandchild.run_id) == []
+
     async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
         """Law 15: a run's app and tenant are stored and come back as written; a run
         built without an app belongs to its workflow_name; both filter listings."""

@@ -37,6 +37,7 @@ class Shape(NamedTuple):
     n_apps: int = 0
     by_status: bool = False
     legacy: bool = True
+    by_parent: bool = False
 
     def sql(self) -> str:
         return _sql(self)
@@ -68,12 +69,24 @@ class RunListing:
         app_id: str | None,
         tenant: str | None,
         limit: int,
+        parent_run_id: str | None = None,
     ) -> tuple[Shape, list[Any]]:
         """The statement's shape and its parameters for these filters."""
-        if thread_id is not None:
-            shape = Shape(True, len(statuses), app_id is not None, tenant is not None)
+        if thread_id is not None or parent_run_id is not None:  # a few runs: filtered
+            shape = Shape(
+                thread_id is not None,
+                len(statuses),
+                app_id is not None,
+                tenant is not None,
+                by_parent=parent_run_id is not None,
+            )
             return shape, S.run_list_params(
-                thread_id=thread_id, statuses=statuses, app_id=app_id, tenant=tenant, limit=limit
+                thread_id=thread_id,
+                statuses=statuses,
+                app_id=app_id,
+                tenant=tenant,
+                limit=limit,
+                parent_run_id=parent_run_id,
             )
         apps: list[str] = []
         by_status = False

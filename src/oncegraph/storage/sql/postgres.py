@@ -711,6 +711,7 @@ class PgCheckpointer(Closing):
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
@@ -720,7 +721,13 @@ class PgCheckpointer(Closing):
             return await self._fetchall("list_runs", _pg_listing(sql), params)
 
         shape, params = await self._listing.plan(
-            read, thread_id=thread_id, statuses=wanted, app_id=app_id, tenant=tenant, limit=limit
+            read,
+            thread_id=thread_id,
+            statuses=wanted,
+            app_id=app_id,
+            tenant=tenant,
+            limit=limit,
+            parent_run_id=parent_run_id,
         )
         sql = _run_list(shape)
         return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]

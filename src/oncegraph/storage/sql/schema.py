@@ -277,6 +277,15 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "ON oncegraph_runs (status, created_at, run_id)",
         "DROP INDEX IF EXISTS oncegraph_runs_status",
     ),
+    # 12: a run's replays and branches (the runs whose parent_run_id it is: the
+    # operator's run page, list_runs(parent_run_id=...)), found from this index, which
+    # holds only runs that have a parent (an ordinary run writes nothing to it); they
+    # were looked for among the newest 1,000 runs, read and filtered.
+    (
+        "CREATE INDEX IF NOT EXISTS oncegraph_runs_parent "
+        "ON oncegraph_runs (parent_run_id, created_at, run_id) "
+        "WHERE parent_run_id IS NOT NULL",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

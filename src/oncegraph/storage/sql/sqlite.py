@@ -662,6 +662,7 @@ class SqliteCheckpointer(Closing):
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
+        parent_run_id: str | None = None,
     ) -> list[RunRecord]:
         if statuses is not None and not statuses:
             return []
@@ -676,6 +677,7 @@ class SqliteCheckpointer(Closing):
             app_id=app_id,
             tenant=tenant,
             limit=limit,
+            parent_run_id=parent_run_id,
         )
         sql = shape.sql()
         return [self.rows.run_from_row(r) for r in self._read(sql, params)]

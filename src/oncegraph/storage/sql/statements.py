@@ -328,11 +328,14 @@ def run_list(
     n_apps: int = 0,
     by_status: bool = False,
     legacy: bool = True,
+    by_parent: bool = False,
 ) -> str:
     """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending);
     its parameters in order: :func:`run_list_params`.
 
-    By thread, the thread's index finds its few runs; the other filters filter them.
+    By thread, the thread's index finds its few runs; by parent (``parent_run_id``: a
+    run's replays and branches), the parents' index (migration 12) finds them; the other
+    filters filter them.
     Otherwise it is a merge of arms, each read newest first from an index in that order
     and cut at the limit, so a listing reads about the rows it returns, not all runs:
 
@@ -350,13 +353,13 @@ def run_list(
     order = "ORDER BY created_at DESC, run_id DESC LIMIT ?"
     cols = _cols(RUN_COLUMNS)
     tenant = " AND tenant = ?" if by_tenant else ""
-    if by_thread:
+    if by_thread or by_parent:
+        found = " AND ".join(
+            c for c, on in (("thread_id = ?", by_thread), ("parent_run_id = ?", by_parent)) if on
+        )
         statuses = _status_in(n_statuses)
         app = f" AND {RUN_APP} = ?" if by_app else ""
-        return (
-            f"SELECT {cols} FROM oncegraph_runs WHERE thread_id = ?{statuses}{app}{tenant} "
-            f"{order}"
-        )
+        return f"SELECT {cols} FROM oncegraph_runs WHERE {found}{statuses}{app}{tenant} {order}"
     # The runs with no app_id in the index's order: ``app_id IS NULL`` is no equality to
     # a planner, so without app_id in the ORDER BY it reads all of them and sorts.
     legacy_order = f"ORDER BY app_id DESC, {order.removeprefix('ORDER BY ')}"
@@ -398,14 +401,16 @@ def run_list_params(
     apps: Sequence[str] = (),
     by_status: bool = False,
     legacy: bool = True,
+    parent_run_id: str | None = None,
 ) -> list[Any]:
     """The parameters of :func:`run_list` for these filters (``statuses`` empty: any;
     ``apps``: what :data:`RUN_APPS` read, for a listing of every app's runs;
     ``by_status`` as there)."""
     limit = max(limit, 0)
     tail = [*([] if tenant is None else [tenant]), limit]  # each arm's last
-    if thread_id is not None:
-        return [thread_id, *statuses, *([] if app_id is None else [app_id]), *tail]
+    if thread_id is not None or parent_run_id is not None:
+        found = [f for f in (thread_id, parent_run_id) if f is not None]
+        return [*found, *statuses, *([] if app_id is None else [app_id]), *tail]
     if by_status and statuses:
         app = [] if app_id is None else [app_id]
         return [p for s in statuses for p in (s, *app, *tail)] + [limit]

@@ -753,6 +753,13 @@ class CheckpointerConformance:
         assert await checkpointer.list_runs(limit=0) == []
         failed = await checkpointer.list_runs(statuses=[RunStatus.FAILED], limit=2)
         assert failed == [r for r in newest if r.status is RunStatus.FAILED][:2]
+        twice = [RunStatus.FAILED, RunStatus.FAILED]  # a status named twice counts once
+        assert await checkpointer.list_runs(statuses=twice) == [
+            r for r in newest if r.status is RunStatus.FAILED
+        ]
+        assert await checkpointer.list_runs(app_id=apps[0], statuses=twice) == [
+            r for r in newest if r.status is RunStatus.FAILED and r.app_id == apps[0]
+        ]
         assert await checkpointer.list_runs(tenant=tenant) == [
             r for r in newest if r.tenant == tenant
         ]

@@ -72,6 +72,7 @@ class RunListing:
         parent_run_id: str | None = None,
     ) -> tuple[Shape, list[Any]]:
         """The statement's shape and its parameters for these filters."""
+        statuses = list(dict.fromkeys(statuses))  # one arm a status: each once
         if thread_id is not None or parent_run_id is not None:  # a few runs: filtered
             shape = Shape(
                 thread_id is not None,

@@ -197,7 +197,7 @@ async def test_every_apps_runs_are_listed_app_by_app_from_the_index(
     status_params = S.run_list_params(
         thread_id=None, statuses=["failed", "completed"], app_id=None, tenant=None, limit=5
     )
-    statements = ((S.RUN_APPS, ()), (sql, params), (by_status, status_params))
+    statements = ((S.RUN_APPS, (5,)), (sql, params), (by_status, status_params))
     if kind == "sqlite":
         with sqlite3.connect(where) as conn:
             plans = [
@@ -220,9 +220,8 @@ async def test_every_apps_runs_are_listed_app_by_app_from_the_index(
             pg.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
             apps_text, list_text, status_text = (
                 " | ".join(r[0].strip() for r in pg.execute("EXPLAIN " + q, p).fetchall())
-                for q, p in ((q, p) if q is S.RUN_APPS else (S.to_format_params(q), p)
-                             for q, p in statements)
-            )  # fmt: skip
+                for q, p in ((S.to_format_params(q), p) for q, p in statements)
+            )
         assert "Index Only Scan using oncegraph_runs_app_created" in apps_text, apps_text
         # every arm, the one with no app_id too, walks the index newest first
         walks = re.findall("Index Scan Backward using oncegraph_runs_app_created", list_text)

@@ -92,7 +92,7 @@ class RunListing:
         apps: list[str] = []
         by_status = False
         if app_id is None and not statuses:  # every app's: app by app
-            apps = [app for (app,) in await read(S.RUN_APPS, ())]
+            apps = [app for (app,) in await read(S.RUN_APPS, [S.APP_ARMS_MAX + 1])]
             if len(apps) > S.APP_ARMS_MAX:
                 apps = []
         elif app_id is not None and statuses and self.count_statuses:

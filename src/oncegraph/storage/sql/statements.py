@@ -284,13 +284,13 @@ RUN_APP = "COALESCE(app_id, workflow_name)"
 
 # The apps that have runs (non-NULL app_id), in order: a walk of
 # ``oncegraph_runs_app_created`` that jumps from one app to the next (one index probe an
-# app), not a read of the runs. Params: none.
+# app), not a read of the runs. Params: how many at most (the walk stops there).
 RUN_APPS = (
     "WITH RECURSIVE apps(app) AS ("
     "SELECT MIN(app_id) FROM oncegraph_runs UNION ALL "
     "SELECT (SELECT MIN(app_id) FROM oncegraph_runs WHERE app_id > apps.app) "
     "FROM apps WHERE apps.app IS NOT NULL) "
-    "SELECT app FROM apps WHERE app IS NOT NULL"
+    "SELECT app FROM apps WHERE app IS NOT NULL LIMIT ?"
 )
 
 # Whether any run has no app_id (an older oncegraph wrote it; one row or none). None is

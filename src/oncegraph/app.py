@@ -483,10 +483,13 @@ class CompiledGraph:
         limit: int = 100,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: str | RunRecord | None = None,
     ) -> list[RunRecord]:
         """This app's runs, newest first (a tenant-bound app: its tenant's only);
         ``tenant`` filters by tenant; ``parent_run_id`` keeps the runs made from that run
-        (its replays and branches)."""
+        (its replays and branches); ``before`` (a run or its id, a page's last) lists
+        the runs after it: ``app.runs(limit=50, before=page[-1])`` is the next page,
+        read from where the last ended."""
         statuses = None
         if status is not None:
             statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
@@ -496,6 +499,7 @@ class CompiledGraph:
             limit=limit,
             tenant=tenant,
             parent_run_id=parent_run_id,
+            before=before,
         )
 
     def runs(
@@ -506,6 +510,7 @@ class CompiledGraph:
         limit: int = 100,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: str | RunRecord | None = None,
     ) -> list[RunRecord]:
         return run_sync(
             self.aruns(
@@ -514,6 +519,7 @@ class CompiledGraph:
                 limit=limit,
                 tenant=tenant,
                 parent_run_id=parent_run_id,
+                before=before,
             ),
             "runs",
         )

@@ -172,6 +172,35 @@ def test_a_tenant_bound_app_sees_only_its_tenants_runs(checkpointer: Checkpointe
     assert acme.get_run(mine.run_id).status is RunStatus.COMPLETED
 
 
+def test_an_apps_runs_page_after_page(checkpointer: Checkpointer) -> None:
+    """``runs(before=...)`` (a page's last run, or its id) goes on after it: page after
+    page, an app's and a tenant's listing is the whole one, in order; an unknown run id
+    or another tenant's run is refused as a position, with what to do instead."""
+    app = asking("hr", checkpointer)
+    acme, globex = app.for_tenant("acme"), app.for_tenant("globex")
+    for i in range(7):
+        (acme if i % 2 else app).invoke({}, {"thread_id": f"t{i}"})
+    globex.invoke({}, {"thread_id": "t-globex"})
+    for listing in (app, acme):
+        whole = listing.runs(limit=100)
+        pages = [listing.runs(limit=3)]
+        while len(pages[-1]) == 3:
+            after = pages[-1][-1]
+            pages.append(listing.runs(limit=3, before=after if len(pages) % 2 else after.run_id))
+        assert [r.run_id for page in pages for r in page] == [r.run_id for r in whole]
+    assert len(app.runs()) == 8 and len(acme.runs()) == 3
+    newest = app.runs(limit=2)
+    assert app.runs(limit=2, before=newest[0]) == app.runs(limit=3)[1:]
+    with pytest.raises(RunNotFoundError, match="no run 'run-gone' to list runs after"):
+        app.runs(before="run-gone")
+    with pytest.raises(ConfigError, match="a run or a run id"):
+        app.runs(before="")
+    [theirs] = globex.runs()
+    refused(lambda: acme.runs(before=theirs.run_id))
+    # the operator's unbound app may go on after any tenant's run (globex's ran last)
+    assert app.runs(before=theirs.run_id, tenant="acme") == acme.runs()
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_the_migration_keeps_existing_runs_with_their_app(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

@@ -85,6 +85,10 @@ def test_runs_json_env_database_and_database_file(tmp_path: Path) -> None:
     only = as_json("runs", "-d", str(db), "--thread", "thread-1", "--limit", "2")
     assert [r["thread_id"] for r in only] == ["thread-1", "thread-1"]
     assert as_json("runs", "-d", str(db), "--status", "needs_review,failed") == []
+    # page after page: --before the last run listed
+    first = as_json("runs", "-d", str(db), "--limit", "4")
+    rest = as_json("runs", "-d", str(db), "--before", first[-1]["run_id"])
+    assert [r["run_id"] for r in first + rest] == [r["run_id"] for r in found]
     # the environment instead of the flag
     assert len(as_json("runs", env={"ONCEGRAPH_DATABASE": str(db)})) == 6
     # a file holding the database (for a DSN with a password)
@@ -152,6 +156,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], tuple[str, ...], int]]:
         (["runs", "-d", str(good), "--sqlite", str(good)], ("give the database once",), 2),
         (["runs", "--database-file", str(tmp / "nope.txt")], ("--database-file", "check"), 2),
         (["runs", "-d", str(good), "--limit", "many"], ("--limit",), 2),
+        (["runs", "-d", str(good), "--before", "run-gone"], ("no run 'run-gone'", "pruned"), 1),
         (["runs", "-d", str(good), "--limit", "0"], ("--limit",), 2),
         (["runs", "-d", str(good), "--status", "sleeping"], ("needs_review",), 2),
         (["runs", "-d", str(good), "--bogus"], ("--bogus",), 2),

@@ -237,8 +237,12 @@ def test_listing_parameters_follow_the_statement() -> None:
         for statuses in ([], ["queued"], ["failed", "completed"]):
             for app in (None, "a"):
                 for tenant in (None, "t1"):
-                    for apps, by_status, legacy, parent in itertools.product(
-                        ([], ["a"], ["a", "b", "c"]), (False, True), (False, True), (None, "p")
+                    for apps, by_status, legacy, parent, before in itertools.product(
+                        ([], ["a"], ["a", "b", "c"]),
+                        (False, True),
+                        (False, True),
+                        (None, "p"),
+                        (None, (7.5, "run-7")),
                     ):
                         sql = S.run_list(
                             by_thread=thread is not None,
@@ -249,6 +253,7 @@ def test_listing_parameters_follow_the_statement() -> None:
                             by_status=by_status,
                             legacy=legacy,
                             by_parent=parent is not None,
+                            by_before=before is not None,
                         )
                         params: list[Any] = S.run_list_params(
                             thread_id=thread,
@@ -260,6 +265,7 @@ def test_listing_parameters_follow_the_statement() -> None:
                             by_status=by_status,
                             legacy=legacy,
                             parent_run_id=parent,
+                            before=before,
                         )
                         assert sql.count("?") == len(params), (sql, params)
                         assert params[-1] == 9
@@ -373,3 +379,91 @@ async def test_migration_12_finds_a_runs_replays_and_branches_from_their_index(
             ).fetchone()
         assert partial is not None and "WHERE (parent_run_id IS NOT NULL)" in partial[0]
         assert "Index Scan Backward using oncegraph_runs_parent" in text, text
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def test_a_next_page_starts_in_each_index_where_the_last_ended(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``before`` (the last listed run's ``(created_at, run_id)``) is a range on each
+    arm's index after its equalities: the next page of an app's runs, of every app's, of
+    a status's and of a run's replays is read from where the last page ended, not by
+    reading past the runs already listed; and page by page a listing is the whole one."""
+    where, store = old_store(kind, tmp_path, request, version=8, fill=_fill)
+    everything = sorted(_runs(), key=lambda r: (r.created_at, r.run_id), reverse=True)
+    try:
+        await store.setup()  # migrates
+        for filters in ({}, {"app_id": "a"}, {"statuses": [RunStatus.FAILED]}, {"tenant": "t1"}):
+            paged: list[str] = []
+            before: tuple[float, str] | None = None
+            while page := await store.list_runs(limit=3, before=before, **filters):
+                paged += [r.run_id for r in page]
+                before = (page[-1].created_at, page[-1].run_id)
+            whole = [r.run_id for r in await store.list_runs(limit=1_000, **filters)]
+            assert paged == whole, filters
+        assert {*paged} < {r.run_id for r in everything}
+    finally:
+        await store.aclose()
+
+    position = (110.5, "run-legacy-2")
+    shapes = [  # (statement, params, the index each arm must walk, arms)
+        (
+            S.run_list(by_thread=False, n_statuses=0, by_app=True, by_before=True),
+            S.run_list_params(
+                thread_id=None, statuses=[], app_id="a", tenant=None, limit=5, before=position
+            ),
+            "oncegraph_runs_app_created",
+            2,
+        ),
+        (
+            S.run_list(by_thread=False, n_statuses=0, n_apps=2, by_before=True),
+            S.run_list_params(
+                thread_id=None, statuses=[], app_id=None, tenant=None, limit=5,
+                apps=["a", "b"], before=position,
+            ),
+            "oncegraph_runs_app_created",
+            3,
+        ),
+        (
+            S.run_list(by_thread=False, n_statuses=2, by_before=True),
+            S.run_list_params(
+                thread_id=None, statuses=["failed", "completed"], app_id=None, tenant=None,
+                limit=5, before=position,
+            ),
+            "oncegraph_runs_status_created",
+            2,
+        ),
+        (
+            S.run_list(by_thread=False, n_statuses=0, by_parent=True, by_before=True),
+            S.run_list_params(
+                thread_id=None, statuses=[], app_id=None, tenant=None, limit=5,
+                parent_run_id="run-00", before=position,
+            ),
+            "oncegraph_runs_parent",
+            1,
+        ),
+    ]
+    if kind == "sqlite":
+        with sqlite3.connect(where) as conn:
+            for sql, params, index, arms in shapes:
+                plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+                walks = [s for s in plan if f"INDEX {index}" in s]
+                # each arm a search of its index bounded by the position, never a scan
+                assert len(walks) == arms, plan
+                bound = "(created_at,run_id)<(?,?)"
+                assert all(s.startswith("SEARCH") and bound in s for s in walks), plan
+                assert not any(s.startswith("SCAN oncegraph_runs") for s in plan), plan
+    else:
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as pg:
+            pg.execute("SET enable_seqscan = off")  # a tiny table: ask whether it CAN
+            for sql, params, index, arms in shapes:
+                text = " | ".join(
+                    r[0].strip()
+                    for r in pg.execute("EXPLAIN " + S.to_format_params(sql), params).fetchall()
+                )
+                walks = re.findall(f"Index Scan Backward using {index}", text)
+                assert len(walks) == arms, text
+                bounded = re.findall(r"ROW\(created_at, run_id\) < ROW\(", text)
+                assert len(bounded) == arms, text

@@ -13,6 +13,7 @@ from typing import Any
 from shop import ACME, ADMIN, CARD, GLOBEX, OPERATOR, USER, VIEWER, Shop, auth
 from starlette.testclient import TestClient
 
+from oncegraph.runtime.portal import run_sync
 from oncegraph.server import api, openapi
 
 
@@ -545,3 +546,58 @@ def test_check_without_a_hook_says_how_to_resolve_instead(
     )
     assert "resolve_effect" in _error(refused, 400)["message"]
     assert _audit(sqlite_client, run_id) == []
+
+
+def test_runs_page_by_page_and_threads_past_a_busy_one(
+    sqlite_shop: Shop, sqlite_store: Any, sqlite_client: TestClient, monkeypatch: Any
+) -> None:
+    """``GET /api/runs`` gives a page and its ``next`` (the last run's id; null on the
+    last page): ``before=next`` goes on from there, so every run is listed once, past
+    any number of newer runs, for a tenant key too. The threads list reads runs a page
+    at a time until it has its threads: one busy thread's runs do not hide the others."""
+    client = sqlite_client
+    older = [sqlite_shop.completed(t) for t in ("t-first", "acme:t-old", "t-second")]
+    first = sqlite_shop.app.get_run(sqlite_shop.completed("t-busy"))
+    busy = [first.run_id]
+    for i in range(1, 4):  # more runs of the thread, each a microsecond newer
+        at = first.created_at + i * 1e-6
+        again = first.replace(run_id=f"{first.run_id}-{i}", created_at=at, updated_at=at)
+        run_sync(sqlite_store.create_run(again), "create_run")
+        busy.append(again.run_id)
+    mine = sqlite_shop.completed("acme:t-new")
+    newest_first = [mine, *busy[::-1], *older[::-1]]
+
+    def pages(key: str, query: str = "") -> list[list[str]]:
+        found: list[list[str]] = []
+        after: str | None = None
+        while True:
+            url = f"/api/runs?limit=2{query}" + (f"&before={after}" if after else "")
+            body = client.get(url, headers=auth(key)).json()
+            found.append([r["run_id"] for r in body["runs"]])
+            after = body["next"]
+            if after is None:
+                return found
+            assert after == found[-1][-1]  # the page's oldest (a page of completed runs)
+
+    listed = pages(VIEWER)
+    assert [r for page in listed for r in page] == newest_first
+    assert [len(p) for p in listed] == [2, 2, 2, 2, 0]  # a full last page: one empty after
+    acme = pages(ACME)
+    assert [r for page in acme for r in page] == [mine, older[1]]
+    assert [r for page in pages(VIEWER, "&thread_id=t-busy") for r in page] == busy[::-1]
+    # a position the key may not see is no position: the same 404 as an unknown run
+    _error(client.get(f"/api/runs?before={busy[0]}", headers=auth(ACME)), 404)
+    _error(client.get("/api/runs?before=run-unknown", headers=auth(VIEWER)), 404)
+
+    monkeypatch.setattr(api, "SCAN", 2)  # a page of the threads' read: two runs
+    monkeypatch.setattr(api, "THREAD_SCAN", 20)
+    threads = client.get("/api/threads?limit=3", headers=auth(VIEWER)).json()["threads"]
+    assert [t["thread_id"] for t in threads] == ["acme:t-new", "t-busy", "t-second"]
+    assert threads[1]["latest_run_id"] == busy[-1]
+    everything = client.get("/api/threads", headers=auth(VIEWER)).json()["threads"]
+    assert len(everything) == 5
+    theirs = client.get("/api/threads", headers=auth(ACME)).json()["threads"]
+    assert [t["thread_id"] for t in theirs] == ["acme:t-new", "acme:t-old"]
+    monkeypatch.setattr(api, "THREAD_SCAN", 4)  # the read's bound: the newest 4 runs
+    bounded = client.get("/api/threads", headers=auth(VIEWER)).json()["threads"]
+    assert [t["thread_id"] for t in bounded] == ["acme:t-new", "t-busy"]

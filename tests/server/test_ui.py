@@ -130,3 +130,23 @@ def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
         assert bad.status_code == 400
     assert app.get_run(run.run_id).status == "completed"
     app.close()
+
+
+def test_the_runs_page_goes_on_to_older_runs(
+    sqlite_shop: Shop, sqlite_client: TestClient, monkeypatch: Any
+) -> None:
+    """A full page of runs links to the next ("Older runs", after its last run, keeping
+    the status filter); the last page has no such link."""
+    from oncegraph.server import ui
+
+    monkeypatch.setattr(ui, "RUNS_PAGE", 2)
+    made = [sqlite_shop.completed(f"t-page-{i}") for i in range(3)]
+    client = sqlite_client
+    login(client, VIEWER)
+    first = client.get("/ui/runs?status=completed").text
+    assert [r for r in made if r in first] == made[1:]
+    link = first.split('data-older')[0].rsplit('href="', 1)[1].split('"')[0]
+    assert link == f"/ui/runs?status=completed&amp;before={made[1]}"
+    second = client.get(link.replace("&amp;", "&")).text
+    assert [r for r in made if f'data-run-id="{r}"' in second] == made[:1]
+    assert "data-older" not in second

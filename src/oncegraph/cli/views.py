@@ -59,6 +59,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
         limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 50,
+        before: Annotated[
+            str | None,
+            typer.Option(metavar="RUN", help="the runs listed after this run (the next page)"),
+        ] = None,
         database: DatabaseOpt = None,
         database_file: DatabaseFileOpt = None,
         sqlite: SqliteOpt = None,
@@ -66,10 +70,14 @@ def register(app: typer.Typer) -> None:
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """List runs, newest first (needs_review ones are the operator's to act on)."""
+        """List runs, newest first (needs_review ones are the operator's to act on);
+        --before RUN goes on after a page's last run."""
         statuses = _statuses(status, RunStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
-        found = run(where, lambda s: s.runs(thread_id=thread, statuses=statuses, limit=limit))
+        found = run(
+            where,
+            lambda s: s.runs(thread_id=thread, statuses=statuses, limit=limit, before=before),
+        )
         if as_json:
             o.emit_json(found)
             return

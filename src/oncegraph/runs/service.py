@@ -459,10 +459,12 @@ class RunService:
         limit: int = 100,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: str | RunRecord | None = None,
     ) -> list[RunRecord]:
         """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
         ``tenant`` filters an unbound service's listing by tenant; ``parent_run_id``
-        lists the runs made from that run (its replays and branches)."""
+        lists the runs made from that run (its replays and branches); ``before`` (a run,
+        or its id: a page's last) lists the runs after it, the next page."""
         await self.setup()
         app_id, tenant = listing_filters(self.scope, tenant)
         found = await self.store.list_runs(
@@ -472,9 +474,28 @@ class RunService:
             app_id=app_id,
             tenant=tenant,
             parent_run_id=parent_run_id,
+            before=None if before is None else await self._position(before),
         )
         masker = await self.masker(thread_ids={r.thread_id for r in found})
         return [masker.run(r) for r in found]  # inputs and errors masked
+
+    async def _position(self, before: str | RunRecord) -> tuple[float, str]:
+        """Where a listing goes on after ``before`` (a run, or its id): its
+        ``(created_at, run_id)``, read from the store for an id (so a page's last run,
+        masked or not, names it), refused for a run this service may not see."""
+        run_id = before.run_id if isinstance(before, RunRecord) else before
+        if not isinstance(run_id, str) or not run_id:
+            raise ConfigError(
+                f"before must be a run or a run id (a page's last run); got {before!r}"
+            )
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(
+                f"no run {run_id!r} to list runs after (before=...); it may have been "
+                "pruned: list from the newest again (no before)"
+            )
+        self.check_run(run)
+        return run.created_at, run.run_id
 
     async def get_run(self, run_id: str) -> RunRecord:
         await self.setup()

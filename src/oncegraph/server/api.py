@@ -17,6 +17,7 @@ from starlette.routing import Route
 from oncegraph import __version__ as _version
 from oncegraph.server import agui, bodies, operations, sse, tenancy
 from oncegraph.server.context import (
+    SCAN,
     caller,
     children_of,
     graph,
@@ -28,7 +29,7 @@ from oncegraph.server.context import (
     visible_thread,
 )
 from oncegraph.server.problems import ApiError, bad_request, not_found
-from oncegraph.storage.records import EffectStatus, RunStatus
+from oncegraph.storage.records import EffectStatus, RunRecord, RunStatus
 
 # Where a status sorts in a listing: what needs a person first.
 STATUS_ORDER = {
@@ -42,6 +43,8 @@ STATUS_ORDER = {
     RunStatus.ABANDONED: 7,
 }
 RUN_STATUSES = tuple(str(s) for s in STATUS_ORDER)
+# How many runs, newest first, the threads list reads at most to find its threads.
+THREAD_SCAN = 10 * SCAN
 EFFECT_STATUSES = tuple(str(s) for s in EffectStatus)
 
 
@@ -75,18 +78,24 @@ async def me(request: Request) -> Response:
 
 
 async def list_runs(request: Request) -> Response:
+    """A page of runs, newest first (``before``: the runs after that run, the ``next``
+    of the page before), shown needs_review first within the page."""
     p = caller(request)
     thread = request.query_params.get("thread_id")
     thread_id = visible_thread(p, thread) if thread else None
+    after = bodies.query_text(request, "before")
+    limit = bodies.limit(request)
     runs = await visible_runs(
         request,
         p,
         thread_id=thread_id,
         status=statuses(request, RUN_STATUSES),
-        limit=bodies.limit(request),
+        limit=limit,
+        before=await visible_run(request, p, after) if after else None,
     )
+    following = runs[-1].run_id if len(runs) == limit else None
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
-    return JSONResponse({"runs": shown(request, p).runs(runs)})
+    return JSONResponse({"runs": shown(request, p).runs(runs), "next": following})
 
 
 async def get_run(request: Request) -> Response:
@@ -154,18 +163,26 @@ async def run_audit(request: Request) -> Response:
 
 
 async def list_threads(request: Request) -> Response:
+    """Threads by their latest run, newest first: runs are read a page at a time, each
+    from where the last ended, until ``limit`` threads are found (a busy thread's many
+    runs do not hide the others), or :data:`THREAD_SCAN` runs were read."""
     p = caller(request)
     limit = bodies.limit(request)
-    runs = await visible_runs(request, p, limit=1000)
     threads: dict[str, Any] = {}
-    for r in runs:  # newest first: the first run seen is the thread's latest
-        if r.thread_id not in threads:
-            threads[r.thread_id] = {
-                "thread_id": r.thread_id,
-                "latest_run_id": r.run_id,
-                "status": str(r.status),
-                "updated_at": r.updated_at,
-            }
+    before: RunRecord | None = None
+    for _ in range(THREAD_SCAN // SCAN):
+        runs = await visible_runs(request, p, limit=SCAN, before=before)
+        for r in runs:  # newest first: the first run seen is the thread's latest
+            if r.thread_id not in threads:
+                threads[r.thread_id] = {
+                    "thread_id": r.thread_id,
+                    "latest_run_id": r.run_id,
+                    "status": str(r.status),
+                    "updated_at": r.updated_at,
+                }
+        if len(threads) >= limit or len(runs) < SCAN:
+            break
+        before = runs[-1]
     return JSONResponse({"threads": list(threads.values())[:limit]})
 
 

@@ -24,7 +24,7 @@ from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
 from oncegraph.storage.records import RunRecord
 
-# How many recent runs a listing looks through when it must filter (tenancy, lineage).
+# How many runs one read of a listing takes at most (a page, a run's children).
 SCAN = 1000
 
 
@@ -131,11 +131,15 @@ async def visible_runs(
     thread_id: str | None = None,
     status: list[str] | None = None,
     limit: int = 100,
+    before: RunRecord | None = None,
 ) -> list[RunRecord]:
-    scan = limit if principal.tenant is None else SCAN
-    runs = await graph(request).aruns(thread_id=thread_id, status=status, limit=scan)
-    kept = [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
-    return kept[:limit]
+    """Runs newest first, ``before`` a page's last run. A tenant-bound key's app is
+    bound to its tenant, so the store lists that tenant's runs only (law 15) and reads
+    ``limit`` of them; :func:`tenancy.allows` stays as the routes' one check."""
+    runs = await graph(request).aruns(
+        thread_id=thread_id, status=status, limit=limit, before=before
+    )
+    return [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
 
 
 async def children_of(request: Request, principal: Principal, run_id: str) -> list[RunRecord]:

@@ -144,9 +144,24 @@ def document() -> dict[str, Any]:
         },
         "/api/me": _get("The caller's role and tenant", _OBJ, []),
         "/api/runs": _get(
-            "Runs, needs_review first",
-            _keyed("runs", _array(_ref("Run"))),
-            [_status(list(RUN_STATUSES)), _query("thread_id", TEXT), LIMIT],
+            "Runs, newest first, a page at a time (needs_review first within the page)",
+            {
+                "type": "object",
+                "required": ["runs", "next"],
+                "properties": {
+                    "runs": _array(_ref("Run")),
+                    "next": {
+                        "type": ["string", "null"],
+                        "description": "the next page's before=, or null on the last page",
+                    },
+                },
+            },
+            [
+                _status(list(RUN_STATUSES)),
+                _query("thread_id", TEXT),
+                LIMIT,
+                _query("before", TEXT, "the runs listed after this run (a page's next)"),
+            ],
         ),
         "/api/runs/{run_id}": _get(
             "One run and its lineage (parent and child runs)",

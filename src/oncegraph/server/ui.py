@@ -46,6 +46,7 @@ from oncegraph.storage.records import RunStatus
 TEMPLATES = Path(__file__).parent / "templates"
 CONTINUABLE = {RunStatus.PAUSED, RunStatus.FAILED, RunStatus.NEEDS_REVIEW, RunStatus.INTERRUPTED}
 UNCERTAIN = {"pending", "accepted"}
+RUNS_PAGE = 200  # runs on one page of the runs list; "Older runs" goes on after its last
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -153,7 +154,17 @@ async def runs_page(request: Request, me: Principal) -> Response:
     status = request.query_params.get("status") or None
     if status is not None and status not in RUN_STATUSES:
         raise bad_request(f"unknown status {status!r}; use one of {', '.join(RUN_STATUSES)}")
-    runs = await visible_runs(request, me, status=[status] if status else None, limit=200)
+    after = request.query_params.get("before") or None
+    runs = await visible_runs(
+        request,
+        me,
+        status=[status] if status else None,
+        limit=RUNS_PAGE,
+        before=await visible_run(request, me, after) if after else None,
+    )
+    older = None
+    if len(runs) == RUNS_PAGE:  # a full page: the next one goes on after its last run
+        older = urlencode({**({"status": status} if status else {}), "before": runs[-1].run_id})
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
     return page(
         "runs.html",
@@ -161,6 +172,7 @@ async def runs_page(request: Request, me: Principal) -> Response:
         runs=shown(request, me).runs(runs),
         statuses=RUN_STATUSES,
         status=status,
+        older=older,
     )
 
 

@@ -387,6 +387,7 @@ class InMemoryCheckpointer(Closing):
         app_id: str | None = None,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         wanted = None if statuses is None else {str(s) for s in statuses}
         with self._lock:
@@ -400,6 +401,7 @@ class InMemoryCheckpointer(Closing):
                 if (wanted is None or row[_RUN_STATUS] in wanted)
                 and _owned(row, app_id, tenant)
                 and (parent_run_id is None or row[_RUN_PARENT] == parent_run_id)
+                and (before is None or _run_order(row) < before)
             ]
         found.sort(key=_run_order, reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]

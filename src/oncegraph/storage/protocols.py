@@ -132,11 +132,14 @@ class CheckpointStore(Protocol):
         app_id: str | None = None,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first; with ``app_id`` only that app's (a run with no stored
-        app_id belongs to its ``workflow_name``), with ``tenant`` only that tenant's,
-        with ``parent_run_id`` only the runs made from that run (its replays and
-        branches)."""
+        """Runs, newest first (``created_at``, then ``run_id``, descending); with
+        ``app_id`` only that app's (a run with no stored app_id belongs to its
+        ``workflow_name``), with ``tenant`` only that tenant's, with ``parent_run_id``
+        only the runs made from that run (its replays and branches), with ``before`` (a
+        run's ``(created_at, run_id)``) only the runs listed after that run: the next
+        page of a listing whose last run it was."""
 
     async def lock_run(self, run_id: str) -> RunLock | None:
         """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.

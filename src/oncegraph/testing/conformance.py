@@ -764,6 +764,62 @@ class CheckpointerConformance:
             r for r in newest if r.tenant == tenant
         ]
 
+    async def test_list_runs_page_after_page(self, checkpointer: Checkpointer) -> None:
+        """``before`` (a run's ``(created_at, run_id)``) lists the runs after that run in
+        the listing's order: read page after page from each page's last run, a listing
+        of any filters gives every run once, in order, as one long listing does; a tie
+        in time goes on with the smaller ids."""
+        apps, tenant = [new_id("app") for _ in range(2)], new_id("tenant")
+        thread, parent = new_id("thread"), new_id("run")
+        runs = [
+            make_run(
+                thread if i % 5 == 0 else new_id("thread"),
+                f"{new_id('run')}-{i:02d}",
+                status=RunStatus.FAILED if i % 3 == 0 else RunStatus.COMPLETED,
+                created_at=3_000.0 + i // 3,  # three runs share each instant
+                workflow_name=apps[i % 2],
+                tenant=tenant if i % 4 == 1 else None,
+                parent_run_id=parent if i % 4 == 2 else None,
+            )
+            for i in range(23)
+        ]
+        for run in reversed(runs):
+            await checkpointer.create_run(run)
+        failed, completed = RunStatus.FAILED, RunStatus.COMPLETED
+        filters: list[dict[str, Any]] = [
+            {},
+            {"app_id": apps[0]},
+            {"app_id": apps[1], "statuses": [failed]},
+            {"statuses": [failed, completed]},
+            {"statuses": [failed]},
+            {"tenant": tenant},
+            {"app_id": apps[1], "tenant": tenant},
+            {"thread_id": thread},
+            {"parent_run_id": parent},
+            {"parent_run_id": parent, "app_id": apps[0]},
+        ]
+        for where in filters:
+            whole = await checkpointer.list_runs(limit=1_000, **where)
+            assert whole, where
+            paged: list[RunRecord] = []
+            before: tuple[float, str] | None = None
+            while True:
+                page = await checkpointer.list_runs(limit=2, before=before, **where)
+                assert len(page) <= 2
+                paged.extend(page)
+                if len(page) < 2:
+                    break
+                before = (page[-1].created_at, page[-1].run_id)
+            assert paged == whole, where
+        # after one run of a tie in time: the tie's smaller ids, then the older runs
+        newest = sorted(runs, key=lambda r: (r.created_at, r.run_id), reverse=True)
+        tied = [r for r in newest if r.created_at == 3_003.0]
+        assert len(tied) == 3
+        after = await checkpointer.list_runs(before=(tied[0].created_at, tied[0].run_id), limit=4)
+        assert after == newest[newest.index(tied[0]) + 1 :][:4]
+        assert after[:2] == tied[1:]
+        assert await checkpointer.list_runs(before=(2_999.0, "~"), tenant=tenant) == []
+
     async def test_list_runs_made_from_a_run(self, checkpointer: Checkpointer) -> None:
         """``parent_run_id`` lists the runs made from that run (its replays and
         branches), newest first, on any thread, with the other filters applied."""

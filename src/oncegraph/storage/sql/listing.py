@@ -38,6 +38,7 @@ class Shape(NamedTuple):
     by_status: bool = False
     legacy: bool = True
     by_parent: bool = False
+    by_before: bool = False
 
     def sql(self) -> str:
         return _sql(self)
@@ -70,8 +71,10 @@ class RunListing:
         tenant: str | None,
         limit: int,
         parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> tuple[Shape, list[Any]]:
-        """The statement's shape and its parameters for these filters."""
+        """The statement's shape and its parameters for these filters (``before``: only
+        the runs listed after the run at ``(created_at, run_id)``, the next page's)."""
         statuses = list(dict.fromkeys(statuses))  # one arm a status: each once
         if thread_id is not None or parent_run_id is not None:  # a few runs: filtered
             shape = Shape(
@@ -80,6 +83,7 @@ class RunListing:
                 app_id is not None,
                 tenant is not None,
                 by_parent=parent_run_id is not None,
+                by_before=before is not None,
             )
             return shape, S.run_list_params(
                 thread_id=thread_id,
@@ -88,6 +92,7 @@ class RunListing:
                 tenant=tenant,
                 limit=limit,
                 parent_run_id=parent_run_id,
+                before=before,
             )
         apps: list[str] = []
         by_status = False
@@ -110,6 +115,7 @@ class RunListing:
             len(apps),
             by_status,
             legacy,
+            by_before=before is not None,
         )
         params = S.run_list_params(
             thread_id=None,
@@ -120,6 +126,7 @@ class RunListing:
             apps=apps,
             by_status=by_status,
             legacy=legacy,
+            before=before,
         )
         return shape, params
 

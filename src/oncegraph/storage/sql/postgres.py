@@ -712,6 +712,7 @@ class PgCheckpointer(Closing):
         app_id: str | None = None,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         wanted = [str(s) for s in statuses] if statuses is not None else []
         if statuses is not None and not wanted:
@@ -728,6 +729,7 @@ class PgCheckpointer(Closing):
             tenant=tenant,
             limit=limit,
             parent_run_id=parent_run_id,
+            before=before,
         )
         sql = _run_list(shape)
         return [self.rows.run_from_row(r) for r in await self._fetchall("list_runs", sql, params)]

@@ -663,6 +663,7 @@ class SqliteCheckpointer(Closing):
         app_id: str | None = None,
         tenant: str | None = None,
         parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         if statuses is not None and not statuses:
             return []
@@ -678,6 +679,7 @@ class SqliteCheckpointer(Closing):
             tenant=tenant,
             limit=limit,
             parent_run_id=parent_run_id,
+            before=before,
         )
         sql = shape.sql()
         return [self.rows.run_from_row(r) for r in self._read(sql, params)]

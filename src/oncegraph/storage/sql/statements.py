@@ -313,6 +313,9 @@ def status_count(n_statuses: int) -> str:
     )
 
 
+# Runs listed after a page's last run, newest first: params its created_at, its run_id.
+BEFORE_RUN = " AND (created_at, run_id) < (?, ?)"
+
 # A listing of every app's runs is read app by app up to this many apps (RUN_APPS, then
 # one arm an app in run_list); with more, the runs are read and sorted whole.
 APP_ARMS_MAX = 64
@@ -329,6 +332,7 @@ def run_list(
     by_status: bool = False,
     legacy: bool = True,
     by_parent: bool = False,
+    by_before: bool = False,
 ) -> str:
     """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending);
     its parameters in order: :func:`run_list_params`.
@@ -349,17 +353,22 @@ def run_list(
     * of every app, without: given ``n_apps`` (the apps :data:`RUN_APPS` found, at most
       :data:`APP_ARMS_MAX`), one arm an app and one for the runs with no app_id; with
       none (more apps than that), the runs are read and sorted whole.
+
+    ``by_before``: only runs listed after a given one (a page's last), by ``(created_at,
+    run_id) < (?, ?)`` in every arm: a range on each index after its equalities, so the
+    next page starts where the last ended instead of reading past it.
     """
     order = "ORDER BY created_at DESC, run_id DESC LIMIT ?"
     cols = _cols(RUN_COLUMNS)
-    tenant = " AND tenant = ?" if by_tenant else ""
+    # every arm's last filters: the tenant's, and the position listed after
+    rest = (" AND tenant = ?" if by_tenant else "") + (BEFORE_RUN if by_before else "")
     if by_thread or by_parent:
         found = " AND ".join(
             c for c, on in (("thread_id = ?", by_thread), ("parent_run_id = ?", by_parent)) if on
         )
         statuses = _status_in(n_statuses)
         app = f" AND {RUN_APP} = ?" if by_app else ""
-        return f"SELECT {cols} FROM oncegraph_runs WHERE {found}{statuses}{app}{tenant} {order}"
+        return f"SELECT {cols} FROM oncegraph_runs WHERE {found}{statuses}{app}{rest} {order}"
     # The runs with no app_id in the index's order: ``app_id IS NULL`` is no equality to
     # a planner, so without app_id in the ORDER BY it reads all of them and sorts.
     legacy_order = f"ORDER BY app_id DESC, {order.removeprefix('ORDER BY ')}"
@@ -375,11 +384,11 @@ def run_list(
     elif n_apps:
         arms = [("app_id = ?", order)] * n_apps + [("app_id IS NULL", legacy_order)] * legacy
     else:
-        clause = f" WHERE {tenant.removeprefix(' AND ')}" if by_tenant else ""
+        clause = f" WHERE {rest.removeprefix(' AND ')}" if rest else ""
         return f"SELECT {cols} FROM oncegraph_runs{clause} {order}"
     return (
         " UNION ALL ".join(
-            f"SELECT {cols} FROM (SELECT {cols} FROM oncegraph_runs WHERE {arm}{tenant} "
+            f"SELECT {cols} FROM (SELECT {cols} FROM oncegraph_runs WHERE {arm}{rest} "
             f"{arm_order}) AS arm{i}"
             for i, (arm, arm_order) in enumerate(arms)
         )
@@ -402,12 +411,15 @@ def run_list_params(
     by_status: bool = False,
     legacy: bool = True,
     parent_run_id: str | None = None,
+    before: tuple[float, str] | None = None,
 ) -> list[Any]:
     """The parameters of :func:`run_list` for these filters (``statuses`` empty: any;
     ``apps``: what :data:`RUN_APPS` read, for a listing of every app's runs;
-    ``by_status`` as there)."""
+    ``by_status`` as there; ``before``: the ``(created_at, run_id)`` runs are listed
+    after)."""
     limit = max(limit, 0)
-    tail = [*([] if tenant is None else [tenant]), limit]  # each arm's last
+    # each arm's last: the tenant, the position listed after, the limit
+    tail = [*([] if tenant is None else [tenant]), *(before or ()), limit]
     if thread_id is not None or parent_run_id is not None:
         found = [f for f in (thread_id, parent_run_id) if f is not None]
         return [*found, *statuses, *([] if app_id is None else [app_id]), *tail]

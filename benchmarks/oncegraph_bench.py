@@ -40,7 +40,8 @@ Workloads (``--workloads``, comma-separated):
   with ``status="failed"``, a tenth of them, and ``"needs_review"``, five) and of every
   app's (the run service of ``oncegraph runs --db`` without ``--app``: all, and failed)
   among 200,000 runs, a fifth of them three other apps' (one real run, copied in SQL;
-  medians of 7): the read must cost the rows it returns, not the table.
+  medians of 7), and a page ~10,000 runs back of both (``before=``): the read must cost
+  the rows it returns, not the table, nor the runs before the page.
 
 The clock covers the run only: store creation, schema setup and a 2-step warm-up run on
 another thread are outside it. Every run goes through ``ainvoke`` inside ``asyncio.run``.
@@ -526,6 +527,7 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
         finally:
             conn.close()
         everyone = RunService(None, store)  # `oncegraph runs --db ...` without --app
+        deep = f"run_copy_{runs - 10_000}"  # a page ~10,000 runs back: before= goes on there
         reads = {
             "all": lambda: app.aruns(limit=limit),
             "failed": lambda: app.aruns(limit=limit, status="failed"),
@@ -534,6 +536,8 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
             "every_app_failed": lambda: everyone.runs(
                 limit=limit, statuses=[RunStatus.FAILED]
             ),
+            "deep": lambda: app.aruns(limit=limit, before=deep),
+            "every_app_deep": lambda: everyone.runs(limit=limit, before=deep),
         }
         out: dict[str, float] = {}
         for name, read in reads.items():

@@ -447,7 +447,8 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             "waiting for review; four in five the app's, the rest three other apps'), "
             "medians of 7, with the masking the view does: `app.aruns(limit=50)`, all, "
             "failed and `needs_review`, and every app's (`oncegraph runs --db` without "
-            "`--app`), all and failed.",
+            "`--app`), all and failed; and the page ~10,000 runs back of each "
+            "(`before=` its previous page's last run).",
             [
                 "store",
                 "runs",
@@ -456,13 +457,21 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 "needs_review ms",
                 "every app's newest 50 ms",
                 "failed ms",
+                "app's page 10,000 back ms",
+                "every app's ms",
             ],
         )
+        keys = (
+            "all_ms",
+            "failed_ms",
+            "review_ms",
+            "every_app_ms",
+            "every_app_failed_ms",
+            "deep_ms",
+            "every_app_deep_ms",
+        )
         for r in listing:
-            cells = [
-                _ms(r[k]) if k in r else "-"
-                for k in ("all_ms", "failed_ms", "review_ms", "every_app_ms", "every_app_failed_ms")
-            ]
+            cells = [_ms(r[k]) if k in r else "-" for k in keys]
             out.append(f"| {r['store']} | {r['n']:,} | {' | '.join(cells)} |")
     claims = [r for r in og if r["workload"] == "claims"]
     if claims:

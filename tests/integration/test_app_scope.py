@@ -201,6 +201,30 @@ def test_an_apps_runs_page_after_page(checkpointer: Checkpointer) -> None:
     assert app.runs(before=theirs.run_id, tenant="acme") == acme.runs()
 
 
+def test_an_apps_audit_log_is_its_own_page_after_page(checkpointer: Checkpointer) -> None:
+    """An app's (and a tenant's) audit log is read from the store as its own: a page of
+    ``limit`` holds the app's newest records however many newer ones other apps wrote,
+    and ``before=`` goes on with the app's older ones; nothing of another app shows."""
+    hr, support = asking("hr", checkpointer), asking("support", checkpointer)
+    acme = hr.for_tenant("acme")
+    for app, thread, reason in [
+        (acme, "t-acme", "acme's"),
+        (hr, "t-hr", "hr's"),
+        *((support, f"t-s{i}", f"support's {i}") for i in range(5)),
+    ]:
+        app.invoke({}, {"thread_id": thread})  # waits for its answer
+        app.abandon({"thread_id": thread}, reason=reason)
+    # support's five are the newest records: hr's first page is still hr's newest
+    assert [a.reason for a in hr.audit(limit=1)] == ["hr's"]
+    first = hr.audit(limit=1)[0]
+    assert [a.reason for a in hr.audit(limit=1, before=first.at)] == ["acme's"]
+    assert [a.reason for a in hr.audit()] == ["hr's", "acme's"]
+    assert [a.reason for a in acme.audit(limit=1)] == ["acme's"]
+    assert [a.reason for a in hr.for_tenant("globex").audit()] == []
+    assert [a.reason for a in support.audit(limit=2)] == ["support's 4", "support's 3"]
+    assert len(support.audit()) == 5
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_the_migration_keeps_existing_runs_with_their_app(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

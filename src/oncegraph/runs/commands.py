@@ -401,21 +401,21 @@ class Commands:
             await self.service.get_run(run_id)
         if thread_id is not None:
             await self.service._check_thread(thread_id)
+        scope = self.service.scope  # an audit record is the app's (tenant's) of its run
         found = await self.store.list_audit(
-            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+            run_id=run_id,
+            thread_id=thread_id,
+            target_id=target_id,
+            before=before,
+            limit=limit,
+            app_id=None if scope is None else scope.app_id,
+            tenant=None if scope is None else scope.tenant,
         )
         masker = await self.service.masker(
             thread_ids={r.thread_id for r in found if r.thread_id},
             run_ids={r.run_id for r in found if r.run_id and not r.thread_id},
         )
-        if self.service.scope is None:
-            return [masker.audit(r) for r in found]
-        owned: dict[str, bool] = {}
-        for record in found:  # an audit record belongs to the app of its run
-            if record.run_id is not None and record.run_id not in owned:
-                run = await self.store.get_run(record.run_id)
-                owned[record.run_id] = run is None or self.service.scope.admits(run)
-        return [masker.audit(r) for r in found if r.run_id is None or owned[r.run_id]]
+        return [masker.audit(r) for r in found]
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -470,6 +470,8 @@ class InMemoryCheckpointer(Closing):
         target_id: str | None = None,
         before: float | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[AuditRecord]:
         with self._lock:
             found = [
@@ -479,6 +481,11 @@ class InMemoryCheckpointer(Closing):
                 and (thread_id is None or r[7] == thread_id)
                 and (target_id is None or r[5] == target_id)
                 and (before is None or r[1] < before)
+                and (
+                    (app_id is None and tenant is None)
+                    or r[6] not in self._runs  # no run, or one this store does not hold
+                    or _owned(self._runs[r[6]], app_id, tenant)
+                )
             ]
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
         return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]

@@ -241,9 +241,13 @@ class AuditLog(Protocol):
         target_id: str | None = None,
         before: float | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[AuditRecord]:
         """Records newest first, filtered by every argument given; ``before`` is an
-        ``at`` cursor for the next page."""
+        ``at`` cursor for the next page; with ``app_id`` (and ``tenant``) only the
+        records whose run is that app's (and that tenant's), and those with no run or
+        whose run the store does not hold."""
 
 
 @runtime_checkable

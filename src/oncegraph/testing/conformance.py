@@ -1184,6 +1184,57 @@ class CheckpointerConformance:
             await checkpointer.prune(keep_checkpoints=1, effects_older_than=0)
         assert len(await checkpointer.list_audit(run_id=rid)) == 5  # a prune keeps them
 
+    async def test_audit_is_listed_for_an_app_and_a_tenant(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        """``list_audit(app_id=..., tenant=...)``: the records whose run is that app's
+        (and that tenant's; a run with no tenant is none's), and those with no run or
+        whose run the store does not hold, newest first and cut at the limit after the
+        filter, however many newer records other apps wrote."""
+        app, other, tenant = new_id("app"), new_id("app"), new_id("tenant")
+        runs = [
+            make_run(new_id("thread"), workflow_name=app, tenant=tenant),
+            make_run(new_id("thread"), workflow_name=app),
+            make_run(new_id("thread"), workflow_name=other, tenant=tenant),
+        ]
+        for run in runs:
+            await checkpointer.create_run(run)
+        owners = [0, 1, None, "gone", *[2] * 6]  # the newest six are the other app's
+
+        def run_of(owner: int | str | None) -> str | None:
+            if owner is None or owner == "gone":  # no run; a run the store does not hold
+                return None if owner is None else new_id("run")
+            return runs[int(owner)].run_id
+
+        made = [
+            AuditRecord(
+                audit_id=new_id("aud"),
+                actor="op",
+                action="continue",
+                target_kind="run",
+                target_id=f"target-{i}",
+                run_id=run_of(owner),
+                at=6_000.0 + i,
+            )
+            for i, owner in enumerate(owners)
+        ]
+        for record in made:
+            await checkpointer.append_audit(record)
+        newest = made[::-1]
+        assert await checkpointer.list_audit(app_id=app, limit=3) == [made[3], made[2], made[1]]
+        assert await checkpointer.list_audit(app_id=app) == [made[3], made[2], made[1], made[0]]
+        assert await checkpointer.list_audit(app_id=app, tenant=tenant) == [
+            made[3],
+            made[2],
+            made[0],
+        ]
+        assert await checkpointer.list_audit(app_id=app, before=6_003.0, limit=1) == [made[2]]
+        assert await checkpointer.list_audit(app_id=other, limit=2) == newest[:2]
+        assert await checkpointer.list_audit(tenant=tenant, limit=100) == [
+            r for r in newest if owners[made.index(r)] in (0, 2, None, "gone")
+        ]
+        assert await checkpointer.list_audit(app_id=app, target_id="target-0") == [made[0]]
+
     async def test_audit_rides_with_its_change_or_not_at_all(
         self, checkpointer: Checkpointer
     ) -> None:

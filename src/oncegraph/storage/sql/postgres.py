@@ -936,8 +936,10 @@ class PgCheckpointer(Closing):
         target_id: str | None = None,
         before: float | None = None,
         limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[AuditRecord]:
-        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit)
+        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit, app_id, tenant)
         found = await self._fetchall("list_audit", _pg(sql), params)
         return [self.rows.audit_from_row(r) for r in found]
 

@@ -597,10 +597,24 @@ def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: 
 AUDIT_INSERT = _insert("oncegraph_audit", AUDIT_COLUMNS)
 
 
-@lru_cache(maxsize=16)
-def audit_list(*, by_run: bool, by_thread: bool, by_target: bool, before: bool) -> str:
+@lru_cache(maxsize=32)
+def audit_list(
+    *,
+    by_run: bool,
+    by_thread: bool,
+    by_target: bool,
+    before: bool,
+    by_app: bool = False,
+    by_tenant: bool = False,
+) -> str:
     """``SELECT`` of audit records, newest first. Params: ``run_id``, ``thread_id``,
-    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor), then limit."""
+    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor), the app and the
+    tenant whose records they are (each if ``by_app`` / ``by_tenant``), then limit.
+
+    A record is an app's (and a tenant's) unless its run is another's: records with no
+    run, or whose run this database does not hold, are everyone's (as
+    :meth:`Scope.admits` is asked of the run, and nothing when there is none).
+    """
     where = []
     if by_run:
         where.append("run_id = ?")
@@ -610,11 +624,22 @@ def audit_list(*, by_run: bool, by_thread: bool, by_target: bool, before: bool) 
         where.append("target_id = ?")
     if before:
         where.append("at < ?")
+    if by_app or by_tenant:
+        other = [c for c, on in ((_OTHER_APP, by_app), (_OTHER_TENANT, by_tenant)) if on]
+        where.append(
+            "NOT EXISTS (SELECT 1 FROM oncegraph_runs r WHERE r.run_id = oncegraph_audit.run_id "
+            f"AND ({' OR '.join(other)}))"
+        )
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     return (
         f"SELECT {_cols(AUDIT_COLUMNS)} FROM oncegraph_audit{clause} "
         "ORDER BY at DESC, audit_id DESC LIMIT ?"
     )
+
+
+# A run that is not the app's, or not the tenant's (a run with no tenant is none's).
+_OTHER_APP = "COALESCE(r.app_id, r.workflow_name) <> ?"
+_OTHER_TENANT = "r.tenant IS NULL OR r.tenant <> ?"
 
 
 def audit_query(
@@ -623,14 +648,20 @@ def audit_query(
     target_id: str | None,
     before: float | None,
     limit: int,
+    app_id: str | None = None,
+    tenant: str | None = None,
 ) -> tuple[str, list[object]]:
     """The :func:`audit_list` statement for these filters, and its parameters."""
-    filters: list[object] = [f for f in (run_id, thread_id, target_id, before) if f is not None]
+    filters: list[object] = [
+        f for f in (run_id, thread_id, target_id, before, app_id, tenant) if f is not None
+    ]
     sql = audit_list(
         by_run=run_id is not None,
         by_thread=thread_id is not None,
         by_target=target_id is not None,
         before=before is not None,
+        by_app=app_id is not None,
+        by_tenant=tenant is not None,
     )
     return sql, [*filters, max(limit, 0)]
 

@@ -480,9 +480,9 @@ class RunService:
         return [masker.run(r) for r in found]  # inputs and errors masked
 
     async def _position(self, before: str | RunRecord) -> tuple[float, str]:
-        """Where a listing goes on after ``before`` (a run, or its id): its
-        ``(created_at, run_id)``, read from the store for an id (so a page's last run,
-        masked or not, names it), refused for a run this service may not see."""
+        """Where a listing goes on after ``before`` (a run, or its id): the stored run's
+        ``(created_at, run_id)`` (a page's last run names it, masked or not), refused
+        for a run this service may not see (law 15), as an unknown run is."""
         run_id = before.run_id if isinstance(before, RunRecord) else before
         if not isinstance(run_id, str) or not run_id:
             raise ConfigError(

@@ -598,6 +598,20 @@ def test_runs_page_by_page_and_threads_past_a_busy_one(
     assert len(everything) == 5
     theirs = client.get("/api/threads", headers=auth(ACME)).json()["threads"]
     assert [t["thread_id"] for t in theirs] == ["acme:t-new", "acme:t-old"]
+    # page after page: next is the page's last thread's latest run
+    for key, limit in ((VIEWER, 2), (VIEWER, 1), (VIEWER, 3), (ACME, 1)):
+        listed, after = [], None
+        while True:
+            url = f"/api/threads?limit={limit}" + (f"&before={after}" if after else "")
+            body = client.get(url, headers=auth(key)).json()
+            listed += [t["thread_id"] for t in body["threads"]]
+            after = body["next"]
+            if after is None:
+                break
+            assert after == body["threads"][-1]["latest_run_id"]
+        whole = client.get("/api/threads", headers=auth(key)).json()["threads"]
+        assert listed == [t["thread_id"] for t in whole], (key, limit)
+    _error(client.get(f"/api/threads?before={busy[0]}", headers=auth(ACME)), 404)
     monkeypatch.setattr(api, "THREAD_SCAN", 4)  # the read's bound: the newest 4 runs
     bounded = client.get("/api/threads", headers=auth(VIEWER)).json()["threads"]
     assert [t["thread_id"] for t in bounded] == ["acme:t-new", "t-busy"]

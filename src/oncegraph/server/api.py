@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from oncegraph import __version__ as _version
 from oncegraph.server import agui, bodies, operations, sse, tenancy
+from oncegraph.server.auth import Principal
 from oncegraph.server.context import (
     SCAN,
     caller,
@@ -163,27 +164,49 @@ async def run_audit(request: Request) -> Response:
 
 
 async def list_threads(request: Request) -> Response:
-    """Threads by their latest run, newest first: runs are read a page at a time, each
-    from where the last ended, until ``limit`` threads are found (a busy thread's many
-    runs do not hide the others), or :data:`THREAD_SCAN` runs were read."""
+    """A page of threads by their latest run, newest first, and ``next``: the page's
+    last thread's latest run, the next page's ``before`` (null on the last page).
+
+    Runs are read a page at a time, each from where the last ended, until ``limit``
+    threads are found (a busy thread's many runs do not hide the others) or
+    :data:`THREAD_SCAN` runs were read. After ``before``, a thread seen is the page's
+    only if it has no run newer than ``before`` (else an earlier page listed it): one
+    read of its newest run, from the thread's index."""
     p = caller(request)
     limit = bodies.limit(request)
+    after = bodies.query_text(request, "before")
+    start = await visible_run(request, p, after) if after else None
     threads: dict[str, Any] = {}
-    before: RunRecord | None = None
+    seen: set[str] = set()
+    before = start
     for _ in range(THREAD_SCAN // SCAN):
         runs = await visible_runs(request, p, limit=SCAN, before=before)
-        for r in runs:  # newest first: the first run seen is the thread's latest
-            if r.thread_id not in threads:
-                threads[r.thread_id] = {
-                    "thread_id": r.thread_id,
-                    "latest_run_id": r.run_id,
-                    "status": str(r.status),
-                    "updated_at": r.updated_at,
-                }
+        for r in runs:  # newest first: the first run seen is the thread's latest since
+            if r.thread_id in seen:
+                continue
+            seen.add(r.thread_id)
+            if start is not None and not await _latest(request, p, r):
+                continue  # the thread has a newer run: an earlier page listed it
+            threads[r.thread_id] = {
+                "thread_id": r.thread_id,
+                "latest_run_id": r.run_id,
+                "status": str(r.status),
+                "updated_at": r.updated_at,
+            }
+            if len(threads) == limit:
+                break
         if len(threads) >= limit or len(runs) < SCAN:
             break
         before = runs[-1]
-    return JSONResponse({"threads": list(threads.values())[:limit]})
+    page = list(threads.values())
+    following = page[-1]["latest_run_id"] if len(page) == limit else None
+    return JSONResponse({"threads": page, "next": following})
+
+
+async def _latest(request: Request, p: Principal, run: RunRecord) -> bool:
+    """Is ``run`` its thread's newest run?"""
+    newest = await visible_runs(request, p, thread_id=run.thread_id, limit=1)
+    return bool(newest) and newest[0].run_id == run.run_id
 
 
 async def get_thread(request: Request) -> Response:

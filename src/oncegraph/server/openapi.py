@@ -310,7 +310,26 @@ def document() -> dict[str, Any]:
             [run_id, effect_id],
         ),
         "/api/threads": _get(
-            "Threads with their latest run", _keyed("threads", _array(_OBJ)), [LIMIT]
+            "Threads by their latest run, newest first, a page at a time",
+            {
+                "type": "object",
+                "required": ["threads", "next"],
+                "properties": {
+                    "threads": _array(_OBJ),
+                    "next": {
+                        "type": ["string", "null"],
+                        "description": "the next page's before=, or null on the last page",
+                    },
+                },
+            },
+            [
+                LIMIT,
+                _query(
+                    "before",
+                    TEXT,
+                    "the threads whose latest run is older than this run (a page's next)",
+                ),
+            ],
         ),
         "/api/threads/{thread_id}": _get(
             "A thread's runs",

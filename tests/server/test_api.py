@@ -613,5 +613,13 @@ def test_runs_page_by_page_and_threads_past_a_busy_one(
         assert listed == [t["thread_id"] for t in whole], (key, limit)
     _error(client.get(f"/api/threads?before={busy[0]}", headers=auth(ACME)), 404)
     monkeypatch.setattr(api, "THREAD_SCAN", 4)  # the read's bound: the newest 4 runs
-    bounded = client.get("/api/threads", headers=auth(VIEWER)).json()["threads"]
-    assert [t["thread_id"] for t in bounded] == ["acme:t-new", "t-busy"]
+    bounded = client.get("/api/threads", headers=auth(VIEWER)).json()
+    assert [t["thread_id"] for t in bounded["threads"]] == ["acme:t-new", "t-busy"]
+    # not the last page: next goes on where the read stopped (the 4th newest run)
+    assert bounded["next"] == busy[1]
+    rest = client.get(f"/api/threads?before={busy[1]}", headers=auth(VIEWER)).json()
+    assert [t["thread_id"] for t in rest["threads"]] == ["t-second", "acme:t-old", "t-first"]
+    # its read ended on a full read of runs: whether more are left, the next page tells
+    assert rest["next"] == older[0]
+    last = client.get(f"/api/threads?before={older[0]}", headers=auth(VIEWER)).json()
+    assert last == {"threads": [], "next": None}

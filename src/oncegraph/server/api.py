@@ -169,9 +169,10 @@ async def list_threads(request: Request) -> Response:
 
     Runs are read a page at a time, each from where the last ended, until ``limit``
     threads are found (a busy thread's many runs do not hide the others) or
-    :data:`THREAD_SCAN` runs were read. After ``before``, a thread seen is the page's
-    only if it has no run newer than ``before`` (else an earlier page listed it): one
-    read of its newest run, from the thread's index."""
+    :data:`THREAD_SCAN` runs were read (then ``next`` is where the read stopped: a page
+    may hold fewer threads and not be the last). After ``before``, a thread seen is the
+    page's only if it has no run newer than ``before`` (else an earlier page listed it):
+    one read of its newest run, from the thread's index."""
     p = caller(request)
     limit = bodies.limit(request)
     after = bodies.query_text(request, "before")
@@ -179,8 +180,10 @@ async def list_threads(request: Request) -> Response:
     threads: dict[str, Any] = {}
     seen: set[str] = set()
     before = start
+    exhausted = False
     for _ in range(THREAD_SCAN // SCAN):
         runs = await visible_runs(request, p, limit=SCAN, before=before)
+        exhausted = len(runs) < SCAN
         for r in runs:  # newest first: the first run seen is the thread's latest since
             if r.thread_id in seen:
                 continue
@@ -195,11 +198,15 @@ async def list_threads(request: Request) -> Response:
             }
             if len(threads) == limit:
                 break
-        if len(threads) >= limit or len(runs) < SCAN:
+        if len(threads) >= limit or exhausted:
             break
         before = runs[-1]
     page = list(threads.values())
-    following = page[-1]["latest_run_id"] if len(page) == limit else None
+    following = None
+    if len(page) == limit:
+        following = page[-1]["latest_run_id"]
+    elif not exhausted and before is not None:  # the read's bound: go on where it stopped
+        following = before.run_id
     return JSONResponse({"threads": page, "next": following})
 
 

@@ -809,10 +809,11 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
         limit: int = 100,
     ) -> list[AuditRecord]:
-        """The append-only audit log, newest first."""
+        """The append-only audit log, newest first; ``before``: the last record seen
+        (``audit(before=page[-1])`` is the next page), or a time (the records older)."""
         return await self.service.audit(
             run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
         )
@@ -823,7 +824,7 @@ class CompiledGraph:
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
         limit: int = 100,
     ) -> list[AuditRecord]:
         return run_sync(

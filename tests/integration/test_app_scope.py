@@ -218,6 +218,7 @@ def test_an_apps_audit_log_is_its_own_page_after_page(checkpointer: Checkpointer
     assert [a.reason for a in hr.audit(limit=1)] == ["hr's"]
     first = hr.audit(limit=1)[0]
     assert [a.reason for a in hr.audit(limit=1, before=first.at)] == ["acme's"]
+    assert hr.audit(limit=1, before=first) == hr.audit(limit=1, before=first.at)
     assert [a.reason for a in hr.audit()] == ["hr's", "acme's"]
     assert [a.reason for a in acme.audit(limit=1)] == ["acme's"]
     assert [a.reason for a in hr.for_tenant("globex").audit()] == []

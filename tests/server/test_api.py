@@ -173,7 +173,7 @@ def test_every_read_endpoint(sqlite_shop: Shop, sqlite_client: TestClient) -> No
     assert {e["effect_class"] for e in models.json()["effects"]} == {"model"}
     threads = client.get("/api/threads", headers=auth(VIEWER)).json()["threads"]
     assert {t["thread_id"] for t in threads} == {"t-read", "t-done"}
-    assert client.get("/api/audit", headers=auth(VIEWER)).json() == {"audit": []}
+    assert client.get("/api/audit", headers=auth(VIEWER)).json() == {"audit": [], "next": None}
     doc = client.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
 
@@ -505,7 +505,19 @@ def test_the_audit_log_filters(sqlite_shop: Shop, sqlite_client: TestClient) -> 
     older = client.get(f"/api/audit?before={newest}", headers=auth(VIEWER)).json()["audit"]
     assert [a["audit_id"] for a in older] == [a["audit_id"] for a in everything[1:]]
     assert len(client.get("/api/audit?limit=1", headers=auth(VIEWER)).json()["audit"]) == 1
+    # page after page: next is the page's last record ('<at>,<audit_id>'), null at the end
+    paged, after = [], None
+    while True:
+        url = "/api/audit?limit=1" + (f"&before={after}" if after else "")
+        body = client.get(url, headers=auth(VIEWER)).json()
+        paged += [a["audit_id"] for a in body["audit"]]
+        after = body["next"]
+        if after is None:
+            break
+        assert after.endswith("," + body["audit"][-1]["audit_id"])
+    assert paged == [a["audit_id"] for a in everything]
     _error(client.get("/api/audit?run_id=run_nope", headers=auth(VIEWER)), 404)
+    _error(client.get("/api/audit?before=yesterday", headers=auth(VIEWER)), 400)
 
 
 def test_check_asks_the_recipient_through_the_tools_hook(sqlite_store: Any) -> None:

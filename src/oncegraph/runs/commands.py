@@ -391,11 +391,13 @@ class Commands:
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
         limit: int = 100,
     ) -> list[AuditRecord]:
-        """Audit records, newest first (``before``: the ``at`` of the last one seen), with
-        masked fields masked (:mod:`oncegraph.runs.masking`)."""
+        """Audit records, newest first, with masked fields masked
+        (:mod:`oncegraph.runs.masking`); ``before``: the last record seen, or its ``(at,
+        audit_id)`` (the next page, records of the same instant included), or a time
+        (the records older)."""
         await self.service.setup()
         if run_id is not None:
             await self.service.get_run(run_id)
@@ -406,7 +408,7 @@ class Commands:
             run_id=run_id,
             thread_id=thread_id,
             target_id=target_id,
-            before=before,
+            before=(before.at, before.audit_id) if isinstance(before, AuditRecord) else before,
             limit=limit,
             app_id=None if scope is None else scope.app_id,
             tenant=None if scope is None else scope.tenant,

@@ -261,16 +261,14 @@ async def thread_effects(request: Request) -> Response:
 
 
 async def audit(request: Request) -> Response:
+    """A page of the audit log, newest first, and ``next``: the next page's ``before``
+    (``<at>,<audit_id>`` of the page's last record: records of the same instant are not
+    skipped), null on the last page. ``before`` also takes a time alone (seconds)."""
     p = caller(request)
     thread = bodies.query_text(request, "thread_id")
     run_id = bodies.query_text(request, "run_id")
-    before_raw = request.query_params.get("before")
-    before = None
-    if before_raw:
-        try:
-            before = float(before_raw)
-        except ValueError:
-            raise bad_request(f"before must be a timestamp (seconds); got {before_raw!r}") from None
+    before = _audit_position(request.query_params.get("before"))
+    limit = bodies.limit(request)
     if run_id:
         await visible_run(request, p, run_id)
     found = await graph(request).aaudit(
@@ -278,13 +276,28 @@ async def audit(request: Request) -> Response:
         thread_id=visible_thread(p, thread) if thread else None,
         target_id=bodies.query_text(request, "target_id"),
         before=before,
-        limit=bodies.limit(request),
+        limit=limit,
     )
+    following = f"{found[-1].at!r},{found[-1].audit_id}" if len(found) == limit else None
     kept = [
         a for a in found if p.tenant is None or (a.thread_id and tenancy.allows(p, a.thread_id))
     ]
     view = shown(request, p)
-    return JSONResponse({"audit": [view.audit(a) for a in kept]})
+    return JSONResponse({"audit": [view.audit(a) for a in kept], "next": following})
+
+
+def _audit_position(raw: str | None) -> float | tuple[float, str] | None:
+    """``before`` of the audit log: ``<at>`` or ``<at>,<audit_id>`` (a page's ``next``)."""
+    if not raw:
+        return None
+    at, _, audit_id = raw.partition(",")
+    try:
+        when = float(at)
+    except ValueError:
+        raise bad_request(
+            f"before must be a time in seconds, or a page's next ('<at>,<audit_id>'); got {raw!r}"
+        ) from None
+    return (when, audit_id) if audit_id else when
 
 
 # -- commands -------------------------------------------------------------------------------

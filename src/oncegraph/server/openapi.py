@@ -462,13 +462,27 @@ def document() -> dict[str, Any]:
             }
         },
         "/api/audit": _get(
-            "The audit log, newest first",
-            _keyed("audit", _array(_ref("Audit"))),
+            "The audit log, newest first, a page at a time",
+            {
+                "type": "object",
+                "required": ["audit", "next"],
+                "properties": {
+                    "audit": _array(_ref("Audit")),
+                    "next": {
+                        "type": ["string", "null"],
+                        "description": "the next page's before=, or null on the last page",
+                    },
+                },
+            },
             [
                 _query("run_id", TEXT),
                 _query("thread_id", TEXT),
                 _query("target_id", TEXT),
-                _query("before", {"type": "number"}),
+                _query(
+                    "before",
+                    TEXT,
+                    "a page's next ('<at>,<audit_id>'), or a time in seconds: the records older",
+                ),
                 LIMIT,
             ],
         ),

@@ -92,6 +92,11 @@ def _run_order(row: Row) -> tuple[Any, ...]:
     return (row[_RUN_CREATED], row[0])
 
 
+def _audit_before(row: Row, before: float | tuple[float, str]) -> bool:
+    """Is the audit ``row`` listed after ``before`` (an ``at``, or ``(at, audit_id)``)?"""
+    return (row[1], row[0]) < before if isinstance(before, tuple) else row[1] < before
+
+
 def _owned(row: Row, app_id: str | None, tenant: str | None) -> bool:
     """Does the run ``row`` belong to ``app_id`` and ``tenant`` (None: any)?"""
     app = row[_RUN_APP] if row[_RUN_APP] is not None else row[_RUN_WORKFLOW]
@@ -468,7 +473,7 @@ class InMemoryCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | None = None,
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
@@ -480,7 +485,7 @@ class InMemoryCheckpointer(Closing):
                 if (run_id is None or r[6] == run_id)
                 and (thread_id is None or r[7] == thread_id)
                 and (target_id is None or r[5] == target_id)
-                and (before is None or r[1] < before)
+                and (before is None or _audit_before(r, before))
                 and (
                     (app_id is None and tenant is None)
                     or r[6] not in self._runs  # no run, or one this store does not hold

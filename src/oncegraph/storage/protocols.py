@@ -239,15 +239,16 @@ class AuditLog(Protocol):
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | None = None,
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,
     ) -> list[AuditRecord]:
-        """Records newest first, filtered by every argument given; ``before`` is an
-        ``at`` cursor for the next page; with ``app_id`` (and ``tenant``) only the
-        records whose run is that app's (and that tenant's), and those with no run or
-        whose run the store does not hold."""
+        """Records newest first (``at``, then ``audit_id``), filtered by every argument
+        given; ``before`` is the next page's cursor: an ``at`` (the records older), or
+        a record's ``(at, audit_id)`` (the records listed after it, ties in time too);
+        with ``app_id`` (and ``tenant``) only the records whose run is that app's (and
+        that tenant's), and those with no run or whose run the store does not hold."""
 
 
 @runtime_checkable

@@ -1235,6 +1235,41 @@ class CheckpointerConformance:
         ]
         assert await checkpointer.list_audit(app_id=app, target_id="target-0") == [made[0]]
 
+    async def test_audit_pages_by_record_keep_records_of_one_instant(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        """``before=(at, audit_id)`` lists the records after that record in the log's
+        order (``at``, then ``audit_id``, newest first): page after page, records written
+        in one instant are neither skipped nor repeated; ``before=at`` gives the older
+        records only."""
+        tid, rid, _ = await start_thread(checkpointer)
+        made = [
+            AuditRecord(
+                audit_id=f"{new_id('aud')}-{i}",
+                actor="op",
+                action="continue",
+                target_kind="run",
+                target_id=rid,
+                run_id=rid,
+                thread_id=tid,
+                at=7_000.0 + (i >= 1) + (i >= 4),  # records 1 to 3 share one instant
+            )
+            for i in range(5)
+        ]
+        for record in made:
+            await checkpointer.append_audit(record)
+        newest = sorted(made, key=lambda r: (r.at, r.audit_id), reverse=True)
+        paged: list[AuditRecord] = []
+        position: tuple[float, str] | None = None
+        while page := await checkpointer.list_audit(run_id=rid, limit=2, before=position):
+            paged += page
+            position = (page[-1].at, page[-1].audit_id)
+        assert paged == newest
+        assert await checkpointer.list_audit(run_id=rid, before=7_001.0) == [made[0]]
+        tied = [r for r in newest if r.at == 7_001.0]
+        after = await checkpointer.list_audit(run_id=rid, before=(tied[0].at, tied[0].audit_id))
+        assert after == [*tied[1:], made[0]]
+
     async def test_audit_rides_with_its_change_or_not_at_all(
         self, checkpointer: Checkpointer
     ) -> None:

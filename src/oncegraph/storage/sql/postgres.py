@@ -934,7 +934,7 @@ class PgCheckpointer(Closing):
         run_id: str | None = None,
         thread_id: str | None = None,
         target_id: str | None = None,
-        before: float | None = None,
+        before: float | tuple[float, str] | None = None,
         limit: int = 100,
         app_id: str | None = None,
         tenant: str | None = None,

@@ -606,10 +606,13 @@ def audit_list(
     before: bool,
     by_app: bool = False,
     by_tenant: bool = False,
+    after_record: bool = False,
 ) -> str:
     """``SELECT`` of audit records, newest first. Params: ``run_id``, ``thread_id``,
-    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor), the app and the
-    tenant whose records they are (each if ``by_app`` / ``by_tenant``), then limit.
+    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor; with ``after_record``
+    a record's ``at`` and ``audit_id``: the records listed after it, ties in time too),
+    the app and the tenant whose records they are (each if ``by_app`` / ``by_tenant``),
+    then limit.
 
     A record is an app's (and a tenant's) unless its run is another's: records with no
     run, or whose run this database does not hold, are everyone's (as
@@ -623,7 +626,7 @@ def audit_list(
     if by_target:
         where.append("target_id = ?")
     if before:
-        where.append("at < ?")
+        where.append("(at, audit_id) < (?, ?)" if after_record else "at < ?")
     if by_app or by_tenant:
         other = [c for c, on in ((_OTHER_APP, by_app), (_OTHER_TENANT, by_tenant)) if on]
         where.append(
@@ -646,14 +649,16 @@ def audit_query(
     run_id: str | None,
     thread_id: str | None,
     target_id: str | None,
-    before: float | None,
+    before: float | tuple[float, str] | None,
     limit: int,
     app_id: str | None = None,
     tenant: str | None = None,
 ) -> tuple[str, list[object]]:
-    """The :func:`audit_list` statement for these filters, and its parameters."""
+    """The :func:`audit_list` statement for these filters, and its parameters
+    (``before``: an ``at``, or a record's ``(at, audit_id)``)."""
+    position = before if isinstance(before, tuple) else (before,)
     filters: list[object] = [
-        f for f in (run_id, thread_id, target_id, before, app_id, tenant) if f is not None
+        f for f in (run_id, thread_id, target_id, *position, app_id, tenant) if f is not None
     ]
     sql = audit_list(
         by_run=run_id is not None,
@@ -662,6 +667,7 @@ def audit_query(
         before=before is not None,
         by_app=app_id is not None,
         by_tenant=tenant is not None,
+        after_record=isinstance(before, tuple),
     )
     return sql, [*filters, max(limit, 0)]
 

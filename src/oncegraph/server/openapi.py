@@ -39,6 +39,19 @@ def _keyed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "object", "required": [name], "properties": {name: schema}}
 
 
+def _page(name: str, item: dict[str, Any]) -> dict[str, Any]:
+    """A page of a listing: its ``name``d items and ``next``, the next page's ``before``."""
+    following = {
+        "type": ["string", "null"],
+        "description": "the next page's before=, or null on the last page",
+    }
+    return {
+        "type": "object",
+        "required": [name, "next"],
+        "properties": {name: _array(item), "next": following},
+    }
+
+
 def _ref(name: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -145,17 +158,7 @@ def document() -> dict[str, Any]:
         "/api/me": _get("The caller's role and tenant", _OBJ, []),
         "/api/runs": _get(
             "Runs, newest first, a page at a time (needs_review first within the page)",
-            {
-                "type": "object",
-                "required": ["runs", "next"],
-                "properties": {
-                    "runs": _array(_ref("Run")),
-                    "next": {
-                        "type": ["string", "null"],
-                        "description": "the next page's before=, or null on the last page",
-                    },
-                },
-            },
+            _page("runs", _ref("Run")),
             [
                 _status(list(RUN_STATUSES)),
                 _query("thread_id", TEXT),
@@ -311,17 +314,7 @@ def document() -> dict[str, Any]:
         ),
         "/api/threads": _get(
             "Threads by their latest run, newest first, a page at a time",
-            {
-                "type": "object",
-                "required": ["threads", "next"],
-                "properties": {
-                    "threads": _array(_OBJ),
-                    "next": {
-                        "type": ["string", "null"],
-                        "description": "the next page's before=, or null on the last page",
-                    },
-                },
-            },
+            _page("threads", _OBJ),
             [
                 LIMIT,
                 _query(
@@ -463,17 +456,7 @@ def document() -> dict[str, Any]:
         },
         "/api/audit": _get(
             "The audit log, newest first, a page at a time",
-            {
-                "type": "object",
-                "required": ["audit", "next"],
-                "properties": {
-                    "audit": _array(_ref("Audit")),
-                    "next": {
-                        "type": ["string", "null"],
-                        "description": "the next page's before=, or null on the last page",
-                    },
-                },
-            },
+            _page("audit", _ref("Audit")),
             [
                 _query("run_id", TEXT),
                 _query("thread_id", TEXT),

@@ -48,7 +48,13 @@ from oncegraph.runtime.context import current_task
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
-from oncegraph.runtime.streaming import FromSubgraph, keeping
+from oncegraph.runtime.streaming import Emit, FromSubgraph, keeping
+from oncegraph.runtime.subgraph import (
+    on_task_loop,
+    refuse_in_replay,
+    stream_inside,
+    stream_nested,
+)
 from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     AuditRecord,
@@ -207,6 +213,7 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer."""
+        refuse_in_replay(current_task(), self.spec.name)
         cfg = self._config(config)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
@@ -319,9 +326,11 @@ class CompiledGraph:
         return_exceptions: bool = False,
         **kwargs: Any,
     ) -> list[Any]:
-        return run_sync(
-            self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs), "batch"
-        )
+        runs = self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs)
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # subgraphs of the running node
+            return on_task_loop(task, runs, "batch")
+        return run_sync(runs, "batch")
 
     async def astream(
         self,
@@ -334,35 +343,16 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
-        single = isinstance(stream_mode, str)
-        modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
-        if not modes or not modes <= STREAM_MODES:
-            raise ConfigError(
-                f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}"
-            )
+        shape = _stream_shape(self.spec, stream_mode, subgraphs)
+        inside = current_task()
+        if inside is not None and self.checkpointer is None:  # a subgraph of the running node
+            async for item in stream_nested(self, inside, input, shape):
+                yield item
+            return
         service, cfg = self._for_run(config, interrupt_before, interrupt_after)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
-        spec = self.spec
-
-        def emit(mode: str, payload: Any) -> None:
-            if mode not in modes:
-                return
-            ns: tuple[str, ...] = ()
-            if isinstance(payload, FromSubgraph):
-                if not subgraphs and mode not in _ALWAYS_NESTED:
-                    return
-                ns, payload = payload.ns, payload.payload
-                if mode == "values":
-                    payload = dict(payload)
-            elif mode == "values":
-                payload = output_values(spec, payload)
-            item = payload if single else (mode, payload)
-            if subgraphs:
-                item = (ns, item) if single else (ns, mode, payload)
-            queue.put_nowait(item)
-
-        task = asyncio.ensure_future(self._run(input, cfg, service, keeping(modes, emit)))
+        task = asyncio.ensure_future(self._run(input, cfg, service, shape(queue.put_nowait)))
         task.add_done_callback(lambda _: queue.put_nowait(done))
         try:
             while True:
@@ -386,17 +376,18 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
-        return iterate_sync(
-            self.astream(
-                input,
-                config,
-                stream_mode=stream_mode,
-                subgraphs=subgraphs,
-                interrupt_before=interrupt_before,
-                interrupt_after=interrupt_after,
-            ),
-            "stream",
+        events = self.astream(
+            input,
+            config,
+            stream_mode=stream_mode,
+            subgraphs=subgraphs,
+            interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after,
         )
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            return stream_inside(task, events)
+        return iterate_sync(events, "stream")
 
     async def asubmit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         """Enqueue a run for the workers (``oncegraph worker``); returns its handle
@@ -408,6 +399,7 @@ class CompiledGraph:
         PostgreSQL (workers claim from it; a NOTIFY in the same transaction wakes them):
         elsewhere it is refused with ``ConfigError``.
         """
+        refuse_in_replay(current_task(), self.spec.name)
         self._thread(config)
         service = self.service
         return Submitted(service, await service.submit(input, self._config(config)))
@@ -907,6 +899,40 @@ def _configs(
             "or one per input"
         )
     return configs
+
+
+def _stream_shape(
+    spec: GraphSpec, stream_mode: str | Sequence[str], subgraphs: bool
+) -> Callable[[Callable[[Any], None]], Emit]:
+    """The emit of a stream of ``spec``'s graph in ``stream_mode``: ``shape(put)`` turns
+    each event the run emits into the item the stream yields (LangGraph's shapes) and
+    hands it to ``put``; events of modes not asked for are dropped (and not built)."""
+    single = isinstance(stream_mode, str)
+    modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
+    if not modes or not modes <= STREAM_MODES:
+        raise ConfigError(f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}")
+
+    def shape(put: Callable[[Any], None]) -> Emit:
+        def emit(mode: str, payload: Any) -> None:
+            if mode not in modes:
+                return
+            ns: tuple[str, ...] = ()
+            if isinstance(payload, FromSubgraph):
+                if not subgraphs and mode not in _ALWAYS_NESTED:
+                    return
+                ns, payload = payload.ns, payload.payload
+                if mode == "values":
+                    payload = dict(payload)
+            elif mode == "values":
+                payload = output_values(spec, payload)
+            item = payload if single else (mode, payload)
+            if subgraphs:
+                item = (ns, item) if single else (ns, mode, payload)
+            put(item)
+
+        return keeping(modes, emit)
+
+    return shape
 
 
 __all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]

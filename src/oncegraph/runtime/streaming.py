@@ -61,6 +61,22 @@ def namespaced(emit: Emit, element: str) -> Emit:
     return child
 
 
+def tee(emit: Emit, also: Emit | None) -> Emit:
+    """``emit``, and ``also`` when given: both get every event; the result keeps the modes
+    either keeps (so neither misses one the other made the driver skip)."""
+    if also is None:
+        return emit
+
+    def both(mode: str, payload: Any) -> None:
+        emit(mode, payload)
+        also(mode, payload)
+
+    first, second = getattr(emit, "modes", None), getattr(also, "modes", None)
+    if first is not None and second is not None:
+        both.modes = frozenset(first) | frozenset(second)  # type: ignore[attr-defined]
+    return both
+
+
 def debug_event(step: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
     """LangGraph's ``debug`` chunk: ``{"step", "timestamp", "type", "payload"}``."""
     return {
@@ -71,4 +87,4 @@ def debug_event(step: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]
     }
 
 
-__all__ = ["Emit", "FromSubgraph", "debug_event", "keeping", "namespaced", "wants"]
+__all__ = ["Emit", "FromSubgraph", "debug_event", "keeping", "namespaced", "tee", "wants"]

@@ -1,9 +1,9 @@
 """Subgraphs: a compiled graph run inside a task of its parent's run.
 
-A compiled graph added as a node (``builder.add_node("child", child_app)``), or invoked
-from inside a node (``child_app.invoke(...)`` / ``await child_app.ainvoke(...)`` in a
-node, for a child compiled without a checkpointer of its own), runs its own loop on a
-nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
+A compiled graph added as a node (``builder.add_node("child", child_app)``), or called
+from inside a node (``invoke``, ``ainvoke``, ``stream``, ``astream``, ``batch`` or
+``abatch`` of a child compiled without a checkpointer of its own), runs its own loop on
+a nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
 
 * its checkpoints form their own chain on a thread of their own in the parent's store,
   ``<parent thread>|<task>:<parent checkpoint id>`` (``#n`` added for the n-th graph
@@ -15,7 +15,11 @@ nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
 * the parent task re-runs the subgraph on resume, and the subgraph continues from its
   own head (a finished subgraph is not run again; its output is read back);
 * a park, failure or interrupt inside it is raised into the parent task; the parent's
-  answers are handed down in order (``Driver._hand_down_answers``).
+  answers are handed down in order (``Driver._hand_down_answers``);
+* a replay's policy holds inside it as in its parent: an evidence or simulation replay
+  calls nothing live at any depth, a live one blocks irreversible tools at any depth.
+  (A graph with a checkpointer of its own, called inside a replay's node, would start a
+  run of its own outside the replay: that is refused, see :func:`refuse_in_replay`.)
 
 The parent's state (or a ``Send`` payload) is the child's input, limited to the fields
 the child's input schema has; the child's output (its output schema's fields) is the
@@ -25,9 +29,10 @@ parent task's update, limited to the parent's fields.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from oncegraph._cancel import cancel_and_wait
 from oncegraph.errors import ConfigError, InvalidUpdateError
 from oncegraph.graph.io import input_update, output_values
 from oncegraph.graph.spec import GraphSpec
@@ -35,11 +40,13 @@ from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.driver import Driver
 from oncegraph.runtime.engine import Head, Task
 from oncegraph.runtime.heads import Heads
-from oncegraph.runtime.streaming import namespaced
+from oncegraph.runtime.streaming import Emit, namespaced, tee
 from oncegraph.storage.records import RunRecord, RunStatus
 
 if TYPE_CHECKING:
     from oncegraph.app import CompiledGraph
+
+T = TypeVar("T")
 
 
 def child_thread(thread_id: str, task: str, checkpoint_id: str, n: int = 0) -> str:
@@ -59,8 +66,11 @@ async def run_subgraph_node(
     return {k: v for k, v in out.items() if k in schema.channels}
 
 
-async def run_nested(child: CompiledGraph, ctx: TaskContext, source: Any) -> dict[str, Any]:
-    """Run ``child`` to its end inside task ``ctx``; its output values."""
+async def run_nested(
+    child: CompiledGraph, ctx: TaskContext, source: Any, also: Emit | None = None
+) -> dict[str, Any]:
+    """Run ``child`` to its end inside task ``ctx``; its output values. Its events reach
+    the parent's stream (namespaced) and, when given, ``also`` (as a top-level run's)."""
     spec = child.spec
     n = ctx.subgraph_calls
     ctx.subgraph_calls += 1
@@ -73,8 +83,9 @@ async def run_nested(child: CompiledGraph, ctx: TaskContext, source: Any) -> dic
         ctx.store,
         heads,
         ctx.config,
-        namespaced(ctx.emit, element),
+        tee(namespaced(ctx.emit, element), also),
         ctx.claim,
+        replay=ctx.replay,  # a replay's mode holds at every depth
         scope=f"{ctx.node}:{ctx.step}{suffix}",
         ns=(*ctx.ns, element),
         parent=ctx,
@@ -100,21 +111,125 @@ def _child_input(spec: GraphSpec, source: Any) -> Mapping[str, Any]:
         raise InvalidUpdateError(f"subgraph {spec.name!r}: {exc}") from exc
 
 
-def invoke_inside(child: CompiledGraph, ctx: TaskContext, source: Any) -> dict[str, Any]:
-    """``child.invoke(...)`` called by a sync node (in a worker thread): run it as a
-    subgraph on the run's loop and wait."""
+def on_task_loop(ctx: TaskContext, coro: Coroutine[Any, Any, T], api: str) -> T:
+    """Run ``coro`` on the run's loop for a sync node (in a worker thread) and wait: the
+    sync API of a subgraph called inside a node (``invoke``, ``batch``)."""
+    try:
+        refuse_on_task_loop(ctx, api)
+    except ConfigError:
+        coro.close()
+        raise
+    return asyncio.run_coroutine_threadsafe(coro, ctx.loop).result()
+
+
+def refuse_on_task_loop(ctx: TaskContext, api: str) -> None:
+    """A sync call from the run's own loop thread (an async or inline node) would wait
+    for itself: refuse it, naming the async call to use."""
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
-        running = None
+        return
     if running is ctx.loop:
         raise ConfigError(
-            "invoke() was called on oncegraph's own event loop (inside an async or inline "
-            "node) and would wait for itself forever; use `await ainvoke(...)` there (the "
+            f"{api}() was called on oncegraph's own event loop (inside an async or inline "
+            f"node) and would wait for itself forever; use `await a{api}(...)` there (the "
             "graph runs as a subgraph of the node), or make the node a plain (sync) function"
         )
-    future = asyncio.run_coroutine_threadsafe(run_nested(child, ctx, source), ctx.loop)
-    return future.result()
 
 
-__all__ = ["child_thread", "invoke_inside", "run_nested", "run_subgraph_node"]
+def invoke_inside(child: CompiledGraph, ctx: TaskContext, source: Any) -> dict[str, Any]:
+    """``child.invoke(...)`` called by a sync node (in a worker thread): run it as a
+    subgraph on the run's loop and wait."""
+    return on_task_loop(ctx, run_nested(child, ctx, source), "invoke")
+
+
+async def stream_nested(
+    child: CompiledGraph,
+    ctx: TaskContext,
+    source: Any,
+    shape: Callable[[Callable[[Any], None]], Emit],
+) -> AsyncIterator[Any]:
+    """``child.astream(...)`` inside task ``ctx``: the child runs as a subgraph (on the
+    run's loop) and its events are yielded as a top-level stream of it yields them.
+
+    ``shape(put)`` is the caller's stream emit, which turns events into the items it
+    yields and hands each to ``put``. The consumer may iterate on another loop than the
+    run's (``stream()`` in a sync node iterates on the portal): items then cross loops
+    in order, and the end of the stream comes after the last of them."""
+    consumer = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    done = object()
+
+    def put(item: Any) -> None:  # called on the run's loop, where the child runs
+        if consumer is ctx.loop:
+            queue.put_nowait(item)
+        else:
+            consumer.call_soon_threadsafe(queue.put_nowait, item)
+
+    coro = run_nested(child, ctx, source, also=shape(put))
+    if consumer is ctx.loop:
+        future: asyncio.Future[Any] = asyncio.ensure_future(coro)
+    else:
+        future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, ctx.loop))
+    future.add_done_callback(lambda _: queue.put_nowait(done))
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                future.result()
+                return
+            yield item
+    finally:
+        if not future.done():
+            await cancel_and_wait(future)
+
+
+def stream_inside(ctx: TaskContext, agen: AsyncIterator[T]) -> Iterator[T]:
+    """``child.stream(...)`` called by a sync node: iterate ``agen`` (its
+    :func:`stream_nested`) on the run's loop."""
+    refuse_on_task_loop(ctx, "stream")
+
+    async def step() -> tuple[bool, Any]:
+        try:
+            return True, await agen.__anext__()
+        except StopAsyncIteration:
+            return False, None
+
+    try:
+        while True:
+            more, item = asyncio.run_coroutine_threadsafe(step(), ctx.loop).result()
+            if not more:
+                return
+            yield item
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            asyncio.run_coroutine_threadsafe(aclose(), ctx.loop).result()
+
+
+def refuse_in_replay(ctx: TaskContext | None, name: str) -> None:
+    """A graph with a checkpointer of its own, called inside a replay's node, would start
+    a run of its own that no replay policy governs (its tools live, its irreversible
+    ones unblocked): refuse it, so a replay touches nothing outside its run."""
+    if ctx is None or ctx.replay is None:
+        return
+    raise ConfigError(
+        f"node {ctx.node_name!r} of this {ctx.replay.mode} replay called graph {name!r}, "
+        "which has a checkpointer of its own, so the call would start a separate, live run "
+        "outside the replay; a replay runs nothing outside its own run. Compile that graph "
+        "without a checkpointer (it then runs as part of this run, and its tools follow "
+        "the replay's mode), or replay its own runs separately"
+    )
+
+
+__all__ = [
+    "child_thread",
+    "invoke_inside",
+    "on_task_loop",
+    "refuse_in_replay",
+    "refuse_on_task_loop",
+    "run_nested",
+    "run_subgraph_node",
+    "stream_inside",
+    "stream_nested",
+]

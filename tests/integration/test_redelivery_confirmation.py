@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_operator_commands import T, Shop
+from test_operator_commands import Shop, T
 
-from conftest import close_store, make_checkpointer
 from oncegraph.errors import RunStateError
 from oncegraph.runs import confirm
 from oncegraph.runs.commands import Redelivered, RedeliveryPreview
-from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.runtime.portal import run_sync
+from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.testing.provider import FakeProvider
 
@@ -73,13 +73,9 @@ def test_a_preview_token_sends_once_and_only_for_its_actor_and_key_choice(shop: 
     preview = _preview(shop, effect_id, "cy", new_key=True)
     assert preview.expires_at > 0
     with pytest.raises(RunStateError, match="another actor"):
-        shop.app.redeliver(
-            effect_id, actor="dee", reason="r", new_key=True, confirm=preview.token
-        )
+        shop.app.redeliver(effect_id, actor="dee", reason="r", new_key=True, confirm=preview.token)
     with pytest.raises(RunStateError, match="other key choice"):
-        shop.app.redeliver(
-            effect_id, actor="cy", reason="r", new_key=False, confirm=preview.token
-        )
+        shop.app.redeliver(effect_id, actor="cy", reason="r", new_key=False, confirm=preview.token)
     tampered = preview.token[:-2] + ("AA" if not preview.token.endswith("AA") else "BB")
     with pytest.raises(RunStateError, match="not one that a preview"):
         shop.app.redeliver(effect_id, actor="cy", reason="r", new_key=True, confirm=tampered)
@@ -97,9 +93,7 @@ def test_a_preview_token_sends_once_and_only_for_its_actor_and_key_choice(shop: 
     assert shop.performed() == before + 1 and _redelivered(shop, effect_id) == 1
 
 
-def test_an_expired_preview_token_is_refused(
-    shop: Shop, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_expired_preview_token_is_refused(shop: Shop, monkeypatch: pytest.MonkeyPatch) -> None:
     effect_id = _redeliverable(shop)
     before = shop.performed()
     preview = _preview(shop, effect_id, "cy")
@@ -135,14 +129,20 @@ def test_an_open_preview_survives_a_restart(
         effect_id = _redeliverable(first)
         preview = _preview(first, effect_id, "cy", new_key=True)
         before = first.performed()
-        again = make_checkpointer(kind, tmp_path, dsn)  # the same database, a new store
+        # the same database, a new store (as the checkpointer fixture made the first)
+        again: Checkpointer = (
+            SqliteCheckpointer(tmp_path / "oncegraph.db") if dsn is None else PgCheckpointer(dsn)
+        )
         try:
             restarted = Shop(again, provider)
             done = restarted.app.redeliver(
-                effect_id, actor="cy", reason="after a restart", new_key=True,
+                effect_id,
+                actor="cy",
+                reason="after a restart",
+                new_key=True,
                 confirm=preview.token,
             )
             assert isinstance(done, Redelivered)
             assert first.performed() == before + 1
         finally:
-            close_store(again)
+            run_sync(again.aclose(), "aclose")

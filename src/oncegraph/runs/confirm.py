@@ -8,16 +8,16 @@ the send. Every surface (the app, the CLI, the HTTP API and the web UI) goes thr
 Format: ``rc1.<payload>.<mac>``, both parts base64url without padding. The payload is
 the canonical JSON of what the token vouches for: the effect id, its ``row_version`` at
 the preview, the actor it was issued to, the key choice (same key or new key) and when it
-expires. The MAC is HMAC-SHA256 of ``rc1.<payload>`` under :func:`key_for`.
+expires. The MAC is HMAC-SHA256 of ``rc1.<payload>`` under :func:`key_for` (a key of
+:mod:`oncegraph.runs.signing`).
 
 Invariants:
 
-* **Unforgeable without the store's secret.** The key is derived from the store's
-  request-hash key, itself derived from the per-database secret (SQL stores) or a random
-  per-store secret (memory): whoever can read what a viewer sees (the effect id, the
-  row version, the actor's name) still cannot compute a token. Every process on one
-  database derives the same key, so a server restart or another replica accepts an open
-  preview.
+* **Unforgeable without the store's secret.** The key is derived from the
+  per-database secret (SQL stores) or a random per-store secret (memory): whoever can
+  read what a viewer sees (the effect id, the row version, the actor's name) still
+  cannot compute a token. Every process on one database derives the same key, so a
+  server restart or another replica accepts an open preview.
 * **One send per preview.** The token names the row version it saw; a send changes the
   row version, so the same token is stale afterwards (and two concurrent sends with one
   token meet the effect's compare-and-set: one of them writes nothing).
@@ -33,7 +33,6 @@ import binascii
 import hashlib
 import hmac
 import math
-import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,16 +40,12 @@ from typing import Any
 import orjson
 
 from oncegraph.errors import RunStateError
-from oncegraph.ledger.keys import hash_key
+from oncegraph.runs.signing import REDELIVERY, signing_key
 
 TTL = 600.0
 """Seconds a preview's token stays valid: long enough to check at the recipient."""
 
 _PREFIX = "rc1"
-_PURPOSE = b"oncegraph key:redelivery-confirmation"
-# A store with no key of its own (a third-party store): a key for this process only, so a
-# token still proves a preview, but a restart ends every open preview.
-_PROCESS_KEY = secrets.token_bytes(32)
 
 
 def clock() -> float:
@@ -69,12 +64,8 @@ class Claim:
 
 
 async def key_for(store: Any) -> bytes:
-    """The MAC key of confirmations for ``store``: derived from its request-hash key.
-
-    Request hashes are HMACs of canonical JSON, which never starts with ``oncegraph
-    key:``, so the derived key is none of the hashes a view shows."""
-    root = await hash_key(store)
-    return hmac.new(root or _PROCESS_KEY, _PURPOSE, hashlib.sha256).digest()
+    """The MAC key of confirmations for ``store``."""
+    return await signing_key(store, REDELIVERY)
 
 
 def mint(key: bytes, claim: Claim, *, at: float, ttl: float = TTL) -> tuple[str, float]:

@@ -129,7 +129,7 @@ def test_redeliver_previews_then_sends_exactly_one_more(shop: Shop) -> None:
     assert preview.last_attempt is not None and preview.last_attempt.outcome == "resolved_done"
     assert preview.dedup.startswith("new key ") and preview.key != effect_id
     assert shop.performed() == before  # a preview sends nothing
-    with pytest.raises(RunStateError, match="does not match the preview"):
+    with pytest.raises(RunStateError, match="not one that a preview"):
         shop.app.redeliver(effect_id, actor="cy", reason="x", new_key=True, confirm="nope")
     assert shop.performed() == before
     done = shop.app.redeliver(

@@ -147,3 +147,67 @@ def test_a_graph_without_a_store_is_served_on_sqlite_with_a_generated_key(
     assert "generated an admin key" in err
     key = err.split("generated an admin key for this process:\n", 1)[1].split()[0]
     assert len(key) >= 20
+
+
+def test_oncegraph_serve_takes_the_public_origin_and_the_limits(tmp_path: Path) -> None:
+    """``oncegraph serve --origin ... --auth-rate ... --auth-burst ...``: only the public
+    origin's pages may post the UI's forms, and guesses are limited as asked."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "oncegraph.cli",
+            "serve",
+            f"{EXAMPLE}:app",
+            "--port",
+            str(port),
+            "--database",
+            str(tmp_path / "served.db"),
+            "--origin",
+            "https://ops.example.com",
+            "--auth-rate",
+            "0.01",
+            "--auth-burst",
+            "3",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ONCEGRAPH_API_KEYS": f"{KEY}=admin"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the health probe is never limited
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.1)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            form = {"key": KEY}
+            direct = client.post("/ui/login", data=form, headers={"Origin": url})
+            assert direct.status_code == 403 and "set-cookie" not in direct.headers
+            public = client.post(
+                "/ui/login", data=form, headers={"Origin": "https://ops.example.com"}
+            )
+            assert public.status_code == 303 and "oncegraph_key" in public.headers["set-cookie"]
+            client.cookies.clear()
+            guess = client.get("/api/runs", headers={"Authorization": "Bearer wrong-key-1"})
+            assert guess.status_code == 401
+            limited = client.get("/api/runs", headers={"Authorization": "Bearer wrong-key-2"})
+            assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+            served = client.get("/api/runs", headers={"Authorization": f"Bearer {KEY}"})
+            assert served.status_code == 200
+    finally:
+        proc.terminate()
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

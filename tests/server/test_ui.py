@@ -6,6 +6,7 @@ offers each role and that a form the role may not use is refused with nothing do
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from shop import ADMIN, OPERATOR, VIEWER, Shop
@@ -13,18 +14,31 @@ from starlette.testclient import TestClient
 
 from oncegraph.server.auth import COOKIE
 
+ORIGIN = "http://testserver"  # the TestClient's own origin: its pages' forms come from it
 
-def login(client: TestClient, key: str) -> None:
+
+def form_token(html: str) -> str:
+    """The form token a UI page gives its forms."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, "the page has no form token"
+    return found.group(1)
+
+
+def login(client: TestClient, key: str, origin: str = ORIGIN) -> str:
+    """Log in as a browser on the UI's own page would; returns the login's form token."""
     client.cookies.clear()
+    client.headers["Origin"] = origin
     done = client.post("/ui/login", data={"key": key, "next": "/ui/runs"}, follow_redirects=False)
     assert done.status_code == 303 and done.headers["location"] == "/ui/runs"
     cookie = done.headers["set-cookie"]
     assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
     client.cookies.set(COOKIE, key)
+    return form_token(client.get("/ui/runs").text)
 
 
 def test_the_ui_asks_for_a_key_once_and_keeps_it(sqlite_client: TestClient) -> None:
     client = sqlite_client
+    client.headers["Origin"] = ORIGIN
     first = client.get("/ui/runs", follow_redirects=False)
     assert first.status_code == 303 and first.headers["location"].startswith("/ui/login")
     assert client.get("/", follow_redirects=False).headers["location"] == "/ui/runs"
@@ -36,9 +50,9 @@ def test_the_ui_asks_for_a_key_once_and_keeps_it(sqlite_client: TestClient) -> N
         follow_redirects=False,
     )
     assert away.headers["location"] == "/ui/runs"  # never sent off-site
-    login(client, VIEWER)
+    token = login(client, VIEWER)
     assert client.get("/ui/runs").status_code == 200
-    out = client.post("/ui/logout", follow_redirects=False)
+    out = client.post("/ui/logout", data={"csrf": token}, follow_redirects=False)
     assert out.status_code == 303 and COOKIE in out.headers["set-cookie"]
     assert client.get("/static/oncegraph.js").status_code == 200
     assert client.get("/static/oncegraph.css").status_code == 200
@@ -74,31 +88,41 @@ def test_a_form_the_role_may_not_use_is_refused_and_nothing_happens(
     charges = sqlite_shop.performed()
     effect = f"/ui/runs/{run_id}/effects/{effect_id}"
 
-    login(client, VIEWER)
-    refused = client.post(f"{effect}/resolve", data={"outcome": "done", "reason": "r"})
+    csrf = login(client, VIEWER)
+    refused = client.post(
+        f"{effect}/resolve", data={"outcome": "done", "reason": "r", "csrf": csrf}
+    )
     assert refused.status_code == 403 and "operator" in refused.text
-    refused = client.post(f"/ui/runs/{run_id}/continue", data={"reason": "r"})
+    refused = client.post(f"/ui/runs/{run_id}/continue", data={"reason": "r", "csrf": csrf})
     assert refused.status_code == 403
 
-    login(client, OPERATOR)
+    csrf = login(client, OPERATOR)
     assert client.get(f"{effect}/redeliver").status_code == 403
     refused = client.post(
-        f"{effect}/redeliver", data={"reason": "r", "confirmed": "yes", "token": "x"}
+        f"{effect}/redeliver",
+        data={"reason": "r", "confirmed": "yes", "token": "x", "csrf": csrf},
     )
     assert refused.status_code == 403
-    bad = client.post(f"/ui/runs/{run_id}/branch", data={"patch": "{oops", "reason": "r"})
+    bad = client.post(
+        f"/ui/runs/{run_id}/branch", data={"patch": "{oops", "reason": "r", "csrf": csrf}
+    )
     assert bad.status_code == 400 and "not valid JSON" in bad.text
-    bad = client.post(f"/ui/runs/{run_id}/branch", data={"patch": "{}", "reason": ""})
+    bad = client.post(
+        f"/ui/runs/{run_id}/branch", data={"patch": "{}", "reason": "", "csrf": csrf}
+    )
     assert bad.status_code == 400 and "reason" in bad.text
     assert client.get("/ui/runs/run_nope").status_code == 404
 
-    login(client, ADMIN)
-    unconfirmed = client.post(f"{effect}/redeliver", data={"reason": "r", "token": "x"})
+    csrf = login(client, ADMIN)
+    unconfirmed = client.post(
+        f"{effect}/redeliver", data={"reason": "r", "token": "x", "csrf": csrf}
+    )
     assert unconfirmed.status_code == 400 and "confirmation" in unconfirmed.text
     stale = client.post(
-        f"{effect}/redeliver", data={"reason": "r", "confirmed": "yes", "token": "stale"}
+        f"{effect}/redeliver",
+        data={"reason": "r", "confirmed": "yes", "token": "stale", "csrf": csrf},
     )
-    assert stale.status_code == 409 and "does not match the preview" in stale.text
+    assert stale.status_code == 409 and "not one that a preview" in stale.text
 
     assert sqlite_shop.performed() == charges
     assert sqlite_shop.app.audit(run_id=run_id) == []
@@ -123,10 +147,14 @@ def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
         assert 'name="answer"' in page  # Continue asks for the answer
         answer = '{"decisions": [{"type": "approve"}], "approver": "otto"}'
         done = client.post(
-            f"/ui/runs/{run.run_id}/continue", data={"answer": answer, "reason": "approved"}
+            f"/ui/runs/{run.run_id}/continue",
+            data={"answer": answer, "reason": "approved", "csrf": form_token(page)},
         )
         assert done.status_code == 200 and "the run is completed" in done.text
-        bad = client.post(f"/ui/runs/{run.run_id}/continue", data={"answer": "{nope"})
+        bad = client.post(
+            f"/ui/runs/{run.run_id}/continue",
+            data={"answer": "{nope", "csrf": form_token(page)},
+        )
         assert bad.status_code == 400
     assert app.get_run(run.run_id).status == "completed"
     app.close()

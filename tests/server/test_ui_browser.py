@@ -3,23 +3,32 @@
 Opens the UI, finds the ``needs_review`` run, checks that the commands are distinct
 and role-gated (a viewer sees none, an operator no Redeliver), resolves the effect,
 creates an evidence replay and a branch, redelivers as admin, and saves a screenshot of
-each page under the test's tmp directory. No browser is downloaded: the test launches
-the system's ``chromium`` (``.ci/run`` installs it) and skips only where there is none,
-never with ``CI=true``.
+each page under the test's tmp directory; the pages' own script works under the
+server's Content-Security-Policy, which the browser reports no violation of. Then a page
+served from another port of the same host (the same site: the login cookie goes with its
+requests) posts every command form with the admin's cookie, and nothing happens; nor can
+it frame the UI. No browser is downloaded: the test launches the system's ``chromium``
+(``.ci/run`` installs it) and skips only where there is none, never with ``CI=true``.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import html
+import http.server
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from shop import ADMIN, CARD, OPERATOR, VIEWER, Shop
+from shop import ADMIN, CARD, OPERATOR, VIEWER, Shop, auth
 
-from conftest import Live
+from conftest import Live, free_port
 
 
 def _chromium() -> str | None:
@@ -61,6 +70,13 @@ class Operator:
         self.context = browser.new_context(base_url=live.url)
         self.page = self.context.new_page()
         self.shots = shots
+        self.violations: list[str] = []  # what the browser says the policy blocked
+        self.page.on(
+            "console",
+            lambda m: (
+                self.violations.append(m.text) if "Content Security Policy" in m.text else None
+            ),
+        )
         self.page.goto("/ui/runs")
         assert "/ui/login" in self.page.url  # no key yet: the login page
         self.page.fill("input[name=key]", key)
@@ -212,6 +228,124 @@ def test_operators_work_a_parked_run_in_the_browser(
     admin.shot("redelivered")
     actions = [a.action for a in sqlite_shop.app.audit(run_id=run_id)]
     assert {"resolve_effect", "replay", "branch", "continue", "redeliver"} <= set(actions)
+    assert op.violations == [] and admin.violations == [] and viewer.violations == []
     admin.close()
     assert len(list(shots.glob("*.png"))) >= 9
     print(f"screenshots: {shots}")
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """Another web server on another port of 127.0.0.1 (the same site as the UI's)."""
+    root = tmp_path / "elsewhere"
+    root.mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), handler)
+    thread = threading.Thread(target=server.serve_forever, name="elsewhere", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", root
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _attack_page(ui: str, run_id: str, effect_id: str, token: str, csrf: str) -> str:
+    """Every command form of the UI, posted at once by a page that is not the UI's: into
+    hidden frames (forms) and by ``fetch`` (no-cors, cookies included)."""
+    effect = f"/ui/runs/{run_id}/effects/{effect_id}"
+    forms = [
+        (f"/ui/runs/{run_id}/continue", {"reason": "forged"}),
+        (f"/ui/runs/{run_id}/replay", {"mode": "live", "reason": "forged: live replay"}),
+        (f"/ui/runs/{run_id}/branch", {"patch": "{}", "reason": "forged"}),
+        (f"/ui/runs/{run_id}/abandon", {"reason": "forged"}),
+        (f"{effect}/resolve", {"outcome": "done", "reason": "forged"}),
+        (f"{effect}/check", {"reason": "forged"}),
+        (f"{effect}/redeliver", {"confirmed": "yes", "token": token, "reason": "forged"}),
+        ("/ui/login", {"key": OPERATOR}),  # log the admin in as someone else
+        ("/ui/logout", {}),
+    ]
+    parts = []
+    for n, (path, fields) in enumerate(forms):
+        inputs = "".join(
+            f'<input name="{html.escape(k)}" value="{html.escape(v)}">'
+            for k, v in {**fields, "csrf": csrf}.items()
+        )
+        parts.append(
+            f'<iframe name="sink{n}"></iframe>'
+            f'<form id="f{n}" method="post" target="sink{n}" action="{ui}{path}">{inputs}</form>'
+        )
+    bodies = [
+        (f"{ui}{path}", "&".join(f"{k}={v}" for k, v in {**fields, "csrf": csrf}.items()))
+        for path, fields in forms
+    ]
+    fetches = "".join(
+        f"fetch({url!r}, {{method: 'POST', mode: 'no-cors', credentials: 'include', "
+        f"headers: {{'Content-Type': 'application/x-www-form-urlencoded'}}, body: {body!r}}})"
+        ".then(() => window.fetched++, () => window.fetched++);"
+        for url, body in bodies
+    )
+    submits = "".join(f"document.getElementById('f{n}').submit();" for n in range(len(forms)))
+    return (
+        "<!doctype html><html><body>"
+        + "".join(parts)
+        + f'<iframe id="framed" src="{ui}/ui/runs"></iframe>'
+        + f"<script>window.fetched = 0; {submits} {fetches}</script>"
+        + "</body></html>"
+    )
+
+
+def test_a_page_on_another_port_drives_nothing(
+    browser: Any, live: Live, sqlite_shop: Shop, elsewhere: tuple[str, Path], tmp_path: Path
+) -> None:
+    import httpx
+
+    run_id, effect_id = sqlite_shop.parked("t-csrf")
+    sqlite_shop.completed("t-csrf-done")
+    app = sqlite_shop.app
+    # a real preview token of the admin's (as if it leaked), and one computed offline
+    preview = httpx.post(
+        f"{live.url}/api/runs/{run_id}/effects/{effect_id}/redeliver",
+        headers=auth(ADMIN),
+        json={"reason": "looked"},
+        timeout=30,
+    ).json()["preview"]
+    offline = hashlib.sha256(f"{effect_id}:2:False:{effect_id}".encode()).hexdigest()[:32]
+
+    def state() -> tuple[Any, ...]:
+        effects = [(e.effect_id, e.status, e.row_version) for e in app.effects(run_id=run_id)]
+        audit = [(a.audit_id, a.action) for a in app.audit()]
+        runs = sorted((r.run_id, r.status) for r in app.runs())
+        return sqlite_shop.performed(), audit, runs, effects
+
+    before = state()
+    admin = Operator(browser, live, ADMIN, tmp_path)
+    admin.page.goto(f"/ui/runs/{run_id}")
+    redeliver = f"tr[data-effect-id='{effect_id}'] a[data-command=redeliver]"
+    assert admin.page.locator(redeliver).count() == 1  # logged in, as the admin
+    url, root = elsewhere
+    seen: list[tuple[str, int]] = []
+    admin.page.on(
+        "response",
+        lambda r: seen.append((r.url, r.status)) if r.request.method == "POST" else None,
+    )
+    for n, (token, csrf) in enumerate([(preview["token"], "guessed"), (offline, "")]):
+        (root / f"attack{n}.html").write_text(
+            _attack_page(live.url, run_id, effect_id, token, csrf)
+        )
+        seen.clear()
+        admin.page.goto(f"{url}/attack{n}.html")
+        deadline = time.monotonic() + 60  # until every form and fetch was answered
+        while len(seen) < 9 or admin.page.evaluate("window.fetched") < 9:
+            assert time.monotonic() < deadline, f"not all answered: {seen}"
+            admin.page.wait_for_timeout(100)
+        assert {status for _, status in seen} == {403}, seen
+        # the UI in a frame of the other page: the browser refused to show it
+        framed = [f for f in admin.page.frames if f.url.startswith(f"{live.url}/ui")]
+        for frame in framed:
+            assert "data-run-id" not in frame.content()
+        assert all('table class="runs"' not in f.content() for f in admin.page.frames[1:])
+    admin.page.goto(f"/ui/runs/{run_id}")  # still the admin: no forced login or logout
+    assert "ada · admin" in admin.page.inner_text("header")
+    assert state() == before
+    admin.close()

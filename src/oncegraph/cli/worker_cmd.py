@@ -93,6 +93,35 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        origin: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--origin",
+                help="a public origin the UI is reached at behind a proxy, e.g. "
+                "https://ops.example.com (repeat for more); only its pages may post the UI's "
+                "forms (default: the origin each request was addressed to)",
+                show_default=False,
+            ),
+        ] = None,
+        rate: Annotated[
+            float | None,
+            typer.Option(min=0.001, help="requests per second per API key (default 50)"),
+        ] = None,
+        burst: Annotated[
+            int | None, typer.Option(min=1, help="burst per API key (default 200)")
+        ] = None,
+        auth_rate: Annotated[
+            float | None,
+            typer.Option(
+                min=0.001,
+                help="requests per second per client address without a valid key, login "
+                "attempts included (default 1)",
+            ),
+        ] = None,
+        auth_burst: Annotated[
+            int | None,
+            typer.Option(min=1, help="burst per client address without a valid key (default 20)"),
+        ] = None,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
@@ -103,11 +132,23 @@ def register(app: typer.Typer) -> None:
         chosen = choose(database, database_file, required=False)
         configure_logging(log_format, log_level)
         server = _server_module()
-        code = server.serve(
+        limits = {
+            name: value
+            for name, value in (
+                ("rate", rate),
+                ("burst", burst),
+                ("auth_rate", auth_rate),
+                ("auth_burst", auth_burst),
+            )
+            if value is not None
+        }
+        code = server.serve(  # a bad --origin is a ConfigError naming it, before serving
             target,
             host=host,
             port=port,
             database=chosen.where if chosen is not None else None,
+            origins=origin or None,
+            **limits,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
 

@@ -14,14 +14,15 @@ in the same transaction as its change:
 * **Redeliver** (:meth:`Commands.redeliver`): the only way to send a completed or
   uncertain effect again. The first call returns a :class:`RedeliveryPreview` and sends
   nothing; a second call with the preview's token sends exactly once, with the same key or
-  a new one, and records the outcome on the effect. It does not continue the run.
+  a new one, and records the outcome on the effect. It does not continue the run. The
+  token is a MAC under the store's secret (:mod:`oncegraph.runs.confirm`): only a preview
+  hands one out, for one actor, one key choice, the effect as it was, for ten minutes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from oncegraph.ids import new_audit_id
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.perform import RESOLVED_NOT_DONE
 from oncegraph.runs import claims
+from oncegraph.runs import confirm as confirmation
 from oncegraph.runs.masking import mask_effect
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
@@ -68,7 +70,8 @@ class RedeliveryPreview:
     """What a redelivery would send, shown before anything is sent.
 
     Confirm with ``redeliver(effect_id, ..., confirm=preview.token)``; the token is only
-    valid while the effect is unchanged and for the same options.
+    valid for the actor it was shown to, while the effect is unchanged, for the same key
+    choice and until ``expires_at`` (:mod:`oncegraph.runs.confirm`).
     """
 
     token: str
@@ -82,6 +85,7 @@ class RedeliveryPreview:
     last_attempt: Attempt | None
     dedup: str  # "same key <key>" | "new key <key>"
     key: str
+    expires_at: float = 0.0  # when the token stops confirming (seconds since the epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +297,9 @@ class Commands:
         new_key: bool = False,
         confirm: str | None = None,
     ) -> RedeliveryPreview | Redelivered:
-        """Preview (``confirm=None``: nothing is sent), then send exactly once.
+        """Preview (``confirm=None``: nothing is sent), then send exactly once with the
+        preview's token (``confirm=preview.token``, by the same actor, with the same
+        ``new_key``); any other token is refused with ``RunStateError`` and nothing sent.
 
         The send waits for the call to end (no timeout): the run stays held meanwhile, so
         no other attempt of the effect can start (law 13)."""
@@ -301,15 +307,13 @@ class Commands:
         _required("reason", reason)
         record = await self._effect(effect_id)
         tool = self._tool_for(record)
-        preview = self._preview(record, new_key)
+        key = await confirmation.key_for(self.store)
+        claim = confirmation.Claim(record.effect_id, record.row_version, actor, new_key)
         if confirm is None:
-            return preview
-        if confirm != preview.token:
-            raise RunStateError(
-                f"the confirmation does not match the preview of effect {effect_id}: the "
-                "effect changed since the preview, or the options differ. Nothing was sent; "
-                "ask for a new preview."
-            )
+            token, until = confirmation.mint(key, claim, at=confirmation.clock())
+            return self._preview(record, new_key, token, until)
+        expires = confirmation.check(key, confirm, claim, at=confirmation.clock())
+        preview = self._preview(record, new_key, confirm, expires)
         kwargs = tool.validate(record.request)
         t = now()
         attempts = tuple(_closed(a, t) for a in record.attempts)
@@ -351,14 +355,13 @@ class Commands:
         done = await self._with_run_held(record, send)
         return Redelivered(mask_effect(done, self.service.masks), preview)
 
-    def _preview(self, record: EffectRecord, new_key: bool) -> RedeliveryPreview:
+    def _preview(
+        self, record: EffectRecord, new_key: bool, token: str, expires_at: float
+    ) -> RedeliveryPreview:
         number = len(record.attempts) + 1
         key = f"{record.effect_id}:redelivery:{number}" if new_key else record.effect_id
-        digest = hashlib.sha256(
-            f"{record.effect_id}:{record.row_version}:{new_key}:{key}".encode()
-        ).hexdigest()[:32]
         return RedeliveryPreview(
-            token=digest,
+            token=token,
             effect_id=record.effect_id,
             effect_type=record.effect_type,
             run_id=record.run_id,
@@ -369,6 +372,7 @@ class Commands:
             last_attempt=record.attempts[-1] if record.attempts else None,
             dedup=("new key " if new_key else "same key ") + key,
             key=key,
+            expires_at=expires_at,
         )
 
     def _tool_for(self, record: EffectRecord) -> Any:

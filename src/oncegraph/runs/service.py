@@ -45,6 +45,7 @@ from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, 
 from oncegraph.runs.masking import Masker, masks_of
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
+from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -113,6 +114,13 @@ class RunService:
 
     async def audit(self, **filters: Any) -> list[AuditRecord]:
         return await Commands(self).audit(**filters)
+
+    async def signing_key(self, purpose: str) -> bytes:
+        """A MAC key for ``purpose`` (:mod:`oncegraph.runs.signing`), the same in every
+        process on this store: what a surface signs (the UI's form tokens) verifies in
+        another replica and after a restart."""
+        await self.setup()
+        return await signing_key(self.store, purpose)
 
     # -- replay and branch (runs/replay.py) -------------------------------------------------
 

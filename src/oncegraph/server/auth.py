@@ -12,7 +12,9 @@ A key may be bound to a tenant: it then sees only that tenant's threads
 table never keeps a key in the clear and a lookup leaks no timing about its prefix.
 
 A key reaches the server as ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, or
-(the web UI) the ``oncegraph_key`` cookie set by the login form.
+(the web UI) the ``oncegraph_key`` cookie set by the login form; :func:`credential` is the
+one place that picks which (the rate limit and the routes see the same key). A key may
+carry its own rate limit (``rate``/``burst``), else the server's applies.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
+
+from starlette.requests import cookie_parser
 
 from oncegraph.errors import ConfigError
 
@@ -53,27 +57,41 @@ class Role(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
-    """One key: its secret, role, optional tenant and a name that goes to the audit log."""
+    """One key: its secret, role, optional tenant, a name that goes to the audit log, and
+    optionally its own rate limit (requests per second on average, bursts of ``burst``;
+    ``None``: the server's)."""
 
     key: str
     role: Role
     tenant: str | None = None
     name: str | None = None
+    rate: float | None = None
+    burst: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or len(self.key) < 8:
             raise ConfigError("an API key must be a string of at least 8 characters")
         if self.tenant is not None and (not self.tenant or ":" in self.tenant):
             raise ConfigError(f"a tenant name must be non-empty without ':'; got {self.tenant!r}")
+        if self.rate is not None and not (
+            isinstance(self.rate, (int, float)) and 0 < self.rate < float("inf")
+        ):
+            raise ConfigError(f"a key's rate must be a positive number; got {self.rate!r}")
+        if self.burst is not None and not (
+            isinstance(self.burst, int) and not isinstance(self.burst, bool) and self.burst >= 1
+        ):
+            raise ConfigError(f"a key's burst must be a whole number >= 1; got {self.burst!r}")
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The caller of one request, as its key says."""
+    """The caller of one request, as its key says (with the key's own rate limit, if any)."""
 
     name: str
     role: Role
     tenant: str | None
+    rate: float | None = None
+    burst: int | None = None
 
     def can(self, role: Role) -> bool:
         return self.role >= role
@@ -84,8 +102,24 @@ class Principal:
         return f"api:{self.name}"
 
 
-def _digest(key: str) -> str:
+def digest(key: str) -> str:
+    """A key's SHA-256, hex: how the ring finds it, and what UI tokens are bound to."""
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def credential(headers: Mapping[str, str], *, cookie: bool) -> str | None:
+    """The key a request presents: ``Authorization: Bearer``, else ``X-API-Key``, else
+    (only where ``cookie``: the web UI) the login cookie. ``headers`` are the request's,
+    names in lower case."""
+    header = headers.get("authorization", "")
+    if header.lower().startswith("bearer "):
+        return header[7:].strip()
+    key = headers.get("x-api-key")
+    if key:
+        return key.strip()
+    if not cookie:
+        return None
+    return cookie_parser(headers.get("cookie", "")).get(COOKIE)  # as request.cookies reads it
 
 
 class KeyRing:
@@ -94,9 +128,9 @@ class KeyRing:
     def __init__(self, keys: Iterable[ApiKey]) -> None:
         self._by_digest: dict[str, Principal] = {}
         for k in keys:
-            digest = _digest(k.key)
-            name = k.name or f"{k.role.label}-{digest[:8]}"
-            self._by_digest[digest] = Principal(name, k.role, k.tenant)
+            hashed = digest(k.key)
+            name = k.name or f"{k.role.label}-{hashed[:8]}"
+            self._by_digest[hashed] = Principal(name, k.role, k.tenant, k.rate, k.burst)
         if not self._by_digest:
             raise ConfigError("the server needs at least one API key")
 
@@ -106,11 +140,15 @@ class KeyRing:
     def find(self, key: str | None) -> Principal | None:
         if not key:
             return None
-        return self._by_digest.get(_digest(key))
+        return self._by_digest.get(digest(key))
+
+
+SPEC = "<key>=<role>[@tenant][#name][;rate=<per second>][;burst=<n>]"
 
 
 def parse_spec(text: str) -> list[ApiKey]:
-    """Keys from ``"<key>=<role>[@<tenant>][#<name>],..."`` (``ONCEGRAPH_API_KEYS``)."""
+    """Keys from ``"<key>=<role>[@<tenant>][#<name>][;rate=<r>][;burst=<b>],..."``
+    (``ONCEGRAPH_API_KEYS``)."""
     keys = []
     for item in text.split(","):
         item = item.strip()
@@ -118,13 +156,35 @@ def parse_spec(text: str) -> list[ApiKey]:
             continue
         key, sep, rest = item.partition("=")
         if not sep:
-            raise ConfigError(
-                f"API key entry {item[:4]!r}... has no role; write <key>=<role>[@tenant][#name]"
-            )
+            raise ConfigError(f"API key entry {item[:4]!r}... has no role; write {SPEC}")
+        rest, *limits = rest.split(";")
         rest, _, name = rest.partition("#")
         role, _, tenant = rest.partition("@")
-        keys.append(ApiKey(key.strip(), Role.parse(role), tenant.strip() or None, name or None))
+        options = _limits(limits, key[:4])
+        keys.append(
+            ApiKey(key.strip(), Role.parse(role), tenant.strip() or None, name or None, **options)
+        )
     return keys
+
+
+def _limits(parts: list[str], hint: str) -> dict[str, Any]:
+    """``rate=<r>`` and ``burst=<b>`` of a spec entry."""
+    found: dict[str, Any] = {}
+    for part in parts:
+        name, _, value = part.strip().partition("=")
+        try:
+            if name == "rate":
+                found["rate"] = float(value)
+            elif name == "burst":
+                found["burst"] = int(value)
+            else:
+                raise ValueError(name)
+        except ValueError:
+            raise ConfigError(
+                f"API key entry {hint!r}...: {part.strip()!r} is not rate=<requests per "
+                f"second> or burst=<whole number>; write {SPEC}"
+            ) from None
+    return found
 
 
 def key_ring(keys: Any) -> tuple[KeyRing, str | None]:
@@ -133,7 +193,8 @@ def key_ring(keys: Any) -> tuple[KeyRing, str | None]:
 
     ``keys`` is ``None`` (read ``ONCEGRAPH_API_KEYS``), a spec string (see
     :func:`parse_spec`), a mapping ``{key: "role[@tenant]"}`` or ``{key: {"role": ...,
-    "tenant": ..., "name": ...}}``, or an iterable of :class:`ApiKey`."""
+    "tenant": ..., "name": ..., "rate": ..., "burst": ...}}``, or an iterable of
+    :class:`ApiKey`."""
     generated = None
     if keys is None:
         spec = os.environ.get(ENV_KEYS, "")
@@ -149,7 +210,16 @@ def key_ring(keys: Any) -> tuple[KeyRing, str | None]:
         for key, value in keys.items():
             if isinstance(value, Mapping):
                 role = Role.parse(str(value.get("role", "")))
-                found.append(ApiKey(str(key), role, value.get("tenant"), value.get("name")))
+                found.append(
+                    ApiKey(
+                        str(key),
+                        role,
+                        value.get("tenant"),
+                        value.get("name"),
+                        value.get("rate"),
+                        value.get("burst"),
+                    )
+                )
             else:
                 found.extend(parse_spec(f"{key}={value}"))
     else:
@@ -172,4 +242,15 @@ def announce(generated: str, out: Any = None) -> None:
     )
 
 
-__all__ = ["COOKIE", "ENV_KEYS", "ApiKey", "KeyRing", "Principal", "Role", "key_ring", "parse_spec"]
+__all__ = [
+    "COOKIE",
+    "ENV_KEYS",
+    "ApiKey",
+    "KeyRing",
+    "Principal",
+    "Role",
+    "credential",
+    "digest",
+    "key_ring",
+    "parse_spec",
+]

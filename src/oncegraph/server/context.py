@@ -18,7 +18,7 @@ from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
 from oncegraph.server import tenancy
-from oncegraph.server.auth import COOKIE, KeyRing, Principal, Role
+from oncegraph.server.auth import KeyRing, Principal, Role, credential
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
@@ -56,13 +56,9 @@ def graph(request: Request) -> CompiledGraph:
 
 
 def key_of(request: Request, *, cookie: bool) -> str | None:
-    header = request.headers.get("authorization", "")
-    if header.lower().startswith("bearer "):
-        return header[7:].strip()
-    key = request.headers.get("x-api-key")
-    if key:
-        return key.strip()
-    return request.cookies.get(COOKIE) if cookie else None
+    """The key the request presents (:func:`oncegraph.server.auth.credential`: the same
+    one the rate limit counted it under)."""
+    return credential(request.headers, cookie=cookie)
 
 
 def caller(request: Request, *, cookie: bool = False) -> Principal:

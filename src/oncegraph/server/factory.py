@@ -1,10 +1,13 @@
 """The ASGI app: :func:`create_app` puts the API, the web UI and the limits together.
 
-Order of the layers, outermost first: rate limit (429), body size by ``Content-Length``
-(413), then Starlette's routing with one error handler that turns every refusal into the
-JSON of :mod:`oncegraph.server.problems` (the UI renders its own pages). The app opens
-the graph's store at start-up (migrating it) and, at shutdown, cancels runs it started
-(they stay resumable) and closes the store.
+Order of the layers, outermost first: security headers on every response
+(:mod:`oncegraph.server.headers`); the gate (:class:`~oncegraph.server.limits.Gate`:
+the caller's key verified, the rate limit by that key or, without one, by address (429),
+and an API request without a valid key answered 401 before its body is read); body size
+by ``Content-Length`` (413); then Starlette's routing with one error handler that turns
+every refusal into the JSON of :mod:`oncegraph.server.problems` (the UI renders its own
+pages). The app opens the graph's store at start-up (migrating it) and, at shutdown,
+cancels runs it started (they stay resumable) and closes the store.
 """
 
 from __future__ import annotations
@@ -28,16 +31,20 @@ from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.server import api, openapi, ui
 from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served
+from oncegraph.server.forms import parse_origins
+from oncegraph.server.headers import SecurityHeaders
 from oncegraph.server.hub import RunHub
-from oncegraph.server.limits import BodyLimit, RateLimit
+from oncegraph.server.limits import BodyLimit, Gate
 from oncegraph.server.problems import ApiError, from_exception, response
 
 log = logging.getLogger("oncegraph.server")
 STATIC = Path(__file__).parent / "static"
 
 MAX_BODY = 1024 * 1024  # 1 MiB
-RATE = 50.0  # requests per second per caller, on average
+RATE = 50.0  # requests per second per verified key, on average
 BURST = 200
+AUTH_RATE = 1.0  # requests per second per address without a valid key (key guessing)
+AUTH_BURST = 20
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
@@ -71,6 +78,9 @@ def create_app(
     max_body: int = MAX_BODY,
     rate: float = RATE,
     burst: int = BURST,
+    auth_rate: float = AUTH_RATE,
+    auth_burst: int = AUTH_BURST,
+    origins: Any = None,
     max_runs: int = 256,
     max_events: int = 2000,
 ) -> ASGIApp:
@@ -78,12 +88,22 @@ def create_app(
 
     ``keys``: see :func:`oncegraph.server.auth.key_ring` (``None`` reads
     ``ONCEGRAPH_API_KEYS``; with none anywhere, an admin key is generated and printed).
+    ``rate``/``burst``: requests per second (on average) and bursts per verified key, for
+    keys without their own; ``auth_rate``/``auth_burst``: the same per client address for
+    requests without a valid key and for login attempts. ``origins``: the public origins
+    (``https://ops.example.com``) of a server behind a proxy, the only ones whose pages
+    may post the UI's forms; by default the origin each request was addressed to.
     """
     if not isinstance(graph, CompiledGraph):
         raise ConfigError(f"create_app() needs a compiled graph; got {type(graph).__name__}")
     graph.service  # noqa: B018 - no checkpointer: ConfigError naming the fix, now
-    if max_body < 1 or rate <= 0 or burst < 1:
-        raise ConfigError("max_body, rate and burst must be positive")
+    for name, value in (("max_body", max_body), ("burst", burst), ("auth_burst", auth_burst)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name} must be a whole number >= 1; got {value!r}")
+    for name, number in (("rate", rate), ("auth_rate", auth_rate)):
+        if not isinstance(number, (int, float)) or not 0 < number < float("inf"):
+            raise ConfigError(f"{name} must be a positive number of requests per second")
+    allowed = parse_origins(origins)
     ring, generated = key_ring(keys)
     if generated is not None:
         from oncegraph.server.auth import announce
@@ -117,8 +137,17 @@ def create_app(
     )
     app.state.served = Served(graph, ring, hub)
     app.state.max_body = max_body
+    app.state.origins = allowed
     app.state.generated_key = generated
-    return RateLimit(BodyLimit(app, max_body), rate, burst)
+    gate = Gate(
+        BodyLimit(app, max_body),
+        ring,
+        rate=rate,
+        burst=burst,
+        auth_rate=auth_rate,
+        auth_burst=auth_burst,
+    )
+    return SecurityHeaders(gate)
 
 
-__all__ = ["BURST", "MAX_BODY", "RATE", "create_app"]
+__all__ = ["AUTH_BURST", "AUTH_RATE", "BURST", "MAX_BODY", "RATE", "create_app"]

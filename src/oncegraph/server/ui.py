@@ -1,6 +1,11 @@
 """The operator web UI: server-rendered pages over the same run service as the API.
 
 The key is entered once on ``/ui/login`` and kept in an HTTP-only, same-site cookie.
+Only the UI's own pages can drive it (:mod:`oncegraph.server.forms`): every form carries
+a token bound to the login, and every state-changing request must bring it back from one
+of the server's own origins, or it is refused before anything is read or done. No link
+or message on a page comes from the request: the message after a command travels in a
+signed cookie (:mod:`oncegraph.server.flash`), and the error page links back into the UI.
 Commands are kept apart, never one "Retry" button, and each is shown only to a role that
 may use it (the API refuses it anyway): **Continue** (a paused, failed, parked or
 interrupted run), **Resolve effect** (done / not done, with a reason), **Check at
@@ -26,7 +31,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import OnceGraphError
-from oncegraph.server import bodies, operations
+from oncegraph.runs.signing import UI_FORMS
+from oncegraph.server import bodies, flash, forms, operations
 from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
 from oncegraph.server.auth import COOKIE, Principal, Role
 from oncegraph.server.context import (
@@ -34,6 +40,7 @@ from oncegraph.server.context import (
     children_of,
     graph,
     history,
+    key_of,
     served,
     shown,
     visible_run,
@@ -41,7 +48,7 @@ from oncegraph.server.context import (
 )
 from oncegraph.server.diff import state_diff
 from oncegraph.server.problems import ApiError, bad_request, from_exception
-from oncegraph.storage.records import RunStatus
+from oncegraph.storage.records import RunStatus, now
 
 TEMPLATES = Path(__file__).parent / "templates"
 CONTINUABLE = {RunStatus.PAUSED, RunStatus.FAILED, RunStatus.NEEDS_REVIEW, RunStatus.INTERRUPTED}
@@ -73,7 +80,21 @@ _env.filters["q"] = lambda s: quote(str(s), safe="")
 
 
 def page(name: str, http_status: int = 200, /, **values: Any) -> HTMLResponse:
+    values.setdefault("csrf", "")
     return HTMLResponse(_env.get_template(name).render(**values), status_code=http_status)
+
+
+async def _ui_key(request: Request) -> bytes:
+    """The key of the UI's form tokens and flash messages (the same in every replica)."""
+    return await served(request).graph.service.signing_key(UI_FORMS)
+
+
+async def render(
+    request: Request, me: Principal, name: str, http_status: int = 200, /, **values: Any
+) -> HTMLResponse:
+    """A page for a logged-in ``me``: its forms carry the login's token."""
+    token = forms.token(await _ui_key(request), key_of(request, cookie=True) or "")
+    return page(name, http_status, me=me, csrf=token, **values)
 
 
 def _ui(request: Request) -> None:
@@ -87,8 +108,45 @@ def _who(request: Request) -> Principal | None:
         return None
 
 
+def _back(request: Request) -> str:
+    """Where an error page links back to: the run's page, else the runs list; never a
+    link the request brought (a ``Referer`` can be any site)."""
+    run_id = request.path_params.get("run_id")
+    return f"/ui/runs/{quote(str(run_id), safe='')}" if run_id else "/ui/runs"
+
+
+def _own_origin(request: Request) -> bool:
+    """Did the request come from one of this server's pages' origins?"""
+    allowed: tuple[str, ...] = request.app.state.origins
+    return forms.same_origin(request.headers, str(request.base_url), allowed)
+
+
+FOREIGN = (
+    "This request did not come from a page of this server, so nothing was done. If you "
+    "sent it, open the page from this server, reload it and submit the form again."
+)
+STALE_FORM = (
+    "This form is not one this server gave to your login (the page may be older than "
+    "your login), so nothing was done. Reload the page and submit the form again."
+)
+
+
+async def _error_page(request: Request, me: Principal | None, exc: Exception) -> Response:
+    api = from_exception(exc)
+    assert api is not None
+    values = {
+        "status": api.status,
+        "code": api.code,
+        "message": api.message,
+        "back": _back(request),
+    }
+    if me is None:
+        return page("error.html", api.status, me=None, **values)
+    return await render(request, me, "error.html", api.status, **values)
+
+
 def guarded(handler: Callable[[Request, Principal], Awaitable[Response]]) -> Any:
-    """A UI handler: logged in or sent to the login page; errors as an error page."""
+    """A UI page (GET): logged in or sent to the login page; errors as an error page."""
 
     async def wrapped(request: Request) -> Response:
         _ui(request)
@@ -98,17 +156,32 @@ def guarded(handler: Callable[[Request, Principal], Awaitable[Response]]) -> Any
         try:
             return await handler(request, principal)
         except (ApiError, OnceGraphError) as exc:
-            api = from_exception(exc)
-            assert api is not None
-            return page(
-                "error.html",
-                api.status,
-                me=principal,
-                status=api.status,
-                code=api.code,
-                message=api.message,
-                back=request.headers.get("referer", "/ui/runs"),
-            )
+            return await _error_page(request, principal, exc)
+
+    wrapped.__name__ = handler.__name__
+    return wrapped
+
+
+def command(handler: Callable[[Request, Principal, dict[str, str]], Awaitable[Response]]) -> Any:
+    """A UI command (POST): logged in, from one of the server's origins (checked before
+    the body is read), with the login's form token (checked before the command is);
+    else refused with a page that says to reload and submit again, nothing done."""
+
+    async def wrapped(request: Request) -> Response:
+        _ui(request)
+        principal = _who(request)
+        if principal is None:
+            return RedirectResponse("/ui/login?" + urlencode({"next": request.url.path}), 303)
+        try:
+            if not _own_origin(request):
+                raise ApiError(403, "foreign_origin", FOREIGN)
+            form = await bodies.form(request)
+            sent = form.pop(forms.FIELD, None)
+            if not forms.token_ok(await _ui_key(request), key_of(request, cookie=True), sent):
+                raise ApiError(403, "form_token", STALE_FORM)
+            return await handler(request, principal, form)
+        except (ApiError, OnceGraphError) as exc:
+            return await _error_page(request, principal, exc)
 
     wrapped.__name__ = handler.__name__
     return wrapped
@@ -122,6 +195,15 @@ async def login_page(request: Request) -> Response:
 
 
 async def login(request: Request) -> Response:
+    if not _own_origin(request):  # a login forced by another page: nothing read or set
+        return page(
+            "login.html",
+            403,
+            me=None,
+            error="This login did not come from this server's own login page. Reload the "
+            "page and log in again.",
+            next="/ui/runs",
+        )
     form = await bodies.form(request)
     key = form.get("key", "").strip()
     target = form.get("next") or "/ui/runs"
@@ -142,8 +224,21 @@ async def login(request: Request) -> Response:
 
 
 async def logout(request: Request) -> Response:
+    me = _who(request)
+    if me is not None:  # logging a person out is a command too
+        refused = None
+        if not _own_origin(request):
+            refused = ApiError(403, "foreign_origin", FOREIGN)
+        else:
+            form = await bodies.form(request)
+            sent = form.get(forms.FIELD)
+            if not forms.token_ok(await _ui_key(request), key_of(request, cookie=True), sent):
+                refused = ApiError(403, "form_token", STALE_FORM)
+        if refused is not None:
+            return await _error_page(request, me, refused)
     response = RedirectResponse("/ui/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
+    response.delete_cookie(flash.COOKIE, path="/ui/")
     return response
 
 
@@ -166,9 +261,10 @@ async def runs_page(request: Request, me: Principal) -> Response:
     if len(runs) == RUNS_PAGE:  # a full page: the next one goes on after its last run
         older = urlencode({**({"status": status} if status else {}), "before": runs[-1].run_id})
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
-    return page(
+    return await render(
+        request,
+        me,
         "runs.html",
-        me=me,
         runs=shown(request, me).runs(runs),
         statuses=RUN_STATUSES,
         status=status,
@@ -203,9 +299,14 @@ async def run_page(request: Request, me: Principal) -> Response:
         timeline.append({"kind": "effect", "at": e["created_at"], "effect": e})
     timeline.sort(key=lambda item: (item["at"], 0 if item["kind"] == "checkpoint" else 1))
     latest = snaps[-1]["values"] if snaps else {}
-    return page(
+    sealed = request.cookies.get(flash.COOKIE)
+    message = flash.unseal(
+        await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
+    )
+    shown_page = await render(
+        request,
+        me,
         "run.html",
-        me=me,
         run=view.run(run),
         timeline=timeline,
         effects=effects,
@@ -224,8 +325,11 @@ async def run_page(request: Request, me: Principal) -> Response:
         unfinished=run.status not in (RunStatus.COMPLETED, RunStatus.ABANDONED),
         uncertain=UNCERTAIN,
         modes=operations.REPLAY_MODES,
-        message=request.query_params.get("msg"),
+        message=message,
     )
+    if sealed is not None:  # shown once (or not at all: not ours, another run's, too old)
+        shown_page.delete_cookie(flash.COOKIE, path="/ui/")
+    return shown_page
 
 
 async def redeliver_page(request: Request, me: Principal) -> Response:
@@ -234,16 +338,30 @@ async def redeliver_page(request: Request, me: Principal) -> Response:
     preview = await operations.redeliver(
         request, run_id, effect_id, {"reason": "preview (nothing sent)", "new_key": new_key}
     )
-    return page("redeliver.html", me=me, run_id=run_id, preview=preview["preview"], new_key=new_key)
+    return await render(
+        request, me, "redeliver.html", run_id=run_id, preview=preview["preview"], new_key=new_key
+    )
 
 
 # -- commands -------------------------------------------------------------------------------
 
 
-def _to_run(run_id: str, message: str) -> Response:
-    return RedirectResponse(
-        f"/ui/runs/{quote(run_id, safe='')}?" + urlencode({"msg": message}), status_code=303
+async def _to_run(request: Request, run_id: str, message: str) -> Response:
+    """To the run's page, which shows ``message`` once (a signed cookie, not the URL)."""
+    response = RedirectResponse(f"/ui/runs/{quote(run_id, safe='')}", status_code=303)
+    sealed = flash.seal(
+        await _ui_key(request), key_of(request, cookie=True) or "", run_id, message, at=now()
     )
+    response.set_cookie(
+        flash.COOKIE,
+        sealed,
+        max_age=int(flash.TTL),
+        path="/ui/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
 
 
 def _outcome_text(result: dict[str, Any], done: str) -> str:
@@ -254,19 +372,17 @@ def _outcome_text(result: dict[str, Any], done: str) -> str:
     return f"{done}; the run is {status}."
 
 
-async def do_continue(request: Request, me: Principal) -> Response:
+async def do_continue(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    form = await bodies.form(request)
     body: dict[str, Any] = {"reason": form.get("reason") or None}
     if "answer" in form:
         body["answer"] = _json_field(form["answer"], "answer")
     result = await operations.continue_run(request, run_id, body)
-    return _to_run(run_id, _outcome_text(result, "Continued"))
+    return await _to_run(request, run_id, _outcome_text(result, "Continued"))
 
 
-async def do_resolve(request: Request, me: Principal) -> Response:
+async def do_resolve(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    form = await bodies.form(request)
     body: dict[str, Any] = {"outcome": form.get("outcome"), "reason": form.get("reason")}
     if form.get("provider_reference"):
         body["provider_reference"] = form["provider_reference"]
@@ -274,22 +390,21 @@ async def do_resolve(request: Request, me: Principal) -> Response:
         body["result"] = _json_field(form["result"], "result")
     result = await operations.resolve(request, run_id, effect_id, body)
     effect = result["effect"]
-    return _to_run(run_id, f"Effect {effect['effect_id']} resolved: {effect['status']}.")
+    done = f"Effect {effect['effect_id']} resolved: {effect['status']}."
+    return await _to_run(request, run_id, done)
 
 
-async def do_replay(request: Request, me: Principal) -> Response:
+async def do_replay(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    form = await bodies.form(request)
     body = {"mode": form.get("mode", "evidence"), "reason": form.get("reason")}
     result = await operations.replay(request, run_id, body)
-    return _to_run(
-        result["run"]["run_id"], _outcome_text(result, f"Replay ({body['mode']}) created")
+    return await _to_run(
+        request, result["run"]["run_id"], _outcome_text(result, f"Replay ({body['mode']}) created")
     )
 
 
-async def do_branch(request: Request, me: Principal) -> Response:
+async def do_branch(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    form = await bodies.form(request)
     body: dict[str, Any] = {
         "patch": _json_field(form.get("patch", ""), "patch"),
         "reason": form.get("reason"),
@@ -297,26 +412,30 @@ async def do_branch(request: Request, me: Principal) -> Response:
     if form.get("checkpoint_id"):
         body["checkpoint_id"] = form["checkpoint_id"]
     result = await operations.branch(request, run_id, body)
-    return page("branch.html", 201, me=me, parent_run_id=run_id, result=result)
+    return await render(request, me, "branch.html", 201, parent_run_id=run_id, result=result)
 
 
-async def do_check(request: Request, me: Principal) -> Response:
+async def do_check(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    form = await bodies.form(request)
     result = await operations.check(request, run_id, effect_id, {"reason": form.get("reason")})
     effect = result["effect"]
-    return _to_run(
+    return await _to_run(
+        request,
         run_id,
         f"Asked the recipient about effect {effect['effect_id']}: {result['verdict']}; "
         f"the effect is {effect['status']}.",
     )
 
 
-async def do_redeliver(request: Request, me: Principal) -> Response:
+async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    form = await bodies.form(request)
     if form.get("confirmed") != "yes":
         raise bad_request("tick the confirmation box to redeliver; nothing was sent")
+    if not form.get("token"):
+        raise bad_request(
+            "the confirmation from the preview is missing, so nothing was sent: open "
+            "Redeliver effect again and confirm from its page"
+        )
     body = {
         "reason": form.get("reason"),
         "new_key": form.get("new_key") == "1",
@@ -324,14 +443,14 @@ async def do_redeliver(request: Request, me: Principal) -> Response:
     }
     result = await operations.redeliver(request, run_id, effect_id, body)
     effect = result["effect"]
-    return _to_run(run_id, f"Effect {effect['effect_id']} redelivered: {effect['status']}.")
+    done = f"Effect {effect['effect_id']} redelivered: {effect['status']}."
+    return await _to_run(request, run_id, done)
 
 
-async def do_abandon(request: Request, me: Principal) -> Response:
+async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    form = await bodies.form(request)
     result = await operations.abandon(request, run_id, {"reason": form.get("reason")})
-    return _to_run(run_id, f"Abandoned; the run is {result['run']['status']}.")
+    return await _to_run(request, run_id, f"Abandoned; the run is {result['run']['status']}.")
 
 
 def _json_field(text: str, name: str) -> Any:
@@ -352,17 +471,17 @@ routes = [
     Route("/ui/logout", logout, methods=["POST"]),
     Route("/ui/runs", guarded(runs_page), methods=["GET"]),
     Route("/ui/runs/{run_id}", guarded(run_page), methods=["GET"]),
-    Route("/ui/runs/{run_id}/continue", guarded(do_continue), methods=["POST"]),
-    Route("/ui/runs/{run_id}/replay", guarded(do_replay), methods=["POST"]),
-    Route("/ui/runs/{run_id}/branch", guarded(do_branch), methods=["POST"]),
-    Route("/ui/runs/{run_id}/abandon", guarded(do_abandon), methods=["POST"]),
-    Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", guarded(do_resolve), methods=["POST"]),
-    Route("/ui/runs/{run_id}/effects/{effect_id}/check", guarded(do_check), methods=["POST"]),
+    Route("/ui/runs/{run_id}/continue", command(do_continue), methods=["POST"]),
+    Route("/ui/runs/{run_id}/replay", command(do_replay), methods=["POST"]),
+    Route("/ui/runs/{run_id}/branch", command(do_branch), methods=["POST"]),
+    Route("/ui/runs/{run_id}/abandon", command(do_abandon), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", command(do_resolve), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/check", command(do_check), methods=["POST"]),
     Route(
         "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
     ),
     Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(do_redeliver), methods=["POST"]
+        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", command(do_redeliver), methods=["POST"]
     ),
 ]
 

@@ -1,8 +1,9 @@
 """Redirect ``import langgraph...`` onto oncegraph's documented names (a pytest plugin).
 
-Loaded with ``-p lg_shim`` before any test module is imported, it puts a finder first on
-``sys.meta_path`` that answers every ``langgraph`` / ``langgraph.*`` import with an alias
-module. A name read from an alias module ``langgraph.a.b`` resolves, in this order:
+Loaded with ``-p lg_shim``, it puts a finder first on ``sys.meta_path`` (at
+``pytest_configure``, before any test module is imported) that answers every
+``langgraph`` / ``langgraph.*`` import with an alias module. A name read from an alias
+module ``langgraph.a.b`` resolves, in this order:
 
 1. the sed twin: ``oncegraph.a.b`` exports the same name (in its ``__all__``), so a
    program ported by ``s/langgraph/oncegraph/`` gets exactly that object;
@@ -128,7 +129,7 @@ class _Unmapped(type):
 
 def _use(cls: _Unmapped, use: str) -> str:
     origin = cls.__dict__.get("_lg_name")
-    return use if origin is not None else f"{use} of subclass {cls.__qualname__}"
+    return use if origin is not None else f"{use} of subclass {cls.__name__}"
 
 
 def placeholder(lg_name: str) -> Any:
@@ -220,4 +221,5 @@ def install() -> None:
     sys.meta_path.insert(0, LangGraphFinder())
 
 
-install()
+def pytest_configure(config: Any) -> None:
+    install()

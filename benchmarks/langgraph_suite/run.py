@@ -218,6 +218,15 @@ def file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0].rpartition("/")[2]
 
 
+STORES = ("memory", "sqlite", "postgres")
+
+
+def store_of(nodeid: str) -> str:
+    """The checkpointer a test ran on (its parameter id), or ``none``."""
+    params = nodeid.rpartition("[")[2].rstrip("]").split("-") if nodeid.endswith("]") else []
+    return next((p for p in params if p in STORES), "none")
+
+
 def summarize(
     raw: Path, sources: dict[str, str], meta: dict[str, Any], deselected: list[str]
 ) -> dict[str, Any]:
@@ -255,6 +264,9 @@ def summarize(
             if c["tests"] == 1:
                 c["example_line"] = entry["first_line"]
     totals = Counter(entry["outcome"] for entry in tests.values())
+    stores: dict[str, Counter[str]] = {}
+    for nodeid, entry in tests.items():
+        stores.setdefault(store_of(nodeid), Counter())[entry["outcome"]] += 1
     others = Counter(e["first_line"] for e in tests.values() if e.get("cause") == OTHER)
     return {
         **meta,
@@ -265,6 +277,10 @@ def summarize(
             f: {"selected": sum(c[o] for o in OUTCOMES), **{o: c.get(o, 0) for o in OUTCOMES}}
             | {"deselected": c.get("deselected", 0)}
             for f, c in files.items()
+        },
+        "stores": {
+            name: {"selected": sum(c.values()), **{o: c.get(o, 0) for o in OUTCOMES}}
+            for name, c in sorted(stores.items(), key=lambda kv: (kv[0] == "none", kv[0]))
         },
         "causes": dict(sorted(causes.items(), key=lambda kv: (-kv[1]["tests"], kv[0]))),
         "other_first_lines": dict(others.most_common(40)),
@@ -292,6 +308,11 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
     total = [result["selected"], *(t[o] for o in OUTCOMES), result["deselected"]]
     lines.append("| **total** | " + " | ".join(f"**{v}**" for v in total) + " |")
+    lines += ["", "| checkpointer | selected | passed | failed | errored | skipped | not run |"]
+    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    for name, c in result["stores"].items():
+        row = [c["selected"], *(c[o] for o in OUTCOMES)]
+        lines.append(f"| {name} | " + " | ".join(str(v) for v in row) + " |")
     lines += ["", "| cause | tests | example |", "|---|---:|---|"]
     for cause, c in result["causes"].items():
         lines.append(f"| {cause} | {c['tests']} | `{c['example']}` |")

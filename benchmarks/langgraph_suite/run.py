@@ -107,10 +107,12 @@ def test_sources(tests: Path, files: list[str]) -> dict[str, str]:
     sources: dict[str, str] = {}
     for name in files:
         text = (tests / name).read_text(encoding="utf-8")
+        lines = text.splitlines()
         for node in ast.walk(ast.parse(text)):
             is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
             if is_function and node.name.startswith("test_"):
-                segment = ast.get_source_segment(text, node) or ""
+                # line slices, not ast.get_source_segment (which re-splits the file per call)
+                segment = "\n".join(lines[node.lineno - 1 : node.end_lineno])
                 sources.setdefault(f"{name}::{node.name}", segment)
     return sources
 

@@ -106,8 +106,8 @@ def caller_id(name: str, value: Any) -> str:
             raise ConfigError(
                 f"{name} must not contain control characters, format characters or line "
                 f"separators; {text!r} holds {_character(ch)} at position {at}. They forge "
-                "log lines and hide text on screens, and no store keeps NUL: use a "
-                f"{name} of visible characters"
+                "log lines and hide text on screens, and no store keeps NUL: keep the "
+                f"{name} to visible characters"
             )
     return text
 

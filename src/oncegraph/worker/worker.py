@@ -18,7 +18,7 @@ Invariants:
   LISTENs on ``oncegraph_runs`` (:mod:`oncegraph.worker.listen`): a submit's NOTIFY, sent
   in the transaction that queues the run, wakes an idle worker at once. Polling every
   ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
-  While claims find nothing, notices wake the worker at most once per
+  Once a claim a notice caused found nothing, notices wake the worker at most once per
   :data:`~oncegraph.worker.listen.WAKE_INTERVAL` (a NOTIFY flood costs few claims).
 * **Only its own app's runs** (law 15): the claim takes only runs of the app's id that
   its graph can run (:class:`~oncegraph.worker.queue.Runnable`); a run it claimed and
@@ -165,8 +165,9 @@ class Worker:
         await self.app.setup()
         log.info("worker %s started (concurrency %d)", self.owner, self.concurrency)
         heartbeat = asyncio.create_task(self._heartbeat(), name="oncegraph-heartbeat")
-        # notices wake the loop at once, but at most once an interval while claims find
-        # nothing: anyone who may connect can NOTIFY, and a flood must not keep us claiming
+        # notices wake the loop at once, but at most once an interval while the claims they
+        # cause find nothing: anyone who may connect can NOTIFY, and a flood must not keep
+        # this worker claiming
         wakeups = Wakeups(self._wake.set)
         listener = (
             asyncio.create_task(

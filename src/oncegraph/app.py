@@ -585,12 +585,14 @@ class CompiledGraph:
         reason: str | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked)."""
+        """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked).
+
+        Timeouts and ``recursion_limit`` named in ``config`` apply to this continue; the
+        others are the run's stored ones, as for ``invoke(None, config)``."""
         cfg = None
         if config is not None:
             run = await self.service.get_run(run_id)
-            stored = RunConfig.from_stored(run.config, run.thread_id).to_json()
-            cfg = self._config({**stored, **config, "thread_id": run.thread_id})
+            cfg = self._config({**config, "thread_id": run.thread_id})
         result = await self.service.resume(
             run_id, answer=answer, actor=actor, reason=reason, config=cfg
         )

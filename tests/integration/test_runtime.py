@@ -132,7 +132,7 @@ def test_node_with_config_argument_sees_ids_and_custom_keys(
     g.add_node("node", node)
     g.add_edge(START, "node")
     app = g.compile(checkpointer=checkpointer)
-    run_path(app, {"x": 0}, {"thread_id": "t", "user": "u1"})
+    run_path(app, {"x": 0}, {"thread_id": "t", "configurable": {"user": "u1"}})
     (config,) = seen
     assert config["thread_id"] == "t" and config["node"] == "node" and config["user"] == "u1"
     assert config["run_id"] == app.runs(thread_id="t")[0].run_id
@@ -367,7 +367,7 @@ def test_missing_thread_id_with_a_checkpointer_is_a_config_error(
         run_path(app, {"messages": ["hi"]}, None)
     with pytest.raises(ConfigError, match="thread_id must not be empty"):
         run_path(app, {"messages": ["hi"]}, {"thread_id": ""})
-    for forged in ("t\x00", "t\r\nINFO forged log line", "t\x1b[2J"):
+    for forged in ("t\x00", "t\r\nINFO forged log line", "t\x1b[2J", "t\u2028x", "t\x85x"):
         with pytest.raises(ConfigError, match="thread_id must not contain control characters"):
             run_path(app, {"messages": ["hi"]}, {"thread_id": forged})
     with pytest.raises(ConfigError, match="lone surrogate"):

@@ -24,6 +24,7 @@ import typer
 from oncegraph.cli.database import ENV, check_store, choose, open_store
 from oncegraph.cli.output import CliError
 from oncegraph.errors import ConfigError
+from oncegraph.runtime.config import caller_id
 
 T = TypeVar("T")
 
@@ -62,7 +63,8 @@ ActorOpt = Annotated[
     str | None,
     typer.Option(
         "--actor",
-        help="who acts, for the audit log (default: $ONCEGRAPH_ACTOR or cli:<user>)",
+        help="who acts, for the audit log, recorded as cli:<name> (default: "
+        "$ONCEGRAPH_ACTOR, else your login name)",
         show_default=False,
     ),
 ]
@@ -80,14 +82,29 @@ class Where:
     app: str | None = None
 
 
+CLI_PREFIX = "cli:"
+
+
 def actor(given: str | None) -> str:
-    if given:
-        return given
-    env = os.environ.get("ONCEGRAPH_ACTOR", "").strip()
-    if env:
-        return env
+    """Who acts, as the audit log records it: ``--actor``, else ``$ONCEGRAPH_ACTOR``, else
+    the login name; always in the CLI's own namespace, ``cli:<name>``.
+
+    A name typed at the command line is not authenticated, so it never reads as another
+    surface's actor: ``--actor api:ada`` is recorded as ``cli:api:ada``, not as the
+    server key ``ada``. A name already written ``cli:<name>`` is kept as it is. A name
+    with a control, format or line-separator character is refused (exit 2)."""
+    env = os.environ.get("ONCEGRAPH_ACTOR")
+    for name, source in ((given, "--actor"), (env, "$ONCEGRAPH_ACTOR")):
+        text = (name or "").strip()
+        if not text:
+            continue
+        try:
+            caller_id("actor name", text)
+        except ConfigError as exc:
+            raise CliError(f"{source}: {exc}", code=2) from None
+        return text if text.startswith(CLI_PREFIX) else CLI_PREFIX + text
     try:
-        return f"cli:{getpass.getuser()}"
+        return CLI_PREFIX + getpass.getuser()
     except (KeyError, OSError):
         return "cli"
 

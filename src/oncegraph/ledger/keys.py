@@ -10,6 +10,12 @@ One place computes each (DESIGN.md section 1):
 * ``request_hash``: ``hmac-sha256:`` of the canonical JSON of the request, keyed (law 6:
   the same key must carry the same request).
 
+Ids from providers and models are free text: a ``tool_call_id`` may hold NUL (which
+PostgreSQL text cannot keep: every commit of the run would fail) or a lone surrogate
+(which no store can encode). :func:`storable_id` gives such an id a form every store
+keeps, the same on every store and every time, and distinct from any other id; an id
+without those characters is left exactly as it was, so keys of existing runs do not move.
+
 The request hash is keyed because views show it next to masked arguments: an unsalted
 digest of ``{"card": "4111..."}`` gives a card number back to anyone who knows its first
 six and last four digits. The key is the store's (:func:`hash_key`): derived from the
@@ -34,9 +40,33 @@ if TYPE_CHECKING:
 
 
 def effect_id_for(run_id: str, effect_type: str, command_id: str) -> EffectId:
-    """``sha256(run_id : effect_type : command_id)``, hex; also the provider idempotency key."""
-    raw = f"{run_id}:{effect_type}:{command_id}".encode()
+    """``sha256(run_id : effect_type : command_id)``, hex; also the provider idempotency key.
+
+    Never raises: text with a lone surrogate is hashed as its surrogate-preserving UTF-8
+    (the same bytes as before for every other text)."""
+    raw = f"{run_id}:{effect_type}:{command_id}".encode("utf-8", "surrogatepass")
     return EffectId(hashlib.sha256(raw).hexdigest())
+
+
+def _unstorable(ch: str) -> bool:
+    return ch == "\x00" or "\ud800" <= ch <= "\udfff"
+
+
+def storable_id(value: str) -> str:
+    """``value`` if every store can keep it (no NUL, no lone surrogate), else the same id
+    with each such character written as an escape (``\\x00``, ``\\udc80``) and
+    ``~<12 hex digits of its sha256>`` after it: readable, stable and distinct (two ids
+    that differ only in how an escape is spelt do not meet)."""
+    if value.isascii() and "\x00" not in value:  # the common case, checked at C speed
+        return value
+    if not any(_unstorable(ch) for ch in value):
+        return value
+    shown = "".join(
+        (f"\\x{ord(ch):02x}" if ch == "\x00" else f"\\u{ord(ch):04x}") if _unstorable(ch) else ch
+        for ch in value
+    )
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{shown}~{digest}"
 
 
 KEYED_PREFIX = "hmac-sha256:"
@@ -85,8 +115,9 @@ async def hash_key(store: Any) -> bytes | None:
 
 
 def tool_command_id(message_id: str, tool_call_id: str) -> CommandId:
-    """``<assistant message id>:<tool_call_id>``: stable because message ids are persisted."""
-    return CommandId(f"{message_id}:{tool_call_id}")
+    """``<assistant message id>:<tool_call_id>``: stable because message ids are persisted;
+    each part as every store keeps it (:func:`storable_id`)."""
+    return CommandId(f"{storable_id(message_id)}:{storable_id(tool_call_id)}")
 
 
 def node_command_id(node: str, step: int, n: int) -> CommandId:
@@ -114,5 +145,6 @@ __all__ = [
     "node_command_id",
     "request_hash",
     "same_request",
+    "storable_id",
     "tool_command_id",
 ]

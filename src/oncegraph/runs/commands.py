@@ -36,7 +36,7 @@ from oncegraph.runs import claims
 from oncegraph.runs import confirm as confirmation
 from oncegraph.runs.masking import mask_effect
 from oncegraph.runtime import executor
-from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.config import RunConfig, caller_id
 from oncegraph.runtime.context import EffectContext, reset_effect, set_effect
 from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.storage.records import (
@@ -426,6 +426,7 @@ class Commands:
     # -- helpers -----------------------------------------------------------------------------
 
     async def _effect(self, effect_id: str) -> EffectRecord:
+        effect_id = caller_id("effect_id", effect_id)  # a path's or argument's id
         await self.service.setup()
         record = await self.store.get_effect(effect_id)
         if record is None:

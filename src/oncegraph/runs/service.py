@@ -49,7 +49,7 @@ from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
-from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.config import RunConfig, caller_id
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.executor import ThreadPool
@@ -199,7 +199,7 @@ class RunService:
 
     async def _check_thread(self, thread_id: str) -> RunRecord | None:
         """The thread's latest run, checked: a thread belongs to the app of its runs."""
-        latest = await self._latest(thread_id)
+        latest = await self._latest(caller_id("thread_id", thread_id))
         return latest if latest is None else self.check_run(latest, f"thread {thread_id!r}")
 
     async def setup(self) -> None:
@@ -284,8 +284,10 @@ class RunService:
         parked_too: bool = False,
     ) -> RunResult:
         """Continue ``run``; ``parked_too``: an operator's Continue, which may also go on
-        with a parked (``needs_review``) run."""
+        with a parked (``needs_review``) run. The timeouts and limit ``cfg`` names win;
+        the others are the run's stored ones (:meth:`RunConfig.going_on`)."""
         run = continuable(run.thread_id, run, parked_too=parked_too)
+        cfg = cfg.going_on(run.config)
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
             return await self._previous(verdict)._continue(
@@ -327,6 +329,7 @@ class RunService:
         audit: AuditRecord | None = None,
     ) -> RunResult:
         spec, heads = self._graph()
+        cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
             return await self._previous(verdict)._answer(run, answer, cfg, emit, audit=audit)
@@ -473,6 +476,8 @@ class RunService:
         ``tenant`` filters an unbound service's listing by tenant; ``parent_run_id``
         lists the runs made from that run (its replays and branches); ``before`` (a run,
         or its id: a page's last) lists the runs after it, the next page."""
+        if thread_id is not None:
+            thread_id = caller_id("thread_id", thread_id)
         await self.setup()
         app_id, tenant = listing_filters(self.scope, tenant)
         found = await self.store.list_runs(
@@ -506,6 +511,7 @@ class RunService:
         return run.created_at, run.run_id
 
     async def get_run(self, run_id: str) -> RunRecord:
+        run_id = caller_id("run_id", run_id)  # a path's or argument's id: no invisible text
         await self.setup()
         run = await self.store.get_run(run_id)
         if run is None:

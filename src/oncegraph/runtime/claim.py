@@ -9,7 +9,9 @@ Invariants:
 
 * New attempts start only while the claim is ``open``: :meth:`Claim.check_open` raises
   once the run has stopped (a sync node abandoned by a timeout cannot start an effect
-  after its caller got an answer) or the lock may have been lost.
+  after its caller got an answer) or the lock may have been lost. A lost lock is not the
+  node's failure: the task stops as a crashed holder does (:mod:`oncegraph.runtime.tasks`)
+  and the run is claimed again.
 * A call that outlived its waiter (a sync tool's thread after its timeout and grace, a
   coroutine that ignored cancellation) is *kept*: the claim, and so the run's lock, is
   held until the call ends and its outcome is recorded, so no one else can start
@@ -91,8 +93,11 @@ class Claim:
         """Raise unless a new attempt may start under this claim."""
         if self.lost:
             raise LeaseLostError(
-                f"run {self.run_id}: the connection holding its lock broke, so another "
-                "process may hold it now; no new attempt is started here."
+                f"run {self.run_id}: the connection holding its lock broke (the database "
+                "restarted, or the session was ended), so another process may hold it now; "
+                "no new attempt is started here and the run is left as it is, not failed. "
+                "A worker claims it again once its lease runs out; without workers, "
+                "continue it with app.resume(run_id, ...) or invoke(None, config)."
             )
         if not self._open:
             raise RunClosedError(

@@ -13,6 +13,10 @@ error restarts from the top after the policy's wait (``RunConfig.sleep``): effec
 results its failed attempt staged are saved first, so the new attempt finds them in
 the ledger instead of calling again. Nothing here writes to a store except through
 ``save`` (the driver's hook that keeps a finished sibling's writes) and that flush.
+
+A node that stops because this process lost the run (``LeaseLostError``: its lock's
+session broke, its token moved on) did not fail: its outcome is a crash (write no
+status, record what finished under the fence), and the run is claimed again.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from oncegraph._waiting import wait_done
 from oncegraph.errors import (
     GraphInterrupt,
     InterruptSwallowedError,
+    LeaseLostError,
     NodeTimeoutError,
     OnceGraphError,
+    StorageError,
     ToolTimeoutError,
     _CrashSignal,
     _ParkSignal,
@@ -179,6 +185,9 @@ async def _outcome(
         except _CrashSignal as sig:
             return TaskOutcome(task.node, crash=sig, task=key)
         except Exception as exc:
+            if _lost_lease(ctx, exc):  # not the node's failure: this process lost the run
+                await _record_finished(ctx)
+                return TaskOutcome(task.node, crash=exc, task=key)
             if ctx.interrupt_raised is not None and not isinstance(exc, OnceGraphError):
                 exc = InterruptSwallowedError(
                     f"node {task.node!r} caught the interrupt signal and raised "
@@ -187,6 +196,34 @@ async def _outcome(
                 )
             if not await _retry(node, ctx, exc, attempt):
                 return TaskOutcome(task.node, error=exc, task=key)
+
+
+def _lost_lease(ctx: TaskContext, exc: Exception) -> bool:
+    """Did ``exc`` come from this process losing the run, not from the node itself?
+
+    A ``LeaseLostError`` (the run's lock session broke, e.g. the database restarted, or
+    its fencing token moved on), or a store error while the claim knows its lock may be
+    gone. The run then stops as a crashed holder does: no status is written (it stays
+    ``running`` under a lease that runs out), so a worker claims it again and it goes on
+    from its last checkpoint, instead of becoming ``failed`` and waiting for an operator.
+    """
+    if isinstance(exc, LeaseLostError):
+        return True
+    claim = ctx.claim
+    return isinstance(exc, StorageError) and claim is not None and claim.lost
+
+
+async def _record_finished(ctx: TaskContext) -> None:
+    """Results of calls that ended, staged for the step's commit: recorded now, under the
+    run's fence, as far as it lets them (a result is never dropped while this process may
+    still write it; once another holder took the run, the fence refuses the write and
+    that holder applies the effect's class policy to the open record)."""
+    staged, ctx.staged_effects = list(ctx.staged_effects), []
+    for record in staged:
+        try:
+            await ctx.store.save_effect(record, fence=ctx.fence)
+        except OnceGraphError:
+            return  # fenced out, or the store is gone: nothing more is written here
 
 
 def _retryable(exc: Exception) -> bool:

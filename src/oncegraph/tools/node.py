@@ -1,6 +1,7 @@
 """``ToolNode``: run the tool calls of the last assistant message through the ledger.
 
-Each call is its own command (``<assistant message id>:<tool_call_id>``) and its own
+Each call is its own command (``<assistant message id>:<tool_call_id>``, each part in
+the form every store keeps: :func:`~oncegraph.ledger.keys.tool_command_id`) and its own
 effect record, so finished siblings are served from the ledger when the node re-runs.
 Calls run in parallel, at most ``limits.concurrency`` at once; a turn over
 ``limits.per_turn`` or ``limits.per_run`` runs nothing and tells the model why
@@ -114,20 +115,26 @@ class ToolNode:
                 tool.validate(args)
             except ToolArgumentsError:
                 continue  # answered with an error, never called: nothing to plan
-            record = intent_record(
-                key_run_id=key_run_id,
-                run_id=run_id,
-                thread_id=thread_id,
-                node=node,
-                checkpoint_id=checkpoint_id,
-                effect_type=tool.name,
-                effect_class=tool.effect,
-                command_id=tool_command_id(str(message_id), call_id),
-                request=args,
-                recipient=tool.recipient_for(args),
-                key=hash_key,
-                row_version=1,
-            )
+            try:
+                record = intent_record(
+                    key_run_id=key_run_id,
+                    run_id=run_id,
+                    thread_id=thread_id,
+                    node=node,
+                    checkpoint_id=checkpoint_id,
+                    effect_type=tool.name,
+                    effect_class=tool.effect,
+                    command_id=tool_command_id(str(message_id), call_id),
+                    request=args,
+                    recipient=tool.recipient_for(args),
+                    key=hash_key,
+                    row_version=1,
+                )
+            except ConfigError:
+                # arguments no request hash can be taken of (text with a lone surrogate):
+                # nothing to plan; the step itself says what is wrong, and the run fails
+                # resumable instead of stopping inside its commit with the thread held
+                continue
             intents.append(record)
         return intents
 

@@ -18,6 +18,8 @@ Invariants:
   LISTENs on ``oncegraph_runs`` (:mod:`oncegraph.worker.listen`): a submit's NOTIFY, sent
   in the transaction that queues the run, wakes an idle worker at once. Polling every
   ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
+  Once a claim a notice caused found nothing, notices wake the worker at most once per
+  :data:`~oncegraph.worker.listen.WAKE_INTERVAL` (a NOTIFY flood costs few claims).
 * **Only its own app's runs** (law 15): the claim takes only runs of the app's id that
   its graph can run (:class:`~oncegraph.worker.queue.Runnable`); a run it claimed and
   still finds it cannot run (a version it cannot continue) is handed back to the queue
@@ -57,7 +59,7 @@ from oncegraph.errors import (
 )
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
-from oncegraph.worker.listen import listen_for_runs
+from oncegraph.worker.listen import Wakeups, listen_for_runs
 from oncegraph.worker.queue import Claimed, Runnable, RunQueue
 
 log = logging.getLogger("oncegraph.worker")
@@ -163,9 +165,13 @@ class Worker:
         await self.app.setup()
         log.info("worker %s started (concurrency %d)", self.owner, self.concurrency)
         heartbeat = asyncio.create_task(self._heartbeat(), name="oncegraph-heartbeat")
+        # notices wake the loop at once, but at most once an interval while the claims they
+        # cause find nothing: anyone who may connect can NOTIFY, and a flood must not keep
+        # this worker claiming
+        wakeups = Wakeups(self._wake.set)
         listener = (
             asyncio.create_task(
-                listen_for_runs(self.queue.store, self._wake.set, on_listening=self.listening.set),
+                listen_for_runs(self.queue.store, wakeups.notice, on_listening=self.listening.set),
                 name="oncegraph-listen",
             )
             if self.listen
@@ -182,6 +188,7 @@ class Worker:
                         claimed = await self.queue.claim_runs(
                             self.owner, self.lease_seconds, free, skip=self._not_mine
                         )
+                        wakeups.claimed(bool(claimed))
                     except OnceGraphError as exc:
                         log.warning("claim failed (retrying): %s", exc)
                 for found in claimed:
@@ -204,6 +211,7 @@ class Worker:
                 listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
+            wakeups.close()
             await self._shutdown()
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -11,6 +11,10 @@ Invariants an implementer keeps:
 - Every tool call in a response has a non-empty ``id`` that is unique within the
   response; when the provider gives none the adapter assigns ``call_1``, ``call_2``, ...
   in order (:func:`synthetic_call_id`), so the same response always gets the same ids.
+  An id holding a character no store keeps (NUL, a lone surrogate: a provider's or a
+  model's text) is rewritten by :class:`ModelResponse` itself, for every adapter, into
+  its :func:`~oncegraph.ledger.keys.storable_id` form: the stored assistant message, the
+  tool's answer and the next request all carry that one id.
 - A model that can stream also offers ``generate_stream`` (:class:`StreamingChatModel`):
   the same call through the provider's streaming API, handing each text delta to
   ``on_text`` as it arrives and returning the WHOLE response, equal to what ``generate``
@@ -36,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
+from oncegraph.ledger.keys import storable_id
 from oncegraph.messages import Message, ToolCall, ToolSpec
 
 PROVIDERS: Mapping[str, tuple[str, str]] = {
@@ -107,6 +112,18 @@ class ModelResponse:
     usage: Mapping[str, int] = field(default_factory=dict)
     raw_finish_reason: str | None = None
     model: str | None = None
+
+    def __post_init__(self) -> None:
+        # A provider's id with NUL or a lone surrogate would fail every commit of the
+        # run (PostgreSQL text holds no NUL; no store encodes a surrogate) and leave
+        # its thread blocked: each such id gets the form every store keeps.
+        calls = self.tool_calls
+        if any(storable_id(c["id"]) != c["id"] for c in calls if isinstance(c.get("id"), str)):
+            fixed = tuple(
+                {**c, "id": storable_id(c["id"])} if isinstance(c.get("id"), str) else c
+                for c in calls
+            )
+            object.__setattr__(self, "tool_calls", fixed)
 
     def to_message(self, message_id: str) -> Message:
         """The assistant message to append to the conversation, with its persistent id."""

@@ -41,6 +41,7 @@ from oncegraph.errors import (
     StorageError,
 )
 from oncegraph.storage.protocols import Checkpointer, Pruner, RequestHashKeys, ThreadOpening
+from oncegraph.testing.conformance_requests import IdempotencyConformance
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     Attempt,
@@ -286,8 +287,10 @@ class _WithoutPrune:
         return getattr(self._inner, name)
 
 
-class CheckpointerConformance:
-    """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends."""
+class CheckpointerConformance(IdempotencyConformance):
+    """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends
+    (idempotency keys' in :class:`~oncegraph.testing.conformance_requests.
+    IdempotencyConformance`)."""
 
     @pytest.fixture
     def reopen(self) -> Reopen | None:

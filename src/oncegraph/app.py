@@ -38,6 +38,7 @@ from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import answers, reading
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.launch import Launch
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
 from oncegraph.runs.submitted import Submitted
@@ -233,12 +234,25 @@ class CompiledGraph:
             )
         return cfg.thread_id
 
-    async def _run(self, input: Any, cfg: RunConfig, service: RunService, emit: Any = None) -> Any:
+    async def _run(
+        self,
+        input: Any,
+        cfg: RunConfig,
+        service: RunService,
+        emit: Any = None,
+        launch: Launch | None = None,
+    ) -> Any:
         input = await answers.route(service, cfg, input)
+        if launch is not None and service is not self._service:
+            raise ConfigError(
+                "launch= says who a stored run is started for; this graph was compiled "
+                "without a checkpointer, so there is no run to keep it: "
+                "compile(checkpointer=...)"
+            )
         try:
             if emit is None:
-                return await service.run(input, cfg)
-            return await service.run(input, cfg, emit)
+                return await service.run(input, cfg, launch=launch)
+            return await service.run(input, cfg, emit, launch=launch)
         except UnfinishedRunError as exc:
             exc.add_note(_DIFFERS)
             raise
@@ -252,15 +266,19 @@ class CompiledGraph:
         *,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """Run to the end (or the next interrupt) and return the state. ``launch``: who the
+        run is for, for a surface that acts for its callers (:mod:`oncegraph.runs.launch`:
+        the run carries its actor and its start is audited)."""
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
         service, cfg = self._for_run(config, interrupt_before, interrupt_after)
-        result = await self._run(input, cfg, service)
+        result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
 
     def invoke(
@@ -270,6 +288,7 @@ class CompiledGraph:
         *,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         task = current_task()
@@ -279,7 +298,11 @@ class CompiledGraph:
             return invoke_inside(self, task, input)
         return run_sync(
             self.ainvoke(
-                input, config, interrupt_before=interrupt_before, interrupt_after=interrupt_after
+                input,
+                config,
+                interrupt_before=interrupt_before,
+                interrupt_after=interrupt_after,
+                launch=launch,
             ),
             "invoke",
         )
@@ -332,8 +355,11 @@ class CompiledGraph:
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
+        """The run's chunks as it goes (``stream_mode``); ``launch`` as for
+        :meth:`ainvoke`."""
         single = isinstance(stream_mode, str)
         modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
         if not modes or not modes <= STREAM_MODES:
@@ -362,7 +388,9 @@ class CompiledGraph:
                 item = (ns, item) if single else (ns, mode, payload)
             queue.put_nowait(item)
 
-        task = asyncio.ensure_future(self._run(input, cfg, service, keeping(modes, emit)))
+        task = asyncio.ensure_future(
+            self._run(input, cfg, service, keeping(modes, emit), launch=launch)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(done))
         try:
             while True:
@@ -384,6 +412,7 @@ class CompiledGraph:
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
         return iterate_sync(
@@ -394,6 +423,7 @@ class CompiledGraph:
                 subgraphs=subgraphs,
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
+                launch=launch,
             ),
             "stream",
         )

@@ -25,7 +25,7 @@ from starlette.responses import Response, StreamingResponse
 
 from oncegraph.server import bodies, operations, sse
 from oncegraph.server.auth import Role
-from oncegraph.server.context import graph, need, shown, visible_thread
+from oncegraph.server.context import graph, need, served, shown, visible_thread
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import Event, RunStream
 from oncegraph.server.problems import bad_request
@@ -161,7 +161,7 @@ async def _stream(
     t = Translate(stream.thread_id, client_run_id, view)
     yield _data(t.started(stream.run_id))
     status = None
-    async for item in stream.follow(0):
+    async for item in stream.follow(0, served(request).hub.keepalive):
         if isinstance(item, int):
             if item < 0:
                 yield b": keep-alive\n\n"

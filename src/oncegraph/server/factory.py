@@ -28,9 +28,11 @@ from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.server import api, openapi, ui
 from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served
-from oncegraph.server.hub import RunHub
+from oncegraph.server.hub import KEEPALIVE, RunHub
+from oncegraph.server.idempotency import DEFAULT_WINDOW, Keys
 from oncegraph.server.limits import BodyLimit, RateLimit
 from oncegraph.server.problems import ApiError, from_exception, response
+from oncegraph.server.recovery import RECOVER_EVERY, Recovery
 
 log = logging.getLogger("oncegraph.server")
 STATIC = Path(__file__).parent / "static"
@@ -73,11 +75,20 @@ def create_app(
     burst: int = BURST,
     max_runs: int = 256,
     max_events: int = 2000,
+    idempotency_window: float = DEFAULT_WINDOW,
+    recover_every: float | None = RECOVER_EVERY,
+    recover: bool = True,
+    keepalive: float = KEEPALIVE,
 ) -> ASGIApp:
     """The server's ASGI app for ``graph`` (which must have a checkpointer).
 
     ``keys``: see :func:`oncegraph.server.auth.key_ring` (``None`` reads
     ``ONCEGRAPH_API_KEYS``; with none anywhere, an admin key is generated and printed).
+    ``idempotency_window``: seconds an ``Idempotency-Key`` is kept (its first request
+    answers every retry for that long; 24 h). ``recover``: take over, at start-up and
+    then every ``recover_every`` seconds (None: at start-up only), the app's runs a dead
+    process left ``running`` (:mod:`oncegraph.server.recovery`). ``keepalive``: seconds
+    of silence before an event stream sends a comment line.
     """
     if not isinstance(graph, CompiledGraph):
         raise ConfigError(f"create_app() needs a compiled graph; got {type(graph).__name__}")
@@ -89,14 +100,22 @@ def create_app(
         from oncegraph.server.auth import announce
 
         announce(generated)
-    hub = RunHub(graph, max_runs=max_runs, max_events=max_events)
+    if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or keepalive <= 0:
+        raise ConfigError(f"keepalive must be a positive number of seconds; got {keepalive!r}")
+    keys_kept = Keys(idempotency_window)
+    hub = RunHub(graph, max_runs=max_runs, max_events=max_events, keepalive=keepalive)
+    recovery = Recovery(hub, every=recover_every) if recover else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await graph.setup()
+        if recovery is not None:
+            recovery.start()
         try:
             yield
         finally:
+            if recovery is not None:
+                await recovery.stop()
             await hub.aclose()
 
     app = Starlette(
@@ -116,6 +135,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.served = Served(graph, ring, hub)
+    app.state.keys = keys_kept
+    app.state.recovery = recovery
     app.state.max_body = max_body
     app.state.generated_key = generated
     return RateLimit(BodyLimit(app, max_body), rate, burst)

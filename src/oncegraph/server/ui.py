@@ -15,6 +15,7 @@ and asks for confirmation and a reason). Every form posts to ``/ui/...`` routes 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from oncegraph.server.context import (
     visible_runs,
 )
 from oncegraph.server.diff import state_diff
+from oncegraph.server.idempotency import ui_route
 from oncegraph.server.problems import ApiError, bad_request, from_exception
 from oncegraph.storage.records import RunStatus
 
@@ -68,6 +70,9 @@ def _when(ts: Any) -> str:
 
 
 _env.filters["pretty"] = _pretty
+# Each form's own idempotency key, made per page: a form posted twice (a double click, a
+# resend after a lost answer) acts once (oncegraph.server.idempotency).
+_env.globals["request_key"] = lambda: secrets.token_urlsafe(18)
 _env.filters["when"] = _when
 _env.filters["q"] = lambda s: quote(str(s), safe="")
 
@@ -345,6 +350,11 @@ async def _ui_home(request: Request) -> Response:
     return RedirectResponse("/ui/runs", status_code=303)
 
 
+def _form(handler: Callable[[Request, Principal], Awaitable[Response]], **how: bool) -> Any:
+    """A command form's route: logged in, once per its idempotency key."""
+    return guarded(ui_route(handler, **how))
+
+
 routes = [
     Route("/ui", _ui_home, methods=["GET"]),
     Route("/ui/login", login_page, methods=["GET"]),
@@ -352,17 +362,17 @@ routes = [
     Route("/ui/logout", logout, methods=["POST"]),
     Route("/ui/runs", guarded(runs_page), methods=["GET"]),
     Route("/ui/runs/{run_id}", guarded(run_page), methods=["GET"]),
-    Route("/ui/runs/{run_id}/continue", guarded(do_continue), methods=["POST"]),
-    Route("/ui/runs/{run_id}/replay", guarded(do_replay), methods=["POST"]),
-    Route("/ui/runs/{run_id}/branch", guarded(do_branch), methods=["POST"]),
-    Route("/ui/runs/{run_id}/abandon", guarded(do_abandon), methods=["POST"]),
-    Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", guarded(do_resolve), methods=["POST"]),
-    Route("/ui/runs/{run_id}/effects/{effect_id}/check", guarded(do_check), methods=["POST"]),
+    Route("/ui/runs/{run_id}/continue", _form(do_continue), methods=["POST"]),
+    Route("/ui/runs/{run_id}/replay", _form(do_replay, binds_run=True), methods=["POST"]),
+    Route("/ui/runs/{run_id}/branch", _form(do_branch, binds_run=True), methods=["POST"]),
+    Route("/ui/runs/{run_id}/abandon", _form(do_abandon), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", _form(do_resolve), methods=["POST"]),
+    Route("/ui/runs/{run_id}/effects/{effect_id}/check", _form(do_check), methods=["POST"]),
     Route(
         "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
     ),
     Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(do_redeliver), methods=["POST"]
+        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", _form(do_redeliver), methods=["POST"]
     ),
 ]
 

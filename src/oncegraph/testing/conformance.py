@@ -41,7 +41,6 @@ from oncegraph.errors import (
     StorageError,
 )
 from oncegraph.storage.protocols import Checkpointer, Pruner, RequestHashKeys, ThreadOpening
-from oncegraph.testing.conformance_requests import IdempotencyConformance
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     Attempt,
@@ -58,6 +57,7 @@ from oncegraph.storage.records import (
     TaskWrite,
     now,
 )
+from oncegraph.testing.conformance_requests import IdempotencyConformance
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
 

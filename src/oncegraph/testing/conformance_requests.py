@@ -144,7 +144,7 @@ class IdempotencyConformance:
         scope = _scope() + " 'quoted'; -- ? %s $1 \\"
         key = "k'; DROP TABLE x; -- ? %s $1 \\ " + "z" * (MAX_KEY - 40)
         record = _record(scope, key)
-        stored, created = await store.claim_request(record)
+        _, created = await store.claim_request(record)
         assert created and await store.get_request(scope, key) == record
         assert await store.finish_request(record, status_code=201, response=ANSWER)
         found = await store.get_request(scope, key)

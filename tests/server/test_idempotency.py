@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+from gated import Gate, serve_gated
 from shop import ADMIN, KEYS, OPERATOR, USER, VIEWER, Shop, auth
 from starlette.requests import Request
 from starlette.testclient import TestClient
 
-from conftest import client_for, close_store, free_port, make_checkpointer
-from oncegraph import END, START, FaultPlan, StateGraph
+from conftest import client_for
+from oncegraph import FaultPlan
 from oncegraph.errors import ConfigError, _CrashSignal
 from oncegraph.ids import new_run_id
 from oncegraph.runs.launch import Launch
@@ -30,36 +29,9 @@ from oncegraph.runtime.portal import run_sync
 from oncegraph.server import create_app
 from oncegraph.server.idempotency import REPLAYED, _fingerprint
 from oncegraph.server.operations import RETRIED
-from oncegraph.storage.checkpointer import InMemoryCheckpointer
 from oncegraph.storage.protocols import Checkpointer, IdempotencyStore
 from oncegraph.storage.records import now
 from oncegraph.storage.requests import IdempotencyRecord
-from oncegraph.testing.provider import FakeProvider
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def kept(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
-    """Idempotency keys on every store."""
-    kind = str(request.param)
-    if kind == "memory":
-        yield InMemoryCheckpointer()
-        return
-    dsn = request.getfixturevalue("fresh_dsn") if kind == "postgres" else None
-    found = make_checkpointer(kind, tmp_path, dsn)
-    yield found
-    close_store(found)
-
-
-@pytest.fixture
-def kshop(kept: Checkpointer) -> Iterator[Shop]:
-    with FakeProvider() as provider:
-        yield Shop(kept, provider)
-
-
-@pytest.fixture
-def kclient(kshop: Shop) -> Iterator[TestClient]:
-    with client_for(kshop, recover=False) as c:
-        yield c
 
 
 def keyed(key: str, who: str = OPERATOR) -> dict[str, str]:
@@ -264,52 +236,10 @@ def _hash_for(path: str, body: dict[str, Any]) -> str:
 # -- in flight ---------------------------------------------------------------------------------
 
 
-class Gate:
-    """A graph whose one node waits for the test to open the gate."""
-
-    def __init__(self, store: Checkpointer) -> None:
-        self.opened = threading.Event()
-        self.entered = threading.Event()
-        gate = self
-
-        def work(state: dict[str, Any]) -> dict[str, Any]:
-            gate.entered.set()
-            assert gate.opened.wait(60), "the test never opened the gate"
-            return {"done": state.get("done", 0) + 1}
-
-        graph: StateGraph[Any] = StateGraph(dict)
-        graph.add_node("work", work)
-        graph.add_edge(START, "work")
-        graph.add_edge("work", END)
-        self.app = graph.compile(checkpointer=store, name="gated")
-
-
 @pytest.fixture
 def gated(kept: Checkpointer) -> Iterator[tuple[Gate, str]]:
-    import uvicorn
-
-    gate = Gate(kept)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(gate.app, keys=KEYS, recover=False),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield gate, f"http://127.0.0.1:{port}"
-    finally:
-        gate.opened.set()
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serve_gated(kept) as found:
+        yield found
 
 
 def test_a_key_whose_first_request_is_in_flight_is_409(gated: tuple[Gate, str]) -> None:

@@ -93,6 +93,43 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        idempotency_window: Annotated[
+            float | None,
+            typer.Option(
+                "--idempotency-window",
+                min=0.001,
+                help="seconds an Idempotency-Key is kept: a request sent again with its "
+                "key within it gets the first answer (default 86400: 24 h)",
+                show_default=False,
+            ),
+        ] = None,
+        recover_every: Annotated[
+            float | None,
+            typer.Option(
+                "--recover-every",
+                min=0.001,
+                help="seconds between passes that take over the runs a dead process left "
+                "running (default 30; the first pass is at start-up)",
+                show_default=False,
+            ),
+        ] = None,
+        recover: Annotated[
+            bool,
+            typer.Option(
+                "--recover/--no-recover",
+                help="take over the app's runs a dead process left running",
+            ),
+        ] = True,
+        keepalive: Annotated[
+            float | None,
+            typer.Option(
+                "--keepalive",
+                min=0.001,
+                help="seconds of silence before an event stream sends a comment line "
+                "(default 15)",
+                show_default=False,
+            ),
+        ] = None,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
@@ -103,11 +140,24 @@ def register(app: typer.Typer) -> None:
         chosen = choose(database, database_file, required=False)
         configure_logging(log_format, log_level)
         server = _server_module()
+        # only what was given: the server's own defaults stay in one place
+        given: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("idempotency_window", idempotency_window),
+                ("recover_every", recover_every),
+                ("keepalive", keepalive),
+            )
+            if value is not None
+        }
+        if not recover:
+            given["recover"] = False
         code = server.serve(
             target,
             host=host,
             port=port,
             database=chosen.where if chosen is not None else None,
+            **given,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
 

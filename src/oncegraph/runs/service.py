@@ -242,6 +242,11 @@ class RunService:
             asked = None if launch is None else _answer_audit(launch, start.run)
             return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
         run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING, launch=launch)
+        if launch is not None and launch.run_id and await self.store.get_run(run.run_id):
+            raise ConfigError(  # the store refuses it too; this says why, on every store
+                f"run {run.run_id} exists already: Launch(run_id=...) names a NEW run (a "
+                "fresh oncegraph.ids.new_run_id()); nothing was started"
+            )
         claim = await claims.new(self.store, run)
         driver = self._driver(cfg, emit, claim)
         try:

@@ -31,6 +31,8 @@ again if it still applies.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import json
 from collections.abc import Awaitable, Callable
@@ -79,8 +81,10 @@ class Keys:
 class Keyed:
     """The claimed key of the request being served (``request.state.keyed``)."""
 
+    # ``retried``: the key was claimed before this request: its first request finished
+    # (a stream is served again) or its process is gone (nobody held the key)
     record: IdempotencyRecord
-    retried: bool  # the key was claimed before: its first request's process is gone
+    retried: bool
 
 
 def keyed(request: Request) -> Keyed | None:
@@ -95,7 +99,8 @@ def bound_run(request: Request) -> str | None:
 
 
 def retried(request: Request) -> bool:
-    """Is this request going on in the place of a first one whose process died?"""
+    """Was this request's key claimed before (see :class:`Keyed`)? Then what its first
+    send did may be done already: a command looks before it acts again."""
     found = keyed(request)
     return found is not None and found.retried
 
@@ -144,7 +149,8 @@ async def once(
             request, again, handler, store, lock, scope, key, fingerprint, binds_run, streams
         )
     finally:
-        await lock.release()
+        with contextlib.suppress(Exception):  # at worst it goes with this process
+            await asyncio.shield(lock.release())
 
 
 async def _serve(
@@ -177,9 +183,11 @@ async def _serve(
     request.state.keyed = Keyed(stored, retried=not created)
     try:
         given = await handler(again)
-    except BaseException:
+    except Exception:
         await _given_back(request, store, stored)
         raise
+    # cancelled (the server stops): the key stays in flight, as after a crash; a retry
+    # finds what the request did and goes on from there
     if given.status_code >= 400:  # refused (the UI renders its refusals as pages)
         await _given_back(request, store, stored)
         return given

@@ -303,14 +303,10 @@ def test_commands_sent_again_act_once(kshop: Shop, kclient: TestClient) -> None:
         f"/api/runs/{run_id}/abandon", headers=keyed("c-3"), json={"reason": "x"}
     )
     assert gone_again.json() == gone.json() and gone_again.headers[REPLAYED] == "true"
-    assert [a for a in audit_of(kclient, run_id) if a[0] == "abandon"] == [
-        ("abandon", "api:otto")
-    ]
+    assert [a for a in audit_of(kclient, run_id) if a[0] == "abandon"] == [("abandon", "api:otto")]
 
 
-def test_a_streamed_start_sent_again_streams_the_same_run(
-    kshop: Shop, kclient: TestClient
-) -> None:
+def test_a_streamed_start_sent_again_streams_the_same_run(kshop: Shop, kclient: TestClient) -> None:
     body = {"input": USER}
     first = kclient.post("/api/threads/t-stream/runs/stream", headers=keyed("s-1"), json=body)
     assert first.status_code == 200, first.text
@@ -333,16 +329,72 @@ def test_the_ui_gives_each_form_its_key_and_a_form_posted_twice_acts_once(
     run_id, _ = kshop.parked("t-ui-key")
     login(kclient, OPERATOR)
     page = kclient.get(f"/ui/runs/{run_id}").text
-    keys = [
-        part.split('"', 1)[0]
-        for part in page.split('name="idempotency_key" value="')[1:]
-    ]
+    keys = [part.split('"', 1)[0] for part in page.split('name="idempotency_key" value="')[1:]]
     assert len(keys) >= 4 and len(set(keys)) == len(keys)  # one per form, each its own
     form = {"reason": "stop here", "idempotency_key": keys[0]}
     first = kclient.post(f"/ui/runs/{run_id}/abandon", data=form, follow_redirects=False)
     assert first.status_code == 303, first.text
     again = kclient.post(f"/ui/runs/{run_id}/abandon", data=form, follow_redirects=False)
     assert again.status_code == 303 and again.headers["location"] == first.headers["location"]
-    assert [a for a in audit_of(kclient, run_id) if a[0] == "abandon"] == [
-        ("abandon", "api:otto")
-    ]
+    assert [a for a in audit_of(kclient, run_id) if a[0] == "abandon"] == [("abandon", "api:otto")]
+
+
+def test_an_agui_run_sent_again_streams_the_same_run(kshop: Shop, kclient: TestClient) -> None:
+    body = {
+        "threadId": "t-agui-key",
+        "runId": "client-run-1",
+        "messages": [{"id": "u1", "role": "user", "content": "refund order 1042"}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    answers = [kclient.post("/api/agui", headers=keyed("a-1"), json=body) for _ in range(2)]
+    (run,) = runs_of(kshop, "t-agui-key")
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        started = orjson.loads(answer.text.split("data: ", 1)[1].split("\n", 1)[0])
+        assert started["type"] == "RUN_STARTED"
+        assert started["metadata"]["oncegraph_run_id"] == run.run_id
+        assert "RUN_FINISHED" in answer.text
+    assert kshop.performed() == 1
+
+
+def test_a_replay_or_branch_whose_server_died_is_not_made_twice(
+    kshop: Shop, kclient: TestClient
+) -> None:
+    parent = kshop.completed("t-made")
+    service = kshop.app.service
+    # a replay the dead server had made (and run to its end) before it could answer
+    replay = {"mode": "evidence", "reason": "what happened"}
+    bound = new_run_id()
+    run_sync(
+        service.replay(
+            parent, mode="evidence", reason="what happened", actor="api:otto", new_run_id=bound
+        ),
+        "replay",
+    )
+    path = f"/api/runs/{parent}/replay"
+    _in_flight(kshop, "m-1", path, replay, bound)
+    again = kclient.post(path, headers=keyed("m-1"), json=replay)
+    assert again.status_code == 201, again.text
+    assert again.json()["run"]["run_id"] == bound and again.json()["run"]["status"] == "completed"
+    assert "output" in again.json()
+    # a branch likewise: the one it made, with what differs from where it was made
+    patch = {"patch": {"messages": [{"role": "user", "content": "and order 7"}]}, "reason": "x"}
+    branched = new_run_id()
+    run_sync(
+        service.branch(
+            parent, None, patch=patch["patch"], reason="x", actor="api:otto", new_run_id=branched
+        ),
+        "branch",
+    )
+    path = f"/api/runs/{parent}/branch"
+    _in_flight(kshop, "m-2", path, patch, branched)
+    made = kclient.post(path, headers=keyed("m-2"), json=patch)
+    assert made.status_code == 201, made.text
+    assert made.json()["run"]["run_id"] == branched and made.json()["checkpoint_id"]
+    assert [d["channel"] for d in made.json()["diff"]] == ["messages"]
+    children = kclient.get(f"/api/runs/{parent}", headers=auth(VIEWER)).json()["lineage"]
+    assert {c["run_id"] for c in children["children"]} == {bound, branched}
+    assert kshop.performed() == 1

@@ -23,7 +23,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from oncegraph.server import bodies, operations, sse
+from oncegraph.server import bodies, idempotency, operations, sse
 from oncegraph.server.auth import Role
 from oncegraph.server.context import graph, need, served, shown, visible_thread
 from oncegraph.server.encode import Shown
@@ -193,6 +193,15 @@ async def run(request: Request) -> Response:
     client_run_id = bodies.required_text(body, "runId")
     principal = need(request, Role.OPERATOR)
     thread_id = visible_thread(principal, thread_id, acting=True)
+    bound = idempotency.bound_run(request)
+    made = await operations.stored_run(request, bound) if bound is not None else None
+    if made is not None:  # sent before with its Idempotency-Key: that run again
+        stream = await operations.join(request, principal, made)
+        return StreamingResponse(
+            _stream(request, stream, client_run_id, shown(request, principal)),
+            media_type=sse.MEDIA_TYPE,
+            headers=sse.HEADERS,
+        )
     # the thread's messages so far: what the client sends again is not new input
     state = await graph(request).aget_state({"thread_id": thread_id})
     known = {

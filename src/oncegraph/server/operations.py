@@ -90,7 +90,7 @@ async def launch(
         return principal, await hub.start(thread_id, None, config, app, launch=launch), wait
     bound = idempotency.bound_run(request)
     if bound is not None:
-        existing = await _stored_run(request, bound)
+        existing = await stored_run(request, bound)
         if existing is not None:  # sent before: that run, not another
             return principal, await join(request, principal, existing), wait
     key = idempotency.keyed(request)
@@ -127,7 +127,8 @@ async def join(request: Request, principal: Principal, run: RunRecord) -> RunStr
         return stopped(await graph(request).aget_run(run.run_id))
 
 
-async def _stored_run(request: Request, run_id: str) -> RunRecord | None:
+async def stored_run(request: Request, run_id: str) -> RunRecord | None:
+    """Run ``run_id`` as the caller may see it, or None if there is none (yet)."""
     try:
         return await graph(request).aget_run(run_id)
     except errors.RunNotFoundError:
@@ -223,7 +224,7 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     started = time.time()
     view = shown(request, principal)
     bound = idempotency.bound_run(request)
-    made_before = await _stored_run(request, bound) if bound is not None else None
+    made_before = await stored_run(request, bound) if bound is not None else None
     if made_before is not None:  # sent before: that replay, gone on with if left running
         return await _settled(request, principal, made_before)
     try:
@@ -238,7 +239,7 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
         )
     except _RUN_OUTCOMES as exc:
         made = (
-            await _stored_run(request, bound)
+            await stored_run(request, bound)
             if bound is not None
             else await _newest_child(request, principal, parent.run_id, started)
         )
@@ -301,7 +302,7 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     parent = await visible_run(request, principal, run_id)
     view = shown(request, principal)
     bound = idempotency.bound_run(request)
-    made_before = await _stored_run(request, bound) if bound is not None else None
+    made_before = await stored_run(request, bound) if bound is not None else None
     if made_before is not None:  # sent before: that branch, not another
         return await _branched(request, principal, made_before)
     made = await graph(request).service.branch(
@@ -456,4 +457,5 @@ __all__ = [
     "replay",
     "resolve",
     "start",
+    "stored_run",
 ]

@@ -38,6 +38,7 @@ from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import answers, reading
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.launch import Launch
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
 from oncegraph.runs.submitted import Submitted
@@ -240,12 +241,25 @@ class CompiledGraph:
             )
         return cfg.thread_id
 
-    async def _run(self, input: Any, cfg: RunConfig, service: RunService, emit: Any = None) -> Any:
+    async def _run(
+        self,
+        input: Any,
+        cfg: RunConfig,
+        service: RunService,
+        emit: Any = None,
+        launch: Launch | None = None,
+    ) -> Any:
         input = await answers.route(service, cfg, input)
+        if launch is not None and service is not self._service:
+            raise ConfigError(
+                "launch= says who a stored run is started for; this graph was compiled "
+                "without a checkpointer, so there is no run to keep it: "
+                "compile(checkpointer=...)"
+            )
         try:
             if emit is None:
-                return await service.run(input, cfg)
-            return await service.run(input, cfg, emit)
+                return await service.run(input, cfg, launch=launch)
+            return await service.run(input, cfg, emit, launch=launch)
         except UnfinishedRunError as exc:
             exc.add_note(_DIFFERS)
             raise
@@ -259,15 +273,19 @@ class CompiledGraph:
         *,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
+        """Run to the end (or the next interrupt) and return the state. ``launch``: who the
+        run is for, for a surface that acts for its callers (:mod:`oncegraph.runs.launch`:
+        the run carries its actor and its start is audited)."""
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
         service, cfg = self._for_run(config, interrupt_before, interrupt_after)
-        result = await self._run(input, cfg, service)
+        result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
 
     def invoke(
@@ -277,6 +295,7 @@ class CompiledGraph:
         *,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
         task = current_task()
@@ -286,7 +305,11 @@ class CompiledGraph:
             return invoke_inside(self, task, input)
         return run_sync(
             self.ainvoke(
-                input, config, interrupt_before=interrupt_before, interrupt_after=interrupt_after
+                input,
+                config,
+                interrupt_before=interrupt_before,
+                interrupt_after=interrupt_after,
+                launch=launch,
             ),
             "invoke",
         )
@@ -341,8 +364,11 @@ class CompiledGraph:
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
+        """The run's chunks as it goes (``stream_mode``); ``launch`` as for
+        :meth:`ainvoke`."""
         shape = _stream_shape(self.spec, stream_mode, subgraphs)
         inside = current_task()
         if inside is not None and self.checkpointer is None:  # a subgraph of the running node
@@ -352,7 +378,9 @@ class CompiledGraph:
         service, cfg = self._for_run(config, interrupt_before, interrupt_after)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
-        task = asyncio.ensure_future(self._run(input, cfg, service, shape(queue.put_nowait)))
+        task = asyncio.ensure_future(
+            self._run(input, cfg, service, shape(queue.put_nowait), launch=launch)
+        )
         task.add_done_callback(lambda _: queue.put_nowait(done))
         try:
             while True:
@@ -374,6 +402,7 @@ class CompiledGraph:
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        launch: Launch | None = None,
         **kwargs: Any,
     ) -> Iterator[Any]:
         events = self.astream(
@@ -383,6 +412,7 @@ class CompiledGraph:
             subgraphs=subgraphs,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            launch=launch,
         )
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 
 from oncegraph.runtime.portal import run_sync
 from oncegraph.server import create_app
-from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.testing.provider import FakeProvider
 
@@ -124,3 +124,35 @@ def live(sqlite_shop: Shop) -> Iterator[Live]:
     found = start_live(sqlite_shop)
     yield found
     stop_live(found)
+
+
+# -- every store, memory included (idempotency keys, audit, recovery) ------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def kept(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
+    """Every store, the in-memory one too (what a server keeps: idempotency keys, audit
+    records, runs to take over)."""
+    kind = str(request.param)
+    if kind == "memory":
+        yield InMemoryCheckpointer()
+        return
+    dsn = request.getfixturevalue("fresh_dsn") if kind == "postgres" else None
+    found = make_checkpointer(kind, tmp_path, dsn)
+    yield found
+    close_store(found)
+
+
+@pytest.fixture
+def kshop(kept: Checkpointer) -> Iterator[Shop]:
+    with FakeProvider() as provider:
+        yield Shop(kept, provider)
+
+
+@pytest.fixture
+def kclient(kshop: Shop) -> Iterator[TestClient]:
+    """The shop's server with no recovery pass: a run a test leaves running stays so."""
+    with client_for(kshop, recover=False) as c:
+        yield c
+
+

@@ -131,7 +131,10 @@ def test_serving_an_example_answers_an_interrupt_over_http(tmp_path: Path) -> No
             assert went_on.status_code == 200, went_on.text
             assert went_on.json()["run"]["status"] == "completed"
             audit = client.get(f"/api/runs/{run['run_id']}/audit").json()["audit"]
-            assert [(a["action"], a["actor"]) for a in audit] == [("answer", "api:ops")]
+            assert [(a["action"], a["actor"]) for a in audit] == [
+                ("answer", "api:ops"),
+                ("start", "api:ops"),  # newest first: the run's start, then the answer
+            ]
             assert client.get("/ui/login").status_code == 200
 
 

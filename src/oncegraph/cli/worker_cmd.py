@@ -122,6 +122,43 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(min=1, help="burst per client address without a valid key (default 20)"),
         ] = None,
+        idempotency_window: Annotated[
+            float | None,
+            typer.Option(
+                "--idempotency-window",
+                min=0.001,
+                help="seconds an Idempotency-Key is kept: a request sent again with its "
+                "key within it gets the first answer (default 86400: 24 h)",
+                show_default=False,
+            ),
+        ] = None,
+        recover_every: Annotated[
+            float | None,
+            typer.Option(
+                "--recover-every",
+                min=0.001,
+                help="seconds between passes that take over the runs a dead process left "
+                "running (default 30; the first pass is at start-up)",
+                show_default=False,
+            ),
+        ] = None,
+        recover: Annotated[
+            bool,
+            typer.Option(
+                "--recover/--no-recover",
+                help="take over the app's runs a dead process left running",
+            ),
+        ] = True,
+        keepalive: Annotated[
+            float | None,
+            typer.Option(
+                "--keepalive",
+                min=0.001,
+                help="seconds of silence before an event stream sends a comment line "
+                "(default 15)",
+                show_default=False,
+            ),
+        ] = None,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
@@ -142,6 +179,18 @@ def register(app: typer.Typer) -> None:
             )
             if value is not None
         }
+        # only what was given: the server's own defaults stay in one place
+        given: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("idempotency_window", idempotency_window),
+                ("recover_every", recover_every),
+                ("keepalive", keepalive),
+            )
+            if value is not None
+        }
+        if not recover:
+            given["recover"] = False
         code = server.serve(  # a bad --origin is a ConfigError naming it, before serving
             target,
             host=host,
@@ -149,6 +198,7 @@ def register(app: typer.Typer) -> None:
             database=chosen.where if chosen is not None else None,
             origins=origin or None,
             **limits,
+            **given,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
 

@@ -4,8 +4,9 @@ The compiled app, the worker and the CLI call :class:`RunService`; none of them 
 a store directly.
 """
 
+from oncegraph.runs.launch import Launch
 from oncegraph.runs.service import RunResult, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 
-__all__ = ["RunResult", "RunService", "StateSnapshot", "Submitted"]
+__all__ = ["Launch", "RunResult", "RunService", "StateSnapshot", "Submitted"]

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 from oncegraph import _json
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.constants import START
-from oncegraph.ids import new_audit_id, new_checkpoint_id, new_run_id
+from oncegraph.ids import new_audit_id, new_checkpoint_id
+from oncegraph.ids import new_run_id as fresh_run_id
 from oncegraph.runs import claims
+from oncegraph.runs.launch import LAUNCH_KEY
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.runtime.engine import Head, TaskResult, next_nodes
@@ -99,8 +101,11 @@ class Replays:
         allow_irreversible: Iterable[str] = (),
         doubles: Mapping[str, Callable[..., Any]] | None = None,
         emit: Emit = ignore,
+        new_run_id: str | None = None,
     ) -> RunResult:
-        """A new run from ``checkpoint_id`` (default: the run's start), run in ``mode``."""
+        """A new run from ``checkpoint_id`` (default: the run's start), run in ``mode``.
+        ``new_run_id``: the new run's id, chosen by the caller (a fresh
+        :func:`~oncegraph.ids.new_run_id`: a request bound to it finds the replay again)."""
         _required(reason=reason, actor=actor)
         parent = await self.service.get_run(run_id)
         policy = ReplayPolicy.of(
@@ -111,7 +116,9 @@ class Replays:
         )
         policy = await self.service._with_answers(policy)
         cp = await self._checkpoint(parent, checkpoint_id)
-        run = self._new_run(parent, cp, "replay", RunStatus.RUNNING, mode=mode, policy=policy)
+        run = self._new_run(
+            parent, cp, "replay", RunStatus.RUNNING, mode=mode, policy=policy, run_id=new_run_id
+        )
         claim = await claims.new(self.store, run)
         try:
             head, _ = await self._fork(parent, cp, run, None, None)
@@ -133,9 +140,11 @@ class Replays:
         reason: str,
         actor: str,
         as_node: str | None = None,
+        new_run_id: str | None = None,
     ) -> Branch:
         """A paused run from the patched state of ``checkpoint_id`` (default: the run's
-        latest), with the diff. Nothing runs until ``resume(branch.run.run_id)``."""
+        latest), with the diff. Nothing runs until ``resume(branch.run.run_id)``.
+        ``new_run_id`` as for :meth:`replay`."""
         _required(reason=reason, actor=actor)
         spec, _ = self.service._graph()
         if not isinstance(patch, Mapping):
@@ -144,7 +153,7 @@ class Replays:
             raise ConfigError(f"as_node {as_node!r} is not a node of this graph")
         parent = await self.service.get_run(run_id)
         cp = await self._checkpoint(parent, checkpoint_id, latest=True)
-        run = self._new_run(parent, cp, "branch", RunStatus.PAUSED, mode="live")
+        run = self._new_run(parent, cp, "branch", RunStatus.PAUSED, mode="live", run_id=new_run_id)
         head, diff = await self._fork(parent, cp, run, patch, as_node)
         await self.store.append_audit(
             self._audit(
@@ -219,9 +228,15 @@ class Replays:
         *,
         mode: str,
         policy: ReplayPolicy | None = None,
+        run_id: str | None = None,
     ) -> RunRecord:
-        run_id = new_run_id()
+        if run_id is not None and not (isinstance(run_id, str) and run_id.startswith("run_")):
+            raise ConfigError(
+                f"new_run_id takes a fresh id from oncegraph.ids.new_run_id(); got {run_id!r}"
+            )
+        run_id = run_id or fresh_run_id()
         config = dict(parent.config)
+        config.pop(LAUNCH_KEY, None)  # who started the parent did not start this run
         if policy is not None:
             config["replay"] = policy.to_json()
         running = status is RunStatus.RUNNING

@@ -41,6 +41,7 @@ from oncegraph.hitl.command import Command
 from oncegraph.ids import new_audit_id, new_run_id
 from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.launch import LAUNCH_KEY, Launch
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
 from oncegraph.runs.masking import Masker, masks_of
 from oncegraph.runs.replay import Branch, Replays
@@ -210,8 +211,14 @@ class RunService:
 
     # -- the lifecycle -------------------------------------------------------------------
 
-    async def run(self, input: Any, cfg: RunConfig, emit: Emit = ignore) -> RunResult:
-        """What ``invoke(input, config)`` does: start, continue or answer (lifecycle)."""
+    async def run(
+        self, input: Any, cfg: RunConfig, emit: Emit = ignore, *, launch: Launch | None = None
+    ) -> RunResult:
+        """What ``invoke(input, config)`` does: start, continue or answer (lifecycle).
+
+        ``launch``: who the call is for (:mod:`oncegraph.runs.launch`): a new run carries
+        its actor and gets a start record in the audit log; a continue is the audited
+        Continue; an answer is recorded with the actor."""
         _, heads = self._graph()
         thread_id = _thread(cfg)
         await self.setup()
@@ -229,22 +236,48 @@ class RunService:
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
-            return await self._continue(await self._run_on(thread_id, cfg.run_id), cfg, emit)
+            found = await self._run_on(thread_id, cfg.run_id)
+            if launch is not None:
+                return await self._continue_for(launch, found, cfg, emit)
+            return await self._continue(found, cfg, emit)
+        if launch is not None and input is None:  # the audited Continue, which says why not
+            latest = continuable_or_latest(thread_id, latest)
+            return await self._continue_for(launch, latest, cfg, emit)
         start = plan_start(thread_id, input, latest)
         if isinstance(start, ContinueRun):
             return await self._continue(start.run, cfg, emit)
         if isinstance(start, AnswerInterrupt):
-            return await self._answer(start.run, start.answer, cfg, emit)
-        run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING)
+            asked = None if launch is None else _answer_audit(launch, start.run)
+            return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
+        run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING, launch=launch)
+        if launch is not None and launch.run_id and await self.store.get_run(run.run_id):
+            raise ConfigError(  # the store refuses it too; this says why, on every store
+                f"run {run.run_id} exists already: Launch(run_id=...) names a NEW run (a "
+                "fresh oncegraph.ids.new_run_id()); nothing was started"
+            )
         claim = await claims.new(self.store, run)
         driver = self._driver(cfg, emit, claim)
         try:
             # the thread row read above: its version is checked by the commit (a run that
             # started on the thread meanwhile makes it a StaleStateError, as before)
             head = await driver.commit_input(await heads.at(thread_id, thread), run, new=True)
+            if launch is not None:  # before its first node runs
+                await self.store.append_audit(_start_audit(launch, run))
             return await self._drive(driver, head, run)
         finally:
             await claim.release()
+
+    async def _continue_for(
+        self, launch: Launch, run: RunRecord, cfg: RunConfig, emit: Emit
+    ) -> RunResult:
+        """The audited Continue of ``run`` for ``launch``'s actor (as an operator's)."""
+        return await Commands(self).resume(
+            run.run_id,
+            actor=launch.actor,
+            reason=launch.reason,
+            config=cfg if launch.configured else None,
+            emit=emit,
+        )
 
     async def execute(self, run: RunRecord, cfg: RunConfig, *, fence: int) -> RunResult:
         """Continue ``run`` under a lease whose fencing token is ``fence`` (workers)."""
@@ -750,11 +783,15 @@ class RunService:
         *,
         status: RunStatus,
         reason: str = "invoke",
+        launch: Launch | None = None,
     ) -> RunRecord:
         spec, _ = self._graph()
         assert self.identity is not None
+        config = {**cfg.to_json(), "shape": self.versions.shape if self.versions else None}
+        if launch is not None:
+            config[LAUNCH_KEY] = launch.info()
         return RunRecord(
-            run_id=new_run_id(),
+            run_id=launch.run_id if launch is not None and launch.run_id else new_run_id(),
             thread_id=thread_id,
             status=status,
             workflow_name=self.identity.name,
@@ -763,7 +800,7 @@ class RunService:
             graph_fingerprint=self.identity.fingerprint,
             launch_reason=reason,
             input=input_json(input, spec),
-            config={**cfg.to_json(), "shape": self.versions.shape if self.versions else None},
+            config=config,
             lease_owner=self.owner if status is RunStatus.RUNNING else None,
             fencing_token=1 if status is RunStatus.RUNNING else 0,
             app_id=self.scope.app_id if self.scope is not None else spec.name,
@@ -778,6 +815,45 @@ def _thread(cfg: RunConfig) -> str:
             "config={'thread_id': '<conversation id>'}"
         )
     return cfg.thread_id
+
+
+def continuable_or_latest(thread_id: str, latest: RunRecord | None) -> RunRecord:
+    """The thread's latest run for a Continue (which refuses what it does not apply to,
+    naming why), or the error that the thread has none."""
+    if latest is None:
+        return continuable(thread_id, None)  # raises, saying to send input instead
+    return latest
+
+
+def _start_audit(launch: Launch, run: RunRecord) -> AuditRecord:
+    return AuditRecord(
+        audit_id=new_audit_id(),
+        actor=launch.actor,
+        action="start",
+        target_kind="run",
+        target_id=run.run_id,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        reason=launch.reason,
+        details={
+            "launch_reason": run.launch_reason,
+            **({"request_key": launch.request_key} if launch.request_key else {}),
+        },
+    )
+
+
+def _answer_audit(launch: Launch, run: RunRecord) -> AuditRecord:
+    """Who answers (the answer's own record is built from it, with the question)."""
+    return AuditRecord(
+        audit_id=new_audit_id(),
+        actor=launch.actor,
+        action="answer",
+        target_kind="run",
+        target_id=run.run_id,
+        run_id=run.run_id,
+        thread_id=run.thread_id,
+        reason=launch.reason,
+    )
 
 
 def input_json(value: Any, spec: GraphSpec) -> Any:

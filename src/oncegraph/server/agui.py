@@ -23,9 +23,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from oncegraph.server import bodies, operations, sse
+from oncegraph.server import bodies, idempotency, operations, sse
 from oncegraph.server.auth import Role
-from oncegraph.server.context import graph, need, shown, visible_thread
+from oncegraph.server.context import graph, need, served, shown, visible_thread
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import Event, RunStream
 from oncegraph.server.problems import bad_request
@@ -161,7 +161,7 @@ async def _stream(
     t = Translate(stream.thread_id, client_run_id, view)
     yield _data(t.started(stream.run_id))
     status = None
-    async for item in stream.follow(0):
+    async for item in stream.follow(0, served(request).hub.keepalive):
         if isinstance(item, int):
             if item < 0:
                 yield b": keep-alive\n\n"
@@ -193,6 +193,15 @@ async def run(request: Request) -> Response:
     client_run_id = bodies.required_text(body, "runId")
     principal = need(request, Role.OPERATOR)
     thread_id = visible_thread(principal, thread_id, acting=True)
+    bound = idempotency.bound_run(request)
+    made = await operations.stored_run(request, bound) if bound is not None else None
+    if made is not None:  # sent before with its Idempotency-Key: that run again
+        stream = await operations.join(request, principal, made)
+        return StreamingResponse(
+            _stream(request, stream, client_run_id, shown(request, principal)),
+            media_type=sse.MEDIA_TYPE,
+            headers=sse.HEADERS,
+        )
     # the thread's messages so far: what the client sends again is not new input
     state = await graph(request).aget_state({"thread_id": thread_id})
     known = {

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from oncegraph import __version__ as _version
-from oncegraph.server import agui, bodies, operations, sse, tenancy
+from oncegraph.server import agui, bodies, idempotency, operations, sse, tenancy
 from oncegraph.server.auth import Principal
 from oncegraph.server.context import (
     SCAN,
@@ -312,11 +312,17 @@ async def start_run(request: Request) -> Response:
 async def start_and_stream(request: Request) -> Response:
     body = await bodies.json_object(request)
     principal, stream, _ = await operations.launch(request, request.path_params["thread_id"], body)
-    return StreamingResponse(
-        sse.from_buffer(stream, 0, shown(request, principal)),
-        media_type=sse.MEDIA_TYPE,
-        headers=sse.HEADERS,
-    )
+    hub = served(request).hub
+    view = shown(request, principal)
+    if stream.run_id is not None and hub.get(stream.run_id) is not stream:
+        # a run started by an earlier send of this request, not going on here
+        run = await graph(request).aget_run(stream.run_id)
+        events = sse.from_checkpoints(
+            graph(request), run.run_id, run.thread_id, -1, view, keepalive=hub.keepalive
+        )
+    else:
+        events = sse.from_buffer(stream, 0, view, keepalive=hub.keepalive)
+    return StreamingResponse(events, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
 async def run_events(request: Request) -> Response:
@@ -324,24 +330,30 @@ async def run_events(request: Request) -> Response:
     run = await visible_run(request, p, request.path_params["run_id"])
     last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
     view = shown(request, p)
-    stream = served(request).hub.get(run.run_id)
+    hub = served(request).hub
+    stream = hub.get(run.run_id)
     if stream is not None:
-        body = sse.from_buffer(stream, sse.buffered_after(last), view)
+        body = sse.from_buffer(stream, sse.buffered_after(last), view, keepalive=hub.keepalive)
     else:
         body = sse.from_checkpoints(
-            graph(request), run.run_id, run.thread_id, sse.checkpoint_after(last), view
+            graph(request),
+            run.run_id,
+            run.thread_id,
+            sse.checkpoint_after(last),
+            view,
+            keepalive=hub.keepalive,
         )
     return StreamingResponse(body, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
-def _command(op: Any, *names: str, status: int = 200) -> Any:
+def _command(op: Any, *names: str, status: int = 200, binds_run: bool = False) -> Any:
     async def handler(request: Request) -> Response:
         body = await bodies.json_object(request, empty_ok=True)
         result = await op(request, *(request.path_params[n] for n in names), body)
         return JSONResponse(result, status_code=status)
 
     handler.__name__ = op.__name__
-    return handler
+    return idempotency.api_route(handler, binds_run=binds_run)
 
 
 routes = [
@@ -359,12 +371,12 @@ routes = [
     ),
     Route(
         "/api/runs/{run_id}/replay",
-        _command(operations.replay, "run_id", status=201),
+        _command(operations.replay, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/branch",
-        _command(operations.branch, "run_id", status=201),
+        _command(operations.branch, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
     Route("/api/runs/{run_id}/abandon", _command(operations.abandon, "run_id"), methods=["POST"]),
@@ -388,10 +400,22 @@ routes = [
     Route("/api/threads/{thread_id}/state", thread_state, methods=["GET"]),
     Route("/api/threads/{thread_id}/history", thread_history, methods=["GET"]),
     Route("/api/threads/{thread_id}/effects", thread_effects, methods=["GET"]),
-    Route("/api/threads/{thread_id}/runs", start_run, methods=["POST"]),
-    Route("/api/threads/{thread_id}/runs/stream", start_and_stream, methods=["POST"]),
+    Route(
+        "/api/threads/{thread_id}/runs",
+        idempotency.api_route(start_run, binds_run=True),
+        methods=["POST"],
+    ),
+    Route(
+        "/api/threads/{thread_id}/runs/stream",
+        idempotency.api_route(start_and_stream, binds_run=True, streams=True),
+        methods=["POST"],
+    ),
     Route("/api/audit", audit, methods=["GET"]),
-    Route("/api/agui", agui.run, methods=["POST"]),
+    Route(
+        "/api/agui",
+        idempotency.api_route(agui.run, binds_run=True, streams=True),
+        methods=["POST"],
+    ),
 ]
 
 __all__ = ["RUN_STATUSES", "STATUS_ORDER", "routes"]

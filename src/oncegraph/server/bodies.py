@@ -51,7 +51,11 @@ async def json_object(request: Request, *, empty_ok: bool = False) -> dict[str, 
 
 async def form(request: Request) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body (the UI's forms)."""
-    body = await read(request)
+    return parse_form(await read(request))
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """The fields of an ``application/x-www-form-urlencoded`` body already read."""
     try:
         pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:

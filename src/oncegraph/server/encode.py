@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import mask_value
 from oncegraph.server.auth import Principal, Role
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
@@ -67,6 +68,7 @@ class Shown:
             "parent_run_id": run.parent_run_id,
             "parent_checkpoint_id": run.parent_checkpoint_id,
             "launch_reason": run.launch_reason,
+            "started_by": started_by(run.config),
             "mode": run.mode,
             "input": self.value(run.input),
             "error": run.error,

@@ -33,9 +33,11 @@ from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served
 from oncegraph.server.forms import parse_origins
 from oncegraph.server.headers import SecurityHeaders
-from oncegraph.server.hub import RunHub
+from oncegraph.server.hub import KEEPALIVE, RunHub
+from oncegraph.server.idempotency import DEFAULT_WINDOW, Keys
 from oncegraph.server.limits import BodyLimit, Gate
 from oncegraph.server.problems import ApiError, from_exception, response
+from oncegraph.server.recovery import RECOVER_EVERY, Recovery
 
 log = logging.getLogger("oncegraph.server")
 STATIC = Path(__file__).parent / "static"
@@ -83,6 +85,10 @@ def create_app(
     origins: Any = None,
     max_runs: int = 256,
     max_events: int = 2000,
+    idempotency_window: float = DEFAULT_WINDOW,
+    recover_every: float | None = RECOVER_EVERY,
+    recover: bool = True,
+    keepalive: float = KEEPALIVE,
 ) -> ASGIApp:
     """The server's ASGI app for ``graph`` (which must have a checkpointer).
 
@@ -93,6 +99,11 @@ def create_app(
     requests without a valid key and for login attempts. ``origins``: the public origins
     (``https://ops.example.com``) of a server behind a proxy, the only ones whose pages
     may post the UI's forms; by default the origin each request was addressed to.
+    ``idempotency_window``: seconds an ``Idempotency-Key`` is kept (its first request
+    answers every retry for that long; 24 h). ``recover``: take over, at start-up and
+    then every ``recover_every`` seconds (None: at start-up only), the app's runs a dead
+    process left ``running`` (:mod:`oncegraph.server.recovery`). ``keepalive``: seconds
+    of silence before an event stream sends a comment line.
     """
     if not isinstance(graph, CompiledGraph):
         raise ConfigError(f"create_app() needs a compiled graph; got {type(graph).__name__}")
@@ -109,14 +120,22 @@ def create_app(
         from oncegraph.server.auth import announce
 
         announce(generated)
-    hub = RunHub(graph, max_runs=max_runs, max_events=max_events)
+    if isinstance(keepalive, bool) or not isinstance(keepalive, (int, float)) or keepalive <= 0:
+        raise ConfigError(f"keepalive must be a positive number of seconds; got {keepalive!r}")
+    keys_kept = Keys(idempotency_window)
+    hub = RunHub(graph, max_runs=max_runs, max_events=max_events, keepalive=keepalive)
+    recovery = Recovery(hub, every=recover_every) if recover else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await graph.setup()
+        if recovery is not None:
+            recovery.start()
         try:
             yield
         finally:
+            if recovery is not None:
+                await recovery.stop()
             await hub.aclose()
 
     app = Starlette(
@@ -136,6 +155,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.served = Served(graph, ring, hub)
+    app.state.keys = keys_kept
+    app.state.recovery = recovery
     app.state.max_body = max_body
     app.state.origins = allowed
     app.state.generated_key = generated

@@ -1,4 +1,4 @@
-"""Runs started over HTTP, and a bounded buffer of each one's events.
+"""Runs started (or taken over) over HTTP, and a bounded buffer of each one's events.
 
 A run started by ``POST /api/threads/{id}/runs`` runs as a task of the server's event
 loop (it outlives the request). Its stream chunks (``updates``, ``events``, ``custom``)
@@ -8,24 +8,48 @@ event first when some of them have fallen out of the ring). At most ``max_runs``
 buffers are kept, the oldest finished ones dropped first; a run with no buffer is
 streamed from its checkpoints instead (:mod:`oncegraph.server.sse`).
 
-The run's id is learnt from the run service (the thread's newest run once the run
-emitted its first event); a start that fails before that is the request's error.
+Every run is started for its caller (:class:`~oncegraph.runs.launch.Launch`: the run
+carries the actor, its start is audited, a continue is the audited Continue). A new
+run's id is chosen before it starts (bound to the request's idempotency key, if any);
+a continue's is learnt from the run service (the thread's newest run once the run
+emitted its first event). A start that fails before that is the request's error.
+
+:meth:`RunHub.resume` goes on with a run a dead process left ``running`` (the recovery
+pass, :mod:`oncegraph.server.recovery`, or a retried request): through the audited
+Continue, which takes the run's liveness lock first, so a run a live process holds is
+refused at once (``RunBusyError``) and nothing is done. Such a stream numbers its
+events from a base above any id an earlier process gave (its milliseconds since the
+epoch, times 1000), so a client that reconnects with an id from before the crash gets
+a ``gap`` and every event since, never a skipped one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from oncegraph import errors
 from oncegraph._cancel import cancel_and_wait
 from oncegraph.app import CompiledGraph
+from oncegraph.runs.launch import Launch
 from oncegraph.server.encode import jsonable
 from oncegraph.server.problems import ApiError, from_exception
+from oncegraph.storage.records import RunRecord, RunStatus
 
 STREAM_MODES = ("updates", "events", "custom")
+# A run that ran and stopped on one of these is an outcome to show, not a refused command.
+RUN_OUTCOMES = (
+    errors.NeedsReviewError,
+    errors.NodeError,
+    errors.EffectError,
+    errors.ToolTimeoutError,
+    errors.AgentError,
+)
+KEEPALIVE = 15.0  # seconds of silence before a stream sends a comment line
 
 
 @dataclass(slots=True)
@@ -64,7 +88,9 @@ class RunStream:
     def first_id(self) -> int:
         return self.events[0].id if self.events else self.last_id + 1
 
-    async def follow(self, after: int, keepalive: float = 15.0) -> AsyncIterator[Event | int]:
+    async def follow(
+        self, after: int, keepalive: float = KEEPALIVE
+    ) -> AsyncIterator[Event | int]:
         """Events after id ``after``, live until the run ends. An ``int`` is no event:
         a positive one first if events after ``after`` were dropped (it is the first id
         still kept), ``-1`` when nothing happened for ``keepalive`` seconds."""
@@ -84,18 +110,44 @@ class RunStream:
                 yield -1
 
 
-class RunHub:
-    """The runs this server started, and their event buffers."""
+def stopped(run: RunRecord) -> RunStream:
+    """A stream of a run that is not going on here: its ``end`` only."""
+    stream = RunStream(run.thread_id, 1, run_id=run.run_id)
+    stream.add("end", {"run_id": run.run_id, "status": str(run.status)})
+    stream.done = True
+    stream.identified.set()
+    return stream
 
-    def __init__(self, graph: CompiledGraph, *, max_runs: int = 256, max_events: int = 2000):
+
+def _resumed_base() -> int:
+    return time.time_ns() // 1_000_000 * 1000
+
+
+class RunHub:
+    """The runs this server started or took over, and their event buffers."""
+
+    def __init__(
+        self,
+        graph: CompiledGraph,
+        *,
+        max_runs: int = 256,
+        max_events: int = 2000,
+        keepalive: float = KEEPALIVE,
+    ):
         self.graph = graph
         self.max_runs = max_runs
         self.max_events = max_events
+        self.keepalive = keepalive
         self._streams: OrderedDict[str, RunStream] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
 
     def get(self, run_id: str) -> RunStream | None:
         return self._streams.get(run_id)
+
+    def going(self, run_id: str) -> RunStream | None:
+        """The stream of ``run_id`` if this server is executing it now."""
+        found = self._streams.get(run_id)
+        return found if found is not None and not found.done else None
 
     async def start(
         self,
@@ -103,29 +155,69 @@ class RunHub:
         input: Any,
         config: dict[str, Any],
         graph: CompiledGraph | None = None,
+        *,
+        launch: Launch,
     ) -> RunStream:
-        """Start a run on ``thread_id`` with ``graph`` (the app as the caller may use it:
-        bound to its tenant; the whole app by default); return once its run id is known.
-        A start that fails before the run emits anything raises that error (nothing
-        started)."""
-        stream = RunStream(thread_id, self.max_events)
+        """Start a run on ``thread_id`` (``input`` None: continue its latest) for
+        ``launch``'s actor with ``graph`` (the app as the caller may use it: bound to its
+        tenant; the whole app by default); return once its run id is known. A start
+        that fails before the run emits anything raises that error (nothing started)."""
+        stream = RunStream(thread_id, self.max_events, run_id=launch.run_id)
+        if launch.run_id is not None:
+            self._keep(stream)
+        return await self._launch(stream, graph, input, config, launch)
+
+    async def resume(
+        self, run: RunRecord, graph: CompiledGraph | None = None, *, launch: Launch
+    ) -> RunStream:
+        """Go on with ``run`` (left ``running``: its process died) through the audited
+        Continue for ``launch``'s actor; the stream of it if this server runs it already.
+        ``RunBusyError`` if a live process holds it (nothing done)."""
+        going = self.going(run.run_id)
+        if going is not None:
+            return going
+        stream = RunStream(run.thread_id, self.max_events, run_id=run.run_id)
+        stream.last_id = _resumed_base()
+        self._keep(stream)
+        return await self._launch(stream, graph, None, {"run_id": run.run_id}, launch)
+
+    async def _launch(
+        self,
+        stream: RunStream,
+        graph: CompiledGraph | None,
+        input: Any,
+        config: dict[str, Any],
+        launch: Launch,
+    ) -> RunStream:
         app = graph if graph is not None else self.graph
-        task = asyncio.get_running_loop().create_task(self._pump(app, stream, input, config))
+        task = asyncio.get_running_loop().create_task(
+            self._pump(app, stream, input, config, launch)
+        )
         stream.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await stream.identified.wait()
+        if stream.error is not None and not stream.events:  # nothing started
+            self._drop(stream)
+            raise stream.error
         if stream.run_id is None:
-            raise stream.error or ApiError(503, "server_stopped", "the server is stopping")
+            raise ApiError(503, "server_stopped", "the server is stopping")
         return stream
 
     async def _pump(
-        self, app: CompiledGraph, stream: RunStream, input: Any, config: dict[str, Any]
+        self,
+        app: CompiledGraph,
+        stream: RunStream,
+        input: Any,
+        config: dict[str, Any],
+        launch: Launch,
     ) -> None:
         cfg = {**config, "thread_id": stream.thread_id}
         try:
-            async for mode, chunk in app.astream(input, cfg, stream_mode=STREAM_MODES):
-                if stream.run_id is None:
+            async for mode, chunk in app.astream(
+                input, cfg, stream_mode=STREAM_MODES, launch=launch
+            ):
+                if not stream.identified.is_set():
                     await self._identify(stream)
                 stream.add(mode, chunk)
         except asyncio.CancelledError:  # the server stops: the run stays resumable
@@ -142,7 +234,7 @@ class RunHub:
             raise
         except Exception as exc:
             stream.error = exc
-            if stream.run_id is None:
+            if not stream.identified.is_set() and not await self._created(stream, input, exc):
                 stream.done = True
                 stream.identified.set()  # the start failed: the request reports it
                 return
@@ -154,7 +246,7 @@ class RunHub:
                     "message": api.message if api else f"{type(exc).__name__}: {exc}",
                 },
             )
-        if stream.run_id is None:  # ended without a single event
+        if not stream.identified.is_set():  # ended without a single event
             await self._identify(stream)
         run = await self.graph.aget_run(stream.run_id) if stream.run_id else None
         stream.add(
@@ -162,12 +254,25 @@ class RunHub:
             {"run_id": stream.run_id, "status": str(run.status) if run else None},
         )
         stream.done = True
+        stream.identified.set()
         stream.wake()
 
+    async def _created(self, stream: RunStream, input: Any, exc: Exception) -> bool:
+        """Did the run go on before its error? A new run (its id known): if it exists.
+        A continue: if the error is the run's outcome (it went on, then parked or
+        failed); a refusal (busy, not continuable, another version) did nothing."""
+        if input is None:
+            return isinstance(exc, RUN_OUTCOMES)
+        if stream.run_id is None:
+            return False
+        return await self.graph.store.get_run(stream.run_id) is not None
+
     async def _identify(self, stream: RunStream) -> None:
-        runs = await self.graph.aruns(thread_id=stream.thread_id, limit=1)
-        if runs:
-            stream.run_id = runs[0].run_id
+        if stream.run_id is None:
+            runs = await self.graph.aruns(thread_id=stream.thread_id, limit=1)
+            if runs:
+                stream.run_id = runs[0].run_id
+        if stream.run_id is not None:
             self._keep(stream)
         stream.identified.set()
 
@@ -181,9 +286,22 @@ class RunHub:
                 break
             del self._streams[oldest]
 
+    def _drop(self, stream: RunStream) -> None:
+        if stream.run_id is not None and self._streams.get(stream.run_id) is stream:
+            del self._streams[stream.run_id]
+
+    def running(self) -> set[str]:
+        """The run ids this server is executing now."""
+        return {run_id for run_id, s in self._streams.items() if not s.done}
+
     async def aclose(self) -> None:
         """Cancel runs still going (their runs stay resumable, law 1)."""
         await asyncio.gather(*(cancel_and_wait(task) for task in list(self._tasks)))
 
 
-__all__ = ["Event", "RunHub", "RunStream"]
+def finished(run: RunRecord) -> bool:
+    """Has ``run`` stopped (nothing runs it until someone acts)?"""
+    return run.status not in (RunStatus.RUNNING, RunStatus.QUEUED)
+
+
+__all__ = ["KEEPALIVE", "RUN_OUTCOMES", "Event", "RunHub", "RunStream", "finished", "stopped"]

@@ -32,7 +32,26 @@ COMMON_ERRORS = {
     "413": _err("Request body over the size limit"),
     "429": _err("Too many requests; see Retry-After"),
 }
-COMMAND_ERRORS = {**COMMON_ERRORS, "409": _err("The run or effect is not in a state for this")}
+COMMAND_ERRORS = {
+    **COMMON_ERRORS,
+    "409": _err(
+        "The run or effect is not in a state for this; or (code request_in_flight) the "
+        "first request with this Idempotency-Key is still being served: see Retry-After"
+    ),
+    "422": _err("This Idempotency-Key was used for another request (code idempotency_key_reused)"),
+}
+# Every command takes one (the IETF Idempotency-Key draft): sent again with the same key
+# and body, it answers with the first request's status and body (header
+# Idempotent-Replayed: true); a start names the same run.
+IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "A key of your own for this request (a random UUID): the request sent "
+    "again with it is answered as the first was, and acts once. Kept for the server's "
+    "window (24 h by default), per API key.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+}
 
 
 def _keyed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -113,7 +132,7 @@ def _post(
     return {
         "post": {
             "summary": summary,
-            "parameters": params,
+            "parameters": [*params, IDEMPOTENCY_KEY],
             "requestBody": {
                 "required": required,
                 "content": {"application/json": {"schema": body}},
@@ -350,7 +369,8 @@ def document() -> dict[str, Any]:
         ),
         "/api/threads/{thread_id}/runs": _post(
             "Start a run (or continue the thread's with input null) in the background "
-            "(operator); wait=true returns when it stopped",
+            "(operator); wait=true returns when it stopped. Sent again with its "
+            "Idempotency-Key, it answers with the same run",
             _body(
                 [],
                 {
@@ -376,8 +396,9 @@ def document() -> dict[str, Any]:
         ),
         "/api/threads/{thread_id}/runs/stream": {
             "post": {
-                "summary": "Start a run and stream its events (operator)",
-                "parameters": [thread_id],
+                "summary": "Start a run and stream its events (operator); sent again with "
+                "its Idempotency-Key, it streams the same run",
+                "parameters": [thread_id, IDEMPOTENCY_KEY],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -406,6 +427,7 @@ def document() -> dict[str, Any]:
             "post": {
                 "summary": "Run the app for an AG-UI client: RunAgentInput in, AG-UI events "
                 "out as Server-Sent Events (operator)",
+                "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": {
                     "required": True,
                     "content": {

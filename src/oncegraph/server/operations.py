@@ -10,6 +10,7 @@ and the error, because the run and its records are what the operator looks at ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -18,32 +19,32 @@ from starlette.requests import Request
 
 from oncegraph import errors
 from oncegraph.graph.io import output_values
+from oncegraph.ids import new_run_id
 from oncegraph.runs.commands import NO_ANSWER, Redelivered
-from oncegraph.server import bodies
+from oncegraph.runs.launch import Launch
+from oncegraph.server import bodies, idempotency
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     children_of,
     graph,
     need,
+    served,
     shown,
     visible_run,
     visible_thread,
 )
-from oncegraph.server.hub import RunHub, RunStream
+from oncegraph.server.encode import jsonable
+from oncegraph.server.hub import RUN_OUTCOMES, RunStream, finished, stopped
 from oncegraph.server.problems import ApiError, bad_request, from_exception, not_found
-from oncegraph.storage.records import EffectRecord, RunRecord
+from oncegraph.storage.records import EffectRecord, RunRecord, RunStatus
 
 REPLAY_MODES = ("evidence", "simulation", "live")
 CONFIG_KEYS = ("node_timeout", "tool_timeout", "tool_grace", "recursion_limit", "configurable")
 
 # A run that ran and stopped on one of these is an outcome to show, not a refused command.
-_RUN_OUTCOMES = (
-    errors.NeedsReviewError,
-    errors.NodeError,
-    errors.EffectError,
-    errors.ToolTimeoutError,
-    errors.AgentError,
-)
+_RUN_OUTCOMES = RUN_OUTCOMES
+# Why a run bound to a request goes on under a retry of it.
+RETRIED = "its request was sent again: the process serving it had stopped"
 
 
 def _outcome(exc: BaseException) -> dict[str, Any]:
@@ -63,8 +64,12 @@ def run_config(body: Mapping[str, Any]) -> dict[str, Any]:
 async def launch(
     request: Request, thread_id: str, body: Mapping[str, Any]
 ) -> tuple[Principal, RunStream, bool]:
-    """Start (or, with ``input: null``, continue) a run on a thread in the background;
-    returns once its run id is known."""
+    """Start (or, with ``input: null``, continue through the audited Continue) a run on
+    a thread in the background, for the caller; returns once its run id is known.
+
+    A request whose idempotency key is bound to a run that exists already (it was sent
+    before) gets that run: followed here if this server runs it, taken over if the
+    process that ran it is gone (:meth:`RunHub.resume`), as it is if it stopped."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
     bodies.only(body, ("input", "config", "wait"))
     thread_id = visible_thread(principal, thread_id, acting=True)
@@ -73,8 +78,71 @@ async def launch(
     input = body.get("input")
     if input is not None and not isinstance(input, dict):
         raise bad_request("'input' must be a JSON object of state updates, or null to continue")
-    hub: RunHub = request.app.state.served.hub
-    return principal, await hub.start(thread_id, input, config, graph(request)), wait
+    hub = served(request).hub
+    app = graph(request)
+    if input is None:
+        if idempotency.retried(request):  # did the first request's Continue end already?
+            done = await _continued_since(request, thread_id)
+            if done is not None:
+                return principal, stopped(done), wait
+        reason = "continued by a start with input null"
+        launch = Launch(principal.actor, reason=reason, configured="config" in body)
+        return principal, await hub.start(thread_id, None, config, app, launch=launch), wait
+    bound = idempotency.bound_run(request)
+    if bound is not None:
+        existing = await stored_run(request, bound)
+        if existing is not None:  # sent before: that run, not another
+            return principal, await join(request, principal, existing), wait
+    key = idempotency.keyed(request)
+    launch = Launch(
+        principal.actor,
+        run_id=bound or new_run_id(),
+        request_key=key.record.key if key is not None else None,
+    )
+    return principal, await hub.start(thread_id, input, config, app, launch=launch), wait
+
+
+async def join(request: Request, principal: Principal, run: RunRecord) -> RunStream:
+    """The stream of ``run``, bound to a request sent again: this server's if it runs it;
+    taken over (the audited Continue) if it was left ``running`` by a process that is
+    gone; else the run as it stopped. A run a live process holds is ``409``."""
+    hub = served(request).hub
+    going = hub.going(run.run_id)
+    if going is not None:
+        return going
+    if run.status is not RunStatus.RUNNING:
+        return stopped(run)
+    try:
+        return await hub.resume(
+            run, graph(request), launch=Launch(principal.actor, reason=RETRIED)
+        )
+    except errors.RunBusyError:
+        raise ApiError(
+            409,
+            idempotency.IN_FLIGHT,
+            f"run {run.run_id}, which this request started, is being executed by another "
+            "process right now; send the request again in a moment with the same key",
+        ) from None
+    except errors.NoRunToResumeError:  # it stopped meanwhile
+        return stopped(await graph(request).aget_run(run.run_id))
+
+
+async def stored_run(request: Request, run_id: str) -> RunRecord | None:
+    """Run ``run_id`` as the caller may see it, or None if there is none (yet)."""
+    try:
+        return await graph(request).aget_run(run_id)
+    except errors.RunNotFoundError:
+        return None
+
+
+async def _continued_since(request: Request, thread_id: str) -> RunRecord | None:
+    """The thread's latest run if it stopped after this (retried) request first came."""
+    key = idempotency.keyed(request)
+    latest = await graph(request).aruns(thread_id=thread_id, limit=1)
+    if key is None or not latest or not finished(latest[0]):
+        return None
+    run = latest[0]
+    return run if run.updated_at >= key.record.created_at else None
 
 
 async def start(request: Request, thread_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,8 +158,19 @@ async def start(request: Request, thread_id: str, body: Mapping[str, Any]) -> di
         if stream.error is not None:
             result["error"] = _outcome(stream.error)
     run = await graph(request).aget_run(str(stream.run_id))
+    if wait and stream.task is None and (stopped_on := _stopped_on(run)) is not None:
+        result["error"] = stopped_on
     result["run"] = shown(request, principal).run(run)
     return result
+
+
+def _stopped_on(run: RunRecord) -> dict[str, Any] | None:
+    """What a run that stopped on an error says (for a run not run by this request)."""
+    if run.status is RunStatus.NEEDS_REVIEW:
+        return {"code": "needs_review", "message": run.error or "the run needs review"}
+    if run.status is RunStatus.FAILED:
+        return {"code": "run_failed", "message": run.error or "the run failed"}
+    return None
 
 
 async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,19 +181,35 @@ async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -
     answer = body.get("answer", NO_ANSWER)
     service = graph(request).service
     out: dict[str, Any] = {}
-    try:
-        result = await service.resume(
-            run.run_id, answer=answer, actor=principal.actor, reason=reason
-        )
-        out["output"] = output_values(service.graph, result.output())
-    except _RUN_OUTCOMES as exc:
-        out["error"] = _outcome(exc)
+    if idempotency.retried(request) and _went_on_since(request, run):
+        # the first request's Continue ran to its end before its process stopped
+        snap = await graph(request).aget_state({"thread_id": run.thread_id})
+        out["output"] = output_values(service.graph, dict(snap.values))
+    else:
+        try:
+            result = await service.resume(
+                run.run_id, answer=answer, actor=principal.actor, reason=reason
+            )
+            out["output"] = output_values(service.graph, result.output())
+        except _RUN_OUTCOMES as exc:
+            out["error"] = _outcome(exc)
     after = await graph(request).aget_run(run.run_id)
     view = shown(request, principal)
     return {
         "run": view.run(after),
         **({"output": view.value(out["output"])} if "output" in out else {"error": out["error"]}),
     }
+
+
+def _went_on_since(request: Request, run: RunRecord) -> bool:
+    """Did ``run`` stop after this (retried) request first came (so that request's
+    command ran)? A run that stopped since and cannot be continued again."""
+    key = idempotency.keyed(request)
+    return (
+        key is not None
+        and run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED)
+        and run.updated_at >= key.record.created_at
+    )
 
 
 async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,6 +223,10 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     service = graph(request).service
     started = time.time()
     view = shown(request, principal)
+    bound = idempotency.bound_run(request)
+    made_before = await stored_run(request, bound) if bound is not None else None
+    if made_before is not None:  # sent before: that replay, gone on with if left running
+        return await _settled(request, principal, made_before)
     try:
         result = await service.replay(
             parent.run_id,
@@ -136,9 +235,14 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
             reason=reason,
             actor=principal.actor,
             allow_irreversible=allow,
+            new_run_id=bound,
         )
     except _RUN_OUTCOMES as exc:
-        made = await _newest_child(request, principal, parent.run_id, started)
+        made = (
+            await stored_run(request, bound)
+            if bound is not None
+            else await _newest_child(request, principal, parent.run_id, started)
+        )
         if made is None:
             raise
         return {"run": view.run(made), "error": _outcome(exc)}
@@ -146,6 +250,37 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     return {
         "run": view.run(run),
         "output": view.value(output_values(service.graph, result.output())),
+    }
+
+
+async def _settled(request: Request, principal: Principal, run: RunRecord) -> dict[str, Any]:
+    """A run made by an earlier send of this request, as a replay answers: its state once
+    it stopped (going on with it first if its process left it ``running``)."""
+    view = shown(request, principal)
+    service = graph(request).service
+    going = served(request).hub.going(run.run_id)
+    if going is not None and going.task is not None:
+        await asyncio.shield(going.task)
+    elif run.status is RunStatus.RUNNING:
+        try:
+            await service.resume(run.run_id, actor=principal.actor, reason=RETRIED)
+        except _RUN_OUTCOMES:
+            pass  # the run's status and error say how it stopped
+        except errors.RunBusyError:
+            raise ApiError(
+                409,
+                idempotency.IN_FLIGHT,
+                f"run {run.run_id}, which this request made, is being executed by another "
+                "process right now; send the request again in a moment with the same key",
+            ) from None
+    after = await graph(request).aget_run(run.run_id)
+    stopped_on = _stopped_on(after)
+    if stopped_on is not None:
+        return {"run": view.run(after), "error": stopped_on}
+    snap = await graph(request).aget_state({"thread_id": after.thread_id})
+    return {
+        "run": view.run(after),
+        "output": view.value(output_values(service.graph, dict(snap.values))),
     }
 
 
@@ -165,15 +300,20 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     checkpoint_id = bodies.text(body, "checkpoint_id")
     as_node = bodies.text(body, "as_node")
     parent = await visible_run(request, principal, run_id)
-    made = await graph(request).abranch(
+    view = shown(request, principal)
+    bound = idempotency.bound_run(request)
+    made_before = await stored_run(request, bound) if bound is not None else None
+    if made_before is not None:  # sent before: that branch, not another
+        return await _branched(request, principal, made_before)
+    made = await graph(request).service.branch(
         parent.run_id,
         checkpoint_id or None,
         patch=patch,
         reason=reason,
         actor=principal.actor,
         as_node=as_node or None,
+        new_run_id=bound,
     )
-    view = shown(request, principal)
     return {
         "run": view.run(made.run),
         "checkpoint_id": made.checkpoint_id,
@@ -184,11 +324,37 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     }
 
 
+async def _branched(request: Request, principal: Principal, run: RunRecord) -> dict[str, Any]:
+    """A branch made by an earlier send of this request: the run, its checkpoint, and
+    what differs from the state it was made from."""
+    view = shown(request, principal)
+    app = graph(request)
+    snap = await app.aget_state({"thread_id": run.thread_id})
+    before: dict[str, Any] = {}
+    if run.parent_run_id is not None and run.parent_checkpoint_id is not None:
+        parent = await app.aget_run(run.parent_run_id)
+        config = {"thread_id": parent.thread_id, "checkpoint_id": run.parent_checkpoint_id}
+        with contextlib.suppress(errors.RunNotFoundError):
+            before = dict((await app.aget_state(config)).values)
+    after = dict(snap.values)
+    return {
+        "run": view.run(run),
+        "checkpoint_id": snap.config.get("checkpoint_id"),
+        "diff": [
+            {"channel": c, "before": view.value(before.get(c)), "after": view.value(after.get(c))}
+            for c in sorted(set(before) | set(after))
+            if jsonable(before.get(c)) != jsonable(after.get(c))
+        ],
+    }
+
+
 async def abandon(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
     bodies.only(body, ("reason",))
     reason = bodies.required_text(body, "reason")
     run = await visible_run(request, principal, run_id)
+    if idempotency.retried(request) and _went_on_since(request, run):
+        return {"run": shown(request, principal).run(run)}  # the first request's abandon
     app = graph(request)
     latest = await app.aruns(thread_id=run.thread_id, limit=1)
     if not latest or latest[0].run_id != run.run_id:
@@ -285,9 +451,11 @@ __all__ = [
     "check",
     "continue_run",
     "effect_of",
+    "join",
     "launch",
     "redeliver",
     "replay",
     "resolve",
     "start",
+    "stored_run",
 ]

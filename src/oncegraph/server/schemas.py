@@ -57,6 +57,11 @@ def components() -> dict[str, Any]:
                 "parent_run_id": nullable_text,
                 "parent_checkpoint_id": nullable_text,
                 "launch_reason": {"type": "string"},
+                "started_by": {
+                    **nullable_text,
+                    "description": "who started it over the API (api:<key name>); null for "
+                    "a run a program started",
+                },
                 "mode": nullable_text,
                 "error": nullable_text,
                 "created_at": {"type": "number"},

@@ -10,6 +10,11 @@ Two sources, one wire format (``id``, ``event``, ``data`` as JSON):
   (an unfinished run is polled for new checkpoints). ``Last-Event-ID: cp.<n>`` resumes
   after checkpoint ``n``.
 
+Either stream sends a comment line (``: keep-alive``) after ``keepalive`` seconds
+without an event (``create_app(keepalive=...)``, 15 s by default) and ends when its run
+stops: completed, failed, interrupted, parked, paused or abandoned. A client never
+waits on a silent connection.
+
 Every event's data is masked for the caller (:class:`~oncegraph.server.encode.Shown`).
 """
 
@@ -23,13 +28,14 @@ import orjson
 
 from oncegraph.app import CompiledGraph
 from oncegraph.server.encode import Shown
-from oncegraph.server.hub import RunStream
+from oncegraph.server.hub import KEEPALIVE, RunStream
 from oncegraph.server.problems import bad_request
 from oncegraph.storage.records import RunStatus
 
 MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _MOVING = (RunStatus.RUNNING, RunStatus.QUEUED)
+KEEPALIVE_LINE = b": keep-alive\n\n"
 
 
 def frame(event: str, data: Any, id: str | None = None) -> bytes:
@@ -72,13 +78,16 @@ def checkpoint_after(last_event_id: str | None) -> int:
 
 
 async def from_buffer(
-    stream: RunStream, after: int, shown: Shown, *, keepalive: float = 15.0
+    stream: RunStream, after: int, shown: Shown, *, keepalive: float = KEEPALIVE
 ) -> AsyncIterator[bytes]:
+    """The buffered run's events after ``after``, live until it ends (``end``; a run
+    taken over by another process, or abandoned, ends here with ``error`` then
+    ``end``), a comment line after ``keepalive`` seconds without one."""
     yield frame("metadata", {"run_id": stream.run_id, "thread_id": stream.thread_id})
     async for item in stream.follow(after, keepalive):
         if isinstance(item, int):
             if item < 0:
-                yield b": keep-alive\n\n"
+                yield KEEPALIVE_LINE
             else:
                 yield frame("gap", {"first_kept": item, "hint": "re-read the run's state"})
             continue
@@ -93,22 +102,39 @@ async def from_checkpoints(
     shown: Shown,
     *,
     poll: float = 0.5,
+    keepalive: float = KEEPALIVE,
 ) -> AsyncIterator[bytes]:
-    """The run's checkpoints as events, oldest first, then ``end`` once it stopped."""
+    """The run's checkpoints as events, oldest first, then ``end`` once it stopped.
+
+    While the run goes on it is polled every ``poll`` seconds: its status and its
+    newest checkpoint, and the history only when that changed; a comment line goes
+    out after ``keepalive`` seconds without an event (a proxy's idle timeout must not
+    cut a stream whose run is in a long step)."""
     yield frame("metadata", {"run_id": run_id, "thread_id": thread_id, "derived": True})
+    config = {"thread_id": thread_id, "run_id": run_id}
+    seen: str | None = None
+    quiet = 0.0
     while True:
         run = await graph.aget_run(run_id)
-        config = {"thread_id": thread_id, "run_id": run_id}
-        history = [s async for s in graph.aget_state_history(config)]
-        snaps = [s for s in reversed(history) if s.config.get("checkpoint_id")]
-        for n, snap in enumerate(snaps):
-            if n > after:
-                after = n
-                yield frame("checkpoint", shown.snapshot(snap), f"cp.{n}")
+        newest = [s async for s in graph.aget_state_history(config, limit=1)]
+        head = newest[0].config.get("checkpoint_id") if newest else None
+        if head != seen:
+            history = [s async for s in graph.aget_state_history(config)]
+            snaps = [s for s in reversed(history) if s.config.get("checkpoint_id")]
+            for n, snap in enumerate(snaps):
+                if n > after:
+                    after = n
+                    quiet = 0.0
+                    yield frame("checkpoint", shown.snapshot(snap), f"cp.{n}")
+            seen = head
         if run.status not in _MOVING:
             yield frame("end", {"run_id": run_id, "status": str(run.status)})
             return
         await asyncio.sleep(poll)
+        quiet += poll
+        if quiet >= keepalive:
+            quiet = 0.0
+            yield KEEPALIVE_LINE
 
 
 __all__ = ["HEADERS", "MEDIA_TYPE", "buffered_after", "checkpoint_after", "frame"]

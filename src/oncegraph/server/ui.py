@@ -20,6 +20,7 @@ and asks for confirmation and a reason). Every form posts to ``/ui/...`` routes 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ from oncegraph.server.context import (
     visible_runs,
 )
 from oncegraph.server.diff import state_diff
+from oncegraph.server.idempotency import once, with_body
 from oncegraph.server.problems import ApiError, bad_request, from_exception
 from oncegraph.storage.records import RunStatus, now
 
@@ -75,6 +77,9 @@ def _when(ts: Any) -> str:
 
 
 _env.filters["pretty"] = _pretty
+# Each form's own idempotency key, made per page: a form posted twice (a double click, a
+# resend after a lost answer) acts once (oncegraph.server.idempotency).
+_env.globals["request_key"] = lambda: secrets.token_urlsafe(18)
 _env.filters["when"] = _when
 _env.filters["q"] = lambda s: quote(str(s), safe="")
 
@@ -162,10 +167,17 @@ def guarded(handler: Callable[[Request, Principal], Awaitable[Response]]) -> Any
     return wrapped
 
 
-def command(handler: Callable[[Request, Principal, dict[str, str]], Awaitable[Response]]) -> Any:
+def command(
+    handler: Callable[[Request, Principal, dict[str, str]], Awaitable[Response]],
+    *,
+    binds_run: bool = False,
+) -> Any:
     """A UI command (POST): logged in, from one of the server's origins (checked before
     the body is read), with the login's form token (checked before the command is);
-    else refused with a page that says to reload and submit again, nothing done."""
+    else refused with a page that says to reload and submit again, nothing done. A
+    form's own idempotency key (its hidden field, one per form per page) makes it act
+    once however often it is posted (:func:`oncegraph.server.idempotency.once`);
+    ``binds_run``: the command starts a run, bound to that key before it starts."""
 
     async def wrapped(request: Request) -> Response:
         _ui(request)
@@ -175,11 +187,18 @@ def command(handler: Callable[[Request, Principal, dict[str, str]], Awaitable[Re
         try:
             if not _own_origin(request):
                 raise ApiError(403, "foreign_origin", FOREIGN)
-            form = await bodies.form(request)
+            raw = await bodies.read(request)
+            form = bodies.parse_form(raw)
             sent = form.pop(forms.FIELD, None)
             if not forms.token_ok(await _ui_key(request), key_of(request, cookie=True), sent):
                 raise ApiError(403, "form_token", STALE_FORM)
-            return await handler(request, principal, form)
+
+            async def act(again: Request) -> Response:
+                return await handler(again, principal, form)
+
+            return await once(
+                with_body(request, raw), principal, act, binds_run=binds_run, form=True
+            )
         except (ApiError, OnceGraphError) as exc:
             return await _error_page(request, principal, exc)
 
@@ -472,8 +491,8 @@ routes = [
     Route("/ui/runs", guarded(runs_page), methods=["GET"]),
     Route("/ui/runs/{run_id}", guarded(run_page), methods=["GET"]),
     Route("/ui/runs/{run_id}/continue", command(do_continue), methods=["POST"]),
-    Route("/ui/runs/{run_id}/replay", command(do_replay), methods=["POST"]),
-    Route("/ui/runs/{run_id}/branch", command(do_branch), methods=["POST"]),
+    Route("/ui/runs/{run_id}/replay", command(do_replay, binds_run=True), methods=["POST"]),
+    Route("/ui/runs/{run_id}/branch", command(do_branch, binds_run=True), methods=["POST"]),
     Route("/ui/runs/{run_id}/abandon", command(do_abandon), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", command(do_resolve), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/check", command(do_check), methods=["POST"]),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import (
@@ -49,8 +49,10 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.request_keys import REQUEST_COLUMNS
 
 _RUN_STATUS = S.RUN_COLUMNS.index("status")
 _RUN_ERROR = S.RUN_COLUMNS.index("error")
@@ -123,6 +125,7 @@ class InMemoryCheckpointer(Closing):
         self._effects: dict[str, Row] = {}
         self._held: set[str] = set()
         self._audit: dict[str, Row] = {}
+        self._requests: dict[tuple[str, str], Row] = {}  # idempotency keys by (scope, key)
         # The key of the ledger's request hashes: random per store (the store lives in one
         # process, so every writer of it shares the key).
         self._hash_key = secrets.token_bytes(32)
@@ -495,6 +498,48 @@ class InMemoryCheckpointer(Closing):
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
         return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]
 
+    # -- idempotency keys ----------------------------------------------------------------
+
+    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        row = self.rows.request_to_params(record)
+        with self._lock:
+            found = self._requests.get((record.scope, record.key))
+            if found is not None and found[_REQUEST_EXPIRES] > record.created_at:
+                return self.rows.request_from_row(found), False
+            self._requests[(record.scope, record.key)] = row
+        return self.rows.request_from_row(row), True
+
+    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
+        with self._lock:
+            found = self._requests.get((scope, key))
+        return None if found is None else self.rows.request_from_row(found)
+
+    async def finish_request(
+        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
+    ) -> bool:
+        answer = self.rows.response_param(response)
+        with self._lock:
+            found = self._requests.get((record.scope, record.key))
+            if found is None or not _same_claim(found, record):
+                return False
+            self._requests[(record.scope, record.key)] = _with(
+                found, {_REQUEST_STATUS: status_code, _REQUEST_RESPONSE: answer}
+            )
+            return True
+
+    async def release_request(self, record: IdempotencyRecord) -> None:
+        with self._lock:
+            found = self._requests.get((record.scope, record.key))
+            if found is not None and _same_claim(found, record):
+                del self._requests[(record.scope, record.key)]
+
+    async def prune_requests(self, *, before: float) -> int:
+        with self._lock:
+            doomed = [k for k, r in self._requests.items() if r[_REQUEST_EXPIRES] <= before]
+            for k in doomed:
+                del self._requests[k]
+        return len(doomed)
+
     async def list_effects(
         self,
         *,
@@ -628,6 +673,17 @@ class InMemoryCheckpointer(Closing):
                         del self._effects[effect_id]
                     effects += 1
         return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
+
+
+_REQUEST_STATUS = REQUEST_COLUMNS.index("status_code")
+_REQUEST_RESPONSE = REQUEST_COLUMNS.index("response")
+_REQUEST_CREATED = REQUEST_COLUMNS.index("created_at")
+_REQUEST_EXPIRES = REQUEST_COLUMNS.index("expires_at")
+
+
+def _same_claim(row: Row, record: IdempotencyRecord) -> bool:
+    """Is ``row`` the in-flight claim ``record`` made (not a later claim of its key)?"""
+    return row[_REQUEST_STATUS] is None and row[_REQUEST_CREATED] == record.created_at
 
 
 class _MemoryRunLock:

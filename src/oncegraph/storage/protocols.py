@@ -12,7 +12,7 @@ All methods are coroutines. Backends map their driver's errors to
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from oncegraph.storage.records import (
@@ -28,6 +28,7 @@ from oncegraph.storage.records import (
     TaskWrite,
     ThreadRecord,
 )
+from oncegraph.storage.requests import IdempotencyRecord
 
 
 @runtime_checkable
@@ -278,6 +279,37 @@ class RequestHashKeys(Protocol):
     async def request_hash_key(self) -> bytes:
         """The same bytes for every process that writes this store's ledger (law 6 must
         hold across them), and secret to whoever cannot read the store."""
+
+
+@runtime_checkable
+class IdempotencyStore(Protocol):
+    """Idempotency keys of requests (:mod:`oncegraph.storage.requests`): what a retried
+    request gets. Every bundled store has it; the HTTP server needs it for requests that
+    carry an ``Idempotency-Key``."""
+
+    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        """Insert ``record`` unless its ``(scope, key)`` has a record that has not expired
+        at ``record.created_at`` (an expired one is replaced). Returns ``(stored,
+        created)``: the record now kept and whether this call made it. Atomic: of
+        concurrent claims of one key exactly one creates, the others get its record;
+        committed before returning."""
+
+    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
+        """The record of ``(scope, key)``, expired or not, or None."""
+
+    async def finish_request(
+        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
+    ) -> bool:
+        """Record the answer of the in-flight claim ``record`` (the same scope, key and
+        ``created_at``); False, writing nothing, if that claim is no longer in flight (it
+        was finished, released, or expired and replaced)."""
+
+    async def release_request(self, record: IdempotencyRecord) -> None:
+        """Delete the in-flight claim ``record`` (its request was refused before it did
+        anything, so a retry may do it); a finished or replaced record is left alone."""
+
+    async def prune_requests(self, *, before: float) -> int:
+        """Delete the records that expired by ``before`` (seconds); returns how many."""
 
 
 @runtime_checkable

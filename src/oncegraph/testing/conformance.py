@@ -57,6 +57,7 @@ from oncegraph.storage.records import (
     TaskWrite,
     now,
 )
+from oncegraph.testing.conformance_requests import IdempotencyConformance
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
 
@@ -286,8 +287,10 @@ class _WithoutPrune:
         return getattr(self._inner, name)
 
 
-class CheckpointerConformance:
-    """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends."""
+class CheckpointerConformance(IdempotencyConformance):
+    """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends
+    (idempotency keys' in :class:`~oncegraph.testing.conformance_requests.
+    IdempotencyConformance`)."""
 
     @pytest.fixture
     def reopen(self) -> Reopen | None:

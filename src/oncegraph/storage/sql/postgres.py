@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NoReturn
 
@@ -88,8 +88,10 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as M
+from oncegraph.storage.sql import request_keys as R
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.listing import RunListing, Shape
 from oncegraph.storage.sql.migrate import SchemaState
@@ -145,6 +147,11 @@ EFFECT_UPDATE_CAS = _pg(S.EFFECT_UPDATE_CAS)
 EFFECT_UPDATE_CAS_FENCED = _pg(S.EFFECT_UPDATE_CAS_FENCED)
 EFFECT_UPSERT_FIRST = _pg(S.EFFECT_UPSERT_FIRST)
 AUDIT_INSERT = _pg(S.AUDIT_INSERT)
+REQUEST_CLAIM = _pg(R.REQUEST_CLAIM)
+REQUEST_SELECT = _pg(R.REQUEST_SELECT)
+REQUEST_FINISH = _pg(R.REQUEST_FINISH)
+REQUEST_RELEASE = _pg(R.REQUEST_RELEASE)
+REQUEST_PRUNE = _pg(R.REQUEST_PRUNE)
 EFFECT_UPSERT_FIRST_FENCED = _pg(S.EFFECT_UPSERT_FIRST_FENCED)
 TASK_WRITES_SELECT = _pg(S.TASK_WRITES_SELECT)
 TASK_WRITES_DELETE = _pg(S.TASK_WRITES_DELETE)
@@ -942,6 +949,55 @@ class PgCheckpointer(Closing):
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit, app_id, tenant)
         found = await self._fetchall("list_audit", _pg(sql), params)
         return [self.rows.audit_from_row(r) for r in found]
+
+    # -- idempotency keys ------------------------------------------------------------------
+
+    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        params = self.rows.request_to_params(record)
+        pool = await self._ready()
+        with _mapped("claim_request", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(REQUEST_CLAIM, params)
+                if await cur.fetchone() is not None:
+                    return self.rows.request_from_row(params), True
+                # ON CONFLICT waited for the first claim to commit: its row is visible.
+                cur = await conn.execute(REQUEST_SELECT, params[:2])
+                row = await cur.fetchone()
+        if row is None:  # pragma: no cover - the conflict row is only deleted when expired
+            raise StorageError(f"idempotency key {record.key!r} conflicted but cannot be read")
+        return self.rows.request_from_row(row), False
+
+    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
+        row = await self._fetchone("get_request", REQUEST_SELECT, (scope, key))
+        return None if row is None else self.rows.request_from_row(row)
+
+    async def finish_request(
+        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
+    ) -> bool:
+        params = (
+            status_code,
+            self.rows.response_param(response),
+            record.scope,
+            record.key,
+            record.created_at,
+        )
+        pool = await self._ready()
+        with _mapped("finish_request", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(REQUEST_FINISH, params)
+                return cur.rowcount == 1
+
+    async def release_request(self, record: IdempotencyRecord) -> None:
+        await self._execute(
+            "release_request", REQUEST_RELEASE, (record.scope, record.key, record.created_at)
+        )
+
+    async def prune_requests(self, *, before: float) -> int:
+        pool = await self._ready()
+        with _mapped("prune_requests", self._where):
+            async with pool.connection() as conn:
+                cur = await conn.execute(REQUEST_PRUNE, (before,))
+                return max(cur.rowcount, 0)
 
     # -- retention -----------------------------------------------------------------------
 

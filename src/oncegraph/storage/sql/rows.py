@@ -47,6 +47,7 @@ from oncegraph.storage.records import (
     ThreadRecord,
     error_text,
 )
+from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql.statements import THREAD_COLUMNS
 
 Row = Sequence[Any]
@@ -82,6 +83,7 @@ _IDS = {
     "oncegraph_task_writes": (0, None),
     "oncegraph_effects": (5, 4),
     "oncegraph_audit": (7, 6),
+    "oncegraph_requests": (None, 3),
 }
 
 
@@ -448,6 +450,44 @@ class Rows:
 
     def audit_from_row(self, row: Row) -> AuditRecord:
         return _decode("oncegraph_audit", row, self._audit)
+
+    # -- idempotency keys (oncegraph_requests) --------------------------------------------
+
+    def request_to_params(self, record: IdempotencyRecord) -> tuple[Any, ...]:
+        """In :data:`oncegraph.storage.sql.requests.REQUEST_COLUMNS` order; the answer is
+        sealed when encrypting (it shows what the caller was shown: a run's input)."""
+        return (
+            record.scope,
+            record.key,
+            record.request_hash,
+            record.run_id,
+            record.status_code,
+            self.response_param(record.response),
+            record.created_at,
+            record.expires_at,
+        )
+
+    def response_param(self, response: Mapping[str, Any] | None) -> str | None:
+        """A finished request's answer as stored (sealed when encrypting)."""
+        return self._opt_json(response)
+
+    def _request(self, row: Row) -> IdempotencyRecord:
+        response = self._opt_loads(row[5])
+        if response is not None and not isinstance(response, Mapping):
+            raise TypeError(f"response must be a JSON object; got {type(response).__name__}")
+        return IdempotencyRecord(
+            scope=row[0],
+            key=row[1],
+            request_hash=row[2],
+            run_id=row[3],
+            status_code=None if row[4] is None else int(row[4]),
+            response=response,
+            created_at=float(row[6]),
+            expires_at=float(row[7]),
+        )
+
+    def request_from_row(self, row: Row) -> IdempotencyRecord:
+        return _decode("oncegraph_requests", row, self._request)
 
 
 def _task_write_json(write: TaskWrite) -> str:

@@ -286,6 +286,26 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "ON oncegraph_runs (parent_run_id, created_at, run_id) "
         "WHERE parent_run_id IS NOT NULL",
     ),
+    # 13: the idempotency keys of requests (the HTTP server's ``Idempotency-Key``; see
+    # oncegraph.storage.requests): one row per (scope, key), claimed by one insert that
+    # a second request with the key cannot also win; ``run_id`` is the run the request
+    # starts, bound before it starts; ``status_code`` and ``response`` are NULL while it
+    # is in flight. Pruned by ``expires_at``.
+    (
+        """CREATE TABLE IF NOT EXISTS oncegraph_requests (
+            scope TEXT NOT NULL,
+            idem_key TEXT NOT NULL,
+            request_hash TEXT NOT NULL,
+            run_id TEXT,
+            status_code INTEGER,
+            response TEXT,
+            created_at DOUBLE PRECISION NOT NULL,
+            expires_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (scope, idem_key)
+        )""",
+        "CREATE INDEX IF NOT EXISTS oncegraph_requests_expiry "
+        "ON oncegraph_requests (expires_at)",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

@@ -39,7 +39,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,8 +72,10 @@ from oncegraph.storage.records import (
     now,
     prune_effects_cutoff,
 )
+from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import dbsecret, rows
 from oncegraph.storage.sql import migrate as mig
+from oncegraph.storage.sql import request_keys as R
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.listing import RunListing
 from oncegraph.storage.sql.schema import SCHEMA_TABLE
@@ -838,6 +840,43 @@ class SqliteCheckpointer(Closing):
     ) -> list[AuditRecord]:
         sql, params = S.audit_query(run_id, thread_id, target_id, before, limit, app_id, tenant)
         return [self.rows.audit_from_row(r) for r in self._read(sql, params)]
+
+    # -- idempotency keys ----------------------------------------------------------------
+
+    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        params = self.rows.request_to_params(record)
+        with self._writing() as conn:
+            claimed = conn.execute(R.REQUEST_CLAIM, params).fetchall()
+            found = (
+                None if claimed else conn.execute(R.REQUEST_SELECT, params[:2]).fetchone()
+            )
+        if claimed:
+            return self.rows.request_from_row(params), True
+        if found is None:  # pragma: no cover - the conflict row cannot vanish in the tx
+            raise StorageError(f"idempotency key {record.key!r} conflicted but cannot be read")
+        return self.rows.request_from_row(found), False
+
+    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
+        row = self._read_one(R.REQUEST_SELECT, (scope, key))
+        return None if row is None else self.rows.request_from_row(row)
+
+    async def finish_request(
+        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
+    ) -> bool:
+        params = (
+            status_code,
+            self.rows.response_param(response),
+            record.scope,
+            record.key,
+            record.created_at,
+        )
+        return self._write_one(R.REQUEST_FINISH, params) == 1
+
+    async def release_request(self, record: IdempotencyRecord) -> None:
+        self._write_one(R.REQUEST_RELEASE, (record.scope, record.key, record.created_at))
+
+    async def prune_requests(self, *, before: float) -> int:
+        return max(self._write_one(R.REQUEST_PRUNE, (before,)), 0)
 
     # -- retention --------------------------------------------------------------------
 

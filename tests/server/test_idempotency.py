@@ -327,11 +327,11 @@ def test_the_ui_gives_each_form_its_key_and_a_form_posted_twice_acts_once(
     from test_ui import login
 
     run_id, _ = kshop.parked("t-ui-key")
-    login(kclient, OPERATOR)
+    csrf = login(kclient, OPERATOR)
     page = kclient.get(f"/ui/runs/{run_id}").text
     keys = [part.split('"', 1)[0] for part in page.split('name="idempotency_key" value="')[1:]]
     assert len(keys) >= 4 and len(set(keys)) == len(keys)  # one per form, each its own
-    form = {"reason": "stop here", "idempotency_key": keys[0]}
+    form = {"reason": "stop here", "idempotency_key": keys[0], "csrf": csrf}
     first = kclient.post(f"/ui/runs/{run_id}/abandon", data=form, follow_redirects=False)
     assert first.status_code == 303, first.text
     again = kclient.post(f"/ui/runs/{run_id}/abandon", data=form, follow_redirects=False)

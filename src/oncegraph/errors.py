@@ -169,7 +169,27 @@ class LedgerWriteError(StorageError):
 
 
 class CorruptRecordError(StorageError):
-    """A stored row cannot be read back. It was left untouched and nothing re-ran."""
+    """A stored row cannot be read back. It was left untouched and nothing re-ran.
+
+    ``table``, ``key`` and ``column`` name what is damaged (``column`` is ``""`` when the
+    row as a whole is). For an effect row whose damage an operator's resolution replaces
+    (its outcome columns), ``salvage`` is the record with those columns unread, so that
+    ``resolve_effect`` can record what the operator found at the recipient."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str = "",
+        key: Any = None,
+        column: str = "",
+        salvage: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.table = table
+        self.key = key
+        self.column = column
+        self.salvage = salvage
 
 
 class EncryptionKeyError(StorageError):

@@ -24,6 +24,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
     │   ├── LedgerWriteError         an effect result could not be recorded
     │   ├── CorruptRecordError       a stored row cannot be read back (left untouched)
+    │   ├── StorageFullError         the database's disk is full: the write was rolled back
     │   └── EncryptionKeyError       a stored value's key id is not in the key ring
     ├── EffectError                  a side effect could not be carried out safely
     │   ├── RequestMismatchError     same effect id, different request (law 6)
@@ -190,6 +191,12 @@ class CorruptRecordError(StorageError):
         self.key = key
         self.column = column
         self.salvage = salvage
+
+
+class StorageFullError(StorageError):
+    """The database's disk (or its size limit) is full. The write was rolled back, so
+    nothing of it was stored; the message says what that means for the run and its tools
+    (did a tool run, can the run be resumed) and what to do."""
 
 
 class EncryptionKeyError(StorageError):

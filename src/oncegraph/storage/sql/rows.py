@@ -745,6 +745,38 @@ def lease_message(run_id: str, fence: int) -> str:
     )
 
 
+def full_message(commit: StepCommit, cause: str) -> str:
+    """What a step commit that failed on a full disk means, for the person who meets it:
+    the transaction was rolled back, so nothing of the step is stored; whether the run
+    exists, which of its tools ran (their results are not recorded) and which did not,
+    and what to do. ``cause`` says what is full (the store's own words)."""
+    run_id = commit.checkpoint.run_id
+    said = [f"{cause}. The step was not recorded: nothing of it was written"]
+    if commit.new_run is not None and commit.new_run.run_id == run_id:
+        said.append(
+            f"Run {run_id!r} was not started: no record of it exists, and none of its nodes "
+            "or tools ran. Free space, then start it again with the same input"
+        )
+        return ". ".join(said) + "."
+    if commit.effects:
+        ran = ", ".join(sorted({e.effect_type for e in commit.effects}))
+        said.append(
+            f"The tool calls of this step ({ran}) DID run, but their results are not "
+            "recorded: resuming treats each as an unknown outcome, handled by its class (a "
+            "write tool is called again with the same idempotency key; an irreversible one "
+            "is reconciled, or the run is parked for review)"
+        )
+    if commit.intents:
+        planned = ", ".join(sorted({e.effect_type for e in commit.intents}))
+        said.append(f"The tool calls this step decided ({planned}) did NOT run")
+    said.append(
+        f"No node or tool after it ran. Run {run_id!r} can be resumed from its last recorded "
+        "step once there is space: free space, then continue it (invoke(None, config) or "
+        "app.resume(run_id, ...))"
+    )
+    return ". ".join(said) + "."
+
+
 def effect_cas_message(effect_id: str, expected: int) -> str:
     return (
         f"effect {effect_id} changed since it was read (row version {expected}): another "
@@ -770,6 +802,7 @@ __all__ = [
     "effect_problem",
     "effect_to_params",
     "effect_update_params",
+    "full_message",
     "lease_message",
     "log_params",
     "log_values",

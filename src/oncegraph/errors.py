@@ -43,6 +43,10 @@ Every error a user can meet derives from :class:`OnceGraphError`::
         ├── StructuredOutputError    no answer fit response_format within its retries
         └── ModelCallError           the model (and every fallback) failed its attempts
 
+Warnings derive from :class:`OnceGraphWarning` (a ``UserWarning``): something that runs,
+but not as safely as it could (:class:`UnkeyedToolWarning`: a ``write`` tool that never
+hands its idempotency key to the recipient).
+
 Control flow (:class:`GraphInterrupt`, :class:`_CrashSignal`) derives from
 ``BaseException`` so that a user's ``except Exception`` never swallows it by accident.
 """
@@ -54,6 +58,16 @@ from typing import Any
 
 class OnceGraphError(Exception):
     """Root of every error oncegraph raises on purpose."""
+
+
+class OnceGraphWarning(UserWarning):
+    """Root of oncegraph's warnings: the program runs, but less safely than it could."""
+
+
+class UnkeyedToolWarning(OnceGraphWarning):
+    """A ``write`` tool never reads its idempotency key: after a crash it is called
+    again, and the recipient cannot tell that call from a new one
+    (:mod:`oncegraph.tools.keycheck`). ``compile(strict=True)`` makes it an error."""
 
 
 class ConfigError(OnceGraphError, ValueError):
@@ -345,6 +359,7 @@ __all__ = [
     "NodeTimeoutError",
     "NondeterminismError",
     "OnceGraphError",
+    "OnceGraphWarning",
     "PayloadTooLargeError",
     "RecursionLimitError",
     "RequestMismatchError",
@@ -355,8 +370,10 @@ __all__ = [
     "RunStateError",
     "StaleStateError",
     "StorageError",
+    "StorageFullError",
     "SyncThreadsExhaustedError",
     "ToolTimeoutError",
     "UnfinishedRunError",
+    "UnkeyedToolWarning",
     "WaitTimeoutError",
 ]

@@ -234,7 +234,7 @@ def test_sync_tool_timeout(
 def test_per_tool_timeout_overrides_the_run_setting(
     checkpointer: Checkpointer, run_path: RunPath
 ) -> None:
-    @tool(timeout=SHORT)
+    @tool(timeout=SHORT, dedup="test double: never finishes")
     async def ship(order: str) -> str:
         """Ship an order."""
         await asyncio.sleep(LONG)

@@ -646,7 +646,7 @@ def test_model_calls_are_recorded_and_reused_on_resume(store: Checkpointer, path
         {"tool_calls": [{"id": "call_1", "name": "refund", "args": ARGS}]}, "done"
     )
 
-    @tool(effect="write")
+    @tool(effect="write", dedup="test double: changes nothing")
     def refund(order_id: str, amount: float) -> str:
         """Refund."""
         return "ok"

@@ -205,7 +205,7 @@ _EVERYWHERE: list[tuple[str, Any]] = [
     ("request", '{"order_id": "10'),
     ("request", '{"order_id": "9999"}'),  # whole JSON, not what was hashed
     ("result", '{"id": "ch_'),
-    ("row_version", 0),
+    ("row_version", -1),
     ("effect_type", ""),
     ("command_id", ""),
     ("run_id", ""),

@@ -585,12 +585,12 @@ class _BadColumn(ValueError):
 def effect_problem(record: EffectRecord, *, outcome: bool = True) -> tuple[str, str] | None:
     """What makes ``record`` (as read from a row) one the ledger never writes: ``(column,
     detail)``, or None. Each column must hold its type (ids are non-empty text; times
-    are finite numbers; ``row_version`` an integer >= 1, as every insert writes), and
-    the row must agree with itself: an effect without attempts is only ever a pending
-    ``write`` intent planned with its step (row version 1, nothing attempted yet), so an
-    attempted effect whose attempts are gone is damage, not a fresh intent a resume
-    could send as if nothing had happened. ``outcome=False`` skips the outcome columns
-    (:data:`REPAIRABLE`)."""
+    are finite numbers; ``row_version`` an integer >= 0, 0 being a row written before
+    rows had versions), and the row must agree with itself: an effect without attempts
+    is only ever a pending ``write`` intent planned with its step (row version 1,
+    nothing attempted yet), so an attempted effect whose attempts are gone is damage,
+    not a fresh intent a resume could send as if nothing had happened. ``outcome=False``
+    skips the outcome columns (:data:`REPAIRABLE`)."""
     for name in _EFFECT_IDS:
         value = getattr(record, name)
         if type(value) is not str or not value:
@@ -601,8 +601,9 @@ def effect_problem(record: EffectRecord, *, outcome: bool = True) -> tuple[str, 
             return name, f"must be text; holds {value!r}"
     if not record.request_hash:
         return "request_hash", "is empty"
-    if type(record.row_version) is not int or record.row_version < 1:
-        return "row_version", f"must be an integer >= 1; holds {record.row_version!r}"
+    if type(record.row_version) is not int or record.row_version < 0:
+        # (0: a row written before effect rows had versions, read as it was then)
+        return "row_version", f"must be an integer >= 0; holds {record.row_version!r}"
     if not _is_time(record.created_at):
         return "created_at", f"must be a time in seconds; holds {record.created_at!r}"
     if not outcome:

@@ -672,8 +672,8 @@ def effect_corruption(
             f"Restore the row from a backup; or check at {to} whether the effect happened "
             f"and record what you found with app.resolve_effect({effect_id!r}, 'done' | "
             f"'not_done', ...) (on the command line: oncegraph resolve {effect_id} --outcome "
-            "done|not_done), which replaces the damaged outcome and is kept in the audit "
-            "log; then continue the run"
+            "done|not_done --reason ...), which replaces the damaged outcome and is kept in "
+            "the audit log; then continue the run"
         )
     else:
         fix = (

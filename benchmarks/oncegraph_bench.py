@@ -90,6 +90,9 @@ class Msgs(TypedDict, total=False):
     messages: Annotated[list[Any], add_messages]
 
 
+BENCH_DEDUP = "benchmark: the effect is a list append, counted per run"
+
+
 def record_effect(i: int) -> str:
     """Perform one side effect (a trivial function)."""
     EFFECTS.append(i)
@@ -128,7 +131,9 @@ def build(n: int, tool: Callable[..., str] = record_effect, *, inline: bool = Fa
     g = StateGraph(Msgs)
     g.add_node("model", model, inline=inline)
     # no per-run cap: the loop's N tool calls are the workload (ToolLimits bounds agents)
-    g.add_node("tools", ToolNode([as_tool(tool, inline=inline)], limits=ToolLimits(per_run=None)))
+    unlimited = ToolLimits(per_run=None)
+    node = ToolNode([as_tool(tool, inline=inline, dedup=BENCH_DEDUP)], limits=unlimited)
+    g.add_node("tools", node)
     g.add_edge(START, "model")
     g.add_conditional_edges("model", route, ["tools", END])
     g.add_edge("tools", "model")
@@ -413,7 +418,8 @@ def turn_graph() -> StateGraph:
 
     g = StateGraph(Msgs)
     g.add_node("model", model)
-    g.add_node("tools", ToolNode([as_tool(record_effect)], limits=ToolLimits(per_run=None)))
+    node = ToolNode([as_tool(record_effect, dedup=BENCH_DEDUP)], limits=ToolLimits(per_run=None))
+    g.add_node("tools", node)
     g.add_edge(START, "model")
     g.add_conditional_edges("model", route, ["tools", END])
     g.add_edge("tools", "model")

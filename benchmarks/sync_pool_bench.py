@@ -27,7 +27,7 @@ class S(TypedDict, total=False):
 
 
 def build(sleep: float, sync_threads: int | None) -> Any:
-    @tool(effect="write")
+    @tool(effect="write", dedup="benchmark: sleeps, changes nothing")
     def work(order: str) -> str:
         """Do slow sync work."""
         time.sleep(sleep)

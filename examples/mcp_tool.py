@@ -2,10 +2,12 @@
 
 ``MCPTools`` lists the tools of an MCP server (here ``examples/mcp_refund_server.py``,
 started as a subprocess and spoken to over stdio; a URL would use streamable HTTP) and
-makes each an oncegraph tool with the effect class you declare: ``order_status`` only
-reads, ``create_refund`` writes (the default). Every call is recorded in the effect
-ledger and carries its idempotency key in ``_meta``, the same key on every retry and
-after a crash.
+makes each an oncegraph tool. ``order_status`` is a read: the server marks it read-only
+and idempotent. ``create_refund`` is declared a write, because this server deduplicates
+on the idempotency key every call carries in ``_meta`` (the same key on every retry and
+after a crash); a tool the user does not declare and the server does not mark harmless
+to repeat would be ``irreversible``: parked for review after a crash, never re-sent.
+Every call is recorded in the effect ledger.
 
 Runs offline (a ScriptedModel plays the model); needs the ``mcp`` extra
 (``pip install -e ".[mcp]"``): python examples/mcp_tool.py
@@ -38,7 +40,7 @@ async def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="oncegraph-mcp-"))
     server = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
     store = SqliteCheckpointer(workdir / "runs.db")
-    async with MCPTools(server, effects={"order_status": "read"}) as shop:
+    async with MCPTools(server, effects={"create_refund": "write"}) as shop:
         tools = await shop.atools()
         print("tools:", ", ".join(f"{t.name} ({t.effect})" for t in tools))
         app = ReactAgent(model, tools=tools).compile(checkpointer=store)

@@ -24,6 +24,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
     │   ├── LedgerWriteError         an effect result could not be recorded
     │   ├── CorruptRecordError       a stored row cannot be read back (left untouched)
+    │   ├── StorageFullError         the database's disk is full: the write was rolled back
     │   └── EncryptionKeyError       a stored value's key id is not in the key ring
     ├── EffectError                  a side effect could not be carried out safely
     │   ├── RequestMismatchError     same effect id, different request (law 6)
@@ -42,6 +43,10 @@ Every error a user can meet derives from :class:`OnceGraphError`::
         ├── StructuredOutputError    no answer fit response_format within its retries
         └── ModelCallError           the model (and every fallback) failed its attempts
 
+Warnings derive from :class:`OnceGraphWarning` (a ``UserWarning``): something that runs,
+but not as safely as it could (:class:`UnkeyedToolWarning`: a ``write`` tool that never
+hands its idempotency key to the recipient).
+
 Control flow (:class:`GraphInterrupt`, :class:`_CrashSignal`) derives from
 ``BaseException`` so that a user's ``except Exception`` never swallows it by accident.
 """
@@ -53,6 +58,16 @@ from typing import Any
 
 class OnceGraphError(Exception):
     """Root of every error oncegraph raises on purpose."""
+
+
+class OnceGraphWarning(UserWarning):
+    """Root of oncegraph's warnings: the program runs, but less safely than it could."""
+
+
+class UnkeyedToolWarning(OnceGraphWarning):
+    """A ``write`` tool never reads its idempotency key: after a crash it is called
+    again, and the recipient cannot tell that call from a new one
+    (:mod:`oncegraph.tools.keycheck`). ``compile(strict=True)`` makes it an error."""
 
 
 class ConfigError(OnceGraphError, ValueError):
@@ -169,7 +184,33 @@ class LedgerWriteError(StorageError):
 
 
 class CorruptRecordError(StorageError):
-    """A stored row cannot be read back. It was left untouched and nothing re-ran."""
+    """A stored row cannot be read back. It was left untouched and nothing re-ran.
+
+    ``table``, ``key`` and ``column`` name what is damaged (``column`` is ``""`` when the
+    row as a whole is). For an effect row whose damage an operator's resolution replaces
+    (its outcome columns), ``salvage`` is the record with those columns unread, so that
+    ``resolve_effect`` can record what the operator found at the recipient."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        table: str = "",
+        key: Any = None,
+        column: str = "",
+        salvage: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.table = table
+        self.key = key
+        self.column = column
+        self.salvage = salvage
+
+
+class StorageFullError(StorageError):
+    """The database's disk (or its size limit) is full. The write was rolled back, so
+    nothing of it was stored; the message says what that means for the run and its tools
+    (did a tool run, can the run be resumed) and what to do."""
 
 
 class EncryptionKeyError(StorageError):
@@ -318,6 +359,7 @@ __all__ = [
     "NodeTimeoutError",
     "NondeterminismError",
     "OnceGraphError",
+    "OnceGraphWarning",
     "PayloadTooLargeError",
     "RecursionLimitError",
     "RequestMismatchError",
@@ -328,8 +370,10 @@ __all__ = [
     "RunStateError",
     "StaleStateError",
     "StorageError",
+    "StorageFullError",
     "SyncThreadsExhaustedError",
     "ToolTimeoutError",
     "UnfinishedRunError",
+    "UnkeyedToolWarning",
     "WaitTimeoutError",
 ]

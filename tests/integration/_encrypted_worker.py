@@ -44,7 +44,7 @@ def main() -> None:
         store = SqliteCheckpointer(opts.db, encryption=keys)
     calls = Path(opts.calls)
 
-    @tool(mask=["card"])
+    @tool(mask=["card"], dedup="test double: its calls are counted, never repeated")
     def charge(order_id: str, card: str) -> dict[str, str]:
         """Charge an order to a card."""
         with calls.open("a") as f:

@@ -51,7 +51,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     report: dict[str, Any] = {"outcome": "completed"}
     async with MCPTools(
-        server_spec(args.url, args.stdio_state), effects={"order_status": "read"}
+        server_spec(args.url, args.stdio_state), effects={"create_refund": "write"}
     ) as server:
         app = ReactAgent(
             model=model, system_prompt="You refund orders.", tools=await server.atools()

@@ -57,7 +57,7 @@ class World:
     def app(self, store: Checkpointer | None = None) -> Any:
         bodies = self.bodies
 
-        @tool
+        @tool(dedup="test double: its calls are counted")
         def refund(order_id: str) -> str:
             """Refund an order."""
             bodies.append(order_id)

@@ -178,7 +178,7 @@ def test_inline_tool_goes_through_the_ledger_on_the_loop(
 
 
 def test_inline_tool_is_not_timed_out(checkpointer: Checkpointer, run_path: RunPath) -> None:
-    @make_tool(inline=True)
+    @make_tool(inline=True, dedup="test double: sleeps, changes nothing")
     def slow_refund(order_id: str) -> str:
         """Refund an order, slowly."""
         time.sleep(OVERRUN)

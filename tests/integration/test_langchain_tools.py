@@ -16,7 +16,7 @@ pytest.importorskip("langchain_core")
 from langchain_core.tools import StructuredTool
 from langchain_core.tools import tool as lc_tool
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, UnkeyedToolWarning
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ScriptedModel
 from oncegraph.storage.protocols import Checkpointer
@@ -80,7 +80,10 @@ def test_structured_tool_runs_under_the_ledger_in_a_react_agent(checkpointer: Ch
         },
         "Ticket opened.",
     )
-    app = ReactAgent(model=model, tools=[_ticket_tool(calls)]).compile(checkpointer=checkpointer)
+    agent = ReactAgent(model=model, tools=[_ticket_tool(calls)])
+    # a LangChain tool is a write tool like any other: it is told it never reads its key
+    with pytest.warns(UnkeyedToolWarning, match="'open_ticket' never reads"):
+        app = agent.compile(checkpointer=checkpointer)
     out = app.invoke({"messages": [{"role": "user", "content": "Help!"}]}, {"thread_id": "t"})
 
     tool_messages = [m for m in out["messages"] if m["role"] == "tool"]

@@ -51,7 +51,7 @@ def test_agent_views_never_show_the_masked_card(checkpointer: Checkpointer) -> N
         """Refund an order to a card."""
         return "ch_1"
 
-    @tool(mask=["card"], retry=RetryPolicy(max_attempts=2, initial_delay=0))
+    @tool(mask=["card"], retry=RetryPolicy(max_attempts=2, initial_delay=0), dedup="fails")
     def verify(card: str) -> str:
         """Check a card."""
         raise ValueError(f"card {card} was declined by the issuer")
@@ -138,7 +138,7 @@ def test_effect_with_mask_is_masked_too(checkpointer: Checkpointer) -> None:
 
 
 def test_masking_is_off_without_masks(checkpointer: Checkpointer) -> None:
-    @tool
+    @tool(dedup="test double: changes nothing")
     def note(text: str) -> str:
         """Keep a note."""
         return text

@@ -11,6 +11,10 @@ SIGKILLs itself right after the server answered (``ONCEGRAPH_CRASH_AT=after_mcp_
 resumes the run in another fresh process, and finds exactly ONE refund at the server:
 the resume re-sent the pending ``write`` call with the same key, and the server answered
 from its key store.
+
+Without a class from the user, a tool's class comes from the server's annotations and
+fails closed: an unannotated or destructive tool is ``irreversible``, so a crash after its
+call parks the run instead of calling again.
 """
 
 from __future__ import annotations
@@ -107,13 +111,16 @@ def _refund_model(amount: float = 59.0) -> ScriptedModel:
     )
 
 
+ALL_TOOLS = ["cancel_order", "create_refund", "order_status", "set_order_note"]
+
+
 def test_tools_are_listed_with_schema_and_declared_classes(server_spec: Any) -> None:
-    server = MCPTools(server_spec, effects={"order_status": "read"}, recipient="refunds")
+    server = MCPTools(server_spec, effects={"create_refund": "write"}, recipient="refunds")
     tools = {t.name: t for t in server.tools()}
-    assert set(tools) == {"create_refund", "order_status"}
+    assert sorted(tools) == ALL_TOOLS
     refund = tools["create_refund"]
-    assert refund.effect is EffectClass.WRITE  # the default
-    assert tools["order_status"].effect is EffectClass.READ
+    assert refund.effect is EffectClass.WRITE  # declared: it deduplicates on the key
+    assert tools["order_status"].effect is EffectClass.READ  # from its annotations
     assert refund.description.startswith("Refund an amount of an order.")
     assert refund.parameters["properties"]["amount"]["type"] == "number"
     assert refund.parameters["required"] == ["order_id", "amount"]
@@ -127,7 +134,7 @@ def test_a_react_agent_calls_mcp_tools_under_the_ledger(
     checkpointer = SqliteCheckpointer(tmp_path / "runs.db")
 
     async def scenario() -> dict[str, Any]:
-        async with MCPTools(server_spec, effects={"order_status": "read"}) as server:
+        async with MCPTools(server_spec, effects={"create_refund": "write"}) as server:
             app = ReactAgent(model=_refund_model(), tools=await server.atools()).compile(
                 checkpointer=checkpointer
             )
@@ -219,7 +226,7 @@ def test_one_session_per_event_loop_and_close(transport: str, server_spec: Any) 
 
         # a closed server opens a new session on the next use
         names = here.run_until_complete(server.atools())
-        assert sorted(t.name for t in names) == ["create_refund", "order_status"]
+        assert sorted(t.name for t in names) == ALL_TOOLS
         here.run_until_complete(server.aclose())
     finally:
         here.close()
@@ -278,6 +285,102 @@ def test_sigkill_after_the_mcp_call_leaves_one_effect(
     assert after["refunds"][0]["key"] == effect["effect_id"]  # ... with the same key
     assert effect["status"] == "completed" and effect["attempts"] == 2
     assert '"replayed":true' in report["tool_messages"][0]["content"]
+
+
+def test_classes_come_from_the_annotations_failing_closed_unless_declared(
+    http_url: str,
+) -> None:
+    def classes(**options: Any) -> dict[str, EffectClass]:
+        server = MCPTools(http_url, **options)
+        try:
+            return {t.name: t.effect for t in server.tools()}
+        finally:
+            server.close()
+
+    read, write, irreversible = EffectClass.READ, EffectClass.WRITE, EffectClass.IRREVERSIBLE
+    assert classes() == {
+        "create_refund": irreversible,  # no annotations
+        "order_status": read,  # read-only and idempotent
+        "set_order_note": write,  # idempotent, not destructive
+        "cancel_order": irreversible,  # destructive, not idempotent
+    }
+    # the user's class always wins: per tool, in tool_options, or as the default
+    declared = classes(
+        effects={"cancel_order": "write"},
+        tool_options={"order_status": {"effect": "irreversible"}},
+    )
+    assert declared["cancel_order"] is write and declared["order_status"] is irreversible
+    assert set(classes(default_effect="read").values()) == {read}
+
+
+def test_annotated_class_reads_the_hints_with_the_mcp_defaults() -> None:
+    from mcp.types import ToolAnnotations
+
+    from oncegraph.tools.mcp import annotated_class
+
+    def cls(**hints: Any) -> EffectClass:
+        return annotated_class(ToolAnnotations(**hints))
+
+    assert annotated_class(None) is EffectClass.IRREVERSIBLE
+    assert cls() is EffectClass.IRREVERSIBLE
+    assert cls(read_only_hint=True) is EffectClass.IRREVERSIBLE  # not said to be idempotent
+    assert cls(read_only_hint=True, idempotent_hint=True) is EffectClass.READ
+    assert cls(idempotent_hint=True) is EffectClass.IRREVERSIBLE  # destructive by default
+    assert cls(idempotent_hint=True, destructive_hint=False) is EffectClass.WRITE
+    assert cls(idempotent_hint=False, destructive_hint=False) is EffectClass.IRREVERSIBLE
+
+
+def _one_call(name: str, args: dict[str, Any]) -> ScriptedModel:
+    return ScriptedModel.turns(
+        {"content": "", "tool_calls": [{"id": "c1", "name": name, "args": args}]}, "Done."
+    )
+
+
+def test_a_destructive_tool_is_parked_not_sent_again_after_a_crash(
+    http_url: str, state: Path, tmp_path: Path
+) -> None:
+    """``cancel_order`` acts on every call and ignores the key: as a ``write`` tool (the
+    old default) the resume cancelled the order a second time."""
+    from oncegraph import FaultPlan
+    from oncegraph.errors import NeedsReviewError, _CrashSignal
+
+    checkpointer = SqliteCheckpointer(tmp_path / "runs.db")
+    server = MCPTools(http_url)
+    try:
+        tools = server.tools()
+        model = _one_call("cancel_order", {"order_id": "1042"})
+        app = ReactAgent(model=model, tools=tools).compile(checkpointer=checkpointer)
+        user = {"messages": [{"role": "user", "content": "Cancel 1042"}]}
+        with pytest.raises(_CrashSignal):
+            app.invoke(user, {"thread_id": "t", "fault_plan": FaultPlan("after_mcp_call")})
+        assert read_state(state)["cancels"] == ["1042"]
+        with pytest.raises(NeedsReviewError, match="cancel_order"):
+            app.invoke(None, {"thread_id": "t"})
+    finally:
+        server.close()
+    assert read_state(state)["cancels"] == ["1042"], "cancelled once, then parked for review"
+
+
+def test_an_idempotent_tool_runs_again_after_a_crash(
+    http_url: str, state: Path, tmp_path: Path
+) -> None:
+    from oncegraph import FaultPlan
+    from oncegraph.errors import _CrashSignal
+
+    checkpointer = SqliteCheckpointer(tmp_path / "runs.db")
+    server = MCPTools(http_url)
+    try:
+        model = _one_call("set_order_note", {"order_id": "1042", "note": "gift"})
+        app = ReactAgent(model=model, tools=server.tools()).compile(checkpointer=checkpointer)
+        user = {"messages": [{"role": "user", "content": "Note 1042"}]}
+        with pytest.raises(_CrashSignal):
+            app.invoke(user, {"thread_id": "t", "fault_plan": FaultPlan("after_mcp_call")})
+        out = app.invoke(None, {"thread_id": "t"})
+    finally:
+        server.close()
+    assert out["messages"][-1]["content"] == "Done."
+    after = read_state(state)
+    assert after["note_calls"] == 2 and after["notes"] == {"1042": "gift"}
 
 
 def test_meta_key_constant_is_namespaced() -> None:

@@ -331,7 +331,7 @@ class S(TypedDict, total=False):
     messages: Annotated[list[dict[str, Any]], add_messages]
     done: str
 
-@tool
+@tool(dedup="test double: changes nothing a repeat could double")
 async def ship(order: str) -> str:
     "Ship an order."
     await asyncio.sleep(30)
@@ -388,7 +388,7 @@ class S(TypedDict, total=False):
     done: str
 
 
-@tool(timeout=0.2)
+@tool(timeout=0.2, dedup="test double: changes nothing a repeat could double")
 def ship(order_id: str) -> str:
     \"\"\"Ship an order (each execution is logged; it waits at the gate).\"\"\"
     with open(os.environ["KEEPER_CALLS"], "a") as f:

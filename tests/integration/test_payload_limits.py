@@ -6,7 +6,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from oncegraph import START, StateGraph, ToolNode, _json, add_messages
+from oncegraph import START, StateGraph, ToolNode, _json, add_messages, tool
 from oncegraph.errors import PayloadTooLargeError
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
@@ -65,6 +65,7 @@ def test_oversized_input_writes_nothing(
 def test_oversized_tool_result_stops_the_run(
     checkpointer: Checkpointer, run_path: Any, small_limit: int
 ) -> None:
+    @tool(dedup="test double: changes nothing")
     def huge() -> str:
         """Return a result over the size limit."""
         return "z" * (small_limit * 2)

@@ -170,7 +170,7 @@ def test_every_recorded_hash_is_keyed(checkpointer: Checkpointer) -> None:
     """Planned intents (a write tool's, written with the model turn's checkpoint), begun
     intents and model calls: every new record carries the keyed form."""
 
-    @tool(mask=["card"])
+    @tool(mask=["card"], dedup="test double: changes nothing")
     def charge(order_id: str, card: str) -> str:
         """Charge a card."""
         return "ch_1"

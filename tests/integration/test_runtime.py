@@ -33,6 +33,7 @@ from oncegraph import (
     ToolNode,
     UnfinishedRunError,
     add_messages,
+    tool,
 )
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
@@ -767,6 +768,7 @@ def test_bad_config_values_are_config_errors(run_path: RunPath) -> None:
 # -- streaming ---------------------------------------------------------------------------
 
 
+@tool(dedup="test double: changes nothing")
 def _lookup(q: str) -> dict[str, Any]:
     """Look something up."""
     return {"answer": q.upper()}

@@ -22,7 +22,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from oncegraph import END, START, StateGraph, ToolNode, add_messages
+from oncegraph import END, START, StateGraph, ToolNode, add_messages, tool
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
@@ -84,6 +84,7 @@ def test_n_concurrent_runs_of_a_sync_tool_all_start(tmp_path: Path) -> None:
     lock = threading.Lock()
     all_in = threading.Event()
 
+    @tool(dedup="test double: changes nothing a repeat could double")
     def ship(order: str) -> str:
         """Ship an order."""
         nonlocal inside, most
@@ -115,6 +116,7 @@ def test_n_concurrent_runs_of_a_sync_tool_all_start(tmp_path: Path) -> None:
 def test_a_timed_out_sync_call_is_reported_and_counted_until_it_ends(
     tmp_path: Path, release: threading.Event, caplog: pytest.LogCaptureFixture
 ) -> None:
+    @tool(dedup="test double: changes nothing a repeat could double")
     def ship(order: str) -> str:
         """Ship an order."""
         release.wait(LONG)
@@ -195,6 +197,7 @@ def test_too_many_stuck_calls_refuse_a_new_one_before_it_is_called(
 ) -> None:
     calls: list[str] = []
 
+    @tool(dedup="test double: changes nothing a repeat could double")
     def ship(order: str) -> str:
         """Ship an order."""
         calls.append(order)

@@ -169,6 +169,7 @@ def test_tool_timeout_is_an_unknown_outcome_and_resume_reuses_the_key(
     keys: list[str] = []
     hang = [True]
 
+    @tool(dedup="test double: changes nothing a repeat could double")
     async def ship(order: str) -> str:
         """Ship an order."""
         keys.append(current_effect().idempotency_key)
@@ -198,6 +199,7 @@ def test_tool_timeout_is_an_unknown_outcome_and_resume_reuses_the_key(
 def test_sync_tool_timeout(
     checkpointer: Checkpointer, run_path: RunPath, release: threading.Event
 ) -> None:
+    @tool(dedup="test double: changes nothing a repeat could double")
     def ship(order: str) -> str:
         """Ship an order."""
         release.wait(LONG)
@@ -234,7 +236,7 @@ def test_sync_tool_timeout(
 def test_per_tool_timeout_overrides_the_run_setting(
     checkpointer: Checkpointer, run_path: RunPath
 ) -> None:
-    @tool(timeout=SHORT)
+    @tool(timeout=SHORT, dedup="test double: never finishes")
     async def ship(order: str) -> str:
         """Ship an order."""
         await asyncio.sleep(LONG)
@@ -249,6 +251,7 @@ def test_per_tool_timeout_overrides_the_run_setting(
 def test_none_or_zero_disables_tool_timeout(
     checkpointer: Checkpointer, run_path: RunPath, disabled: float | None
 ) -> None:
+    @tool(dedup="test double: changes nothing a repeat could double")
     async def ship(order: str) -> str:
         """Ship an order."""
         await asyncio.sleep(0.1)
@@ -260,6 +263,7 @@ def test_none_or_zero_disables_tool_timeout(
 
 
 def test_node_timeout_bounds_a_tool_node_too(checkpointer: Checkpointer, run_path: RunPath) -> None:
+    @tool(dedup="test double: changes nothing a repeat could double")
     async def ship(order: str) -> str:
         """Ship an order."""
         await asyncio.sleep(LONG)

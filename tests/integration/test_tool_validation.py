@@ -14,7 +14,7 @@ import enum
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict, cast
 
-from oncegraph import END, START, StateGraph, ToolNode, add_messages
+from oncegraph import END, START, StateGraph, ToolNode, add_messages, tool
 from oncegraph.app import CompiledGraph
 from oncegraph.ledger.keys import request_hash
 from oncegraph.messages import Message, ToolSpec
@@ -47,6 +47,7 @@ GOOD_ARGS = {"color": "red", "deliver_on": "2026-12-24", "parcel": {"weight_kg":
 
 
 def _make_tool(received: list[dict[str, Any]]) -> Callable[..., str]:
+    @tool(dedup="test double: changes nothing a repeat could double")
     def paint_and_ship(color: Color, deliver_on: datetime.date, parcel: Parcel) -> str:
         """Paint a parcel and ship it.
 

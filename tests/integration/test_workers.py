@@ -228,7 +228,7 @@ def _agent(store: PgCheckpointer) -> CompiledGraph:
     """An app with the same graph as APP_MODULE's (same fingerprint), for submitting."""
     from oncegraph import tool
 
-    @tool(effect="write", recipient="payments")
+    @tool(effect="write", recipient="payments", dedup="never called in this process")
     def charge(order_id: str, amount: float) -> dict[str, Any]:
         """Charge an order (idempotent at the provider through the effect key)."""
         raise AssertionError("the test process never runs tools")
@@ -801,7 +801,7 @@ def _payroll(store: PgCheckpointer, name: str, tool_name: str, done: list[str]) 
     """An agent named ``name`` whose one tool ``tool_name`` notes the order it ran for."""
     from oncegraph import tool
 
-    @tool(effect="write", name=tool_name)
+    @tool(effect="write", name=tool_name, dedup="test double: notes the order it ran for")
     def act(order_id: str) -> str:
         """Act on an order."""
         done.append(order_id)

@@ -69,6 +69,7 @@ class Shop:
             self.ran.append(("lookup_order", {"order_id": order_id}))
             return {"order_id": order_id, "total": 59.0}
 
+        @tool(dedup="test double: changes nothing a repeat could double")
         def refund_order(order_id: str, amount: float) -> str:
             """Refund an order."""
             self.ran.append(("refund_order", {"order_id": order_id, "amount": amount}))

@@ -526,7 +526,7 @@ def test_ledger_unavailable_risky_tools_do_not_run(
         return "refunded"
 
     broken = BrokenLedger(store)
-    app = react(cast(Checkpointer, broken), tool(effect=cls)(refund))
+    app = react(cast(Checkpointer, broken), tool(effect=cls, dedup="test double")(refund))
     # Stop after the model turn's commit (a write call's intent rides it, planned): the
     # tools step that resumes must read the ledger, and it cannot.
     crash(path, app, USER, "after_checkpoint", nth=1)
@@ -646,7 +646,7 @@ def test_model_calls_are_recorded_and_reused_on_resume(store: Checkpointer, path
         {"tool_calls": [{"id": "call_1", "name": "refund", "args": ARGS}]}, "done"
     )
 
-    @tool(effect="write")
+    @tool(effect="write", dedup="test double: changes nothing")
     def refund(order_id: str, amount: float) -> str:
         """Refund."""
         return "ok"

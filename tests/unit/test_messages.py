@@ -17,7 +17,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from oncegraph import END, START, MessagesState, StateGraph, add_messages
+from oncegraph import END, START, MessagesState, StateGraph, add_messages, tool
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.messages import Message, MessageDict
@@ -203,6 +203,7 @@ def test_dict_removal_in_a_dict_state() -> None:
 # -- the prebuilt tool node reads LangChain assistant messages ------------------------------
 
 
+@tool(dedup="test double: changes nothing")
 def weather(city: str) -> str:
     """The weather in a city."""
     return f"rain in {city}"

@@ -15,7 +15,7 @@ from oncegraph.errors import _CrashSignal
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ScriptedModel
 from oncegraph.storage.checkpointer import SqliteCheckpointer
-from oncegraph.storage.records import EffectStatus, StepCommit
+from oncegraph.storage.records import Attempt, EffectStatus, StepCommit
 
 T = {"thread_id": "t-plan"}
 USER = {"messages": [{"role": "user", "content": "refund 1042 and 1043"}]}
@@ -156,7 +156,10 @@ class Reading(Counting):
         if self.existing:
             for intent in commit.intents:
                 done = intent.replace(
-                    status=EffectStatus.COMPLETED, result="refunded earlier", row_version=1
+                    status=EffectStatus.COMPLETED,
+                    result="refunded earlier",
+                    attempts=(Attempt(1, 1_000.0, 1_001.0, "completed"),),
+                    row_version=1,
                 )
                 await super().begin_effect(done)
         return await super().commit(commit)

@@ -45,7 +45,7 @@ def test_scope_admits_its_app_and_tenant_only() -> None:
         Scope("hr", "")
 
 
-@tool(effect="write")
+@tool(effect="write", dedup="never called")
 def charge(order_id: str, amount: float) -> str:
     """Charge an order."""
     return "ok"
@@ -63,7 +63,7 @@ def charge_irreversibly(order_id: str, amount: float) -> str:
     return "ok"
 
 
-@tool(effect="write", name="charge")
+@tool(effect="write", name="charge", dedup="never called")
 def charge_in_cents(order_id: str, cents: int) -> str:
     """Charge an order."""
     return "ok"

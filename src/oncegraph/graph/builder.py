@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sys
+import types
 import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -345,6 +347,7 @@ class StateGraph:
         store: Any = None,
         cache: Any = None,
         sync_threads: int | None = None,
+        strict: bool = False,
     ) -> CompiledGraph:
         """The runnable app. ``interrupt_before`` / ``interrupt_after`` (node names, or
         ``"*"`` for every node) pause the run before / after those nodes; continue with
@@ -359,8 +362,14 @@ class StateGraph:
 
         ``sync_threads``: this app's sync nodes and tools run in a pool of their own with
         up to that many threads (``oncegraph-sync-N``); without it they share the process
-        pool (64 threads, ``ONCEGRAPH_THREADS``; a worker grows it to its concurrency)."""
+        pool (64 threads, ``ONCEGRAPH_THREADS``; a worker grows it to its concurrency).
+
+        A ``write`` tool whose code never reads its idempotency key (and that does not
+        say how its recipient deduplicates, ``@tool(dedup=...)``) is an
+        :class:`~oncegraph.errors.UnkeyedToolWarning`; ``strict=True`` makes it a
+        ``ConfigError`` (:mod:`oncegraph.tools.keycheck`)."""
         from oncegraph.app import CompiledGraph
+        from oncegraph.tools.keycheck import check_tools
 
         if store is not None or cache is not None:
             raise GraphValidationError(
@@ -373,8 +382,10 @@ class StateGraph:
             self.version = str(version)
         self._breakpoints = self._breakpoint_names("interrupt_before", interrupt_before)
         self._breakpoints_after = self._breakpoint_names("interrupt_after", interrupt_after)
+        spec = self.validate()
+        check_tools(spec.nodes, strict=strict, stacklevel=_caller_level() + 1)
         return CompiledGraph(
-            self.validate(),
+            spec,
             checkpointer=checkpointer,
             migrations=migrations,
             previous_versions=previous_versions,
@@ -383,6 +394,17 @@ class StateGraph:
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
         return breakpoint_names(what, names, self.nodes)
+
+
+def _caller_level() -> int:
+    """How far up the stack the code that asked for the compile is, from ``compile``
+    (past oncegraph's own frames: ``ReactAgent.compile`` calls it too), so a warning
+    points at the user's line."""
+    frame: types.FrameType | None = sys._getframe(2)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("oncegraph."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def breakpoint_names(

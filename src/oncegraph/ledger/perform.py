@@ -40,6 +40,7 @@ from oncegraph import observe
 from oncegraph._slots import slot_init
 from oncegraph._waiting import wait_done
 from oncegraph.errors import (
+    CorruptRecordError,
     EffectFailedError,
     LeaseLostError,
     LedgerUnavailableError,
@@ -53,6 +54,7 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
+from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.planned import intent_record, is_untouched_plan
@@ -307,8 +309,8 @@ class _Performer:
         intent = intent.replace(row_version=1)
         try:
             stored, created = await self.store.begin_effect(intent, fence=self.ctx.fence)
-        except LeaseLostError:
-            raise
+        except (LeaseLostError, CorruptRecordError):
+            raise  # a damaged record is not an unavailable ledger: it names its own fix
         except StorageError as exc:
             raise LedgerUnavailableError(
                 f"the effect ledger cannot be read or written ({exc}); {cls} tool "
@@ -330,6 +332,8 @@ class _Performer:
             return self.ctx.planned[self.effect_id]
         try:
             return await self.store.get_effect(self.effect_id)
+        except CorruptRecordError:
+            raise
         except StorageError as exc:
             raise LedgerUnavailableError(
                 f"the effect ledger cannot be read ({exc}); {self.call.effect_class} tool "
@@ -344,6 +348,8 @@ class _Performer:
         self.ctx.crash_point("after_intent")
         if not is_untouched_plan(found, self.request_hash):
             return await self._decide(found)
+        if not self.ctx.planned_written:  # read back: the row must be what was planned
+            self._check_found(found)
         self._event("effect_intent", found, planned=True)
         begun = found.replace(attempts=(Attempt(1, now()),))
         self._unsaved = True  # attempt 1 is begun in memory only, until an outcome is saved
@@ -373,8 +379,11 @@ class _Performer:
                 f"{status}; an evidence replay never calls live. Replay in mode='live' or "
                 "'simulation' to run it."
             )
-        if self.call.effect_class is not EffectClass.MODEL:  # a model request names its
-            self._check_hash(found)  # checkpoint, which the replay's thread does not share
+        model = self.call.effect_class is EffectClass.MODEL
+        # a model request names its checkpoint, which the replay's thread does not share
+        self._check_found(found, compare=not model)
+        if not model:
+            self._check_hash(found)
         return found.result
 
     async def _run_unprotected(self) -> Any:
@@ -388,9 +397,12 @@ class _Performer:
         if not (self.ctx.fresh and self.call.effect_class is EffectClass.MODEL):
             try:
                 found = await self.store.get_effect(self.effect_id)
+            except CorruptRecordError:
+                raise  # running it would overwrite the damaged row: it stays as it is
             except StorageError as exc:
                 log.warning("ledger unreadable, running %s again: %s", self.call.effect_type, exc)
         if found is not None:
+            self._check_found(found)
             self._check_hash(found)
             if found.status is EffectStatus.COMPLETED:
                 return found.result
@@ -412,6 +424,17 @@ class _Performer:
                     "stable, or finish such runs on the old version (previous_versions)."
                 )
 
+    def _check_found(self, record: EffectRecord, *, compare: bool = True) -> None:
+        """The record found is whole and is this call's (:mod:`oncegraph.ledger.integrity`);
+        ``compare``: its request hash may be told apart from this call's."""
+        check_found(
+            record,
+            self.key,
+            effect_type=self.call.effect_type,
+            command_id=self.call.command_id,
+            call_hash=self.request_hash if compare else None,
+        )
+
     def _check_hash(self, record: EffectRecord) -> None:
         if record.request_hash != self.request_hash and not same_request(
             record.request_hash, self.call.request, self.key
@@ -420,6 +443,7 @@ class _Performer:
 
     async def _decide(self, record: EffectRecord) -> Any:
         """A record already exists for this command: decide from it, not from hope."""
+        self._check_found(record)
         self._check_hash(record)
         status = record.status
         if status is EffectStatus.COMPLETED:

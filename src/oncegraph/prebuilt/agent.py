@@ -409,8 +409,12 @@ class ReactAgent:
             g.add_conditional_edges("agent", self._route, targets)
         return g
 
-    def compile(self, checkpointer: Checkpointer | None = None) -> CompiledGraph:
-        return self.graph().compile(checkpointer=checkpointer)
+    def compile(
+        self, checkpointer: Checkpointer | None = None, *, strict: bool = False
+    ) -> CompiledGraph:
+        """The runnable app (``StateGraph.compile``; ``strict=True``: a ``write`` tool
+        that never reads its idempotency key is a ``ConfigError``, not a warning)."""
+        return self.graph().compile(checkpointer=checkpointer, strict=strict)
 
 
 def _token_sink(ctx: TaskContext, message_id: str) -> OnText:

@@ -28,8 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError, RunStateError
+from oncegraph.errors import (
+    ConfigError,
+    CorruptRecordError,
+    NoRunToResumeError,
+    RunNotFoundError,
+    RunStateError,
+)
 from oncegraph.ids import new_audit_id
+from oncegraph.ledger.integrity import check_found
+from oncegraph.ledger.keys import hash_key
 from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.perform import RESOLVED_NOT_DONE
 from oncegraph.runs import claims
@@ -173,8 +181,12 @@ class Commands:
         _required("reason", reason)
         if outcome not in ("done", "not_done"):
             raise ConfigError(f"outcome must be 'done' or 'not_done'; got {outcome!r}")
-        record = await self._effect(effect_id)
-        if record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
+        damaged = ""  # the outcome column found unreadable, which this resolution replaces
+        try:
+            record = await self._effect(effect_id)
+        except CorruptRecordError as exc:
+            record, damaged = await self._salvaged(effect_id, exc), exc.column
+        if not damaged and record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
             raise RunStateError(
                 f"effect {effect_id} is {record.status}: resolve is for an effect whose "
                 "outcome is uncertain (pending or accepted). To send it again, use "
@@ -202,9 +214,10 @@ class Commands:
             "resolve_effect",
             reason,
             outcome=outcome,
-            before=str(record.status),
+            before="unreadable" if damaged else str(record.status),
             after=str(changed.status),
             provider_reference=provider_reference,
+            **({"replaced_damaged": damaged} if damaged else {}),
         )
 
         async def write(token: int) -> None:
@@ -426,6 +439,8 @@ class Commands:
     # -- helpers -----------------------------------------------------------------------------
 
     async def _effect(self, effect_id: str) -> EffectRecord:
+        """The effect as recorded, whole (a damaged row is a ``CorruptRecordError``: no
+        command acts on it), and within this service's scope."""
         effect_id = caller_id("effect_id", effect_id)  # a path's or argument's id
         await self.service.setup()
         record = await self.store.get_effect(effect_id)
@@ -433,10 +448,23 @@ class Commands:
             raise RunNotFoundError(
                 f"no effect {effect_id!r}; list them with app.effects(run_id=...)"
             )
+        return await self._in_scope(record)
+
+    async def _in_scope(self, record: EffectRecord) -> EffectRecord:
+        check_found(record, await hash_key(self.store))
         run = await self.store.get_run(record.run_id)
         if run is not None:
-            self.service.check_run(run, f"effect {effect_id} (of run {record.run_id})")
+            self.service.check_run(run, f"effect {record.effect_id} (of run {record.run_id})")
         return record
+
+    async def _salvaged(self, effect_id: str, error: CorruptRecordError) -> EffectRecord:
+        """For a resolution: the effect whose row ``error`` found damaged in its outcome
+        columns only, read without them (the resolution replaces them); anything else
+        damaged is raised as it is."""
+        salvage = error.salvage
+        if not isinstance(salvage, EffectRecord) or salvage.effect_id != effect_id:
+            raise error
+        return await self._in_scope(salvage)
 
     async def _with_run_held(self, record: EffectRecord, act: Any) -> Any:
         """Take the effect's run (fencing out any holder), ``await act(token)``, let go."""

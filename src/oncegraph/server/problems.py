@@ -2,8 +2,10 @@
 
 :func:`status_of` maps oncegraph's error tree to a status at the boundary: bad input is a
 400 (413 when a value is too large), an unknown id a 404, a run in the wrong state for
-the command a 409, a store that failed a 503. Whatever was refused changed nothing: every
-command validates before it writes, and the run service writes in one transaction.
+the command a 409, a store that failed a 503 (``storage_full`` when its disk is full), a
+stored row that cannot be read back a 500 (``corrupt_record``). Whatever was refused
+changed nothing: every command validates before it writes, and the run service writes in
+one transaction.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ _STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
     (errors.IncompatibleVersionError, 409, "incompatible_version"),
     (errors.StaleStateError, 409, "stale_state"),
     (errors.LeaseLostError, 409, "run_taken_over"),
+    # a full disk: the write was rolled back; the message says what ran and what to do
+    (errors.StorageFullError, 503, "storage_full"),
+    # a damaged stored row: no retry mends it (the message names the row and the fix)
+    (errors.CorruptRecordError, 500, "corrupt_record"),
     (errors.StorageError, 503, "storage_unavailable"),
     (errors.EffectError, 409, "effect_error"),
     (errors.NodeError, 409, "run_failed"),

@@ -1442,7 +1442,10 @@ class CheckpointerConformance(IdempotencyConformance):
         done = make_effect(rid, tid, "msg_1:call_1", status=EffectStatus.COMPLETED)
         await checkpointer.begin_effect(done.replace(row_version=1))
         again = done.replace(status=EffectStatus.PENDING, attempts=(), row_version=1)
-        planned = make_effect(rid, tid, "msg_2:call_1").replace(attempts=())
+        # a planned intent: a write call's, nothing attempted yet (oncegraph.ledger.planned)
+        planned = make_effect(rid, tid, "msg_2:call_1").replace(
+            attempts=(), effect_class=EffectClass.WRITE
+        )
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         inserted = await checkpointer.commit(
             StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, intents=[planned, again])
@@ -1453,7 +1456,9 @@ class CheckpointerConformance(IdempotencyConformance):
         kept = await checkpointer.get_effect(done.effect_id)
         assert kept is not None and kept.status is EffectStatus.COMPLETED, "never overwritten"
         # a lost CAS writes no intent either
-        late = make_effect(rid, tid, "msg_3:call_1").replace(attempts=())
+        late = make_effect(rid, tid, "msg_3:call_1").replace(
+            attempts=(), effect_class=EffectClass.WRITE
+        )
         stale = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         with pytest.raises(StaleStateError):
             await checkpointer.commit(

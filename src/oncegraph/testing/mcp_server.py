@@ -15,11 +15,19 @@ Tools:
   :data:`~oncegraph.tools.mcp.IDEMPOTENCY_META_KEY`) that was seen before; then it returns
   the first refund again and performs nothing. A key seen with other arguments is
   refused (an error result), as Stripe refuses it; so is an amount that is not positive.
-* ``order_status(order_id)`` (a read): the refunds of an order.
+  It declares no annotations (what most servers do).
+* ``order_status(order_id)`` (a read, annotated ``readOnlyHint`` and ``idempotentHint``):
+  the refunds of an order.
+* ``set_order_note(order_id, note)`` (annotated ``idempotentHint``, not destructive):
+  sets an order's note; setting the same note again changes nothing.
+* ``cancel_order(order_id)`` (annotated ``destructiveHint``, not idempotent): cancels an
+  order, once per call (a second call cancels again and says so).
 
-The state file holds ``{"refunds": [...], "by_key": {key: refund id}, "calls": n}``;
-``calls`` counts every ``create_refund`` request that reached the server, ``refunds``
-the effects performed. Writes are serialized with an OS file lock and replace the file
+The state file holds ``{"refunds": [...], "by_key": {key: refund id}, "calls": n,
+"notes": {order: note}, "note_calls": n, "cancels": [order, ...]}``; ``calls`` counts
+every ``create_refund`` request that reached the server, ``refunds`` the effects
+performed, ``note_calls`` every ``set_order_note`` request, ``cancels`` every
+cancellation. Writes are serialized with an OS file lock and replace the file
 atomically, so concurrent server processes (one per client session) never lose one.
 Needs the ``mcp`` extra.
 """
@@ -38,6 +46,7 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 from oncegraph.tools.mcp import IDEMPOTENCY_META_KEY
 
@@ -47,10 +56,18 @@ __all__ = ["build_server", "main", "read_state"]
 def read_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The server's state file (empty state if it does not exist yet)."""
     p = Path(path)
+    empty: dict[str, Any] = {
+        "refunds": [],
+        "by_key": {},
+        "calls": 0,
+        "notes": {},
+        "note_calls": 0,
+        "cancels": [],
+    }
     if not p.exists():
-        return {"refunds": [], "by_key": {}, "calls": 0}
+        return empty
     data: dict[str, Any] = json.loads(p.read_text())
-    return data
+    return {**empty, **data}
 
 
 @contextlib.contextmanager
@@ -99,11 +116,27 @@ def build_server(
                 state["by_key"][key] = refund_id
         return {**result, "replayed": False}
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
     def order_status(order_id: str) -> dict[str, Any]:
         """The refunds made for an order so far."""
         refunds = [r["result"] for r in read_state(path)["refunds"]]
         return {"order_id": order_id, "refunds": [r for r in refunds if r["order_id"] == order_id]}
+
+    @server.tool(annotations=ToolAnnotations(idempotent_hint=True, destructive_hint=False))
+    def set_order_note(order_id: str, note: str) -> dict[str, Any]:
+        """Set the note of an order (setting the same note again changes nothing)."""
+        with _locked_state(path) as state:
+            state["note_calls"] += 1
+            state["notes"][order_id] = note
+        return {"order_id": order_id, "note": note}
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    def cancel_order(order_id: str) -> dict[str, Any]:
+        """Cancel an order. Every call cancels (and refunds shipping) again."""
+        with _locked_state(path) as state:
+            state["cancels"].append(order_id)
+            times = state["cancels"].count(order_id)
+        return {"order_id": order_id, "cancelled": times}
 
     return server
 

@@ -38,7 +38,7 @@ from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.schema import describe_validation_error
-from oncegraph.tools.tool import Tool, effect_class
+from oncegraph.tools.tool import Tool, dedup_text, effect_class
 
 __all__ = ["from_langchain"]
 
@@ -88,6 +88,7 @@ def from_langchain(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     inline: bool = False,
+    dedup: str | None = None,
 ) -> Tool:
     """A :class:`Tool` that calls the LangChain tool ``base_tool``; the options are those
     of :func:`oncegraph.tool`."""
@@ -154,4 +155,16 @@ def from_langchain(
         mask=tuple(mask),
         retry=retry,
         timeout=timeout,
+        dedup=dedup_text(dedup, tool_name),
+        source=_source(base_tool, is_async),
     )
+
+
+def _source(base_tool: Any, is_async: bool) -> Any:
+    """The user's own function behind ``base_tool`` (what the key check reads): its
+    ``func`` / ``coroutine`` (``Tool``, ``StructuredTool``, ``@tool``), else its class's
+    ``_arun`` / ``_run``."""
+    own = getattr(base_tool, "coroutine" if is_async else "func", None)
+    if callable(own):
+        return own
+    return type(base_tool)._arun if is_async else type(base_tool)._run

@@ -7,7 +7,7 @@
 
     async with MCPTools(
         StdioServerParameters(command="refund-server"),   # or "http://host:8000/mcp"
-        effects={"order_status": "read", "create_refund": "write"},
+        effects={"create_refund": "write"},   # it deduplicates on the _meta key
     ) as server:
         app = ReactAgent(model, tools=await server.atools()).compile(checkpointer=...)
         await app.ainvoke(...)
@@ -15,16 +15,24 @@
 (``server.tools()`` lists them from sync code; ``server.close()`` closes from sync code.)
 
 Each MCP tool becomes a :class:`~oncegraph.tools.tool.Tool` with the server's name,
-description and input schema, and the effect class the user declares for it (``effects``
-or ``tool_options``; default ``write``, as for a plain function: a server's own
-annotations are hints the MCP specification tells clients not to trust). Every call goes
-through the ledger like any other tool call, and carries the call's idempotency key
-(``current_effect().idempotency_key``, stable across crashes and resumes) in the request's
-``_meta`` under :data:`IDEMPOTENCY_META_KEY` (or ``meta_key=``), where a server can use it
-to deduplicate. A ``write`` tool whose outcome is unknown after a crash runs again with
-the SAME key; that is only safe if the server deduplicates on it (see
-:mod:`oncegraph.testing.recipient` to check a recipient). Mark a tool ``irreversible``
-(with a ``reconcile`` hook in ``tool_options``) where it does not.
+description and input schema. Every call goes through the ledger like any other tool
+call, and carries the call's idempotency key (``current_effect().idempotency_key``,
+stable across crashes and resumes) in the request's ``_meta`` under
+:data:`IDEMPOTENCY_META_KEY` (or ``meta_key=``), where a server can use it to deduplicate.
+
+Its effect class (:func:`annotated_class`): the one the user declares always wins
+(``effects``, ``tool_options[name]["effect"]``, or ``default_effect`` for every tool not
+named). Otherwise it comes from the server's annotations, failing closed: ``read`` only
+for a tool marked both ``readOnlyHint`` and ``idempotentHint``; ``write`` (run again
+after an unknown outcome, with the same key) only for one marked ``idempotentHint`` and
+``destructiveHint: false``; anything else (no annotations, destructive, not idempotent)
+is ``irreversible``, so an unknown outcome is reconciled or parked for review, never
+re-sent. Almost no MCP server deduplicates on a ``_meta`` key, so ``write`` by default
+(what a plain function gets) would re-send a refund after a crash. A server's annotations
+can only make a tool run again where the server itself says running again is harmless;
+a server that lies about that is not one to call with money. Declare a tool ``write``
+where you know the server deduplicates on the key (see :mod:`oncegraph.testing.recipient`
+to check), or ``irreversible`` with a ``reconcile`` hook in ``tool_options``.
 
 Invariants:
 
@@ -60,7 +68,7 @@ from oncegraph.tools.tool import Tool, Validator, effect_class
 
 AFTER_MCP_CALL = declare_crash_point("after_mcp_call")  # answered; not yet recorded
 
-__all__ = ["IDEMPOTENCY_META_KEY", "MCPToolError", "MCPTools"]
+__all__ = ["IDEMPOTENCY_META_KEY", "MCPToolError", "MCPTools", "annotated_class"]
 
 IDEMPOTENCY_META_KEY = "io.oncegraph/idempotency-key"
 """The ``_meta`` key of a call's idempotency key (the effect id: one per tool call,
@@ -77,6 +85,7 @@ _TOOL_OPTIONS = {
     "mask",
     "retry",
     "timeout",
+    "dedup",
 }
 
 
@@ -144,7 +153,8 @@ class MCPTools:
     ``server``: a URL (streamable HTTP), an ``mcp.StdioServerParameters`` (a command
     run as a subprocess, spoken to over stdio), or anything else ``mcp.Client`` accepts.
     ``effects``: tool name -> effect class (``"read"``, ``"write"``, ``"irreversible"``);
-    ``default_effect`` for the rest. ``tool_options``: tool name -> options of
+    ``default_effect`` for the rest (None: from each tool's annotations, see the module
+    docstring). ``tool_options``: tool name -> options of
     :func:`oncegraph.tool` (``reconcile``, ``recipient``, ``mask``, ``retry``,
     ``timeout``, ``description``, ``name``, ``effect``). ``include``: load only these
     tools. ``recipient``: the effect records' recipient (default: the server's name).
@@ -156,7 +166,7 @@ class MCPTools:
         server: Any,
         *,
         effects: Mapping[str, str | EffectClass] | None = None,
-        default_effect: str | EffectClass = "write",
+        default_effect: str | EffectClass | None = None,
         tool_options: Mapping[str, Mapping[str, Any]] | None = None,
         include: Sequence[str] | None = None,
         recipient: str | None = None,
@@ -167,7 +177,7 @@ class MCPTools:
         _mcp()
         self.server = server
         self.effects = {k: effect_class(v) for k, v in (effects or {}).items()}
-        self.default_effect = effect_class(default_effect)
+        self.default_effect = None if default_effect is None else effect_class(default_effect)
         self.tool_options = {k: dict(v) for k, v in (tool_options or {}).items()}
         for tool_name, options in self.tool_options.items():
             unknown = set(options) - _TOOL_OPTIONS
@@ -263,6 +273,8 @@ class MCPTools:
     def _tool(self, listed: Any) -> Tool:
         options = dict(self.tool_options.get(listed.name, {}))
         effect = options.pop("effect", self.effects.get(listed.name, self.default_effect))
+        if effect is None:  # the user said nothing of this tool: the server's hints decide
+            effect = annotated_class(getattr(listed, "annotations", None))
         name = options.pop("name", listed.name)
         description = options.pop("description", None)
         if description is None:
@@ -302,6 +314,28 @@ class MCPTools:
 
         call.__name__ = remote_name
         return call
+
+
+def _hint(annotations: Any, snake: str, camel: str) -> Any:
+    value = getattr(annotations, snake, None)
+    return getattr(annotations, camel, None) if value is None else value
+
+
+def annotated_class(annotations: Any) -> EffectClass:
+    """The class a tool's MCP annotations allow when the user declared none, failing
+    closed (the MCP defaults: not read-only, destructive, not idempotent): ``read`` only
+    if read-only AND idempotent, ``write`` only if idempotent and not destructive, else
+    ``irreversible``."""
+    if annotations is None:
+        return EffectClass.IRREVERSIBLE
+    read_only = _hint(annotations, "read_only_hint", "readOnlyHint") is True
+    idempotent = _hint(annotations, "idempotent_hint", "idempotentHint") is True
+    destructive = _hint(annotations, "destructive_hint", "destructiveHint") is not False
+    if read_only and idempotent:
+        return EffectClass.READ
+    if idempotent and not destructive:
+        return EffectClass.WRITE
+    return EffectClass.IRREVERSIBLE
 
 
 def _leaf(exc: BaseException) -> BaseException:

@@ -77,6 +77,11 @@ class Tool:
     # JSON arguments -> the function's keyword arguments, or ToolArgumentsError;
     # None passes the arguments on as sent
     validator: Validator | None = None
+    # How the recipient deduplicates a repeated call without the idempotency key (a
+    # write tool whose code never reads the key must say; oncegraph.tools.keycheck)
+    dedup: str | None = None
+    # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
+    source: Callable[..., Any] | None = None
 
     @property
     def spec(self) -> ToolSpec:
@@ -143,6 +148,7 @@ def _make(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     inline: bool = False,
+    dedup: str | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -187,7 +193,20 @@ def _make(
         is_async=is_async,
         inline=inline,
         validator=arguments.validate,
+        dedup=dedup_text(dedup, tool_name),
     )
+
+
+def dedup_text(dedup: Any, name: str) -> str | None:
+    """``dedup=`` as given (None), or a ConfigError naming what it must be."""
+    if dedup is None:
+        return None
+    if not isinstance(dedup, str) or not dedup.strip():
+        raise ConfigError(
+            f"tool {name!r}: dedup= says in words how the recipient deduplicates a repeated "
+            f"call without the idempotency key (e.g. \"natural key: order_id\"); got {dedup!r}"
+        )
+    return dedup.strip()
 
 
 def effect_class(effect: str | EffectClass) -> EffectClass:
@@ -216,6 +235,7 @@ def tool(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     inline: bool = False,
+    dedup: str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

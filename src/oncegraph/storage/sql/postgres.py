@@ -66,6 +66,7 @@ from oncegraph.errors import (
     RunNotFoundError,
     StaleStateError,
     StorageError,
+    StorageFullError,
 )
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
@@ -225,10 +226,21 @@ def _mapped(op: str, where: str, cls: type[StorageError] = StorageError) -> Iter
             f"{op}: no PostgreSQL connection to {where} became available ({exc}). Check that "
             "the server is up and reachable, or raise max_size if the pool is exhausted."
         ) from exc
+    except pg_errors.DiskFull as exc:
+        raise StorageFullError(_full(op, where, exc)) from exc
     except psycopg.OperationalError as exc:
         raise cls(f"{op}: PostgreSQL at {where} failed: {exc}".rstrip()) from exc
     except psycopg.Error as exc:
         raise cls(f"{op} failed on {where}: {type(exc).__name__}: {exc}".rstrip()) from exc
+
+
+def _full(op: str, where: str, exc: BaseException) -> str:
+    detail = " ".join(str(exc).split())
+    return (
+        f"{op}: PostgreSQL at {where} is out of disk space ({detail}); the transaction was "
+        "rolled back and nothing of it was stored. Free space on the database server's disk "
+        "(or on the tablespace that holds the tables), then try again"
+    )
 
 
 def _describe_dsn(dsn: str) -> str:
@@ -524,12 +536,18 @@ class PgCheckpointer(Closing):
         self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
     ) -> NoReturn:
         """The commit was rolled back: say why, from what the database holds now."""
+        if isinstance(exc, pg_errors.DiskFull):  # no check failed: the disk did
+            cause = " ".join(str(exc).split())
+            cause = f"PostgreSQL at {self._where} is out of disk space ({cause})"
+            raise StorageFullError(rows.full_message(commit, cause)) from exc
         cur = await conn.execute(THREAD_VERSION, (commit.thread_id,), prepare=False)
         row = await cur.fetchone()
         current = 0 if row is None else int(row[0])
         if current != commit.expected_version:  # the CAS is what failed
             raise StaleStateError(rows.stale_message(commit)) from exc
-        if commit.fence is not None or commit.run_status is not None:
+        creates = commit.new_run is not None and commit.new_run.run_id == commit.checkpoint.run_id
+        if not creates and (commit.fence is not None or commit.run_status is not None):
+            # (a run this commit inserts is missing because the commit failed: not the why)
             try:
                 await self._raise_run_check(conn, commit.checkpoint.run_id, commit.fence)
             except (RunNotFoundError, LeaseLostError) as found:

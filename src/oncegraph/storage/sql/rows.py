@@ -17,6 +17,7 @@ table and key (law 12: corrupt rows get a clear error, never a silent default).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from oncegraph.errors import (
     CorruptRecordError,
     EncryptionKeyError,
     InvalidUpdateError,
+    OnceGraphError,
 )
 from oncegraph.storage.encryption import PREFIX as SEALED
 from oncegraph.storage.encryption import EncryptionKeys, open_plain
@@ -90,8 +92,8 @@ _IDS = {
 def _decode(table: str, row: Row, build: Callable[[Row], _R]) -> _R:
     try:
         return build(row)
-    except EncryptionKeyError:
-        raise  # a missing key names its own fix; the row is not corrupt
+    except (EncryptionKeyError, _BadColumn):
+        raise  # a missing key names its own fix; a named column is told by the caller
     except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
         key = row[0] if row else "?"
         thread_at, run_at = _IDS.get(table, (None, None))
@@ -385,38 +387,87 @@ class Rows:
             effect.effect_id,
         )
 
-    def _effect(self, row: Row) -> EffectRecord:
-        return EffectRecord(
+    def _effect(self, row: Row, unread: frozenset[str] = frozenset()) -> EffectRecord:
+        """The record of an effect row, every column checked (:func:`effect_problem`);
+        a column that no writer could have written raises :class:`_BadColumn`.
+        ``unread``: outcome columns (of :data:`REPAIRABLE`) taken as unknown instead of
+        read, for :meth:`effect_from_row`'s salvage."""
+        column = "effect_class"  # the column being read, named if it fails
+        try:
+            effect_class = EffectClass(row[2])
+            column = "status"
+            status = EffectStatus.PENDING if unread else EffectStatus(row[8])
+            column = "request"
+            request = self._opt_loads(row[10])
+            column = "attempts"
+            attempts = () if unread else _attempts(self._open_text(row[12]))
+            column = "result"
+            result = None if unread else self._opt_loads(row[14])
+            column = "error"
+            error = None if unread else self._open_text(row[15])
+        except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
+            raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
+        record = EffectRecord(
             effect_id=row[0],
             effect_type=row[1],
-            effect_class=EffectClass(row[2]),
+            effect_class=effect_class,
             command_id=row[3],
             run_id=row[4],
             thread_id=row[5],
             node=row[6],
             request_hash=row[7],
-            status=EffectStatus(row[8]),
+            status=status,
             checkpoint_id=row[9],
-            request=self._opt_loads(row[10]),
+            request=request,
             recipient=row[11],
-            attempts=_attempts(self._open_text(row[12])),
-            provider_reference=row[13],
-            result=self._opt_loads(row[14]),
-            error=self._open_text(row[15]),
+            attempts=attempts,
+            provider_reference=None if unread else row[13],
+            result=result,
+            error=error,
             created_at=row[16],
-            updated_at=row[17],
-            row_version=int(row[18]),
+            updated_at=row[16] if unread else row[17],
+            row_version=row[18],
         )
+        problem = effect_problem(record, outcome=not unread)
+        if problem is not None:
+            raise _BadColumn(*problem)
+        return record
 
     def effect_from_row(self, row: Row) -> EffectRecord:
-        return _decode("oncegraph_effects", row, self._effect)
+        """The record of an effect row; a row that fails any check of
+        :func:`effect_problem` is a :class:`~oncegraph.errors.CorruptRecordError` naming
+        its column (:func:`corrupt_effect`), raised before anyone can act on it."""
+        try:
+            return self._effect(row)
+        except EncryptionKeyError:
+            raise  # a missing key names its own fix; the row is not corrupt
+        except _BadColumn as bad:
+            salvage = None
+            if bad.column in REPAIRABLE:
+                try:
+                    salvage = self._effect(row, unread=REPAIRABLE)
+                except (_BadColumn, OnceGraphError):
+                    salvage = None
+            raise corrupt_effect(row, bad.column, bad.detail, salvage) from bad
+        except IndexError as exc:  # a row of the wrong width: no column to name
+            raise corrupt_effect(row, "", f"{type(exc).__name__}: {exc}", None) from exc
 
     def _payload(self, row: Row) -> EffectPayload:
-        return EffectPayload(row[1], self._opt_loads(row[2]), self._opt_loads(row[3]))
+        column = "request"
+        try:
+            request = self._opt_loads(row[2])
+            column = "result"
+            return EffectPayload(row[1], request, self._opt_loads(row[3]))
+        except (ValueError, TypeError) as exc:
+            raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
 
     def payload_from_row(self, row: Row) -> EffectPayload:
-        """An :class:`EffectPayload` from ``effect_id, effect_type, request, result``."""
-        return _decode("oncegraph_effects", row, self._payload)
+        """An :class:`EffectPayload` from ``effect_id, effect_type, request, result``; a
+        column that cannot be read is named (:func:`effect_corruption`)."""
+        try:
+            return _decode("oncegraph_effects", row, self._payload)
+        except _BadColumn as bad:
+            raise effect_corruption(row[0], bad.column, bad.detail, effect_type=row[1]) from bad
 
     # -- the audit log ----------------------------------------------------------------
 
@@ -519,18 +570,165 @@ def _attempts_json(attempts: Sequence[Attempt]) -> str:
 
 
 def _attempts(text: Any) -> tuple[Attempt, ...]:
+    """An effect's attempts as the ledger writes them: a list of objects numbered 1, 2,
+    ... in order, each with its start time (and, once ended, its end time and outcome)."""
     found = loads(text)
-    if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
+    if not isinstance(found, list):
         raise TypeError(f"attempts must be a list of objects; got {found!r}")
-    return tuple(
-        Attempt(
-            number=int(a["number"]),
-            started_at=a["started_at"],
-            ended_at=a.get("ended_at"),
-            outcome=a.get("outcome"),
-            error=a.get("error"),
+    out = []
+    for number, a in enumerate(found, 1):
+        if not isinstance(a, dict):
+            raise TypeError(f"attempts must be a list of objects; got {found!r}")
+        if type(a.get("number")) is not int or a["number"] != number:
+            raise ValueError(f"attempt {number} of {len(found)} is numbered {a.get('number')!r}")
+        started: Any = a.get("started_at")
+        ended: Any = a.get("ended_at")
+        outcome, error = a.get("outcome"), a.get("error")
+        if not _is_time(started):
+            raise ValueError(f"attempt {number} has no start time (started_at {started!r})")
+        if ended is not None and not _is_time(ended):
+            raise ValueError(f"attempt {number} has an unreadable ended_at {ended!r}")
+        for name, value in (("outcome", outcome), ("error", error)):
+            if value is not None and type(value) is not str:
+                raise ValueError(f"attempt {number} has a {name} that is not text: {value!r}")
+        out.append(Attempt(number, started, ended, outcome, error))
+    return tuple(out)
+
+
+def _is_time(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+# -- effect rows: what a stored effect must look like ---------------------------------
+
+_EFFECT_TABLE = "oncegraph_effects"
+_EFFECT_IDS = ("effect_id", "effect_type", "command_id", "run_id", "thread_id", "node")
+_EFFECT_TEXTS = ("request_hash", "checkpoint_id", "recipient", "provider_reference", "error")
+_OUTCOME_TEXTS = frozenset({"provider_reference", "error"})
+
+#: The columns of an effect row that say what came of it (as opposed to what it is): an
+#: operator who checked at the recipient replaces them with ``resolve_effect``.
+REPAIRABLE = frozenset(
+    {"status", "attempts", "provider_reference", "result", "error", "updated_at"}
+)
+
+
+class _BadColumn(ValueError):
+    """Raised while reading a row: ``column`` holds what no writer of it writes."""
+
+    def __init__(self, column: str, detail: str) -> None:
+        super().__init__(f"{column}: {detail}")
+        self.column = column
+        self.detail = detail
+
+
+def effect_problem(record: EffectRecord, *, outcome: bool = True) -> tuple[str, str] | None:
+    """What makes ``record`` (as read from a row) one the ledger never writes: ``(column,
+    detail)``, or None. Each column must hold its type (ids are non-empty text; times
+    are finite numbers; ``row_version`` an integer >= 0, 0 being a row written before
+    rows had versions), and the row must agree with itself: an effect without attempts
+    is only ever a pending ``write`` intent planned with its step (row version 1,
+    nothing attempted yet), so an attempted effect whose attempts are gone is damage,
+    not a fresh intent a resume could send as if nothing had happened. ``outcome=False``
+    skips the outcome columns (:data:`REPAIRABLE`)."""
+    for name in _EFFECT_IDS:
+        value = getattr(record, name)
+        if type(value) is not str or not value:
+            return name, f"must be non-empty text; holds {value!r}"
+    for name in _EFFECT_TEXTS:
+        value = getattr(record, name)
+        if (outcome or name not in _OUTCOME_TEXTS) and value is not None and type(value) is not str:
+            return name, f"must be text; holds {value!r}"
+    if not record.request_hash:
+        return "request_hash", "is empty"
+    if type(record.row_version) is not int or record.row_version < 0:
+        # (0: a row written before effect rows had versions, read as it was then)
+        return "row_version", f"must be an integer >= 0; holds {record.row_version!r}"
+    if not _is_time(record.created_at):
+        return "created_at", f"must be a time in seconds; holds {record.created_at!r}"
+    if not outcome:
+        return None
+    if not _is_time(record.updated_at):
+        return "updated_at", f"must be a time in seconds; holds {record.updated_at!r}"
+    if not record.attempts:
+        if record.status is not EffectStatus.PENDING:
+            return "attempts", f"a {record.status} effect must have at least one attempt; has none"
+        if record.effect_class is not EffectClass.WRITE or record.row_version != 1:
+            return "attempts", (
+                f"a pending {record.effect_class} effect at row version {record.row_version} "
+                "has no attempts; only a write intent planned with its step (row version 1) "
+                "has none, so its attempts were lost"
+            )
+    return None
+
+
+def corrupt_effect(
+    row: Row, column: str, detail: str, salvage: EffectRecord | None = None
+) -> CorruptRecordError:
+    """The error for an effect row that fails its checks (law 12: fail closed)
+    (:func:`effect_corruption`); ``salvage``: the row read without its outcome columns,
+    when only those are damaged."""
+
+    def at(index: int) -> Any:
+        return row[index] if len(row) > index else None
+
+    return effect_corruption(
+        at(0),
+        column,
+        detail,
+        effect_type=at(1),
+        thread_id=at(5),
+        run_id=at(4),
+        recipient=at(11),
+        salvage=salvage,
+    )
+
+
+def effect_corruption(
+    effect_id: Any,
+    column: str,
+    detail: str,
+    *,
+    effect_type: Any = None,
+    thread_id: Any = None,
+    run_id: Any = None,
+    recipient: Any = None,
+    salvage: EffectRecord | None = None,
+) -> CorruptRecordError:
+    """The error for a damaged effect: names the effect, its tool, thread and run, the
+    column, says that nothing was called or changed, and what to do. With ``salvage``
+    (only the outcome columns are damaged) an operator who checked at the recipient can
+    resolve the effect, which replaces them; otherwise only a restore can help."""
+    where = [f"effect {effect_id!r}"]
+    if isinstance(effect_type, str) and effect_type:
+        where.append(f"tool {effect_type!r}")
+    for label, value in (("thread", thread_id), ("run", run_id)):
+        if value is not None:
+            where.append(f"{label} {value!r}")
+    part = f", column {column}" if column else ""
+    if salvage is not None:
+        to = recipient if isinstance(recipient, str) and recipient else "the recipient"
+        fix = (
+            f"Restore the row from a backup; or check at {to} whether the effect happened "
+            f"and record what you found with app.resolve_effect({effect_id!r}, 'done' | "
+            f"'not_done', ...) (on the command line: oncegraph resolve {effect_id} --outcome "
+            "done|not_done --reason ...), which replaces the damaged outcome and is kept in "
+            "the audit log; then continue the run"
         )
-        for a in found
+    else:
+        fix = (
+            "Restore the row from a backup (or repair it by hand; `oncegraph db verify` "
+            "checks the schema); an operator cannot resolve an effect whose "
+            f"{column or 'row'} cannot be trusted"
+        )
+    return CorruptRecordError(
+        f"corrupt row in {_EFFECT_TABLE} ({', '.join(where)}){part}: {detail}. The row was "
+        "left untouched and nothing was re-executed: no tool was called for this effect. "
+        f"{fix}.",
+        table=_EFFECT_TABLE,
+        key=effect_id,
+        column=column,
+        salvage=salvage,
     )
 
 
@@ -588,6 +786,38 @@ def lease_message(run_id: str, fence: int) -> str:
     )
 
 
+def full_message(commit: StepCommit, cause: str) -> str:
+    """What a step commit that failed on a full disk means, for the person who meets it:
+    the transaction was rolled back, so nothing of the step is stored; whether the run
+    exists, which of its tools ran (their results are not recorded) and which did not,
+    and what to do. ``cause`` says what is full (the store's own words)."""
+    run_id = commit.checkpoint.run_id
+    said = [f"{cause}. The step was not recorded: nothing of it was written"]
+    if commit.new_run is not None and commit.new_run.run_id == run_id:
+        said.append(
+            f"Run {run_id!r} was not started: no record of it exists, and none of its nodes "
+            "or tools ran. Free space, then start it again with the same input"
+        )
+        return ". ".join(said) + "."
+    if commit.effects:
+        ran = ", ".join(sorted({e.effect_type for e in commit.effects}))
+        said.append(
+            f"The tool calls of this step ({ran}) DID run, but their results are not "
+            "recorded: resuming treats each as an unknown outcome, handled by its class (a "
+            "write tool is called again with the same idempotency key; an irreversible one "
+            "is reconciled, or the run is parked for review)"
+        )
+    if commit.intents:
+        planned = ", ".join(sorted({e.effect_type for e in commit.intents}))
+        said.append(f"The tool calls this step decided ({planned}) did NOT run")
+    said.append(
+        f"No node or tool after it ran. Run {run_id!r} can be resumed from its last recorded "
+        "step once there is space: free space, then continue it (invoke(None, config) or "
+        "app.resume(run_id, ...))"
+    )
+    return ". ".join(said) + "."
+
+
 def effect_cas_message(effect_id: str, expected: int) -> str:
     return (
         f"effect {effect_id} changed since it was read (row version {expected}): another "
@@ -597,6 +827,7 @@ def effect_cas_message(effect_id: str, expected: int) -> str:
 
 __all__ = [
     "PLAIN",
+    "REPAIRABLE",
     "Row",
     "Rows",
     "audit_from_row",
@@ -605,10 +836,14 @@ __all__ = [
     "checkpoint_from_row",
     "checkpoint_to_params",
     "corrupt",
+    "corrupt_effect",
     "effect_cas_message",
+    "effect_corruption",
     "effect_from_row",
+    "effect_problem",
     "effect_to_params",
     "effect_update_params",
+    "full_message",
     "lease_message",
     "log_params",
     "log_values",

@@ -50,6 +50,7 @@ from oncegraph.errors import (
     RunNotFoundError,
     StaleStateError,
     StorageError,
+    StorageFullError,
 )
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, LockFile
@@ -93,6 +94,12 @@ _THREAD_PAGE = 500
 def _map_error(exc: sqlite3.Error, path: str) -> StorageError:
     """Map a driver error to the error tree at the storage boundary."""
     text = str(exc)
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return StorageFullError(
+            f"SQLite {path}: {text}; the write was rolled back and nothing of it was stored. "
+            "Free space on the disk that holds the database (or raise its size limit), "
+            "then try again"
+        )
     if isinstance(exc, sqlite3.IntegrityError):
         return StorageError(f"SQLite {path}: {text}; nothing was written")
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
@@ -480,7 +487,11 @@ class SqliteCheckpointer(Closing):
             [self.rows.effect_to_params(e) for e in commit.intents],
             now(),
         )
-        return await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
+        try:
+            return await self.commit_groups.write(lambda conn: self._apply_commit(conn, work))
+        except StorageFullError as exc:  # say what the lost step means for its run
+            cause = f"SQLite {self.path} is full ({exc.__cause__ or exc})"
+            raise StorageFullError(rows.full_message(commit, cause)) from exc
 
     def _map(self, exc: sqlite3.Error) -> StorageError:
         return _map_error(exc, self.path)

@@ -286,7 +286,15 @@ def test_serve_hands_its_options_to_the_server(tmp_path: Path) -> None:
         return out.stdout.strip().splitlines()[-1]
 
     assert serve("examples.app:app", "--port", "9000") == str(
-        [("examples.app:app", {"host": "127.0.0.1", "port": 9000, "database": None})]
+        [
+            (
+                "examples.app:app",
+                {"host": "127.0.0.1", "port": 9000, "database": None, "origins": None},
+            )
+        ]
+    )
+    assert "'origins': ['https://ops.example.com']" in serve(
+        "m:app", "--origin", "https://ops.example.com"
     )
     assert "'database': 'runs.db'" in serve("m:app", "--database", "runs.db")
     assert "'database': 'postgresql://u:pw@db/og'" in serve("m:app", "--database-file", str(holder))

@@ -10,7 +10,6 @@ from typing import Any, TypedDict
 
 import pytest
 
-from conftest import PATHS, run_async
 from oncegraph import END, START, Command, FaultPlan, StateGraph, interrupt
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, _CrashSignal
@@ -19,6 +18,14 @@ from oncegraph.runs import Launch
 from oncegraph.runs.launch import started_by
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
+
+PATHS = ("invoke", "ainvoke", "stream", "astream")
+
+
+def run_async(coro: Any) -> Any:
+    """``coro`` on a loop of its own (this module's, not a conftest's: under xdist the
+    name ``conftest`` may resolve to another directory's)."""
+    return asyncio.run(coro)
 
 
 class S(TypedDict, total=False):

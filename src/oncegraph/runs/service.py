@@ -50,7 +50,7 @@ from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
-from oncegraph.runtime.config import RunConfig, caller_id
+from oncegraph.runtime.config import RunConfig, caller_id, lookup_id
 from oncegraph.runtime.driver import Driver, Emit, ignore
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.executor import ThreadPool
@@ -510,7 +510,7 @@ class RunService:
         lists the runs made from that run (its replays and branches); ``before`` (a run,
         or its id: a page's last) lists the runs after it, the next page."""
         if thread_id is not None:
-            thread_id = caller_id("thread_id", thread_id)
+            thread_id = lookup_id("thread_id", thread_id)
         await self.setup()
         app_id, tenant = listing_filters(self.scope, tenant)
         found = await self.store.list_runs(

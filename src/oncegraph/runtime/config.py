@@ -112,6 +112,18 @@ def caller_id(name: str, value: Any) -> str:
     return text
 
 
+def lookup_id(name: str, value: Any) -> str:
+    """``value`` as an id to look up (a listing's filter): a non-empty string, an int or a
+    UUID, its characters unchecked. A read names rows already kept, and an id stored
+    before :func:`caller_id` refused its characters must stay reachable to be inspected."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, uuid.UUID)):
+        raise ConfigError(f"{name} must be a string (or an int or UUID); got {value!r}")
+    text = value if type(value) is str else str(value)
+    if not text:
+        raise ConfigError(f"{name} must not be empty")
+    return text
+
+
 def _thread_id(value: Any) -> str | None:
     """A thread id as stored: a string (ints and UUIDs are written as their text)."""
     return None if value is None else caller_id("thread_id", value)
@@ -270,4 +282,5 @@ __all__ = [
     "RunConfig",
     "Sleep",
     "caller_id",
+    "lookup_id",
 ]

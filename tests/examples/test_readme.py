@@ -9,6 +9,7 @@ import asyncio
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,6 +68,34 @@ def test_use_example_runs_as_written(example: Path) -> None:
     again = run_in_subprocess(example, cwd=example.parent, timeout=300)
     assert again.returncode == 0 and again.stdout.strip() == ANSWER, again.describe()
     assert len(refunds(example.parent)) == 1, "a finished conversation is not run again"
+
+
+def test_importing_the_use_example_runs_nothing(example: Path) -> None:
+    """``oncegraph serve example.py:app`` imports the module for its ``app``: a crashed
+    conversation must not be continued (nor a new one started) by the import alone."""
+    crashed = run_in_subprocess(example, cwd=example.parent, crash_at=("after_intent", 1))
+    assert crashed.killed, crashed.describe()
+    importer = example.parent / "importer.py"
+    importer.write_text("import example\nprint(type(example.app).__name__)\n")
+    imported = run_in_subprocess(importer, cwd=example.parent, timeout=300)
+    assert imported.returncode == 0, imported.describe()
+    assert imported.stdout.strip() == "CompiledGraph"
+    payments = example.parent / "payments.db"
+    assert not payments.exists() or refunds(example.parent) == [], "the import made no refund"
+    assert refund_attempts(example.parent) == 0, "the import started no attempt"
+
+
+def test_the_irreversible_snippet_declares_a_tool() -> None:
+    """The README's ``irreversible`` snippet compiles into a tool (its provider stands in)."""
+    section = README.read_text().split("Declare what a tool does to the world", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    assert found, "the section has a python block"
+    space: dict[str, object] = {}
+    exec(compile(found.group(1), "README.md", "exec"), space)  # a NameError on psp is late
+    charge: Any = space["charge"]
+    assert (charge.effect, charge.mask, charge.recipient) == (
+        "irreversible", ("card",), "payments"
+    ) and charge.reconcile is not None
 
 
 @pytest.mark.slow

@@ -91,7 +91,7 @@ class ResponseFormat:
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "a JSON-schema response_format is validated with jsonschema: pip install "
-                "jsonschema (or pass a pydantic model)"
+                "'oncegraph[structured]' (or pass a pydantic model)"
             ) from exc
         schema = dict(fmt)
         if schema.get("type") != "object":

@@ -24,10 +24,14 @@ def load_target(target: str) -> Any:
 
 
 def checkpointer_for(database: str) -> Any:
-    from oncegraph.storage.checkpointer import PgCheckpointer, SqliteCheckpointer
-
+    """The store at ``database``: a PostgreSQL URL or a SQLite path. PostgreSQL's driver
+    is imported only for a PostgreSQL URL: a SQLite server needs no ``postgres`` extra."""
     if database.startswith(("postgresql://", "postgres://")):
+        from oncegraph.storage.checkpointer import PgCheckpointer
+
         return PgCheckpointer(postgres_dsn=database)
+    from oncegraph.storage.checkpointer import SqliteCheckpointer
+
     return SqliteCheckpointer(database)
 
 

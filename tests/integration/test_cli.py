@@ -26,6 +26,27 @@ def test_demo_crashes_resumes_and_refunds_once(tmp_path: Path) -> None:
     assert "killed by SIGKILL" in out.stdout
     assert "refunds performed at the provider: 1" in out.stdout
     assert "exactly once." in out.stdout
+    # the same database again: a new conversation, the same outcome
+    again = ok("demo", "--db", str(tmp_path / "demo.db"))
+    assert "exactly once." in again.stdout, again.stdout
+    assert "oncegraph runs --sqlite" in again.stdout
+
+
+@pytest.mark.slow
+def test_demo_tells_what_each_kill_left(tmp_path: Path) -> None:
+    """Killed after the intent, no money moved: the narrative says so, not that it did."""
+    out = ok("demo", "--db", str(tmp_path / "demo.db"), "--crash-at", "after_intent")
+    assert "refunds performed at the provider: 0" in out.stdout
+    assert "no money moved yet" in out.stdout
+    assert "exactly once." in out.stdout
+
+
+def test_demo_without_a_database_leaves_no_temporary_directory(tmp_path: Path) -> None:
+    env_tmp = tmp_path / "tmp"
+    env_tmp.mkdir()
+    out = ok("demo", env={"TMPDIR": str(env_tmp)})
+    assert "exactly once." in out.stdout
+    assert list(env_tmp.iterdir()) == []
 
 
 def test_version_and_help() -> None:

@@ -4,6 +4,7 @@ fresh process, and show that the money moved exactly once."""
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -28,23 +29,31 @@ def _worker(mode: str, db: Path, url: str, thread: str, crash_at: str | None) ->
 
 
 def run_demo(db: Path | None = None, crash_at: str = "in_tool") -> int:
+    """Run the demo on ``db`` (kept afterwards), or on a temporary file removed at the end.
+    Each demo is a conversation of its own, so the same ``db`` can be used again."""
+    if db is not None:
+        return _demo(db, crash_at, keep=True)
+    with tempfile.TemporaryDirectory(prefix="oncegraph-demo-") as workdir:
+        return _demo(Path(workdir) / "runs.db", crash_at, keep=False)
+
+
+def _demo(db: Path, crash_at: str, *, keep: bool) -> int:
     console = Console()
-    workdir = Path(tempfile.mkdtemp(prefix="oncegraph-demo-"))
-    db = db or workdir / "runs.db"
-    thread = "support-1042"
+    thread = f"support-1042-{secrets.token_hex(3)}"  # a new conversation every time
     with FakeProvider() as provider:
         console.rule("[bold]oncegraph demo: a refund that survives a crash")
         console.print(f"store: SQLite at {db}   payment provider: {provider.url}")
         console.print(
-            f"1. A worker process runs the support agent; it is killed at [bold]{crash_at}[/] "
-            "(the provider has just moved the money, nothing is recorded yet)."
+            f"1. A worker process runs the support agent; it is killed with SIGKILL at "
+            f"[bold]{crash_at}[/]."
         )
         code = _worker("run", db, provider.url, thread, crash_at)
         killed = code == -signal.SIGKILL
         console.print(
             f"   worker exit: {code} ({'killed by SIGKILL' if killed else 'not killed!'})"
         )
-        console.print(f"   refunds performed at the provider: {provider.stats()['performed']}")
+        before = provider.stats()["performed"]
+        console.print(f"   refunds performed at the provider: {before}")
         app = build(str(db), provider.url)
         pending = [e for e in app.effects(thread_id=thread) if e.status == "pending"]
         for e in pending:
@@ -52,6 +61,7 @@ def run_demo(db: Path | None = None, crash_at: str = "in_tool") -> int:
                 f"   ledger: {e.effect_type} is [yellow]pending[/] (outcome unknown), "
                 f"effect {e.effect_id[:16]}..."
             )
+        console.print("   " + _what_the_kill_left(killed, before, bool(pending), crash_at))
         console.print("2. A fresh process resumes the same thread with invoke(None, config).")
         code = _worker("resume", db, provider.url, thread, None)
         console.print(f"   worker exit: {code}")
@@ -78,5 +88,39 @@ def run_demo(db: Path | None = None, crash_at: str = "in_tool") -> int:
             f"refunds performed at the provider: [bold]{performed}[/]; run {runs[0].run_id} "
             f"is {runs[0].status}."
         )
-        console.print("[green]exactly once.[/]" if ok else "[red]something went wrong[/]")
+        if ok:
+            console.print("[green]exactly once.[/]")
+        elif not killed:
+            console.print(
+                f"[red]the worker was never killed: the run did not reach {crash_at}.[/] "
+                "Pick a point the agent reaches, e.g. --crash-at in_tool."
+            )
+        else:
+            console.print(
+                f"[red]expected one refund and a completed run; got {performed} and "
+                f"{runs[0].status}.[/]"
+            )
+        if keep:
+            console.print(
+                f"Look at it: oncegraph runs --sqlite {db}   "
+                f"oncegraph effects --run {runs[0].run_id} --sqlite {db}"
+            )
+        else:
+            console.print("The database was temporary: pass --db runs.db to keep it.")
         return 0 if ok else 1
+
+
+def _what_the_kill_left(killed: bool, performed: int, pending: bool, crash_at: str) -> str:
+    """What the SIGKILL at ``crash_at`` left, in words that match the counts shown."""
+    if not killed:
+        return f"the worker ended without reaching {crash_at}."
+    if performed and pending:
+        return (
+            "the provider moved the money, and the ledger does not know the outcome: "
+            "a resume must not refund blindly."
+        )
+    if performed:
+        return "the refund was made and recorded before the kill."
+    if pending:
+        return "the refund's intent is recorded and no money moved yet."
+    return "the kill came before the refund was decided."

@@ -227,9 +227,10 @@ class RunService:
         if wanted and (thread is None or thread.head_checkpoint_id != wanted):
             raise ConfigError(
                 "config names a checkpoint_id: running from an old checkpoint is not a "
-                "continue (a replay is a new run), and it never runs live silently. Create a new run from it "
-                "with app.replay(run_id, checkpoint_id=..., mode='evidence' | 'simulation' | "
-                "'live', reason=..., actor=...), or with a changed state with "
+                "continue (a replay is a new run), and it never runs live silently. Create "
+                "a new run from it with app.replay(run_id, checkpoint_id=..., "
+                "mode='evidence' | 'simulation' | 'live', reason=..., actor=...), or with a "
+                "changed state with "
                 "app.branch(run_id, checkpoint_id, patch=..., reason=..., actor=...) / "
                 "app.update_state(config, values)"
             )

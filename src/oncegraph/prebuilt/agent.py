@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from oncegraph import _json
 from oncegraph.app import CompiledGraph
@@ -75,6 +75,9 @@ from oncegraph.storage.records import EffectClass
 from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.node import ToolNode, tool_identity
 from oncegraph.tools.tool import ToolLike, as_tool
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 DEFAULT_MAX_TURNS = 25
 FINISH_TEXT = (
@@ -153,7 +156,7 @@ class ReactAgent:
 
     def __init__(
         self,
-        model: str | ChatModel,
+        model: str | ChatModel | BaseChatModel,
         provider: str | None = None,
         system_prompt: str | Sequence[Mapping[str, Any]] | None = None,
         tools: Sequence[ToolLike] = (),
@@ -168,7 +171,7 @@ class ReactAgent:
         response_format: Any = None,
         response_retries: int = 2,
         model_retry: RetryPolicy | None = None,
-        fallback_models: Sequence[str | ChatModel] = (),
+        fallback_models: Sequence[str | ChatModel | BaseChatModel] = (),
         tool_limits: ToolLimits | None = None,
         **model_options: Any,
     ) -> None:

@@ -36,12 +36,15 @@ import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.ledger.keys import storable_id
 from oncegraph.messages import Message, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 PROVIDERS: Mapping[str, tuple[str, str]] = {
     # provider -> (module, class)
@@ -195,19 +198,35 @@ class ModelResponse:
         )
 
 
-def resolve_model(model: str | ChatModel, provider: str | None = None, **options: Any) -> ChatModel:
+def resolve_model(
+    model: str | ChatModel | BaseChatModel, provider: str | None = None, **options: Any
+) -> ChatModel:
     """Turn ``model`` (+ ``provider``) into a :class:`ChatModel`.
 
     - A ``ChatModel`` instance is returned as is (``options`` must then be empty).
+    - A LangChain chat model (``ChatOpenAI(...)``, any ``BaseChatModel``) is wrapped in
+      :class:`~oncegraph.prebuilt.models.langchain.LangChainChatModel`.
     - A string is a model id for ``provider`` (``"openai"``, ``"anthropic"`` or
       ``"google"``); with ``provider=None`` the id must start with one of those names
       (``"google/gemini-2.5-flash"``). ``options`` go to the adapter
       (``api_key=``, ``base_url=``, ``timeout=``, ...).
+    - A string in LangChain's ``provider:model`` form (``"openai:gpt-4o-mini"``, with
+      ``provider=None``) is built by ``langchain``'s ``init_chat_model(model,
+      **options)`` and wrapped as above.
     - ``"scripted"`` cannot be built from a string: pass a ``ScriptedModel``.
 
     A missing SDK raises ``ImportError`` whose message is the install command.
     """
     if not isinstance(model, str):
+        from oncegraph.prebuilt.models import langchain as lc
+
+        if lc.is_langchain_model(model):
+            if options:
+                raise ConfigError(
+                    f"model options {sorted(options)} only apply when the model is given by "
+                    "name; configure the LangChain model itself instead"
+                )
+            return lc.LangChainChatModel(model)
         if not isinstance(model, ChatModel):
             raise ConfigError(
                 f"model must be a model id string or a ChatModel (an object with a "
@@ -222,6 +241,10 @@ def resolve_model(model: str | ChatModel, provider: str | None = None, **options
     if not model:
         raise ConfigError("model id is empty; pass e.g. model='google/gemini-2.5-flash'")
     if provider is None:
+        from oncegraph.prebuilt.models import langchain as lc
+
+        if lc.is_langchain_id(model):
+            return lc.init_model(model, **options)
         prefix, sep, _ = model.partition("/")
         if not sep or prefix.lower() not in PROVIDERS:
             raise ConfigError(

@@ -138,8 +138,11 @@ def _id(message: Any) -> str:
 
 
 class ReactAgent:
-    """A tool-calling agent graph. ``tools`` are functions, :class:`Tool`\\ s (``@tool``,
-    MCP tools) or LangChain ``BaseTool``\\ s.
+    """A tool-calling agent graph. ``model`` is a model id (``"openai/gpt-4o-mini"``, or
+    LangChain's ``"openai:gpt-4o-mini"`` through ``init_chat_model``), a
+    :class:`~oncegraph.prebuilt.models.ChatModel` or a LangChain chat model
+    (``ChatOpenAI(...)``). ``tools`` are functions, :class:`Tool`\\ s (``@tool``, MCP
+    tools) or LangChain ``BaseTool``\\ s.
 
     ``max_turns`` (default 25, ``None``: no limit) bounds the model turns of one run, and
     ``on_max_turns`` says what happens at the limit (``"error"`` or ``"finish"``).
@@ -147,9 +150,11 @@ class ReactAgent:
     ``HumanInTheLoopMiddleware`` shape; ``require_approver=True`` refuses answers that do
     not name who decided). ``response_format`` asks for a structured final answer, retried
     at most ``response_retries`` times. ``model_retry`` is the policy for model calls
-    (default: 3 tries with backoff); ``fallback_models`` are tried in order after the
-    primary's tries all failed. ``model_options`` go to the primary model's adapter when
-    ``model`` is an id string. ``tool_limits`` bounds the tool calls a turn and a run may
+    (default: 3 tries with backoff; the recorded retry layer: a LangChain model's own
+    ``max_retries`` happen inside one recorded try); ``fallback_models`` are tried in
+    order after the primary's tries all failed. ``model_options`` go to the primary
+    model's adapter (or to ``init_chat_model``) when ``model`` is an id string.
+    ``tool_limits`` bounds the tool calls a turn and a run may
     ask for and how many run at once (:class:`~oncegraph.tools.limits.ToolLimits`; the
     defaults refuse a 2,000-call turn and tell the model why).
     """

@@ -4,7 +4,9 @@
 the ledger records (JSON only); ``StreamingChatModel`` is a model that can also stream its
 text (``generate_stream``). ``ScriptedModel`` is a deterministic model for tests and
 demos. The provider adapters (``openai``, ``anthropic``, ``google`` submodules) are NOT
-imported here: each needs its SDK extra and is built by :func:`resolve_model`.
+imported here: each needs its SDK extra and is built by :func:`resolve_model`, which also
+wraps a LangChain chat model (an instance or a ``provider:model`` string) in the
+``langchain`` submodule's ``LangChainChatModel``.
 """
 
 from __future__ import annotations

@@ -249,7 +249,9 @@ def resolve_model(
         if not sep or prefix.lower() not in PROVIDERS:
             raise ConfigError(
                 f"cannot tell the provider of model {model!r}: pass provider= one of "
-                f"{sorted(PROVIDERS)} or prefix the id with it (e.g. 'openai/gpt-4o')"
+                f"{sorted(PROVIDERS)} or prefix the id with it (e.g. 'openai/gpt-4o'), "
+                "or write it in LangChain's provider:model form (e.g. 'openai:gpt-4o', "
+                "with langchain installed), or pass a LangChain chat model"
             )
         provider = prefix
     key = provider.lower()

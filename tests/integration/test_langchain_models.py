@@ -445,6 +445,61 @@ def test_chat_openai_streams_tokens_through_astream(openai_server: Any) -> None:
     assert state["messages"][-1]["content"] == ANSWER
 
 
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+OVERLOADED = {"error": {"message": "overloaded", "type": "server_error"}}
+
+
+@pytest.mark.parametrize("own_retries", [0, 1])
+def test_the_agents_model_retry_is_the_recorded_layer(openai_server: Any, own_retries: int) -> None:
+    """With the LangChain model's own retries off, each failed request is a recorded try;
+    with them on, they happen inside one try, unseen by the ledger."""
+    from langchain_openai import ChatOpenAI
+
+    openai_server.reply(OVERLOADED, status=503)
+    chat = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=openai_server.url + "/v1",
+        api_key=SecretStr("k"),
+        max_retries=own_retries,
+    )
+    retry = RetryPolicy(max_attempts=2, initial_delay=0.0, jitter=0.0)
+    app = ReactAgent(chat, tools=[_lookup_tool()], model_retry=retry).compile(
+        checkpointer=InMemoryCheckpointer()
+    )
+    out = app.invoke(USER, {"thread_id": "t", "sleep": _no_wait})
+    assert out["messages"][-1]["content"] == ANSWER
+    first = next(e for e in app.effects(thread_id="t") if e.effect_class is EffectClass.MODEL)
+    outcomes = [a.outcome for a in first.attempts]
+    assert outcomes == (["failed", "completed"] if own_retries == 0 else ["completed"])
+    assert len(openai_server.requests) == 3, "one 503, then the two turns' answers"
+
+
+def test_a_langchain_model_can_be_a_fallback(openai_server: Any, tmp_path: Path) -> None:
+    from langchain_openai import ChatOpenAI
+
+    for _ in range(2):  # the primary's one try of each turn
+        openai_server.reply(OVERLOADED, status=503)
+    primary = ChatOpenAI(
+        model="gpt-4o-mini",
+        base_url=openai_server.url + "/v1",
+        api_key=SecretStr("k"),
+        max_retries=0,
+    )
+    backup = ToolCallingFake(log_path=str(tmp_path / "calls.jsonl"))
+    app = ReactAgent(
+        primary, tools=[_lookup_tool()], model_retry=_no_retry(), fallback_models=[backup]
+    ).compile(checkpointer=InMemoryCheckpointer())
+    out = app.invoke(USER, {"thread_id": "t"})
+    assert out["messages"][-1]["content"] == ANSWER
+    records = [e for e in app.effects(thread_id="t") if e.effect_class is EffectClass.MODEL]
+    answered = {ModelResponse.from_json(r.result).model for r in records}
+    assert answered == {"langchain/ToolCallingFake:fake-tools-1"}
+    assert records[0].effect_type == "model:langchain/ChatOpenAI:gpt-4o-mini"
+
+
 def test_init_chat_model_strings_build_a_langchain_model(openai_server: Any) -> None:
     pytest.importorskip("langchain", reason="needs: pip install langchain langchain-openai")
     agent = ReactAgent(

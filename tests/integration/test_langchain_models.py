@@ -267,6 +267,17 @@ async def test_a_tool_call_langchain_could_not_parse_runs_nothing() -> None:
     assert "lookup_order" in str(caught.value) and "nothing was run" in str(caught.value)
 
 
+@pytest.mark.parametrize("wrap", ["bind_tools", "with_retry"])
+def test_a_langchain_runnable_that_is_not_the_chat_model_is_refused(
+    wrap: str, tmp_path: Path
+) -> None:
+    model = ToolCallingFake(log_path=str(tmp_path / "calls.jsonl"))
+    wrapped = model.bind_tools([]) if wrap == "bind_tools" else model.with_retry()
+    with pytest.raises(ConfigError) as caught:
+        ReactAgent(wrapped)
+    assert "pass the chat model itself" in str(caught.value)
+
+
 def test_options_with_a_langchain_instance_are_refused() -> None:
     with pytest.raises(ConfigError) as caught:
         ReactAgent(GenericFakeChatModel(messages=iter([])), temperature=0)

@@ -227,6 +227,13 @@ def resolve_model(
                     "name; configure the LangChain model itself instead"
                 )
             return lc.LangChainChatModel(model)
+        if lc.is_langchain_runnable(model):
+            raise ConfigError(
+                f"model is a LangChain {type(model).__name__}, not a chat model; pass the "
+                "chat model itself (e.g. ChatOpenAI(...), not ChatOpenAI(...).bind_tools(...) "
+                "or .with_retry()): the agent binds its tools, and its model_retry= does the "
+                "recorded retries"
+            )
         if not isinstance(model, ChatModel):
             raise ConfigError(
                 f"model must be a model id string or a ChatModel (an object with a "

@@ -74,6 +74,13 @@ def is_langchain_model(value: Any) -> bool:
     return module is not None and isinstance(value, module.BaseChatModel)
 
 
+def is_langchain_runnable(value: Any) -> bool:
+    """True for a LangChain ``Runnable`` (a chat model with tools bound, with retries,
+    ...); False, without importing, if LangChain runnables were never imported."""
+    module = sys.modules.get("langchain_core.runnables")
+    return module is not None and isinstance(value, module.Runnable)
+
+
 def is_langchain_id(model: str) -> bool:
     """True when ``model`` is written in LangChain's ``provider:model`` form
     (``"openai:gpt-4o-mini"``) rather than ours (``"openai/gpt-4o-mini"``)."""
@@ -263,4 +270,10 @@ def _text(content: Any) -> str:
     return "".join(texts)
 
 
-__all__ = ["LangChainChatModel", "init_model", "is_langchain_id", "is_langchain_model"]
+__all__ = [
+    "LangChainChatModel",
+    "init_model",
+    "is_langchain_id",
+    "is_langchain_model",
+    "is_langchain_runnable",
+]

@@ -37,7 +37,7 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from oncegraph import tool
-from oncegraph.errors import ConfigError, OnceGraphError
+from oncegraph.errors import ConfigError, OnceGraphError, _CrashSignal
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models import ModelResponse, resolve_model
 from oncegraph.prebuilt.models.langchain import LangChainChatModel
@@ -323,7 +323,8 @@ def test_a_resumed_run_does_not_call_the_langchain_model_again(tmp_path: Path) -
     assert messages[-1]["content"] == ANSWER
 
 
-def test_a_fresh_app_object_reuses_the_recorded_turn(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "stream"])
+def test_a_fresh_app_object_reuses_the_recorded_turn(tmp_path: Path, streamed: bool) -> None:
     from oncegraph import FaultPlan
 
     log = tmp_path / "calls.jsonl"
@@ -335,12 +336,21 @@ def test_a_fresh_app_object_reuses_the_recorded_turn(tmp_path: Path) -> None:
             checkpointer=SqliteCheckpointer(db)
         )
 
-    with pytest.raises(BaseException):  # noqa: B017 - the in-process crash signal
-        app().invoke(USER, {"thread_id": "t", "fault_plan": FaultPlan("after_checkpoint")})
-    assert [c["turn"] for c in _calls(log)] == [0]
+    crash = {"thread_id": "t", "fault_plan": FaultPlan("after_checkpoint")}
+    deltas: list[str] = []
+    with pytest.raises(_CrashSignal):  # right after the model turn's step committed
+        if streamed:
+            for chunk, _ in app().stream(USER, crash, stream_mode="messages"):
+                deltas.append(chunk["content"])
+        else:
+            app().invoke(USER, crash)
+    if streamed:
+        assert "".join(deltas) == LOOKING
+    assert [(c["turn"], c["streamed"]) for c in _calls(log)] == [(0, streamed)]
     out = app().invoke(None, {"thread_id": "t"})
+    assert out["messages"][1]["content"] == LOOKING, "the recorded whole message"
     assert out["messages"][-1]["content"] == ANSWER
-    assert [c["turn"] for c in _calls(log)] == [0, 1]
+    assert [c["turn"] for c in _calls(log)] == [0, 1], "the first turn was not asked again"
 
 
 # -- ChatOpenAI against a real local server ---------------------------------------------------

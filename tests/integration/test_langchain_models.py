@@ -537,6 +537,21 @@ def test_init_chat_model_strings_build_a_langchain_model(openai_server: Any) -> 
     _check_openai_round_trip(openai_server, out)
 
 
+def test_a_langchain_model_refused_by_its_provider_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("langchain")
+    pytest.importorskip("langchain_openai")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        ReactAgent("openai:gpt-4o-mini")
+    text = str(caught.value)
+    assert "'openai:gpt-4o-mini'" in text and "OPENAI_API_KEY" in text and "api_key=" in text
+    with pytest.raises(ConfigError) as caught:
+        ReactAgent("nosuchprovider:some-model")
+    assert "nosuchprovider" in str(caught.value)
+
+
 def test_our_own_slash_form_is_kept() -> None:
     pytest.importorskip("openai")
     from oncegraph.prebuilt.models.openai import OpenAIChatModel

@@ -111,8 +111,12 @@ def init_model(model: str, **options: Any) -> LangChainChatModel:
         raise ImportError(
             f"LangChain model {model!r} needs its provider's package ({exc}): pip install {package}"
         ) from exc
-    except ValueError as exc:
-        raise ConfigError(f"LangChain cannot build model {model!r}: {exc}") from exc
+    except Exception as exc:  # the provider's own refusal (no API key, a bad option...)
+        raise ConfigError(
+            f"LangChain could not build model {model!r}: {type(exc).__name__}: {exc}. "
+            "Fix the options given after the model (api_key=..., or the provider's "
+            "environment variable), or build the LangChain model yourself and pass it"
+        ) from exc
     return LangChainChatModel(built)
 
 

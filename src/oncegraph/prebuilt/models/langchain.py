@@ -115,7 +115,8 @@ def init_model(model: str, **options: Any) -> LangChainChatModel:
         raise ConfigError(
             f"LangChain could not build model {model!r}: {type(exc).__name__}: {exc}. "
             "Fix the options given after the model (api_key=..., or the provider's "
-            "environment variable), or build the LangChain model yourself and pass it"
+            "environment variable), or build the LangChain model yourself and pass it "
+            "(an id in oncegraph's own form is written with a slash: 'openai/gpt-4o-mini')"
         ) from exc
     return LangChainChatModel(built)
 

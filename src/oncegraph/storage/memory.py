@@ -199,7 +199,7 @@ class InMemoryCheckpointer(Closing):
                     row,
                     {
                         _RUN_STATUS: str(commit.run_status),
-                        _RUN_ERROR: self.rows.error_param(commit.run_error),
+                        _RUN_ERROR: self.rows.error_param(run_id, commit.run_error),
                         _RUN_UPDATED: ts,
                     },
                 )
@@ -329,7 +329,7 @@ class InMemoryCheckpointer(Closing):
                 row,
                 {
                     _RUN_STATUS: str(status),
-                    _RUN_ERROR: self.rows.error_param(error),
+                    _RUN_ERROR: self.rows.error_param(run_id, error),
                     _RUN_UPDATED: now(),
                 },
             )
@@ -380,7 +380,7 @@ class InMemoryCheckpointer(Closing):
             }
             if status is not None:
                 changes[_RUN_STATUS] = str(status)
-                changes[_RUN_ERROR] = self.rows.error_param(error)
+                changes[_RUN_ERROR] = self.rows.error_param(run_id, error)
             row = self._runs[run_id] = _with(row, changes)
             if audit_row is not None:
                 self._audit[audit_row[0]] = audit_row
@@ -517,7 +517,7 @@ class InMemoryCheckpointer(Closing):
     async def finish_request(
         self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
     ) -> bool:
-        answer = self.rows.response_param(response)
+        answer = self.rows.response_param(record.scope, record.key, response)
         with self._lock:
             found = self._requests.get((record.scope, record.key))
             if found is None or not _same_claim(found, record):

@@ -718,7 +718,7 @@ class PgCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         pool = await self._ready()
-        params = (str(status), self.rows.error_param(error), now(), run_id)
+        params = (str(status), self.rows.error_param(run_id, error), now(), run_id)
         with _mapped("update_run", self._where):
             async with pool.connection() as conn:
                 if fence is None:
@@ -809,7 +809,8 @@ class PgCheckpointer(Closing):
             sql, params = RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = RUN_FENCE_STATUS
-            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
+            error = self.rows.error_param(run_id, error)
+            params = (owner, str(status), error, ts, run_id, expected_token)
         pool = await self._ready()
         with _mapped("fence_run", self._where):
             async with pool.connection() as conn, conn.transaction():
@@ -994,7 +995,7 @@ class PgCheckpointer(Closing):
     ) -> bool:
         params = (
             status_code,
-            self.rows.response_param(response),
+            self.rows.response_param(record.scope, record.key, response),
             record.scope,
             record.key,
             record.created_at,

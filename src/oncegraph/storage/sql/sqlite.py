@@ -528,7 +528,7 @@ class SqliteCheckpointer(Closing):
         one read names the refusal (no run, a lost fence, else a lost CAS)."""
         commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
         thread = (commit.thread_id, commit.expected_version)
-        error = self.rows.error_param(commit.run_error)
+        error = self.rows.error_param(cp.run_id, commit.run_error)
         sql, params = _run_update(cp.run_id, commit.run_status, error, commit.fence, ts)
         if conn.execute(_IF_THREAD[sql], (*params, *thread)).rowcount != 1:  # a refusal
             _check_run(conn, cp.run_id, commit.fence)
@@ -570,7 +570,7 @@ class SqliteCheckpointer(Closing):
                     conn,
                     cp.run_id,
                     commit.run_status,
-                    self.rows.error_param(commit.run_error),
+                    self.rows.error_param(cp.run_id, commit.run_error),
                     commit.fence,
                     ts,
                 )
@@ -665,7 +665,8 @@ class SqliteCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         with self._writing() as conn:
-            self._update_run_in_tx(conn, run_id, status, self.rows.error_param(error), fence, now())
+            error = self.rows.error_param(run_id, error)
+            self._update_run_in_tx(conn, run_id, status, error, fence, now())
 
     async def list_runs(
         self,
@@ -726,7 +727,8 @@ class SqliteCheckpointer(Closing):
             sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = S.RUN_FENCE_STATUS
-            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
+            error = self.rows.error_param(run_id, error)
+            params = (owner, str(status), error, ts, run_id, expected_token)
         audit_params = self.rows.audit_to_params(audit) if audit is not None else None
         with self._writing() as conn:
             row = conn.execute(sql, params).fetchone()
@@ -876,7 +878,7 @@ class SqliteCheckpointer(Closing):
     ) -> bool:
         params = (
             status_code,
-            self.rows.response_param(response),
+            self.rows.response_param(record.scope, record.key, response),
             record.scope,
             record.key,
             record.created_at,

@@ -575,6 +575,18 @@ class Rows:
     def audit_from_row(self, row: Row) -> AuditRecord:
         return _decode("oncegraph_audit", row, self._audit)
 
+    def chained_audit(self, row: Row) -> Any:
+        """An :data:`~oncegraph.storage.auditchain.Chained` from an ``AUDIT_CHAIN_PAGE``
+        row (the audit columns, then ``chain_seq``, ``chain_mac``)."""
+        seq, mac = row[-2], row[-1]
+        record = row[:-2]
+        return (
+            None if seq is None else int(seq),
+            mac,
+            lambda: self.audit_from_row(record),
+            record[0],
+        )
+
     # -- idempotency keys (oncegraph_requests) --------------------------------------------
 
     def request_to_params(self, record: IdempotencyRecord) -> tuple[Any, ...]:

@@ -402,9 +402,7 @@ def test_records_from_before_the_chain_are_unchained_not_broken(
             record = AuditRecord(f"aud-old-{n}", "ops", "abandon", "run", f"r{n}", at=10.0 + n)
             execute(S.AUDIT_INSERT, rows.PLAIN.audit_to_params(record))
 
-    where, store = old_store(
-        "sqlite", tmp_path, request, version=LATEST_VERSION - 1, fill=fill
-    )
+    where, store = old_store("sqlite", tmp_path, request, version=LATEST_VERSION - 1, fill=fill)
 
     async def go() -> Any:
         try:
@@ -420,3 +418,22 @@ def test_records_from_before_the_chain_are_unchained_not_broken(
     assert out.returncode == 0, out.stdout + out.stderr
     assert "audit log ok, 3 records (2 written before the log was chained" in out.stdout
     assert "before record aud-new" in out.stdout
+
+
+def test_db_verify_names_a_record_taken_out_of_the_chain_or_added_beside_it(db: Db) -> None:
+    ids = _audited(db, None)
+    db.sql(
+        "UPDATE oncegraph_audit SET chain_seq = NULL, chain_mac = NULL WHERE audit_id = ?",
+        (ids[-1],),
+    )
+    out = og("db", "verify", "-d", db.where)
+    assert out.returncode == 1 and f"BROKEN at record {ids[-1]}" in out.stdout, out.stdout
+    assert "no chain link" in out.stdout
+    db.sql("DELETE FROM oncegraph_audit WHERE audit_id = ?", (ids[-1],))
+    assert og("db", "verify", "-d", db.where).returncode == 0  # the end of the log: not seen
+    db.sql(
+        "INSERT INTO oncegraph_audit (audit_id, at, actor, action, target_kind, target_id, "
+        "details) VALUES ('aud-forged', 9e9, 'bob', 'abandon', 'run', 'r', '{}')"
+    )
+    out = og("db", "verify", "-d", db.where)
+    assert out.returncode == 1 and "BROKEN at record aud-forged" in out.stdout, out.stdout

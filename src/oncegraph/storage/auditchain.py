@@ -135,9 +135,12 @@ def verify(
     db_key: bytes | None,
     encryption: EncryptionKeys | None,
     unchained: int = 0,
+    latest_unchained: tuple[str, float] | None = None,
 ) -> ChainReport:
     """Check the chained records of ``found``, in number order; ``unchained`` counts the
-    records without a number (written before the chain existed)."""
+    records without a number (written before the chain existed), ``latest_unchained``
+    is the newest of them (its id and time): one newer than the first chained record
+    was not written before the chain, so it was inserted or unlinked by hand."""
     previous: str | None = None
     expected = 1
     count = unchained
@@ -166,6 +169,15 @@ def verify(
             record = decode()
         except OnceGraphError as exc:  # a corrupt or clear value in a sealed column
             return _broken(count, unchained, first, audit_id, f"it cannot be read: {exc}")
+        if seq == 1 and latest_unchained is not None and latest_unchained[1] > record.at:
+            return _broken(
+                count,
+                unchained,
+                first,
+                latest_unchained[0],
+                "it has no chain link but is newer than the first chained record "
+                f"{audit_id}: it was inserted, or its link removed, after the log was chained",
+            )
         if not hmac.compare_digest(parts[2], _digest(key, seq, previous, record)):
             return _broken(
                 count,

@@ -988,6 +988,7 @@ class PgCheckpointer(Closing):
         """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
         db_key = await self._audit_db_key()
         row = await self._fetchone("verify_audit", S.AUDIT_UNCHAINED, ())
+        latest = await self._fetchone("verify_audit", S.AUDIT_LATEST_UNCHAINED, ())
         found: list[chain.Chained] = []
         after = 0
         while True:
@@ -997,7 +998,11 @@ class PgCheckpointer(Closing):
                 break
             after = int(batch[-1][-2])
         return chain.verify(
-            found, db_key=db_key, encryption=self.rows.encryption, unchained=int(row[0])
+            found,
+            db_key=db_key,
+            encryption=self.rows.encryption,
+            unchained=int(row[0]),
+            latest_unchained=None if latest is None else (latest[0], float(latest[1])),
         )
 
     async def list_audit(

@@ -868,6 +868,7 @@ class SqliteCheckpointer(Closing):
         """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
         db_key = self._audit_db_key()
         (unchained,) = self._read(S.AUDIT_UNCHAINED, ())[0]
+        latest = self._read_one(S.AUDIT_LATEST_UNCHAINED, ())
 
         def found() -> Iterator[chain.Chained]:
             after = 0
@@ -880,7 +881,11 @@ class SqliteCheckpointer(Closing):
                 after = int(batch[-1][-2])
 
         return chain.verify(
-            found(), db_key=db_key, encryption=self.rows.encryption, unchained=int(unchained)
+            found(),
+            db_key=db_key,
+            encryption=self.rows.encryption,
+            unchained=int(unchained),
+            latest_unchained=None if latest is None else (latest[0], float(latest[1])),
         )
 
     async def list_audit(

@@ -603,6 +603,11 @@ AUDIT_CHAIN_HEAD = (
     "ORDER BY chain_seq DESC LIMIT 1"
 )
 AUDIT_UNCHAINED = "SELECT COUNT(*) FROM oncegraph_audit WHERE chain_seq IS NULL"
+# The newest record without a link (only records older than the chain may lack one).
+AUDIT_LATEST_UNCHAINED = (
+    "SELECT audit_id, at FROM oncegraph_audit WHERE chain_seq IS NULL "
+    "ORDER BY at DESC, audit_id DESC LIMIT 1"
+)
 # A page of the chain in order. Params: after (chain_seq), limit.
 AUDIT_CHAIN_PAGE = (
     f"SELECT {_cols(AUDIT_COLUMNS)}, chain_seq, chain_mac FROM oncegraph_audit "
@@ -754,6 +759,7 @@ __all__ = [
     "AUDIT_CHAIN_PAGE",
     "AUDIT_COLUMNS",
     "AUDIT_INSERT",
+    "AUDIT_LATEST_UNCHAINED",
     "AUDIT_UNCHAINED",
     "CHECKPOINT_COLUMNS",
     "CHECKPOINT_INSERT",

@@ -384,6 +384,7 @@ def test_an_encrypted_chain_needs_the_keys_to_verify(db: Db) -> None:
     _audited(db, _keys())
     out = og("db", "verify", "-d", db.where)
     assert out.returncode == 1 and "--keys-file" in out.stdout, out.stdout + out.stderr
+    assert "NOT CHECKED" in out.stdout
 
 
 def test_records_from_before_the_chain_are_unchained_not_broken(

@@ -153,6 +153,7 @@ def db_verify(
         if report is not None:
             shown["audit"] = {
                 "ok": report.ok,
+                "checked": report.checked,
                 "records": report.records,
                 "unchained": report.unchained,
                 "first_chained": report.first_chained,

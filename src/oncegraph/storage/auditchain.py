@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from oncegraph._json import dumps_str
 from oncegraph.errors import EncryptionKeyError, OnceGraphError
-from oncegraph.storage.encryption import EncryptionKeys
+from oncegraph.storage.encryption import EncryptionKeys, PlaintextError
 from oncegraph.storage.records import AuditRecord
 
 FORMAT = "am1"
@@ -99,19 +99,23 @@ def head_from_row(row: object) -> Link | None:
 class ChainReport:
     """What :func:`verify` found. ``records``: every audit record; ``unchained``: those
     written before the chain existed; ``broken``: the first record that fails (its
-    audit id, or its number when the record is missing) and ``problem`` in words."""
+    audit id) and ``problem`` in words; ``checked`` False when that record could not be
+    checked for want of a key (not ok either: nothing after it was checked)."""
 
     records: int
     unchained: int = 0
     first_chained: str | None = None
     broken: str | None = None
     problem: str = ""
+    checked: bool = True  # False: the records from ``broken`` on need keys not given
 
     @property
     def ok(self) -> bool:
         return self.broken is None
 
     def describe(self) -> str:
+        if not self.checked:
+            return f"audit log NOT CHECKED from record {self.broken} on: {self.problem}"
         if not self.ok:
             return f"audit log BROKEN at record {self.broken}: {self.problem}"
         text = f"audit log ok, {self.records} records"
@@ -163,11 +167,12 @@ def verify(
             return _broken(count, unchained, first, audit_id, f"its MAC {mac!r} is malformed")
         try:
             key = _key(parts[1], db_key, encryption)
-        except EncryptionKeyError as exc:
-            return _broken(count, unchained, first, audit_id, str(exc))
-        try:
             record = decode()
-        except OnceGraphError as exc:  # a corrupt or clear value in a sealed column
+        except PlaintextError as exc:  # a clear value where the store seals: written by hand
+            return _broken(count, unchained, first, audit_id, f"it cannot be read: {exc}")
+        except EncryptionKeyError as exc:  # a key the caller did not give
+            return ChainReport(count, unchained, first, audit_id, str(exc), checked=False)
+        except OnceGraphError as exc:  # a corrupt value (tampered, moved)
             return _broken(count, unchained, first, audit_id, f"it cannot be read: {exc}")
         if seq == 1 and latest_unchained is not None and latest_unchained[1] > record.at:
             return _broken(

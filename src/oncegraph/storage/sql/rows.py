@@ -175,6 +175,11 @@ class Rows:
     # the codec-free helpers, so a store needs one object
     thread_from_row = staticmethod(thread_from_row)
 
+    def _at(self, table: str, column: str, *key: Any) -> str:
+        """Where a value is stored (:func:`~oncegraph.storage.encryption.place`), the
+        associated data it is sealed with; "" without encryption (nothing binds it)."""
+        return "" if self.encryption is None else place(table, column, *key)
+
     def _json(self, value: Any, where: str) -> str:
         return self._seal(dumps_str(value), where)
 
@@ -199,7 +204,7 @@ class Rows:
         """A run's error as stored: :func:`~oncegraph.storage.records.error_text`, sealed
         when encrypting (an error message may quote a payload)."""
         text = error_text(error)
-        return None if text is None else self._seal(text, place(_RUNS, "error", run_id))
+        return None if text is None else self._seal(text, self._at(_RUNS, "error", run_id))
 
     def run_to_params(self, run: RunRecord) -> tuple[Any, ...]:
         return (
@@ -216,7 +221,7 @@ class Rows:
             run.mode,
             None
             if run.input is None
-            else self._seal(dumps_state_str(run.input), place(_RUNS, "input", run.run_id)),
+            else self._seal(dumps_state_str(run.input), self._at(_RUNS, "input", run.run_id)),
             dumps_str(run.config),
             self.error_param(run.run_id, run.error),
             run.lease_owner,
@@ -241,9 +246,9 @@ class Rows:
             parent_checkpoint_id=row[8],
             launch_reason=row[9],
             mode=row[10],
-            input=self._opt_loads(row[11], place(_RUNS, "input", row[0])),
+            input=self._opt_loads(row[11], self._at(_RUNS, "input", row[0])),
             config=loads(row[12]),
-            error=self._open_text(row[13], place(_RUNS, "error", row[0])),
+            error=self._open_text(row[13], self._at(_RUNS, "error", row[0])),
             lease_owner=row[14],
             lease_expires_at=row[15],
             fencing_token=int(row[16]),
@@ -290,20 +295,20 @@ class Rows:
             cp.parent_checkpoint_id,
             self._seal(
                 dumps_state_str(cp.values),
-                place(_CHECKPOINTS, "channel_values", cp.thread_id, cp.checkpoint_id),
+                self._at(_CHECKPOINTS, "channel_values", cp.thread_id, cp.checkpoint_id),
             ),
             dumps_str(cp.logs),
             dumps_str(list(cp.next)),
             self._json(
-                cp.metadata, place(_CHECKPOINTS, "metadata", cp.thread_id, cp.checkpoint_id)
+                cp.metadata, self._at(_CHECKPOINTS, "metadata", cp.thread_id, cp.checkpoint_id)
             ),
             cp.created_at,
         )
 
     def _checkpoint(self, row: Row) -> CheckpointRecord:
-        values = self._loads(row[6], place(_CHECKPOINTS, "channel_values", row[1], row[0]))
+        values = self._loads(row[6], self._at(_CHECKPOINTS, "channel_values", row[1], row[0]))
         logs, nxt = loads(row[7]), loads(row[8])
-        metadata = self._loads(row[9], place(_CHECKPOINTS, "metadata", row[1], row[0]))
+        metadata = self._loads(row[9], self._at(_CHECKPOINTS, "metadata", row[1], row[0]))
         if not isinstance(values, dict):
             raise TypeError(f"channel_values is a {type(values).__name__}, not an object")
         if not isinstance(logs, dict) or not all(
@@ -342,7 +347,7 @@ class Rows:
                 e.seq,
                 self._seal(
                     dumps_state_str(e.value, field=e.channel),
-                    place(_LOG, "value", thread_id, e.channel, e.seq),
+                    self._at(_LOG, "value", thread_id, e.channel, e.seq),
                 ),
             )
             for e in entries
@@ -363,7 +368,7 @@ class Rows:
                 pass  # a corrupt entry: found again below, by its number
         for seq, value in found:
             try:
-                out.append(self._loads(value, place(_LOG, "value", thread_id, channel, seq)))
+                out.append(self._loads(value, self._at(_LOG, "value", thread_id, channel, seq)))
             except ValueError as exc:
                 raise corrupt(
                     "oncegraph_log", f"{channel}#{seq}", str(exc), thread_id=thread_id
@@ -381,7 +386,7 @@ class Rows:
             write.idx,
             self._seal(
                 _task_write_json(write),
-                place(
+                self._at(
                     _TASK_WRITES,
                     "value",
                     write.thread_id,
@@ -402,7 +407,7 @@ class Rows:
             kind=row[3],
             idx=int(row[4]),
             value=self._loads(
-                row[5], place(_TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))
+                row[5], self._at(_TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))
             ),
             created_at=row[6],
         )
@@ -424,8 +429,8 @@ class Rows:
             effect.request_hash,
             str(effect.status),
             effect.checkpoint_id,
-            self._opt_json(effect.request, place(_EFFECTS, "request", effect.effect_id)),
-            self._opt_text(effect.recipient, place(_EFFECTS, "recipient", effect.effect_id)),
+            self._opt_json(effect.request, self._at(_EFFECTS, "request", effect.effect_id)),
+            self._opt_text(effect.recipient, self._at(_EFFECTS, "recipient", effect.effect_id)),
             *self._effect_outcome(effect),
             effect.created_at,
             effect.updated_at,
@@ -446,10 +451,12 @@ class Rows:
         """``attempts, provider_reference, result, error`` as stored."""
         key = effect.effect_id
         return (
-            self._seal(_attempts_json(effect.attempts), place(_EFFECTS, "attempts", key)),
-            self._opt_text(effect.provider_reference, place(_EFFECTS, "provider_reference", key)),
-            self._opt_json(effect.result, place(_EFFECTS, "result", key)),
-            self._opt_text(effect.error, place(_EFFECTS, "error", key)),
+            self._seal(_attempts_json(effect.attempts), self._at(_EFFECTS, "attempts", key)),
+            self._opt_text(
+                effect.provider_reference, self._at(_EFFECTS, "provider_reference", key)
+            ),
+            self._opt_json(effect.result, self._at(_EFFECTS, "result", key)),
+            self._opt_text(effect.error, self._at(_EFFECTS, "error", key)),
         )
 
     def _effect(self, row: Row, unread: frozenset[str] = frozenset()) -> EffectRecord:
@@ -464,18 +471,19 @@ class Rows:
             status = EffectStatus.PENDING if unread else EffectStatus(row[8])
             key = row[0]
             column = "request"
-            request = self._opt_loads(row[10], place(_EFFECTS, column, key))
+            request = self._opt_loads(row[10], self._at(_EFFECTS, column, key))
             column = "recipient"
-            recipient = self._open_text(row[11], place(_EFFECTS, column, key))
+            recipient = self._open_text(row[11], self._at(_EFFECTS, column, key))
             column = "attempts"
-            opened = None if unread else self._open_text(row[12], place(_EFFECTS, column, key))
+            opened = None if unread else self._open_text(row[12], self._at(_EFFECTS, column, key))
             attempts = () if unread else _attempts(opened)
             column = "provider_reference"
-            reference = None if unread else self._open_text(row[13], place(_EFFECTS, column, key))
+            where = self._at(_EFFECTS, column, key)
+            reference = None if unread else self._open_text(row[13], where)
             column = "result"
-            result = None if unread else self._opt_loads(row[14], place(_EFFECTS, column, key))
+            result = None if unread else self._opt_loads(row[14], self._at(_EFFECTS, column, key))
             column = "error"
-            error = None if unread else self._open_text(row[15], place(_EFFECTS, column, key))
+            error = None if unread else self._open_text(row[15], self._at(_EFFECTS, column, key))
         except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
             raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
         record = EffectRecord(
@@ -526,10 +534,10 @@ class Rows:
     def _payload(self, row: Row) -> EffectPayload:
         column = "request"
         try:
-            request = self._opt_loads(row[2], place(_EFFECTS, column, row[0]))
+            request = self._opt_loads(row[2], self._at(_EFFECTS, column, row[0]))
             column = "result"
             return EffectPayload(
-                row[1], request, self._opt_loads(row[3], place(_EFFECTS, column, row[0]))
+                row[1], request, self._opt_loads(row[3], self._at(_EFFECTS, column, row[0]))
             )
         except (ValueError, TypeError) as exc:
             raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
@@ -554,8 +562,8 @@ class Rows:
             record.target_id,
             record.run_id,
             record.thread_id,
-            self._opt_text(record.reason, place(_AUDIT, "reason", record.audit_id)),
-            self._json(record.details, place(_AUDIT, "details", record.audit_id)),
+            self._opt_text(record.reason, self._at(_AUDIT, "reason", record.audit_id)),
+            self._json(record.details, self._at(_AUDIT, "details", record.audit_id)),
         )
 
     def _audit(self, row: Row) -> AuditRecord:
@@ -568,8 +576,8 @@ class Rows:
             target_id=row[5],
             run_id=row[6],
             thread_id=row[7],
-            reason=self._open_text(row[8], place(_AUDIT, "reason", row[0])),
-            details=self._loads(row[9], place(_AUDIT, "details", row[0])),
+            reason=self._open_text(row[8], self._at(_AUDIT, "reason", row[0])),
+            details=self._loads(row[9], self._at(_AUDIT, "details", row[0])),
         )
 
     def audit_from_row(self, row: Row) -> AuditRecord:
@@ -607,10 +615,10 @@ class Rows:
         self, scope: str, key: str, response: Mapping[str, Any] | None
     ) -> str | None:
         """A finished request's answer as stored (sealed when encrypting)."""
-        return self._opt_json(response, place(_REQUESTS, "response", scope, key))
+        return self._opt_json(response, self._at(_REQUESTS, "response", scope, key))
 
     def _request(self, row: Row) -> IdempotencyRecord:
-        response = self._opt_loads(row[5], place(_REQUESTS, "response", row[0], row[1]))
+        response = self._opt_loads(row[5], self._at(_REQUESTS, "response", row[0], row[1]))
         if response is not None and not isinstance(response, Mapping):
             raise TypeError(f"response must be a JSON object; got {type(response).__name__}")
         return IdempotencyRecord(

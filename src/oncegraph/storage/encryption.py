@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oncegraph._json import dumps_str
-from oncegraph.errors import ConfigError, EncryptionKeyError
+from oncegraph.errors import ConfigError, EncryptionKeyError, PlaintextError
 
 PREFIX = "enc1:"
 """Values sealed without associated data (read, and re-sealed by ``oncegraph db encrypt``)."""
@@ -164,15 +164,6 @@ class EncryptionKeys:
             f"store's key ring (key ids: {sorted(self._ciphers)}); add that key to "
             "EncryptionKeys({...}) to read it. Nothing was changed."
         )
-
-
-class PlaintextError(EncryptionKeyError):
-    """A sealed column holds a value that is not encrypted while the store has keys.
-    ``place`` is where (:func:`place`); the fix is ``oncegraph db encrypt``."""
-
-    def __init__(self, message: str, *, place: str) -> None:
-        super().__init__(message)
-        self.place = place
 
 
 def place(table: str, column: str, *key: Any) -> str:

@@ -159,7 +159,7 @@ class Rows:
     without encryption. Without keys a sealed value is an
     :class:`~oncegraph.errors.EncryptionKeyError` naming the fix; with keys a clear
     value in a sealed column is a
-    :class:`~oncegraph.storage.encryption.PlaintextError` naming ``oncegraph db
+    :class:`~oncegraph.errors.PlaintextError` naming ``oncegraph db
     encrypt``.
     """
 

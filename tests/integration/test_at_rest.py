@@ -25,12 +25,12 @@ from typing import Any
 import pytest
 
 from oncegraph import Completed, tool
-from oncegraph.errors import CorruptRecordError, EncryptionKeyError
+from oncegraph.errors import CorruptRecordError, EncryptionKeyError, PlaintextError
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runtime.portal import run_sync
 from oncegraph.storage.checkpointer import SqliteCheckpointer
-from oncegraph.storage.encryption import EncryptionKeys, PlaintextError
+from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.requests import IdempotencyRecord
 

@@ -9,8 +9,9 @@ import dataclasses
 
 import pytest
 
+from oncegraph.errors import PlaintextError
 from oncegraph.storage import auditchain as chain
-from oncegraph.storage.encryption import EncryptionKeys, PlaintextError, place
+from oncegraph.storage.encryption import EncryptionKeys, place
 from oncegraph.storage.records import AuditRecord
 
 KEYS = EncryptionKeys({"k1": bytes(range(32))}, current="k1")

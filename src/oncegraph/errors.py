@@ -26,6 +26,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── CorruptRecordError       a stored row cannot be read back (left untouched)
     │   ├── StorageFullError         the database's disk is full: the write was rolled back
     │   └── EncryptionKeyError       a stored value's key id is not in the key ring
+    │       └── PlaintextError       a clear value where the store encrypts: seal it first
     ├── EffectError                  a side effect could not be carried out safely
     │   ├── RequestMismatchError     same effect id, different request (law 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
@@ -218,6 +219,17 @@ class EncryptionKeyError(StorageError):
     has no keys). Nothing was changed; add the key to read it."""
 
 
+class PlaintextError(EncryptionKeyError):
+    """A column the store encrypts holds a value that is not encrypted, while the store has
+    keys (a database written before the keys were configured, or a value written by
+    hand). Nothing was changed; ``oncegraph db encrypt`` seals such values in place.
+    ``place`` says where (``table:column:row key``)."""
+
+    def __init__(self, message: str, *, place: str = "") -> None:
+        super().__init__(message)
+        self.place = place
+
+
 class EffectError(OnceGraphError):
     """A side effect could not be carried out safely."""
 
@@ -361,6 +373,7 @@ __all__ = [
     "OnceGraphError",
     "OnceGraphWarning",
     "PayloadTooLargeError",
+    "PlaintextError",
     "RecursionLimitError",
     "RequestMismatchError",
     "RunBusyError",

@@ -118,7 +118,7 @@ def test_a_database_dump_holds_no_card(db: Db, encrypted: bool) -> None:
     dump = db.dump()
     assert (CARD in dump) is not encrypted
     if encrypted:
-        assert "enc1:k1:" in dump
+        assert "enc2:k1:" in dump
 
 
 def test_a_killed_run_resumes_with_the_key_and_a_rotated_ring(db: Db, tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ def test_a_killed_run_resumes_with_the_key_and_a_rotated_ring(db: Db, tmp_path: 
     assert resumed.returncode == 0, resumed.describe()
     assert resumed.json() == {"final": "Charged.", "calls": 1}
     dump = db.dump()
-    assert CARD not in dump and "enc1:k1:" in dump and "enc1:k2:" in dump
+    assert CARD not in dump and "enc2:k1:" in dump and "enc2:k2:" in dump
 
     # Without the old key the old rows are refused by name; without keys, by the fix.
     for keys, named in ((EncryptionKeys({"k2": K2}, current="k2"), "'k1'"), (None, "encryption=")):

@@ -1,4 +1,4 @@
-"""The ``oncegraph`` command: ``demo``, ``db migrate|verify|prune``, ``probe-recipient``,
+"""The ``oncegraph`` command: ``demo``, ``db migrate|verify|encrypt|prune``, ``probe-recipient``,
 and (registered from their modules) the read commands (:mod:`oncegraph.cli.views`), the
 operator commands (:mod:`oncegraph.cli.operate`), ``worker`` and ``serve``
 (:mod:`oncegraph.cli.worker_cmd`).
@@ -18,6 +18,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from oncegraph.cli import output as o
 from oncegraph.cli.database import Database, check_postgres, choose
+from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
 from oncegraph.cli.session import DatabaseFileOpt, DatabaseOpt, JsonOpt, PgOpt, SqliteOpt
@@ -42,7 +43,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-db_app = typer.Typer(help="Schema migrations and retention.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Schema migrations, checks, encryption at rest and retention.", no_args_is_help=True
+)
 app.add_typer(db_app, name="db")
 
 
@@ -129,21 +132,119 @@ def db_verify(
     database_file: DatabaseFileOpt = None,
     sqlite: SqliteOpt = None,
     postgres: PgOpt = None,
+    keys_file: KeysFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check the schema version against this oncegraph; exit 1 if it needs attention."""
+    """Check the schema version, then the audit log's chain (an edited, deleted or
+    reordered record is named); exit 1 if either needs attention. An encrypted database
+    needs its keys (--keys-file) to check the records chained under them."""
+    keys = read_keys(keys_file)
     target = _db(database, database_file, sqlite, postgres)
     if target.kind == "postgres":
         check_postgres(target.where, schema=False)
     state = _schema(target, migrate=False)
+    report = _verify_audit(target, keys) if state.up_to_date else None
     if as_json:
-        o.emit_json(
-            {"current": state.current, "latest": state.latest, "up_to_date": state.up_to_date}
-        )
+        shown: dict[str, Any] = {
+            "current": state.current,
+            "latest": state.latest,
+            "up_to_date": state.up_to_date,
+        }
+        if report is not None:
+            shown["audit"] = {
+                "ok": report.ok,
+                "checked": report.checked,
+                "records": report.records,
+                "unchained": report.unchained,
+                "first_chained": report.first_chained,
+                "broken": report.broken,
+                "problem": report.problem,
+            }
+        o.emit_json(shown)
     else:
         console.print(literal(state.describe()))
-    if not state.up_to_date:
+        if report is not None:
+            console.print(literal(report.describe()))
+    if not state.up_to_date or (report is not None and not report.ok):
         raise typer.Exit(1)
+
+
+def _verify_audit(target: Database, keys: Any) -> Any:
+    from oncegraph.cli.database import open_store
+    from oncegraph.errors import StorageError
+
+    store = open_store(target, keys)
+
+    async def go() -> Any:
+        try:
+            await store.setup()
+            return await store.verify_audit()
+        finally:
+            await store.aclose()
+
+    try:
+        return asyncio.run(go())
+    except StorageError as exc:
+        raise CliError(str(exc)) from None
+
+
+@db_app.command("encrypt")
+def db_encrypt(
+    database: DatabaseOpt = None,
+    database_file: DatabaseFileOpt = None,
+    sqlite: SqliteOpt = None,
+    postgres: PgOpt = None,
+    keys_file: KeysFileOpt = None,
+    current: CurrentOpt = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="rows per transaction")] = 500,
+    as_json: JsonOpt = False,
+) -> None:
+    """Seal every clear value (and every value of the older format) of the encrypted
+    columns in place, each bound to its row: run it once when turning encryption on for
+    an existing database, and after upgrading. Idempotent; safe while others run."""
+    keys = read_keys(keys_file, current)
+    if keys is None:
+        raise CliError(
+            "db encrypt needs the store's keys: --keys-file FILE (one 'key_id=hex' a line, "
+            "the same EncryptionKeys the app opens its store with)",
+            code=2,
+        )
+    target = _db(database, database_file, sqlite, postgres)
+    from oncegraph.cli.database import check_sqlite
+    from oncegraph.errors import StorageError
+    from oncegraph.storage.sql import reseal
+
+    if target.kind == "postgres":
+        check_postgres(target.where)
+    else:
+        check_sqlite(target.where)
+    with _progress() as progress:
+        task = progress.add_task(f"sealing {target.describe()}", total=None)
+
+        def advance(table: str, done: int) -> None:
+            progress.update(task, description=f"sealing {table}: {done} values")
+
+        try:
+            if target.kind == "sqlite":
+                report = reseal.reseal_sqlite(target.where, keys, batch=batch, on_batch=advance)
+            else:
+                report = reseal.reseal_postgres(
+                    target.where, keys, batch=batch, on_batch=advance
+                )
+        except StorageError as exc:
+            raise CliError(str(exc)) from None
+    if as_json:
+        o.emit_json(
+            {
+                "sealed": report.sealed,
+                "resealed": report.resealed,
+                "kept": report.kept,
+                "skipped": report.skipped,
+                "tables": report.tables,
+            }
+        )
+        return
+    console.print(literal(f"{target.describe()}: {report.describe()}"))
 
 
 def _schema(target: Database, *, migrate: bool) -> Any:

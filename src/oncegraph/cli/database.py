@@ -99,18 +99,23 @@ def _read_dsn_file(path: Path) -> str:
 # -- opening -------------------------------------------------------------------------------
 
 
-def open_store(db: Database) -> Any:
-    """A checkpointer on an existing, migrated database (checked first; never created)."""
+def open_store(db: Database, encryption: Any = None) -> Any:
+    """A checkpointer on an existing, migrated database (checked first; never created),
+    with the key ring ``encryption`` if given."""
     if db.kind == "sqlite":
         check_sqlite(db.where)
         from oncegraph.storage.checkpointer import SqliteCheckpointer
 
-        return SqliteCheckpointer(db.where, auto_migrate=False)
+        return SqliteCheckpointer(db.where, auto_migrate=False, encryption=encryption)
     check_postgres(db.where)
     from oncegraph.storage.sql.postgres import PgCheckpointer
 
     return PgCheckpointer(
-        db.where, auto_migrate=False, max_size=4, connect_timeout=CONNECT_TIMEOUT
+        db.where,
+        auto_migrate=False,
+        max_size=4,
+        connect_timeout=CONNECT_TIMEOUT,
+        encryption=encryption,
     )
 
 

@@ -29,6 +29,7 @@ from oncegraph.errors import (
     StaleStateError,
     StorageError,
 )
+from oncegraph.storage import auditchain as chain
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import (
@@ -129,6 +130,10 @@ class InMemoryCheckpointer(Closing):
         # The key of the ledger's request hashes: random per store (the store lives in one
         # process, so every writer of it shares the key).
         self._hash_key = secrets.token_bytes(32)
+        # The audit chain (oncegraph.storage.auditchain): (number, MAC, audit id) in order.
+        self._audit_chain: list[tuple[int, str, str]] = []
+        self._chain_db_key = secrets.token_bytes(32)
+        self._chain_key = chain.chain_key(self._chain_db_key, self.rows.encryption)
 
     async def request_hash_key(self) -> bytes:
         """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
@@ -199,7 +204,7 @@ class InMemoryCheckpointer(Closing):
                     row,
                     {
                         _RUN_STATUS: str(commit.run_status),
-                        _RUN_ERROR: self.rows.error_param(commit.run_error),
+                        _RUN_ERROR: self.rows.error_param(run_id, commit.run_error),
                         _RUN_UPDATED: ts,
                     },
                 )
@@ -329,7 +334,7 @@ class InMemoryCheckpointer(Closing):
                 row,
                 {
                     _RUN_STATUS: str(status),
-                    _RUN_ERROR: self.rows.error_param(error),
+                    _RUN_ERROR: self.rows.error_param(run_id, error),
                     _RUN_UPDATED: now(),
                 },
             )
@@ -380,10 +385,10 @@ class InMemoryCheckpointer(Closing):
             }
             if status is not None:
                 changes[_RUN_STATUS] = str(status)
-                changes[_RUN_ERROR] = self.rows.error_param(error)
+                changes[_RUN_ERROR] = self.rows.error_param(run_id, error)
             row = self._runs[run_id] = _with(row, changes)
-            if audit_row is not None:
-                self._audit[audit_row[0]] = audit_row
+            if audit is not None and audit_row is not None:
+                self._link_audit(audit, audit_row)
         return self.rows.run_from_row(row)
 
     async def list_runs(
@@ -458,8 +463,8 @@ class InMemoryCheckpointer(Closing):
             if stored != record.row_version - 1:
                 raise StaleStateError(rows.effect_cas_message(record.effect_id, stored))
             self._upsert_effect(row)
-            if audit_row is not None:
-                self._audit[audit_row[0]] = audit_row
+            if audit is not None and audit_row is not None:
+                self._link_audit(audit, audit_row)
 
     # -- the audit log ----------------------------------------------------------------
 
@@ -468,7 +473,24 @@ class InMemoryCheckpointer(Closing):
         with self._lock:
             if record.audit_id in self._audit:
                 raise StorageError(f"audit record {record.audit_id!r} already exists")
-            self._audit[record.audit_id] = row
+            self._link_audit(record, row)
+
+    def _link_audit(self, record: AuditRecord, row: Row) -> None:
+        """Store ``record`` as the next link of the audit chain (under the lock)."""
+        head = self._audit_chain[-1][:2] if self._audit_chain else None
+        seq, mac = chain.next_link(head, record, self._chain_key)
+        self._audit[record.audit_id] = row
+        self._audit_chain.append((seq, mac, record.audit_id))
+
+    async def verify_audit(self) -> chain.ChainReport:
+        """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
+        with self._lock:
+            found = [
+                self.rows.chained_audit((*self._audit[audit_id], seq, mac))
+                for seq, mac, audit_id in self._audit_chain
+                if audit_id in self._audit
+            ]
+        return chain.verify(found, db_key=self._chain_db_key, encryption=self.rows.encryption)
 
     async def list_audit(
         self,
@@ -517,7 +539,7 @@ class InMemoryCheckpointer(Closing):
     async def finish_request(
         self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
     ) -> bool:
-        answer = self.rows.response_param(response)
+        answer = self.rows.response_param(record.scope, record.key, response)
         with self._lock:
             found = self._requests.get((record.scope, record.key))
             if found is None or not _same_claim(found, record):

@@ -13,7 +13,7 @@ All methods are coroutines. Backends map their driver's errors to
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from oncegraph.storage.records import (
     AuditRecord,
@@ -29,6 +29,9 @@ from oncegraph.storage.records import (
     ThreadRecord,
 )
 from oncegraph.storage.requests import IdempotencyRecord
+
+if TYPE_CHECKING:
+    from oncegraph.storage.auditchain import ChainReport as AuditChainReport
 
 
 @runtime_checkable
@@ -250,6 +253,15 @@ class AuditLog(Protocol):
         a record's ``(at, audit_id)`` (the records listed after it, ties in time too);
         with ``app_id`` (and ``tenant``) only the records whose run is that app's (and
         that tenant's), and those with no run or whose run the store does not hold."""
+
+
+@runtime_checkable
+class AuditChain(Protocol):
+    """An audit log whose records are chained by a MAC (:mod:`oncegraph.storage.auditchain`):
+    an edited, deleted or reordered record is found by :meth:`verify_audit`."""
+
+    async def verify_audit(self) -> AuditChainReport:
+        """Check every record, in order; the report names the first that fails."""
 
 
 @runtime_checkable

@@ -115,7 +115,8 @@ def step_parts(
     if commit.new_run is not None:
         parts.append(("og_run_insert", codec.run_to_params(commit.new_run)))
     if commit.run_status is not None:
-        status = (str(commit.run_status), codec.error_param(commit.run_error), ts, cp.run_id)
+        error = codec.error_param(cp.run_id, commit.run_error)
+        status = (str(commit.run_status), error, ts, cp.run_id)
         if commit.fence is None:
             parts.append(("og_run_status_checked", status))
         else:

@@ -68,6 +68,7 @@ from oncegraph.errors import (
     StorageError,
     StorageFullError,
 )
+from oncegraph.storage import auditchain as chain
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.protocols import Cache
@@ -147,7 +148,8 @@ EFFECT_INSERT_FENCED = _pg(S.EFFECT_INSERT_FENCED)
 EFFECT_UPDATE_CAS = _pg(S.EFFECT_UPDATE_CAS)
 EFFECT_UPDATE_CAS_FENCED = _pg(S.EFFECT_UPDATE_CAS_FENCED)
 EFFECT_UPSERT_FIRST = _pg(S.EFFECT_UPSERT_FIRST)
-AUDIT_INSERT = _pg(S.AUDIT_INSERT)
+AUDIT_CHAINED_INSERT = _pg(S.AUDIT_CHAINED_INSERT)
+AUDIT_CHAIN_PAGE = _pg(S.AUDIT_CHAIN_PAGE)
 REQUEST_CLAIM = _pg(R.REQUEST_CLAIM)
 REQUEST_SELECT = _pg(R.REQUEST_SELECT)
 REQUEST_FINISH = _pg(R.REQUEST_FINISH)
@@ -398,6 +400,7 @@ class PgCheckpointer(Closing):
             )
         self._secret: bytes | None = None  # the database secret, read on first need
         self._hash_key: bytes | None = None
+        self._chain_db_key: bytes | None = None  # the audit chain's, from the secret
         self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
         self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
         self._home_finalizer: weakref.finalize[Any, Any] | None = None
@@ -718,7 +721,7 @@ class PgCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         pool = await self._ready()
-        params = (str(status), self.rows.error_param(error), now(), run_id)
+        params = (str(status), self.rows.error_param(run_id, error), now(), run_id)
         with _mapped("update_run", self._where):
             async with pool.connection() as conn:
                 if fence is None:
@@ -809,7 +812,9 @@ class PgCheckpointer(Closing):
             sql, params = RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = RUN_FENCE_STATUS
-            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
+            error = self.rows.error_param(run_id, error)
+            params = (owner, str(status), error, ts, run_id, expected_token)
+        key = None if audit is None else await self._chain_key()
         pool = await self._ready()
         with _mapped("fence_run", self._where):
             async with pool.connection() as conn, conn.transaction():
@@ -820,8 +825,8 @@ class PgCheckpointer(Closing):
                     if await cur.fetchone() is None:
                         raise RunNotFoundError(f"run {run_id!r} does not exist")
                     return None
-                if audit is not None:
-                    await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
+                if audit is not None and key is not None:
+                    await self._append_audit_in_tx(conn, audit, key)
         return self.rows.run_from_row(row)
 
     # -- effects -------------------------------------------------------------------------
@@ -871,6 +876,7 @@ class PgCheckpointer(Closing):
             sql = EFFECT_UPDATE_CAS
             if fence is not None:
                 sql, params = EFFECT_UPDATE_CAS_FENCED, (*params, record.run_id, fence)
+        key = None if audit is None else await self._chain_key()
         pool = await self._ready()
         with _mapped("save_effect", self._where):
             async with pool.connection() as conn:
@@ -881,8 +887,8 @@ class PgCheckpointer(Closing):
                     async with conn.transaction():
                         cur = await conn.execute(sql, params)
                         written = cur.rowcount == 1
-                        if written:
-                            await conn.execute(AUDIT_INSERT, self.rows.audit_to_params(audit))
+                        if written and key is not None:
+                            await self._append_audit_in_tx(conn, audit, key)
                 if written:
                     return
                 if fence is not None:
@@ -944,14 +950,60 @@ class PgCheckpointer(Closing):
     # -- the audit log ---------------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
+        key = await self._chain_key()
+        pool = await self._ready()
         try:
-            await self._execute("append_audit", AUDIT_INSERT, self.rows.audit_to_params(record))
+            with _mapped("append_audit", self._where):
+                async with pool.connection() as conn, conn.transaction():
+                    await self._append_audit_in_tx(conn, record, key)
         except StorageError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise StorageError(
                     f"audit record {record.audit_id!r} already exists; nothing was written"
                 ) from exc.__cause__
             raise
+
+    async def _chain_key(self) -> chain.ChainKey:
+        """The key new audit links are written with (:mod:`oncegraph.storage.auditchain`)."""
+        return chain.chain_key(await self._audit_db_key(), self.rows.encryption)
+
+    async def _audit_db_key(self) -> bytes:
+        key = self._chain_db_key
+        if key is None:
+            secret = await self._database_secret()
+            key = self._chain_db_key = dbsecret.derive_key(secret, chain.PURPOSE)
+        return key
+
+    async def _append_audit_in_tx(
+        self, conn: Any, record: AuditRecord, key: chain.ChainKey
+    ) -> None:
+        """``record`` as the next link of the audit chain, in the open transaction: a
+        transaction advisory lock serializes appends, so two never link to one head."""
+        await conn.execute(chain.PG_LOCK)
+        cur = await conn.execute(S.AUDIT_CHAIN_HEAD)
+        seq, mac = chain.next_link(chain.head_from_row(await cur.fetchone()), record, key)
+        await conn.execute(AUDIT_CHAINED_INSERT, (*self.rows.audit_to_params(record), seq, mac))
+
+    async def verify_audit(self, *, page: int = 1000) -> chain.ChainReport:
+        """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
+        db_key = await self._audit_db_key()
+        row = await self._fetchone("verify_audit", S.AUDIT_UNCHAINED, ())
+        latest = await self._fetchone("verify_audit", S.AUDIT_LATEST_UNCHAINED, ())
+        found: list[chain.Chained] = []
+        after = 0
+        while True:
+            batch = await self._fetchall("verify_audit", AUDIT_CHAIN_PAGE, (after, page))
+            found.extend(self.rows.chained_audit(r) for r in batch)
+            if len(batch) < page:
+                break
+            after = int(batch[-1][-2])
+        return chain.verify(
+            found,
+            db_key=db_key,
+            encryption=self.rows.encryption,
+            unchained=int(row[0]),
+            latest_unchained=None if latest is None else (latest[0], float(latest[1])),
+        )
 
     async def list_audit(
         self,
@@ -994,7 +1046,7 @@ class PgCheckpointer(Closing):
     ) -> bool:
         params = (
             status_code,
-            self.rows.response_param(response),
+            self.rows.response_param(record.scope, record.key, response),
             record.scope,
             record.key,
             record.created_at,

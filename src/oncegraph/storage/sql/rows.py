@@ -31,8 +31,8 @@ from oncegraph.errors import (
     InvalidUpdateError,
     OnceGraphError,
 )
+from oncegraph.storage.encryption import BOUND, EncryptionKeys, open_plain, place
 from oncegraph.storage.encryption import PREFIX as SEALED
-from oncegraph.storage.encryption import EncryptionKeys, open_plain
 from oncegraph.storage.records import (
     Attempt,
     AuditRecord,
@@ -118,56 +118,93 @@ def thread_from_row(row: Row) -> ThreadRecord:
 # -- the codec of one store ------------------------------------------------------------
 
 
-def _same(text: str) -> str:
+def _same(text: str, place: str | None = None) -> str:
     return text
+
+
+_RUNS = "oncegraph_runs"
+_CHECKPOINTS = "oncegraph_checkpoints"
+_LOG = "oncegraph_log"
+_TASK_WRITES = "oncegraph_task_writes"
+_EFFECTS = "oncegraph_effects"
+_AUDIT = "oncegraph_audit"
+_REQUESTS = "oncegraph_requests"
+
+#: The sealed columns of each table, and the columns of its row key (in the order
+#: :func:`~oncegraph.storage.encryption.place` binds them): what ``oncegraph db encrypt``
+#: walks. Every other column is stored in clear.
+SEALED_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    _RUNS: (("run_id",), ("input", "error")),
+    _CHECKPOINTS: (("thread_id", "checkpoint_id"), ("channel_values", "metadata")),
+    _LOG: (("thread_id", "channel", "seq"), ("value",)),
+    _TASK_WRITES: (("thread_id", "checkpoint_id", "task", "kind", "idx"), ("value",)),
+    _EFFECTS: (
+        ("effect_id",),
+        ("request", "recipient", "attempts", "provider_reference", "result", "error"),
+    ),
+    _AUDIT: (("audit_id",), ("reason", "details")),
+    _REQUESTS: (("scope", "idem_key"), ("response",)),
+}
 
 
 class Rows:
     """Records <-> rows for one store, with its encryption at rest (if any).
 
-    The payload columns (checkpoint values and metadata, log values, task write values,
-    a run's input, an effect's request, result, error and attempts, audit details) are
-    sealed on the way in and opened on the way out
+    The payload columns (:data:`SEALED_COLUMNS`: checkpoint values and metadata, log
+    values, task write values, a run's input and error, an effect's request, recipient,
+    result, provider reference, error and attempts, audit reasons and details, stored
+    answers to idempotent requests) are sealed on the way in, bound to their table,
+    column and row key, and opened on the way out
     (:class:`~oncegraph.storage.encryption.EncryptionKeys`); every other column is as
     without encryption. Without keys a sealed value is an
-    :class:`~oncegraph.errors.EncryptionKeyError` naming the fix.
+    :class:`~oncegraph.errors.EncryptionKeyError` naming the fix; with keys a clear
+    value in a sealed column is a
+    :class:`~oncegraph.errors.PlaintextError` naming ``oncegraph db
+    encrypt``.
     """
 
     __slots__ = ("_open", "_seal", "encryption")
 
     def __init__(self, encryption: EncryptionKeys | None = None) -> None:
         self.encryption = encryption
-        self._seal: Callable[[str], str] = _same if encryption is None else encryption.seal
-        self._open: Callable[[str], str] = open_plain if encryption is None else encryption.open
+        self._seal: Callable[[str, str], str] = _same if encryption is None else encryption.seal
+        self._open: Callable[[str, str], str] = (
+            open_plain if encryption is None else encryption.open
+        )
 
     # the codec-free helpers, so a store needs one object
     thread_from_row = staticmethod(thread_from_row)
 
-    def _json(self, value: Any) -> str:
-        return self._seal(dumps_str(value))
+    def _at(self, table: str, column: str, *key: Any) -> str:
+        """Where a value is stored (:func:`~oncegraph.storage.encryption.place`), the
+        associated data it is sealed with; "" without encryption (nothing binds it)."""
+        return "" if self.encryption is None else place(table, column, *key)
 
-    def _opt_json(self, value: Any) -> str | None:
-        return None if value is None else self._seal(dumps_str(value))
+    def _json(self, value: Any, where: str) -> str:
+        return self._seal(dumps_str(value), where)
 
-    def _loads(self, text: Any) -> Any:
-        return loads(self._open(text) if isinstance(text, str) else text)
+    def _opt_json(self, value: Any, where: str) -> str | None:
+        return None if value is None else self._seal(dumps_str(value), where)
 
-    def _opt_loads(self, text: Any) -> Any:
-        return None if text is None else self._loads(text)
+    def _loads(self, text: Any, where: str) -> Any:
+        return loads(self._open(text, where) if isinstance(text, str) else text)
 
-    def _opt_text(self, text: str | None) -> str | None:
-        return None if text is None else self._seal(text)
+    def _opt_loads(self, text: Any, where: str) -> Any:
+        return None if text is None else self._loads(text, where)
 
-    def _open_text(self, text: Any) -> Any:
-        return self._open(text) if isinstance(text, str) else text
+    def _opt_text(self, text: str | None, where: str) -> str | None:
+        return None if text is None else self._seal(text, where)
+
+    def _open_text(self, text: Any, where: str) -> Any:
+        return self._open(text, where) if isinstance(text, str) else text
 
     # -- runs -------------------------------------------------------------------------
 
-    def error_param(self, error: str | None) -> str | None:
+    def error_param(self, run_id: str, error: str | None) -> str | None:
         """A run's error as stored: :func:`~oncegraph.storage.records.error_text`, sealed
         when encrypting (an error message may quote a payload)."""
         text = error_text(error)
-        return None if text is None else self._seal(text)
+        return None if text is None else self._seal(text, self._at(_RUNS, "error", run_id))
 
     def run_to_params(self, run: RunRecord) -> tuple[Any, ...]:
         return (
@@ -182,9 +219,11 @@ class Rows:
             run.parent_checkpoint_id,
             run.launch_reason,
             run.mode,
-            None if run.input is None else self._seal(dumps_state_str(run.input)),
+            None
+            if run.input is None
+            else self._seal(dumps_state_str(run.input), self._at(_RUNS, "input", run.run_id)),
             dumps_str(run.config),
-            self.error_param(run.error),
+            self.error_param(run.run_id, run.error),
             run.lease_owner,
             run.lease_expires_at,
             run.fencing_token,
@@ -207,9 +246,9 @@ class Rows:
             parent_checkpoint_id=row[8],
             launch_reason=row[9],
             mode=row[10],
-            input=self._opt_loads(row[11]),
+            input=self._opt_loads(row[11], self._at(_RUNS, "input", row[0])),
             config=loads(row[12]),
-            error=self._open_text(row[13]),
+            error=self._open_text(row[13], self._at(_RUNS, "error", row[0])),
             lease_owner=row[14],
             lease_expires_at=row[15],
             fencing_token=int(row[16]),
@@ -254,16 +293,22 @@ class Rows:
             cp.step,
             cp.version,
             cp.parent_checkpoint_id,
-            self._seal(dumps_state_str(cp.values)),
+            self._seal(
+                dumps_state_str(cp.values),
+                self._at(_CHECKPOINTS, "channel_values", cp.thread_id, cp.checkpoint_id),
+            ),
             dumps_str(cp.logs),
             dumps_str(list(cp.next)),
-            self._json(cp.metadata),
+            self._json(
+                cp.metadata, self._at(_CHECKPOINTS, "metadata", cp.thread_id, cp.checkpoint_id)
+            ),
             cp.created_at,
         )
 
     def _checkpoint(self, row: Row) -> CheckpointRecord:
-        values, logs = self._loads(row[6]), loads(row[7])
-        nxt, metadata = loads(row[8]), self._loads(row[9])
+        values = self._loads(row[6], self._at(_CHECKPOINTS, "channel_values", row[1], row[0]))
+        logs, nxt = loads(row[7]), loads(row[8])
+        metadata = self._loads(row[9], self._at(_CHECKPOINTS, "metadata", row[1], row[0]))
         if not isinstance(values, dict):
             raise TypeError(f"channel_values is a {type(values).__name__}, not an object")
         if not isinstance(logs, dict) or not all(
@@ -296,7 +341,15 @@ class Rows:
     def log_params(self, thread_id: str, entries: Sequence[LogEntry]) -> list[tuple[Any, ...]]:
         """Parameters for ``executemany(LOG_INSERT, ...)``."""
         return [
-            (thread_id, e.channel, e.seq, self._seal(dumps_state_str(e.value, field=e.channel)))
+            (
+                thread_id,
+                e.channel,
+                e.seq,
+                self._seal(
+                    dumps_state_str(e.value, field=e.channel),
+                    self._at(_LOG, "value", thread_id, e.channel, e.seq),
+                ),
+            )
             for e in entries
         ]
 
@@ -307,15 +360,15 @@ class Rows:
             try:
                 return [
                     orjson.loads(value)
-                    if type(value) is str and not value.startswith(SEALED)
-                    else self._loads(value)
+                    if type(value) is str and not value.startswith((BOUND, SEALED))
+                    else self._loads(value, "")
                     for _, value in found
                 ]
             except ValueError:
                 pass  # a corrupt entry: found again below, by its number
         for seq, value in found:
             try:
-                out.append(self._loads(value))
+                out.append(self._loads(value, self._at(_LOG, "value", thread_id, channel, seq)))
             except ValueError as exc:
                 raise corrupt(
                     "oncegraph_log", f"{channel}#{seq}", str(exc), thread_id=thread_id
@@ -331,7 +384,18 @@ class Rows:
             write.task,
             write.kind,
             write.idx,
-            self._seal(_task_write_json(write)),
+            self._seal(
+                _task_write_json(write),
+                self._at(
+                    _TASK_WRITES,
+                    "value",
+                    write.thread_id,
+                    write.checkpoint_id,
+                    write.task,
+                    write.kind,
+                    write.idx,
+                ),
+            ),
             write.created_at,
         )
 
@@ -342,7 +406,9 @@ class Rows:
             task=row[2],
             kind=row[3],
             idx=int(row[4]),
-            value=self._loads(row[5]),
+            value=self._loads(
+                row[5], self._at(_TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))
+            ),
             created_at=row[6],
         )
 
@@ -363,12 +429,9 @@ class Rows:
             effect.request_hash,
             str(effect.status),
             effect.checkpoint_id,
-            self._opt_json(effect.request),
-            effect.recipient,
-            self._seal(_attempts_json(effect.attempts)),
-            effect.provider_reference,
-            self._opt_json(effect.result),
-            self._opt_text(effect.error),
+            self._opt_json(effect.request, self._at(_EFFECTS, "request", effect.effect_id)),
+            self._opt_text(effect.recipient, self._at(_EFFECTS, "recipient", effect.effect_id)),
+            *self._effect_outcome(effect),
             effect.created_at,
             effect.updated_at,
             effect.row_version,
@@ -378,13 +441,22 @@ class Rows:
         """Parameters for ``EFFECT_UPDATE``: the mutable columns, then ``effect_id``."""
         return (
             str(effect.status),
-            self._seal(_attempts_json(effect.attempts)),
-            effect.provider_reference,
-            self._opt_json(effect.result),
-            self._opt_text(effect.error),
+            *self._effect_outcome(effect),
             effect.updated_at,
             effect.row_version,
             effect.effect_id,
+        )
+
+    def _effect_outcome(self, effect: EffectRecord) -> tuple[Any, ...]:
+        """``attempts, provider_reference, result, error`` as stored."""
+        key = effect.effect_id
+        return (
+            self._seal(_attempts_json(effect.attempts), self._at(_EFFECTS, "attempts", key)),
+            self._opt_text(
+                effect.provider_reference, self._at(_EFFECTS, "provider_reference", key)
+            ),
+            self._opt_json(effect.result, self._at(_EFFECTS, "result", key)),
+            self._opt_text(effect.error, self._at(_EFFECTS, "error", key)),
         )
 
     def _effect(self, row: Row, unread: frozenset[str] = frozenset()) -> EffectRecord:
@@ -397,14 +469,21 @@ class Rows:
             effect_class = EffectClass(row[2])
             column = "status"
             status = EffectStatus.PENDING if unread else EffectStatus(row[8])
+            key = row[0]
             column = "request"
-            request = self._opt_loads(row[10])
+            request = self._opt_loads(row[10], self._at(_EFFECTS, column, key))
+            column = "recipient"
+            recipient = self._open_text(row[11], self._at(_EFFECTS, column, key))
             column = "attempts"
-            attempts = () if unread else _attempts(self._open_text(row[12]))
+            opened = None if unread else self._open_text(row[12], self._at(_EFFECTS, column, key))
+            attempts = () if unread else _attempts(opened)
+            column = "provider_reference"
+            where = self._at(_EFFECTS, column, key)
+            reference = None if unread else self._open_text(row[13], where)
             column = "result"
-            result = None if unread else self._opt_loads(row[14])
+            result = None if unread else self._opt_loads(row[14], self._at(_EFFECTS, column, key))
             column = "error"
-            error = None if unread else self._open_text(row[15])
+            error = None if unread else self._open_text(row[15], self._at(_EFFECTS, column, key))
         except (ValueError, TypeError, IndexError, KeyError, AttributeError) as exc:
             raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
         record = EffectRecord(
@@ -419,9 +498,9 @@ class Rows:
             status=status,
             checkpoint_id=row[9],
             request=request,
-            recipient=row[11],
+            recipient=recipient,
             attempts=attempts,
-            provider_reference=None if unread else row[13],
+            provider_reference=reference,
             result=result,
             error=error,
             created_at=row[16],
@@ -455,9 +534,11 @@ class Rows:
     def _payload(self, row: Row) -> EffectPayload:
         column = "request"
         try:
-            request = self._opt_loads(row[2])
+            request = self._opt_loads(row[2], self._at(_EFFECTS, column, row[0]))
             column = "result"
-            return EffectPayload(row[1], request, self._opt_loads(row[3]))
+            return EffectPayload(
+                row[1], request, self._opt_loads(row[3], self._at(_EFFECTS, column, row[0]))
+            )
         except (ValueError, TypeError) as exc:
             raise _BadColumn(column, f"{type(exc).__name__}: {exc}") from exc
 
@@ -481,8 +562,8 @@ class Rows:
             record.target_id,
             record.run_id,
             record.thread_id,
-            record.reason,
-            self._json(record.details),
+            self._opt_text(record.reason, self._at(_AUDIT, "reason", record.audit_id)),
+            self._json(record.details, self._at(_AUDIT, "details", record.audit_id)),
         )
 
     def _audit(self, row: Row) -> AuditRecord:
@@ -495,12 +576,24 @@ class Rows:
             target_id=row[5],
             run_id=row[6],
             thread_id=row[7],
-            reason=row[8],
-            details=self._loads(row[9]),
+            reason=self._open_text(row[8], self._at(_AUDIT, "reason", row[0])),
+            details=self._loads(row[9], self._at(_AUDIT, "details", row[0])),
         )
 
     def audit_from_row(self, row: Row) -> AuditRecord:
         return _decode("oncegraph_audit", row, self._audit)
+
+    def chained_audit(self, row: Row) -> Any:
+        """An :data:`~oncegraph.storage.auditchain.Chained` from an ``AUDIT_CHAIN_PAGE``
+        row (the audit columns, then ``chain_seq``, ``chain_mac``)."""
+        seq, mac = row[-2], row[-1]
+        record = row[:-2]
+        return (
+            None if seq is None else int(seq),
+            mac,
+            lambda: self.audit_from_row(record),
+            record[0],
+        )
 
     # -- idempotency keys (oncegraph_requests) --------------------------------------------
 
@@ -513,17 +606,19 @@ class Rows:
             record.request_hash,
             record.run_id,
             record.status_code,
-            self.response_param(record.response),
+            self.response_param(record.scope, record.key, record.response),
             record.created_at,
             record.expires_at,
         )
 
-    def response_param(self, response: Mapping[str, Any] | None) -> str | None:
+    def response_param(
+        self, scope: str, key: str, response: Mapping[str, Any] | None
+    ) -> str | None:
         """A finished request's answer as stored (sealed when encrypting)."""
-        return self._opt_json(response)
+        return self._opt_json(response, self._at(_REQUESTS, "response", scope, key))
 
     def _request(self, row: Row) -> IdempotencyRecord:
-        response = self._opt_loads(row[5])
+        response = self._opt_loads(row[5], self._at(_REQUESTS, "response", row[0], row[1]))
         if response is not None and not isinstance(response, Mapping):
             raise TypeError(f"response must be a JSON object; got {type(response).__name__}")
         return IdempotencyRecord(
@@ -679,7 +774,7 @@ def corrupt_effect(
         effect_type=at(1),
         thread_id=at(5),
         run_id=at(4),
-        recipient=at(11),
+        recipient=at(11) if salvage is None else salvage.recipient,
         salvage=salvage,
     )
 
@@ -828,6 +923,7 @@ def effect_cas_message(effect_id: str, expected: int) -> str:
 __all__ = [
     "PLAIN",
     "REPAIRABLE",
+    "SEALED_COLUMNS",
     "Row",
     "Rows",
     "audit_from_row",

@@ -306,6 +306,16 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_requests_expiry "
         "ON oncegraph_requests (expires_at)",
     ),
+    # 14: the audit log is a chain (oncegraph.storage.auditchain): each record appended
+    # from now on carries its number and a MAC over itself and the previous record's MAC,
+    # checked by ``oncegraph db verify``. Records written before keep NULL in both and
+    # are reported as unchained. The unique index finds the last link (and refuses a
+    # second record with the same number).
+    (
+        "ALTER TABLE oncegraph_audit ADD COLUMN chain_seq BIGINT",
+        "ALTER TABLE oncegraph_audit ADD COLUMN chain_mac TEXT",
+        "CREATE UNIQUE INDEX IF NOT EXISTS oncegraph_audit_chain ON oncegraph_audit (chain_seq)",
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

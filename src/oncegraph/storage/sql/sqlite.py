@@ -52,6 +52,7 @@ from oncegraph.errors import (
     StorageError,
     StorageFullError,
 )
+from oncegraph.storage import auditchain as chain
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, LockFile
 from oncegraph.storage.lifecycle import Closing
@@ -347,6 +348,7 @@ class SqliteCheckpointer(Closing):
         self._claims: LockFile | None = None
         self._memory_held: set[str] = set()  # ":memory:": no file, in-process locks
         self._hash_key: bytes | None = None  # derived from the database secret on first need
+        self._chain_db_key: bytes | None = None  # the same, for the audit chain
         self.rows = rows.Rows(encryption)  # the row codec, with encryption at rest if any
         self._listing = RunListing(count_statuses=True)  # no statistics of a status
         # Step commits ready in the same turn of a loop share one transaction and fsync.
@@ -460,13 +462,13 @@ class SqliteCheckpointer(Closing):
     ) -> int:
         """One statement in its own write transaction, after the fence check; rowcount.
         ``audit`` is appended in the same transaction when the statement changed a row."""
-        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
+        key = None if audit is None else self._chain_key()
         with self._writing() as conn:
             if fence is not None:
                 _check_fence(conn, *fence)
             count = conn.execute(sql, params).rowcount
-            if count and audit_params is not None:
-                conn.execute(S.AUDIT_INSERT, audit_params)
+            if count and audit is not None and key is not None:
+                self._append_audit_in_tx(conn, audit, key)
             return count
 
     # -- checkpoints ------------------------------------------------------------------
@@ -528,7 +530,7 @@ class SqliteCheckpointer(Closing):
         one read names the refusal (no run, a lost fence, else a lost CAS)."""
         commit, cp, ts = work.commit, work.commit.checkpoint, work.ts
         thread = (commit.thread_id, commit.expected_version)
-        error = self.rows.error_param(commit.run_error)
+        error = self.rows.error_param(cp.run_id, commit.run_error)
         sql, params = _run_update(cp.run_id, commit.run_status, error, commit.fence, ts)
         if conn.execute(_IF_THREAD[sql], (*params, *thread)).rowcount != 1:  # a refusal
             _check_run(conn, cp.run_id, commit.fence)
@@ -570,7 +572,7 @@ class SqliteCheckpointer(Closing):
                     conn,
                     cp.run_id,
                     commit.run_status,
-                    self.rows.error_param(commit.run_error),
+                    self.rows.error_param(cp.run_id, commit.run_error),
                     commit.fence,
                     ts,
                 )
@@ -665,7 +667,8 @@ class SqliteCheckpointer(Closing):
         fence: int | None = None,
     ) -> None:
         with self._writing() as conn:
-            self._update_run_in_tx(conn, run_id, status, self.rows.error_param(error), fence, now())
+            error = self.rows.error_param(run_id, error)
+            self._update_run_in_tx(conn, run_id, status, error, fence, now())
 
     async def list_runs(
         self,
@@ -726,13 +729,14 @@ class SqliteCheckpointer(Closing):
             sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
         else:
             sql = S.RUN_FENCE_STATUS
-            params = (owner, str(status), self.rows.error_param(error), ts, run_id, expected_token)
-        audit_params = self.rows.audit_to_params(audit) if audit is not None else None
+            error = self.rows.error_param(run_id, error)
+            params = (owner, str(status), error, ts, run_id, expected_token)
+        key = None if audit is None else self._chain_key()
         with self._writing() as conn:
             row = conn.execute(sql, params).fetchone()
             missing = row is None and conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None
-            if row is not None and audit_params is not None:
-                conn.execute(S.AUDIT_INSERT, audit_params)
+            if row is not None and audit is not None and key is not None:
+                self._append_audit_in_tx(conn, audit, key)
         if missing:
             raise RunNotFoundError(f"run {run_id!r} does not exist")
         return None if row is None else self.rows.run_from_row(row)
@@ -836,7 +840,53 @@ class SqliteCheckpointer(Closing):
     # -- the audit log ----------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> None:
-        self._write_one(S.AUDIT_INSERT, self.rows.audit_to_params(record))
+        key = self._chain_key()
+        with self._writing() as conn:
+            self._append_audit_in_tx(conn, record, key)
+
+    def _chain_key(self) -> chain.ChainKey:
+        """The key new audit links are written with (:mod:`oncegraph.storage.auditchain`)."""
+        return chain.chain_key(self._audit_db_key(), self.rows.encryption)
+
+    def _audit_db_key(self) -> bytes:
+        key = self._chain_db_key
+        if key is None:
+            secret = self._database_secret()
+            key = self._chain_db_key = dbsecret.derive_key(secret, chain.PURPOSE)
+        return key
+
+    def _append_audit_in_tx(
+        self, conn: sqlite3.Connection, record: AuditRecord, key: chain.ChainKey
+    ) -> None:
+        """``record`` as the next link of the audit chain, in the open write transaction
+        (which serializes appends)."""
+        head = chain.head_from_row(conn.execute(S.AUDIT_CHAIN_HEAD).fetchone())
+        seq, mac = chain.next_link(head, record, key)
+        conn.execute(S.AUDIT_CHAINED_INSERT, (*self.rows.audit_to_params(record), seq, mac))
+
+    async def verify_audit(self, *, page: int = 1000) -> chain.ChainReport:
+        """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
+        db_key = self._audit_db_key()
+        (unchained,) = self._read(S.AUDIT_UNCHAINED, ())[0]
+        latest = self._read_one(S.AUDIT_LATEST_UNCHAINED, ())
+
+        def found() -> Iterator[chain.Chained]:
+            after = 0
+            while True:
+                batch = self._read(S.AUDIT_CHAIN_PAGE, (after, page))
+                for row in batch:
+                    yield self.rows.chained_audit(row)
+                if len(batch) < page:
+                    return
+                after = int(batch[-1][-2])
+
+        return chain.verify(
+            found(),
+            db_key=db_key,
+            encryption=self.rows.encryption,
+            unchained=int(unchained),
+            latest_unchained=None if latest is None else (latest[0], float(latest[1])),
+        )
 
     async def list_audit(
         self,
@@ -876,7 +926,7 @@ class SqliteCheckpointer(Closing):
     ) -> bool:
         params = (
             status_code,
-            self.rows.response_param(response),
+            self.rows.response_param(record.scope, record.key, response),
             record.scope,
             record.key,
             record.created_at,

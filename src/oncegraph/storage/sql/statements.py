@@ -595,6 +595,24 @@ def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: 
 # -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
 
 AUDIT_INSERT = _insert("oncegraph_audit", AUDIT_COLUMNS)
+# Params: rows.audit_to_params(record), chain_seq, chain_mac (oncegraph.storage.auditchain).
+AUDIT_CHAINED_INSERT = _insert("oncegraph_audit", (*AUDIT_COLUMNS, "chain_seq", "chain_mac"))
+# The last link of the chain (read in the appending transaction).
+AUDIT_CHAIN_HEAD = (
+    "SELECT chain_seq, chain_mac FROM oncegraph_audit WHERE chain_seq IS NOT NULL "
+    "ORDER BY chain_seq DESC LIMIT 1"
+)
+AUDIT_UNCHAINED = "SELECT COUNT(*) FROM oncegraph_audit WHERE chain_seq IS NULL"
+# The newest record without a link (only records older than the chain may lack one).
+AUDIT_LATEST_UNCHAINED = (
+    "SELECT audit_id, at FROM oncegraph_audit WHERE chain_seq IS NULL "
+    "ORDER BY at DESC, audit_id DESC LIMIT 1"
+)
+# A page of the chain in order. Params: after (chain_seq), limit.
+AUDIT_CHAIN_PAGE = (
+    f"SELECT {_cols(AUDIT_COLUMNS)}, chain_seq, chain_mac FROM oncegraph_audit "
+    "WHERE chain_seq > ? ORDER BY chain_seq LIMIT ?"
+)
 
 
 @lru_cache(maxsize=32)
@@ -736,8 +754,13 @@ def to_format_params(sql: str) -> str:
 
 __all__ = [
     "APP_ARMS_MAX",
+    "AUDIT_CHAINED_INSERT",
+    "AUDIT_CHAIN_HEAD",
+    "AUDIT_CHAIN_PAGE",
     "AUDIT_COLUMNS",
     "AUDIT_INSERT",
+    "AUDIT_LATEST_UNCHAINED",
+    "AUDIT_UNCHAINED",
     "CHECKPOINT_COLUMNS",
     "CHECKPOINT_INSERT",
     "CHECKPOINT_LIST",

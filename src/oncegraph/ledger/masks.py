@@ -9,12 +9,34 @@ made directly in a node is not, so its request says it itself::
 ``positions`` the positional arguments bound to them. Views read it with
 :func:`declared_mask` (:mod:`oncegraph.runs.masking`); the ledger hashes it with the
 rest of the request, so it is fixed with the record.
+
+Every tool made in this process also registers its masked fields here
+(:func:`register`): what a record shows of itself (its ``repr``, which a user's
+``reconcile`` hook may log) is masked by them without a graph at hand.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+_REGISTERED: dict[str, tuple[str, ...]] = {}
+
+
+def register(effect_type: str, fields: Iterable[str]) -> None:
+    """Remember that ``effect_type``'s ``fields`` are masked (every tool of that name
+    made in this process: the union of what they declared)."""
+    new = tuple(f for f in fields if isinstance(f, str))
+    if not new:
+        return
+    known = _REGISTERED.get(effect_type, ())
+    if not set(new) <= set(known):
+        _REGISTERED[effect_type] = tuple(dict.fromkeys((*known, *new)))
+
+
+def registered() -> dict[str, tuple[str, ...]]:
+    """Every effect type's masked fields declared by a tool made in this process."""
+    return dict(_REGISTERED)
 
 
 def declare(
@@ -36,4 +58,4 @@ def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return fields, positions
 
 
-__all__ = ["declare", "declared_mask"]
+__all__ = ["declare", "declared_mask", "register", "registered"]

@@ -31,11 +31,12 @@ declaration (``{"args", "kwargs", "mask": {"fields", "positions"}}``).
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ledger.masks import declared_mask
+from oncegraph.ledger.masks import declared_mask, registered
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, RunRecord
 
@@ -186,6 +187,21 @@ class Masker:
             self.learn_effect(record)
         return self
 
+    def learn_call(self, effect_type: str, request: Any, fields: Iterable[str] = ()) -> Masker:
+        """Learn the masked values of one call about to be made (a tracing span's): its
+        request's ``fields`` (the tool's ``mask``) and what the request declares."""
+        fields = (*self.masks.get(effect_type, ()), *fields, *declared_mask(request)[0])
+        if fields:
+            for secret in _field_values(request, fields):
+                self.add_secret(secret)
+        return self.learn_payload(EffectPayload(effect_type, request, None))
+
+    def absorb(self, other: Masker) -> Masker:
+        """Learn every secret value ``other`` knows (one view gathering several)."""
+        for secret in other._secrets:
+            self.add_secret(secret)
+        return self
+
     @property
     def active(self) -> bool:
         """False when there is nothing to mask (the view can be shown as it is)."""
@@ -206,6 +222,16 @@ class Masker:
 
     def opt_text(self, text: str | None) -> str | None:
         return None if text is None else self.text(text)
+
+    def error(self, exc: BaseException) -> str:
+        """``"<type>: <message>"`` of ``exc``, masked: how an error leaves the process."""
+        text = str(exc)
+        kind = type(exc).__name__
+        return self.text(f"{kind}: {text}" if text else kind)
+
+    def traceback(self, exc: BaseException) -> str:
+        """``exc``'s traceback as text, masked (its messages, its chained causes)."""
+        return self.text("".join(traceback.format_exception(exc)))
 
     def value(self, value: Any) -> Any:
         """A masked copy of ``value`` (see the module docstring); containers keep their
@@ -302,6 +328,46 @@ class Masker:
         return masked
 
 
+def masked_repr(record: Any) -> str:
+    """The repr of a record (effect, run, checkpoint, audit, snapshot) with the fields
+    every tool made in this process declared masked, and the values its own tool calls
+    and requests carry in them, replaced by ``"***"``: a record logged with ``"%s"``
+    (a ``reconcile`` hook's) tells no secret. The record itself stays complete."""
+    masker = Masker(registered())
+    if isinstance(record, EffectRecord):
+        shown: Any = masker.learn_effect(record).effect(record)
+    else:
+        fields = tuple(sorted({f for declared in masker.masks.values() for f in declared}))
+        shown = record
+        if masker.masks:
+            values = _fields_of(record)
+            masker.learn(values)
+            for secret in _field_values(values, fields):  # a masked key's values, anywhere
+                masker.add_secret(secret)
+            shown = _FieldsMasked(record, masker, fields)
+    return type(record).__name__ + "(" + ", ".join(
+        f"{name}={value!r}" for name, value in _fields_of(shown).items()
+    ) + ")"
+
+
+class _FieldsMasked:
+    """A record's fields, masked (for :func:`masked_repr`)."""
+
+    def __init__(self, record: Any, masker: Masker, fields: tuple[str, ...]) -> None:
+        self.values = {
+            name: masker.value(mask_value(value, fields) if fields else value)
+            for name, value in _fields_of(record).items()
+        }
+
+
+def _fields_of(record: Any) -> dict[str, Any]:
+    if isinstance(record, _FieldsMasked):
+        return record.values
+    if record is None or not dataclasses.is_dataclass(record):
+        return {}
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}
+
+
 def mask_effect(record: EffectRecord, masks: Masks) -> EffectRecord:
     """One effect record masked on its own (its request's values are the secrets)."""
     return Masker(masks).learn_effect(record).effect(record)
@@ -313,6 +379,7 @@ __all__ = [
     "Masker",
     "Masks",
     "mask_effect",
+    "masked_repr",
     "mask_value",
     "masks_of",
 ]

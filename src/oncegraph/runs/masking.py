@@ -345,9 +345,12 @@ def masked_repr(record: Any) -> str:
             for secret in _field_values(values, fields):  # a masked key's values, anywhere
                 masker.add_secret(secret)
             shown = _FieldsMasked(record, masker, fields)
-    return type(record).__name__ + "(" + ", ".join(
-        f"{name}={value!r}" for name, value in _fields_of(shown).items()
-    ) + ")"
+    return (
+        type(record).__name__
+        + "("
+        + ", ".join(f"{name}={value!r}" for name, value in _fields_of(shown).items())
+        + ")"
+    )
 
 
 class _FieldsMasked:
@@ -379,7 +382,7 @@ __all__ = [
     "Masker",
     "Masks",
     "mask_effect",
-    "masked_repr",
     "mask_value",
+    "masked_repr",
     "masks_of",
 ]

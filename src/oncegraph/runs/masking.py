@@ -182,6 +182,16 @@ class Masker:
         self.learn(result)
         return self
 
+    def learn_arguments(self, payload: EffectPayload) -> Masker:
+        """Take every argument value of a tool's effect as secret (a model's effect
+        excepted): what a view does that does not know the tools' masks (the CLI
+        without its app), so that no masked value is shown in an error or a reason."""
+        effect_type, request, _ = payload
+        if not effect_type.startswith("model:"):
+            for secret in _leaves(request):
+                self.add_secret(secret)
+        return self
+
     def learn_effects(self, records: Iterable[EffectRecord]) -> Masker:
         for record in records:
             self.learn_effect(record)

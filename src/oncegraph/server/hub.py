@@ -88,7 +88,9 @@ class RunStream:
     def first_id(self) -> int:
         return self.events[0].id if self.events else self.last_id + 1
 
-    async def follow(self, after: int, keepalive: float = KEEPALIVE) -> AsyncIterator[Event | int]:
+    async def follow(
+        self, after: int, keepalive: float = KEEPALIVE
+    ) -> AsyncIterator[Event | int]:
         """Events after id ``after``, live until the run ends. An ``int`` is no event:
         a positive one first if events after ``after`` were dropped (it is the first id
         still kept), ``-1`` when nothing happened for ``keepalive`` seconds."""

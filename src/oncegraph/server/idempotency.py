@@ -69,10 +69,8 @@ class Keys:
     window: float = DEFAULT_WINDOW
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.window, bool)
-            or not isinstance(self.window, (int, float))
-            or not (self.window > 0)
+        if isinstance(self.window, bool) or not isinstance(self.window, (int, float)) or not (
+            self.window > 0
         ):
             raise ConfigError(
                 f"idempotency_window must be a positive number of seconds; got {self.window!r}"

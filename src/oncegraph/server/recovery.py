@@ -78,7 +78,8 @@ class Recovery:
             except (IncompatibleVersionError, OnceGraphError) as exc:
                 self._refused.add(run.run_id)
                 log.warning(
-                    "run %s was left running by a process that stopped, and cannot go on here: %s",
+                    "run %s was left running by a process that stopped, and cannot go on "
+                    "here: %s",
                     run.run_id,
                     exc,
                 )

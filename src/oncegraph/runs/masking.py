@@ -381,6 +381,31 @@ def _fields_of(record: Any) -> dict[str, Any]:
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}
 
 
+def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
+    """Rewrite the text of ``exc`` and of the errors it chains (``__cause__``,
+    ``__context__``) so it quotes no learned secret: an error leaving the run service
+    (raised to the caller, logged, printed with its traceback) shows the masked form.
+    Only string arguments change; the error's type and other attributes stay."""
+    if not masker.active:
+        return exc
+    seen: set[int] = set()
+    item: BaseException | None = exc
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        args = tuple(masker.text(a) if isinstance(a, str) else a for a in item.args)
+        if args != item.args:
+            try:
+                item.args = args
+            except (AttributeError, TypeError):  # pragma: no cover - a frozen error
+                pass
+        todo.extend(e for e in (item.__cause__, item.__context__) if e is not None)
+    return exc
+
+
 def mask_effect(record: EffectRecord, masks: Masks) -> EffectRecord:
     """One effect record masked on its own (its request's values are the secrets)."""
     return Masker(masks).learn_effect(record).effect(record)
@@ -392,6 +417,7 @@ __all__ = [
     "Masker",
     "Masks",
     "mask_effect",
+    "mask_exception",
     "mask_value",
     "masked_repr",
     "masks_of",

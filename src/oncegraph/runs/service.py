@@ -43,7 +43,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.launch import LAUNCH_KEY, Launch
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
-from oncegraph.runs.masking import Masker, masks_of
+from oncegraph.runs.masking import Masker, mask_exception, masks_of
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
 from oncegraph.runs.signing import signing_key
@@ -435,8 +435,22 @@ class RunService:
     async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
         if not head.checkpoint.next:  # nothing left to run (a branch of a finished state)
             await driver.set_status(run, RunStatus.COMPLETED, None)
-        head = await driver.run(head, run)
+        try:
+            head = await driver.run(head, run)
+        except Exception as exc:
+            # what is recorded is recorded already: the error leaving here quotes no
+            # masked value (the caller may log or print it)
+            await self._mask_error(run, exc)
+            raise
         return RunResult(run, dict(head.values), tuple(driver.interrupts))
+
+    async def _mask_error(self, run: RunRecord, exc: BaseException) -> None:
+        """Rewrite ``exc``'s text with what the run's thread holds secret masked."""
+        try:
+            masker = await self.masker(thread_ids=(run.thread_id,))
+        except Exception:  # the store is down: mask by what is known without it
+            masker = Masker(self.masks)
+        mask_exception(exc, masker)
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
         """Queue a run for the workers; a thread runs its runs one at a time, in order.

@@ -11,8 +11,10 @@ made directly in a node is not, so its request says it itself::
 rest of the request, so it is fixed with the record.
 
 Every tool made in this process also registers its masked fields here
-(:func:`register`): what a record shows of itself (its ``repr``, which a user's
-``reconcile`` hook may log) is masked by them without a graph at hand.
+(:func:`register`), and every masked call this process performs the values it was given
+in them (:func:`remember`, the newest :data:`REMEMBERED` of them): what a record shows of
+itself (its ``repr``, which a user's ``reconcile`` hook may log) and what a span carries
+are masked by them without a graph or a store at hand.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 _REGISTERED: dict[str, tuple[str, ...]] = {}
+REMEMBERED = 4096  # secret values kept for reprs and spans, newest first
+_REMEMBERED: dict[str, None] = {}  # insertion-ordered: the oldest goes first
 
 
 def register(effect_type: str, fields: Iterable[str]) -> None:
@@ -46,6 +50,21 @@ def declare(
     return {**request, "mask": {"fields": list(fields), "positions": list(positions)}}
 
 
+def remember(values: Iterable[str]) -> None:
+    """Keep secret values a masked call was given (see the module docstring)."""
+    for value in values:
+        if value in _REMEMBERED:
+            continue
+        _REMEMBERED[value] = None
+        if len(_REMEMBERED) > REMEMBERED:
+            del _REMEMBERED[next(iter(_REMEMBERED))]
+
+
+def remembered() -> tuple[str, ...]:
+    """The secret values this process's masked calls were given (the newest kept)."""
+    return tuple(_REMEMBERED)
+
+
 def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """The ``(fields, positions)`` an ``effect()`` request declares; ``((), ())`` if none."""
     if not (isinstance(request, Mapping) and "args" in request and "kwargs" in request):
@@ -58,4 +77,4 @@ def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return fields, positions
 
 
-__all__ = ["declare", "declared_mask", "register", "registered"]
+__all__ = ["declare", "declared_mask", "register", "registered", "remember", "remembered"]

@@ -47,10 +47,9 @@ _masker: contextvars.ContextVar[Any] = contextvars.ContextVar("oncegraph_trace_m
 def _current_masker() -> Any:
     found = _masker.get(None)
     if found is None:
-        from oncegraph.ledger.masks import registered
-        from oncegraph.runs.masking import Masker
+        from oncegraph.runs.masking import process_masker
 
-        found = Masker(registered())
+        found = process_masker()
         _masker.set(found)
     return found
 
@@ -151,21 +150,26 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 # -- hooks (one call each in the driver, the ledger and the model chain) -------------------
 
 
-def run_span(run: Any) -> contextlib.AbstractContextManager[Any]:
-    """Around a run call (driver). ``run`` is the RunRecord being driven."""
+def run_span(run: Any, values: Any = None) -> contextlib.AbstractContextManager[Any]:
+    """Around a run call (driver). ``run`` is the RunRecord being driven, ``values`` the
+    state it goes on from (its tool calls tell the masker what they were given)."""
     t = tracer()
     if t is None:
         return _NULL
-    return _run_span(t, run)
+    return _run_span(t, run, values)
 
 
 @contextlib.contextmanager
-def _run_span(t: Any, run: Any) -> Iterator[Any]:
+def _run_span(t: Any, run: Any, values: Any) -> Iterator[Any]:
     """A run's span, with a masker of its own for the spans under it."""
-    from oncegraph.ledger.masks import registered
-    from oncegraph.runs.masking import Masker
+    from oncegraph.runs.masking import process_masker
 
-    token = _masker.set(Masker(registered()))
+    masker = process_masker()
+    try:
+        masker.learn(values)
+    except Exception:  # tracing must never break a run
+        log.debug("learning a state's masked values failed", exc_info=True)
+    token = _masker.set(masker)
     try:
         with _traced_run(t, run) as span:
             yield span

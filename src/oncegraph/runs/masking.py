@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ledger.masks import declared_mask, registered
+from oncegraph.ledger.masks import declared_mask, registered, remember, remembered
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, RunRecord
 
@@ -206,6 +206,14 @@ class Masker:
                 self.add_secret(secret)
         return self.learn_payload(EffectPayload(effect_type, request, None))
 
+    def learn_call_values(
+        self, effect_type: str, request: Any, fields: Iterable[str] = ()
+    ) -> list[str]:
+        """The masked values of one call's request (as :meth:`learn_call` finds them)."""
+        before = set(self._secrets)
+        self.learn_call(effect_type, request, fields)
+        return [s for s in self._secrets if s not in before]
+
     def absorb(self, other: Masker) -> Masker:
         """Learn every secret value ``other`` knows (one view gathering several)."""
         for secret in other._secrets:
@@ -338,18 +346,35 @@ class Masker:
         return masked
 
 
+def process_masker() -> Masker:
+    """A masker of what this process knows without a graph or a store: the fields every
+    tool made here declared, and the values its masked calls were given (a record's
+    repr, a span)."""
+    masker = Masker(registered())
+    for secret in remembered():
+        masker.add_secret(secret)
+    return masker
+
+
+def remember_call(effect_type: str, request: Any, fields: Iterable[str]) -> None:
+    """Keep the masked values a call about to be made is given (for reprs and spans)."""
+    fields = tuple(fields)
+    if fields or declared_mask(request)[0]:
+        remember(Masker({}).learn_call_values(effect_type, request, fields))
+
+
 def masked_repr(record: Any) -> str:
     """The repr of a record (effect, run, checkpoint, audit, snapshot) with the fields
     every tool made in this process declared masked, and the values its own tool calls
     and requests carry in them, replaced by ``"***"``: a record logged with ``"%s"``
     (a ``reconcile`` hook's) tells no secret. The record itself stays complete."""
-    masker = Masker(registered())
+    masker = process_masker()
     if isinstance(record, EffectRecord):
         shown: Any = masker.learn_effect(record).effect(record)
     else:
         fields = tuple(sorted({f for declared in masker.masks.values() for f in declared}))
         shown = record
-        if masker.masks:
+        if masker.active:
             values = _fields_of(record)
             masker.learn(values)
             for secret in _field_values(values, fields):  # a masked key's values, anywhere
@@ -421,4 +446,6 @@ __all__ = [
     "mask_value",
     "masked_repr",
     "masks_of",
+    "process_masker",
+    "remember_call",
 ]

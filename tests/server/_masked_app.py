@@ -54,4 +54,5 @@ def build(checkpointer: Checkpointer) -> CompiledGraph:
 
 def app() -> CompiledGraph:
     db = os.environ["MASK_TEST_DB"]
-    return build(PgCheckpointer(db) if db.startswith("postgres") else SqliteCheckpointer(db))
+    postgres = db.startswith("postgres") or "dbname=" in db
+    return build(PgCheckpointer(db) if postgres else SqliteCheckpointer(db))

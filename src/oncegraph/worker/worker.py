@@ -56,8 +56,9 @@ from oncegraph.errors import (
     LeaseLostError,
     NeedsReviewError,
     OnceGraphError,
+    StorageError,
 )
-from oncegraph.runs.masking import Masker
+from oncegraph.runs.masking import process_masker
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
 from oncegraph.worker.listen import Wakeups, listen_for_runs
@@ -271,10 +272,10 @@ class Worker:
     async def _masked(self, run: RunRecord, exc: BaseException, *, traceback: bool = False) -> str:
         """``exc``'s text for the log, with what the run's thread holds secret masked
         (its effects' masked arguments); the masks alone if the store cannot say."""
-        try:
-            masker = await self.app.service.masker(thread_ids=(run.thread_id,))
-        except Exception:
-            masker = Masker(self.app.service.masks)
+        masker = process_masker()
+        if not isinstance(exc, LeaseLostError | StorageError):  # these quote no payload
+            with contextlib.suppress(Exception):  # the store cannot say: what is known
+                masker.absorb(await self.app.service.masker(thread_ids=(run.thread_id,)))
         return masker.traceback(exc).rstrip() if traceback else masker.text(str(exc))
 
     async def _heartbeat(self) -> None:

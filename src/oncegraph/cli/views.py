@@ -1,9 +1,14 @@
 """Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect ID``,
-``audit``. They call the run service's views; none reads a store directly."""
+``audit``. They call the run service's views; none reads a store directly.
+
+Everything they print is masked (:func:`masked_for`): with ``--app``, by the tools'
+``mask=[...]`` fields and the values their effects were given in them; without it the
+masks are unknown, so payloads are not shown and every value a tool was given (at
+least four characters long) is masked in errors and reasons."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +25,10 @@ from oncegraph.cli.session import (
     Where,
     run,
 )
+from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
+
+_THREADS_PER_READ = 100
 
 _HIDDEN = "(not shown: pass --app to show payloads with the tool's mask fields masked)"
 
@@ -50,6 +58,20 @@ def shown_effect(record: EffectRecord, masked: bool) -> dict[str, Any]:
     return data
 
 
+async def masked_for(service: Any, thread_ids: Iterable[str]) -> Masker:
+    """The masker of what the CLI prints about these threads (see the module docstring)."""
+    threads = sorted(set(thread_ids))
+    masker: Masker = await service.masker(thread_ids=threads)
+    if service.spec is None:  # no app: the tools' masks are unknown
+        await service.setup()
+        for at in range(0, len(threads), _THREADS_PER_READ):
+            for payload in await service.store.list_effect_payloads(
+                thread_ids=threads[at : at + _THREADS_PER_READ], results=False
+            ):
+                masker.learn_arguments(payload)
+    return masker
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def runs(
@@ -74,10 +96,15 @@ def register(app: typer.Typer) -> None:
         --before RUN goes on after a page's last run."""
         statuses = _statuses(status, RunStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
-        found = run(
-            where,
-            lambda s: s.runs(thread_id=thread, statuses=statuses, limit=limit, before=before),
-        )
+
+        async def listed(service: Any) -> list[Any]:
+            got = await service.runs(
+                thread_id=thread, statuses=statuses, limit=limit, before=before
+            )
+            masker = await masked_for(service, (r.thread_id for r in got))
+            return [masker.run(r) for r in got]
+
+        found = run(where, listed)
         if as_json:
             o.emit_json(found)
             return
@@ -105,10 +132,15 @@ def register(app: typer.Typer) -> None:
         where = Where(database, database_file, sqlite, postgres, app_)
 
         async def go(service: Any) -> tuple[Any, list[Any], list[Any]]:
-            record = await service.get_run(run_id)
+            record = await service.run_view(run_id)
             effects = await service.effects(run_id=run_id)
             audit = await service.audit(run_id=run_id, limit=1000)
-            return record, effects, audit
+            masker = await masked_for(service, (record.thread_id,))
+            return (
+                masker.run(record),
+                [masker.effect(e) for e in effects],
+                [masker.audit(a) for a in audit],
+            )
 
         record, effects, audit = run(where, go)
         masked = app_ is not None
@@ -155,9 +187,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """A thread's checkpoints, newest first (needs --app: states are read by the graph)."""
         where = Where(app=app_)
+        from oncegraph.runs import reading
+
         snaps = run(
-            where,
-            lambda s: _collected(s.history(thread_id, run_id=run_id, limit=limit)),
+            where,  # the masked history, as get_state_history shows it
+            lambda s: _collected(reading.history(s, thread_id, run_id=run_id, limit=limit)),
             needs_app="history",
         )
         if as_json:
@@ -200,9 +234,13 @@ def register(app: typer.Typer) -> None:
             raise CliError("pass --run RUN_ID or --thread THREAD_ID", code=2)
         statuses = _statuses(status, EffectStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
-        found = run(
-            where, lambda s: s.effects(run_id=run_id, thread_id=thread, statuses=statuses)
-        )
+
+        async def listed(service: Any) -> list[EffectRecord]:
+            got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
+            masker = await masked_for(service, {e.thread_id for e in got})
+            return [masker.effect(e) for e in got]
+
+        found = run(where, listed)
         if as_json:
             o.emit_json([shown_effect(e, app_ is not None) for e in found])
             return
@@ -269,10 +307,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """The audit log (operator actions and interrupt answers), newest first."""
         where = Where(database, database_file, sqlite, postgres, app_)
-        found = run(
-            where,
-            lambda s: s.audit(run_id=run_id, thread_id=thread, target_id=target, limit=limit),
-        )
+
+        async def listed(service: Any) -> list[Any]:
+            got = await service.audit(
+                run_id=run_id, thread_id=thread, target_id=target, limit=limit
+            )
+            masker = await masked_for(service, {a.thread_id for a in got if a.thread_id})
+            return [masker.audit(a) for a in got]
+
+        found = run(where, listed)
         if as_json:
             o.emit_json(found)
             return
@@ -289,7 +332,7 @@ async def _one_effect(service: Any, effect_id: str) -> EffectRecord:
             f"no effect {effect_id!r}; list them with: oncegraph effects --run RUN_ID"
         )
     masked: EffectRecord = mask_effect(record, service.masks)
-    return masked
+    return (await masked_for(service, (record.thread_id,))).effect(masked)
 
 
 def _effects_table(found: list[EffectRecord]) -> None:
@@ -312,7 +355,7 @@ def _audit_table(found: list[Any]) -> None:
     )
 
 
-__all__ = ["register", "shown_effect"]
+__all__ = ["masked_for", "register", "shown_effect"]
 
 
 async def _collected(items: AsyncIterator[Any]) -> list[Any]:

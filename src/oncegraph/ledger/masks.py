@@ -9,6 +9,12 @@ made directly in a node is not, so its request says it itself::
 ``positions`` the positional arguments bound to them. Views read it with
 :func:`declared_mask` (:mod:`oncegraph.runs.masking`); the ledger hashes it with the
 rest of the request, so it is fixed with the record.
+
+Every tool made in this process also registers its masked fields here
+(:func:`register`), and every masked call this process performs the values it was given
+in them (:func:`remember`, the newest :data:`REMEMBERED` of them): what a record shows of
+itself (its ``repr``, which a user's ``reconcile`` hook may log) and what a span carries
+are masked by them without a graph or a store at hand.
 """
 
 from __future__ import annotations
@@ -16,12 +22,47 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+_REGISTERED: dict[str, tuple[str, ...]] = {}
+REMEMBERED = 4096  # secret values kept for reprs and spans, newest first
+_REMEMBERED: dict[str, None] = {}  # insertion-ordered: the oldest goes first
+
+
+def register(effect_type: str, fields: Iterable[str]) -> None:
+    """Remember that ``effect_type``'s ``fields`` are masked (every tool of that name
+    made in this process: the union of what they declared)."""
+    new = tuple(f for f in fields if isinstance(f, str))
+    if not new:
+        return
+    known = _REGISTERED.get(effect_type, ())
+    if not set(new) <= set(known):
+        _REGISTERED[effect_type] = tuple(dict.fromkeys((*known, *new)))
+
+
+def registered() -> dict[str, tuple[str, ...]]:
+    """Every effect type's masked fields declared by a tool made in this process."""
+    return dict(_REGISTERED)
+
 
 def declare(
     request: dict[str, Any], fields: Iterable[str], positions: Iterable[int]
 ) -> dict[str, Any]:
     """``request`` carrying its mask declaration."""
     return {**request, "mask": {"fields": list(fields), "positions": list(positions)}}
+
+
+def remember(values: Iterable[str]) -> None:
+    """Keep secret values a masked call was given (see the module docstring)."""
+    for value in values:
+        if value in _REMEMBERED:
+            continue
+        _REMEMBERED[value] = None
+        if len(_REMEMBERED) > REMEMBERED:
+            del _REMEMBERED[next(iter(_REMEMBERED))]
+
+
+def remembered() -> tuple[str, ...]:
+    """The secret values this process's masked calls were given (the newest kept)."""
+    return tuple(_REMEMBERED)
 
 
 def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
@@ -36,4 +77,4 @@ def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return fields, positions
 
 
-__all__ = ["declare", "declared_mask"]
+__all__ = ["declare", "declared_mask", "register", "registered", "remember", "remembered"]

@@ -748,6 +748,10 @@ def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
 async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
     """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
     performer = _Performer(ctx, call, await hash_key(ctx.store))
+    if call.mask or (isinstance(call.request, Mapping) and "mask" in call.request):
+        from oncegraph.runs.masking import remember_call
+
+        remember_call(call.effect_type, call.request, call.mask)  # for reprs and spans
     with observe.effect_span(call, performer.effect_id, ctx):
         return Performed(await performer.run(), performer.effect_id)
 

@@ -6,7 +6,13 @@ of a model, under its effect) and ``oncegraph.effect`` (one per ledger call, wit
 ``intent``, ``attempt``, ``result``, ``reconciled``, ``parked``). Effect spans carry
 ``oncegraph.effect.id``, ``.key`` (the idempotency key), ``.type``, ``.class`` and
 ``.status``; the request and result are attributes as JSON with the tool's ``mask``
-fields replaced by ``"***"`` (the rule of :func:`oncegraph.runs.masking.mask_value`).
+fields replaced by ``"***"``.
+
+Masking (what leaves for a collector): each run span keeps a
+:class:`~oncegraph.runs.masking.Masker` that learns the masked values of every effect
+called under it; every attribute and event of the run's spans (an effect's request,
+result, provider reference, an attempt's error, a recorded exception's message and
+stack trace) is masked by key and by value with it.
 
 Cost: the tracer is looked up lazily. Without ``opentelemetry-api``, or with no tracer
 provider set (the API's proxy), every hook returns a shared no-op context manager or
@@ -19,6 +25,7 @@ INFO on ``oncegraph.ledger``, in any process (a worker's log says so).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +40,25 @@ _provider: Any = None
 _tracer: Any = None
 _chosen: Any = None  # a provider given to use_tracer_provider(), else the global one
 _UNKNOWN = object()
+# The masker of the run being traced (its effects' masked values), shared by its spans.
+_masker: contextvars.ContextVar[Any] = contextvars.ContextVar("oncegraph_trace_masker")
+
+
+def _current_masker() -> Any:
+    found = _masker.get(None)
+    if found is None:
+        from oncegraph.runs.masking import process_masker
+
+        found = process_masker()
+        _masker.set(found)
+    return found
+
+
+def _text(value: Any) -> Any:
+    """A span's text, with every masked value learned by this run replaced."""
+    if not isinstance(value, str):
+        return value
+    return _current_masker().text(value)
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -87,9 +113,10 @@ def _mask(value: Any, fields: Sequence[str]) -> Any:
 
 def _json(value: Any, fields: Sequence[str]) -> str:
     try:
-        return json.dumps(_mask(value, fields), default=str, ensure_ascii=False)[:4096]
+        text = json.dumps(_mask(value, fields), default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return "<unserializable>"
+    return str(_text(text))[:4096]
 
 
 @contextlib.contextmanager
@@ -104,7 +131,14 @@ def _span(t: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
         try:
             yield span
         except BaseException as exc:
-            span.record_exception(exc)
+            masker = _current_masker()
+            span.record_exception(  # the message and stack trace masked
+                exc,
+                attributes={
+                    "exception.message": masker.text(str(exc)),
+                    "exception.stacktrace": masker.traceback(exc),
+                },
+            )
             span.set_status(_trace.Status(_trace.StatusCode.ERROR, f"{type(exc).__name__}"))
             raise
 
@@ -116,11 +150,34 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
 # -- hooks (one call each in the driver, the ledger and the model chain) -------------------
 
 
-def run_span(run: Any) -> contextlib.AbstractContextManager[Any]:
-    """Around a run call (driver). ``run`` is the RunRecord being driven."""
+def run_span(run: Any, values: Any = None) -> contextlib.AbstractContextManager[Any]:
+    """Around a run call (driver). ``run`` is the RunRecord being driven, ``values`` the
+    state it goes on from (its tool calls tell the masker what they were given)."""
     t = tracer()
     if t is None:
         return _NULL
+    return _run_span(t, run, values)
+
+
+@contextlib.contextmanager
+def _run_span(t: Any, run: Any, values: Any) -> Iterator[Any]:
+    """A run's span, with a masker of its own for the spans under it."""
+    from oncegraph.runs.masking import process_masker
+
+    masker = process_masker()
+    try:
+        masker.learn(values)
+    except Exception:  # tracing must never break a run
+        log.debug("learning a state's masked values failed", exc_info=True)
+    token = _masker.set(masker)
+    try:
+        with _traced_run(t, run) as span:
+            yield span
+    finally:
+        _masker.reset(token)
+
+
+def _traced_run(t: Any, run: Any) -> contextlib.AbstractContextManager[Any]:
     return _span(
         t,
         "oncegraph.run",
@@ -166,6 +223,10 @@ def effect_span(call: Any, effect_id: str, ctx: Any) -> contextlib.AbstractConte
     if t is None:
         return _NULL
     mask = tuple(getattr(call, "mask", ()) or ())
+    try:
+        _current_masker().learn_call(call.effect_type, call.request, mask)
+    except Exception:  # tracing must never break a run
+        log.debug("learning an effect's masked values failed", exc_info=True)
     return _span(
         t,
         "oncegraph.effect",
@@ -175,7 +236,7 @@ def effect_span(call: Any, effect_id: str, ctx: Any) -> contextlib.AbstractConte
             "oncegraph.effect.type": call.effect_type,
             "oncegraph.effect.class": str(call.effect_class),
             "oncegraph.effect.command_id": call.command_id,
-            "oncegraph.effect.recipient": call.recipient,
+            "oncegraph.effect.recipient": _text(call.recipient),
             "oncegraph.effect.request": _json(call.request, mask),
             "oncegraph.run.id": ctx.run_id,
             "oncegraph.thread.id": ctx.thread_id,
@@ -228,7 +289,7 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
                     {
                         "oncegraph.attempt.number": attempt.number,
                         "oncegraph.attempt.outcome": attempt.outcome,
-                        "oncegraph.attempt.error": attempt.error,
+                        "oncegraph.attempt.error": _text(attempt.error),
                         "oncegraph.attempt.started_at": attempt.started_at,
                     }
                 ),
@@ -240,10 +301,14 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
     if kind in ("effect_result", "effect_reconciled") and record.result is not None and not model:
         span.set_attribute("oncegraph.effect.result", _json(record.result, mask))
     if record.provider_reference:
-        span.set_attribute("oncegraph.effect.provider_reference", record.provider_reference)
+        span.set_attribute("oncegraph.effect.provider_reference", _text(record.provider_reference))
     attributes = {
         "oncegraph.effect.status": str(record.status),
-        **{f"oncegraph.{k}": v for k, v in more.items() if isinstance(v, str | int | float | bool)},
+        **{
+            f"oncegraph.{k}": _text(v)
+            for k, v in more.items()
+            if isinstance(v, str | int | float | bool)
+        },
     }
     span.add_event(kind.removeprefix("effect_"), attributes)
 

@@ -31,11 +31,12 @@ declaration (``{"args", "kwargs", "mask": {"fields", "positions"}}``).
 from __future__ import annotations
 
 import dataclasses
+import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ledger.masks import declared_mask
+from oncegraph.ledger.masks import declared_mask, registered, remember, remembered
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, RunRecord
 
@@ -181,9 +182,42 @@ class Masker:
         self.learn(result)
         return self
 
+    def learn_arguments(self, payload: EffectPayload) -> Masker:
+        """Take every argument value of a tool's effect as secret (a model's effect
+        excepted): what a view does that does not know the tools' masks (the CLI
+        without its app), so that no masked value is shown in an error or a reason."""
+        effect_type, request, _ = payload
+        if not effect_type.startswith("model:"):
+            for secret in _leaves(request):
+                self.add_secret(secret)
+        return self
+
     def learn_effects(self, records: Iterable[EffectRecord]) -> Masker:
         for record in records:
             self.learn_effect(record)
+        return self
+
+    def learn_call(self, effect_type: str, request: Any, fields: Iterable[str] = ()) -> Masker:
+        """Learn the masked values of one call about to be made (a tracing span's): its
+        request's ``fields`` (the tool's ``mask``) and what the request declares."""
+        fields = (*self.masks.get(effect_type, ()), *fields, *declared_mask(request)[0])
+        if fields:
+            for secret in _field_values(request, fields):
+                self.add_secret(secret)
+        return self.learn_payload(EffectPayload(effect_type, request, None))
+
+    def learn_call_values(
+        self, effect_type: str, request: Any, fields: Iterable[str] = ()
+    ) -> list[str]:
+        """The masked values of one call's request (as :meth:`learn_call` finds them)."""
+        before = set(self._secrets)
+        self.learn_call(effect_type, request, fields)
+        return [s for s in self._secrets if s not in before]
+
+    def absorb(self, other: Masker) -> Masker:
+        """Learn every secret value ``other`` knows (one view gathering several)."""
+        for secret in other._secrets:
+            self.add_secret(secret)
         return self
 
     @property
@@ -206,6 +240,16 @@ class Masker:
 
     def opt_text(self, text: str | None) -> str | None:
         return None if text is None else self.text(text)
+
+    def error(self, exc: BaseException) -> str:
+        """``"<type>: <message>"`` of ``exc``, masked: how an error leaves the process."""
+        text = str(exc)
+        kind = type(exc).__name__
+        return self.text(f"{kind}: {text}" if text else kind)
+
+    def traceback(self, exc: BaseException) -> str:
+        """``exc``'s traceback as text, masked (its messages, its chained causes)."""
+        return self.text("".join(traceback.format_exception(exc)))
 
     def value(self, value: Any) -> Any:
         """A masked copy of ``value`` (see the module docstring); containers keep their
@@ -302,6 +346,91 @@ class Masker:
         return masked
 
 
+def process_masker() -> Masker:
+    """A masker of what this process knows without a graph or a store: the fields every
+    tool made here declared, and the values its masked calls were given (a record's
+    repr, a span)."""
+    masker = Masker(registered())
+    for secret in remembered():
+        masker.add_secret(secret)
+    return masker
+
+
+def remember_call(effect_type: str, request: Any, fields: Iterable[str]) -> None:
+    """Keep the masked values a call about to be made is given (for reprs and spans)."""
+    fields = tuple(fields)
+    if fields or declared_mask(request)[0]:
+        remember(Masker({}).learn_call_values(effect_type, request, fields))
+
+
+def masked_repr(record: Any) -> str:
+    """The repr of a record (effect, run, checkpoint, audit, snapshot) with the fields
+    every tool made in this process declared masked, and the values its own tool calls
+    and requests carry in them, replaced by ``"***"``: a record logged with ``"%s"``
+    (a ``reconcile`` hook's) tells no secret. The record itself stays complete."""
+    masker = process_masker()
+    if isinstance(record, EffectRecord):
+        shown: Any = masker.learn_effect(record).effect(record)
+    else:
+        fields = tuple(sorted({f for declared in masker.masks.values() for f in declared}))
+        shown = record
+        if masker.active:
+            values = _fields_of(record)
+            masker.learn(values)
+            for secret in _field_values(values, fields):  # a masked key's values, anywhere
+                masker.add_secret(secret)
+            shown = _FieldsMasked(record, masker, fields)
+    return (
+        type(record).__name__
+        + "("
+        + ", ".join(f"{name}={value!r}" for name, value in _fields_of(shown).items())
+        + ")"
+    )
+
+
+class _FieldsMasked:
+    """A record's fields, masked (for :func:`masked_repr`)."""
+
+    def __init__(self, record: Any, masker: Masker, fields: tuple[str, ...]) -> None:
+        self.values = {
+            name: masker.value(mask_value(value, fields) if fields else value)
+            for name, value in _fields_of(record).items()
+        }
+
+
+def _fields_of(record: Any) -> dict[str, Any]:
+    if isinstance(record, _FieldsMasked):
+        return record.values
+    if record is None or not dataclasses.is_dataclass(record):
+        return {}
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}
+
+
+def mask_exception(exc: BaseException, masker: Masker) -> BaseException:
+    """Rewrite the text of ``exc`` and of the errors it chains (``__cause__``,
+    ``__context__``) so it quotes no learned secret: an error leaving the run service
+    (raised to the caller, logged, printed with its traceback) shows the masked form.
+    Only string arguments change; the error's type and other attributes stay."""
+    if not masker.active:
+        return exc
+    seen: set[int] = set()
+    item: BaseException | None = exc
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        args = tuple(masker.text(a) if isinstance(a, str) else a for a in item.args)
+        if args != item.args:
+            try:
+                item.args = args
+            except (AttributeError, TypeError):  # pragma: no cover - a frozen error
+                pass
+        todo.extend(e for e in (item.__cause__, item.__context__) if e is not None)
+    return exc
+
+
 def mask_effect(record: EffectRecord, masks: Masks) -> EffectRecord:
     """One effect record masked on its own (its request's values are the secrets)."""
     return Masker(masks).learn_effect(record).effect(record)
@@ -313,6 +442,10 @@ __all__ = [
     "Masker",
     "Masks",
     "mask_effect",
+    "mask_exception",
     "mask_value",
+    "masked_repr",
     "masks_of",
+    "process_masker",
+    "remember_call",
 ]

@@ -32,8 +32,11 @@ from typing import Any, cast
 
 from oncegraph.errors import (
     ConfigError,
+    LeaseLostError,
     NoRunToResumeError,
     RunNotFoundError,
+    StaleStateError,
+    StorageError,
 )
 from oncegraph.graph.io import input_update
 from oncegraph.graph.spec import GraphSpec
@@ -43,7 +46,7 @@ from oncegraph.runs import claims
 from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.launch import LAUNCH_KEY, Launch
 from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
-from oncegraph.runs.masking import Masker, masks_of
+from oncegraph.runs.masking import Masker, mask_exception, masks_of, process_masker
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
 from oncegraph.runs.signing import signing_key
@@ -91,6 +94,9 @@ class RunResult:
         return values
 
 
+# Errors of the store and of a lost claim: their text holds no payload, and reading the
+# store again to mask them could only wait on the trouble.
+_STORE_TROUBLE = (StorageError, LeaseLostError, StaleStateError)
 # Threads whose effects a view reads at once (Masker): one statement each, with its ids as
 # parameters (SQLite allows 32,766 per statement).
 _THREADS_PER_READ = 500
@@ -436,8 +442,24 @@ class RunService:
     async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
         if not head.checkpoint.next:  # nothing left to run (a branch of a finished state)
             await driver.set_status(run, RunStatus.COMPLETED, None)
-        head = await driver.run(head, run)
+        try:
+            head = await driver.run(head, run)
+        except Exception as exc:
+            # what is recorded is recorded already: the error leaving here quotes no
+            # masked value (the caller may log or print it)
+            await self._mask_error(run, exc)
+            raise
         return RunResult(run, dict(head.values), tuple(driver.interrupts))
+
+    async def _mask_error(self, run: RunRecord, exc: BaseException) -> None:
+        """Rewrite ``exc``'s text with what the run's thread holds secret masked."""
+        masker = process_masker()
+        if not isinstance(exc, _STORE_TROUBLE):  # the store's own errors quote no payload
+            try:
+                masker.absorb(await self.masker(thread_ids=(run.thread_id,)))
+            except Exception:  # the store cannot say: mask by what the process knows
+                pass
+        mask_exception(exc, masker)
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
         """Queue a run for the workers; a thread runs its runs one at a time, in order.

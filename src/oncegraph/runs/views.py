@@ -21,6 +21,11 @@ class StateSnapshot:
     interrupts: tuple[Any, ...] = ()
     tasks: tuple[Any, ...] = ()  # the step's tasks (LangGraph's PregelTask shape)
 
+    def __repr__(self) -> str:
+        from oncegraph.runs.masking import masked_repr
+
+        return masked_repr(self)
+
 
 def snapshot(
     cp: CheckpointRecord, values: dict[str, Any], interrupts: tuple[dict[str, Any], ...]

@@ -218,7 +218,7 @@ class Driver:
             self.emit("values", head.values)
         pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
         try:
-            with observe.run_span(run):
+            with observe.run_span(run, head.values):
                 while head.checkpoint.next:
                     with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
                         head = await self._step(head, run)

@@ -161,16 +161,19 @@ async def _stream(
     t = Translate(stream.thread_id, client_run_id, view)
     yield _data(t.started(stream.run_id))
     status = None
+    known = stream.last_id  # events made since: their effects may be new to the masker
     async for item in stream.follow(0, served(request).hub.keepalive):
         if isinstance(item, int):
             if item < 0:
                 yield b": keep-alive\n\n"
             continue
+        if item.id > known and item.event in sse.LEARNING:
+            await view.relearn()
         if item.event == "error":
             yield _data(
                 {
                     "type": "RUN_ERROR",
-                    "message": str(item.data.get("message")),
+                    "message": view.text(str(item.data.get("message"))),
                     "code": str(item.data.get("code")),
                 },
                 str(item.id),
@@ -198,7 +201,7 @@ async def run(request: Request) -> Response:
     if made is not None:  # sent before with its Idempotency-Key: that run again
         stream = await operations.join(request, principal, made)
         return StreamingResponse(
-            _stream(request, stream, client_run_id, shown(request, principal)),
+            _stream(request, stream, client_run_id, await shown(request, principal, thread_id)),
             media_type=sse.MEDIA_TYPE,
             headers=sse.HEADERS,
         )
@@ -216,7 +219,7 @@ async def run(request: Request) -> Response:
         request, thread_id, {"input": {"messages": messages}}
     )
     return StreamingResponse(
-        _stream(request, stream, client_run_id, shown(request, principal)),
+        _stream(request, stream, client_run_id, await shown(request, principal, thread_id)),
         media_type=sse.MEDIA_TYPE,
         headers=sse.HEADERS,
     )

@@ -96,13 +96,13 @@ async def list_runs(request: Request) -> Response:
     )
     following = runs[-1].run_id if len(runs) == limit else None
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
-    return JSONResponse({"runs": shown(request, p).runs(runs), "next": following})
+    return JSONResponse({"runs": (await shown(request, p)).runs(runs), "next": following})
 
 
 async def get_run(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
-    view = shown(request, p)
+    view = await shown(request, p)
     parent = None
     if run.parent_run_id:
         try:
@@ -128,7 +128,7 @@ async def run_history(request: Request) -> Response:
     snaps = await history(
         request, {"thread_id": run.thread_id, "run_id": run.run_id}, limit=bodies.limit(request)
     )
-    view = shown(request, p)
+    view = await shown(request, p)
     return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
 
 
@@ -136,7 +136,7 @@ async def run_effects(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
     limit, offset = page(request)
-    view = shown(request, p)
+    view = await shown(request, p)
     found = await graph(request).aeffects(
         run_id=run.run_id,
         status=statuses(request, EFFECT_STATUSES),
@@ -152,14 +152,14 @@ async def run_effect(request: Request) -> Response:
     record = await operations.effect_of(
         request, p, request.path_params["run_id"], request.path_params["effect_id"]
     )
-    return JSONResponse({"effect": shown(request, p).effect(record)})
+    return JSONResponse({"effect": (await shown(request, p)).effect(record)})
 
 
 async def run_audit(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
     found = await graph(request).aaudit(run_id=run.run_id, limit=bodies.limit(request))
-    view = shown(request, p)
+    view = await shown(request, p)
     return JSONResponse({"audit": [view.audit(a) for a in found]})
 
 
@@ -222,7 +222,7 @@ async def get_thread(request: Request) -> Response:
     runs = await visible_runs(request, p, thread_id=thread_id, limit=bodies.limit(request))
     if not runs:
         raise not_found(f"no thread {thread_id!r} (it has no runs)")
-    return JSONResponse({"thread_id": thread_id, "runs": shown(request, p).runs(runs)})
+    return JSONResponse({"thread_id": thread_id, "runs": (await shown(request, p)).runs(runs)})
 
 
 async def thread_state(request: Request) -> Response:
@@ -232,7 +232,7 @@ async def thread_state(request: Request) -> Response:
     config = {"thread_id": thread_id}
     if checkpoint_id:
         config["checkpoint_id"] = checkpoint_id
-    view = shown(request, p)
+    view = await shown(request, p, thread_id)
     snap = await graph(request).aget_state(config, masked=not view.unmasked)
     return JSONResponse({"state": view.snapshot(snap)})
 
@@ -241,7 +241,7 @@ async def thread_history(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
     snaps = await history(request, {"thread_id": thread_id}, limit=bodies.limit(request))
-    view = shown(request, p)
+    view = await shown(request, p, thread_id)
     return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
 
 
@@ -249,7 +249,7 @@ async def thread_effects(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
     limit, offset = page(request)
-    view = shown(request, p)
+    view = await shown(request, p, thread_id)
     found = await graph(request).aeffects(
         thread_id=thread_id,
         status=statuses(request, EFFECT_STATUSES),
@@ -282,7 +282,7 @@ async def audit(request: Request) -> Response:
     kept = [
         a for a in found if p.tenant is None or (a.thread_id and tenancy.allows(p, a.thread_id))
     ]
-    view = shown(request, p)
+    view = await shown(request, p, *{a.thread_id for a in kept if a.thread_id})
     return JSONResponse({"audit": [view.audit(a) for a in kept], "next": following})
 
 
@@ -313,7 +313,7 @@ async def start_and_stream(request: Request) -> Response:
     body = await bodies.json_object(request)
     principal, stream, _ = await operations.launch(request, request.path_params["thread_id"], body)
     hub = served(request).hub
-    view = shown(request, principal)
+    view = await shown(request, principal, stream.thread_id)
     if stream.run_id is not None and hub.get(stream.run_id) is not stream:
         # a run started by an earlier send of this request, not going on here
         run = await graph(request).aget_run(stream.run_id)
@@ -329,7 +329,7 @@ async def run_events(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
     last = request.headers.get("last-event-id") or request.query_params.get("last_event_id")
-    view = shown(request, p)
+    view = await shown(request, p)
     hub = served(request).hub
     stream = hub.get(run.run_id)
     if stream is not None:

@@ -4,10 +4,17 @@
 route learns its caller (:func:`caller`, :func:`need`) and the only place it loads a run
 or a thread for that caller (:func:`visible_run`, :func:`visible_thread`): an unknown id
 and another tenant's id get the same 404, so a key learns nothing about other tenants.
+
+What a response shows goes through :func:`shown` (the output boundary,
+:class:`~oncegraph.server.encode.Shown`): one masker per request, which learns the masked
+values of every thread the request loaded a run of (:func:`visible_run`,
+:func:`visible_runs`, :func:`children_of`) or names (``shown(request, p, thread_id)``);
+an error response's message is masked by the same masker (:func:`masked_message`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +22,7 @@ from starlette.requests import Request
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, RunNotFoundError
+from oncegraph.runs.masking import Masker
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
 from oncegraph.server import tenancy
@@ -82,8 +90,67 @@ def need(request: Request, role: Role, *, cookie: bool = False) -> Principal:
     return principal
 
 
-def shown(request: Request, principal: Principal) -> Shown:
-    return Shown(principal, served(request).masks)
+def _masking(request: Request) -> tuple[Masker, set[str], set[str]]:
+    """The request's masker, the threads it learned, and those it is still to learn."""
+    state = request.state
+    found: tuple[Masker, set[str], set[str]] | None = getattr(state, "oncegraph_masking", None)
+    if found is None:
+        found = (Masker(served(request).masks), set(), set())
+        state.oncegraph_masking = found
+    return found
+
+
+def seen(request: Request, thread_ids: Iterable[str]) -> None:
+    """Threads whose masked values this request's responses must know (learned by the
+    next :func:`shown` or :func:`masked_message`)."""
+    _, learned, pending = _masking(request)
+    pending.update(t for t in thread_ids if t not in learned)
+
+
+def request_masker(request: Request) -> Masker:
+    """The request's masker, with what it learned so far (no store read)."""
+    return _masking(request)[0]
+
+
+async def _learn(request: Request) -> Masker:
+    masker, learned, pending = _masking(request)
+    if pending:
+        todo = sorted(pending)
+        pending.clear()
+        learned.update(todo)
+        masker.absorb(await graph(request).service.masker(thread_ids=todo))
+    return masker
+
+
+async def shown(request: Request, principal: Principal, *thread_ids: str) -> Shown:
+    """What ``principal`` may see of this request's answer: masked (below ``admin``)
+    with what the threads of the runs it loaded, and ``thread_ids``, hold secret."""
+    if principal.can(Role.ADMIN):
+        return Shown(principal, served(request).masks)
+    seen(request, thread_ids)
+    masker = await _learn(request)
+    view = Shown(principal, served(request).masks, masker)
+    learned = _masking(request)[1]
+
+    async def refresh() -> None:
+        if learned:
+            masker.absorb(await graph(request).service.masker(thread_ids=sorted(learned)))
+
+    view.refresh = refresh
+    return view
+
+
+async def masked_message(request: Request, message: str) -> str:
+    """An error response's message as its caller may read it (the request's masker)."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is not None and principal.can(Role.ADMIN):
+        return message
+    try:
+        if not hasattr(request.app.state, "served"):
+            return message
+        return (await _learn(request)).text(message)
+    except Exception:  # the store is down: the message stays, with what is known masked
+        return _masking(request)[0].text(message)
 
 
 def thread_id_of(raw: str) -> str:
@@ -117,6 +184,7 @@ async def visible_run(request: Request, principal: Principal, run_id: str) -> Ru
         raise not_found(f"no run {run_id!r}; list runs with GET /api/runs") from None
     if not tenancy.allows(principal, run.thread_id, run):
         raise not_found(f"no run {run_id!r}; list runs with GET /api/runs")
+    seen(request, (run.thread_id,))
     return run
 
 
@@ -135,13 +203,17 @@ async def visible_runs(
     runs = await graph(request).aruns(
         thread_id=thread_id, status=status, limit=limit, before=before
     )
-    return [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
+    kept = [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
+    seen(request, {r.thread_id for r in kept})
+    return kept
 
 
 async def children_of(request: Request, principal: Principal, run_id: str) -> list[RunRecord]:
     """Runs made from ``run_id`` (replays and branches), the newest :data:`SCAN` of them."""
     runs = await graph(request).aruns(parent_run_id=run_id, limit=SCAN)
-    return [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
+    kept = [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
+    seen(request, {r.thread_id for r in kept})
+    return kept
 
 
 async def history(
@@ -164,7 +236,10 @@ __all__ = [
     "ensure",
     "graph",
     "history",
+    "masked_message",
     "need",
+    "request_masker",
+    "seen",
     "served",
     "shown",
     "visible_run",

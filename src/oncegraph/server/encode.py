@@ -1,9 +1,16 @@
 """Records and snapshots as JSON for the API and the UI, masked for who is asking.
 
-Effect records come from the run service already masked (each tool's ``mask=[...]``);
-state values, stream chunks and run inputs do not, so for every key below ``admin``
-each field any tool declared secret is masked wherever it appears (a tool call's
-arguments inside a message, too). An ``admin`` sees state as stored.
+:class:`Shown` is the server's one output boundary: every JSON body, SSE and AG-UI
+event, command response, error message and UI page is built through it. For every key
+below ``admin`` it masks twice, with one :class:`~oncegraph.runs.masking.Masker`:
+
+* by key: each field any tool declared secret, wherever it appears (a tool call's
+  arguments inside a message, too);
+* by value: every secret value the masker learned (from the effects of the threads and
+  runs the request reads, :func:`oncegraph.server.context.shown`, and from every tool
+  call it is shown) is replaced inside every string: an error, a tool result, a text.
+
+An ``admin`` sees what is stored.
 """
 
 from __future__ import annotations
@@ -11,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from oncegraph.runs.launch import started_by
-from oncegraph.runs.masking import mask_value
+from oncegraph.runs.masking import Masker, mask_value
 from oncegraph.server.auth import Principal, Role
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
 
@@ -42,21 +49,48 @@ def jsonable(value: Any) -> Any:
 
 
 class Shown:
-    """What one principal may see: masks fields for every role below ``admin``."""
+    """What one principal may see: masks fields and learned values for every role below
+    ``admin`` (see the module docstring)."""
 
-    def __init__(self, principal: Principal, masks: Mapping[str, tuple[str, ...]]) -> None:
+    def __init__(
+        self,
+        principal: Principal,
+        masks: Mapping[str, tuple[str, ...]],
+        masker: Masker | None = None,
+    ) -> None:
         self.principal = principal
         fields: set[str] = set()
         for declared in masks.values():
             fields.update(declared)
         self.fields = tuple(sorted(fields))
         self.unmasked = principal.can(Role.ADMIN)
+        self.masker = masker if masker is not None else Masker(masks)
+        # reads the masked values of the request's threads again (a live stream's new
+        # effects); set by oncegraph.server.context.shown
+        self.refresh: Callable[[], Awaitable[None]] | None = None
+
+    async def relearn(self) -> None:
+        """Learn what the threads' effects made since (a live stream's next event)."""
+        if self.refresh is not None and not self.unmasked:
+            await self.refresh()
 
     def value(self, value: Any) -> Any:
         plain = jsonable(value)
-        if self.unmasked or not self.fields:
+        if self.unmasked:
             return plain
-        return mask_value(plain, self.fields)
+        self.masker.learn(plain)  # a tool call shown here tells its masked arguments
+        keyed = mask_value(plain, self.fields) if self.fields else plain
+        return self.masker.value(keyed)
+
+    def text(self, text: Any) -> Any:
+        """A message (an error's, a reason) as this principal may read it."""
+        if self.unmasked or not isinstance(text, str):
+            return text
+        return self.masker.text(text)
+
+    def error(self, error: Mapping[str, Any]) -> dict[str, Any]:
+        """An ``{"code", "message"}`` outcome, its message masked."""
+        return {k: (self.text(v) if k == "message" else v) for k, v in error.items()}
 
     def run(self, run: RunRecord) -> dict[str, Any]:
         return {
@@ -71,7 +105,7 @@ class Shown:
             "started_by": started_by(run.config),
             "mode": run.mode,
             "input": self.value(run.input),
-            "error": run.error,
+            "error": self.text(run.error),
             "tenant": getattr(run, "tenant", None),
             "created_at": run.created_at,
             "updated_at": run.updated_at,
@@ -90,13 +124,13 @@ class Shown:
             "status": str(record.status),
             "request_hash": record.request_hash,
             "checkpoint_id": record.checkpoint_id,
-            "recipient": record.recipient,
+            "recipient": self.text(record.recipient),
             "request": self.value(record.request),
             "result": self.value(record.result),
-            "provider_reference": record.provider_reference,
-            "error": record.error,
-            "attempts": [jsonable(a) for a in record.attempts],
-            "last_attempt": jsonable(last) if last is not None else None,
+            "provider_reference": self.text(record.provider_reference),
+            "error": self.text(record.error),
+            "attempts": [self.value(a) for a in record.attempts],
+            "last_attempt": self.value(last) if last is not None else None,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
         }
@@ -110,7 +144,7 @@ class Shown:
             "target_id": record.target_id,
             "run_id": record.run_id,
             "thread_id": record.thread_id,
-            "reason": record.reason,
+            "reason": self.text(record.reason),
             "details": self.value(record.details),
             "at": record.at,
         }
@@ -135,10 +169,10 @@ class Shown:
             "effect_type": preview.effect_type,
             "run_id": preview.run_id,
             "thread_id": preview.thread_id,
-            "recipient": preview.recipient,
+            "recipient": self.text(preview.recipient),
             "payload": self.value(preview.payload),
             "status": str(preview.status),
-            "last_attempt": jsonable(preview.last_attempt),
+            "last_attempt": self.value(preview.last_attempt),
             "dedup": preview.dedup,
             "key": preview.key,
         }

@@ -30,7 +30,7 @@ from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.server import api, openapi, ui
 from oncegraph.server.auth import key_ring
-from oncegraph.server.context import Served
+from oncegraph.server.context import Served, masked_message, request_masker
 from oncegraph.server.forms import parse_origins
 from oncegraph.server.headers import SecurityHeaders
 from oncegraph.server.hub import KEEPALIVE, RunHub
@@ -52,8 +52,16 @@ AUTH_BURST = 20
 async def _api_error(request: Request, exc: Exception) -> Response:
     found = from_exception(exc)
     if found is None:  # not ours to map: a bug, shown without internals
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.error(
+            "unhandled error on %s %s: %s",
+            request.method,
+            request.url.path,
+            request_masker(request).traceback(exc),
+        )
         found = ApiError(500, "internal_error", "internal error; see the server log")
+    message = await masked_message(request, found.message)
+    if message != found.message:  # a message quoting a masked value: its masked form
+        found = ApiError(found.status, found.code, message, **found.extra)
     return response(found)
 
 

@@ -33,7 +33,7 @@ from oncegraph.server.context import (
     visible_run,
     visible_thread,
 )
-from oncegraph.server.encode import jsonable
+from oncegraph.server.encode import Shown, jsonable
 from oncegraph.server.hub import RUN_OUTCOMES, RunStream, finished, stopped
 from oncegraph.server.problems import ApiError, bad_request, from_exception, not_found
 from oncegraph.storage.records import EffectRecord, RunRecord, RunStatus
@@ -47,10 +47,11 @@ _RUN_OUTCOMES = RUN_OUTCOMES
 RETRIED = "its request was sent again: the process serving it had stopped"
 
 
-def _outcome(exc: BaseException) -> dict[str, Any]:
+def _outcome(exc: BaseException, view: Shown) -> dict[str, Any]:
+    """How a run a command ran stopped, as the caller may read it (masked)."""
     api = from_exception(exc)
     assert api is not None
-    return {"code": api.code, "message": api.message}
+    return view.error({"code": api.code, "message": api.message})
 
 
 def run_config(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,9 +114,7 @@ async def join(request: Request, principal: Principal, run: RunRecord) -> RunStr
     if run.status is not RunStatus.RUNNING:
         return stopped(run)
     try:
-        return await hub.resume(
-            run, graph(request), launch=Launch(principal.actor, reason=RETRIED)
-        )
+        return await hub.resume(run, graph(request), launch=Launch(principal.actor, reason=RETRIED))
     except errors.RunBusyError:
         raise ApiError(
             409,
@@ -155,12 +154,13 @@ async def start(request: Request, thread_id: str, body: Mapping[str, Any]) -> di
     }
     if wait and stream.task is not None:
         await asyncio.shield(stream.task)
-        if stream.error is not None:
-            result["error"] = _outcome(stream.error)
+    view = await shown(request, principal, stream.thread_id)
+    if wait and stream.task is not None and stream.error is not None:
+        result["error"] = _outcome(stream.error, view)
     run = await graph(request).aget_run(str(stream.run_id))
     if wait and stream.task is None and (stopped_on := _stopped_on(run)) is not None:
-        result["error"] = stopped_on
-    result["run"] = shown(request, principal).run(run)
+        result["error"] = view.error(stopped_on)
+    result["run"] = view.run(run)
     return result
 
 
@@ -192,13 +192,12 @@ async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -
             )
             out["output"] = output_values(service.graph, result.output())
         except _RUN_OUTCOMES as exc:
-            out["error"] = _outcome(exc)
+            out["error"] = exc
     after = await graph(request).aget_run(run.run_id)
-    view = shown(request, principal)
-    return {
-        "run": view.run(after),
-        **({"output": view.value(out["output"])} if "output" in out else {"error": out["error"]}),
-    }
+    view = await shown(request, principal)
+    if "output" in out:
+        return {"run": view.run(after), "output": view.value(out["output"])}
+    return {"run": view.run(after), "error": _outcome(out["error"], view)}
 
 
 def _went_on_since(request: Request, run: RunRecord) -> bool:
@@ -222,7 +221,6 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     parent = await visible_run(request, principal, run_id)
     service = graph(request).service
     started = time.time()
-    view = shown(request, principal)
     bound = idempotency.bound_run(request)
     made_before = await stored_run(request, bound) if bound is not None else None
     if made_before is not None:  # sent before: that replay, gone on with if left running
@@ -245,8 +243,10 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
         )
         if made is None:
             raise
-        return {"run": view.run(made), "error": _outcome(exc)}
+        view = await shown(request, principal, made.thread_id)
+        return {"run": view.run(made), "error": _outcome(exc, view)}
     run = await graph(request).aget_run(result.run.run_id)
+    view = await shown(request, principal, run.thread_id)
     return {
         "run": view.run(run),
         "output": view.value(output_values(service.graph, result.output())),
@@ -256,7 +256,6 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
 async def _settled(request: Request, principal: Principal, run: RunRecord) -> dict[str, Any]:
     """A run made by an earlier send of this request, as a replay answers: its state once
     it stopped (going on with it first if its process left it ``running``)."""
-    view = shown(request, principal)
     service = graph(request).service
     going = served(request).hub.going(run.run_id)
     if going is not None and going.task is not None:
@@ -274,9 +273,10 @@ async def _settled(request: Request, principal: Principal, run: RunRecord) -> di
                 "process right now; send the request again in a moment with the same key",
             ) from None
     after = await graph(request).aget_run(run.run_id)
+    view = await shown(request, principal, after.thread_id)
     stopped_on = _stopped_on(after)
     if stopped_on is not None:
-        return {"run": view.run(after), "error": stopped_on}
+        return {"run": view.run(after), "error": view.error(stopped_on)}
     snap = await graph(request).aget_state({"thread_id": after.thread_id})
     return {
         "run": view.run(after),
@@ -300,7 +300,6 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
     checkpoint_id = bodies.text(body, "checkpoint_id")
     as_node = bodies.text(body, "as_node")
     parent = await visible_run(request, principal, run_id)
-    view = shown(request, principal)
     bound = idempotency.bound_run(request)
     made_before = await stored_run(request, bound) if bound is not None else None
     if made_before is not None:  # sent before: that branch, not another
@@ -314,6 +313,7 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
         as_node=as_node or None,
         new_run_id=bound,
     )
+    view = await shown(request, principal, made.run.thread_id)
     return {
         "run": view.run(made.run),
         "checkpoint_id": made.checkpoint_id,
@@ -327,7 +327,7 @@ async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
 async def _branched(request: Request, principal: Principal, run: RunRecord) -> dict[str, Any]:
     """A branch made by an earlier send of this request: the run, its checkpoint, and
     what differs from the state it was made from."""
-    view = shown(request, principal)
+    view = await shown(request, principal, run.thread_id)
     app = graph(request)
     snap = await app.aget_state({"thread_id": run.thread_id})
     before: dict[str, Any] = {}
@@ -354,7 +354,7 @@ async def abandon(request: Request, run_id: str, body: Mapping[str, Any]) -> dic
     reason = bodies.required_text(body, "reason")
     run = await visible_run(request, principal, run_id)
     if idempotency.retried(request) and _went_on_since(request, run):
-        return {"run": shown(request, principal).run(run)}  # the first request's abandon
+        return {"run": (await shown(request, principal)).run(run)}  # the first one's abandon
     app = graph(request)
     latest = await app.aruns(thread_id=run.thread_id, limit=1)
     if not latest or latest[0].run_id != run.run_id:
@@ -364,7 +364,7 @@ async def abandon(request: Request, run_id: str, body: Mapping[str, Any]) -> dic
             f"run {run_id} is not its thread's latest run; only that one can be abandoned",
         )
     done = await app.aabandon({"thread_id": run.thread_id}, reason=reason, actor=principal.actor)
-    return {"run": shown(request, principal).run(done)}
+    return {"run": (await shown(request, principal)).run(done)}
 
 
 async def effect_of(
@@ -397,7 +397,7 @@ async def resolve(
         result=body.get("result"),
         provider_reference=reference or None,
     )
-    return {"effect": shown(request, principal).effect(done)}
+    return {"effect": (await shown(request, principal)).effect(done)}
 
 
 async def check(
@@ -411,7 +411,8 @@ async def check(
     found = await graph(request).acheck_effect(
         record.effect_id, actor=principal.actor, reason=reason
     )
-    return {"verdict": found.verdict, "effect": shown(request, principal).effect(found.effect)}
+    view = await shown(request, principal)
+    return {"verdict": found.verdict, "effect": view.effect(found.effect)}
 
 
 async def redeliver(
@@ -430,7 +431,7 @@ async def redeliver(
         new_key=new_key,
         confirm=confirm or None,
     )
-    view = shown(request, principal)
+    view = await shown(request, principal)
     if isinstance(outcome, Redelivered):
         return {
             "sent": True,

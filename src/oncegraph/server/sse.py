@@ -36,6 +36,9 @@ MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _MOVING = (RunStatus.RUNNING, RunStatus.QUEUED)
 KEEPALIVE_LINE = b": keep-alive\n\n"
+# Events after which a live stream's masker reads the thread's effects again: a step's
+# update may show what a tool it ran was given (learned by value before it is shown).
+LEARNING = frozenset({"updates", "custom", "error"})
 
 
 def frame(event: str, data: Any, id: str | None = None) -> bytes:
@@ -84,6 +87,7 @@ async def from_buffer(
     taken over by another process, or abandoned, ends here with ``error`` then
     ``end``), a comment line after ``keepalive`` seconds without one."""
     yield frame("metadata", {"run_id": stream.run_id, "thread_id": stream.thread_id})
+    known = stream.last_id  # events made since: their effects may be new to the masker
     async for item in stream.follow(after, keepalive):
         if isinstance(item, int):
             if item < 0:
@@ -91,6 +95,8 @@ async def from_buffer(
             else:
                 yield frame("gap", {"first_kept": item, "hint": "re-read the run's state"})
             continue
+        if item.id > known and item.event in LEARNING:
+            await shown.relearn()
         yield frame(item.event, shown.value(item.data), str(item.id))
 
 

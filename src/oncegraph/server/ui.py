@@ -42,6 +42,7 @@ from oncegraph.server.context import (
     graph,
     history,
     key_of,
+    masked_message,
     served,
     shown,
     visible_run,
@@ -142,7 +143,7 @@ async def _error_page(request: Request, me: Principal | None, exc: Exception) ->
     values = {
         "status": api.status,
         "code": api.code,
-        "message": api.message,
+        "message": await masked_message(request, api.message),
         "back": _back(request),
     }
     if me is None:
@@ -284,7 +285,7 @@ async def runs_page(request: Request, me: Principal) -> Response:
         request,
         me,
         "runs.html",
-        runs=shown(request, me).runs(runs),
+        runs=(await shown(request, me)).runs(runs),
         statuses=RUN_STATUSES,
         status=status,
         older=older,
@@ -294,7 +295,7 @@ async def runs_page(request: Request, me: Principal) -> Response:
 async def run_page(request: Request, me: Principal) -> Response:
     run = await visible_run(request, me, request.path_params["run_id"])
     app = graph(request)
-    view = shown(request, me)
+    view = await shown(request, me)
     found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]

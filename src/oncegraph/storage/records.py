@@ -49,6 +49,13 @@ def _keep_describable(record: object, *names: str) -> None:
             object.__setattr__(record, name, error_text(value))
 
 
+def _masked_repr(record: object) -> str:
+    """A record's repr with what tools declared masked masked (it may be logged)."""
+    from oncegraph.runs.masking import masked_repr
+
+    return masked_repr(record)
+
+
 def now() -> float:
     """Wall-clock seconds since the epoch; every stored timestamp uses it."""
     return time.time()
@@ -140,6 +147,9 @@ class RunRecord:
     def replace(self, **changes: Any) -> RunRecord:
         return dataclasses.replace(self, **changes)
 
+    def __repr__(self) -> str:
+        return _masked_repr(self)
+
 
 @slot_init
 @dataclass(frozen=True, slots=True)
@@ -156,6 +166,9 @@ class CheckpointRecord:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=now)
 
+    def __repr__(self) -> str:
+        return _masked_repr(self)
+
 
 @slot_init
 @dataclass(frozen=True, slots=True)
@@ -163,6 +176,9 @@ class LogEntry:
     channel: str
     seq: int
     value: Any
+
+    def __repr__(self) -> str:
+        return _masked_repr(self)
 
 
 @slot_init
@@ -181,6 +197,9 @@ class TaskWrite:
     idx: int
     value: Any
     created_at: float = field(default_factory=now)
+
+    def __repr__(self) -> str:
+        return _masked_repr(self)
 
 
 @slot_init
@@ -220,6 +239,9 @@ class EffectRecord:
 
     def __post_init__(self) -> None:
         _keep_describable(self, "error", "recipient", "provider_reference")
+
+    def __repr__(self) -> str:
+        return _masked_repr(self)
 
     def replace(self, **changes: Any) -> EffectRecord:
         """A copy with ``changes`` (what ``dataclasses.replace`` does, at about a third of
@@ -328,6 +350,9 @@ class AuditRecord:
 
     def __post_init__(self) -> None:
         _keep_describable(self, "reason", "actor")
+
+    def __repr__(self) -> str:
+        return _masked_repr(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.messages import ToolSpec
@@ -82,6 +83,9 @@ class Tool:
     dedup: str | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
+
+    def __post_init__(self) -> None:
+        register_mask(self.name, self.mask)  # a record's repr masks these fields
 
     @property
     def spec(self) -> ToolSpec:

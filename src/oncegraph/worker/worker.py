@@ -56,7 +56,9 @@ from oncegraph.errors import (
     LeaseLostError,
     NeedsReviewError,
     OnceGraphError,
+    StorageError,
 )
+from oncegraph.runs.masking import process_masker
 from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import RunRecord
 from oncegraph.worker.listen import Wakeups, listen_for_runs
@@ -237,30 +239,44 @@ class Worker:
         try:
             result = await self.app.service.execute(run, config, fence=run.fencing_token)
         except LeaseLostError as exc:
-            log.warning("run %s: lease lost, stopped without writing: %s", run.run_id, exc)
+            text = await self._masked(run, exc)
+            log.warning("run %s: lease lost, stopped without writing: %s", run.run_id, text)
         except (IncompatibleVersionError, ForeignRunError) as exc:
             # Not this worker's to run: hand it back untouched for the right worker.
             self._not_mine.add(run.run_id)
-            log.warning("run %s is not this worker's to run; handed back: %s", run.run_id, exc)
+            text = await self._masked(run, exc)
+            log.warning("run %s is not this worker's to run; handed back: %s", run.run_id, text)
             with contextlib.suppress(OnceGraphError):
                 await self.queue.release(run.run_id, self.owner, run.fencing_token)
         except NeedsReviewError as exc:
-            log.warning("run %s parked for review: %s", run.run_id, exc)
+            log.warning("run %s parked for review: %s", run.run_id, await self._masked(run, exc))
         except OnceGraphError as exc:
-            log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, exc)
+            text = await self._masked(run, exc)
+            log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, text)
         except Exception as exc:
             if getattr(exc, "oncegraph_run_id", None) == run.run_id:  # a node's own error
                 node = getattr(exc, "oncegraph_node", None)
                 kind = type(exc).__name__
-                log.warning("run %s failed: node %r raised %s: %s", run.run_id, node, kind, exc)
+                text = await self._masked(run, exc)
+                log.warning("run %s failed: node %r raised %s: %s", run.run_id, node, kind, text)
             else:
-                log.exception("run %s raised an unexpected error", run.run_id)
+                trace = await self._masked(run, exc, traceback=True)
+                log.error("run %s raised an unexpected error:\n%s", run.run_id, trace)
         else:
             self.completed += 1
             if result.interrupts:
                 log.info("run %s is waiting for an interrupt answer", run.run_id)
             else:
                 log.info("run %s finished", run.run_id)
+
+    async def _masked(self, run: RunRecord, exc: BaseException, *, traceback: bool = False) -> str:
+        """``exc``'s text for the log, with what the run's thread holds secret masked
+        (its effects' masked arguments); the masks alone if the store cannot say."""
+        masker = process_masker()
+        if not isinstance(exc, LeaseLostError | StorageError):  # these quote no payload
+            with contextlib.suppress(Exception):  # the store cannot say: what is known
+                masker.absorb(await self.app.service.masker(thread_ids=(run.thread_id,)))
+        return masker.traceback(exc).rstrip() if traceback else masker.text(str(exc))
 
     async def _heartbeat(self) -> None:
         while True:

@@ -336,22 +336,41 @@ def tool_result_text(content: Any) -> str:
 
 
 def parse_tool_args(raw: str | None, *, tool: str, model: str) -> dict[str, Any]:
-    """Parse a provider's JSON-string tool arguments into a dict (``""`` means ``{}``)."""
+    """Parse a provider's JSON-string tool arguments into a dict (``""`` means ``{}``).
+
+    Arguments that do not parse are never quoted in the error: they may hold a value
+    the tool masks, and the error goes to logs, traces and operator views. The error
+    names where the text broke (and its length) instead."""
     if raw is None or not raw.strip():
         return {}
     try:
         value = _json.loads(raw)
     except ValueError as exc:
+        where = str(exc).split("\n")[0]  # the parser's words and position, not the text
         raise OnceGraphError(
-            f"model {model} called tool {tool!r} with arguments that are not valid JSON: "
-            f"{raw!r}; nothing was run. Retry the run (resume) to ask the model again."
-        ) from exc
+            f"model {model} called tool {tool!r} with arguments that are not valid JSON "
+            f"({len(raw)} characters; {where}); they are not quoted here since they may "
+            "hold masked values; nothing was run. Retry the run (resume) to ask the "
+            "model again."
+        ) from None
     if not isinstance(value, dict):
         raise OnceGraphError(
-            f"model {model} called tool {tool!r} with arguments {raw!r}, which are not a "
-            "JSON object; nothing was run. Retry the run (resume) to ask the model again."
+            f"model {model} called tool {tool!r} with arguments that are a JSON "
+            f"{_json_kind(value)}, not a JSON object ({len(raw)} characters, not quoted "
+            "since they may hold masked values); nothing was run. Retry the run (resume) "
+            "to ask the model again."
         )
     return value
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool) or value is None:
+        return "literal"
+    return "number"
 
 
 def split_system(messages: Sequence[Message]) -> tuple[str | None, list[Message]]:

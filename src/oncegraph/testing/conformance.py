@@ -57,6 +57,7 @@ from oncegraph.storage.records import (
     TaskWrite,
     now,
 )
+from oncegraph.testing.conformance_order import ThreadOrderConformance
 from oncegraph.testing.conformance_requests import IdempotencyConformance
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
@@ -287,7 +288,7 @@ class _WithoutPrune:
         return getattr(self._inner, name)
 
 
-class CheckpointerConformance(IdempotencyConformance):
+class CheckpointerConformance(IdempotencyConformance, ThreadOrderConformance):
     """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends
     (idempotency keys' in :class:`~oncegraph.testing.conformance_requests.
     IdempotencyConformance`)."""

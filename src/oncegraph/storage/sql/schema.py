@@ -312,7 +312,8 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     # (PostgreSQL: a sequence, the column's default; SQLite: one more than the thread's
     # largest, set by a trigger in the insert's transaction, which SQLite serializes).
     # Existing runs are numbered in the order they were listed in (created_at, run_id).
-    # The (thread_id, seq) index finds a thread's latest run and its runs in order.
+    # The (thread_id, seq) index finds a thread's latest run and its runs in order; it
+    # replaces migration 8's (thread_id, created_at, run_id), which no statement reads now.
     (
         PerDialect(
             sqlite=(
@@ -323,6 +324,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                 "(oncegraph_runs.created_at, oncegraph_runs.run_id))",
                 "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread_seq "
                 "ON oncegraph_runs (thread_id, seq)",
+                "DROP INDEX IF EXISTS oncegraph_runs_thread",
                 """CREATE TRIGGER IF NOT EXISTS oncegraph_runs_seq
                 AFTER INSERT ON oncegraph_runs WHEN NEW.seq IS NULL
                 BEGIN
@@ -335,6 +337,11 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             postgres=(
                 "CREATE SEQUENCE IF NOT EXISTS oncegraph_runs_seq",
                 "ALTER TABLE oncegraph_runs ADD COLUMN IF NOT EXISTS seq BIGINT",
+                # the index before the numbering: built after it in the same transaction,
+                # over the rows it changed, it could not be used until every transaction
+                # older than this one ended (PostgreSQL's broken HOT chains)
+                "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread_seq "
+                "ON oncegraph_runs (thread_id, seq)",
                 "UPDATE oncegraph_runs r SET seq = o.n FROM (SELECT run_id, "
                 "row_number() OVER (ORDER BY created_at, run_id) AS n FROM oncegraph_runs) o "
                 "WHERE r.run_id = o.run_id",
@@ -344,8 +351,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
                 "ALTER COLUMN seq SET DEFAULT nextval('oncegraph_runs_seq')",
                 "ALTER TABLE oncegraph_runs ALTER COLUMN seq SET NOT NULL",
                 "ALTER SEQUENCE oncegraph_runs_seq OWNED BY oncegraph_runs.seq",
-                "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread_seq "
-                "ON oncegraph_runs (thread_id, seq)",
+                "DROP INDEX IF EXISTS oncegraph_runs_thread",
             ),
         ),
     ),

@@ -171,7 +171,7 @@ THREAD_OPENING = (
     "LEFT JOIN oncegraph_threads t ON t.thread_id = q.thread_id "
     "LEFT JOIN oncegraph_runs r ON r.run_id = ("
     "SELECT l.run_id FROM oncegraph_runs l WHERE l.thread_id = ? "
-    "ORDER BY l.seq DESC, l.run_id DESC LIMIT 1)"
+    "ORDER BY l.seq DESC LIMIT 1)"
 )
 
 # Params: run_id. The run's columns then its thread's (NULLs when the thread has no row
@@ -283,7 +283,7 @@ RUN_RENEW_LEASE = (
 # A thread's runs in the order the database placed them (schema migration 14: ``seq``
 # is set by the insert, from a sequence or the thread's largest, never by a client's
 # clock), newest first; ``seq`` is not one of RUN_COLUMNS: no caller writes it.
-THREAD_ORDER = "ORDER BY seq DESC, run_id DESC"
+THREAD_ORDER = "ORDER BY seq DESC"
 
 # Runs of a thread listed after a page's last run (its run_id), in THREAD_ORDER.
 BEFORE_RUN_IN_THREAD = (

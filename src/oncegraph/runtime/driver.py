@@ -742,7 +742,6 @@ def _as_raised(decision: Fail, run: RunRecord) -> BaseException:
     return error
 
 
-
 def moved_on_error(run_id: str, thread_id: str, what: str) -> ThreadMovedOnError:
     """The error of a run whose thread moved on to another run's state (see
     :class:`ThreadMovedOnError`); ``what``: what was not done."""

@@ -862,7 +862,10 @@ class CompiledGraph:
         self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
     ) -> RunRecord:
         """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
-        return await self.service.abandon(self._thread(config), reason=reason, actor=actor)
+        run_id = config.get("run_id") or (config.get("configurable") or {}).get("run_id")
+        return await self.service.abandon(
+            self._thread(config), reason=reason, actor=actor, run_id=run_id
+        )
 
     def abandon(
         self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"

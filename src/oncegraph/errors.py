@@ -20,6 +20,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     ├── IncompatibleVersionError     the stored run was made by another graph version
     ├── StorageError                 the store failed (driver errors are mapped here)
     │   ├── StaleStateError          compare-and-swap lost: another writer was first
+    │   │   └── ThreadMovedOnError   another run of the thread moved its head: this run ends
     │   ├── LeaseLostError           a fenced writer lost its lease
     │   ├── LedgerUnavailableError   the effect ledger cannot be read (fails closed)
     │   ├── LedgerWriteError         an effect result could not be recorded
@@ -170,6 +171,15 @@ class StorageError(OnceGraphError):
 
 class StaleStateError(StorageError):
     """A compare-and-swap on the thread version lost; nothing was written."""
+
+
+class ThreadMovedOnError(StaleStateError):
+    """Another run of the thread committed first, so the thread's head is not this run's:
+    the run is failed and never goes on from the other run's state."""
+
+    def __init__(self, message: str, *, run_id: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class LeaseLostError(StorageError):
@@ -385,6 +395,7 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "SyncThreadsExhaustedError",
+    "ThreadMovedOnError",
     "ToolTimeoutError",
     "UnfinishedRunError",
     "UnkeyedToolWarning",

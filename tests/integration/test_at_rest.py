@@ -396,14 +396,13 @@ def test_records_from_before_the_chain_are_unchained_not_broken(
     from oncegraph.storage.records import AuditRecord
     from oncegraph.storage.sql import rows
     from oncegraph.storage.sql import statements as S
-    from oncegraph.storage.sql.schema import LATEST_VERSION
 
     def fill(execute: Any) -> None:
         for n in range(2):
             record = AuditRecord(f"aud-old-{n}", "ops", "abandon", "run", f"r{n}", at=10.0 + n)
             execute(S.AUDIT_INSERT, rows.PLAIN.audit_to_params(record))
 
-    where, store = old_store("sqlite", tmp_path, request, version=LATEST_VERSION - 1, fill=fill)
+    where, store = old_store("sqlite", tmp_path, request, version=13, fill=fill)
 
     async def go() -> Any:
         try:

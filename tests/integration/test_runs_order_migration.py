@@ -111,7 +111,8 @@ async def test_migration_8_reads_a_threads_runs_newest_first_from_the_index(
                 "SELECT indexname FROM pg_indexes WHERE tablename = 'oncegraph_runs'"
             ).fetchall()
             indexes = {r[0] for r in found}
-    assert "oncegraph_runs_thread" in indexes and "oncegraph_runs_app" not in indexes
+    # migration 15 replaced this index by one in the order the database placed the runs
+    assert "oncegraph_runs_thread_seq" in indexes and "oncegraph_runs_app" not in indexes
 
     reads: list[tuple[str, list[Any]]] = [
         (S.THREAD_OPENING, ["t-chat", "t-chat"]),

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError
+from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError, UnfinishedRunError
 from oncegraph.runtime.claim import Claim
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
-from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, ThreadRecord
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, ThreadRecord, now
 
 # How often a takeover retries when the token moved between its read and its write.
 _TAKEOVER_TRIES = 5
+# How many running runs of a thread are looked at (one is already one too many).
+_RUNNING_LOOK = 16
 
 Check = Callable[[RunRecord], RunRecord]
 
@@ -33,6 +35,38 @@ async def busy_error(store: Checkpointer, run_id: str) -> RunBusyError:
         run_id=run_id,
         owner=owner,
     )
+
+
+async def thread_free(store: Checkpointer, thread_id: str, run_id: str) -> None:
+    """Raise :class:`UnfinishedRunError` if another run of ``thread_id`` than ``run_id`` is
+    running under a live holder: its liveness lock is held (by another process, or by
+    this one), or its worker's lease has not run out. A thread runs one run at a time
+    (whatever the clocks of the processes that started them said); a running run whose
+    holder died does not keep the thread."""
+    found = await store.list_runs(
+        thread_id=thread_id, statuses=[RunStatus.RUNNING], limit=_RUNNING_LOOK
+    )
+    for other in found:
+        if other.run_id == run_id or not await _live(store, other):
+            continue
+        held_by = f", held by {other.lease_owner}" if other.lease_owner else ""
+        raise UnfinishedRunError(
+            f"thread {thread_id!r} has another run, {other.run_id}, running right now"
+            f"{held_by}: a thread runs one run at a time, so nothing was started here and "
+            "nothing was written. Wait for that run to finish (app.get_run(run_id).status) "
+            "and try again."
+        )
+
+
+async def _live(store: Checkpointer, run: RunRecord) -> bool:
+    """Is ``run`` (running) held by someone alive: a lease not run out, or its lock?"""
+    if run.lease_expires_at is not None and run.lease_expires_at > now():
+        return True
+    lock = await store.lock_run(run.run_id)
+    if lock is None:
+        return True
+    await lock.release()
+    return False
 
 
 async def take(
@@ -53,11 +87,13 @@ async def take(
     if lock is None:
         raise await busy_error(store, run_id)
     try:
-        for _ in range(_TAKEOVER_TRIES):
+        for attempt in range(_TAKEOVER_TRIES):
             found = await store.get_run(run_id)
             if found is None:
                 raise RunNotFoundError(f"no run {run_id!r}")
             found = check(found)
+            if not attempt and status is RunStatus.RUNNING:
+                await thread_free(store, found.thread_id, run_id)
             taken = await store.fence_run(
                 run_id,
                 expected_token=found.fencing_token,
@@ -143,4 +179,4 @@ async def overrule(
     raise await busy_error(store, run_id)
 
 
-__all__ = ["busy_error", "hold", "new", "overrule", "take"]
+__all__ = ["busy_error", "hold", "new", "overrule", "take", "thread_free"]

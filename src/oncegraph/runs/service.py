@@ -54,7 +54,7 @@ from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig, caller_id, lookup_id
-from oncegraph.runtime.driver import Driver, Emit, ignore
+from oncegraph.runtime.driver import Driver, Emit, ignore, moved_on_error
 from oncegraph.runtime.engine import Head, empty_head, open_interrupts
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
@@ -256,6 +256,9 @@ class RunService:
         if isinstance(start, AnswerInterrupt):
             asked = None if launch is None else _answer_audit(launch, start.run)
             return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
+        if latest is not None and latest.status is RunStatus.ABANDONED:
+            # an operator gave up on the latest run; an earlier one may still be running
+            await claims.thread_free(self.store, thread_id, "")
         run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING, launch=launch)
         if launch is not None and launch.run_id and await self.store.get_run(run.run_id):
             raise ConfigError(  # the store refuses it too; this says why, on every store
@@ -356,6 +359,12 @@ class RunService:
             _, heads = self._graph()
             head = await heads.load(run.thread_id)
         if head.checkpoint.run_id != run.run_id:  # queued: it never started
+            if await self.store.list_checkpoints(run.thread_id, run_id=run.run_id, limit=1):
+                # it did start, and another run's steps came after its own: going on from
+                # there would redo its work on that run's state (a lost compare-and-swap)
+                error = moved_on_error(run.run_id, run.thread_id, "it cannot go on")
+                await driver.set_status(run, RunStatus.FAILED, str(error))
+                raise error
             head = await driver.commit_input(head, run, new=False)
         return await self._drive(driver, head, run)
 
@@ -481,14 +490,23 @@ class RunService:
         return run
 
     async def abandon(
-        self, thread_id: str, *, reason: str = "abandoned", actor: str = "operator"
+        self,
+        thread_id: str,
+        *,
+        reason: str = "abandoned",
+        actor: str = "operator",
+        run_id: str | None = None,
     ) -> RunRecord:
-        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted.
+        """Give up on the thread's unfinished run (``run_id``: that run of the thread, say
+        one that stopped because another run of the thread moved on); new input may
+        follow. Nothing is deleted.
 
         The operator's decision wins: the run's token is bumped, so a process still
         working on it is fenced out (its next write fails, it starts no new attempt)."""
         await self.setup()
         latest = await self._check_thread(thread_id)
+        if run_id is not None:
+            latest = await self._run_on(thread_id, run_id)
 
         def unfinished(run: RunRecord | None) -> RunRecord:
             if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):

@@ -47,6 +47,7 @@ from oncegraph.errors import (
     RecursionLimitError,
     StaleStateError,
     StorageError,
+    ThreadMovedOnError,
     _ParkSignal,
 )
 from oncegraph.graph.constants import START
@@ -466,8 +467,10 @@ class Driver:
         self._planned, self._planned_written = {}, False
         try:
             inserted = await self._commit(commit, nxt)
+        except StaleStateError as exc:  # another run of the thread committed first
+            raise await self._moved_on(run) from exc
         except StorageError:
-            raise  # a lost CAS or lease writes nothing, not even the run's status
+            raise  # a lost lease writes nothing, not even the run's status
         except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
             await self.set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
             raise
@@ -575,6 +578,18 @@ class Driver:
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
         return inserted
+
+    async def _moved_on(self, run: RunRecord) -> ThreadMovedOnError:
+        """A step of ``run`` lost the thread's compare-and-swap: another run of the thread
+        committed since this run's last step. The run is failed (fenced: only while it is
+        still ours), so nobody continues it from the other run's head."""
+        error = moved_on_error(run.run_id, run.thread_id, "its step was not written")
+        if self.parent is None:
+            try:
+                await self.set_status(run, RunStatus.FAILED, str(error))
+            except StorageError as exc:  # lost meanwhile: its new holder decides
+                log.warning("run %s: could not be marked failed: %s", run.run_id, exc)
+        return error
 
     async def _landed(self, commit: StepCommit) -> bool:
         thread = await self.store.get_thread(commit.thread_id)
@@ -727,4 +742,18 @@ def _as_raised(decision: Fail, run: RunRecord) -> BaseException:
     return error
 
 
-__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore", "task_id"]
+def moved_on_error(run_id: str, thread_id: str, what: str) -> ThreadMovedOnError:
+    """The error of a run whose thread moved on to another run's state (see
+    :class:`ThreadMovedOnError`); ``what``: what was not done."""
+    return ThreadMovedOnError(
+        f"run {run_id} stopped: another run of thread {thread_id!r} committed after this "
+        f"run's last step, so {what} (nothing of it was written). The run is failed and "
+        "never goes on from the other run's state, which would redo its work there; its "
+        "effect log keeps what it did. Abandon it (app.abandon({'thread_id': "
+        f"{thread_id!r}, 'run_id': {run_id!r}}}, reason=...)) and send its input again, or "
+        "replay it from its own checkpoints (app.replay(run_id, ...)).",
+        run_id=run_id,
+    )
+
+
+__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore", "moved_on_error", "task_id"]

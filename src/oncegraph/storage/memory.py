@@ -117,8 +117,8 @@ class InMemoryCheckpointer(Closing):
         # run ids by thread, in insertion order (a run's thread never changes, and runs are
         # never deleted): listing a thread's runs reads its runs, not every run
         self._thread_runs: dict[str, list[str]] = {}
-        # each thread's newest run (created_at, then run_id, as list_runs orders them):
-        # what starting a run reads, without reading the thread's every run
+        # each thread's latest run: the one this store placed last in the thread (its
+        # insertion order, never a submitter's clock), what starting a run reads
         self._latest_run: dict[str, str] = {}
         self._checkpoints: dict[tuple[str, str], Row] = {}
         self._logs: dict[tuple[str, str], dict[int, str]] = {}
@@ -307,9 +307,7 @@ class InMemoryCheckpointer(Closing):
         thread_id = row[_RUN_THREAD]
         self._runs[row[0]] = row
         self._thread_runs.setdefault(thread_id, []).append(row[0])
-        latest = self._latest_run.get(thread_id)
-        if latest is None or _run_order(row) > _run_order(self._runs[latest]):
-            self._latest_run[thread_id] = row[0]
+        self._latest_run[thread_id] = row[0]  # a thread's runs in the order they came
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -406,17 +404,21 @@ class InMemoryCheckpointer(Closing):
         with self._lock:
             if thread_id is None:
                 candidates: Iterable[Row] = self._runs.values()
-            else:
-                candidates = [self._runs[r] for r in self._thread_runs.get(thread_id, ())]
+            else:  # the thread's order: newest placed first; a page after its last run
+                ids = self._thread_runs.get(thread_id, [])
+                if before is not None:
+                    ids = ids[: ids.index(before[1])] if before[1] in ids else []
+                candidates = [self._runs[r] for r in reversed(ids)]
             found = [
                 row
                 for row in candidates
                 if (wanted is None or row[_RUN_STATUS] in wanted)
                 and _owned(row, app_id, tenant)
                 and (parent_run_id is None or row[_RUN_PARENT] == parent_run_id)
-                and (before is None or _run_order(row) < before)
+                and (thread_id is not None or before is None or _run_order(row) < before)
             ]
-        found.sort(key=_run_order, reverse=True)
+        if thread_id is None:
+            found.sort(key=_run_order, reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------

@@ -58,6 +58,7 @@ from oncegraph.storage.records import (
     now,
 )
 from oncegraph.testing.conformance_auditchain import AuditChainConformance
+from oncegraph.testing.conformance_order import ThreadOrderConformance
 from oncegraph.testing.conformance_requests import IdempotencyConformance
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
@@ -288,7 +289,9 @@ class _WithoutPrune:
         return getattr(self._inner, name)
 
 
-class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
+class CheckpointerConformance(
+    IdempotencyConformance, AuditChainConformance, ThreadOrderConformance
+):
     """Contract tests for :class:`~oncegraph.storage.protocols.Checkpointer` backends
     (idempotency keys' in :class:`~oncegraph.testing.conformance_requests.
     IdempotencyConformance`)."""
@@ -676,7 +679,8 @@ class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
             RunStatus.INTERRUPTED,
             RunStatus.FAILED,
         ]
-        # created_at is deliberately not in insertion order
+        # created_at (the submitters' clocks) is deliberately not in insertion order: a
+        # thread's runs are listed in the order the store placed them, newest first
         created = [1_003.0, 1_001.0, 1_004.0, 1_000.0, 1_002.0]
         runs = [
             make_run(tid, status=s, created_at=c) for s, c in zip(statuses, created, strict=True)
@@ -684,7 +688,7 @@ class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
         for run in runs:
             await checkpointer.create_run(run)
         await checkpointer.create_run(make_run(other, status=RunStatus.FAILED))
-        newest_first = sorted(runs, key=lambda r: r.created_at, reverse=True)
+        newest_first = runs[::-1]
         assert await checkpointer.list_runs(thread_id=tid) == newest_first
         assert await checkpointer.list_runs(thread_id=tid, limit=2) == newest_first[:2]
         failed = await checkpointer.list_runs(thread_id=tid, statuses=[RunStatus.FAILED])
@@ -692,7 +696,7 @@ class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
         unfinished = await checkpointer.list_runs(
             thread_id=tid, statuses=[RunStatus.RUNNING, RunStatus.INTERRUPTED]
         )
-        assert unfinished == [runs[2], runs[3]]
+        assert unfinished == [runs[3], runs[2]]
         # without a thread filter, our failed runs are found among everyone's
         everywhere = await checkpointer.list_runs(statuses=[RunStatus.FAILED], limit=100_000)
         ids = {r.run_id for r in everywhere}
@@ -704,7 +708,8 @@ class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
     ) -> None:
         """``open_thread`` answers what ``get_thread`` and the newest of ``list_runs`` do:
         for an unknown thread, a thread with runs but no row yet (a queued run), and a
-        committed thread with several runs (newest by ``created_at``, then ``run_id``);
+        committed thread with several runs (the one the store placed last, whatever its
+        ``created_at`` or ``run_id``);
         ``open_run`` what ``get_run`` and its thread's ``get_thread`` do."""
         if not isinstance(checkpointer, ThreadOpening):
             pytest.skip("this backend reads a thread and its latest run separately")
@@ -722,9 +727,9 @@ class CheckpointerConformance(IdempotencyConformance, AuditChainConformance):
             await checkpointer.create_run(run)
         thread, latest = await checkpointer.open_thread(tid)
         assert thread == await checkpointer.get_thread(tid) and thread is not None
-        assert (thread.version, latest) == (1, tied[0])  # the tie goes to the larger id
+        assert (thread.version, latest) == (1, older)  # placed last: the thread's latest
         assert latest == (await checkpointer.list_runs(thread_id=tid, limit=1))[0]
-        await checkpointer.update_run(tied[0].run_id, status=RunStatus.FAILED, error="boom")
+        await checkpointer.update_run(older.run_id, status=RunStatus.FAILED, error="boom")
         _, latest = await checkpointer.open_thread(tid)
         assert latest is not None and (latest.status, latest.error) == (RunStatus.FAILED, "boom")
 

@@ -22,10 +22,14 @@ Invariants:
   are NOT retried automatically either: a node raised, and re-running it on a timer
   would repeat the failure (and its model calls) forever; an operator continues it
   (``invoke(None, config)``) or abandons it.
-* **One run per thread at a time, first in first out.** A run is claimable only if its
-  thread has no OLDER unfinished run (``queued``, ``running``, ``interrupted``,
-  ``needs_review``, ``failed``): a second submit on a busy thread waits behind the
-  first and is claimed once the first completes or is abandoned.
+* **One run per thread at a time, first in first out, in the database's order.** A run
+  is claimable only if its thread has no EARLIER unfinished run (``queued``,
+  ``running``, ``interrupted``, ``needs_review``, ``failed``), earlier as the database
+  placed them (``seq``, set by the insert; never ``created_at`` or the run id, which are
+  the submitter's clock), and no OTHER run of the thread, earlier or not, is ``running``
+  with a live lease or a live holder's lock: a second submit on a busy thread waits
+  behind the first and is claimed once the first completes or is abandoned, whatever
+  the submitters' clocks said.
 * **Lease times come from the database clock** (``clock_timestamp()``), so workers on
   machines with skewed clocks agree on when a lease has expired.
 * **A worker claims only its own app's runs** (law 15): ``app_id`` must match (a row
@@ -68,6 +72,8 @@ _UNFINISHED = ", ".join(
     )
 )
 _RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
+# HELD_BY_OTHERS of another run ``o`` of the thread (its holder's session is alive)
+_HELD_O = HELD_BY_OTHERS.replace("r.run_id", "o.run_id")
 
 # Named params (:func:`claim_params`): app, tenant (NULL: any), fingerprints, versions,
 # skip (run ids), limit, owner, lease (seconds).
@@ -114,10 +120,10 @@ WITH picked AS (
     AND NOT {HELD_BY_OTHERS}
     AND NOT EXISTS (
         SELECT 1 FROM oncegraph_runs o
-        WHERE o.thread_id = r.thread_id
-          AND o.status IN ({_UNFINISHED})
-          AND (o.created_at < r.created_at
-               OR (o.created_at = r.created_at AND o.run_id < r.run_id))
+        WHERE o.thread_id = r.thread_id AND o.run_id <> r.run_id
+          AND ((o.status IN ({_UNFINISHED}) AND o.seq < r.seq)
+               OR (o.status = '{RunStatus.RUNNING}'
+                   AND (o.lease_expires_at >= {_DB_NOW} OR {_HELD_O})))
     )
     ORDER BY c.created_at, c.run_id
     LIMIT %(limit)s

@@ -56,7 +56,9 @@ from oncegraph.errors import (
     LeaseLostError,
     NeedsReviewError,
     OnceGraphError,
+    StaleStateError,
     StorageError,
+    ThreadMovedOnError,
 )
 from oncegraph.runs.masking import process_masker
 from oncegraph.runtime.config import RunConfig
@@ -250,6 +252,14 @@ class Worker:
                 await self.queue.release(run.run_id, self.owner, run.fencing_token)
         except NeedsReviewError as exc:
             log.warning("run %s parked for review: %s", run.run_id, await self._masked(run, exc))
+        except ThreadMovedOnError as exc:  # failed by the run itself: nobody continues it
+            log.warning("run %s failed: %s", run.run_id, await self._masked(run, exc))
+        except StaleStateError as exc:
+            # its input lost the thread to another run: nothing of it was written, so it
+            # goes back to the queue and starts on the thread's new head, after that run
+            log.warning("run %s: back in the queue: %s", run.run_id, await self._masked(run, exc))
+            with contextlib.suppress(OnceGraphError):
+                await self.queue.release(run.run_id, self.owner, run.fencing_token)
         except OnceGraphError as exc:
             text = await self._masked(run, exc)
             log.warning("run %s ended with %s: %s", run.run_id, type(exc).__name__, text)

@@ -118,7 +118,7 @@ THREAD_OPENINGS = (
     "FROM unnest(CAST(%s AS TEXT[])) WITH ORDINALITY AS q(thread_id, i) "
     "LEFT JOIN oncegraph_threads t ON t.thread_id = q.thread_id "
     f"LEFT JOIN LATERAL (SELECT {', '.join(S.RUN_COLUMNS)} FROM oncegraph_runs l "
-    "WHERE l.thread_id = q.thread_id ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1) r "
+    f"WHERE l.thread_id = q.thread_id {S.THREAD_ORDER} LIMIT 1) r "
     "ON TRUE ORDER BY q.i"
 )
 RUN_OPENING = _pg(S.RUN_OPENING)

@@ -316,6 +316,55 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "ALTER TABLE oncegraph_audit ADD COLUMN chain_mac TEXT",
         "CREATE UNIQUE INDEX IF NOT EXISTS oncegraph_audit_chain ON oncegraph_audit (chain_seq)",
     ),
+    # 15: a run's place in its thread comes from the database, never from the clock of
+    # the process that submitted it (created_at, and the run id, are that clock's): the
+    # thread's latest run and a worker's claim order runs by ``seq``, given by the insert
+    # (PostgreSQL: a sequence, the column's default; SQLite: one more than the thread's
+    # largest, set by a trigger in the insert's transaction, which SQLite serializes).
+    # Existing runs are numbered in the order they were listed in (created_at, run_id).
+    # The (thread_id, seq) index finds a thread's latest run and its runs in order; it
+    # replaces migration 8's (thread_id, created_at, run_id), which no statement reads now.
+    (
+        PerDialect(
+            sqlite=(
+                "ALTER TABLE oncegraph_runs ADD COLUMN seq BIGINT",
+                "UPDATE oncegraph_runs SET seq = (SELECT count(*) FROM oncegraph_runs o "
+                "WHERE o.thread_id = oncegraph_runs.thread_id "
+                "AND (o.created_at, o.run_id) <= "
+                "(oncegraph_runs.created_at, oncegraph_runs.run_id))",
+                "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread_seq "
+                "ON oncegraph_runs (thread_id, seq)",
+                "DROP INDEX IF EXISTS oncegraph_runs_thread",
+                """CREATE TRIGGER IF NOT EXISTS oncegraph_runs_seq
+                AFTER INSERT ON oncegraph_runs WHEN NEW.seq IS NULL
+                BEGIN
+                    UPDATE oncegraph_runs SET seq = (
+                        SELECT COALESCE(MAX(o.seq), 0) + 1 FROM oncegraph_runs o
+                        WHERE o.thread_id = NEW.thread_id
+                    ) WHERE run_id = NEW.run_id;
+                END""",
+            ),
+            postgres=(
+                "CREATE SEQUENCE IF NOT EXISTS oncegraph_runs_seq",
+                "ALTER TABLE oncegraph_runs ADD COLUMN IF NOT EXISTS seq BIGINT",
+                # the index before the numbering: built after it in the same transaction,
+                # over the rows it changed, it could not be used until every transaction
+                # older than this one ended (PostgreSQL's broken HOT chains)
+                "CREATE INDEX IF NOT EXISTS oncegraph_runs_thread_seq "
+                "ON oncegraph_runs (thread_id, seq)",
+                "UPDATE oncegraph_runs r SET seq = o.n FROM (SELECT run_id, "
+                "row_number() OVER (ORDER BY created_at, run_id) AS n FROM oncegraph_runs) o "
+                "WHERE r.run_id = o.run_id",
+                "SELECT setval('oncegraph_runs_seq', "
+                "COALESCE((SELECT MAX(seq) FROM oncegraph_runs), 0) + 1, false)",
+                "ALTER TABLE oncegraph_runs "
+                "ALTER COLUMN seq SET DEFAULT nextval('oncegraph_runs_seq')",
+                "ALTER TABLE oncegraph_runs ALTER COLUMN seq SET NOT NULL",
+                "ALTER SEQUENCE oncegraph_runs_seq OWNED BY oncegraph_runs.seq",
+                "DROP INDEX IF EXISTS oncegraph_runs_thread",
+            ),
+        ),
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)

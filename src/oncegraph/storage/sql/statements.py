@@ -161,15 +161,17 @@ THREAD_CAS = (
 THREAD_SELECT = f"SELECT {_cols(THREAD_COLUMNS)} FROM oncegraph_threads WHERE thread_id = ?"
 
 # Params: thread_id, thread_id. ONE row: the thread's columns (NULLs when it has no row)
-# then its latest run's (NULLs when it has none; newest as in ``run_list``): what
-# starting a run on a thread reads first, in one statement and one snapshot.
+# then its latest run's (NULLs when it has none): what starting a run on a thread reads
+# first, in one statement and one snapshot. The latest run is the one the database
+# placed last in the thread (``seq``, given by the insert: :data:`THREAD_ORDER`), never
+# the one whose submitter's clock said latest.
 THREAD_OPENING = (
     f"SELECT {_cols(THREAD_COLUMNS, 't.')}, {_cols(RUN_COLUMNS, 'r.')} "
     "FROM (SELECT CAST(? AS TEXT) AS thread_id) AS q "
     "LEFT JOIN oncegraph_threads t ON t.thread_id = q.thread_id "
     "LEFT JOIN oncegraph_runs r ON r.run_id = ("
     "SELECT l.run_id FROM oncegraph_runs l WHERE l.thread_id = ? "
-    "ORDER BY l.created_at DESC, l.run_id DESC LIMIT 1)"
+    "ORDER BY l.seq DESC LIMIT 1)"
 )
 
 # Params: run_id. The run's columns then its thread's (NULLs when the thread has no row
@@ -278,6 +280,16 @@ RUN_RENEW_LEASE = (
 )
 
 
+# A thread's runs in the order the database placed them (schema migration 14: ``seq``
+# is set by the insert, from a sequence or the thread's largest, never by a client's
+# clock), newest first; ``seq`` is not one of RUN_COLUMNS: no caller writes it.
+THREAD_ORDER = "ORDER BY seq DESC"
+
+# Runs of a thread listed after a page's last run (its run_id), in THREAD_ORDER.
+BEFORE_RUN_IN_THREAD = (
+    " AND seq < (SELECT b.seq FROM oncegraph_runs b WHERE b.run_id = ?)"
+)
+
 # A run's app: a row an older oncegraph wrote (app_id NULL) belongs to its workflow_name.
 RUN_APP = "COALESCE(app_id, workflow_name)"
 
@@ -334,10 +346,12 @@ def run_list(
     by_parent: bool = False,
     by_before: bool = False,
 ) -> str:
-    """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending);
-    its parameters in order: :func:`run_list_params`.
+    """``SELECT`` of runs, newest first (``created_at``, then ``run_id``, descending;
+    a thread's runs in the order the database placed them, :data:`THREAD_ORDER`); its
+    parameters in order: :func:`run_list_params`.
 
-    By thread, the thread's index finds its few runs; by parent (``parent_run_id``: a
+    By thread, the thread's index finds its few runs (``before``: by the page's last run's
+    id, whose place in the thread it reads); by parent (``parent_run_id``: a
     run's replays and branches), the parents' index (migration 12) finds them; the other
     filters filter them.
     Otherwise it is a merge of arms, each read newest first from an index in that order
@@ -360,15 +374,25 @@ def run_list(
     """
     order = "ORDER BY created_at DESC, run_id DESC LIMIT ?"
     cols = _cols(RUN_COLUMNS)
-    # every arm's last filters: the tenant's, and the position listed after
-    rest = (" AND tenant = ?" if by_tenant else "") + (BEFORE_RUN if by_before else "")
-    if by_thread or by_parent:
-        found = " AND ".join(
-            c for c, on in (("thread_id = ?", by_thread), ("parent_run_id = ?", by_parent)) if on
-        )
+    if by_thread:  # a thread's runs: in the order the database placed them
+        before = BEFORE_RUN_IN_THREAD if by_before else ""
+        rest = (" AND tenant = ?" if by_tenant else "") + before
+        parent = " AND parent_run_id = ?" if by_parent else ""
         statuses = _status_in(n_statuses)
         app = f" AND {RUN_APP} = ?" if by_app else ""
-        return f"SELECT {cols} FROM oncegraph_runs WHERE {found}{statuses}{app}{rest} {order}"
+        return (
+            f"SELECT {cols} FROM oncegraph_runs WHERE thread_id = ?{parent}{statuses}{app}"
+            f"{rest} {THREAD_ORDER} LIMIT ?"
+        )
+    # every arm's last filters: the tenant's, and the position listed after
+    rest = (" AND tenant = ?" if by_tenant else "") + (BEFORE_RUN if by_before else "")
+    if by_parent:
+        statuses = _status_in(n_statuses)
+        app = f" AND {RUN_APP} = ?" if by_app else ""
+        return (
+            f"SELECT {cols} FROM oncegraph_runs WHERE parent_run_id = ?{statuses}{app}{rest} "
+            f"{order}"
+        )
     # The runs with no app_id in the index's order: ``app_id IS NULL`` is no equality to
     # a planner, so without app_id in the ORDER BY it reads all of them and sorts.
     legacy_order = f"ORDER BY app_id DESC, {order.removeprefix('ORDER BY ')}"
@@ -418,6 +442,17 @@ def run_list_params(
     ``by_status`` as there; ``before``: the ``(created_at, run_id)`` runs are listed
     after)."""
     limit = max(limit, 0)
+    if thread_id is not None:  # in the thread's order: a page's last run by its id
+        after = [] if before is None else [before[1]]
+        return [
+            thread_id,
+            *([] if parent_run_id is None else [parent_run_id]),
+            *statuses,
+            *([] if app_id is None else [app_id]),
+            *([] if tenant is None else [tenant]),
+            *after,
+            limit,
+        ]
     # each arm's last: the tenant, the position listed after, the limit
     tail = [*([] if tenant is None else [tenant]), *(before or ()), limit]
     if thread_id is not None or parent_run_id is not None:

@@ -7,7 +7,7 @@
    (what ``get_state`` does; the run path's ``Heads.load`` reads the thread row and then
    the head by id) over ``threads`` threads, ``concurrency`` at a time, with a warm cache
    (every lookup a verified hit) and without a cache. A hit still reads the thread row
-   (the version check that makes the cache safe: law 8, law 15), so the cache can at
+   (the version check that makes the cache safe: guarantee 8, guarantee 15), so the cache can at
    best replace one primary-key read of the checkpoint row by one Redis GET plus an HMAC
    check.
 

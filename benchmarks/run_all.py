@@ -171,7 +171,7 @@ def _toolloop_verdicts(
     floor_us: float | None,
 ) -> list[str]:
     """The tool loop's budget lines: the speed-ups over LangGraph and DBOS, commits per
-    step and the distance to the floor, and DESIGN §5's µs per step. Each target also
+    step and the distance to the floor, and the performance budget's µs per step. Each target also
     shows the step time it asks for next to what two commits at the floor cost alone."""
     out: list[str] = []
     lg_x, inline_x, dbos_x = TOOLLOOP_TARGETS[store]
@@ -214,7 +214,7 @@ def _toolloop_verdicts(
         if mine:
             ok = "MET" if mine["us_per_step"] <= budget else "NOT MET"
             out.append(
-                f"- {store}, N={n}: <= {budget} µs per step (DESIGN §5, {label}): "
+                f"- {store}, N={n}: <= {budget} µs per step (the performance budget, {label}): "
                 f"{ok} ({mine['us_per_step']:,.0f} µs)"
             )
     return out

@@ -130,7 +130,7 @@ class CompiledGraph:
 
     @property
     def app_id(self) -> str:
-        """The app every run of this graph belongs to (law 15): its name, the same across
+        """The app every run of this graph belongs to (guarantee 15): its name, the same across
         deploys. Apps that share a database need distinct names (``compile(name=...)``)."""
         return self.spec.name
 
@@ -813,7 +813,7 @@ class CompiledGraph:
         self, config: Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
     ) -> dict[str, Any]:
         """LangGraph's ``update_state``, as a branch: the edit lands on a NEW thread (the
-        original run's history is never rewritten, law 9); continue with the returned
+        original run's history is never rewritten, guarantee 9); continue with the returned
         config: ``invoke(None, returned_config)``."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)

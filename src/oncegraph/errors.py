@@ -12,7 +12,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
     │   ├── NoRunToResumeError       resume asked for, but nothing to resume
     │   ├── RunNotFoundError         unknown run id
-    │   │   └── ForeignRunError      the run belongs to another app or tenant (law 15)
+    │   │   └── ForeignRunError      the run belongs to another app or tenant (guarantee 15)
     │   ├── RunBusyError             another live process holds the run right now
     │   ├── RunClosedError           the run already stopped; nothing new starts in it
     │   ├── RunFailedError           a submitted run ended failed (its result() raises this)
@@ -29,7 +29,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     │   └── EncryptionKeyError       a stored value's key id is not in the key ring
     │       └── PlaintextError       a clear value where the store encrypts: seal it first
     ├── EffectError                  a side effect could not be carried out safely
-    │   ├── RequestMismatchError     same effect id, different request (law 6)
+    │   ├── RequestMismatchError     same effect id, different request (guarantee 6)
     │   ├── EffectOutcomeUnknownError outcome unknown and the policy says stop
     │   ├── MissingRecordError       evidence replay found no recorded result
     │   ├── NondeterminismError      a node's n-th effect is not what was recorded there
@@ -119,7 +119,7 @@ class RunNotFoundError(RunStateError, LookupError):
 
 class ForeignRunError(RunNotFoundError):
     """The run (or thread, or effect) belongs to another app or tenant; nothing was read
-    or done (law 15). A :class:`RunNotFoundError`, so a surface that answers "not found"
+    or done (guarantee 15). A :class:`RunNotFoundError`, so a surface that answers "not found"
     for unknown ids does the same here and does not reveal that the id exists."""
 
     def __init__(
@@ -132,7 +132,7 @@ class ForeignRunError(RunNotFoundError):
 
 
 class RunBusyError(RunStateError):
-    """Another live process holds the run (law 13); nothing was done here."""
+    """Another live process holds the run (guarantee 13); nothing was done here."""
 
     def __init__(self, message: str, *, run_id: str = "", owner: str | None = None) -> None:
         super().__init__(message)
@@ -141,7 +141,7 @@ class RunBusyError(RunStateError):
 
 
 class RunClosedError(RunStateError):
-    """The run already stopped; an attempt started after that is refused (law 13)."""
+    """The run already stopped; an attempt started after that is refused (guarantee 13)."""
 
 
 class RunFailedError(RunStateError):
@@ -187,11 +187,11 @@ class LeaseLostError(StorageError):
 
 
 class LedgerUnavailableError(StorageError):
-    """The effect ledger cannot be read; risky tools do not run (law 7)."""
+    """The effect ledger cannot be read; risky tools do not run (guarantee 7)."""
 
 
 class LedgerWriteError(StorageError):
-    """An effect result could not be recorded after retries (law 7)."""
+    """An effect result could not be recorded after retries (guarantee 7)."""
 
 
 class CorruptRecordError(StorageError):
@@ -245,7 +245,7 @@ class EffectError(OnceGraphError):
 
 
 class RequestMismatchError(EffectError):
-    """The same effect id was used with a different request (law 6)."""
+    """The same effect id was used with a different request (guarantee 6)."""
 
     def __init__(self, effect_id: str, recorded_hash: str, new_hash: str) -> None:
         super().__init__(
@@ -342,7 +342,7 @@ class GraphInterrupt(BaseException):
 
 
 class _ParkSignal(BaseException):
-    """Raised by the ledger to park the run as ``needs_review`` (law 5)."""
+    """Raised by the ledger to park the run as ``needs_review`` (guarantee 5)."""
 
     def __init__(self, effect_id: str, reason: str) -> None:
         super().__init__(reason)

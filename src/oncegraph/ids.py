@@ -1,6 +1,6 @@
 """Typed ids and their generators.
 
-One id per role (DESIGN.md section 1): ``thread_id`` connects a conversation,
+One id per role (docs/ledger.md): ``thread_id`` connects a conversation,
 ``run_id`` one graph execution, ``checkpoint_id`` a saved point, ``command_id`` the
 agent's intent, ``effect_id`` every attempt at one external result.
 

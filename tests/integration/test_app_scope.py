@@ -1,4 +1,4 @@
-"""Runs belong to their app and tenant (law 15), on memory, SQLite and PostgreSQL.
+"""Runs belong to their app and tenant (guarantee 15), on memory, SQLite and PostgreSQL.
 
 Two apps share one store: ``hr`` (an agent with a ``pay`` tool) and ``support``. Every
 read and every command of ``support`` on an ``hr`` run, thread or effect is refused with

@@ -1,4 +1,4 @@
-"""Law 12: corrupt rows and a full disk give clear errors, change nothing, re-run nothing.
+"""Guarantee 12: corrupt rows and a full disk give clear errors, change nothing, re-run nothing.
 
 Each case corrupts one row of a real store with SQL (SQLite and PostgreSQL), then drives
 the app down a read path (``get_state``, ``effects``) and the resume path. Every error is

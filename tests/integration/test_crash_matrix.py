@@ -9,7 +9,7 @@ the provider's effects, the worker's call log (one line per execution of a tool 
 written before the provider is called) and the SQLite ledger itself.
 
 What each crash point leaves behind, for a single tool call (folded into the step's
-checkpoint, law 3):
+checkpoint, guarantee 3):
 
 ================  =====================  =========================================
 point             provider after crash   ledger record of the tool call after crash
@@ -389,7 +389,7 @@ def test_parallel_finished_sibling_is_not_rerun(world: World, tool: str, path: s
         assert len(record.attempts) == 1
 
 
-# The two-call case of law 13: one call parks, its sibling is slow. Crashes hit the FIRST
+# The two-call case of guarantee 13: one call parks, its sibling is slow. Crashes hit the FIRST
 # call (the blind one: it starts first and never sleeps); the resume must finish and
 # record the slow sibling before the park reaches the caller.
 PARKING = ("before_intent", "after_intent", "in_tool", "after_tool_return", "after_effect_record")

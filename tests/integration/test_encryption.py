@@ -1,4 +1,4 @@
-"""Encryption at rest (law 14): with a key, a raw dump of the database holds no card.
+"""Encryption at rest (guarantee 14): with a key, a raw dump of the database holds no card.
 
 SQLite (the file and its WAL, byte for byte, and ``iterdump``) and PostgreSQL (every row
 of every oncegraph table as text). A run killed by SIGKILL resumes in a new process with

@@ -1,4 +1,4 @@
-"""Interrupts are control flow (law 11), on all four run paths and both stores.
+"""Interrupts are control flow (guarantee 11), on all four run paths and both stores.
 
 ``interrupt(value)`` pauses the run (status ``interrupted``, ``__interrupt__`` in the
 output); ``Command(resume=x)`` restarts the interrupted node from the top, where the

@@ -1,4 +1,4 @@
-"""Law 14: a tool's ``mask=[...]`` fields are masked everywhere a person looks.
+"""Guarantee 14: a tool's ``mask=[...]`` fields are masked everywhere a person looks.
 
 A card number given to a ``mask=["card"]`` tool must not appear in the repr of
 ``get_state``, ``get_state_history``, ``effects()``, ``audit()``, ``runs()`` or

@@ -1,4 +1,4 @@
-"""Law 13, one attempt in flight, with SECOND actors: real processes, real stores.
+"""Guarantee 13, one attempt in flight, with SECOND actors: real processes, real stores.
 
 * Two processes resume one crashed run (crash before the intent, after it, inside the
   tool). The first resumer is held inside the protocol (the tool body or its reconcile

@@ -1,4 +1,4 @@
-"""Operator commands: Continue, Resolve, Redeliver, and their audit records (law 9, 14).
+"""Operator commands: Continue, Resolve, Redeliver, and their audit records (guarantee 9, 14).
 
 Every case runs on memory, SQLite and PostgreSQL (the ``checkpointer`` fixture) against
 the fake payment provider, a real HTTP server that counts effects per key. A run is

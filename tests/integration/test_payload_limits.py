@@ -1,4 +1,4 @@
-"""Law 12: an oversized value is refused with a clear error, and nothing committed is lost."""
+"""Guarantee 12: an oversized value is refused with a clear error, and nothing committed is lost."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Law 1 across real processes: a SIGKILLed run is resumed by a FRESH process.
+"""Guarantee 1 across real processes: a SIGKILLed run is resumed by a FRESH process.
 
 ``_node_worker.py`` runs ``first -> middle -> last`` on a SQLite file. The process is
 killed in the middle of ``middle`` (by the test, after the node wrote its marker; or by

@@ -1,4 +1,4 @@
-"""Replay and Branch (law 9): new runs, with lineage, that never touch the original.
+"""Replay and Branch (guarantee 9): new runs, with lineage, that never touch the original.
 
 On memory, SQLite and PostgreSQL, against the fake payment provider:
 

@@ -4,7 +4,7 @@ The hash is HMAC-SHA256 under a key derived from the per-database secret: what
 ``app.effects()`` shows (masked request, request hash, errors) does not let a brute force
 over a card's unknown digits find it, where the old unsalted ``sha256:`` would. Rows
 written with the old form still verify (runs from before an upgrade resume), and a changed
-request is still a ``RequestMismatchError`` (law 6), whichever form the row has.
+request is still a ``RequestMismatchError`` (guarantee 6), whichever form the row has.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_effects_output_does_not_give_the_card_away(checkpointer: Checkpointer) 
 
 
 def test_processes_on_one_database_share_the_key(tmp_path: Path, request: Any) -> None:
-    """Law 6 across processes: two stores on one database derive one key; another
+    """Guarantee 6 across processes: two stores on one database derive one key; another
     database has another key."""
 
     def key(store: Any) -> bytes:
@@ -153,7 +153,7 @@ def test_a_row_with_the_old_hash_still_verifies(durable: tuple[Any, Any], change
     old = request_hash({"args": [10], "kwargs": {}})
     update("UPDATE oncegraph_effects SET request_hash = ? WHERE effect_id = ?",
            (old, record.effect_id))
-    if changed:  # the same command now carries another request: law 6, old row or not
+    if changed:  # the same command now carries another request: guarantee 6, old row or not
         amount["value"] = 11
         with pytest.raises(RequestMismatchError):
             app.invoke(Command(resume=True), cfg)

@@ -522,7 +522,7 @@ def test_recursion_limit(checkpointer: Checkpointer, run_path: RunPath) -> None:
             run_path(app, {}, {"thread_id": "u", "recursion_limit": bad})
 
 
-# -- law 8: versioned writes -------------------------------------------------------------
+# -- guarantee 8: versioned writes -------------------------------------------------------------
 
 
 def _intrude(store: Checkpointer, thread_id: str) -> str:
@@ -613,7 +613,7 @@ async def test_two_stores_on_one_sqlite_file_race_on_the_same_version(tmp_path: 
         await two.aclose()
 
 
-# -- law 1: node persisted first --------------------------------------------------------
+# -- guarantee 1: node persisted first --------------------------------------------------------
 
 
 def test_crash_before_checkpoint_reruns_the_node_from_the_top(
@@ -659,7 +659,7 @@ def test_crash_before_checkpoint_reruns_the_node_from_the_top(
     assert _status(app, "t") is RunStatus.COMPLETED
 
 
-# -- law 10: versions are checked before resume ------------------------------------------
+# -- guarantee 10: versions are checked before resume ------------------------------------------
 
 
 def test_resume_across_a_change_the_run_stands_on_is_refused(

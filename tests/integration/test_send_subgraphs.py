@@ -1,7 +1,7 @@
 """Send (map-reduce), subgraphs and waiting edges under the laws, on every path and store.
 
 * ``Send``: each send is its own task with its own payload, recorded in the checkpoint
-  before it runs (law 1), its effects keyed by the task (``node:i``), so a crash inside
+  before it runs (guarantee 1), its effects keyed by the task (``node:i``), so a crash inside
   one branch re-runs only that branch and serves the recorded effects from the ledger.
 * Subgraphs: a compiled graph as a node (or invoked inside a node) runs under the
   parent's run: its checkpoints on its own thread, its effects in the parent's ledger

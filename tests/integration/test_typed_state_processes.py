@@ -1,4 +1,4 @@
-"""Law 14 across real processes: typed state is the same type after a SIGKILL.
+"""Guarantee 14 across real processes: typed state is the same type after a SIGKILL.
 
 ``_typed_state_worker.py`` writes a dataclass, a pydantic model, datetimes, an Enum, a
 UUID, a Decimal, bytes, a tuple, a set, a TypedDict holding typed values, dataclasses

@@ -1,4 +1,4 @@
-"""Versioned resume (law 10): a deploy never makes a stored run guess.
+"""Versioned resume (guarantee 10): a deploy never makes a stored run guess.
 
 On memory, SQLite and PostgreSQL: a run paused at an approval survives a compatible
 deploy; an incompatible one is refused with the options named; a registered state

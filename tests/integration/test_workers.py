@@ -794,7 +794,7 @@ def test_sigterm_releases_runs_and_another_worker_completes_them(
     assert_one_effect_per_command(dsn, provider, 4)
 
 
-# -- runs belong to their app (law 15) -------------------------------------------------------
+# -- runs belong to their app (guarantee 15) -------------------------------------------------------
 
 
 def _payroll(store: PgCheckpointer, name: str, tool_name: str, done: list[str]) -> CompiledGraph:
@@ -866,7 +866,7 @@ async def test_a_worker_claims_only_its_own_apps_runs(dsn: str) -> None:
             await store.aclose()
 
 
-# -- operator decisions win (law 15) ---------------------------------------------------------
+# -- operator decisions win (guarantee 15) ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("heartbeat", [0.2, 20.0], ids=["heartbeat-first", "call-first"])
@@ -934,7 +934,7 @@ def test_abandon_during_a_workers_tool_call_stays_abandoned(
     assert run_id in log and "no longer held with fencing token" in log
 
 
-# -- versions (law 10) on the worker's path ------------------------------------------------
+# -- versions (guarantee 10) on the worker's path ------------------------------------------------
 
 
 def _payout(version: str, ran: list[str], *, with_pay: bool = True) -> StateGraph:

@@ -1,7 +1,7 @@
 """The pure engine: routing and step application, with no event loop and no store.
 
 A run is driven here by hand: ``empty_head`` -> ``advance`` (input) -> ``advance``
-(each step), checking what the driver would commit (law 1: the next nodes are in the
+(each step), checking what the driver would commit (guarantee 1: the next nodes are in the
 checkpoint before they run) and that log channels are never copied into checkpoints.
 """
 

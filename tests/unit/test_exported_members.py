@@ -59,7 +59,7 @@ def test_all_is_exactly_the_public_names() -> None:
 
 
 def test_design_api_names_are_public() -> None:
-    # DESIGN.md section 3 names these; removing one breaks users.
+    # the public API: removing one breaks users.
     assert set(oncegraph.__all__) >= EXPECTED
 
 

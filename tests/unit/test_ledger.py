@@ -1,4 +1,4 @@
-"""The effect ledger's laws (DESIGN.md section 2, laws 2 to 7), in process.
+"""The effect ledger's laws (guarantees 2 to 7 of docs/guarantees.md), in process.
 
 Every test runs on the memory and SQLite checkpointers and, where a run path changes
 anything, on all four paths (invoke, ainvoke, stream, astream). Crashes are simulated
@@ -159,7 +159,7 @@ def tool_messages(values: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [m for m in values["messages"] if m["role"] == "tool"]
 
 
-# -- law 4: completed -> recorded result, no call ---------------------------------------
+# -- guarantee 4: completed -> recorded result, no call ---------------------------------------
 
 
 @pytest.mark.parametrize("style", ["sync", "async"])
@@ -193,7 +193,7 @@ def test_completed_effect_is_served_from_the_ledger(
     assert first.status is EffectStatus.COMPLETED and len(first.attempts) == 1
 
 
-# -- law 5: pending write -> again with the SAME key -------------------------------------
+# -- guarantee 5: pending write -> again with the SAME key -------------------------------------
 
 
 def test_pending_write_reruns_with_the_same_idempotency_key(store: Checkpointer, path: str) -> None:
@@ -218,7 +218,7 @@ def test_pending_write_reruns_with_the_same_idempotency_key(store: Checkpointer,
     assert tool_messages(out)[0]["content"] == "refunded 1042"
 
 
-# -- law 5: pending irreversible -> reconcile or park ------------------------------------
+# -- guarantee 5: pending irreversible -> reconcile or park ------------------------------------
 
 
 @pytest.mark.parametrize("verdict", ["done", "not_done", "unknown"])
@@ -275,7 +275,7 @@ def test_pending_irreversible_is_reconciled(store: Checkpointer, path: str, verd
         assert tool_messages(out)[0]["content"] == "refund sent"
 
 
-# -- law 6: same command, different request -> RequestMismatchError ---------------------
+# -- guarantee 6: same command, different request -> RequestMismatchError ---------------------
 
 
 @pytest.mark.parametrize("style", ["sync", "async"])
@@ -393,7 +393,7 @@ def test_replayed_failed_effect_by_class(
         assert effects(app, "send")[0].status is EffectStatus.FAILED
 
 
-# -- law 5: a timeout is an unknown outcome ----------------------------------------------
+# -- guarantee 5: a timeout is an unknown outcome ----------------------------------------------
 
 
 @pytest.mark.parametrize("cls", ["write", "irreversible", "irreversible+reconcile"])
@@ -479,7 +479,7 @@ def test_accepted_effect_is_probed_on_replay(
         assert [m["content"] for m in tool_messages(out)] == ['{"state":"queued"}'] * 2
 
 
-# -- law 7: ledger trouble fails closed for risky tools ----------------------------------
+# -- guarantee 7: ledger trouble fails closed for risky tools ----------------------------------
 
 
 class BrokenLedger:

@@ -1,4 +1,4 @@
-"""Law 15's pure parts: who a scope admits, and fingerprints that tell apps apart."""
+"""Guarantee 15's pure parts: who a scope admits, and fingerprints that tell apps apart."""
 
 from __future__ import annotations
 

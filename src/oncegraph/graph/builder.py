@@ -353,7 +353,7 @@ class StateGraph:
         ``"*"`` for every node) pause the run before / after those nodes; continue with
         ``invoke(None, config)``.
 
-        Versioning (law 10): ``version`` names this graph's version; ``migrations=
+        Versioning (guarantee 10): ``version`` names this graph's version; ``migrations=
         {old_version: fn}`` brings the stored state of a run started by ``old_version``
         to this graph (``fn(stored) -> values``); ``previous_versions={old_version:
         old_graph}`` runs such a run to its end on the old graph (a ``StateGraph`` or a

@@ -4,7 +4,7 @@ On resume the node restarts from the top; the n-th ``interrupt()`` call of the n
 returns the n-th answer given so far, so several interrupts in one node are matched by
 order. The pause is a :class:`~oncegraph.errors.GraphInterrupt` signal, a
 ``BaseException`` outside the error tree; a node that swallows it is reported as an
-error (law 11).
+error (guarantee 11).
 
 What the caller sees of a pause is an :class:`Interrupt` (LangGraph's shape: ``.value``
 and ``.id``), in ``result["__interrupt__"]``, the ``updates`` stream and

@@ -3,7 +3,7 @@
 A router (``add_conditional_edges``) or a node's ``Command(goto=...)`` may return
 ``Send("node", payload)`` items: each becomes its own task of the next step, running
 ``node`` with ``payload`` as its input instead of the graph's state. The sends of a step
-are recorded in its checkpoint before they run (law 1), their payloads encoded by the
+are recorded in its checkpoint before they run (guarantee 1), their payloads encoded by the
 target node's schema, so a resumed run hands each task the same payload, of the same
 types; each task has its own identity (``node:i``, the i-th send of the step), so its
 effects get their own command ids.

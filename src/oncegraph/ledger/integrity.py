@@ -1,4 +1,4 @@
-"""A found effect record must be the record of the call that finds it (law 12).
+"""A found effect record must be the record of the call that finds it (guarantee 12).
 
 The row decoder checks each column of an effect row on its own
 (:func:`oncegraph.storage.sql.rows.effect_problem`). What only the ledger can check is

@@ -1,13 +1,13 @@
 """The ledger's keys: command ids, effect ids (= idempotency keys) and request hashes.
 
-One place computes each (DESIGN.md section 1):
+One place computes each (docs/ledger.md):
 
 * ``command_id``: the agent's intent inside a run: ``<assistant message id>:<tool_call_id>``
   for a tool call (message ids are persisted before tools run, so the pair is stable) or
   ``<node>:<step>:<n>`` for the n-th effect made directly inside a node;
 * ``effect_id``: ``sha256(run_id : effect_type : command_id)``, hex: every attempt at one
   external result, and the idempotency key handed to providers;
-* ``request_hash``: ``hmac-sha256:`` of the canonical JSON of the request, keyed (law 6:
+* ``request_hash``: ``hmac-sha256:`` of the canonical JSON of the request, keyed (guarantee 6:
   the same key must carry the same request).
 
 Ids from providers and models are free text: a ``tool_call_id`` may hold NUL (which
@@ -20,7 +20,7 @@ The request hash is keyed because views show it next to masked arguments: an uns
 digest of ``{"card": "4111..."}`` gives a card number back to anyone who knows its first
 six and last four digits. The key is the store's (:func:`hash_key`): derived from the
 per-database secret for SQL stores (so every process on one database computes the same
-hash and law 6 holds across them), a random per-store secret in memory. Records written
+hash and guarantee 6 holds across them), a random per-store secret in memory. Records written
 before keyed hashes carry ``sha256:<hex>``; :func:`same_request` checks those with the
 old digest, so runs from before an upgrade resume.
 """

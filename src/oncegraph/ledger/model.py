@@ -4,11 +4,11 @@ The records themselves are storage types (:mod:`oncegraph.storage.records`, whic
 store reads and writes); their meaning is the ledger's:
 
 * :class:`EffectRecord`: every attempt at one external result, keyed by ``effect_id``;
-  its ``request_hash`` is fixed at the first insert (law 6).
+  its ``request_hash`` is fixed at the first insert (guarantee 6).
 * :class:`EffectStatus`: ``pending`` (intent committed, outcome unknown until recorded),
   ``accepted`` (the recipient queued the work), ``completed``, ``failed``.
 * :class:`EffectClass`: what a tool does to the world, which decides what happens on an
-  unknown outcome (law 5): ``read``, ``write``, ``irreversible`` (and ``model`` for
+  unknown outcome (guarantee 5): ``read``, ``write``, ``irreversible`` (and ``model`` for
   recorded model calls).
 * :class:`Attempt`: one try, with its start, end and outcome; an attempt with no end is
   either in flight (its claim holder is alive) or was cut off by a crash (unknown).

@@ -1,4 +1,4 @@
-"""Perform one side effect through the ledger (laws 2 to 7 and 13).
+"""Perform one side effect through the ledger (guarantees 2 to 7 and 13).
 
 The protocol, for one command of one run::
 
@@ -17,7 +17,7 @@ parks); a different ``request_hash`` is a ``RequestMismatchError``. ``read`` and
 ``model`` effects are not side effects: they skip the intent commit and are recorded
 once done.
 
-Law 13, one attempt in flight: a call that times out is first cancelled (a coroutine)
+Guarantee 13, one attempt in flight: a call that times out is first cancelled (a coroutine)
 and then waited for during ``tool_grace`` (a sync tool's thread cannot be stopped). If
 it ends, its real outcome is recorded (a late result is a result); if it does not, it
 is still in flight: no new attempt and no reconcile may follow, the run stops (an
@@ -231,7 +231,7 @@ class _Performer:
 
     async def _save(self, record: EffectRecord, *, sent: bool) -> EffectRecord:
         """Commit the next version of ``record`` (compare-and-set, fenced); retried with
-        backoff, then fail loudly (law 7). ``sent``: the tool may have acted already."""
+        backoff, then fail loudly (guarantee 7). ``sent``: the tool may have acted already."""
         new = record.replace(row_version=record.row_version + 1, updated_at=now())
         for delay in (*RECORD_RETRY_DELAYS, None):
             try:
@@ -391,7 +391,7 @@ class _Performer:
 
         A model call on a fresh step (its checkpoint was just committed by this runner)
         cannot have been recorded before, so its lookup is skipped; reads always look, so an
-        unreadable ledger is reported (law 7).
+        unreadable ledger is reported (guarantee 7).
         """
         found = None
         if not (self.ctx.fresh and self.call.effect_class is EffectClass.MODEL):
@@ -517,7 +517,7 @@ class _Performer:
 
         ``claimed``: the record's last attempt is the intent just committed for this call.
         Otherwise each try first claims a new attempt in the row (for side effects a
-        committed intent, law 2).
+        committed intent, guarantee 2).
         """
         budget = (
             1 if self.call.effect_class is EffectClass.IRREVERSIBLE else (self.policy.max_attempts)

@@ -3,7 +3,7 @@
 A model turn's assistant message names the tool calls the next step (a ``ToolNode``)
 will make. Their intents can be written in the SAME transaction as that checkpoint
 (``StepCommit.intents``), so the tools step needs no commit of its own before calling:
-a tool loop costs two commits per step, not three. Law 2 holds: the intent is durable
+a tool loop costs two commits per step, not three. Guarantee 2 holds: the intent is durable
 before the call.
 
 Which calls are planned: ``write`` tools only.

@@ -1,4 +1,4 @@
-"""Taking a run before any work on it (law 13).
+"""Taking a run before any work on it (guarantee 13).
 
 Whoever continues a run (invoke, stream, a worker, an operator's command) first takes
 its liveness lock (it dies with this process: a crashed holder is never waited for) and

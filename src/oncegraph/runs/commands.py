@@ -2,8 +2,8 @@
 
 Each command is refused with a clear error when it does not apply, takes the run (its
 liveness lock and a new fencing token, so a process still working on it is fenced out,
-law 15) before it writes, and leaves an append-only :class:`AuditRecord` (law 14) written
-in the same transaction as its change:
+guarantee 15) before it writes, and leaves an append-only :class:`AuditRecord`
+(guarantee 14) written in the same transaction as its change:
 
 * **Continue** (:meth:`Commands.resume`): an interrupted (with its answer), failed,
   crashed, parked or paused run goes on under its own ``run_id``. A completed or abandoned
@@ -130,7 +130,7 @@ class Commands:
         config: RunConfig | None = None,
         emit: Emit = ignore,
     ) -> RunResult:
-        """Continue run ``run_id`` under its own id (law 9). See the module docstring."""
+        """Continue run ``run_id`` under its own id (guarantee 9). See the module docstring."""
         _required("actor", actor)
         run = await self.service.get_run(run_id)
         if run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
@@ -315,7 +315,7 @@ class Commands:
         ``new_key``); any other token is refused with ``RunStateError`` and nothing sent.
 
         The send waits for the call to end (no timeout): the run stays held meanwhile, so
-        no other attempt of the effect can start (law 13)."""
+        no other attempt of the effect can start (guarantee 13)."""
         _required("actor", actor)
         _required("reason", reason)
         record = await self._effect(effect_id)

@@ -1,7 +1,7 @@
 """What a call on a thread means for its runs. Pure: no store, no event loop.
 
 ``invoke(input, config)`` and its siblings mean one of three things, decided here from
-the input and the thread's latest run (law 9: resume is not replay):
+the input and the thread's latest run (guarantee 9: resume is not replay):
 
 * :class:`StartNew`: new input on a thread whose runs are all finished: a new run.
 * :class:`ContinueRun`: ``None`` as input (or a worker's claimed run): continue the

@@ -1,4 +1,4 @@
-"""What a tool declared secret, masked in every view a person reads (law 14).
+"""What a tool declared secret, masked in every view a person reads (guarantee 14).
 
 A tool's ``mask=[...]`` fields (and ``effect(..., mask=[...])``'s) are replaced by
 ``"***"`` wherever an operator view shows them: effect records (request, result,

@@ -1,6 +1,6 @@
 """Runs a dead process left ``running``: what a recovery pass takes over.
 
-A run that a process executes holds its liveness lock (law 13), an OS file lock or a
+A run that a process executes holds its liveness lock (guarantee 13), an OS file lock or a
 PostgreSQL session lock that dies with the process; a worker's run also has a lease,
 and the workers' claim takes an expired lease over (:mod:`oncegraph.worker.queue`).
 A run that is ``running`` WITHOUT a lease was started in a process (``invoke``, the

@@ -84,7 +84,7 @@ async def history(
 
 
 def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:
-    """``snap`` as a person may see it: every masked field masked (law 14), its values
+    """``snap`` as a person may see it: every masked field masked (guarantee 14), its values
     known from the thread's effects and from the tool calls in the snapshot itself."""
     masker.learn(snap.values)
     masker.learn(snap.interrupts)

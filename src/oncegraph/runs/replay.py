@@ -1,4 +1,4 @@
-"""Replay and Branch: new runs from a checkpoint of another run (law 9).
+"""Replay and Branch: new runs from a checkpoint of another run (guarantee 9).
 
 Both FORK: the checkpoint's state (values and log entries up to its counts) is copied into
 a new thread, under a new run with lineage (``parent_run_id``, ``parent_checkpoint_id``,

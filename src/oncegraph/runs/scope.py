@@ -1,4 +1,4 @@
-"""Whose runs a run service may see and touch (law 15). Pure: no store, no event loop.
+"""Whose runs a run service may see and touch (guarantee 15). Pure: no store, no event loop.
 
 Every run belongs to an app (``RunRecord.app_id``: the compiled graph's name, stable
 across deploys; versions are told apart by the fingerprint) and, optionally, a tenant.

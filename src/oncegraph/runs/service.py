@@ -4,19 +4,19 @@ Every surface calls it (the compiled app, the worker, the CLI, the HTTP server);
 them touches a store directly. A service belongs to one graph (``spec``; ``None`` for a
 read-only service, e.g. the CLI's listings) and one store.
 
-Lifecycle (law 9): :meth:`RunService.run` starts a new run, continues an unfinished one
+Lifecycle (guarantee 9): :meth:`RunService.run` starts a new run, continues an unfinished one
 (keeping its ``run_id``) or answers an interrupt, as :mod:`oncegraph.runs.lifecycle`
 decides from the input; :meth:`RunService.execute` continues one named run (a worker,
 under its lease); :meth:`RunService.submit` queues a run for the workers;
 :meth:`RunService.abandon` gives one up. Before any continue the stored versions are
-checked (:mod:`oncegraph.versioning`, law 10).
+checked (:mod:`oncegraph.versioning`, guarantee 10).
 
-Law 15: a service sees and touches only its scope's runs (its app's, and its tenant's
+Guarantee 15: a service sees and touches only its scope's runs (its app's, and its tenant's
 when bound to one, :mod:`oncegraph.runs.scope`): another app's run, thread or effect is
 refused with ``ForeignRunError`` before anything is read or written, and listings are
 filtered in the store's query.
 
-Law 13: no work starts on a run before this process holds it
+Guarantee 13: no work starts on a run before this process holds it
 (:mod:`oncegraph.runs.claims`): a second resumer gets ``RunBusyError`` at once, and
 every write of the run carries the claim's fencing token. The claim is let go when the
 run stops, or, if a call outlived its step, when that call ends.
@@ -158,7 +158,7 @@ class RunService:
         self._opens = isinstance(store, ThreadOpening)  # checked once (a protocol check)
         self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
         self.owner = owner or default_owner()
-        # Whose runs this service sees (law 15): by default the graph's app, every tenant.
+        # Whose runs this service sees (guarantee 15): by default the graph's app, every tenant.
         self.scope = scope if scope is not None or spec is None else Scope(spec.name)
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
@@ -190,7 +190,7 @@ class RunService:
         return bound
 
     def check_run(self, run: RunRecord, what: str = "") -> RunRecord:
-        """``run`` if this service may see it, else ``ForeignRunError`` (law 15)."""
+        """``run`` if this service may see it, else ``ForeignRunError`` (guarantee 15)."""
         return run if self.scope is None else self.scope.check(run, what)
 
     async def _open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
@@ -569,7 +569,7 @@ class RunService:
     async def _position(self, before: str | RunRecord) -> tuple[float, str]:
         """Where a listing goes on after ``before`` (a run, or its id): the stored run's
         ``(created_at, run_id)`` (a page's last run names it, masked or not), refused
-        for a run this service may not see (law 15), as an unknown run is."""
+        for a run this service may not see (guarantee 15), as an unknown run is."""
         run_id = before.run_id if isinstance(before, RunRecord) else before
         if not isinstance(run_id, str) or not run_id:
             raise ConfigError(
@@ -771,7 +771,7 @@ class RunService:
         return with_answers
 
     async def _verdict(self, run: RunRecord) -> Verdict:
-        """May ``run`` go on under this graph (law 10)? Raises when it may not."""
+        """May ``run`` go on under this graph (guarantee 10)? Raises when it may not."""
         _, heads = self._graph()
         return self._verdict_at(run, await heads.load(run.thread_id))
 

@@ -1,4 +1,4 @@
-"""The version gate before every continue (law 10): the verdict, and a migration applied.
+"""The version gate before every continue (guarantee 10): the verdict, and a migration applied.
 
 A run's effective graph identity and shape are those it started with, unless a migration
 recorded newer ones in its head checkpoint's metadata. :meth:`VersionGate.verdict`

@@ -1,6 +1,6 @@
 """A run held by this process: its liveness lock, its fencing token, its calls in flight.
 
-Law 13: an attempt that may still be running is never followed by another attempt of
+Guarantee 13: an attempt that may still be running is never followed by another attempt of
 the same effect, and a writer that lost the run writes nothing. The run service takes a
 :class:`Claim` before any work on a run (a liveness lock that dies with this process,
 plus a fencing token every write carries) and releases it when the run stops.

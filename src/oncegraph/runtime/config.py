@@ -164,7 +164,7 @@ class RunConfig:
     node_timeout: float | None = DEFAULT_NODE_TIMEOUT
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
     # After a timeout, how long to wait for the call to actually end (a sync tool's
-    # thread cannot be stopped) before treating it as still in flight (law 13).
+    # thread cannot be stopped) before treating it as still in flight (guarantee 13).
     tool_grace: float | None = DEFAULT_TOOL_GRACE
     recursion_limit: int = DEFAULT_RECURSION_LIMIT
     fault_plan: FaultPlan | None = None

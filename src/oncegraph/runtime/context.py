@@ -93,7 +93,7 @@ class TaskContext:
         return self.run_id
 
     def check_open(self) -> None:
-        """Raise unless a new attempt may start in this run (law 13)."""
+        """Raise unless a new attempt may start in this run (guarantee 13)."""
         if self.claim is not None:
             self.claim.check_open()
 

@@ -12,8 +12,8 @@ Per step::
     <execute the decision: ONE commit, or a status, or stop>
 
 Invariants: a step's next tasks (nodes and Send payloads) are committed before they run
-(law 1); the commit is a compare-and-swap on the thread version carrying the run's
-fence (law 8); stream events of a step are emitted only after its commit; every write
+(guarantee 1); the commit is a compare-and-swap on the thread version carrying the run's
+fence (guarantee 8); stream events of a step are emitted only after its commit; every write
 carries ``fence`` so a writer that lost the run writes nothing. Crash points sit on the
 transitions: ``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect
 results rode the commit) -> ``after_checkpoint``.
@@ -554,7 +554,7 @@ class Driver:
             await self.store.save_effect(record, fence=self.fence)
 
     async def _commit(self, commit: StepCommit, head: Head) -> int | None:
-        """Commit with retries on transient store errors; a lost CAS is final (law 8).
+        """Commit with retries on transient store errors; a lost CAS is final (guarantee 8).
         Returns what the store says of the planned intents it inserted (None: unknown)."""
         inserted: int | None = None
         for attempt, delay in enumerate((*COMMIT_RETRY_DELAYS, None)):

@@ -10,13 +10,13 @@ and the decision is exactly one of:
 
 * :class:`Crash`: an in-process fault fired; stop, write nothing.
 * :class:`Park`: an effect's outcome is unknown and its policy forbids guessing; the run
-  becomes ``needs_review`` (law 5).
+  becomes ``needs_review`` (guarantee 5).
 * :class:`Fail`: a node (or applying the step's writes) raised; the run becomes
   ``failed``, resumable.
 * :class:`Interrupt`: tasks called ``interrupt()``; their questions are kept and the run
-  becomes ``interrupted`` (law 11).
+  becomes ``interrupted`` (guarantee 11).
 * :class:`Commit`: the next checkpoint (state, log entries, the tasks to run next), to be
-  committed as ONE compare-and-swap before any of those tasks runs (law 1).
+  committed as ONE compare-and-swap before any of those tasks runs (guarantee 1).
 
 Tasks: a step runs the nodes its edges pulled (one task each, keyed by the node's name)
 and the ``Send`` items routers and ``Command(goto=...)`` returned (one task each, keyed
@@ -303,7 +303,7 @@ def advance(
 
     The checkpoint names every next task (``next``: pulled nodes, then the sends'
     nodes), the sends' payloads and the waiting edges' progress (``metadata``), so the
-    step after it is fully decided before anything runs (law 1)."""
+    step after it is fully decided before anything runs (guarantee 1)."""
     schema = spec.schema
     writes = apply_writes(schema, head.values, [(r.node, r.update) for r in results])
     routes = route(
@@ -499,7 +499,7 @@ class TaskOutcome:
     result: TaskResult | None = None
     interrupt: tuple[Any, int] | None = None  # (value, index) of the interrupt() raised
     error: BaseException | None = None
-    park: tuple[str, str] | None = None  # (effect_id, reason): law 5 forbids guessing
+    park: tuple[str, str] | None = None  # (effect_id, reason): guarantee 5 forbids guessing
     crash: BaseException | None = None  # an in-process fault: stop without writing
     task: str = ""
 

@@ -1,4 +1,4 @@
-"""What a replay may touch (law 9): the policy a replayed run's tasks consult.
+"""What a replay may touch (guarantee 9): the policy a replayed run's tasks consult.
 
 A replay is a NEW run, on its own thread, started from a checkpoint of another run. Its
 mode says what its effects may do:

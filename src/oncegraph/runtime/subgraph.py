@@ -8,7 +8,7 @@ a nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
 * its checkpoints form their own chain on a thread of their own in the parent's store,
   ``<parent thread>|<task>:<parent checkpoint id>`` (``#n`` added for the n-th graph
   the same task runs), committed under the parent run's id and claim: every write
-  carries the parent's fence (law 13), each step commits before its tasks run (law 1);
+  carries the parent's fence (guarantee 13), each step commits before its tasks run (guarantee 1);
 * its tasks' command ids are namespaced ``<parent scope>:<parent step>|<child task>``,
   so its effects have keys of their own under the parent run's ledger: a crash anywhere
   inside resumes without repeating a recorded effect;

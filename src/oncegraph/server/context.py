@@ -198,7 +198,7 @@ async def visible_runs(
     before: RunRecord | None = None,
 ) -> list[RunRecord]:
     """Runs newest first, ``before`` a page's last run. A tenant-bound key's app is
-    bound to its tenant, so the store lists that tenant's runs only (law 15) and reads
+    bound to its tenant, so the store lists that tenant's runs only (guarantee 15) and reads
     ``limit`` of them; :func:`tenancy.allows` stays as the routes' one check."""
     runs = await graph(request).aruns(
         thread_id=thread_id, status=status, limit=limit, before=before

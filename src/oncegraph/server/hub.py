@@ -295,7 +295,7 @@ class RunHub:
         return {run_id for run_id, s in self._streams.items() if not s.done}
 
     async def aclose(self) -> None:
-        """Cancel runs still going (their runs stay resumable, law 1)."""
+        """Cancel runs still going (their runs stay resumable, guarantee 1)."""
         await asyncio.gather(*(cancel_and_wait(task) for task in list(self._tasks)))
 
 

@@ -173,7 +173,7 @@ class CheckpointStore(Protocol):
 
 @runtime_checkable
 class EffectStore(Protocol):
-    """The effect ledger (laws 2 to 7)."""
+    """The effect ledger (guarantees 2 to 7)."""
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
@@ -181,7 +181,7 @@ class EffectStore(Protocol):
         """Insert ``record`` unless its ``effect_id`` exists; first writer wins.
 
         Returns ``(stored, created)``: the record now in the ledger and whether this
-        call inserted it. Committed durably before returning (law 2). Concurrent calls
+        call inserted it. Committed durably before returning (guarantee 2). Concurrent calls
         never fail: exactly one creates, the others get its record. With ``fence``, only
         while ``record.run_id`` holds that token (else ``LeaseLostError``, nothing
         written, whether or not the record exists).
@@ -231,7 +231,7 @@ class EffectStore(Protocol):
 
 @runtime_checkable
 class AuditLog(Protocol):
-    """The append-only record of operator actions and interrupt answers (law 14)."""
+    """The append-only record of operator actions and interrupt answers (guarantee 14)."""
 
     async def append_audit(self, record: AuditRecord) -> None:
         """Insert ``record``; an ``audit_id`` that exists is a ``StorageError`` (records
@@ -289,7 +289,7 @@ class RequestHashKeys(Protocol):
     bundled store has one; a store without it gets unkeyed hashes, with a warning."""
 
     async def request_hash_key(self) -> bytes:
-        """The same bytes for every process that writes this store's ledger (law 6 must
+        """The same bytes for every process that writes this store's ledger (guarantee 6 must
         hold across them), and secret to whoever cannot read the store."""
 
 
@@ -363,7 +363,7 @@ class Pruner(Protocol):
 class Cache(Protocol):
     """A hot cache of each thread's latest state. Written only with a newer version.
 
-    Never the source of truth (law 15): a store serves a cached head only when the cache
+    Never the source of truth (guarantee 15): a store serves a cached head only when the cache
     ``verifies_entries`` (each entry carries a MAC the cache checked, so a forged entry is
     never returned) AND the database's thread row still names that head.
     """

@@ -13,7 +13,7 @@ Invariants an implementer of a store must keep:
   deleted except by an explicit retention prune (:class:`PruneReport`), and then only
   once it is ``completed`` or ``failed`` and its run is ``completed`` or ``abandoned``.
   Every later write of it is a compare-and-set on ``row_version`` (the version the
-  writer read), so two writers can never both start attempt k of one effect (law 13).
+  writer read), so two writers can never both start attempt k of one effect (guarantee 13).
 * A run is held by at most one live process at a time: its liveness lock
   (:class:`RunLock`, released when the holder dies) and its ``fencing_token``, which
   every write of the run carries. Taking a run over bumps the token, so a writer that
@@ -101,7 +101,7 @@ class EffectClass(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ThreadRecord:
     thread_id: str
-    version: int  # bumped by every checkpoint commit; the CAS token (law 8)
+    version: int  # bumped by every checkpoint commit; the CAS token (guarantee 8)
     head_checkpoint_id: str | None
     updated_at: float
 
@@ -127,7 +127,7 @@ class RunRecord:
     fencing_token: int = 0
     created_at: float = field(default_factory=now)
     updated_at: float = field(default_factory=now)
-    # The app the run belongs to (law 15): the compiled graph's name, which stays the same
+    # The app the run belongs to (guarantee 15): the compiled graph's name, which stays the same
     # across deploys (versions are told apart by the fingerprint). None when constructed
     # becomes ``workflow_name``: a row an older oncegraph wrote belongs to the app that
     # named it.
@@ -162,7 +162,7 @@ class CheckpointRecord:
     parent_checkpoint_id: str | None
     values: Mapping[str, Any]  # non-log channels, JSON
     logs: Mapping[str, int]  # log channel -> number of entries in this state
-    next: tuple[str, ...]  # nodes to run next (law 1: recorded before they run)
+    next: tuple[str, ...]  # nodes to run next (guarantee 1: recorded before they run)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=now)
 
@@ -330,7 +330,7 @@ class StepCommit:
 
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
-    """One operator action or interrupt answer, kept forever (law 14).
+    """One operator action or interrupt answer, kept forever (guarantee 14).
 
     Stores only insert these: no API updates or deletes one, and a prune never touches
     them. ``details`` is JSON: what changed (``before``/``after`` statuses), the options

@@ -864,7 +864,7 @@ class CheckpointerConformance(
         assert await checkpointer.list_runs(parent_run_id=grandchild.run_id) == []
 
     async def test_runs_carry_their_app_and_tenant(self, checkpointer: Checkpointer) -> None:
-        """Law 15: a run's app and tenant are stored and come back as written; a run
+        """Guarantee 15: a run's app and tenant are stored and come back as written; a run
         built without an app belongs to its workflow_name; both filter listings."""
         tid = new_id("thread")
         app_a, app_b, tenant = new_id("app"), new_id("app"), new_id("tenant")
@@ -1962,7 +1962,7 @@ class CheckpointerConformance(
     async def test_request_hash_key_is_stable_and_shared(
         self, checkpointer: Checkpointer, reopen: Reopen | None
     ) -> None:
-        """The ledger's request hashes are keyed by the store (law 6 across processes):
+        """The ledger's request hashes are keyed by the store (guarantee 6 across processes):
         the key is secret-sized, never changes, and every instance on one database has it."""
         assert isinstance(checkpointer, RequestHashKeys)
         key = await checkpointer.request_hash_key()

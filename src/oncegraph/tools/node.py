@@ -232,7 +232,7 @@ class ToolNode:
                 "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}",
             }
         # The ledger records the JSON arguments the model sent (``args``): they are the
-        # request, so the request hash (law 6) and a resumed run's lookup depend only on
+        # request, so the request hash (guarantee 6) and a resumed run's lookup depend only on
         # what the model said, never on how validation coerced it. The tool body gets the
         # validated, coerced values (``kwargs``). Bad arguments go back to the model as an
         # error it can correct; nothing is recorded or called for them.
@@ -301,7 +301,7 @@ class ToolNode:
 
 
 async def settle(coros: list[Coroutine[Any, Any, T]]) -> list[T]:
-    """Run sibling calls concurrently and return when ALL of them have ended (law 13).
+    """Run sibling calls concurrently and return when ALL of them have ended (guarantee 13).
 
     Unlike ``asyncio.gather``, one sibling that parks the run or fails never returns
     while the others still run: each is finished and recorded first. Then the strongest

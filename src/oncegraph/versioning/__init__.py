@@ -1,4 +1,4 @@
-"""Versioning: is a stored run compatible with the code about to continue it (law 10)?
+"""Versioning: is a stored run compatible with the code about to continue it (guarantee 10)?
 
 :func:`~oncegraph.versioning.verdict.check` is pure: it compares what a run recorded
 when it started (workflow name and version, state schema version, graph fingerprint)

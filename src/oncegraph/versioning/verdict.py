@@ -3,7 +3,7 @@
 A run records, when it starts, the ``workflow_name``, ``workflow_version``,
 ``state_schema_version``, graph fingerprint and graph shape of the code that started it
 (a migration later records the identity its state was brought to). Before any continue,
-:func:`check` compares them with the current graph and decides (law 10, never a guess):
+:func:`check` compares them with the current graph and decides (guarantee 10, never a guess):
 
 * ``same``: nothing changed; go on.
 * ``compatible``: the graph changed only by additions the run does not stand on (a new

@@ -14,7 +14,7 @@ Invariants:
 * **Claimable** means: ``queued``, or ``running`` with a lease that has expired (its
   worker died or stopped heartbeating), and in both cases not locked by a live session
   (:data:`~oncegraph.storage.sql.pg_locks.HELD_BY_OTHERS`): a holder that is alive but
-  silent may still have a call in flight, so its run is not taken (law 13). A ``running``
+  silent may still have a call in flight, so its run is not taken (guarantee 13). A ``running``
   run that never had a lease was started in-process by ``invoke`` and is its caller's to
   continue. ``interrupted``,
   ``needs_review``, ``failed``, ``completed`` and ``abandoned`` runs are never claimed:
@@ -32,7 +32,7 @@ Invariants:
   the submitters' clocks said.
 * **Lease times come from the database clock** (``clock_timestamp()``), so workers on
   machines with skewed clocks agree on when a lease has expired.
-* **A worker claims only its own app's runs** (law 15): ``app_id`` must match (a row
+* **A worker claims only its own app's runs** (guarantee 15): ``app_id`` must match (a row
   with none belongs to its ``workflow_name``), and the run must be one this worker's
   graph can run: its ``graph_fingerprint`` is the graph's own or a registered previous
   version's, or its ``workflow_version`` has a registered migration or previous version.

@@ -20,7 +20,7 @@ Invariants:
   ``poll_seconds`` stays on as the fallback (a lost notice, a reconnecting listener).
   Once a claim a notice caused found nothing, notices wake the worker at most once per
   :data:`~oncegraph.worker.listen.WAKE_INTERVAL` (a NOTIFY flood costs few claims).
-* **Only its own app's runs** (law 15): the claim takes only runs of the app's id that
+* **Only its own app's runs** (guarantee 15): the claim takes only runs of the app's id that
   its graph can run (:class:`~oncegraph.worker.queue.Runnable`); a run it claimed and
   still finds it cannot run (a version it cannot continue) is handed back to the queue
   untouched and not claimed by it again.

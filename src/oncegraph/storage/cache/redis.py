@@ -8,7 +8,7 @@ Invariants:
   another thread, or written under another database's key) is logged and ignored,
   never served. A cache without a key serves nothing. A reader must still validate
   what it gets against the database's thread version: the cache only saves a read.
-* ``put_state`` writes only a NEWER version than the one stored (law 8). The compare
+* ``put_state`` writes only a NEWER version than the one stored (guarantee 8). The compare
   and the write happen in one Lua script on the server, so two writers racing can
   never regress an entry; value, version, MAC and TTL are set together.
 * A version claim is only honoured if it is signed: when the script refuses a write

@@ -12,7 +12,7 @@ value JSON would not give back as itself, naming the field. Decoding always buil
 objects, so a returned value never aliases stored data.
 
 A row that cannot be decoded raises :class:`~oncegraph.errors.StorageError` naming the
-table and key (law 12: corrupt rows get a clear error, never a silent default).
+table and key (guarantee 12: corrupt rows get a clear error, never a silent default).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def corrupt(
     thread_id: Any = None,
     run_id: Any = None,
 ) -> CorruptRecordError:
-    """The error for a stored row that cannot be read back (law 12): names the table, the
+    """The error for a stored row that cannot be read back (guarantee 12): names the table, the
     row, its thread and run, and says nothing was changed or re-executed."""
     where = [f"key {key!r}"]
     if thread_id is not None:
@@ -760,7 +760,7 @@ def effect_problem(record: EffectRecord, *, outcome: bool = True) -> tuple[str, 
 def corrupt_effect(
     row: Row, column: str, detail: str, salvage: EffectRecord | None = None
 ) -> CorruptRecordError:
-    """The error for an effect row that fails its checks (law 12: fail closed)
+    """The error for an effect row that fails its checks (guarantee 12: fail closed)
     (:func:`effect_corruption`); ``salvage``: the row read without its outcome columns,
     when only those are damaged."""
 

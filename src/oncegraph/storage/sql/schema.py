@@ -131,7 +131,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_effects_thread "
         "ON oncegraph_effects (thread_id, created_at)",
     ),
-    # 2: effect rows are written by compare-and-set on a row version (law 13)
+    # 2: effect rows are written by compare-and-set on a row version (guarantee 13)
     ("ALTER TABLE oncegraph_effects ADD COLUMN row_version BIGINT NOT NULL DEFAULT 0",),
     # 3: the per-database secret that keyed digests derive from (storage/sql/dbsecret.py);
     # its one row is written on first need, never by a migration
@@ -142,7 +142,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             created_at DOUBLE PRECISION NOT NULL
         )""",
     ),
-    # 4: the append-only audit log of operator actions and interrupt answers (law 14)
+    # 4: the append-only audit log of operator actions and interrupt answers (guarantee 14)
     (
         """CREATE TABLE IF NOT EXISTS oncegraph_audit (
             audit_id TEXT PRIMARY KEY,
@@ -160,7 +160,7 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS oncegraph_audit_thread ON oncegraph_audit (thread_id, at)",
         "CREATE INDEX IF NOT EXISTS oncegraph_audit_target ON oncegraph_audit (target_id, at)",
     ),
-    # 5: every run belongs to an app and, optionally, a tenant (law 15). Existing rows
+    # 5: every run belongs to an app and, optionally, a tenant (guarantee 15). Existing rows
     # belong to the app that named them (workflow_name is the compiled graph's name);
     # a row written later by an older oncegraph (app_id NULL) is read the same way.
     (

@@ -115,7 +115,7 @@ AUDIT_COLUMNS = (
     "details",
 )
 
-# Columns an effect result may change (law 3); identity and request are fixed at insert.
+# Columns an effect result may change (guarantee 3); identity and request are fixed at insert.
 EFFECT_MUTABLE_COLUMNS = (
     "status",
     "attempts",

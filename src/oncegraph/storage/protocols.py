@@ -139,6 +139,9 @@ class CheckpointStore(Protocol):
         before: tuple[float, str] | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first (``created_at``, then ``run_id``, descending); with
+        ``thread_id``, the thread's runs in the order the store placed them, the last
+        stored first (never by ``created_at`` or ``run_id``: they are the submitting
+        process's clock), and ``before`` is read by its run id; with
         ``app_id`` only that app's (a run with no stored app_id belongs to its
         ``workflow_name``), with ``tenant`` only that tenant's, with ``parent_run_id``
         only the runs made from that run (its replays and branches), with ``before`` (a

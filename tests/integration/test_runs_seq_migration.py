@@ -49,7 +49,7 @@ def _seqs(kind: str, where: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def test_migration_14_numbers_old_runs_in_their_order_and_places_new_ones_last(
+async def test_migration_15_numbers_old_runs_in_their_order_and_places_new_ones_last(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     where, store = old_store(kind, tmp_path, request, version=14, fill=_fill)

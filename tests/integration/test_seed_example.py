@@ -1,7 +1,8 @@
 """The seed document's example runs with only ``tenxgraph`` replaced by ``oncegraph``.
 
 ``SEED_EXAMPLE`` below is the code block of the seed document (``000_*.txt``, found
-through ``ONCEGRAPH_SEEDS_DIR``; checked against the document when it is present). It is executed as written, with the real
+through ``ONCEGRAPH_SEEDS_DIR``; checked against the document when it is present). It
+is executed as written, with the real
 ``google-genai`` SDK: ``model="google/gemini-2.5-flash", provider="google"`` builds the
 Gemini adapter, and the SDK's own ``GOOGLE_GEMINI_BASE_URL`` / ``GEMINI_API_KEY``
 environment variables point it at a local HTTP server that speaks the Gemini wire

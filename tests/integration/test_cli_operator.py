@@ -10,6 +10,9 @@ provider (a real HTTP server counting effects per key). Every command is a real
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +183,45 @@ def test_continue_answers_an_interrupt(tmp_path: Path, monkeypatch: pytest.Monke
     assert done["values"] == {"answer": "yes"}
     (answer,) = [a for a in as_json("audit", "-d", db) if a["action"] == "answer"]
     assert answer["details"]["answer"] == "yes"
+
+
+KILLED = """
+import sys
+import _cli_shop as shop
+app = shop.build(sys.argv[1], sys.argv[2])
+app.invoke(shop.USER, {"thread_id": "t-killed"})
+"""
+
+
+def test_a_killed_run_is_shown_as_stopped_by_a_crash(
+    database: str, provider: FakeProvider
+) -> None:
+    """SIGKILLed inside the refund (after the provider has the charge), the run's record
+    still says running; ``runs`` and ``show`` say its process is gone and how to go on,
+    and ``show --json`` carries the holder; continued, nothing is charged twice."""
+    child = subprocess.run(
+        [sys.executable, "-c", KILLED, database, provider.url],
+        env={**os.environ, "ONCEGRAPH_CRASH_AT": shop.SENT,
+             "PYTHONPATH": os.pathsep.join([str(SHOP.parent), *sys.path])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -9, child.stderr  # killed, not exited
+    client = ProviderClient(provider.url)
+    assert client.stats()["performed"] == 1
+    env = {"ONCEGRAPH_DATABASE": database}
+    (run,) = as_json("runs", "--thread", "t-killed", env=env)
+    assert run["status"] == "running"
+    listed = ok("runs", "--thread", "t-killed", env=env).stdout
+    assert "stopped by a crash" in listed
+    shown = ok("show", run["run_id"], env=env).stdout
+    assert "stopped without finishing it" in shown and "oncegraph continue" in shown
+    got = as_json("show", run["run_id"], env=env)
+    assert got["crashed"] is True and got["holder"]["alive"] is False
+
+    app_env = {"CLI_SHOP_DB": database, "CLI_SHOP_PROVIDER": provider.url}
+    og("continue", run["run_id"], "--app", APP, "--reason", "process died", env=app_env)
+    after = as_json("show", run["run_id"], env=env)
+    assert after["run"]["status"] == "needs_review" and "holder" not in after
+    assert client.stats()["performed"] == 1  # never sent again

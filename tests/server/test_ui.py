@@ -68,11 +68,19 @@ def test_each_role_sees_only_its_commands(sqlite_shop: Shop, sqlite_client: Test
     assert 'id="read-only"' in html and "data-command=" not in html
     login(client, OPERATOR)
     html = client.get(page).text
-    for command in ("continue", "replay", "branch", "abandon", "resolve", "check"):
+    for command in ("continue", "replay", "branch", "abandon", "resolve"):
         assert f'data-command="{command}"' in html
+    # the refund tool has no reconcile hook: nothing to ask the recipient with
+    assert 'data-command="check"' not in html
     assert 'data-command="redeliver"' not in html and "Retry" not in html
     login(client, ADMIN)
-    assert 'data-command="redeliver"' in client.get(page).text
+    html = client.get(page).text
+    # Redeliver only on the command sent to the payments recipient, not on model calls
+    sent = [e for e in sqlite_shop.app.effects(run_id=run_id) if e.effect_class == "irreversible"]
+    assert len(sent) == 1 and len(sqlite_shop.app.effects(run_id=run_id)) > 1
+    assert html.count('data-command="redeliver"') == 1
+    card = html[html.index(f'data-effect-id="{sent[0].effect_id}"') :]
+    assert card.index('data-command="redeliver"') < card.index("</article>")
 
     runs = client.get("/ui/runs").text
     assert runs.index(run_id) < runs.index("</tbody>")
@@ -144,11 +152,27 @@ def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
     with TestClient(create_app(app, keys={OPERATOR: "operator"})) as client:
         login(client, OPERATOR)
         page = client.get(f"/ui/runs/{run.run_id}").text
-        assert 'name="answer"' in page  # Continue asks for the answer
-        answer = '{"decisions": [{"type": "approve"}], "approver": "otto"}'
+        # the page shows what is asked: the call to approve, with its arguments
+        asked = page[page.index('id="questions"') : page.index('id="commands"')]
+        assert "refund_order" in asked and "1042" in asked and "59.0" in asked
+        # and asks for a decision per call, not for a JSON value prefilled with null
+        assert 'name="decision_0"' in page and "null</textarea>" not in page
+        for choice in ("approve", "edit", "reject"):
+            assert f'name="decision_0" value="{choice}"' in page
+        undecided = client.post(
+            f"/ui/runs/{run.run_id}/continue",
+            data={"answer_kind": "approval", "csrf": form_token(page)},
+        )
+        assert undecided.status_code == 400 and "Approve, Edit or Reject" in undecided.text
+        assert app.get_run(run.run_id).status == "interrupted"
         done = client.post(
             f"/ui/runs/{run.run_id}/continue",
-            data={"answer": answer, "reason": "approved", "csrf": form_token(page)},
+            data={
+                "answer_kind": "approval",
+                "decision_0": "approve",
+                "reason": "approved",
+                "csrf": form_token(page),
+            },
         )
         assert done.status_code == 200 and "the run is completed" in done.text
         bad = client.post(
@@ -157,6 +181,8 @@ def test_an_interrupted_run_is_answered_from_its_page(tmp_path: Any) -> None:
         )
         assert bad.status_code == 400
     assert app.get_run(run.run_id).status == "completed"
+    (approval,) = app.get_state({"thread_id": "ui-ask"}).values["approvals"]
+    assert approval["decision"] == "approve" and approval["approver"].startswith("api:operator")
     app.close()
 
 

@@ -125,7 +125,7 @@ def test_operators_work_a_parked_run_in_the_browser(
     assert viewer.page.locator("#read-only").is_visible()
     assert viewer.page.locator("button", has_text="Retry").count() == 0
     assert CARD not in viewer.page.content()
-    assert viewer.page.locator(f"tr[data-effect-id='{effect_id}']").is_visible()
+    assert viewer.page.locator(f"article[data-effect-id='{effect_id}']").is_visible()
     viewer.shot("run-viewer")
     viewer.close()
 
@@ -133,7 +133,8 @@ def test_operators_work_a_parked_run_in_the_browser(
     op = Operator(browser, live, OPERATOR, shots)
     op.open_needs_review()
     commands = op.commands()
-    assert commands == ["continue", "replay", "branch", "abandon", "resolve", "check"]
+    # no Check at recipient: the refund tool has no reconcile hook to ask with
+    assert commands == ["continue", "replay", "branch", "abandon", "resolve"]
     labels = [
         op.page.locator(f"[data-command={c}] button[type=submit]").inner_text() for c in commands
     ]
@@ -149,7 +150,7 @@ def test_operators_work_a_parked_run_in_the_browser(
     resolve.locator("button[type=submit]").click()
     op.page.wait_for_selector("#flash")
     assert "resolved: completed" in op.page.inner_text("#flash")
-    row = op.page.locator(f"#effects tr[data-effect-id='{effect_id}']")
+    row = op.page.locator(f"#effects article[data-effect-id='{effect_id}']")
     assert row.get_attribute("data-status") == "completed"
     assert row.locator("form[data-command=resolve]").count() == 0  # nothing left to resolve
     op.shot("resolved")
@@ -207,7 +208,7 @@ def test_operators_work_a_parked_run_in_the_browser(
     # an admin alone can redeliver: a preview first, then a confirmation and a reason
     admin = Operator(browser, live, ADMIN, shots)
     admin.page.goto(f"/ui/runs/{run_id}")
-    admin.page.click(f"tr[data-effect-id='{effect_id}'] a[data-command=redeliver]")
+    admin.page.click(f"article[data-effect-id='{effect_id}'] a[data-command=redeliver]")
     admin.page.wait_for_selector("#redeliver-preview")
     preview = admin.page.locator("#redeliver-preview")
     assert preview.locator("[data-field=recipient]").inner_text() == "payments"
@@ -321,7 +322,7 @@ def test_a_page_on_another_port_drives_nothing(
     before = state()
     admin = Operator(browser, live, ADMIN, tmp_path)
     admin.page.goto(f"/ui/runs/{run_id}")
-    redeliver = f"tr[data-effect-id='{effect_id}'] a[data-command=redeliver]"
+    redeliver = f"article[data-effect-id='{effect_id}'] a[data-command=redeliver]"
     assert admin.page.locator(redeliver).count() == 1  # logged in, as the admin
     url, root = elsewhere
     seen: list[tuple[str, int]] = []

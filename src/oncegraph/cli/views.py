@@ -25,6 +25,7 @@ from oncegraph.cli.session import (
     Where,
     run,
 )
+from oncegraph.runs.holders import Holder, holder
 from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
 
@@ -97,22 +98,28 @@ def register(app: typer.Typer) -> None:
         statuses = _statuses(status, RunStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[Any]:
+        async def listed(service: Any) -> tuple[list[Any], set[str]]:
             got = await service.runs(
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
             masker = await masked_for(service, (r.thread_id for r in got))
-            return [masker.run(r) for r in got]
+            crashed = set()
+            for r in got:
+                held = await holder(service.store, r)
+                if held is not None and held.crashed:
+                    crashed.add(r.run_id)
+            return [masker.run(r) for r in got], crashed
 
-        found = run(where, listed)
+        found, crashed = run(where, listed)
         if as_json:
             o.emit_json(found)
             return
         o.table(
             ("run_id", "thread_id", "status", "reason", "created", "error"),
             (
-                (r.run_id, r.thread_id, r.status, r.launch_reason, o.when(r.created_at),
-                 (r.error or "")[:80])
+                (r.run_id, r.thread_id,
+                 "running, stopped by a crash" if r.run_id in crashed else r.status,
+                 r.launch_reason, o.when(r.created_at), (r.error or "")[:80])
                 for r in found
             ),
             ids=("run_id", "thread_id"),
@@ -131,23 +138,30 @@ def register(app: typer.Typer) -> None:
         """One run: its record, its parent (a replay or branch), effects and audit entries."""
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def go(service: Any) -> tuple[Any, list[Any], list[Any]]:
+        async def go(service: Any) -> tuple[Any, Holder | None, list[Any], list[Any]]:
             record = await service.run_view(run_id)
+            held = await holder(service.store, record)
             effects = await service.effects(run_id=run_id)
             audit = await service.audit(run_id=run_id, limit=1000)
             masker = await masked_for(service, (record.thread_id,))
             return (
                 masker.run(record),
+                held,
                 [masker.effect(e) for e in effects],
                 [masker.audit(a) for a in audit],
             )
 
-        record, effects, audit = run(where, go)
+        record, held, effects, audit = run(where, go)
         masked = app_ is not None
         if as_json:
             o.emit_json(
                 {
                     "run": record,
+                    **(
+                        {"holder": held.as_dict(), "crashed": held.crashed}
+                        if held is not None
+                        else {}
+                    ),
                     "effects": [shown_effect(e, masked) for e in effects],
                     "audit": audit,
                 }
@@ -168,8 +182,24 @@ def register(app: typer.Typer) -> None:
         if record.parent_run_id:
             o.fields([("parent run", record.parent_run_id),
                       ("from checkpoint", record.parent_checkpoint_id)])
-        if record.lease_owner:
-            o.fields([("held by", record.lease_owner)])
+        if held is not None and held.crashed:
+            o.fields(
+                [
+                    (
+                        "held by",
+                        f"nobody: its process ({held.owner or 'unknown'}) stopped without "
+                        "finishing it (a crash or a kill); nothing recorded is lost. Go on "
+                        f"with it: oncegraph continue {record.run_id} --app MODULE:APP",
+                    )
+                ]
+            )
+        elif held is not None:
+            until = held.lease_expires_at
+            lease = f", lease until {o.when(until)}" if until else ""
+            o.fields(
+                [("held by", f"{held.owner or 'a live process'} (last write "
+                  f"{o.when(held.last_write)}{lease})")]
+            )
         if record.error:
             o.fields([("error", record.error)])
         if effects:

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError, UnfinishedRunError
+from oncegraph.runs.holders import holder_alive
 from oncegraph.runtime.claim import Claim
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
-from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, ThreadRecord, now
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, ThreadRecord
 
 # How often a takeover retries when the token moved between its read and its write.
 _TAKEOVER_TRIES = 5
@@ -47,7 +48,7 @@ async def thread_free(store: Checkpointer, thread_id: str, run_id: str) -> None:
         thread_id=thread_id, statuses=[RunStatus.RUNNING], limit=_RUNNING_LOOK
     )
     for other in found:
-        if other.run_id == run_id or not await _live(store, other):
+        if other.run_id == run_id or not await holder_alive(store, other):
             continue
         held_by = f", held by {other.lease_owner}" if other.lease_owner else ""
         raise UnfinishedRunError(
@@ -56,17 +57,6 @@ async def thread_free(store: Checkpointer, thread_id: str, run_id: str) -> None:
             "nothing was written. Wait for that run to finish (app.get_run(run_id).status) "
             "and try again."
         )
-
-
-async def _live(store: Checkpointer, run: RunRecord) -> bool:
-    """Is ``run`` (running) held by someone alive: a lease not run out, or its lock?"""
-    if run.lease_expires_at is not None and run.lease_expires_at > now():
-        return True
-    lock = await store.lock_run(run.run_id)
-    if lock is None:
-        return True
-    await lock.release()
-    return False
 
 
 async def take(

@@ -23,6 +23,7 @@ from oncegraph.server.context import (
     children_of,
     graph,
     history,
+    holders,
     served,
     shown,
     visible_run,
@@ -96,7 +97,8 @@ async def list_runs(request: Request) -> Response:
     )
     following = runs[-1].run_id if len(runs) == limit else None
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
-    return JSONResponse({"runs": (await shown(request, p)).runs(runs), "next": following})
+    shown_runs = (await shown(request, p)).runs(runs, await holders(request, runs))
+    return JSONResponse({"runs": shown_runs, "next": following})
 
 
 async def get_run(request: Request) -> Response:
@@ -112,7 +114,7 @@ async def get_run(request: Request) -> Response:
     children = await children_of(request, p, run.run_id)
     return JSONResponse(
         {
-            "run": view.run(run),
+            "run": view.run(run, (await holders(request, [run])).get(run.run_id)),
             "lineage": {
                 "parent_run_id": run.parent_run_id,
                 "parent": parent,

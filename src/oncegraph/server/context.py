@@ -22,6 +22,7 @@ from starlette.requests import Request
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, RunNotFoundError
+from oncegraph.runs.holders import Holder, holder
 from oncegraph.runs.masking import Masker
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
@@ -32,6 +33,8 @@ from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
 from oncegraph.storage.records import RunRecord
 
+# How many running runs of one listing have their holder looked up (a lock try each).
+HOLDER_LOOKS = 50
 # How many runs one read of a listing takes at most (a page, a run's children).
 SCAN = 1000
 
@@ -188,6 +191,20 @@ async def visible_run(request: Request, principal: Principal, run_id: str) -> Ru
     return run
 
 
+async def holders(request: Request, runs: Iterable[RunRecord]) -> dict[str, Holder]:
+    """The holders of the ``running`` runs among ``runs`` (the first :data:`HOLDER_LOOKS`
+    of them), by run id: whether the process running each is still there."""
+    store = served(request).graph.store
+    found: dict[str, Holder] = {}
+    for run in runs:
+        if len(found) >= HOLDER_LOOKS:
+            break
+        held = await holder(store, run)
+        if held is not None:
+            found[run.run_id] = held
+    return found
+
+
 async def visible_runs(
     request: Request,
     principal: Principal,
@@ -236,6 +253,7 @@ __all__ = [
     "ensure",
     "graph",
     "history",
+    "holders",
     "masked_message",
     "need",
     "request_masker",

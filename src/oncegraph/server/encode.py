@@ -21,6 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from oncegraph.runs.holders import Holder
 from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import Masker, mask_value
 from oncegraph.server.auth import Principal, Role
@@ -92,8 +93,10 @@ class Shown:
         """An ``{"code", "message"}`` outcome, its message masked."""
         return {k: (self.text(v) if k == "message" else v) for k, v in error.items()}
 
-    def run(self, run: RunRecord) -> dict[str, Any]:
-        return {
+    def run(self, run: RunRecord, holder: Holder | None = None) -> dict[str, Any]:
+        """The run as shown; with its ``holder`` (read by the caller for a running run):
+        who holds it, and ``crashed``, true when its process stopped without finishing."""
+        shown = {
             "run_id": run.run_id,
             "thread_id": run.thread_id,
             "status": str(run.status),
@@ -110,6 +113,10 @@ class Shown:
             "created_at": run.created_at,
             "updated_at": run.updated_at,
         }
+        if holder is not None:
+            shown["holder"] = holder.as_dict()
+            shown["crashed"] = holder.crashed
+        return shown
 
     def effect(self, record: EffectRecord) -> dict[str, Any]:
         last = record.attempts[-1] if record.attempts else None
@@ -177,8 +184,11 @@ class Shown:
             "key": preview.key,
         }
 
-    def runs(self, runs: Iterable[RunRecord]) -> list[dict[str, Any]]:
-        return [self.run(r) for r in runs]
+    def runs(
+        self, runs: Iterable[RunRecord], holders: Mapping[str, Holder] | None = None
+    ) -> list[dict[str, Any]]:
+        found = holders or {}
+        return [self.run(r, found.get(r.run_id)) for r in runs]
 
 
 __all__ = ["Shown", "jsonable"]

@@ -50,8 +50,18 @@ RETRIED = "its request was sent again: the process serving it had stopped"
 def _outcome(exc: BaseException, view: Shown) -> dict[str, Any]:
     """How a run a command ran stopped, as the caller may read it (masked)."""
     api = from_exception(exc)
-    assert api is not None
+    if api is None:  # the node's own exception, raised as the node raised it
+        return view.error({"code": "node_failed", "message": f"{type(exc).__name__}: {exc}"})
     return view.error({"code": api.code, "message": api.message})
+
+
+async def _node_failed(request: Request, run_id: str, exc: BaseException) -> bool:
+    """Is ``exc`` a node's own exception that stopped the run ``run_id`` (now failed)? It
+    is the outcome of the command that ran the run, not a refusal or a server error."""
+    if isinstance(exc, errors.OnceGraphError) or not isinstance(exc, Exception):
+        return False
+    run = await graph(request).aget_run(run_id)
+    return run.status is RunStatus.FAILED
 
 
 def run_config(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -193,6 +203,10 @@ async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -
             out["output"] = output_values(service.graph, result.output())
         except _RUN_OUTCOMES as exc:
             out["error"] = exc
+        except Exception as exc:
+            if not await _node_failed(request, run.run_id, exc):
+                raise
+            out["error"] = exc
     after = await graph(request).aget_run(run.run_id)
     view = await shown(request, principal)
     if "output" in out:
@@ -235,13 +249,15 @@ async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict
             allow_irreversible=allow,
             new_run_id=bound,
         )
-    except _RUN_OUTCOMES as exc:
+    except Exception as exc:
         made = (
             await stored_run(request, bound)
             if bound is not None
             else await _newest_child(request, principal, parent.run_id, started)
         )
-        if made is None:
+        if made is None or not (
+            isinstance(exc, _RUN_OUTCOMES) or await _node_failed(request, made.run_id, exc)
+        ):
             raise
         view = await shown(request, principal, made.thread_id)
         return {"run": view.run(made), "error": _outcome(exc, view)}
@@ -272,6 +288,9 @@ async def _settled(request: Request, principal: Principal, run: RunRecord) -> di
                 f"run {run.run_id}, which this request made, is being executed by another "
                 "process right now; send the request again in a moment with the same key",
             ) from None
+        except Exception as exc:
+            if not await _node_failed(request, run.run_id, exc):
+                raise
     after = await graph(request).aget_run(run.run_id)
     view = await shown(request, principal, after.thread_id)
     stopped_on = _stopped_on(after)

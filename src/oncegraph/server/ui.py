@@ -32,6 +32,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import OnceGraphError
+from oncegraph.runs.masking import MASK
 from oncegraph.runs.signing import UI_FORMS
 from oncegraph.server import bodies, flash, forms, operations
 from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
@@ -41,6 +42,7 @@ from oncegraph.server.context import (
     children_of,
     graph,
     history,
+    holders,
     key_of,
     masked_message,
     served,
@@ -51,11 +53,14 @@ from oncegraph.server.context import (
 from oncegraph.server.diff import state_diff
 from oncegraph.server.idempotency import once, with_body
 from oncegraph.server.problems import ApiError, bad_request, from_exception
-from oncegraph.storage.records import RunStatus, now
+from oncegraph.storage.records import EffectClass, RunStatus, now
 
 TEMPLATES = Path(__file__).parent / "templates"
 CONTINUABLE = {RunStatus.PAUSED, RunStatus.FAILED, RunStatus.NEEDS_REVIEW, RunStatus.INTERRUPTED}
 UNCERTAIN = {"pending", "accepted"}
+# Effects a redelivery can make sense for: commands sent to a recipient. A read or a
+# model call is done again by a replay or a Continue, never "redelivered".
+SENT = {str(EffectClass.WRITE), str(EffectClass.IRREVERSIBLE)}
 RUNS_PAGE = 200  # runs on one page of the runs list; "Older runs" goes on after its last
 
 _env = jinja2.Environment(
@@ -285,7 +290,7 @@ async def runs_page(request: Request, me: Principal) -> Response:
         request,
         me,
         "runs.html",
-        runs=(await shown(request, me)).runs(runs),
+        runs=(await shown(request, me)).runs(runs, await holders(request, runs)),
         statuses=RUN_STATUSES,
         status=status,
         older=older,
@@ -299,6 +304,9 @@ async def run_page(request: Request, me: Principal) -> Response:
     found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
+    tools = _tools(app)
+    for e in effects:
+        e["commands"] = _effect_commands(e, tools.get(e["effect_type"]))
     audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
     children = view.runs(await children_of(request, me, run.run_id))
     timeline: list[dict[str, Any]] = []
@@ -319,6 +327,14 @@ async def run_page(request: Request, me: Principal) -> Response:
         timeline.append({"kind": "effect", "at": e["created_at"], "effect": e})
     timeline.sort(key=lambda item: (item["at"], 0 if item["kind"] == "checkpoint" else 1))
     latest = snaps[-1]["values"] if snaps else {}
+    held = (await holders(request, [run])).get(run.run_id)
+    shown_run = view.run(run, held)
+    crashed = held is not None and held.crashed
+    questions = (
+        [_question(i) for i in snaps[-1]["interrupts"]]
+        if snaps and run.status is RunStatus.INTERRUPTED
+        else []
+    )
     sealed = request.cookies.get(flash.COOKIE)
     message = flash.unseal(
         await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
@@ -327,7 +343,10 @@ async def run_page(request: Request, me: Principal) -> Response:
         request,
         me,
         "run.html",
-        run=view.run(run),
+        run=shown_run,
+        crashed=crashed,
+        questions=questions,
+        approval=questions[0]["approval"] if len(questions) == 1 else None,
         timeline=timeline,
         effects=effects,
         audit=audit,
@@ -340,7 +359,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         latest=latest,
         can_operate=me.can(Role.OPERATOR),
         can_admin=me.can(Role.ADMIN),
-        continuable=run.status in CONTINUABLE,
+        continuable=run.status in CONTINUABLE or crashed,
         interrupted=run.status is RunStatus.INTERRUPTED,
         unfinished=run.status not in (RunStatus.COMPLETED, RunStatus.ABANDONED),
         uncertain=UNCERTAIN,
@@ -350,6 +369,60 @@ async def run_page(request: Request, me: Principal) -> Response:
     if sealed is not None:  # shown once (or not at all: not ours, another run's, too old)
         shown_page.delete_cookie(flash.COOKIE, path="/ui/")
     return shown_page
+
+
+def _tools(app: Any) -> dict[str, Any]:
+    """The graph's tools (of its ToolNodes), by name."""
+    spec = getattr(app.service, "spec", None)
+    found: dict[str, Any] = {}
+    for node in getattr(spec, "nodes", {}).values():
+        tools = getattr(node.fn, "tools", None)
+        if isinstance(tools, dict):
+            found.update(tools)
+    return found
+
+
+def _effect_commands(effect: dict[str, Any], tool: Any) -> dict[str, bool]:
+    """Which commands apply to ``effect``: Resolve for an uncertain one; Check where its
+    tool can ask the recipient (``reconcile`` for pending, ``probe`` for accepted);
+    Redeliver for a command sent to a recipient by a tool of this graph."""
+    status = effect["status"]
+    hook = "probe" if status == "accepted" else "reconcile"
+    return {
+        "resolve": status in UNCERTAIN,
+        "check": status in UNCERTAIN and getattr(tool, hook, None) is not None,
+        "redeliver": tool is not None and effect["effect_class"] in SENT,
+    }
+
+
+def _question(shown: Any) -> dict[str, Any]:
+    """An open interrupt as the page asks it: its node, its value, and, for an agent's
+    approval request, the calls to decide on."""
+    item = shown if isinstance(shown, dict) else {"value": shown}
+    value = item.get("value")
+    approval = None
+    if isinstance(value, dict) and isinstance(value.get("action_requests"), list):
+        configs = value.get("review_configs") or []
+        allowed = {c.get("action_name"): c.get("allowed_decisions") for c in configs}
+        approval = [
+            {
+                "n": n,
+                "name": r.get("name"),
+                "description": r.get("description"),
+                "args": r.get("args") or {},
+                "allowed": allowed.get(r.get("name")) or ["approve", "edit", "reject"],
+            }
+            for n, r in enumerate(value["action_requests"])
+        ]
+    text = value.get("question") if isinstance(value, dict) else None
+    return {
+        "id": item.get("id"),
+        "node": item.get("node"),
+        "value": value,
+        "text": text if isinstance(text, str) else (value if isinstance(value, str) else None),
+        "error": value.get("error") if isinstance(value, dict) else None,
+        "approval": approval,
+    }
 
 
 async def redeliver_page(request: Request, me: Principal) -> Response:
@@ -395,7 +468,18 @@ def _outcome_text(result: dict[str, Any], done: str) -> str:
 async def do_continue(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
     body: dict[str, Any] = {"reason": form.get("reason") or None}
-    if "answer" in form:
+    kind = form.get("answer_kind", "json")
+    if kind == "approval":
+        body["answer"] = await _decisions(request, me, run_id, form)
+    elif kind == "text":
+        body["answer"] = form.get("answer", "")
+    elif "answer" in form:
+        if not form["answer"].strip():
+            raise bad_request(
+                "write the answer to the question (JSON: a string in double quotes, a number, "
+                "true/false, a list or an object), or choose 'text' to send plain text; "
+                "nothing was done"
+            )
         body["answer"] = _json_field(form["answer"], "answer")
     result = await operations.continue_run(request, run_id, body)
     return await _to_run(request, run_id, _outcome_text(result, "Continued"))
@@ -471,6 +555,47 @@ async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> R
     run_id = request.path_params["run_id"]
     result = await operations.abandon(request, run_id, {"reason": form.get("reason")})
     return await _to_run(request, run_id, f"Abandoned; the run is {result['run']['status']}.")
+
+
+async def _decisions(
+    request: Request, me: Principal, run_id: str, form: dict[str, str]
+) -> dict[str, Any]:
+    """The approval form as the agent's answer: one decision per call asked about, in
+    order, with the operator as the approver. An edit's masked arguments (shown as
+    ``***``) keep the values the model proposed: a page never sends a mask as a value."""
+    run = await visible_run(request, me, run_id)
+    snap = await graph(request).aget_state({"thread_id": run.thread_id})
+    asked = [i for i in snap.interrupts if isinstance(getattr(i, "value", None), dict)]
+    requests = asked[0].value.get("action_requests") if len(asked) == 1 else None
+    if not isinstance(requests, list):
+        raise bad_request(
+            "this run is no longer asking for an approval (it may have been answered "
+            "meanwhile); reload the page to see what it asks now. Nothing was done."
+        )
+    decisions: list[dict[str, Any]] = []
+    for n, asked_call in enumerate(requests):
+        choice = form.get(f"decision_{n}")
+        if choice == "approve":
+            decisions.append({"type": "approve"})
+        elif choice == "reject":
+            message = (form.get(f"message_{n}") or "").strip()
+            decisions.append({"type": "reject", "message": message or "rejected by an operator"})
+        elif choice == "edit":
+            edited = _json_field(form.get(f"args_{n}", ""), f"the arguments of call {n + 1}")
+            if not isinstance(edited, dict):
+                raise bad_request(f"the arguments of call {n + 1} must be a JSON object")
+            proposed = asked_call.get("args") or {}
+            args = {
+                k: (proposed[k] if v == MASK and k in proposed else v) for k, v in edited.items()
+            }
+            name = asked_call.get("name")
+            decisions.append({"type": "edit", "edited_action": {"name": name, "args": args}})
+        else:
+            raise bad_request(
+                f"choose Approve, Edit or Reject for call {n + 1} ({asked_call.get('name')}); "
+                "nothing was done"
+            )
+    return {"decisions": decisions, "approver": me.actor}
 
 
 def _json_field(text: str, name: str) -> Any:

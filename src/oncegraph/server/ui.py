@@ -53,6 +53,7 @@ from oncegraph.server.context import (
 from oncegraph.server.diff import state_diff
 from oncegraph.server.idempotency import once, with_body
 from oncegraph.server.problems import ApiError, bad_request, from_exception
+from oncegraph.server.wording import for_operator
 from oncegraph.storage.records import EffectClass, RunStatus, now
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -83,6 +84,7 @@ def _when(ts: Any) -> str:
 
 
 _env.filters["pretty"] = _pretty
+_env.filters["words"] = lambda text: for_operator(text) if isinstance(text, str) else text
 # Each form's own idempotency key, made per page: a form posted twice (a double click, a
 # resend after a lost answer) acts once (oncegraph.server.idempotency).
 _env.globals["request_key"] = lambda: secrets.token_urlsafe(18)
@@ -148,7 +150,7 @@ async def _error_page(request: Request, me: Principal | None, exc: Exception) ->
     values = {
         "status": api.status,
         "code": api.code,
-        "message": await masked_message(request, api.message),
+        "message": for_operator(await masked_message(request, api.message)),
         "back": _back(request),
     }
     if me is None:
@@ -461,7 +463,7 @@ def _outcome_text(result: dict[str, Any], done: str) -> str:
     error = result.get("error")
     status = result["run"]["status"]
     if error:
-        return f"{done}; the run is {status}: {error['message']}"
+        return f"{done}; the run is {status}: {for_operator(error['message'])}"
     return f"{done}; the run is {status}."
 
 

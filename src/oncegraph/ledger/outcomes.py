@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
+
+
+class Verdict(StrEnum):
+    """What the recipient said about an effect whose outcome was not known."""
+
+    DONE = "done"  # it happened: here is its result
+    ACCEPTED = "accepted"  # it was queued: here is what the recipient holds
+    NOT_DONE = "not_done"  # it did not happen
+    UNKNOWN = "unknown"  # cannot tell
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,22 +41,22 @@ class Reconciled:
     ``Reconciled.unknown()`` (or returning ``None``): cannot tell, park for review.
     """
 
-    verdict: str  # done | not_done | unknown | accepted
+    verdict: Verdict  # a plain string of the same value is read the same
     result: Any = None
     provider_reference: str | None = None
 
     @classmethod
     def done(cls, result: Any = None, provider_reference: str | None = None) -> Reconciled:
-        return cls("done", result, provider_reference)
+        return cls(Verdict.DONE, result, provider_reference)
 
     @classmethod
     def accepted(cls, result: Any = None, provider_reference: str | None = None) -> Reconciled:
-        return cls("accepted", result, provider_reference)
+        return cls(Verdict.ACCEPTED, result, provider_reference)
 
     @classmethod
     def not_done(cls) -> Reconciled:
-        return cls("not_done")
+        return cls(Verdict.NOT_DONE)
 
     @classmethod
     def unknown(cls) -> Reconciled:
-        return cls("unknown")
+        return cls(Verdict.UNKNOWN)

@@ -34,11 +34,11 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from oncegraph import observe
+from oncegraph._retrying import attempts
 from oncegraph._slots import slot_init
-from oncegraph._waiting import wait_done
 from oncegraph.errors import (
     CorruptRecordError,
     EffectFailedError,
@@ -54,25 +54,32 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
+from oncegraph.ledger import calls, machine
+from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
-from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
 from oncegraph.ledger.planned import intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
-from oncegraph.runtime.context import EffectContext, TaskContext, reset_effect, set_effect
+from oncegraph.runtime.context import EffectContext, TaskContext
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import wants
-from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus, now
+from oncegraph.storage.records import (
+    Attempt,
+    AttemptOutcome,
+    EffectClass,
+    EffectRecord,
+    EffectStatus,
+    now,
+)
 
 log = logging.getLogger("oncegraph.ledger")
 
 Hook = Callable[[EffectRecord], Any]
-RunsOn = Literal["loop", "thread", "inline"]
 
 RECORD_RETRY_DELAYS = (0.05, 0.2, 0.8)
-RESOLVED_NOT_DONE = "resolved_not_done"  # an attempt outcome written by resolve_effect
+RESOLVED_NOT_DONE = AttemptOutcome.RESOLVED_NOT_DONE  # written by resolve_effect
 
 
 @slot_init
@@ -123,32 +130,6 @@ class Performed:
 
     result: Any
     effect_id: str
-
-
-# How one attempt's call ended.
-@dataclass(frozen=True, slots=True)
-class _Returned:
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _Raised:
-    error: Exception
-
-
-@dataclass(frozen=True, slots=True)
-class _Ended:
-    """Timed out; the call has ended (a coroutine was cancelled) but its outcome is unknown."""
-
-
-@dataclass(frozen=True, slots=True)
-class _InFlight:
-    """Timed out and still running after the grace period."""
-
-    call: asyncio.Future[Any]
-
-
-_CallEnd = _Returned | _Raised | _Ended | _InFlight
 
 
 async def _call_hook(hook: Hook, record: EffectRecord) -> Any:
@@ -232,15 +213,15 @@ class _Performer:
     async def _save(self, record: EffectRecord, *, sent: bool) -> EffectRecord:
         """Commit the next version of ``record`` (compare-and-set, fenced); retried with
         backoff, then fail loudly (guarantee 7). ``sent``: the tool may have acted already."""
-        new = record.replace(row_version=record.row_version + 1, updated_at=now())
-        for delay in (*RECORD_RETRY_DELAYS, None):
+        new = machine.next_version(record, now())
+        async for attempt in attempts(RECORD_RETRY_DELAYS, self.ctx.config.sleep):
             try:
                 await self.store.save_effect(new, fence=self.ctx.fence)
                 return new
             except (LeaseLostError, StaleStateError):
                 raise  # another holder took the run or the record: retrying cannot help
             except StorageError as exc:
-                if delay is None:
+                if attempt.last:
                     log.error(
                         "could not record effect %s (%s) after retries: %s",
                         record.effect_id,
@@ -258,14 +239,13 @@ class _Performer:
                         f"not be recorded: {exc}. The run stops here; resuming it treats the "
                         "effect as UNKNOWN and applies the tool class's policy."
                     ) from exc
-                await self.ctx.config.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _finish(self, record: EffectRecord) -> EffectRecord:
         """Record a final outcome: staged into the step's commit, or committed now."""
         retried = self.call.commit_if_retried and len(record.attempts) > 1
         if self.call.fold and self.ctx.may_fold and not retried:
-            staged = record.replace(row_version=record.row_version + 1, updated_at=now())
+            staged = machine.next_version(record, now())
             self.ctx.staged_effects.append(staged)
             self._event("effect_result", staged, folded=True)
             return staged
@@ -305,8 +285,7 @@ class _Performer:
             if found is not None:
                 return await self._from_plan(found)
         self.ctx.crash_point("before_intent")
-        intent = self._new_record(EffectStatus.PENDING, (Attempt(1, now()),))
-        intent = intent.replace(row_version=1)
+        intent = machine.intent(self._new_record(EffectStatus.PENDING, ()), now())
         try:
             stored, created = await self.store.begin_effect(intent, fence=self.ctx.fence)
         except (LeaseLostError, CorruptRecordError):
@@ -351,7 +330,7 @@ class _Performer:
         if not self.ctx.planned_written:  # read back: the row must be what was planned
             self._check_found(found)
         self._event("effect_intent", found, planned=True)
-        begun = found.replace(attempts=(Attempt(1, now()),))
+        begun = machine.begin_attempt(found, now())
         self._unsaved = True  # attempt 1 is begun in memory only, until an outcome is saved
         return await self._attempts(begun, claimed=True)
 
@@ -369,7 +348,7 @@ class _Performer:
             value = double(*self.call.args, **self.call.kwargs)
             if inspect.isawaitable(value):
                 value = await value
-            return _outcome(value)[1]
+            return machine.outcome_of(value)[1]
         found = await self.store.get_effect(self.effect_id)
         if found is None or found.status not in (EffectStatus.COMPLETED, EffectStatus.ACCEPTED):
             status = "no record" if found is None else f"a {found.status} record"
@@ -401,13 +380,9 @@ class _Performer:
                 raise  # running it would overwrite the damaged row: it stays as it is
             except StorageError as exc:
                 log.warning("ledger unreadable, running %s again: %s", self.call.effect_type, exc)
-        if found is not None:
-            self._check_found(found)
-            self._check_hash(found)
-            if found.status is EffectStatus.COMPLETED:
-                return found.result
-        record = found or self._new_record(EffectStatus.PENDING, ())
-        return await self._attempts(record)
+        if found is None:
+            return await self._attempts(self._new_record(EffectStatus.PENDING, ()))
+        return await self._decide(found)
 
     async def _check_position(self) -> None:
         """A re-run node's n-th effect must be the kind recorded at n (DBOS's check): an
@@ -445,109 +420,82 @@ class _Performer:
         """A record already exists for this command: decide from it, not from hope."""
         self._check_found(record)
         self._check_hash(record)
-        status = record.status
-        if status is EffectStatus.COMPLETED:
-            return record.result
-        if status is EffectStatus.ACCEPTED:
-            if self.call.probe is None:
-                return record.result
-            return await self._apply_reconcile(record, await _call_hook(self.call.probe, record))
-        if status is EffectStatus.FAILED:
-            if self.call.effect_class is EffectClass.IRREVERSIBLE:
-                raise EffectFailedError(
-                    f"irreversible effect {record.effect_id} failed earlier ({record.error}); "
-                    "it is never retried automatically. Redeliver it explicitly if it must go."
-                )
-            return await self._attempts(record)
-        # pending: the outcome is UNKNOWN. Its holder is gone (we hold the run now), so an
-        # attempt left open was cut off by a crash.
-        record = record.replace(attempts=tuple(_close_open(a) for a in record.attempts))
-        if not record.attempts:  # a planned intent: the call may have started before a crash
-            record = record.replace(attempts=(_planned_unknown(record),))
-        if record.attempts and record.attempts[-1].outcome == RESOLVED_NOT_DONE:
-            # an operator checked at the recipient: it did not happen; send it, same key
-            return await self._attempts(record)
-        if self.call.effect_class is EffectClass.IRREVERSIBLE:
-            return await self._reconcile(record, "was sent but its outcome is unknown")
-        return await self._attempts(record)  # write: again with the SAME key
+        has_probe = self.call.probe is not None
+        decision = machine.decide(record, self.call.effect_class, has_probe=has_probe, at=now())
+        return await self._act(decision)
 
-    async def _reconcile(self, record: EffectRecord, why: str) -> Any:
+    async def _act(self, decision: machine.Decision) -> Any:
+        """Carry out what the machine decided."""
+        if isinstance(decision, machine.UseRecorded):
+            return decision.result
+        if isinstance(decision, machine.Run):
+            return await self._attempts(decision.record)
+        if isinstance(decision, machine.Probe):
+            assert self.call.probe is not None  # decided so because there is one
+            verdict = await _call_hook(self.call.probe, decision.record)
+            return await self._verdict(decision.record, verdict, "is still pending")
+        if isinstance(decision, machine.Reconcile):
+            return await self._reconcile(decision.record, decision.why)
+        if isinstance(decision, machine.Refuse):
+            raise EffectFailedError(
+                f"irreversible effect {decision.record.effect_id} failed earlier "
+                f"({decision.record.error}); it is never retried automatically. Redeliver it "
+                "explicitly if it must go."
+            )
+        if isinstance(decision, machine.Park):
+            raise self._parked(decision.record, decision.why)
+        await self._save(decision.record, sent=True)
+        self._event("effect_reconciled", decision.record, verdict=decision.verdict)
+        return decision.result
+
+    async def _reconcile(self, record: EffectRecord, why: str, *, may_send: bool = True) -> Any:
+        """Ask the recipient (the tool's reconcile hook); park when the tool cannot ask.
+        ``may_send``: False after a timeout (see :func:`machine.after_verdict`)."""
         if self.call.reconcile is None:
             raise self._parked(record, why + " and the tool has no reconcile hook")
         verdict = await _call_hook(self.call.reconcile, record)
-        return await self._apply_reconcile(record, verdict, why)
+        return await self._verdict(record, verdict, why, may_send=may_send)
 
-    async def _apply_reconcile(
-        self,
-        record: EffectRecord,
-        verdict: Any,
-        why: str = "is still pending",
-        *,
-        may_send: bool = True,
+    async def _verdict(
+        self, record: EffectRecord, verdict: Any, why: str, *, may_send: bool = True
     ) -> Any:
-        if not isinstance(verdict, Reconciled) or verdict.verdict == "unknown":
-            if record.status is EffectStatus.ACCEPTED:
-                return record.result
-            raise self._parked(record, why + " and reconcile could not tell")
-        if verdict.verdict == "not_done":
-            if not may_send:
-                raise self._parked(
-                    record,
-                    why + "; reconcile found nothing at the recipient, but a request that "
-                    "timed out may still arrive, so it is not sent again automatically",
-                )
-            return await self._attempts(record)
-        status = EffectStatus.COMPLETED if verdict.verdict == "done" else EffectStatus.ACCEPTED
-        t = now()
-        closed = tuple(_close_open(a) for a in record.attempts)
-        done = record.replace(
-            status=status,
-            result=verdict.result,
-            provider_reference=verdict.provider_reference or record.provider_reference,
-            attempts=(*closed, Attempt(len(closed) + 1, t, t, "reconciled")),
+        return await self._act(
+            machine.after_verdict(record, verdict, why, may_send=may_send, at=now())
         )
-        await self._save(done, sent=True)
-        self._event("effect_reconciled", done, verdict=verdict.verdict)
-        return verdict.result
 
     # -- attempts --------------------------------------------------------------------------
 
     async def _attempts(self, record: EffectRecord, *, claimed: bool = False) -> Any:
-        """Call the tool, at most the policy's number of times in this perform.
+        """Call the tool, at most the policy's number of times in this perform (once for
+        an irreversible tool).
 
         ``claimed``: the record's last attempt is the intent just committed for this call.
         Otherwise each try first claims a new attempt in the row (for side effects a
         committed intent, guarantee 2).
         """
-        budget = (
-            1 if self.call.effect_class is EffectClass.IRREVERSIBLE else (self.policy.max_attempts)
-        )
-        made = 0
-        while True:
+        async for attempt in attempts(self.policy, self.ctx.config.sleep):
             if not claimed:
                 self.ctx.check_open()
-                attempts = (*record.attempts, Attempt(len(record.attempts) + 1, now()))
-                record = record.replace(status=EffectStatus.PENDING, attempts=attempts)
+                record = machine.begin_attempt(record, now())
                 if self.risky:
                     record = await self._save(record, sent=False)
             claimed = False
-            made += 1
             end = await self._call(record)
-            more = made < budget
-            if isinstance(end, _Returned):
+            if isinstance(end, calls.Returned):
                 self.ctx.crash_point("after_tool_return")
-                return await self._returned(record, end.value)
-            if isinstance(end, _Raised):
-                record = _end_last(record, "failed", f"{type(end.error).__name__}: {end.error}")
-                if more:
-                    await self.ctx.config.sleep(self.policy.delay(made))
+                done = machine.returned(record, end.value, now(), reference=self._reference)
+                await self._finish(done)
+                return done.result
+            if isinstance(end, calls.Raised):
+                error = machine.error_text(end.error)
+                if not attempt.last:
+                    record = machine.end_attempt(record, AttemptOutcome.FAILED, error, now())
                     continue
-                failed = record.replace(status=EffectStatus.FAILED, error=record.attempts[-1].error)
-                await self._finish(failed)
+                await self._finish(machine.failed(record, error, now()))
                 if isinstance(end.error, OnceGraphError):
                     raise end.error  # oncegraph's own error inside the tool: not the tool's
                 raise ToolFailed(end.error) from end.error
-            if isinstance(end, _InFlight):
+            if isinstance(end, calls.InFlight):
                 if self._unsaved:  # a planned call's attempt: the record must show it open
                     record = await self._save(record, sent=True)
                 self._keep(record, end.call)
@@ -558,28 +506,22 @@ class _Performer:
                     "this process until it ends and its outcome is recorded, then it can be "
                     "resumed."
                 )
-            # _Ended: timed out and stopped; what it did is unknown
-            record = _end_last(record, "timeout", "tool_timeout elapsed")
+            # Ended: timed out and stopped; what it did is unknown
+            record = machine.timed_out(record, now())
             if self.risky:
                 record = await self._save(record, sent=True)
             if self.call.effect_class is EffectClass.IRREVERSIBLE:
-                return await self._reconcile_timeout(record)
-            if more:
-                await self.ctx.config.sleep(self.policy.delay(made))
+                # ask the recipient, never re-send: the request may still arrive
+                why = f"timed out after {self.call.timeout}s"
+                return await self._reconcile(record, why, may_send=False)
+            if not attempt.last:
                 continue
             raise ToolTimeoutError(
                 f"{self.call.effect_type} timed out after {self.call.timeout}s; its outcome "
                 f"is unknown (effect {self.effect_id} stays pending). Resume the run to "
                 "try again with the same idempotency key."
             )
-
-    async def _reconcile_timeout(self, record: EffectRecord) -> Any:
-        """An irreversible call timed out and stopped: ask the recipient, never re-send."""
-        why = f"timed out after {self.call.timeout}s"
-        if self.call.reconcile is None:
-            raise self._parked(record, why + " and the tool has no reconcile hook")
-        verdict = await _call_hook(self.call.reconcile, record)
-        return await self._apply_reconcile(record, verdict, why, may_send=False)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _still_running(self) -> str:
         return (
@@ -588,21 +530,9 @@ class _Performer:
             "still reach the recipient"
         )
 
-    async def _returned(self, record: EffectRecord, value: Any) -> Any:
-        status, result, reference = _outcome(value)
-        record = _end_last(record, status.value, None)
-        done = record.replace(
-            status=status,
-            result=result,
-            provider_reference=reference or self._reference,
-            error=None,
-        )
-        await self._finish(done)
-        return result
-
     # -- one call ----------------------------------------------------------------------------
 
-    async def _call(self, record: EffectRecord) -> _CallEnd:
+    async def _call(self, record: EffectRecord) -> calls.CallEnd:
         effect = EffectContext(
             self.effect_id,
             self.call.effect_type,
@@ -612,53 +542,25 @@ class _Performer:
             len(record.attempts),
         )
         self._effect = effect
-        token = set_effect(effect)
-        try:
-            if self.call.runs == "inline":
-                try:
-                    return _Returned(self.call.fn())
-                except Exception as exc:
-                    return _Raised(exc)
-            started = self._start()
-        finally:
-            reset_effect(token)
-        return await self._wait(record, started)
+        runs = self.call.runs
+        if runs == "inline":
+            return calls.call_inline(self.call.fn, effect)
+        call, self._thread = calls.start(self.call.fn, runs, effect)
 
-    def _start(self) -> asyncio.Future[Any]:
-        """Start the call (in the current context, so current_effect() is set in it)."""
-        if self.call.runs == "thread":
-            self._thread, waiter = executor.start(self.call.fn)
-            return waiter
-        started: asyncio.Future[Any] = asyncio.ensure_future(self.call.fn())
-        return started
-
-    async def _wait(self, record: EffectRecord, call: asyncio.Future[Any]) -> _CallEnd:
-        timeout = self.call.timeout
-        try:
-            if not await wait_done(call, timeout):  # timed out: stop a coroutine; a
-                if self.call.runs == "loop":  # thread cannot be stopped
-                    call.cancel()
-                grace = self.ctx.config.tool_grace
-                if grace:
-                    await wait_done(call, grace)
-        except asyncio.CancelledError:  # the run is being stopped from outside
-            if self.call.runs == "loop":
-                call.cancel()
-            if not call.done():
-                self._abandon()
-                self._keep(record, call)
-            raise
-        if not call.done():
+        def stuck() -> None:  # the run is stopped from outside while the call goes on
             self._abandon()
-            return _InFlight(call)
-        if call.cancelled():
-            return _Ended()
-        error = call.exception()
-        if error is None:
-            return _Returned(call.result())
-        if isinstance(error, Exception):
-            return _Raised(error)
-        raise error  # a BaseException from the tool (a signal): let it through
+            self._keep(record, call)
+
+        end = await calls.wait(
+            call,
+            timeout=self.call.timeout,
+            grace=self.ctx.config.tool_grace,
+            stoppable=runs == "loop",
+            on_cancel=stuck,
+        )
+        if isinstance(end, calls.InFlight):
+            self._abandon()
+        return end
 
     @property
     def _what(self) -> str:
@@ -683,17 +585,14 @@ class _Performer:
             return
 
         async def record_late(ended: Ended) -> None:
+            t = now()
             if ended.cancelled():
-                late = _end_last(record, "unknown", "cancelled after its step stopped")
-            elif ended.exception() is not None:
-                error = ended.exception()
-                late = _end_last(record, "failed", f"{type(error).__name__}: {error}")
-                late = late.replace(status=EffectStatus.FAILED, error=late.attempts[-1].error)
+                why = "cancelled after its step stopped"
+                late = machine.end_attempt(record, AttemptOutcome.UNKNOWN, why, t)
+            elif (error := ended.exception()) is not None:
+                late = machine.failed(record, machine.error_text(error), t)
             else:
-                status, result, reference = _outcome(ended.result())
-                late = _end_last(record, status.value, None).replace(
-                    status=status, result=result, provider_reference=reference or self._reference
-                )
+                late = machine.returned(record, ended.result(), t, reference=self._reference)
             await self._save(late, sent=True)
             log.info(
                 "effect %s ended after its step stopped: recorded %s", late.effect_id, late.status
@@ -701,48 +600,6 @@ class _Performer:
 
         thread = self._thread if self.call.runs == "thread" else None
         claim.keep(call, record_late, thread=thread.to_future() if thread is not None else None)
-
-
-def _end_last(record: EffectRecord, outcome: str, error: str | None) -> EffectRecord:
-    """``record`` with its last attempt ended now with ``outcome``."""
-    if not record.attempts:
-        return record
-    last = record.attempts[-1]
-    ended = Attempt(last.number, last.started_at, now(), outcome, error)
-    return record.replace(attempts=(*record.attempts[:-1], ended))
-
-
-def _planned_unknown(record: EffectRecord) -> Attempt:
-    """The attempt a planned intent (oncegraph.ledger.planned) may have made before the
-    process stopped: its call starts without a commit, so whether it started is unknown."""
-    return Attempt(
-        1,
-        record.created_at,
-        now(),
-        "unknown",
-        "planned with its step; the process stopped before an outcome was recorded",
-    )
-
-
-def _close_open(attempt: Attempt) -> Attempt:
-    """An attempt left open by a crash: its outcome is unknown."""
-    if attempt.ended_at is not None:
-        return attempt
-    return Attempt(
-        attempt.number,
-        attempt.started_at,
-        now(),
-        "unknown",
-        "no outcome was recorded (crash or lost response)",
-    )
-
-
-def _outcome(value: Any) -> tuple[EffectStatus, Any, str | None]:
-    if isinstance(value, Accepted):
-        return EffectStatus.ACCEPTED, value.result, value.provider_reference
-    if isinstance(value, Completed):
-        return EffectStatus.COMPLETED, value.result, value.provider_reference
-    return EffectStatus.COMPLETED, value, None
 
 
 async def perform(ctx: TaskContext, call: EffectCall) -> Performed:

@@ -21,8 +21,6 @@ guarantee 15) before it writes, and leaves an append-only :class:`AuditRecord`
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,19 +34,19 @@ from oncegraph.errors import (
     RunStateError,
 )
 from oncegraph.ids import new_audit_id
+from oncegraph.ledger import calls, machine
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import hash_key
-from oncegraph.ledger.outcomes import Accepted, Completed, Reconciled
-from oncegraph.ledger.perform import RESOLVED_NOT_DONE
+from oncegraph.ledger.outcomes import Reconciled, Verdict
 from oncegraph.runs import claims
 from oncegraph.runs import confirm as confirmation
 from oncegraph.runs.masking import mask_effect
-from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig, caller_id
-from oncegraph.runtime.context import EffectContext, reset_effect, set_effect
+from oncegraph.runtime.context import EffectContext
 from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.storage.records import (
     Attempt,
+    AttemptOutcome,
     AuditRecord,
     EffectRecord,
     EffectStatus,
@@ -61,7 +59,7 @@ if TYPE_CHECKING:
     from oncegraph.runs.service import RunResult, RunService
 
 NO_ANSWER: Any = object()
-RESOLVED_DONE = "resolved_done"
+RESOLVED_DONE = AttemptOutcome.RESOLVED_DONE
 REDELIVERED = "redelivered"
 
 
@@ -69,7 +67,7 @@ REDELIVERED = "redelivered"
 class EffectCheck:
     """What :meth:`Commands.check_effect` heard from the recipient, and the effect after."""
 
-    verdict: str  # done | accepted | not_done | unknown
+    verdict: Verdict  # done | accepted | not_done | unknown
     effect: EffectRecord
 
 
@@ -193,21 +191,15 @@ class Commands:
                 "redeliver(effect_id, ...)"
             )
         t = now()
-        attempts = tuple(_closed(a, t) for a in record.attempts)
-        mark = RESOLVED_DONE if outcome == "done" else RESOLVED_NOT_DONE
-        attempts = (*attempts, Attempt(len(attempts) + 1, t, t, mark, f"by {actor}: {reason}"))
-        if outcome == "done":
-            changed = record.replace(
-                status=EffectStatus.COMPLETED,
-                result=result,
-                provider_reference=provider_reference or record.provider_reference,
-                error=None,
-            )
-        else:
-            changed = record.replace(status=EffectStatus.PENDING)
-        changed = changed.replace(
-            attempts=attempts, row_version=record.row_version + 1, updated_at=t
+        changed = machine.resolved(
+            record,
+            outcome == "done",
+            f"by {actor}: {reason}",
+            t,
+            result=result,
+            provider_reference=provider_reference,
         )
+        changed = machine.next_version(changed, t)
         audit = _effect_audit(
             record,
             actor,
@@ -269,20 +261,7 @@ class Commands:
                 found = await found
             verdict = found if isinstance(found, Reconciled) else Reconciled.unknown()
             t = now()
-            check = Attempt(len(current.attempts) + 1, t, t, f"checked_{verdict.verdict}")
-            changed = current.replace(attempts=(*current.attempts, check))
-            if verdict.verdict in ("done", "accepted"):
-                changed = changed.replace(
-                    status=(
-                        EffectStatus.COMPLETED
-                        if verdict.verdict == "done"
-                        else EffectStatus.ACCEPTED
-                    ),
-                    result=verdict.result,
-                    provider_reference=verdict.provider_reference or current.provider_reference,
-                    error=None,
-                )
-            changed = changed.replace(row_version=current.row_version + 1, updated_at=t)
+            changed = machine.next_version(machine.checked(current, verdict, t), t)
             audit = _effect_audit(
                 current,
                 actor,
@@ -329,13 +308,7 @@ class Commands:
         preview = self._preview(record, new_key, confirm, expires)
         kwargs = tool.validate(record.request)
         t = now()
-        attempts = tuple(_closed(a, t) for a in record.attempts)
-        sending = record.replace(
-            status=EffectStatus.PENDING,
-            attempts=(*attempts, Attempt(len(attempts) + 1, t)),
-            row_version=record.row_version + 1,
-            updated_at=t,
-        )
+        sending = machine.next_version(machine.redelivering(record, t), t)
         audit = _effect_audit(
             record, actor, "redeliver", reason, before=str(record.status), dedup=preview.dedup
         )
@@ -351,17 +324,16 @@ class Commands:
                 len(sending.attempts),
                 key=preview.key,
             )
-            outcome, value, error = await _call_once(tool, kwargs, effect)
-            ended = Attempt(len(attempts) + 1, t, now(), outcome, error)
-            done = sending.replace(
-                status=EffectStatus.FAILED if outcome == "failed" else EffectStatus(outcome),
-                result=value if outcome != "failed" else sending.result,
-                provider_reference=effect.provider_reference or sending.provider_reference,
-                error=error,
-                attempts=(*attempts, ended),
-                row_version=sending.row_version + 1,
-                updated_at=now(),
-            )
+            runs: calls.RunsOn = "loop" if tool.is_async else "thread"
+            end = await calls.call_once(tool.bind(kwargs), runs, effect)
+            at = now()
+            reference = effect.provider_reference or sending.provider_reference
+            if isinstance(end, calls.Raised):
+                error = machine.error_text(end.error)
+                done = machine.failed(sending, error, at, reference=reference)
+            else:
+                done = machine.returned(sending, end.value, at, reference=reference)
+            done = machine.next_version(done, at)
             await self.store.save_effect(done, fence=token)
             return done
 
@@ -485,34 +457,6 @@ class Commands:
             await claim.release()
 
 
-async def _call_once(
-    tool: Any, kwargs: dict[str, Any], effect: EffectContext
-) -> tuple[str, Any, str | None]:
-    """Call a tool once with ``current_effect()`` set: (outcome, result, error), the
-    outcome being ``completed``, ``accepted`` or ``failed``."""
-    token = set_effect(effect)
-    try:
-        if tool.is_async:
-            call: asyncio.Future[Any] = asyncio.ensure_future(tool.fn(**kwargs))
-        else:
-            call = executor.start(functools.partial(tool.fn, **kwargs))[1]
-    finally:
-        reset_effect(token)
-    try:
-        value = await call
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as exc:
-        return "failed", None, f"{type(exc).__name__}: {exc}"
-    if isinstance(value, Accepted):
-        effect.provider_reference = value.provider_reference or effect.provider_reference
-        return "accepted", value.result, None
-    if isinstance(value, Completed):
-        effect.provider_reference = value.provider_reference or effect.provider_reference
-        return "completed", value.result, None
-    return "completed", value, None
-
-
 def _effect_audit(
     record: EffectRecord, actor: str, action: str, reason: str, **details: Any
 ) -> AuditRecord:
@@ -528,12 +472,6 @@ def _effect_audit(
         reason=reason,
         details=details,
     )
-
-
-def _closed(attempt: Attempt, at: float) -> Attempt:
-    if attempt.ended_at is not None:
-        return attempt
-    return Attempt(attempt.number, attempt.started_at, at, "unknown", "closed by an operator")
 
 
 __all__ = [

@@ -202,13 +202,38 @@ class TaskWrite:
         return _masked_repr(self)
 
 
+class AttemptOutcome(StrEnum):
+    """How one attempt of an effect ended (stored as these strings).
+
+    ``completed``, ``accepted``, ``failed``: the call returned or raised; ``timeout``: it
+    was stopped at its timeout, what it did is unknown; ``unknown``: no outcome could be
+    recorded (a crash, a lost response, closed by an operator); ``reconciled``: the
+    recipient was asked and said; ``resolved_done`` / ``resolved_not_done``: an operator
+    checked at the recipient; ``checked_<verdict>``: an operator's check through the
+    tool's hook."""
+
+    COMPLETED = "completed"
+    ACCEPTED = "accepted"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+    RECONCILED = "reconciled"
+    RESOLVED_DONE = "resolved_done"
+    RESOLVED_NOT_DONE = "resolved_not_done"
+    CHECKED_DONE = "checked_done"
+    CHECKED_ACCEPTED = "checked_accepted"
+    CHECKED_NOT_DONE = "checked_not_done"
+    CHECKED_UNKNOWN = "checked_unknown"
+
+
 @slot_init
 @dataclass(frozen=True, slots=True)
 class Attempt:
     number: int
     started_at: float
     ended_at: float | None = None
-    outcome: str | None = None  # completed | accepted | failed | timeout | unknown | reconciled
+    # an AttemptOutcome when written by the ledger; read back from a row as its string
+    outcome: str | None = None
     error: str | None = None
 
 

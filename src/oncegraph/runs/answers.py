@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.hitl.command import Command
-from oncegraph.hitl.interrupt import Interrupt
+from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import is_breakpoint, open_interrupts
 from oncegraph.storage.records import RunStatus

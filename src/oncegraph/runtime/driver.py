@@ -52,8 +52,6 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.hitl.interrupt import Interrupt as InterruptValue
-from oncegraph.ledger.keys import hash_key
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
@@ -81,9 +79,11 @@ from oncegraph.runtime.engine import (
 )
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, wants
 from oncegraph.runtime.tasks import run_task
+from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,

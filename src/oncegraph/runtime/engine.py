@@ -41,14 +41,13 @@ from typing import Any
 
 from oncegraph._json import dumps_state, loads
 from oncegraph._slots import slot_init
-from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError
+from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError, corrupt
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
-from oncegraph.storage.sql import rows
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
@@ -426,7 +425,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     try:
         tasks = tasks_of(spec, cp)
     except (ValueError, TypeError, KeyError) as exc:
-        raise rows.corrupt(
+        raise corrupt(
             "oncegraph_checkpoints",
             cp.checkpoint_id,
             f"its sends do not fit the graph ({exc})",
@@ -435,7 +434,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         ) from exc
     unknown = [t.node for t in tasks if t.node not in spec.nodes]
     if unknown:
-        raise rows.corrupt(
+        raise corrupt(
             "oncegraph_checkpoints",
             cp.checkpoint_id,
             f"it names node(s) {unknown} to run next, which this graph does not have",
@@ -463,7 +462,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
                     raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
                 done[w.task] = decode_result(spec, w.task, nodes[w.task], w.value)
             except (ValueError, TypeError, KeyError) as exc:
-                raise rows.corrupt(
+                raise corrupt(
                     "oncegraph_task_writes",
                     f"{w.checkpoint_id}/{w.task}",
                     f"the update does not fit the state schema ({exc})",

@@ -22,8 +22,9 @@ Tasks: a step runs the nodes its edges pulled (one task each, keyed by the node'
 and the ``Send`` items routers and ``Command(goto=...)`` returned (one task each, keyed
 ``node:i`` by position, its payload stored in the checkpoint, see :func:`tasks_of`).
 Waiting edges (``add_edge([a, b], c)``) fire once all their sources ran since they last
-fired; what each has seen rides in the checkpoint's metadata. Static breakpoints
-(``interrupt_before`` / ``interrupt_after``) are found by :func:`breakpoint_at`.
+fired; what each has seen rides in the checkpoint's metadata. What the run does between
+steps (static breakpoints, the recursion limit, which open interrupt an answer goes to,
+planned intents) is decided in :mod:`oncegraph.runtime.moves`.
 
 Precedence when siblings disagree: crash, then park, then fail, then interrupt; a step
 commits only when every task finished. Everything here is deterministic given its
@@ -42,7 +43,7 @@ from typing import Any
 from oncegraph._json import dumps_state, loads
 from oncegraph._slots import slot_init
 from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError, corrupt
-from oncegraph.graph.constants import END, START
+from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
@@ -346,31 +347,6 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     return Head(checkpoint, spec.schema.initial())
 
 
-def breakpoint_at(
-    spec: GraphSpec,
-    cp: CheckpointRecord,
-    tasks: Sequence[Task],
-    *,
-    before: Sequence[str] = (),
-    after: Sequence[str] = (),
-) -> dict[str, list[str]] | None:
-    """The static breakpoint that stops the run before the step after ``cp``, if any:
-    ``{"before": [nodes]}`` when a task's node is in ``before`` (or ``before`` is
-    ``("*",)``), ``{"after": [nodes]}`` when a node that wrote ``cp`` is in ``after``."""
-    before = (*spec.interrupt_before, *before)
-    after = (*spec.interrupt_after, *after)
-    if after:
-        wrote = [n for n in cp.metadata.get("writes", ()) if n != START]
-        hit = [n for n in wrote if "*" in after or n in after]
-        if hit and cp.metadata.get("source") != "input":
-            return {"after": list(dict.fromkeys(hit))}
-    if before:
-        hit = [t.node for t in tasks if "*" in before or t.node in before]
-        if hit:
-            return {"before": list(dict.fromkeys(hit))}
-    return None
-
-
 # -- one step: plan, outcomes, decision -----------------------------------------------------
 
 
@@ -630,25 +606,6 @@ def decide(
     )
 
 
-def open_interrupts(writes: Sequence[TaskWrite]) -> dict[str, TaskWrite]:
-    """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
-    finished = {w.task for w in writes if w.kind == "writes"}
-    answers: dict[str, int] = {}
-    for w in writes:
-        if w.kind == "resume":
-            answers[w.task] = answers.get(w.task, 0) + 1
-    waiting: dict[str, TaskWrite] = {}
-    for w in writes:
-        open_ = w.kind == "interrupt" and w.task not in finished
-        if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
-            waiting[w.task] = w
-    return waiting
-
-
-def _idx(write: TaskWrite | None) -> int:
-    return -1 if write is None else write.idx
-
-
 __all__ = [
     "BREAKPOINT",
     "Commit",
@@ -664,7 +621,6 @@ __all__ = [
     "TaskOutcome",
     "TaskResult",
     "advance",
-    "breakpoint_at",
     "decide",
     "decode_result",
     "decode_send",
@@ -673,7 +629,6 @@ __all__ = [
     "encode_send",
     "is_breakpoint",
     "next_nodes",
-    "open_interrupts",
     "plan_step",
     "route",
     "tasks_of",

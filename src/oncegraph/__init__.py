@@ -16,10 +16,11 @@ from oncegraph.errors import (
     UnfinishedRunError,
 )
 from oncegraph.graph import END, START, StateGraph
-from oncegraph.hitl import Command, Interrupt, Send, interrupt
+from oncegraph.hitl import Command, Send
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
-from oncegraph.runtime.context import current_effect
-from oncegraph.runtime.faults import FaultPlan, crash_point, declare_crash_point
+from oncegraph.runtime.context import crash_point, current_effect
+from oncegraph.runtime.faults import FaultPlan, declare_crash_point
+from oncegraph.runtime.interrupt import Interrupt, interrupt
 from oncegraph.state import MessagesState, add_messages, append
 from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
 

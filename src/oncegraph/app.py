@@ -31,9 +31,8 @@ from typing import Any, Self
 
 from oncegraph._cancel import cancel_and_wait
 from oncegraph.errors import ConfigError, UnfinishedRunError
-from oncegraph.graph.builder import breakpoint_names
 from oncegraph.graph.io import output_values
-from oncegraph.graph.spec import GraphSpec
+from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import answers, reading

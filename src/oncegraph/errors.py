@@ -218,6 +218,28 @@ class CorruptRecordError(StorageError):
         self.salvage = salvage
 
 
+def corrupt(
+    table: str,
+    key: Any,
+    detail: str,
+    *,
+    thread_id: Any = None,
+    run_id: Any = None,
+) -> CorruptRecordError:
+    """The error for a stored row that cannot be read back (guarantee 12): names the table, the
+    row, its thread and run, and says nothing was changed or re-executed."""
+    where = [f"key {key!r}"]
+    if thread_id is not None:
+        where.append(f"thread {thread_id!r}")
+    if run_id is not None:
+        where.append(f"run {run_id!r}")
+    return CorruptRecordError(
+        f"corrupt row in {table} ({', '.join(where)}): {detail}. The row was left untouched "
+        "and nothing was re-executed; check the database was written by a compatible "
+        "oncegraph version (`oncegraph db verify`) or repair the row by hand."
+    )
+
+
 class StorageFullError(StorageError):
     """The database's disk (or its size limit) is full. The write was rolled back, so
     nothing of it was stored; the message says what that means for the run and its tools

@@ -5,9 +5,10 @@ policy in LangGraph's shape; tools take :class:`oncegraph.RetryPolicy`),
 
 from oncegraph.config import StreamWriter
 from oncegraph.graph.retry import RetryPolicy
-from oncegraph.hitl import Command, Interrupt, Send, interrupt
+from oncegraph.hitl import Command, Send
 from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
+from oncegraph.runtime.interrupt import Interrupt, interrupt
 
 __all__ = [
     "Command",

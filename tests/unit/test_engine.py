@@ -412,7 +412,8 @@ def test_waiting_edge_fires_once_after_all_sources_whatever_the_branch_lengths()
 
 
 def test_breakpoints_before_and_after() -> None:
-    from oncegraph.runtime.engine import breakpoint_at, tasks_of
+    from oncegraph.runtime.engine import tasks_of
+    from oncegraph.runtime.moves import breakpoint_at
 
     spec = _spec()
     h0 = _start(spec, {})

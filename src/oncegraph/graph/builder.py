@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.retry import node_retry
-from oncegraph.graph.spec import BranchSpec, GraphSpec, JoinSpec, NodeSpec, positional_params
+from oncegraph.graph.spec import (
+    BranchSpec,
+    GraphSpec,
+    JoinSpec,
+    NodeSpec,
+    breakpoint_names,
+    positional_params,
+)
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
@@ -405,21 +412,3 @@ def _caller_level() -> int:
     while frame is not None and frame.f_globals.get("__name__", "").startswith("oncegraph."):
         frame, level = frame.f_back, level + 1
     return level
-
-
-def breakpoint_names(
-    what: str, names: str | Sequence[str] | None, nodes: Mapping[str, Any]
-) -> tuple[str, ...]:
-    """``names`` checked against ``nodes``: a tuple of node names, or ``("*",)``."""
-    if names is None:
-        return ()
-    if names == "*":
-        return ("*",)
-    listed = [names] if isinstance(names, str) else list(names)
-    for n in listed:
-        if n not in nodes:
-            raise GraphValidationError(
-                f"{what}={listed!r}: {n!r} is not a node of the graph (its nodes: "
-                f"{sorted(nodes)}); use node names or '*'"
-            )
-    return tuple(listed)

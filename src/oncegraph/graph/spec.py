@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from oncegraph.errors import GraphValidationError
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
@@ -42,6 +43,24 @@ def positional_params(fn: Callable[..., Any]) -> int:
     except (TypeError, ValueError):
         return 0
     return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def breakpoint_names(
+    what: str, names: str | Sequence[str] | None, nodes: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """``names`` checked against ``nodes``: a tuple of node names, or ``("*",)``."""
+    if names is None:
+        return ()
+    if names == "*":
+        return ("*",)
+    listed = [names] if isinstance(names, str) else list(names)
+    for n in listed:
+        if n not in nodes:
+            raise GraphValidationError(
+                f"{what}={listed!r}: {n!r} is not a node of the graph (its nodes: "
+                f"{sorted(nodes)}); use node names or '*'"
+            )
+    return tuple(listed)
 
 
 @dataclass(frozen=True, slots=True)

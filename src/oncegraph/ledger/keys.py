@@ -18,10 +18,11 @@ without those characters is left exactly as it was, so keys of existing runs do 
 
 The request hash is keyed because views show it next to masked arguments: an unsalted
 digest of ``{"card": "4111..."}`` gives a card number back to anyone who knows its first
-six and last four digits. The key is the store's (:func:`hash_key`): derived from the
-per-database secret for SQL stores (so every process on one database computes the same
-hash and guarantee 6 holds across them), a random per-store secret in memory. Records written
-before keyed hashes carry ``sha256:<hex>``; :func:`same_request` checks those with the
+six and last four digits. The key is the store's (:func:`oncegraph.storage.keys.hash_key`,
+re-exported here as :func:`hash_key`): derived from the per-database secret for SQL stores
+(so every process on one database computes the same hash and guarantee 6 holds across
+them), a random per-store secret in memory. Records written before keyed hashes carry
+``sha256:<hex>``; :func:`same_request` checks those with the
 old digest, so runs from before an upgrade resume.
 """
 
@@ -29,11 +30,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 from typing import TYPE_CHECKING, Any
 
 from oncegraph._json import canonical
 from oncegraph.ids import CommandId, EffectId
+from oncegraph.storage.keys import hash_key
 
 if TYPE_CHECKING:
     from oncegraph.runtime.context import TaskContext
@@ -72,8 +73,6 @@ def storable_id(value: str) -> str:
 KEYED_PREFIX = "hmac-sha256:"
 LEGACY_PREFIX = "sha256:"
 
-log = logging.getLogger("oncegraph.ledger")
-
 
 def request_hash(value: Any, key: bytes | None = None) -> str:
     """``hmac-sha256:<hex>``: HMAC-SHA256 of the canonical JSON of ``value`` under
@@ -91,27 +90,6 @@ def same_request(recorded: str, value: Any, key: bytes | None) -> bool:
     if recorded.startswith(LEGACY_PREFIX):
         return hmac.compare_digest(recorded, request_hash(value))
     return False
-
-
-_warned: set[str] = set()
-
-
-async def hash_key(store: Any) -> bytes | None:
-    """The store's request-hash key (``await store.request_hash_key()``); None, with a
-    warning once per store type, for a store that has none (its hashes stay unkeyed)."""
-    source = getattr(store, "request_hash_key", None)
-    if source is None:
-        name = type(store).__name__
-        if name not in _warned:
-            _warned.add(name)
-            log.warning(
-                "%s has no request_hash_key(): its request hashes are unkeyed sha256, which "
-                "can give masked arguments back; implement request_hash_key()",
-                name,
-            )
-        return None
-    key = await source()
-    return bytes(key)
 
 
 def tool_command_id(message_id: str, tool_call_id: str) -> CommandId:

@@ -46,7 +46,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.hitl.interrupt import interrupt
+from oncegraph.runtime.interrupt import interrupt
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.messages import Message, ToolCall
 from oncegraph.runtime.context import TaskContext, current_task

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.hitl.command import Command
-from oncegraph.hitl.interrupt import Interrupt
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.engine import is_breakpoint, open_interrupts
+from oncegraph.runtime.engine import is_breakpoint
+from oncegraph.runtime.interrupt import Interrupt
+from oncegraph.runtime.moves import answer_order, open_interrupts
 from oncegraph.storage.records import RunStatus
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ async def route(service: RunService, cfg: RunConfig, input: Any) -> Any:
             return Command(resume=None)
         return input
     order = service.graph.order
-    asked = sorted(waiting.values(), key=lambda w: order.get(w.task, 0))
+    asked = [waiting[task] for task in answer_order(order, waiting)]
     ids = [Interrupt.of(head, w.task, w.idx, w.value).id for w in asked]
     answers = dict(input.resume)
     if len(answers) == 1 and ids and next(iter(answers)) == ids[0]:

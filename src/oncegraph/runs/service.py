@@ -55,9 +55,10 @@ from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig, caller_id, lookup_id
 from oncegraph.runtime.driver import Driver, Emit, ignore, moved_on_error
-from oncegraph.runtime.engine import Head, empty_head, open_interrupts
+from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.moves import next_answer, open_interrupts
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
 from oncegraph.storage.records import (
@@ -399,7 +400,7 @@ class RunService:
             waiting = open_interrupts(writes)
             if not waiting:
                 raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-            task = min(waiting, key=lambda t: spec.order.get(t, 0))
+            task = next_answer(spec.order, waiting)
             answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
             question = waiting[task]
             # Who approved what: the question, the answer and the actor, kept for good.

@@ -7,7 +7,7 @@ into what LangGraph code reads:
 * ``config`` / ``parent_config``: ``{"configurable": {"thread_id", "checkpoint_ns",
   "checkpoint_id"}}`` (the flat ``thread_id`` / ``checkpoint_id`` keys stay too), so a
   snapshot's config can be passed back to ``get_state`` or ``invoke``;
-* ``interrupts``: :class:`~oncegraph.hitl.interrupt.Interrupt` objects (a static
+* ``interrupts``: :class:`~oncegraph.runtime.interrupt.Interrupt` objects (a static
   breakpoint is not a question and is not listed);
 * ``tasks``: one :class:`PregelTask` per task of the next step (pulled nodes, then
   sends), with the interrupts it asked, the writes of a sibling that already finished
@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.hitl.interrupt import Interrupt
+from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.driver import task_id
 from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint

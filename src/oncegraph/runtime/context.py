@@ -138,6 +138,14 @@ def set_task(ctx: TaskContext | None) -> Any:
     return _task.set(ctx)
 
 
+def crash_point(point: str) -> None:
+    """Mark a user-defined crash point (for example inside a tool): a run's
+    :class:`~oncegraph.runtime.faults.FaultPlan` for ``point`` fires here."""
+    task = current_task()
+    if task is not None:
+        task.crash_point(point)
+
+
 def reset_task(token: Any) -> None:
     _task.reset(token)
 

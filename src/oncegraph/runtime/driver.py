@@ -44,7 +44,6 @@ from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
     OnceGraphError,
-    RecursionLimitError,
     StaleStateError,
     StorageError,
     ThreadMovedOnError,
@@ -52,8 +51,6 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.hitl.interrupt import Interrupt as InterruptValue
-from oncegraph.ledger.keys import hash_key
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
@@ -72,18 +69,26 @@ from oncegraph.runtime.engine import (
     TaskOutcome,
     TaskResult,
     advance,
-    breakpoint_at,
     decide,
     encode_result,
-    open_interrupts,
     plan_step,
     tasks_of,
 )
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.interrupt import Interrupt as InterruptValue
+from oncegraph.runtime.moves import (
+    OutOfSteps,
+    intent_planners,
+    may_plan_intents,
+    next_answer,
+    next_move,
+    open_interrupts,
+)
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, wants
 from oncegraph.runtime.tasks import run_task
+from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,
@@ -238,18 +243,22 @@ class Driver:
         if self.parent is not None:
             task_writes = await self._hand_down_answers(cp, task_writes, run)
         plan = plan_step(self.spec, head, task_writes)
-        stop = self._breakpoint(cp, plan, task_writes)
-        if stop is not None:
-            return await self._execute(Interrupt(((BREAKPOINT, stop, 0),)), head, run, [], plan)
-        if self.steps >= self.config.recursion_limit:
-            error = RecursionLimitError(
-                f"run {run.run_id} reached recursion_limit={self.config.recursion_limit} "
-                f"after {self.steps} steps (the input step counts, as in LangGraph) without "
-                "finishing; raise config['recursion_limit'] if that is expected, or fix the "
-                "loop. The run is failed and can be continued with invoke(None, config)."
-            )
-            await self.set_status(run, RunStatus.FAILED, str(error))
-            raise error
+        move = next_move(
+            self.spec,
+            cp,
+            plan,
+            task_writes,
+            run_id=run.run_id,
+            steps=self.steps,
+            recursion_limit=self.config.recursion_limit,
+            before=self.config.interrupt_before,
+            after=self.config.interrupt_after,
+        )
+        if isinstance(move, OutOfSteps):
+            await self.set_status(run, RunStatus.FAILED, str(move.error))
+            raise move.error
+        if move is not None:
+            return await self._execute(move, head, run, [], plan)
         self.steps += 1
         loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -340,24 +349,6 @@ class Driver:
         self._task_emit, self._task_emit_of = task_emit, emit
         return task_emit
 
-    def _breakpoint(
-        self, cp: CheckpointRecord, plan: StepPlan, task_writes: list[TaskWrite]
-    ) -> dict[str, list[str]] | None:
-        cfg = self.config
-        spec = self.spec
-        if not (
-            spec.interrupt_before
-            or spec.interrupt_after
-            or cfg.interrupt_before
-            or cfg.interrupt_after
-        ):
-            return None
-        if any(w.task == BREAKPOINT and w.kind == "resume" for w in task_writes):
-            return None  # the breakpoint here was passed: continue
-        return breakpoint_at(
-            spec, cp, plan.tasks, before=cfg.interrupt_before, after=cfg.interrupt_after
-        )
-
     async def _execute(
         self,
         decision: Decision,
@@ -427,7 +418,7 @@ class Driver:
             waiting = open_interrupts(writes)
             if not waiting:
                 break
-            task = min(waiting, key=lambda t: (order.get(t.split(":")[0], -1), t))
+            task = next_answer(order, waiting)
             answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
             write = TaskWrite(
                 run.thread_id,
@@ -490,29 +481,23 @@ class Driver:
         whose next step surely runs now (no breakpoint can stop it, the recursion limit
         is not reached), from nodes that can tell their calls from the state."""
         cp = nxt.checkpoint
-        cfg, spec = self.config, self.spec
-        if (
-            not cp.next
-            or self.parent is not None
-            or self.scope
-            or self.replay is not None
-            or self.steps >= cfg.recursion_limit
-            or spec.interrupt_before
-            or spec.interrupt_after
-            or cfg.interrupt_before
-            or cfg.interrupt_after
-            or cp.metadata.get("sends")
-        ):
+        cfg = self.config
+        allowed = may_plan_intents(
+            self.spec,
+            cp,
+            nested=self.parent is not None or bool(self.scope),
+            replay=self.replay is not None,
+            steps=self.steps,
+            recursion_limit=cfg.recursion_limit,
+            before=cfg.interrupt_before,
+            after=cfg.interrupt_after,
+        )
+        planners = intent_planners(self.spec, cp) if allowed else []
+        if not planners:
             return []
+        key = await hash_key(self.store)  # request hashes are keyed by the store
         intents: list[EffectRecord] = []
-        key: bytes | None = None
-        for name in dict.fromkeys(cp.next):
-            node = spec.nodes.get(name)
-            planner = getattr(node.fn, "plan_intents", None) if node is not None else None
-            if planner is None:
-                continue
-            if key is None:  # the request hashes are keyed by the store (ledger/keys.py)
-                key = await hash_key(self.store)
+        for name, planner in planners:
             intents += planner(
                 nxt.values,
                 hash_key=key,

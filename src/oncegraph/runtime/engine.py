@@ -22,8 +22,9 @@ Tasks: a step runs the nodes its edges pulled (one task each, keyed by the node'
 and the ``Send`` items routers and ``Command(goto=...)`` returned (one task each, keyed
 ``node:i`` by position, its payload stored in the checkpoint, see :func:`tasks_of`).
 Waiting edges (``add_edge([a, b], c)``) fire once all their sources ran since they last
-fired; what each has seen rides in the checkpoint's metadata. Static breakpoints
-(``interrupt_before`` / ``interrupt_after``) are found by :func:`breakpoint_at`.
+fired; what each has seen rides in the checkpoint's metadata. What the run does between
+steps (static breakpoints, the recursion limit, which open interrupt an answer goes to,
+planned intents) is decided in :mod:`oncegraph.runtime.moves`.
 
 Precedence when siblings disagree: crash, then park, then fail, then interrupt; a step
 commits only when every task finished. Everything here is deterministic given its
@@ -41,14 +42,13 @@ from typing import Any
 
 from oncegraph._json import dumps_state, loads
 from oncegraph._slots import slot_init
-from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError
-from oncegraph.graph.constants import END, START
+from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError, corrupt
+from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
-from oncegraph.storage.sql import rows
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
@@ -347,31 +347,6 @@ def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     return Head(checkpoint, spec.schema.initial())
 
 
-def breakpoint_at(
-    spec: GraphSpec,
-    cp: CheckpointRecord,
-    tasks: Sequence[Task],
-    *,
-    before: Sequence[str] = (),
-    after: Sequence[str] = (),
-) -> dict[str, list[str]] | None:
-    """The static breakpoint that stops the run before the step after ``cp``, if any:
-    ``{"before": [nodes]}`` when a task's node is in ``before`` (or ``before`` is
-    ``("*",)``), ``{"after": [nodes]}`` when a node that wrote ``cp`` is in ``after``."""
-    before = (*spec.interrupt_before, *before)
-    after = (*spec.interrupt_after, *after)
-    if after:
-        wrote = [n for n in cp.metadata.get("writes", ()) if n != START]
-        hit = [n for n in wrote if "*" in after or n in after]
-        if hit and cp.metadata.get("source") != "input":
-            return {"after": list(dict.fromkeys(hit))}
-    if before:
-        hit = [t.node for t in tasks if "*" in before or t.node in before]
-        if hit:
-            return {"before": list(dict.fromkeys(hit))}
-    return None
-
-
 # -- one step: plan, outcomes, decision -----------------------------------------------------
 
 
@@ -426,7 +401,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     try:
         tasks = tasks_of(spec, cp)
     except (ValueError, TypeError, KeyError) as exc:
-        raise rows.corrupt(
+        raise corrupt(
             "oncegraph_checkpoints",
             cp.checkpoint_id,
             f"its sends do not fit the graph ({exc})",
@@ -435,7 +410,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         ) from exc
     unknown = [t.node for t in tasks if t.node not in spec.nodes]
     if unknown:
-        raise rows.corrupt(
+        raise corrupt(
             "oncegraph_checkpoints",
             cp.checkpoint_id,
             f"it names node(s) {unknown} to run next, which this graph does not have",
@@ -463,7 +438,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
                     raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
                 done[w.task] = decode_result(spec, w.task, nodes[w.task], w.value)
             except (ValueError, TypeError, KeyError) as exc:
-                raise rows.corrupt(
+                raise corrupt(
                     "oncegraph_task_writes",
                     f"{w.checkpoint_id}/{w.task}",
                     f"the update does not fit the state schema ({exc})",
@@ -631,25 +606,6 @@ def decide(
     )
 
 
-def open_interrupts(writes: Sequence[TaskWrite]) -> dict[str, TaskWrite]:
-    """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
-    finished = {w.task for w in writes if w.kind == "writes"}
-    answers: dict[str, int] = {}
-    for w in writes:
-        if w.kind == "resume":
-            answers[w.task] = answers.get(w.task, 0) + 1
-    waiting: dict[str, TaskWrite] = {}
-    for w in writes:
-        open_ = w.kind == "interrupt" and w.task not in finished
-        if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
-            waiting[w.task] = w
-    return waiting
-
-
-def _idx(write: TaskWrite | None) -> int:
-    return -1 if write is None else write.idx
-
-
 __all__ = [
     "BREAKPOINT",
     "Commit",
@@ -665,7 +621,6 @@ __all__ = [
     "TaskOutcome",
     "TaskResult",
     "advance",
-    "breakpoint_at",
     "decide",
     "decode_result",
     "decode_send",
@@ -674,7 +629,6 @@ __all__ = [
     "encode_send",
     "is_breakpoint",
     "next_nodes",
-    "open_interrupts",
     "plan_step",
     "route",
     "tasks_of",

@@ -9,8 +9,8 @@ Named crash points sit at every commit boundary of the effect protocol::
 ``FaultPlan("after_intent")`` raises an in-process crash signal at the first hit of that
 point; ``FaultPlan("after_intent", nth=2, kill=True)`` SIGKILLs the process at the
 second hit. ``ONCEGRAPH_CRASH_AT=<point>[:<nth>]`` in the environment hard-kills the
-process there, so recovery can be tested from outside. Tools may add their own points
-with :func:`crash_point` (e.g. ``"in_tool"`` right after the provider got the request).
+process there, so recovery can be tested from outside. Tools may add their own points with
+:func:`oncegraph.crash_point` (e.g. ``"in_tool"`` right after the provider got the request).
 
 A plan can never pass vacuously: its point must be one of :data:`CRASH_POINTS` or a
 name declared with :func:`declare_crash_point` (at import time, before the plan is
@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from oncegraph.errors import ConfigError, _CrashSignal
 
@@ -102,10 +103,11 @@ class FaultPlan:
         raise _CrashSignal(point)
 
 
-def crash_point(point: str) -> None:
-    """Mark a user-defined crash point (for example inside a tool)."""
-    from oncegraph.runtime.context import current_task
+def __getattr__(name: str) -> Any:
+    # crash_point reads the task context, which stands above this module; it lives in
+    # oncegraph.runtime.context, and this old path still finds it (imported on first use).
+    if name == "crash_point":
+        from oncegraph.runtime.context import crash_point
 
-    task = current_task()
-    if task is not None:
-        task.crash_point(point)
+        return crash_point
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

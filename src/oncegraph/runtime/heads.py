@@ -13,12 +13,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from oncegraph.errors import RunNotFoundError
+from oncegraph.errors import RunNotFoundError, corrupt
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, empty_head
 from oncegraph.storage.protocols import CheckpointStore
 from oncegraph.storage.records import CheckpointRecord, ThreadRecord
-from oncegraph.storage.sql import rows
 
 _CACHE_SIZE = 1024
 
@@ -121,7 +120,7 @@ class Heads:
 
 
 def _corrupt(cp: CheckpointRecord, table: str, key: str, exc: Exception) -> Exception:
-    return rows.corrupt(
+    return corrupt(
         table,
         key,
         f"a stored value does not fit the state schema ({type(exc).__name__}: {exc})",

@@ -61,8 +61,8 @@ from typing import Any, Self
 
 from oncegraph._loopbound import LoopBound
 from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.runtime.context import current_effect
-from oncegraph.runtime.faults import crash_point, declare_crash_point
+from oncegraph.runtime.context import crash_point, current_effect
+from oncegraph.runtime.faults import declare_crash_point
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.tool import Tool, Validator, effect_class
 

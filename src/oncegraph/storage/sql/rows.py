@@ -30,6 +30,7 @@ from oncegraph.errors import (
     EncryptionKeyError,
     InvalidUpdateError,
     OnceGraphError,
+    corrupt,
 )
 from oncegraph.storage.encryption import BOUND, EncryptionKeys, open_plain, place
 from oncegraph.storage.encryption import PREFIX as SEALED
@@ -54,28 +55,6 @@ from oncegraph.storage.sql.statements import THREAD_COLUMNS
 
 Row = Sequence[Any]
 _R = TypeVar("_R")
-
-
-def corrupt(
-    table: str,
-    key: Any,
-    detail: str,
-    *,
-    thread_id: Any = None,
-    run_id: Any = None,
-) -> CorruptRecordError:
-    """The error for a stored row that cannot be read back (guarantee 12): names the table, the
-    row, its thread and run, and says nothing was changed or re-executed."""
-    where = [f"key {key!r}"]
-    if thread_id is not None:
-        where.append(f"thread {thread_id!r}")
-    if run_id is not None:
-        where.append(f"run {run_id!r}")
-    return CorruptRecordError(
-        f"corrupt row in {table} ({', '.join(where)}): {detail}. The row was left untouched "
-        "and nothing was re-executed; check the database was written by a compatible "
-        "oncegraph version (`oncegraph db verify`) or repair the row by hand."
-    )
 
 
 # Where each table's thread and run ids sit in its rows (for error messages).
@@ -273,9 +252,7 @@ class Rows:
         run = None if row[n] is None else self.run_from_row(row[n:])
         return thread, run
 
-    def run_opening_from_row(
-        self, row: Row | None
-    ) -> tuple[RunRecord | None, ThreadRecord | None]:
+    def run_opening_from_row(self, row: Row | None) -> tuple[RunRecord | None, ThreadRecord | None]:
         """A ``RUN_OPENING`` row: (the run, its thread), None where absent."""
         if row is None:
             return None, None

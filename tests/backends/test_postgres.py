@@ -36,7 +36,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
 )
-from oncegraph.storage.sql import postgres
+from oncegraph.storage.sql import postgres, store_runs
 from oncegraph.storage.sql.pg_step import StepWriter, numbered, step_script
 from oncegraph.storage.sql.postgres import PgCheckpointer
 from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
@@ -693,7 +693,7 @@ async def test_checkpoint_size_is_flat_in_conversation_length(fresh_dsn: str) ->
 async def test_prune_pages_through_every_thread(
     fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(postgres, "_THREAD_PAGE", 2)
+    monkeypatch.setattr(store_runs, "_THREAD_PAGE", 2)  # the shared store pages
     store = PgCheckpointer(fresh_dsn)
     try:
         threads = [await build_history(store, [RunStatus.COMPLETED] * 2) for _ in range(5)]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from oncegraph.cli.output import CliError
-from oncegraph.errors import StorageError
+from oncegraph.errors import ConfigError, StorageError
 
 ENV = "ONCEGRAPH_DATABASE"
 CONNECT_TIMEOUT = 5  # seconds; libpq's minimum is 2
@@ -158,12 +158,12 @@ def check_postgres(dsn: str, *, schema: bool = True) -> None:
     except ImportError:
         raise CliError(_EXTRA) from None
     from oncegraph.storage.sql import migrate as M
-    from oncegraph.storage.sql.postgres import _check_dsn
+    from oncegraph.storage.sql.pg_pool import check_dsn
     from oncegraph.storage.sql.schema import SCHEMA_TABLE
 
     try:
-        _check_dsn(dsn)
-    except StorageError as exc:
+        check_dsn(dsn)
+    except (ConfigError, StorageError) as exc:
         raise CliError(str(exc), code=2) from None
     where = _describe(dsn)
     try:

@@ -46,134 +46,17 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.records import RunRecord, RunStatus
-from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
-from oncegraph.storage.sql.postgres import PgCheckpointer, _mapped
+from oncegraph.storage.sql.pg_queue import CLAIM, RELEASE, RENEW, RENEW_MANY
+from oncegraph.storage.sql.postgres import PgCheckpointer
 
 if TYPE_CHECKING:
     from oncegraph.runs.service import RunService
-
-_DB_NOW = "extract(epoch from clock_timestamp())"
-_UNFINISHED = ", ".join(
-    f"'{s}'"
-    for s in (
-        RunStatus.QUEUED,
-        RunStatus.RUNNING,
-        RunStatus.INTERRUPTED,
-        RunStatus.NEEDS_REVIEW,
-        RunStatus.FAILED,
-        RunStatus.PAUSED,
-    )
-)
-_RETURNING = ", ".join(f"u.{c}" for c in S.RUN_COLUMNS)
-# HELD_BY_OTHERS of another run ``o`` of the thread (its holder's session is alive)
-_HELD_O = HELD_BY_OTHERS.replace("r.run_id", "o.run_id")
-
-# Named params (:func:`claim_params`): app, tenant (NULL: any), fingerprints, versions,
-# skip (run ids), limit, owner, lease (seconds).
-#
-# ``c`` lists the claimable rows of this app in queue order; it is a subquery with its own
-# ORDER BY (never flattened), so the planner knows its order and walks it with a nested
-# loop into ``r``, testing the costly conditions (live lock holders, an older unfinished
-# run on the thread) row by row and stopping at the LIMIT: a claim costs the rows it
-# looks at, not the length of the queue. ``c`` is two walks merged in queue order (a
-# Merge Append): the queued runs, from the partial index ``oncegraph_runs_queued`` (app,
-# created_at, run_id; schema migration 10), already in that order; and the running runs
-# whose lease has expired, from ``oncegraph_runs_leases`` (lease_expires_at, of running
-# runs), sorted (normally none, or the few of a worker that died). One index of both
-# (migration 6's ``oncegraph_runs_claimable``) made every claim walk past each running run
-# of the app before the first queued one: 4.5 ms a claim with 5,000 running, 1.4 ms now.
-# The expired walk compares with the time read once, as an init plan's parameter (a
-# volatile call in the comparison would keep the index from being used). ``r``'s own
-# conditions are repeated so that the lock re-checks them on the newest row version.
-_CLAIMABLE = f"""(
-        r.status = '{RunStatus.QUEUED}'
-        OR (r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at IS NOT NULL
-            AND r.lease_expires_at < {_DB_NOW})
-    )"""
-_MINE = """COALESCE(r.app_id, r.workflow_name) = %(app)s
-           AND (%(tenant)s::text IS NULL OR r.tenant = %(tenant)s::text)
-           AND (r.graph_fingerprint = ANY(%(fingerprints)s::text[])
-                OR r.workflow_version = ANY(%(versions)s::text[]))
-           AND NOT (r.run_id = ANY(%(skip)s::text[]))"""
-CLAIM = f"""
-WITH picked AS (
-    SELECT r.run_id, r.status AS was_status, r.lease_owner AS was_owner
-    FROM (
-        (SELECT r.run_id, r.created_at FROM oncegraph_runs r
-         WHERE r.status = '{RunStatus.QUEUED}' AND {_MINE}
-         ORDER BY r.created_at, r.run_id)
-        UNION ALL
-        (SELECT r.run_id, r.created_at FROM oncegraph_runs r
-         WHERE r.status = '{RunStatus.RUNNING}' AND r.lease_expires_at < (SELECT {_DB_NOW})
-           AND {_MINE}
-         ORDER BY r.created_at, r.run_id)
-    ) c
-    JOIN oncegraph_runs r ON r.run_id = c.run_id
-    WHERE {_CLAIMABLE}
-    AND NOT {HELD_BY_OTHERS}
-    AND NOT EXISTS (
-        SELECT 1 FROM oncegraph_runs o
-        WHERE o.thread_id = r.thread_id AND o.run_id <> r.run_id
-          AND ((o.status IN ({_UNFINISHED}) AND o.seq < r.seq)
-               OR (o.status = '{RunStatus.RUNNING}'
-                   AND (o.lease_expires_at >= {_DB_NOW} OR {_HELD_O})))
-    )
-    ORDER BY c.created_at, c.run_id
-    LIMIT %(limit)s
-    FOR UPDATE OF r SKIP LOCKED
-)
-UPDATE oncegraph_runs u
-SET status = '{RunStatus.RUNNING}', lease_owner = %(owner)s,
-    lease_expires_at = {_DB_NOW} + %(lease)s, fencing_token = u.fencing_token + 1,
-    updated_at = {_DB_NOW}
-FROM picked WHERE u.run_id = picked.run_id
-RETURNING {_RETURNING}, picked.was_status, picked.was_owner
-"""
-
-# Params: lease_seconds, run_id, lease_owner, fencing_token.
-RENEW = f"""
-UPDATE oncegraph_runs SET lease_expires_at = {_DB_NOW} + %s, updated_at = {_DB_NOW}
-WHERE run_id = %s AND lease_owner = %s AND fencing_token = %s
-  AND status = '{RunStatus.RUNNING}'
-"""
-
-# Params: run ids, their tokens, lease_seconds, lease_owner. Renews every lease held with
-# its token in one statement and returns the run ids that are still this owner's: renewed,
-# or ended (no longer ``running``) under the same token, which no one took from it.
-RENEW_MANY = f"""
-WITH held AS (
-    SELECT * FROM unnest(%s::text[], %s::bigint[]) AS h(run_id, token)
-), renewed AS (
-    UPDATE oncegraph_runs r SET lease_expires_at = {_DB_NOW} + %s, updated_at = {_DB_NOW}
-    FROM held h
-    WHERE r.run_id = h.run_id AND r.fencing_token = h.token AND r.lease_owner = %s
-      AND r.status = '{RunStatus.RUNNING}'
-    RETURNING r.run_id
-)
-SELECT h.run_id FROM held h
-WHERE h.run_id IN (SELECT run_id FROM renewed)
-   OR EXISTS (
-        SELECT 1 FROM oncegraph_runs r
-        WHERE r.run_id = h.run_id AND r.fencing_token = h.token
-          AND r.status <> '{RunStatus.RUNNING}'
-   )
-"""
-
-# Params: run_id, lease_owner, fencing_token.
-RELEASE = f"""
-UPDATE oncegraph_runs
-SET status = '{RunStatus.QUEUED}', lease_owner = NULL, lease_expires_at = NULL,
-    fencing_token = fencing_token + 1, updated_at = {_DB_NOW}
-WHERE run_id = %s AND lease_owner = %s AND fencing_token = %s
-  AND status = '{RunStatus.RUNNING}'
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +132,7 @@ class RunQueue:
             )
         self.store = store
         self.runnable = runnable
+        self._queue = store.run_queue()  # the claim/renew/release statements
 
     async def claim(
         self,
@@ -274,21 +158,18 @@ class RunQueue:
         if limit <= 0:
             return []
         params = claim_params(self.runnable, owner, lease_seconds, limit, skip=skip)
-        found = await self._run("claim", CLAIM, params, fetch=True)
-        assert isinstance(found, list)
         return [
             Claimed(
                 self.store.rows.run_from_row(r[:-2]),
                 r[-1] if r[-2] == RunStatus.RUNNING and r[-1] else None,
             )
-            for r in found
+            for r in await self._queue.claim(params)
         ]
 
     async def renew(self, run_id: str, owner: str, token: int, lease_seconds: float) -> bool:
         """Extend the lease; False when it is no longer ours (another claim bumped the
         token, the run was released, or it left ``running``)."""
-        count = await self._run("renew", RENEW, (lease_seconds, run_id, owner, token))
-        return bool(count == 1)
+        return await self._queue.renew(run_id, owner, token, lease_seconds)
 
     async def renew_many(
         self, owner: str, held: Mapping[str, int], lease_seconds: float
@@ -298,27 +179,11 @@ class RunQueue:
         commit is written but whose task has not returned yet is not lost). A run missing
         from the answer was taken: another claim bumped its token, or it was released or
         abandoned."""
-        if not held:
-            return set()
-        ids = list(held)
-        params = (ids, [held[r] for r in ids], lease_seconds, owner)
-        found = await self._run("renew", RENEW_MANY, params, fetch=True)
-        return {r[0] for r in found}
+        return await self._queue.renew_many(owner, held, lease_seconds)
 
     async def release(self, run_id: str, owner: str, token: int) -> bool:
         """Give a running run back to the queue; False if the lease was not ours any more."""
-        return bool(await self._run("release", RELEASE, (run_id, owner, token)) == 1)
-
-    async def _run(
-        self, op: str, sql: str, params: Sequence[Any] | Mapping[str, Any], *, fetch: bool = False
-    ) -> Any:
-        pool = await self.store._ready()
-        with _mapped(op, self.store._where):
-            async with pool.connection() as conn:
-                cur = await conn.execute(sql, params)
-                if fetch:
-                    return await cur.fetchall()
-                return cur.rowcount
+        return await self._queue.release(run_id, owner, token)
 
 
 __all__ = [

@@ -11,9 +11,8 @@ Invariants:
   the table holds. Racing processes therefore agree on one value, and it never changes
   afterwards (nothing updates or deletes it).
 * Keys are ``HMAC-SHA256(secret, "oncegraph key:" + purpose)``: a key for one purpose
-  (the Redis cache's MAC) says nothing about the key for another.
-* What it protects against: a party who can write the cache (Redis) but cannot read
-  the database; a party who sees an operator view (a request hash next to masked
+  (the request hashes, the audit chain) says nothing about the key for another.
+* What it protects against: a party who sees an operator view (a request hash next to masked
   arguments) but cannot read the database. Whoever can read the database can read the
   secret (and, without encryption at rest, the arguments themselves).
 """
@@ -28,8 +27,6 @@ from typing import Any
 from oncegraph.errors import StorageError
 
 SECRET_NAME = "database"
-CACHE_MAC_PURPOSE = "redis-cache-mac"
-"""Purpose of the key that signs Redis cache entries (:mod:`oncegraph.storage.cache.mac`)."""
 REQUEST_HASH_PURPOSE = "request-hash"
 """Purpose of the key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
 
@@ -70,7 +67,6 @@ def derive_key(secret: bytes, purpose: str) -> bytes:
 
 
 __all__ = [
-    "CACHE_MAC_PURPOSE",
     "REQUEST_HASH_PURPOSE",
     "SECRET_INSERT",
     "SECRET_NAME",

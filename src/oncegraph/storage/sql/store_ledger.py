@@ -1,0 +1,222 @@
+"""The ledger port of the one SQL store: effects, the audit log and idempotency keys,
+written once over :class:`~oncegraph.storage.sql.store_port.SqlPort`.
+
+A driver error while reading or beginning an effect is a
+:class:`~oncegraph.errors.LedgerUnavailableError` on every dialect (risky tools then do
+not run); a lost compare-and-swap of an effect is a
+:class:`~oncegraph.errors.StaleStateError` naming the stored row version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from oncegraph.errors import LedgerUnavailableError, StaleStateError, StorageError
+from oncegraph.storage import auditchain as chain
+from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, EffectStatus
+from oncegraph.storage.requests import IdempotencyRecord
+from oncegraph.storage.sql import request_keys as R
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.store_port import SqlPort
+
+
+@lru_cache(maxsize=64)
+def _effect_list(
+    by_run: bool, by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool
+) -> str:
+    return S.effect_list(
+        by_run=by_run,
+        by_thread=by_thread,
+        n_statuses=n_statuses,
+        by_app=by_app,
+        by_tenant=by_tenant,
+    )
+
+
+@lru_cache(maxsize=32)
+def _effect_payloads(by_run: bool, by_thread: bool, results: bool, n_threads: int) -> str:
+    return S.effect_payloads(
+        by_run=by_run, by_thread=by_thread, results=results, n_threads=n_threads
+    )
+
+
+class LedgerMethods(SqlPort):
+    """:class:`~oncegraph.storage.protocols.EffectStore`, the audit log and requests."""
+
+    # -- effects -----------------------------------------------------------------------
+
+    async def begin_effect(
+        self, record: EffectRecord, *, fence: int | None = None
+    ) -> tuple[EffectRecord, bool]:
+        params = self.rows.effect_to_params(record)
+        inserted, row = await self._first_writer(
+            "begin_effect",
+            S.EFFECT_INSERT,
+            params,
+            S.EFFECT_SELECT,
+            (record.effect_id,),
+            fence=None if fence is None else (record.run_id, fence),
+            cls=LedgerUnavailableError,
+        )
+        if inserted:
+            return self.rows.effect_from_row(params), True
+        if row is None:  # pragma: no cover - effects are never deleted while in a run
+            raise LedgerUnavailableError(
+                f"effect {record.effect_id} conflicted on insert but cannot be read back"
+            )
+        return self.rows.effect_from_row(row), False
+
+    async def get_effect(self, effect_id: str) -> EffectRecord | None:
+        row = await self._fetchone(
+            "get_effect", S.EFFECT_SELECT, (effect_id,), LedgerUnavailableError
+        )
+        return None if row is None else self.rows.effect_from_row(row)
+
+    async def save_effect(
+        self, record: EffectRecord, *, fence: int | None = None, audit: AuditRecord | None = None
+    ) -> None:
+        expected = record.row_version - 1
+        params: tuple[Any, ...]
+        if expected == 0:  # never begun: insert it (or update a row that was never written)
+            sql, params = S.EFFECT_UPSERT_FIRST, tuple(self.rows.effect_to_params(record))
+        else:
+            sql, params = S.EFFECT_UPDATE_CAS, (*self.rows.effect_update_params(record), expected)
+        fenced = None if fence is None else (record.run_id, fence)
+        if await self._write("save_effect", sql, params, fence=fenced, audit=audit) == 1:
+            return
+        stored = await self._fetchone("save_effect", S.EFFECT_SELECT, (record.effect_id,))
+        version = "none" if stored is None else self.rows.effect_from_row(stored).row_version
+        stale = rows.effect_cas_message(record.effect_id, expected)
+        raise StaleStateError(f"{stale} (stored row version: {version})")
+
+    async def list_effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[EffectRecord]:
+        wanted = [str(s) for s in statuses] if statuses is not None else []
+        if statuses is not None and not wanted:
+            return []
+        params: list[Any] = [p for p in (run_id, thread_id) if p is not None]
+        params += wanted
+        params += [f for f in (app_id, tenant) if f is not None]
+        params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
+        sql = _effect_list(
+            run_id is not None,
+            thread_id is not None,
+            len(wanted),
+            app_id is not None,
+            tenant is not None,
+        )
+        found = await self._fetchall("list_effects", sql, params, LedgerUnavailableError)
+        return [self.rows.effect_from_row(r) for r in found]
+
+    async def list_effect_payloads(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
+    ) -> list[EffectPayload]:
+        if thread_ids is not None and not thread_ids:
+            return []
+        params = [p for p in (run_id, thread_id) if p is not None]
+        params += thread_ids or ()
+        sql = _effect_payloads(
+            run_id is not None, thread_id is not None, results, len(thread_ids or ())
+        )
+        found = await self._fetchall("list_effect_payloads", sql, params, LedgerUnavailableError)
+        return [self.rows.payload_from_row(r) for r in found]
+
+    # -- the audit log -----------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        key = await self._chain_key()
+        duplicate = f"audit record {record.audit_id!r} already exists; nothing was written"
+        async with self._transaction("append_audit", duplicate=duplicate) as tx:
+            await self._append_audit_in_tx(tx, record, key)
+
+    async def verify_audit(self, *, page: int = 1000) -> chain.ChainReport:
+        """Check the audit chain (:func:`oncegraph.storage.auditchain.verify`)."""
+        db_key = await self._audit_db_key()
+        row = await self._fetchone("verify_audit", S.AUDIT_UNCHAINED, ())
+        latest = await self._fetchone("verify_audit", S.AUDIT_LATEST_UNCHAINED, ())
+        found: list[chain.Chained] = []
+        after = 0
+        while True:
+            batch = await self._fetchall("verify_audit", S.AUDIT_CHAIN_PAGE, (after, page))
+            found.extend(self.rows.chained_audit(r) for r in batch)
+            if len(batch) < page:
+                break
+            after = int(batch[-1][-2])
+        return chain.verify(
+            found,
+            db_key=db_key,
+            encryption=self.rows.encryption,
+            unchained=int(row[0]),
+            latest_unchained=None if latest is None else (latest[0], float(latest[1])),
+        )
+
+    async def list_audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | tuple[float, str] | None = None,
+        limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
+    ) -> list[AuditRecord]:
+        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit, app_id, tenant)
+        found = await self._fetchall("list_audit", sql, params)
+        return [self.rows.audit_from_row(r) for r in found]
+
+    # -- idempotency keys --------------------------------------------------------------
+
+    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
+        params = self.rows.request_to_params(record)
+        inserted, row = await self._first_writer(
+            "claim_request", R.REQUEST_CLAIM, params, R.REQUEST_SELECT, params[:2]
+        )
+        if inserted:
+            return self.rows.request_from_row(params), True
+        if row is None:  # pragma: no cover - the conflict row is only deleted when expired
+            raise StorageError(f"idempotency key {record.key!r} conflicted but cannot be read")
+        return self.rows.request_from_row(row), False
+
+    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
+        row = await self._fetchone("get_request", R.REQUEST_SELECT, (scope, key))
+        return None if row is None else self.rows.request_from_row(row)
+
+    async def finish_request(
+        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
+    ) -> bool:
+        params = (
+            status_code,
+            self.rows.response_param(record.scope, record.key, response),
+            record.scope,
+            record.key,
+            record.created_at,
+        )
+        return await self._write("finish_request", R.REQUEST_FINISH, params) == 1
+
+    async def release_request(self, record: IdempotencyRecord) -> None:
+        params = (record.scope, record.key, record.created_at)
+        await self._write("release_request", R.REQUEST_RELEASE, params)
+
+    async def prune_requests(self, *, before: float) -> int:
+        return max(await self._write("prune_requests", R.REQUEST_PRUNE, (before,)), 0)
+
+
+__all__ = ["LedgerMethods"]

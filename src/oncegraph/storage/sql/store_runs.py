@@ -1,0 +1,277 @@
+"""The checkpoint and run port of the one SQL store, written once over :class:`SqlPort`.
+
+Threads, checkpoints, channel logs, task writes, runs (and their fences) and retention.
+The step commit is the dialect's own (its performance is the dialect's): see
+:meth:`SqliteCheckpointer.commit` and :meth:`PgCheckpointer.commit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from oncegraph.errors import RunNotFoundError
+from oncegraph.storage.records import (
+    PRUNABLE_EFFECT_RUN_STATUSES,
+    PRUNABLE_EFFECT_STATUSES,
+    UNFINISHED_STATUSES,
+    AuditRecord,
+    CheckpointRecord,
+    PruneReport,
+    RunRecord,
+    RunStatus,
+    TaskWrite,
+    ThreadRecord,
+    now,
+    prune_effects_cutoff,
+)
+from oncegraph.storage.sql import rows
+from oncegraph.storage.sql import statements as S
+from oncegraph.storage.sql.listing import Shape
+from oncegraph.storage.sql.store_port import SqlPort
+
+_KEEP_RUN_STATUSES = tuple(sorted(str(s) for s in UNFINISHED_STATUSES))
+_PRUNE_EFFECT_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_STATUSES)
+_PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
+_CHECKPOINT_PRUNE = S.checkpoint_prune(len(_KEEP_RUN_STATUSES))
+_EFFECT_PRUNE = S.effect_prune(len(_PRUNE_EFFECT_STATUSES), len(_PRUNE_EFFECT_RUN_STATUSES))
+_THREAD_PAGE = 500
+
+
+@lru_cache(maxsize=64)
+def _run_list(shape: Shape) -> str:
+    return shape.sql()
+
+
+def run_update(
+    run_id: str, status: RunStatus | None, error: str | None, fence: int | None, ts: float
+) -> tuple[str, tuple[Any, ...]]:
+    """The statement (and its parameters) that sets a run's status, checks its fence, or
+    both; zero rows: no such run, or (``fence``) it is no longer held with that token."""
+    if fence is None:
+        if status is None:
+            raise ValueError("a run update needs a status or a fence")
+        return S.RUN_SET_STATUS, (str(status), error, ts, run_id)
+    if status is None:
+        return S.RUN_TOUCH_FENCED, (ts, run_id, fence)
+    return S.RUN_SET_STATUS_FENCED, (str(status), error, ts, run_id, fence)
+
+
+class RunMethods(SqlPort):
+    """:class:`~oncegraph.storage.protocols.CheckpointStore`'s reads and run writes."""
+
+    # -- threads and checkpoints -------------------------------------------------------
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        row = await self._fetchone("get_thread", S.THREAD_SELECT, (thread_id,))
+        return None if row is None else rows.thread_from_row(row)
+
+    async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
+        row = await self._fetchone("open_thread", S.THREAD_OPENING, (thread_id, thread_id))
+        return self.rows.thread_opening_from_row(row)
+
+    async def open_run(self, run_id: str) -> tuple[RunRecord | None, ThreadRecord | None]:
+        row = await self._fetchone("open_run", S.RUN_OPENING, (run_id,))
+        return self.rows.run_opening_from_row(row)
+
+    async def get_checkpoint(
+        self, thread_id: str, checkpoint_id: str | None = None
+    ) -> CheckpointRecord | None:
+        if checkpoint_id is None:
+            row = await self._fetchone("get_checkpoint", S.CHECKPOINT_SELECT_HEAD, (thread_id,))
+        else:
+            row = await self._fetchone(
+                "get_checkpoint", S.CHECKPOINT_SELECT, (thread_id, checkpoint_id)
+            )
+        return None if row is None else self.rows.checkpoint_from_row(row)
+
+    async def list_checkpoints(
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
+    ) -> list[CheckpointRecord]:
+        n = S.NO_LIMIT if limit is None else max(limit, 0)
+        below = S.NO_LIMIT if before_version is None else before_version
+        params: tuple[Any, ...]
+        if run_id is None:
+            sql, params = S.CHECKPOINT_LIST, (thread_id, below, n)
+        else:
+            sql, params = S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n)
+        found = await self._fetchall("list_checkpoints", sql, params)
+        return [self.rows.checkpoint_from_row(r) for r in found]
+
+    async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
+        found = await self._fetchall("read_log", S.LOG_SELECT, (thread_id, channel, end))
+        return self.rows.log_values(thread_id, channel, found)
+
+    async def put_task_write(
+        self, write: TaskWrite, *, run_id: str | None = None, fence: int | None = None
+    ) -> None:
+        params = self.rows.task_write_to_params(write)
+        fenced = None if fence is None else (run_id or "", fence)
+        await self._write("put_task_write", S.TASK_WRITE_UPSERT, params, fence=fenced)
+
+    async def get_task_writes(self, thread_id: str, checkpoint_id: str) -> list[TaskWrite]:
+        found = await self._fetchall(
+            "get_task_writes", S.TASK_WRITES_SELECT, (thread_id, checkpoint_id)
+        )
+        return [self.rows.task_write_from_row(r) for r in found]
+
+    # -- runs --------------------------------------------------------------------------
+
+    def _run_insert(self, run: RunRecord) -> str:
+        """The statement that inserts ``run`` (a dialect may announce a queued one)."""
+        return S.RUN_INSERT
+
+    async def create_run(self, run: RunRecord) -> None:
+        await self._write(
+            "create_run",
+            self._run_insert(run),
+            self.rows.run_to_params(run),
+            duplicate=f"run {run.run_id!r} already exists; nothing was written",
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        row = await self._fetchone("get_run", S.RUN_SELECT, (run_id,))
+        return None if row is None else self.rows.run_from_row(row)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        error: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        error = self.rows.error_param(run_id, error)
+        sql, params = run_update(run_id, status, error, fence, now())
+        if await self._write("update_run", sql, params) != 1:
+            await self._explain_run("update_run", run_id, fence)
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
+        parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[RunRecord]:
+        if statuses is not None and not statuses:
+            return []
+
+        async def read(sql: str, params: Sequence[Any]) -> list[Any]:
+            return await self._fetchall("list_runs", sql, params)
+
+        shape, params = await self._listing.plan(
+            read,
+            thread_id=thread_id,
+            statuses=[str(s) for s in statuses or ()],
+            app_id=app_id,
+            tenant=tenant,
+            limit=limit,
+            parent_run_id=parent_run_id,
+            before=before,
+        )
+        found = await self._fetchall("list_runs", _run_list(shape), params)
+        return [self.rows.run_from_row(r) for r in found]
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+        audit: AuditRecord | None = None,
+    ) -> RunRecord | None:
+        ts = now()
+        params: tuple[Any, ...]
+        if status is None:
+            sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
+        else:
+            sql = S.RUN_FENCE_STATUS
+            error = self.rows.error_param(run_id, error)
+            params = (owner, str(status), error, ts, run_id, expected_token)
+        key = None if audit is None else await self._chain_key()
+        missing = False
+        async with self._transaction("fence_run") as tx:
+            row = await tx.one(sql, params)
+            if row is None:
+                missing = await tx.one(S.RUN_EXISTS, (run_id,)) is None
+            elif audit is not None and key is not None:
+                await self._append_audit_in_tx(tx, audit, key)
+        if missing:
+            raise RunNotFoundError(f"run {run_id!r} does not exist")
+        return None if row is None else self.rows.run_from_row(row)
+
+    # -- retention ---------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
+        its own transaction, so writers wait at most one thread; the thread row is only
+        read, and rows a racing commit inserts are kept."""
+        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        if thread_id is not None:
+            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(report)
+            return report
+        report = PruneReport()
+        after: str | None = None
+        while True:
+            if after is None:
+                page = await self._fetchall("prune", S.THREAD_IDS_FIRST, (_THREAD_PAGE,))
+            else:
+                page = await self._fetchall("prune", S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
+            for (tid,) in page:
+                one = await self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                if on_thread is not None:
+                    on_thread(one)
+                report = report.plus(one)
+            if len(page) < _THREAD_PAGE:
+                return report
+            after = page[-1][0]
+
+    async def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
+        writes = effects = 0
+        async with self._transaction("prune") as tx:
+            if await tx.one(S.THREAD_SELECT, (thread_id,)) is None:
+                return PruneReport()
+            doomed = await tx.all(
+                _CHECKPOINT_PRUNE, (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES)
+            )
+            if doomed:
+                writes = await tx.count_many(
+                    S.TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]
+                )
+            if cutoff is not None:
+                effects = await tx.count(
+                    _EFFECT_PRUNE,
+                    (thread_id, cutoff, *_PRUNE_EFFECT_STATUSES, *_PRUNE_EFFECT_RUN_STATUSES),
+                )
+            if dry_run:
+                tx.discard()  # counted, not deleted
+        return PruneReport(
+            threads=1, checkpoints=len(doomed), task_writes=max(writes, 0), effects=max(effects, 0)
+        )
+
+
+__all__ = ["RunMethods", "run_update"]

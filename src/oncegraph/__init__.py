@@ -21,7 +21,7 @@ from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
 from oncegraph.runtime.context import current_effect
 from oncegraph.runtime.faults import FaultPlan, crash_point, declare_crash_point
 from oncegraph.state import MessagesState, add_messages, append
-from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
+from oncegraph.tools import EffectRetry, Tool, ToolNode, tool
 
 __version__ = "0.1.0"
 
@@ -32,6 +32,7 @@ __all__ = [
     "Command",
     "CompiledGraph",
     "Completed",
+    "EffectRetry",
     "FaultPlan",
     "IncompatibleVersionError",
     "Interrupt",
@@ -40,7 +41,6 @@ __all__ = [
     "OnceGraphError",
     "Reconciled",
     "RequestMismatchError",
-    "RetryPolicy",
     "Send",
     "StaleStateError",
     "StateGraph",
@@ -60,3 +60,11 @@ __all__ = [
     "interrupt",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "RetryPolicy":  # the old name of EffectRetry
+        from oncegraph.tools import renamed_retry_policy
+
+        return renamed_retry_policy(__name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

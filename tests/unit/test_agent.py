@@ -37,13 +37,13 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectStatus, RunStatus
-from oncegraph.tools import RetryPolicy
+from oncegraph.tools import EffectRetry
 
 RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]  # conftest
 T = "t-agent"
 USER = {"messages": [{"role": "user", "content": "Please refund order 1042."}]}
 REFUND = {"order_id": "1042", "amount": 59.0}
-NO_JITTER = RetryPolicy(max_attempts=3, initial_delay=0.1, backoff=2.0, jitter=0.0)
+NO_JITTER = EffectRetry(max_attempts=3, initial_delay=0.1, backoff=2.0, jitter=0.0)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -575,7 +575,7 @@ def test_fallback_model_answers_after_the_primary_fails(store: Checkpointer) -> 
     backup = Flaky("backup", failures=0, answer="from the backup")
     sleeps = Sleeps()
     app = ReactAgent(
-        primary, model_retry=RetryPolicy(max_attempts=2, initial_delay=0.5, jitter=0.0),
+        primary, model_retry=EffectRetry(max_attempts=2, initial_delay=0.5, jitter=0.0),
         fallback_models=[backup],
     ).compile(checkpointer=store)
     out = app.invoke(USER, cfg(sleep=sleeps))
@@ -592,7 +592,7 @@ def test_fallback_model_answers_after_the_primary_fails(store: Checkpointer) -> 
 def test_every_model_failing_is_a_model_call_error_naming_each(store: Checkpointer) -> None:
     primary, backup = Flaky("primary", failures=99), Flaky("backup", failures=99)
     app = ReactAgent(
-        primary, model_retry=RetryPolicy(max_attempts=1), fallback_models=[backup]
+        primary, model_retry=EffectRetry(max_attempts=1), fallback_models=[backup]
     ).compile(checkpointer=store)
     with pytest.raises(ModelCallError) as caught:
         app.invoke(USER, cfg(sleep=Sleeps()))

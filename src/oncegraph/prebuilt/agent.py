@@ -54,7 +54,7 @@ from oncegraph.errors import (
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.ledger.keys import effect_id_for, next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
-from oncegraph.ledger.retry import RetryPolicy
+from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.approval import (
     DEFAULT_PREFIX,
@@ -175,7 +175,7 @@ class ReactAgent:
         require_approver: bool = False,
         response_format: Any = None,
         response_retries: int = 2,
-        model_retry: RetryPolicy | None = None,
+        model_retry: EffectRetry | None = None,
         fallback_models: Sequence[str | ChatModel | BaseChatModel] = (),
         tool_limits: ToolLimits | None = None,
         **model_options: Any,

@@ -20,6 +20,7 @@ from oncegraph import (
     END,
     START,
     Command,
+    EffectRetry,
     Interrupt,
     Reconciled,
     StateGraph,
@@ -29,7 +30,6 @@ from oncegraph import (
     interrupt,
     tool,
 )
-from oncegraph import EffectRetry
 from oncegraph._json import dumps, loads
 from oncegraph.app import CompiledGraph
 from oncegraph.config import get_config

@@ -111,21 +111,8 @@ def _system_messages(prompt: str | Sequence[Mapping[str, Any]] | None) -> list[M
 
 def tools_condition(state: Any) -> str:
     """Route to ``tools`` when the last message asks for tool calls, else END."""
-    last = _last(state)
+    last = lcmessages.last_message(state)
     return "tools" if last.get("role") == "assistant" and last.get("tool_calls") else END
-
-
-def _last(state: Any) -> Mapping[str, Any]:
-    if isinstance(state, list):
-        messages: Any = state
-    elif isinstance(state, Mapping):
-        messages = state.get("messages") or []
-    else:
-        messages = getattr(state, "messages", None) or []
-    last = messages[-1] if messages else {}
-    if lcmessages.is_message(last):
-        last = lcmessages.to_message_dict(last)
-    return last
 
 
 def _run_tag(run_id: str) -> str:
@@ -379,7 +366,7 @@ class ReactAgent:
         )
 
     def _route(self, state: Any) -> str:
-        last = _last(state)
+        last = lcmessages.last_message(state)
         if last.get("role") == "assistant" and last.get("tool_calls"):
             return "tools"
         if str(last.get("id") or "").startswith("fix_"):

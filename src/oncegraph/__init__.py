@@ -22,7 +22,7 @@ from oncegraph.runtime.context import crash_point, current_effect
 from oncegraph.runtime.faults import FaultPlan, declare_crash_point
 from oncegraph.runtime.interrupt import Interrupt, interrupt
 from oncegraph.state import MessagesState, add_messages, append
-from oncegraph.tools import RetryPolicy, Tool, ToolNode, tool
+from oncegraph.tools import EffectRetry, Tool, ToolNode, tool
 
 __version__ = "0.1.0"
 
@@ -33,6 +33,7 @@ __all__ = [
     "Command",
     "CompiledGraph",
     "Completed",
+    "EffectRetry",
     "FaultPlan",
     "IncompatibleVersionError",
     "Interrupt",
@@ -41,7 +42,6 @@ __all__ = [
     "OnceGraphError",
     "Reconciled",
     "RequestMismatchError",
-    "RetryPolicy",
     "Send",
     "StaleStateError",
     "StateGraph",
@@ -61,3 +61,11 @@ __all__ = [
     "interrupt",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "RetryPolicy":  # the old name of EffectRetry
+        from oncegraph.tools import renamed_retry_policy
+
+        return renamed_retry_policy(__name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

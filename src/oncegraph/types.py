@@ -1,6 +1,6 @@
 """LangGraph's ``langgraph.types`` names, for code that imports them from there:
 ``Send``, ``Command``, ``interrupt``, ``Interrupt``, ``RetryPolicy`` (a NODE retry
-policy in LangGraph's shape; tools take :class:`oncegraph.RetryPolicy`),
+policy in LangGraph's shape; tools take :class:`oncegraph.EffectRetry`),
 ``StreamWriter``, ``StateSnapshot`` and ``PregelTask``."""
 
 from oncegraph.config import StreamWriter

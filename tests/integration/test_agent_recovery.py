@@ -54,7 +54,7 @@ def child_main(argv: list[str] | None = None) -> int:
     from oncegraph.runtime.config import RunConfig
     from oncegraph.runtime.portal import run_sync
     from oncegraph.storage.checkpointer import SqliteCheckpointer
-    from oncegraph.tools import RetryPolicy
+    from oncegraph.tools import EffectRetry
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--db", required=True)
@@ -79,7 +79,7 @@ def child_main(argv: list[str] | None = None) -> int:
     agent = ReactAgent(
         primary,
         tools=[lookup_order],
-        model_retry=RetryPolicy(max_attempts=2, initial_delay=0.0, jitter=0.0),
+        model_retry=EffectRetry(max_attempts=2, initial_delay=0.0, jitter=0.0),
         fallback_models=fallbacks,
     )
     app = agent.compile(checkpointer=store)

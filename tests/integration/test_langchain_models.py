@@ -44,7 +44,7 @@ from oncegraph.prebuilt.models.langchain import LangChainChatModel
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass
-from oncegraph.tools import RetryPolicy
+from oncegraph.tools import EffectRetry
 
 SYSTEM = "You are a support agent for an online shop."
 USER = {"messages": [{"role": "user", "content": "Where is order 1042?"}]}
@@ -162,8 +162,8 @@ def _lookup_tool(ran: list[str] | None = None) -> Any:
     return lookup_order
 
 
-def _no_retry() -> RetryPolicy:
-    return RetryPolicy(max_attempts=1, initial_delay=0.0, jitter=0.0)
+def _no_retry() -> EffectRetry:
+    return EffectRetry(max_attempts=1, initial_delay=0.0, jitter=0.0)
 
 
 # -- the agent loop --------------------------------------------------------------------
@@ -486,7 +486,7 @@ def test_the_agents_model_retry_is_the_recorded_layer(openai_server: Any, own_re
         api_key=SecretStr("k"),
         max_retries=own_retries,
     )
-    retry = RetryPolicy(max_attempts=2, initial_delay=0.0, jitter=0.0)
+    retry = EffectRetry(max_attempts=2, initial_delay=0.0, jitter=0.0)
     app = ReactAgent(chat, tools=[_lookup_tool()], model_retry=retry).compile(
         checkpointer=InMemoryCheckpointer()
     )

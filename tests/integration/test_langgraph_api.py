@@ -20,6 +20,7 @@ from oncegraph import (
     END,
     START,
     Command,
+    EffectRetry,
     Interrupt,
     Reconciled,
     StateGraph,
@@ -29,7 +30,6 @@ from oncegraph import (
     interrupt,
     tool,
 )
-from oncegraph import RetryPolicy as ToolRetryPolicy
 from oncegraph._json import dumps, loads
 from oncegraph.app import CompiledGraph
 from oncegraph.config import get_config
@@ -170,8 +170,8 @@ def test_retry_on_decides_and_the_last_error_reaches_the_caller() -> None:
         g.compile().invoke({}, {"sleep": no_wait})
     assert len(calls) == 4  # 1 + 3 attempts
 
-    g = StateGraph(S)  # oncegraph's own RetryPolicy is accepted too
-    g.add_node("broken", broken, retry_policy=ToolRetryPolicy(max_attempts=2, jitter=0.0))
+    g = StateGraph(S)  # oncegraph's own EffectRetry is accepted too
+    g.add_node("broken", broken, retry_policy=EffectRetry(max_attempts=2, jitter=0.0))
     g.add_edge(START, "broken")
     with pytest.raises(ValueError):
         g.compile().invoke({}, {"sleep": no_wait})

@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 import pytest
 
 from oncegraph import END, START, Command, StateGraph, effect, tool
-from oncegraph.ledger.retry import RetryPolicy
+from oncegraph.ledger.retry import EffectRetry
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runs.masking import MASK
@@ -68,7 +68,7 @@ def test_agent_views_never_show_the_masked_card(checkpointer: Checkpointer) -> N
         """Refund an order to a card."""
         return "ch_1"
 
-    @tool(mask=["card"], retry=RetryPolicy(max_attempts=2, initial_delay=0), dedup="fails")
+    @tool(mask=["card"], retry=EffectRetry(max_attempts=2, initial_delay=0), dedup="fails")
     def verify(card: str) -> str:
         """Check a card."""
         raise ValueError(f"card {card} was declined by the issuer")

@@ -37,13 +37,13 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectStatus, RunStatus
-from oncegraph.tools import RetryPolicy
+from oncegraph.tools import EffectRetry
 
 RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]  # conftest
 T = "t-agent"
 USER = {"messages": [{"role": "user", "content": "Please refund order 1042."}]}
 REFUND = {"order_id": "1042", "amount": 59.0}
-NO_JITTER = RetryPolicy(max_attempts=3, initial_delay=0.1, backoff=2.0, jitter=0.0)
+NO_JITTER = EffectRetry(max_attempts=3, initial_delay=0.1, backoff=2.0, jitter=0.0)
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -137,9 +137,11 @@ def test_raising_the_limit_continues_without_asking_the_model_again(store: Check
     assert len(first.calls) == 2
     # a new process with a higher limit: the recorded second turn is reused
     again = ScriptedModel(
-        lambda messages, tools: asks(call("lookup_order", {"order_id": "1"}))
-        if sum(m["role"] == "assistant" for m in messages) < 3
-        else "done"
+        lambda messages, tools: (
+            asks(call("lookup_order", {"order_id": "1"}))
+            if sum(m["role"] == "assistant" for m in messages) < 3
+            else "done"
+        )
     )
     app = ReactAgent(again, tools=shop.tools, max_turns=5).compile(checkpointer=store)
     out = app.invoke(None, cfg())
@@ -166,9 +168,11 @@ def test_turn_limit_finish_ends_with_a_message(store: Checkpointer, run_path: Ru
 def test_turn_limit_is_per_run(store: Checkpointer) -> None:
     shop = Shop()
     model = ScriptedModel(
-        lambda messages, tools: "ok"
-        if messages[-1]["role"] == "tool"
-        else asks(call("lookup_order", {"order_id": "1"}))
+        lambda messages, tools: (
+            "ok"
+            if messages[-1]["role"] == "tool"
+            else asks(call("lookup_order", {"order_id": "1"}))
+        )
     )
     app = ReactAgent(model, tools=shop.tools, max_turns=2).compile(checkpointer=store)
     for n in range(3):  # each run uses two turns of its own budget of two
@@ -420,9 +424,7 @@ def test_structured_answer_through_the_answer_tool(store: Checkpointer, run_path
 
 def test_structured_answer_as_json_text(store: Checkpointer) -> None:
     text = '```json\n{"order_id": "1042", "refunded": 10}\n```'
-    app = ReactAgent(ScriptedModel.turns(text), response_format=Verdict).compile(
-        checkpointer=store
-    )
+    app = ReactAgent(ScriptedModel.turns(text), response_format=Verdict).compile(checkpointer=store)
     out = app.invoke(USER, cfg())
     assert out["structured_response"] == Verdict(order_id="1042", refunded=10.0)
 
@@ -433,9 +435,7 @@ def test_an_invalid_answer_goes_back_to_the_model(store: Checkpointer) -> None:
         "I refunded it.",  # plain text
         asks(call("Verdict", {"order_id": "1042", "refunded": 59})),
     )
-    app = ReactAgent(model, response_format=Verdict, response_retries=2).compile(
-        checkpointer=store
-    )
+    app = ReactAgent(model, response_format=Verdict, response_retries=2).compile(checkpointer=store)
     out = app.invoke(USER, cfg())
     assert out["structured_response"].refunded == 59.0
     second, third = model.calls[1], model.calls[2]
@@ -446,9 +446,7 @@ def test_an_invalid_answer_goes_back_to_the_model(store: Checkpointer) -> None:
 
 def test_retries_are_bounded(store: Checkpointer) -> None:
     model = ScriptedModel(lambda messages, tools: asks(call("Verdict", {"refunded": "lots"})))
-    app = ReactAgent(model, response_format=Verdict, response_retries=1).compile(
-        checkpointer=store
-    )
+    app = ReactAgent(model, response_format=Verdict, response_retries=1).compile(checkpointer=store)
     with pytest.raises(StructuredOutputError, match=r"in 2 tries \(response_retries=1\)"):
         app.invoke(USER, cfg())
     assert len(model.calls) == 2
@@ -460,9 +458,7 @@ def test_the_answer_tool_must_be_called_alone(store: Checkpointer) -> None:
         asks(call("lookup_order", {"order_id": "1"}, "a"), call("Verdict", {}, "b")),
         asks(call("Verdict", {"order_id": "1", "refunded": 0}, "c")),
     )
-    app = ReactAgent(model, tools=shop.tools, response_format=Verdict).compile(
-        checkpointer=store
-    )
+    app = ReactAgent(model, tools=shop.tools, response_format=Verdict).compile(checkpointer=store)
     out = app.invoke(USER, cfg())
     assert shop.ran == [], "a turn that mixes the answer with tools runs none of them"
     replies = [m for m in model.calls[1] if m["role"] == "tool"]
@@ -575,7 +571,8 @@ def test_fallback_model_answers_after_the_primary_fails(store: Checkpointer) -> 
     backup = Flaky("backup", failures=0, answer="from the backup")
     sleeps = Sleeps()
     app = ReactAgent(
-        primary, model_retry=RetryPolicy(max_attempts=2, initial_delay=0.5, jitter=0.0),
+        primary,
+        model_retry=EffectRetry(max_attempts=2, initial_delay=0.5, jitter=0.0),
         fallback_models=[backup],
     ).compile(checkpointer=store)
     out = app.invoke(USER, cfg(sleep=sleeps))
@@ -592,7 +589,7 @@ def test_fallback_model_answers_after_the_primary_fails(store: Checkpointer) -> 
 def test_every_model_failing_is_a_model_call_error_naming_each(store: Checkpointer) -> None:
     primary, backup = Flaky("primary", failures=99), Flaky("backup", failures=99)
     app = ReactAgent(
-        primary, model_retry=RetryPolicy(max_attempts=1), fallback_models=[backup]
+        primary, model_retry=EffectRetry(max_attempts=1), fallback_models=[backup]
     ).compile(checkpointer=store)
     with pytest.raises(ModelCallError) as caught:
         app.invoke(USER, cfg(sleep=Sleeps()))
@@ -727,3 +724,29 @@ def test_a_streamed_turn_is_not_asked_again_after_a_crash(store: Checkpointer) -
     assert out["messages"][-1]["content"] == "Done."
     assert "".join(c["content"] for c, _ in resumed.tokens()) == "Done."
 
+
+@pytest.mark.parametrize("mode", ["evidence", "simulation"])
+def test_a_rejected_call_keeps_its_message_id_in_a_recorded_replay(
+    store: Checkpointer, mode: str
+) -> None:
+    shop = Shop()
+    app, _ = approval_app(store, shop, final="Understood, no refund.")
+    app.invoke(USER, cfg())
+    answer = {"decisions": [{"type": "reject", "message": "No."}], "approver": "carol"}
+    out = app.invoke(Command(resume=answer), cfg())
+    run = app.runs(thread_id=T)[0]
+    doubles = {"lookup_order": lambda order_id: {"order_id": order_id, "total": 59.0}}
+    replayed = app.replay(
+        run.run_id,
+        mode=mode,
+        reason="audit",
+        actor="cy",
+        doubles=doubles if mode == "simulation" else None,
+    )
+
+    def replies(messages: list[Any]) -> dict[str, str]:
+        return {m["tool_call_id"]: m["id"] for m in messages if m.get("role") == "tool"}
+
+    assert replies(replayed["messages"]) == replies(out["messages"])
+    assert set(replies(out["messages"])) == {"c1", "c2"}
+    assert shop.count("refund_order") == 0

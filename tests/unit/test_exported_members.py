@@ -18,6 +18,7 @@ EXPECTED = {
     "Command",
     "CompiledGraph",
     "Completed",
+    "EffectRetry",
     "FaultPlan",
     "IncompatibleVersionError",
     "Interrupt",
@@ -26,7 +27,6 @@ EXPECTED = {
     "OnceGraphError",
     "Reconciled",
     "RequestMismatchError",
-    "RetryPolicy",
     "Send",
     "StaleStateError",
     "StateGraph",
@@ -187,3 +187,19 @@ def test_langgraph_modules_have_their_names() -> None:
         for name in module.__all__:
             assert getattr(module, name) is not None, name
     assert oncegraph.types.Send is oncegraph.Send and oncegraph.types.Command is oncegraph.Command
+
+
+def test_the_old_name_of_effect_retry_still_imports_with_a_warning() -> None:
+    import pytest
+
+    import oncegraph.tools
+    import oncegraph.types
+
+    for module in (oncegraph, oncegraph.tools):
+        with pytest.warns(DeprecationWarning, match=r"now named .*EffectRetry"):
+            old = module.RetryPolicy
+        assert old is oncegraph.EffectRetry
+    with pytest.warns(DeprecationWarning):
+        from oncegraph import RetryPolicy
+    assert RetryPolicy is oncegraph.EffectRetry
+    assert "initial_interval" in oncegraph.types.RetryPolicy._fields  # a node's policy

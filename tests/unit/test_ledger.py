@@ -52,13 +52,13 @@ from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runtime.portal import run_sync
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectRecord, EffectStatus, RunStatus
-from oncegraph.tools import RetryPolicy, Tool
+from oncegraph.tools import EffectRetry, Tool
 
 PATHS = ("invoke", "ainvoke", "stream", "astream")
 T = "t-ledger"
 USER = {"messages": [{"role": "user", "content": "refund order 1042"}]}
 ARGS = {"order_id": "1042", "amount": 59.0}
-NO_WAIT = RetryPolicy(max_attempts=3, initial_delay=0.0, jitter=0.0)
+NO_WAIT = EffectRetry(max_attempts=3, initial_delay=0.0, jitter=0.0)
 
 
 # -- fixtures: a store per backend, a runner per path -----------------------------------
@@ -344,7 +344,7 @@ def store_effects(store: Checkpointer) -> list[EffectRecord]:
 def test_irreversible_tool_is_never_retried(store: Checkpointer, path: str) -> None:
     tries: list[int] = []
 
-    @tool(effect="irreversible", retry=RetryPolicy(max_attempts=5, initial_delay=0.0))
+    @tool(effect="irreversible", retry=EffectRetry(max_attempts=5, initial_delay=0.0))
     def refund(order_id: str, amount: float) -> str:
         """Refund."""
         tries.append(1)

@@ -238,3 +238,20 @@ def test_tools_condition_reads_lists_and_langchain_messages() -> None:
     assert tools_condition({"messages": [ai]}) == "tools"
     assert tools_condition([ai]) == "tools"
     assert tools_condition({"messages": [AIMessage("done")]}) == END
+
+
+def test_last_message_reads_every_state_shape_as_a_dict() -> None:
+    from dataclasses import dataclass, field
+
+    from oncegraph.state.lcmessages import last_message
+
+    @dataclass
+    class Held:
+        chat: list[Any] = field(default_factory=list)
+
+    ai = AIMessage("hi", id="m1")
+    assert last_message({"messages": [{"role": "user", "content": "x"}, ai]})["id"] == "m1"
+    assert last_message([ai])["role"] == "assistant"
+    assert last_message(Held([ai]), "chat")["content"] == "hi"
+    assert last_message(Held(), "chat") == {} and last_message({"messages": None}) == {}
+    assert last_message({"messages": ["not a message"]}) == {}

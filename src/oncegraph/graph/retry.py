@@ -4,7 +4,7 @@ Two shapes are accepted and normalized to :class:`NodeRetry`: LangGraph's
 (:class:`RetryPolicy` below, also exported as ``oncegraph.types.RetryPolicy``:
 ``initial_interval``, ``backoff_factor``, ``max_interval``, ``max_attempts``,
 ``jitter``, ``retry_on``) and oncegraph's tool policy
-(:class:`oncegraph.RetryPolicy`: ``max_attempts``, ``initial_delay``, ``backoff``,
+(:class:`oncegraph.EffectRetry`: ``max_attempts``, ``initial_delay``, ``backoff``,
 ``max_delay``, ``jitter``), which retries any exception that is not oncegraph's own.
 
 A retried node restarts from the top in the same step: its effects are keyed by
@@ -126,7 +126,7 @@ def node_retry(node: str, policy: Any) -> NodeRetry | None:
             bool(policy.jitter),
             _predicate(policy.retry_on),
         )
-    elif hasattr(policy, "initial_delay"):  # oncegraph's tool RetryPolicy
+    elif hasattr(policy, "initial_delay"):  # oncegraph's tool policy, EffectRetry
         retry = NodeRetry(
             int(policy.max_attempts),
             float(policy.initial_delay),
@@ -137,8 +137,8 @@ def node_retry(node: str, policy: Any) -> NodeRetry | None:
         )
     else:
         raise ConfigError(
-            f"node {node!r}: retry_policy must be a RetryPolicy (oncegraph.types.RetryPolicy "
-            f"or oncegraph.RetryPolicy); got {policy!r}"
+            f"node {node!r}: retry_policy must be a RetryPolicy (oncegraph.types.RetryPolicy) "
+            f"or an oncegraph.EffectRetry; got {policy!r}"
         )
     if retry.max_attempts < 1:
         raise ConfigError(f"node {node!r}: max_attempts counts the first attempt; use >= 1")

@@ -54,7 +54,7 @@ from oncegraph.errors import (
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.ledger.keys import effect_id_for, next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
-from oncegraph.ledger.retry import RetryPolicy
+from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.approval import (
     DEFAULT_PREFIX,
@@ -111,21 +111,8 @@ def _system_messages(prompt: str | Sequence[Mapping[str, Any]] | None) -> list[M
 
 def tools_condition(state: Any) -> str:
     """Route to ``tools`` when the last message asks for tool calls, else END."""
-    last = _last(state)
+    last = lcmessages.last_message(state)
     return "tools" if last.get("role") == "assistant" and last.get("tool_calls") else END
-
-
-def _last(state: Any) -> Mapping[str, Any]:
-    if isinstance(state, list):
-        messages: Any = state
-    elif isinstance(state, Mapping):
-        messages = state.get("messages") or []
-    else:
-        messages = getattr(state, "messages", None) or []
-    last = messages[-1] if messages else {}
-    if lcmessages.is_message(last):
-        last = lcmessages.to_message_dict(last)
-    return last
 
 
 def _run_tag(run_id: str) -> str:
@@ -175,7 +162,7 @@ class ReactAgent:
         require_approver: bool = False,
         response_format: Any = None,
         response_retries: int = 2,
-        model_retry: RetryPolicy | None = None,
+        model_retry: EffectRetry | None = None,
         fallback_models: Sequence[str | ChatModel | BaseChatModel] = (),
         tool_limits: ToolLimits | None = None,
         **model_options: Any,
@@ -379,7 +366,7 @@ class ReactAgent:
         )
 
     def _route(self, state: Any) -> str:
-        last = _last(state)
+        last = lcmessages.last_message(state)
         if last.get("role") == "assistant" and last.get("tool_calls"):
             return "tools"
         if str(last.get("id") or "").startswith("fix_"):

@@ -46,13 +46,12 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.runtime.interrupt import interrupt
-from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.messages import Message, ToolCall
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.runtime.interrupt import interrupt
 from oncegraph.state import lcmessages
 from oncegraph.storage.records import EffectRecord
-from oncegraph.tools.node import ToolNode
+from oncegraph.tools.node import ToolNode, tool_reply
 from oncegraph.tools.tool import Tool
 
 DecisionType = Literal["approve", "edit", "reject"]
@@ -327,11 +326,7 @@ class ApprovingToolNode:
         """The tool node's planned intents (:mod:`oncegraph.ledger.planned`), unless a
         call of the turn needs a decision first: a call a reviewer may reject or edit is
         not planned."""
-        messages = state.get("messages") if isinstance(state, Mapping) else None
-        last: Any = messages[-1] if messages else {}
-        if lcmessages.is_message(last):
-            last = lcmessages.to_message_dict(last)
-        calls = list(last.get("tool_calls") or ()) if isinstance(last, Mapping) else []
+        calls = list(lcmessages.last_message(state).get("tool_calls") or ())
         if self.approvals and self.approvals.reviewed(calls):
             return []
         return self.node.plan_intents(state, **where)
@@ -341,10 +336,8 @@ class ApprovingToolNode:
         return self.node.__oncegraph_fingerprint__()
 
     async def __call__(self, state: Any) -> dict[str, Any]:
-        messages = state.get("messages") if isinstance(state, Mapping) else None
-        last: Any = messages[-1] if messages else {}
-        if lcmessages.is_message(last):
-            last = lcmessages.to_message_dict(last)
+        messages = lcmessages.messages_of(state)
+        last = lcmessages.last_message(messages)
         calls: list[ToolCall] = list(last.get("tool_calls") or ())
         reviewed = self.approvals.reviewed(calls) if self.approvals else []
         if not reviewed:
@@ -354,33 +347,39 @@ class ApprovingToolNode:
         message_id = str(last.get("id") or "")
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
-        refused = self.node.refuse(ctx, messages or [], message_id, list(calls))
+        refused = self.node.refuse(ctx, messages, message_id, list(calls))
         if refused is not None:  # over a limit: nobody is asked to review what cannot run
             return {"messages": refused}
         answers = iter(ask(self.approvals, reviewed))
-        decided = [(call, next(answers) if self.approvals.needs(call) else None) for call in calls]
+        decisions = [next(answers) if self.approvals.needs(c) else None for c in calls]
+        edits = [d.args if d is not None and d.type == "edit" else None for d in decisions]
         final_calls = [
-            {**call, "args": d.args} if d is not None and d.type == "edit" else call
-            for call, d in decided
+            call if args is None else {**call, "args": args}
+            for call, args in zip(calls, edits, strict=True)
         ]
-        to_run = [
-            final
-            for final, (_, d) in zip(final_calls, decided, strict=True)
-            if d is None or d.type != "reject"
-        ]
-        ran: list[Any] = []
-        if to_run:
-            ran = await self.node.run_calls(ctx, message_id, list(to_run))
-        results = iter(ran)
-        replies = [
-            _rejected(ctx, message_id, d) if d is not None and d.type == "reject" else next(results)
-            for _, d in decided
-        ]
-        edited = any(d is not None and d.type == "edit" for _, d in decided)
+        replies = await self._replies(ctx, message_id, final_calls, decisions)
+        edited = [{**last, "tool_calls": final_calls}] if any(a is not None for a in edits) else []
         return {
-            "messages": [*([{**last, "tool_calls": final_calls}] if edited else []), *replies],
-            "approvals": [d.record(ctx.run_id, message_id) for _, d in decided if d is not None],
+            "messages": [*edited, *replies],
+            "approvals": [d.record(ctx.run_id, message_id) for d in decisions if d is not None],
         }
+
+    async def _replies(
+        self,
+        ctx: TaskContext,
+        message_id: str,
+        calls: list[Any],
+        decisions: list[Decision | None],
+    ) -> list[Any]:
+        """One reply per call, in order: the tool node's for those that run (all at once),
+        the reviewer's rejection for the others."""
+        rejected = [d is not None and d.type == "reject" for d in decisions]
+        to_run = [call for call, no in zip(calls, rejected, strict=True) if not no]
+        results = iter(await self.node.run_calls(ctx, message_id, to_run) if to_run else [])
+        return [
+            _rejected(ctx, message_id, d) if d is not None and no else next(results)
+            for d, no in zip(decisions, rejected, strict=True)
+        ]
 
 
 def ask(approvals: Approvals, reviewed: list[ToolCall]) -> list[Decision]:
@@ -395,16 +394,8 @@ def ask(approvals: Approvals, reviewed: list[ToolCall]) -> list[Decision]:
 
 
 def _rejected(ctx: TaskContext, message_id: str, decision: Decision) -> Message:
-    call = decision.call
-    command_id = tool_command_id(message_id, call["id"])
-    return {
-        "role": "tool",
-        "content": rejection_message(decision),
-        "tool_call_id": call["id"],
-        "name": call["name"],
-        "status": "error",
-        "id": "tool_" + effect_id_for(ctx.run_id, call["name"], command_id)[:32],
-    }
+    reply = tool_reply(ctx, message_id, decision.call, "error", rejection_message(decision))
+    return reply  # type: ignore[return-value]
 
 
 def rejection_message(decision: Decision) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph import observe
-from oncegraph.ledger.retry import DEFAULT_POLICIES, RetryPolicy
+from oncegraph.ledger.retry import DEFAULT_POLICIES, EffectRetry
 from oncegraph.messages import Message, ToolSpec
 from oncegraph.prebuilt.models import ChatModel
 from oncegraph.prebuilt.models.base import OnText
@@ -32,7 +32,7 @@ from oncegraph.storage.records import EffectClass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _FallbackRetry(RetryPolicy):
+class _FallbackRetry(EffectRetry):
     """``per_model`` tries of each model in turn: the model's own backoff between tries
     of one model, no wait when the next model takes over."""
 
@@ -42,7 +42,7 @@ class _FallbackRetry(RetryPolicy):
         within = attempt % self.per_model
         if within == 0:  # the next try is the next model's first
             return 0.0
-        return RetryPolicy.delay(self, within)
+        return EffectRetry.delay(self, within)
 
 
 @dataclass(slots=True)
@@ -60,7 +60,7 @@ class ModelChain:
 
     __slots__ = ("models", "per_model", "policy", "streaming")
 
-    def __init__(self, models: Sequence[ChatModel], retry: RetryPolicy | None) -> None:
+    def __init__(self, models: Sequence[ChatModel], retry: EffectRetry | None) -> None:
         base = retry or DEFAULT_POLICIES[EffectClass.MODEL]
         self.models = tuple(models)
         self.per_model = base.max_attempts
@@ -68,7 +68,7 @@ class ModelChain:
         if len(self.models) == 1:
             self.policy = base
         else:
-            fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(RetryPolicy)}
+            fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(EffectRetry)}
             fields["max_attempts"] = base.max_attempts * len(self.models)
             self.policy = _FallbackRetry(per_model=base.max_attempts, **fields)
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from oncegraph import __version__ as _version
-from oncegraph.server import agui, bodies, idempotency, operations, sse, tenancy
-from oncegraph.server.auth import Principal
+from oncegraph.server import agui, bodies, idempotency, operations, schemas, sse, tenancy
+from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     SCAN,
     caller,
@@ -24,6 +25,7 @@ from oncegraph.server.context import (
     graph,
     history,
     holders,
+    need,
     served,
     shown,
     visible_run,
@@ -305,14 +307,25 @@ def _audit_position(raw: str | None) -> float | tuple[float, str] | None:
 # -- commands -------------------------------------------------------------------------------
 
 
+async def _body(
+    request: Request, shape: type[BaseModel], role: Role, *, empty_ok: bool = False
+) -> dict[str, Any]:
+    """The command's JSON body, its fields checked against ``shape`` once the caller is
+    known to hold ``role`` (a caller without it is refused, whatever the fields say)."""
+    body = await bodies.json_object(request, empty_ok=empty_ok)
+    need(request, role)
+    bodies.model(shape, body)
+    return body
+
+
 async def start_run(request: Request) -> Response:
-    body = await bodies.json_object(request)
+    body = await _body(request, schemas.StartBody, Role.OPERATOR)
     result = await operations.start(request, request.path_params["thread_id"], body)
     return JSONResponse(result, status_code=200 if "error" in result or body.get("wait") else 202)
 
 
 async def start_and_stream(request: Request) -> Response:
-    body = await bodies.json_object(request)
+    body = await _body(request, schemas.StartBody, Role.OPERATOR)
     principal, stream, _ = await operations.launch(request, request.path_params["thread_id"], body)
     hub = served(request).hub
     view = await shown(request, principal, stream.thread_id)
@@ -348,9 +361,16 @@ async def run_events(request: Request) -> Response:
     return StreamingResponse(body, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
 
 
-def _command(op: Any, *names: str, status: int = 200, binds_run: bool = False) -> Any:
+def _command(
+    op: Any,
+    shape: type[BaseModel],
+    *names: str,
+    role: Role = Role.OPERATOR,
+    status: int = 200,
+    binds_run: bool = False,
+) -> Any:
     async def handler(request: Request) -> Response:
-        body = await bodies.json_object(request, empty_ok=True)
+        body = await _body(request, shape, role, empty_ok=True)
         result = await op(request, *(request.path_params[n] for n in names), body)
         return JSONResponse(result, status_code=status)
 
@@ -369,32 +389,40 @@ routes = [
     Route("/api/runs/{run_id}/audit", run_audit, methods=["GET"]),
     Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
     Route(
-        "/api/runs/{run_id}/continue", _command(operations.continue_run, "run_id"), methods=["POST"]
+        "/api/runs/{run_id}/continue",
+        _command(operations.continue_run, schemas.ContinueBody, "run_id"),
+        methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/replay",
-        _command(operations.replay, "run_id", status=201, binds_run=True),
+        _command(operations.replay, schemas.ReplayBody, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/branch",
-        _command(operations.branch, "run_id", status=201, binds_run=True),
+        _command(operations.branch, schemas.BranchBody, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
-    Route("/api/runs/{run_id}/abandon", _command(operations.abandon, "run_id"), methods=["POST"]),
+    Route(
+        "/api/runs/{run_id}/abandon",
+        _command(operations.abandon, schemas.AbandonBody, "run_id"),
+        methods=["POST"],
+    ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/resolve",
-        _command(operations.resolve, "run_id", "effect_id"),
+        _command(operations.resolve, schemas.ResolveBody, "run_id", "effect_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/check",
-        _command(operations.check, "run_id", "effect_id"),
+        _command(operations.check, schemas.CheckBody, "run_id", "effect_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/redeliver",
-        _command(operations.redeliver, "run_id", "effect_id"),
+        _command(
+            operations.redeliver, schemas.RedeliverBody, "run_id", "effect_id", role=Role.ADMIN
+        ),
         methods=["POST"],
     ),
     Route("/api/threads", list_threads, methods=["GET"]),

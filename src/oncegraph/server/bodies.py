@@ -9,16 +9,18 @@ sent without ``Content-Length`` is bounded too. Field readers (:func:`text`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
 import orjson
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from oncegraph.server.limits import too_large
 from oncegraph.server.problems import ApiError, bad_request
 
 MAX_TEXT = 10_000
+M = TypeVar("M", bound=BaseModel)
 
 
 async def read(request: Request) -> bytes:
@@ -61,6 +63,67 @@ def parse_form(body: bytes) -> dict[str, str]:
     except UnicodeDecodeError:
         raise bad_request("the form is not valid UTF-8") from None
     return dict(pairs)
+
+
+def model(shape: type[M], body: Mapping[str, Any]) -> M:
+    """``body`` checked against ``shape`` (a model of :mod:`oncegraph.server.schemas`), or
+    a 400 naming the first bad field and what it should be."""
+    try:
+        return shape.model_validate(body)
+    except ValidationError as exc:
+        raise bad_request(_first_problem(shape, exc)) from None
+
+
+def _first_problem(shape: type[BaseModel], exc: ValidationError) -> str:
+    error = exc.errors(include_url=False)[0]
+    name = ".".join(str(part) for part in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        unknown = sorted({str(e["loc"][-1]) for e in exc.errors() if e["type"] == kind})
+        fields = shape.model_fields if len(error["loc"]) == 1 else _nested(shape, error["loc"])
+        return (
+            f"unknown field(s) {', '.join(map(repr, unknown))}; this request takes "
+            f"{', '.join(fields)}"
+        )
+    if kind == "missing":
+        return f"{name!r} is required"
+    got = error.get("input")
+    if kind.endswith("_type"):
+        return f"{name!r} must be {_JSON_TYPES.get(kind, kind)}; got {_json_type(got)}"
+    said = str(error["msg"]).removeprefix("Value error, ")
+    for prefix in ("Input should", "String should", "List should", "Value should"):
+        said = said.replace(prefix, "must", 1) if said.startswith(prefix) else said
+    return f"{name!r} {said}" + (f"; got {got!r}" if kind in ("literal_error", "enum") else "")
+
+
+_JSON_TYPES = {
+    "bool_type": "true or false",
+    "dict_type": "a JSON object",
+    "float_type": "a number",
+    "int_type": "an integer",
+    "list_type": "a list",
+    "model_type": "a JSON object",
+    "string_type": "a string",
+}
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of ``value``'s type: what the sender wrote."""
+    for kind, name in ((bool, "a boolean"), (int | float, "a number"), (str, "a string")):
+        if isinstance(value, kind):
+            return name
+    if isinstance(value, dict):
+        return "an object"
+    return "an array" if isinstance(value, list) else "null"
+
+
+def _nested(shape: type[BaseModel], loc: tuple[Any, ...]) -> Sequence[str]:
+    """The field names of the model at ``loc`` (the unknown field's parent)."""
+    for part in loc[:-1]:
+        annotation = shape.model_fields[str(part)].annotation
+        inner = [a for a in getattr(annotation, "__args__", (annotation,)) if a is not None]
+        shape = next(a for a in inner if isinstance(a, type) and issubclass(a, BaseModel))
+    return list(shape.model_fields)
 
 
 def only(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
@@ -153,6 +216,7 @@ __all__ = [
     "form",
     "json_object",
     "limit",
+    "model",
     "obj",
     "only",
     "query_text",

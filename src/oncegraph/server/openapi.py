@@ -1,8 +1,10 @@
-"""The OpenAPI 3.1 document of the REST API (``GET /openapi.json``), written by hand.
+"""The OpenAPI 3.1 document of the REST API (``GET /openapi.json``).
 
-Kept next to :mod:`oncegraph.server.api`: a route added there is described here, and
-the schema-driven fuzz test (schemathesis) checks the two agree and that no input
-gets a 5xx.
+The routes are listed here, next to :mod:`oncegraph.server.api`; the shapes of their
+bodies and of the main answers are the pydantic models of
+:mod:`oncegraph.server.schemas`, the same ones the API checks requests with. The
+schema-driven fuzz test (schemathesis) checks the document and the API agree and that
+no input gets a 5xx.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from oncegraph import __version__
+from oncegraph.server import schemas
 from oncegraph.server.schemas import components
 
-ERROR = {"$ref": "#/components/schemas/Error"}
+ERROR = schemas.ref(schemas.Error)
 _OBJ: dict[str, Any] = {"type": "object"}
 
 
@@ -142,22 +145,11 @@ def _post(
     }
 
 
-def _body(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": required,
-        "properties": properties,
-        "additionalProperties": False,
-    }
-
-
-REASON = {"type": "string", "minLength": 1, "maxLength": 10000}
-TEXT = {"type": "string", "maxLength": 10000}
+TEXT = {"type": "string", "maxLength": schemas.MAX_TEXT}
 
 
 def document() -> dict[str, Any]:
     from oncegraph.server.api import EFFECT_STATUSES, RUN_STATUSES
-    from oncegraph.server.operations import REPLAY_MODES
 
     run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
     run_out = _keyed("run", _ref("Run"))
@@ -235,37 +227,21 @@ def document() -> dict[str, Any]:
         },
         "/api/runs/{run_id}/continue": _post(
             "Continue a paused, interrupted, failed or parked run (operator)",
-            _body([], {"reason": TEXT, "answer": {}}),
+            schemas.ref(schemas.ContinueBody),
             outcome,
             [run_id],
             required=False,
         ),
         "/api/runs/{run_id}/replay": _post(
             "Create a replay: a new run in a mode, evidence by default (operator)",
-            _body(
-                ["reason"],
-                {
-                    "mode": {"type": "string", "enum": list(REPLAY_MODES)},
-                    "reason": REASON,
-                    "checkpoint_id": TEXT,
-                    "allow_irreversible": _array({"type": "string"}),
-                },
-            ),
+            schemas.ref(schemas.ReplayBody),
             outcome,
             [run_id],
             status="201",
         ),
         "/api/runs/{run_id}/branch": _post(
             "Create a branch with a state patch; returns the diff (operator)",
-            _body(
-                ["patch", "reason"],
-                {
-                    "patch": _OBJ,
-                    "reason": REASON,
-                    "checkpoint_id": TEXT,
-                    "as_node": TEXT,
-                },
-            ),
+            schemas.ref(schemas.BranchBody),
             {
                 "type": "object",
                 "required": ["run", "diff", "checkpoint_id"],
@@ -280,28 +256,20 @@ def document() -> dict[str, Any]:
         ),
         "/api/runs/{run_id}/abandon": _post(
             "Abandon the thread's unfinished run (operator)",
-            _body(["reason"], {"reason": REASON}),
+            schemas.ref(schemas.AbandonBody),
             run_out,
             [run_id],
         ),
         "/api/runs/{run_id}/effects/{effect_id}/resolve": _post(
             "Resolve an uncertain effect: done or not done, with a reason (operator)",
-            _body(
-                ["outcome", "reason"],
-                {
-                    "outcome": {"type": "string", "enum": ["done", "not_done"]},
-                    "reason": REASON,
-                    "result": {},
-                    "provider_reference": TEXT,
-                },
-            ),
+            schemas.ref(schemas.ResolveBody),
             _keyed("effect", _ref("Effect")),
             [run_id, effect_id],
         ),
         "/api/runs/{run_id}/effects/{effect_id}/check": _post(
             "Ask the recipient again about an uncertain effect, through its tool's probe "
             "or reconcile hook (operator)",
-            _body([], {"reason": TEXT}),
+            schemas.ref(schemas.CheckBody),
             {
                 "type": "object",
                 "required": ["verdict", "effect"],
@@ -319,7 +287,7 @@ def document() -> dict[str, Any]:
         "/api/runs/{run_id}/effects/{effect_id}/redeliver": _post(
             "Redeliver an effect (admin): without confirm a preview; with the preview's "
             "token, send exactly once",
-            _body(["reason"], {"reason": REASON, "new_key": {"type": "boolean"}, "confirm": TEXT}),
+            schemas.ref(schemas.RedeliverBody),
             {
                 "type": "object",
                 "required": ["sent", "preview"],
@@ -371,14 +339,7 @@ def document() -> dict[str, Any]:
             "Start a run (or continue the thread's with input null) in the background "
             "(operator); wait=true returns when it stopped. Sent again with its "
             "Idempotency-Key, it answers with the same run",
-            _body(
-                [],
-                {
-                    "input": {"type": ["object", "null"]},
-                    "config": _ref("RunConfig"),
-                    "wait": {"type": "boolean"},
-                },
-            ),
+            schemas.ref(schemas.StartBody),
             {
                 "type": "object",
                 "required": ["run_id", "thread_id", "events_url", "run"],
@@ -401,18 +362,7 @@ def document() -> dict[str, Any]:
                 "parameters": [thread_id, IDEMPOTENCY_KEY],
                 "requestBody": {
                     "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": _body(
-                                [],
-                                {
-                                    "input": {"type": ["object", "null"]},
-                                    "config": _ref("RunConfig"),
-                                    "wait": {"type": "boolean"},
-                                },
-                            )
-                        }
-                    },
+                    "content": {"application/json": {"schema": schemas.ref(schemas.StartBody)}},
                 },
                 "responses": {
                     "200": {
@@ -430,42 +380,7 @@ def document() -> dict[str, Any]:
                 "parameters": [IDEMPOTENCY_KEY],
                 "requestBody": {
                     "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["threadId", "runId", "messages"],
-                                "properties": {
-                                    "threadId": REASON,
-                                    "runId": REASON,
-                                    "messages": _array(
-                                        {
-                                            "type": "object",
-                                            "required": ["id", "role", "content"],
-                                            "properties": {
-                                                "id": {"type": "string"},
-                                                "role": {
-                                                    "type": "string",
-                                                    "enum": [
-                                                        "user",
-                                                        "system",
-                                                        "developer",
-                                                        "assistant",
-                                                        "tool",
-                                                    ],
-                                                },
-                                                "content": {"type": "string"},
-                                            },
-                                        }
-                                    ),
-                                    "state": {},
-                                    "tools": _array(_OBJ),
-                                    "context": _array(_OBJ),
-                                    "forwardedProps": {},
-                                },
-                            }
-                        }
-                    },
+                    "content": {"application/json": {"schema": schemas.ref(schemas.AguiInput)}},
                 },
                 "responses": {
                     "200": {

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from oncegraph.errors import ConfigError, InvalidUpdateError, StorageError
@@ -144,6 +144,26 @@ def to_langchain(value: Any) -> Any:
     return messages.ChatMessage(**common, role=str(role))
 
 
+def messages_of(state: Any, key: str = "messages") -> Sequence[Any]:
+    """The messages of ``state``: its ``key`` field (a dict's key or an object's
+    attribute), or ``state`` itself when it is a list of messages; ``[]`` if none."""
+    if isinstance(state, list):
+        return state
+    if isinstance(state, Mapping):
+        return state.get(key) or []
+    return getattr(state, key, None) or []
+
+
+def last_message(state: Any, key: str = "messages") -> Mapping[str, Any]:
+    """The last message of ``state`` (see :func:`messages_of`) as a dict (a LangChain
+    message is converted); ``{}`` when there is none."""
+    found = messages_of(state, key)
+    last = found[-1] if found else {}
+    if is_message(last):
+        last = to_message_dict(last)
+    return last if isinstance(last, Mapping) else {}
+
+
 def message_id(message: Any) -> Any:
     if isinstance(message, (dict, Mapping)):  # a dict skips the ABC check
         return message.get("id")
@@ -204,7 +224,9 @@ __all__ = [
     "MessageCodec",
     "is_message",
     "is_message_type",
+    "last_message",
     "message_id",
+    "messages_of",
     "to_langchain",
     "to_message_dict",
     "with_id",

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.ledger.retry import RetryPolicy
+from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.schema import describe_validation_error
 from oncegraph.tools.tool import Tool, dedup_text, effect_class
@@ -85,7 +85,7 @@ def from_langchain(
     probe: Callable[..., Any] | None = None,
     recipient: str | Callable[[dict[str, Any]], str] | None = None,
     mask: Sequence[str] = (),
-    retry: RetryPolicy | None = None,
+    retry: EffectRetry | None = None,
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,

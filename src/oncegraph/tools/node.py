@@ -88,17 +88,9 @@ class ToolNode:
         write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
         ``write`` tools whose arguments validate, in a turn within the limits. Exactly
         the records the calls would begin, so the step that runs them finds them."""
-        messages = (
-            state.get(self.messages_key)
-            if isinstance(state, Mapping)
-            else getattr(state, self.messages_key, None)
-        )
-        if not messages:
-            return []
-        last = messages[-1]
-        if lcmessages.is_message(last):
-            last = lcmessages.to_message_dict(last)
-        if not isinstance(last, Mapping) or last.get("role") != "assistant":
+        messages = lcmessages.messages_of(state, self.messages_key)
+        last = lcmessages.last_message(messages)
+        if last.get("role") != "assistant":
             return []
         message_id = last.get("id")
         calls = list(last.get("tool_calls") or ())
@@ -146,16 +138,10 @@ class ToolNode:
         ctx = current_task()
         if ctx is None:
             raise ConfigError("ToolNode must run as a node of a compiled graph")
-        messages = (
-            state.get(self.messages_key)
-            if isinstance(state, Mapping)
-            else getattr(state, self.messages_key, None)
-        )
+        messages = lcmessages.messages_of(state, self.messages_key)
         if not messages:
             raise ConfigError(f"ToolNode found no {self.messages_key!r} in the state")
-        last = messages[-1]
-        if lcmessages.is_message(last):  # a LangChain AIMessage: read it as our dict
-            last = lcmessages.to_message_dict(last)
+        last = lcmessages.last_message(messages)
         if last.get("role") != "assistant" or not last.get("tool_calls"):
             return {}
         message_id = last.get("id")
@@ -174,22 +160,7 @@ class ToolNode:
         why = self.limits.refusal(messages, len(calls))
         if why is None:
             return None
-        replies = []
-        for call in calls:
-            call_id = str(call.get("id") or "")
-            name = str(call.get("name") or "")
-            command_id = tool_command_id(message_id, call_id)
-            replies.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": call_id,
-                    "name": name,
-                    "id": "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32],
-                    "status": "error",
-                    "content": f"Error: {why}",
-                }
-            )
-        return replies
+        return [tool_reply(ctx, message_id, call, "error", f"Error: {why}") for call in calls]
 
     async def run_calls(
         self, ctx: TaskContext, message_id: str, calls: list[Any]
@@ -214,23 +185,13 @@ class ToolNode:
         call_id = str(call.get("id") or "")
         name = str(call.get("name") or "")
         command_id = tool_command_id(message_id, call_id)
-        base = {"role": "tool", "tool_call_id": call_id, "name": name}
-        msg_id = "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32]
         if not call_id:
-            return {
-                **base,
-                "id": msg_id,
-                "status": "error",
-                "content": "Error: the tool call has no id; it was not executed.",
-            }
+            content = "Error: the tool call has no id; it was not executed."
+            return tool_reply(ctx, message_id, call, "error", content)
         tool = self.tools.get(name)
         if tool is None:
-            return {
-                **base,
-                "id": msg_id,
-                "status": "error",
-                "content": f"Error: unknown tool {name!r}; available: {sorted(self.tools)}",
-            }
+            content = f"Error: unknown tool {name!r}; available: {sorted(self.tools)}"
+            return tool_reply(ctx, message_id, call, "error", content)
         # The ledger records the JSON arguments the model sent (``args``): they are the
         # request, so the request hash (guarantee 6) and a resumed run's lookup depend only on
         # what the model said, never on how validation coerced it. The tool body gets the
@@ -241,7 +202,7 @@ class ToolNode:
             kwargs = tool.validate(args)
         except ToolArgumentsError as exc:
             content = f"Error: {exc}. Correct the arguments and call {name} again."
-            return {**base, "id": msg_id, "status": "error", "content": content}
+            return tool_reply(ctx, message_id, call, "error", content)
         assert isinstance(args, dict)
         events = wants(ctx.emit, "events")  # nothing is built for a caller that does not listen
         if events:
@@ -275,17 +236,12 @@ class ToolNode:
         try:
             result = (await perform(ctx, effect_call)).result
         except EffectFailedError as exc:
-            message = {**base, "id": msg_id, "status": "error", "content": f"Error: {exc}"}
+            message = tool_reply(ctx, message_id, call, "error", f"Error: {exc}")
         except ToolFailed as failed:  # the tool itself failed: tell the model
-            error = failed.error
-            message = {
-                **base,
-                "id": msg_id,
-                "status": "error",
-                "content": f"Error: {type(error).__name__}: {error}",
-            }
+            error = f"Error: {type(failed.error).__name__}: {failed.error}"
+            message = tool_reply(ctx, message_id, call, "error", error)
         else:
-            message = {**base, "id": msg_id, "status": "success", "content": _content(result)}
+            message = tool_reply(ctx, message_id, call, "success", _content(result))
         if events:
             ctx.emit(
                 "events",
@@ -298,6 +254,30 @@ class ToolNode:
                 },
             )
         return message
+
+
+def tool_message_id(ctx: TaskContext, name: str, message_id: str, call_id: str) -> str:
+    """The id of the tool message answering call ``call_id`` of assistant message
+    ``message_id``: made from the call's effect id under the run id effects are keyed
+    with, so a recorded replay answers the call with the original run's message id."""
+    command_id = tool_command_id(message_id, call_id)
+    return "tool_" + effect_id_for(ctx.key_run_id, name, command_id)[:32]
+
+
+def tool_reply(
+    ctx: TaskContext, message_id: str, call: Mapping[str, Any], status: str, content: Any
+) -> dict[str, Any]:
+    """The tool message answering ``call`` (of assistant message ``message_id``)."""
+    call_id = str(call.get("id") or "")
+    name = str(call.get("name") or "")
+    return {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "name": name,
+        "id": tool_message_id(ctx, name, message_id, call_id),
+        "status": status,
+        "content": content,
+    }
 
 
 async def settle(coros: list[Coroutine[Any, Any, T]]) -> list[T]:

@@ -3,7 +3,7 @@
 Plain functions work as tools unchanged (class ``write``). ``@tool(effect=...)`` adds::
 
     @tool(effect="irreversible", reconcile=find_charge, recipient="payments",
-          mask=["card"], retry=RetryPolicy(max_attempts=1))
+          mask=["card"], retry=EffectRetry(max_attempts=1))
     def charge(order_id: str, amount: float) -> dict: ...
 
 ``reconcile(effect_record)`` asks the provider what happened to an UNKNOWN effect and
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
-from oncegraph.ledger.retry import RetryPolicy
+from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
@@ -71,7 +71,7 @@ class Tool:
     probe: Callable[..., Any] | None = None
     recipient: str | Callable[[dict[str, Any]], str] | None = None
     mask: tuple[str, ...] = ()
-    retry: RetryPolicy | None = None
+    retry: EffectRetry | None = None
     timeout: float | None = None  # overrides the run's tool_timeout
     is_async: bool = field(default=False)
     inline: bool = False  # a sync tool called on the event loop thread (no hand-off)
@@ -149,7 +149,7 @@ def _make(
     probe: Callable[..., Any] | None = None,
     recipient: str | Callable[[dict[str, Any]], str] | None = None,
     mask: Sequence[str] = (),
-    retry: RetryPolicy | None = None,
+    retry: EffectRetry | None = None,
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
@@ -236,7 +236,7 @@ def tool(
     probe: Callable[..., Any] | None = None,
     recipient: str | Callable[[dict[str, Any]], str] | None = None,
     mask: Sequence[str] = (),
-    retry: RetryPolicy | None = None,
+    retry: EffectRetry | None = None,
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,

@@ -20,6 +20,7 @@ Runs offline: python examples/crash_and_resume.py
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -134,4 +135,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        if sys.argv[1:2] != ["--child"]:  # the parent made the directory: it removes it
+            shutil.rmtree(WORKDIR, ignore_errors=True)

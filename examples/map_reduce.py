@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -100,4 +101,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        if sys.argv[1:2] != ["--child"]:  # the parent made the directory: it removes it
+            shutil.rmtree(WORKDIR, ignore_errors=True)

@@ -37,7 +37,11 @@ model = ScriptedModel.turns(
 
 
 async def main() -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="oncegraph-mcp-"))
+    with tempfile.TemporaryDirectory(prefix="oncegraph-mcp-") as workdir:
+        await run(Path(workdir))
+
+
+async def run(workdir: Path) -> None:
     server = StdioServerParameters(command=sys.executable, args=[str(SERVER)])
     store = SqliteCheckpointer(workdir / "runs.db")
     async with MCPTools(server, effects={"create_refund": "write"}) as shop:

@@ -10,6 +10,7 @@ Runs offline (a ScriptedModel plays the model): python examples/support_agent_ap
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -91,4 +92,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        shutil.rmtree(WORKDIR, ignore_errors=True)  # the example's own temporary directory

@@ -1,5 +1,6 @@
 """Every program in ``examples/`` runs as a user would run it: ``python examples/X.py`` in
-a fresh process, from a directory of its own, and prints what its docstring promises."""
+a fresh process, from a directory of its own, and prints what its docstring promises; it
+removes the temporary directory it worked in."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ PROGRAMS = sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "mcp_refund
 
 
 def run_example(name: str, cwd: Path) -> str:
-    """Run ``examples/<name>`` to the end; its stdout (fails on a non-zero exit)."""
+    """Run ``examples/<name>`` to the end; its stdout (fails on a non-zero exit, or when it
+    leaves anything in the temporary directory it was given)."""
     env = {k: v for k, v in os.environ.items() if k != "ONCEGRAPH_CRASH_AT"}
+    scratch = cwd.parent / f"{cwd.name}-tmp"
+    scratch.mkdir()
+    env["TMPDIR"] = str(scratch)
     done = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],
         cwd=cwd,
@@ -28,6 +33,7 @@ def run_example(name: str, cwd: Path) -> str:
         timeout=600,  # a hang detector on a loaded machine, not a speed test
     )
     assert done.returncode == 0, f"{name} exited {done.returncode}\n{done.stdout}\n{done.stderr}"
+    assert list(scratch.iterdir()) == [], f"{name} left its temporary files behind"
     return done.stdout
 
 

@@ -1,13 +1,17 @@
-"""The README's "Use" example, run as written: its code block is saved to a file and run
-with ``python`` in a fresh directory, killed mid-refund (SIGKILL through
-``ONCEGRAPH_CRASH_AT``), and run again: it refunds once. The README itself links only to
-files inside the repository."""
+"""The README's quickstart, step by step as written: its program is saved as ``example.py``
+in a fresh directory, killed mid-refund (SIGKILL through ``ONCEGRAPH_CRASH_AT``), looked at
+with ``oncegraph effects``, and run again: it refunds once, and says so as the README shows.
+(tests/docs/test_snippets.py runs the program once, uncrashed, with every other runnable
+block.) The README itself links only to files inside the repository."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +22,27 @@ from oncegraph.testing.crash import run_in_subprocess
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 ANSWER = "I have refunded 59.00 for order 1042."
+RESUMED = "continuing the run a crash cut short"
+COUNT = "refunds at the provider: 1"
+
+
+def quickstart() -> str:
+    """The README's quickstart section."""
+    return README.read_text().split("\n## Quickstart", 1)[1].split("\n## ", 1)[0]
 
 
 def use_example() -> str:
-    """The first python block of the README's "Use" section, exactly as written."""
-    section = README.read_text().split("\n## Use\n", 1)[1]
-    found = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    assert found, "the Use section has a python block"
+    """The quickstart's program (its python block), exactly as written."""
+    found = re.search(r"```python\n(.*?)```", quickstart(), flags=re.S)
+    assert found, "the quickstart has a python block"
+    return found.group(1)
+
+
+def shown(lang: str, after: str) -> str:
+    """The quickstart's first ``lang`` block after the text ``after``."""
+    section = quickstart().split(after, 1)[1]
+    found = re.search(rf"```{lang}\n(.*?)```", section, flags=re.S)
+    assert found, f"a {lang} block after {after!r}"
     return found.group(1)
 
 
@@ -60,14 +78,37 @@ def example(tmp_path: Path) -> Path:
     return script
 
 
-def test_use_example_runs_as_written(example: Path) -> None:
-    done = run_in_subprocess(example, cwd=example.parent, timeout=300)
-    assert done.returncode == 0, done.describe()
-    assert done.stdout.strip() == ANSWER
-    assert len(refunds(example.parent)) == 1
+def test_the_quickstart_steps_as_written(example: Path) -> None:
+    """Kill it, look at the ledger, resume it, run it once more: what the README says."""
+    kill = shown("bash", "**3. Kill it**").split("#")[0].strip()
+    assert kill == "ONCEGRAPH_CRASH_AT=after_tool_return:4 python example.py"
+    crashed = run_in_subprocess(example, cwd=example.parent, crash_at=("after_tool_return", 4))
+    assert crashed.killed, crashed.describe()
+    assert len(refunds(example.parent)) == 1, "killed after the provider answered"
+
+    look = shown("bash", "the ledger knows only").split("#")[0].split()
+    assert look[:2] == ["oncegraph", "effects"], look
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ONCEGRAPH_")}
+    ledger = subprocess.run(
+        [sys.executable, "-m", "oncegraph.cli", *look[1:]],
+        cwd=example.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ledger.returncode == 0, ledger.stderr
+    (row,) = [line for line in ledger.stdout.splitlines() if "refund_order" in line]
+    assert "pending" in row, ledger.stdout
+
+    resumed = run_in_subprocess(example, cwd=example.parent, timeout=300)
+    assert resumed.returncode == 0, resumed.describe()
+    assert resumed.stdout.strip() == shown("text", "**4. Resume it**").strip()
+    assert resumed.stdout.splitlines() == [RESUMED, ANSWER, COUNT]
     again = run_in_subprocess(example, cwd=example.parent, timeout=300)
-    assert again.returncode == 0 and again.stdout.strip() == ANSWER, again.describe()
-    assert len(refunds(example.parent)) == 1, "a finished conversation is not run again"
+    assert again.returncode == 0, again.describe()
+    assert again.stdout.splitlines() == [ANSWER, COUNT], "a finished conversation is not run again"
+    assert len(refunds(example.parent)) == 1
 
 
 def test_importing_the_use_example_runs_nothing(example: Path) -> None:
@@ -87,14 +128,16 @@ def test_importing_the_use_example_runs_nothing(example: Path) -> None:
 
 def test_the_irreversible_snippet_declares_a_tool() -> None:
     """The README's ``irreversible`` snippet compiles into a tool (its provider stands in)."""
-    section = README.read_text().split("Declare what a tool does to the world", 1)[1]
+    section = README.read_text().split("A tool declares what it does to the world", 1)[1]
     found = re.search(r"```python\n(.*?)```", section, flags=re.S)
     assert found, "the section has a python block"
     space: dict[str, object] = {}
     exec(compile(found.group(1), "README.md", "exec"), space)  # a NameError on psp is late
     charge: Any = space["charge"]
     assert (charge.effect, charge.mask, charge.recipient) == (
-        "irreversible", ("card",), "payments"
+        "irreversible",
+        ("card",),
+        "payments",
     ) and charge.reconcile is not None
 
 
@@ -116,7 +159,7 @@ def test_use_example_killed_mid_refund_refunds_once(
     assert crashed.killed, crashed.describe()
     resumed = run_in_subprocess(example, cwd=example.parent, timeout=300)
     assert resumed.returncode == 0, resumed.describe()
-    assert resumed.stdout.strip() == ANSWER
+    assert resumed.stdout.splitlines() == [RESUMED, ANSWER, COUNT]
     (refund,) = refunds(example.parent)
     assert refund[1:] == ("1042", 59.0)
     assert refund_attempts(example.parent) == attempts

@@ -9,7 +9,7 @@ least four characters long) is masked in errors and reasons."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,8 +25,18 @@ from oncegraph.cli.session import (
     Where,
     run,
 )
+from oncegraph.errors import ForeignRunError, RunNotFoundError
 from oncegraph.runs.masking import Masker
-from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
+from oncegraph.storage.records import (
+    AuditRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+)
+
+if TYPE_CHECKING:
+    from oncegraph.runs.service import RunService
 
 _THREADS_PER_READ = 100
 
@@ -58,7 +68,7 @@ def shown_effect(record: EffectRecord, masked: bool) -> dict[str, Any]:
     return data
 
 
-async def masked_for(service: Any, thread_ids: Iterable[str]) -> Masker:
+async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
     """The masker of what the CLI prints about these threads (see the module docstring)."""
     threads = sorted(set(thread_ids))
     masker: Masker = await service.masker(thread_ids=threads)
@@ -97,7 +107,7 @@ def register(app: typer.Typer) -> None:
         statuses = _statuses(status, RunStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[Any]:
+        async def listed(service: RunService) -> list[RunRecord]:
             got = await service.runs(
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
@@ -131,7 +141,9 @@ def register(app: typer.Typer) -> None:
         """One run: its record, its parent (a replay or branch), effects and audit entries."""
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def go(service: Any) -> tuple[Any, list[Any], list[Any]]:
+        async def go(
+            service: RunService,
+        ) -> tuple[RunRecord, list[EffectRecord], list[AuditRecord]]:
             record = await service.run_view(run_id)
             effects = await service.effects(run_id=run_id)
             audit = await service.audit(run_id=run_id, limit=1000)
@@ -191,7 +203,9 @@ def register(app: typer.Typer) -> None:
 
         snaps = run(
             where,  # the masked history, as get_state_history shows it
-            lambda s: _collected(reading.history(s, thread_id, run_id=run_id, limit=limit)),
+            lambda s: _collected(
+                reading.history(s.context, thread_id, run_id=run_id, limit=limit)
+            ),
             needs_app="history",
         )
         if as_json:
@@ -235,7 +249,7 @@ def register(app: typer.Typer) -> None:
         statuses = _statuses(status, EffectStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[EffectRecord]:
+        async def listed(service: RunService) -> list[EffectRecord]:
             got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
             masker = await masked_for(service, {e.thread_id for e in got})
             return [masker.effect(e) for e in got]
@@ -308,7 +322,7 @@ def register(app: typer.Typer) -> None:
         """The audit log (operator actions and interrupt answers), newest first."""
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[Any]:
+        async def listed(service: RunService) -> list[AuditRecord]:
             got = await service.audit(
                 run_id=run_id, thread_id=thread, target_id=target, limit=limit
             )
@@ -322,17 +336,18 @@ def register(app: typer.Typer) -> None:
         _audit_table(found)
 
 
-async def _one_effect(service: Any, effect_id: str) -> EffectRecord:
-    from oncegraph.runs.masking import mask_effect
-
-    await service.setup()
-    record = await service.store.get_effect(effect_id)
-    if record is None:
+async def _one_effect(service: RunService, effect_id: str) -> EffectRecord:
+    """The effect through the run service: refused when it is another app's (the
+    service's scope check), masked as every view is."""
+    try:
+        record = await service.effect(effect_id)
+    except ForeignRunError:
+        raise
+    except RunNotFoundError:
         raise CliError(
             f"no effect {effect_id!r}; list them with: oncegraph effects --run RUN_ID"
-        )
-    masked: EffectRecord = mask_effect(record, service.masks)
-    return (await masked_for(service, (record.thread_id,))).effect(masked)
+        ) from None
+    return (await masked_for(service, (record.thread_id,))).effect(record)
 
 
 def _effects_table(found: list[EffectRecord]) -> None:

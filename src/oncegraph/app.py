@@ -41,12 +41,13 @@ from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, Redeliv
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.replay import Branch
-from oncegraph.runs.service import EFFECTS_PAGE, RunService
+from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import current_task
+from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -412,6 +413,30 @@ class CompiledGraph:
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
             return stream_inside(task, events)
         return iterate_sync(events, "stream")
+
+    async def astart(
+        self,
+        input: Any,
+        config: Mapping[str, Any],
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        launch: Launch | None = None,
+        put: Callable[[Any], None] | None = None,
+    ) -> RunHandle:
+        """Start a stored run as a task of this loop and return its handle
+        (:class:`~oncegraph.runs.service.RunHandle`: ``run_id``, ``thread_id``,
+        ``result()``) once the run is held and goes on; a call refused before that raises
+        here, and nothing started. Each chunk ``astream`` would yield (``stream_mode``,
+        ``subgraphs``) goes to ``put``; ``launch`` as for :meth:`ainvoke`."""
+        refuse_in_replay(current_task(), self.spec.name)
+        service = self.service
+        emit = ignore if put is None else _stream_shape(self.spec, stream_mode, subgraphs)(put)
+        try:
+            return await service.start(input, self._config(config), emit, launch=launch)
+        except UnfinishedRunError as exc:
+            exc.add_note(_DIFFERS)
+            raise
 
     async def asubmit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         """Enqueue a run for the workers (``oncegraph worker``); returns its handle

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -45,6 +46,12 @@ _STORE_TROUBLE = (StorageError, LeaseLostError, StaleStateError)
 # Threads whose effects a view reads at once (Masker): one statement each, with its ids as
 # parameters (SQLite allows 32,766 per statement).
 _THREADS_PER_READ = 500
+# Who waits to learn that a run started (RunService.start): told once, by the first
+# RunContext.drive of the task the start made (a new run, a continue, an answer, a replay:
+# each goes through drive once the run is held).
+STARTED: ContextVar[Callable[[RunRecord], None] | None] = ContextVar(
+    "oncegraph_run_started", default=None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +230,10 @@ class RunContext:
     async def drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
         """Run ``run`` from ``head`` to its end or next interrupt; an error leaving here
         quotes no masked value (what is recorded is recorded already)."""
+        started = STARTED.get()
+        if started is not None:  # the run is held and goes on: its id is known now
+            STARTED.set(None)
+            started(run)
         if not head.checkpoint.next:  # nothing left to run (a branch of a finished state)
             await driver.set_status(run, RunStatus.COMPLETED, None)
         try:
@@ -257,4 +268,4 @@ class RunContext:
         return await self.with_answers(ReplayPolicy.from_json(stored))
 
 
-__all__ = ["RunContext", "RunResult"]
+__all__ = ["STARTED", "RunContext", "RunResult"]

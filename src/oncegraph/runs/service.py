@@ -24,8 +24,11 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import copy
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import (
@@ -47,7 +50,7 @@ from oncegraph.runs.commands import (
     RedeliveryPreview,
     required,
 )
-from oncegraph.runs.context import RunContext, RunResult
+from oncegraph.runs.context import STARTED, RunContext, RunResult
 from oncegraph.runs.launch import LAUNCH_KEY, Launch
 from oncegraph.runs.lifecycle import (
     FINAL_STATUSES,
@@ -82,6 +85,19 @@ from oncegraph.versioning import GraphIdentity, Verdict
 
 EFFECTS_PAGE = 500
 """Effect records an ``effects()`` listing returns unless asked for another ``limit``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandle:
+    """A run :meth:`RunService.start` started: its ids at once, its end with :meth:`result`."""
+
+    run_id: str
+    thread_id: str
+    task: asyncio.Task[RunResult]
+
+    async def result(self) -> RunResult:
+        """How the run call ended (what :meth:`RunService.run` returns, or its error)."""
+        return await self.task
 
 
 class RunService:
@@ -447,6 +463,34 @@ class RunService:
             return await self.context.drive(driver, head, run)
         finally:
             await claim.release()
+
+    async def start(
+        self, input: Any, cfg: RunConfig, emit: Emit = ignore, *, launch: Launch | None = None
+    ) -> RunHandle:
+        """:meth:`run` as a task of this loop; returns once the run is held and goes on
+        (a new run committed, a continue or an answer claimed), with its id. A call
+        refused before that raises here, and nothing started. Cancelled while it waits,
+        it cancels the run call too (a run that started stays resumable)."""
+        loop = asyncio.get_running_loop()
+        known: asyncio.Future[RunRecord] = loop.create_future()
+
+        def started(run: RunRecord) -> None:
+            if not known.done():
+                known.set_result(run)
+
+        context = contextvars.copy_context()
+        context.run(STARTED.set, started)
+        task = loop.create_task(self.run(input, cfg, emit, launch=launch), context=context)
+        either: set[asyncio.Future[Any]] = {known, task}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        if not known.done():  # it ended before it went on: refused (or nothing to drive)
+            started(task.result().run)
+        run = known.result()
+        return RunHandle(run.run_id, run.thread_id, task)
 
     async def _continue_for(
         self, launch: Launch, run: RunRecord, cfg: RunConfig, emit: Emit
@@ -946,4 +990,4 @@ def input_json(value: Any, spec: GraphSpec) -> Any:
     return spec.schema.encode_update(input_update(spec, value))
 
 
-__all__ = ["RunResult", "RunService", "input_json"]
+__all__ = ["RunHandle", "RunResult", "RunService", "input_json"]

@@ -35,16 +35,18 @@ from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
-from oncegraph.runs import answers, reading
+from oncegraph.runs import reading
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.launch import Launch
+from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.replay import Branch
-from oncegraph.runs.service import EFFECTS_PAGE, RunService
+from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import current_task
+from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -55,7 +57,7 @@ from oncegraph.runtime.subgraph import (
     stream_inside,
     stream_nested,
 )
-from oncegraph.storage.protocols import Checkpointer, Pruner
+from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     AuditRecord,
     EffectRecord,
@@ -231,14 +233,8 @@ class CompiledGraph:
         return RunService(self.spec, InMemoryCheckpointer(), sync_pool=self._sync_pool), cfg
 
     def _thread(self, config: Mapping[str, Any] | None) -> str:
-        cfg = RunConfig.parse(config)
-        if cfg.thread_id is None:
-            self.service  # noqa: B018 - no checkpointer is the first thing to report
-            raise ConfigError(
-                "this graph has a checkpointer, so every call needs a thread: pass "
-                "config={'thread_id': '<conversation id>'}"
-            )
-        return cfg.thread_id
+        self.service  # noqa: B018 - no checkpointer is the first thing to report
+        return thread_of(RunConfig.parse(config))
 
     async def _run(
         self,
@@ -248,7 +244,6 @@ class CompiledGraph:
         emit: Any = None,
         launch: Launch | None = None,
     ) -> Any:
-        input = await answers.route(service, cfg, input)
         if launch is not None and service is not self._service:
             raise ConfigError(
                 "launch= says who a stored run is started for; this graph was compiled "
@@ -418,6 +413,30 @@ class CompiledGraph:
             return stream_inside(task, events)
         return iterate_sync(events, "stream")
 
+    async def astart(
+        self,
+        input: Any,
+        config: Mapping[str, Any],
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        launch: Launch | None = None,
+        put: Callable[[Any], None] | None = None,
+    ) -> RunHandle:
+        """Start a stored run as a task of this loop and return its handle
+        (:class:`~oncegraph.runs.service.RunHandle`: ``run_id``, ``thread_id``,
+        ``result()``) once the run is held and goes on; a call refused before that raises
+        here, and nothing started. Each chunk ``astream`` would yield (``stream_mode``,
+        ``subgraphs``) goes to ``put``; ``launch`` as for :meth:`ainvoke`."""
+        refuse_in_replay(current_task(), self.spec.name)
+        service = self.service
+        emit = ignore if put is None else _stream_shape(self.spec, stream_mode, subgraphs)(put)
+        try:
+            return await service.start(input, self._config(config), emit, launch=launch)
+        except UnfinishedRunError as exc:
+            exc.add_note(_DIFFERS)
+            raise
+
     async def asubmit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         """Enqueue a run for the workers (``oncegraph worker``); returns its handle
         (:class:`~oncegraph.runs.submitted.Submitted`: ``run_id``, ``record``, ``status()``,
@@ -431,7 +450,12 @@ class CompiledGraph:
         refuse_in_replay(current_task(), self.spec.name)
         self._thread(config)
         service = self.service
-        return Submitted(service, await service.submit(input, self._config(config)))
+        record = await service.submit(input, self._config(config))
+
+        async def cancel(run_id: str, reason: str, actor: str) -> RunRecord:
+            return await service.cancel(run_id, reason=reason, actor=actor)
+
+        return Submitted(service.context, record, cancel)
 
     def submit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         return run_sync(self.asubmit(input, config), "submit")
@@ -448,7 +472,11 @@ class CompiledGraph:
         for a caller allowed to see the state as stored (e.g. the server's admins)."""
         thread_id = self._thread(config)
         return await reading.state(
-            self.service, thread_id, _checkpoint_id(config), subgraphs=subgraphs, masked=masked
+            self.service.context,
+            thread_id,
+            _checkpoint_id(config),
+            subgraphs=subgraphs,
+            masked=masked,
         )
 
     def get_state(
@@ -473,7 +501,7 @@ class CompiledGraph:
         iterate, so walking a long thread holds one page in memory, not the thread."""
         thread_id = self._thread(config)
         async for snap in reading.history(
-            self.service,
+            self.service.context,
             thread_id,
             run_id=(config or {}).get("run_id"),
             limit=limit,
@@ -880,19 +908,11 @@ class CompiledGraph:
     ) -> PruneReport:
         """Retention: delete checkpoints and finished effect records no open run needs.
 
-        Delegates to the store's :meth:`~oncegraph.storage.protocols.Pruner.prune` (the
-        head, the newest ``keep_checkpoints`` and unfinished runs' checkpoints stay; log
-        entries are never deleted); ``effects_older_than`` is in seconds.
+        See :meth:`oncegraph.runs.service.RunService.prune`: the head, the newest
+        ``keep_checkpoints`` and unfinished runs' checkpoints stay; log entries are never
+        deleted; ``effects_older_than`` is in seconds.
         """
-        store = self.store
-        if not isinstance(store, Pruner):
-            raise ConfigError(
-                f"{type(store).__name__} cannot prune (it has no prune() method); use "
-                "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer, or add "
-                "prune() (oncegraph.storage.protocols.Pruner) to your store"
-            )
-        await self.setup()
-        return await store.prune(
+        return await self.service.prune(
             keep_checkpoints=keep_checkpoints,
             effects_older_than=effects_older_than,
             thread_id=thread_id,

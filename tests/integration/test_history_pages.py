@@ -15,7 +15,7 @@ from typing_extensions import TypedDict
 
 from oncegraph import END, START, StateGraph, add_messages
 from oncegraph.app import CompiledGraph
-from oncegraph.runs import service as service_module
+from oncegraph.runs import reading as reading_module
 from oncegraph.storage.protocols import Checkpointer
 
 STEPS = 1000
@@ -75,8 +75,8 @@ def test_pages_join_without_gaps_or_repeats(
     everything = [
         s.config["checkpoint_id"] for s in long_thread.get_state_history({"thread_id": "long"})
     ]
-    monkeypatch.setattr(service_module, "HISTORY_PAGE", 7)
-    # HISTORY_PAGE is the default of the service's page size: read it per call
+    monkeypatch.setattr(reading_module, "HISTORY_PAGE", 7)
+    # HISTORY_PAGE is the default page size of the state reads: read it per call
     paged = [
         s.config["checkpoint_id"] for s in long_thread.get_state_history({"thread_id": "long"})
     ]
@@ -122,7 +122,7 @@ def test_a_page_of_history_has_the_values_of_each_checkpoint_read_alone(
     app = g.compile(checkpointer=checkpointer)
     app.invoke({"messages": [{"role": "user", "content": "go"}], "n": 0}, {"thread_id": "mixed"})
     app.invoke({"messages": [{"role": "user", "content": "again"}], "n": 0}, {"thread_id": "mixed"})
-    monkeypatch.setattr(service_module, "HISTORY_PAGE", 7)
+    monkeypatch.setattr(reading_module, "HISTORY_PAGE", 7)
     snaps = list(app.get_state_history({"thread_id": "mixed"}))
     assert len(snaps) > 80
     removed_somewhere = False

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -27,6 +27,10 @@ from oncegraph.cli.session import (
     run,
 )
 from oncegraph.cli.views import shown_effect
+
+if TYPE_CHECKING:
+    from oncegraph.runs.commands import Redelivered
+    from oncegraph.runs.service import RunService
 
 
 def _json_arg(flag: str, text: str) -> Any:
@@ -70,11 +74,14 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Continue an unfinished run (paused, failed, interrupted, parked) under its own id."""
-        options: dict[str, Any] = {"actor": actor(who), "reason": reason}
-        if answer is not None:
-            options["answer"] = _json_arg("--answer", answer)
+        from oncegraph.runs.commands import NO_ANSWER
+
+        given = NO_ANSWER if answer is None else _json_arg("--answer", answer)
+        by = actor(who)
         result = run(
-            Where(app=app_), lambda s: s.resume(run_id, **options), needs_app="continue"
+            Where(app=app_),
+            lambda s: s.resume(run_id, answer=given, actor=by, reason=reason),
+            needs_app="continue",
         )
         _ran(result, as_json, "continued run")
 
@@ -213,12 +220,15 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Send an effect once more: shows what would be sent, then asks to confirm."""
+        from oncegraph.runs.commands import RedeliveryPreview
+
         if preview_only and yes:
             raise CliError("--preview sends nothing; drop --yes, or drop --preview to send", 2)
         by = actor(who)
 
-        async def go(service: Any) -> Any:
+        async def go(service: RunService) -> RedeliveryPreview | Redelivered:
             preview = await service.redeliver(effect_id, actor=by, reason=reason, new_key=new_key)
+            assert isinstance(preview, RedeliveryPreview)  # no confirm: a preview, sent nothing
             if preview_only:
                 return preview
             if not as_json:
@@ -238,7 +248,7 @@ def register(app: typer.Typer) -> None:
             )
 
         done = run(Where(app=app_), go, needs_app="redeliver")
-        if preview_only:
+        if isinstance(done, RedeliveryPreview):  # --preview
             if as_json:
                 o.emit_json(done)
             else:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -25,6 +25,9 @@ from oncegraph.cli.database import ENV, check_store, choose, open_store
 from oncegraph.cli.output import CliError
 from oncegraph.errors import ConfigError
 from oncegraph.runtime.config import caller_id
+
+if TYPE_CHECKING:
+    from oncegraph.runs.service import RunService
 
 T = TypeVar("T")
 
@@ -109,7 +112,7 @@ def actor(given: str | None) -> str:
         return "cli"
 
 
-def service_for(where: Where, *, needs_app: str | None = None) -> Any:
+def service_for(where: Where, *, needs_app: str | None = None) -> RunService:
     """The run service: the app's (``--app``), else a read-only one over the database.
 
     ``needs_app``: the command runs the graph; without ``--app`` it is refused (exit 2)."""
@@ -144,7 +147,7 @@ def service_for(where: Where, *, needs_app: str | None = None) -> Any:
 
 
 def run(
-    where: Where, act: Callable[[Any], Awaitable[T]], *, needs_app: str | None = None
+    where: Where, act: Callable[[RunService], Awaitable[T]], *, needs_app: str | None = None
 ) -> T:
     """``await act(service)`` in a fresh event loop; the store is closed afterwards."""
     service = service_for(where, needs_app=needs_app)
@@ -153,9 +156,7 @@ def run(
         try:
             return await act(service)
         finally:
-            closer = getattr(service.store, "aclose", None)
-            if closer is not None:
-                await closer()
+            await service.store.aclose()
 
     return asyncio.run(go())
 

@@ -9,7 +9,7 @@ least four characters long) is masked in errors and reasons."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,9 +25,19 @@ from oncegraph.cli.session import (
     Where,
     run,
 )
+from oncegraph.errors import ForeignRunError, RunNotFoundError
 from oncegraph.runs.holders import Holder, holder
 from oncegraph.runs.masking import Masker
-from oncegraph.storage.records import EffectRecord, EffectStatus, RunStatus
+from oncegraph.storage.records import (
+    AuditRecord,
+    EffectRecord,
+    EffectStatus,
+    RunRecord,
+    RunStatus,
+)
+
+if TYPE_CHECKING:
+    from oncegraph.runs.service import RunService
 
 _THREADS_PER_READ = 100
 
@@ -59,7 +69,7 @@ def shown_effect(record: EffectRecord, masked: bool) -> dict[str, Any]:
     return data
 
 
-async def masked_for(service: Any, thread_ids: Iterable[str]) -> Masker:
+async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
     """The masker of what the CLI prints about these threads (see the module docstring)."""
     threads = sorted(set(thread_ids))
     masker: Masker = await service.masker(thread_ids=threads)
@@ -98,7 +108,7 @@ def register(app: typer.Typer) -> None:
         statuses = _statuses(status, RunStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> tuple[list[Any], set[str]]:
+        async def listed(service: RunService) -> tuple[list[RunRecord], set[str]]:
             got = await service.runs(
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
@@ -138,7 +148,9 @@ def register(app: typer.Typer) -> None:
         """One run: its record, its parent (a replay or branch), effects and audit entries."""
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def go(service: Any) -> tuple[Any, Holder | None, list[Any], list[Any]]:
+        async def go(
+            service: RunService,
+        ) -> tuple[RunRecord, Holder | None, list[EffectRecord], list[AuditRecord]]:
             record = await service.run_view(run_id)
             held = await holder(service.store, record)
             effects = await service.effects(run_id=run_id)
@@ -221,7 +233,9 @@ def register(app: typer.Typer) -> None:
 
         snaps = run(
             where,  # the masked history, as get_state_history shows it
-            lambda s: _collected(reading.history(s, thread_id, run_id=run_id, limit=limit)),
+            lambda s: _collected(
+                reading.history(s.context, thread_id, run_id=run_id, limit=limit)
+            ),
             needs_app="history",
         )
         if as_json:
@@ -265,7 +279,7 @@ def register(app: typer.Typer) -> None:
         statuses = _statuses(status, EffectStatus, "--status")
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[EffectRecord]:
+        async def listed(service: RunService) -> list[EffectRecord]:
             got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
             masker = await masked_for(service, {e.thread_id for e in got})
             return [masker.effect(e) for e in got]
@@ -338,7 +352,7 @@ def register(app: typer.Typer) -> None:
         """The audit log (operator actions and interrupt answers), newest first."""
         where = Where(database, database_file, sqlite, postgres, app_)
 
-        async def listed(service: Any) -> list[Any]:
+        async def listed(service: RunService) -> list[AuditRecord]:
             got = await service.audit(
                 run_id=run_id, thread_id=thread, target_id=target, limit=limit
             )
@@ -352,17 +366,18 @@ def register(app: typer.Typer) -> None:
         _audit_table(found)
 
 
-async def _one_effect(service: Any, effect_id: str) -> EffectRecord:
-    from oncegraph.runs.masking import mask_effect
-
-    await service.setup()
-    record = await service.store.get_effect(effect_id)
-    if record is None:
+async def _one_effect(service: RunService, effect_id: str) -> EffectRecord:
+    """The effect through the run service: refused when it is another app's (the
+    service's scope check), masked as every view is."""
+    try:
+        record = await service.effect(effect_id)
+    except ForeignRunError:
+        raise
+    except RunNotFoundError:
         raise CliError(
             f"no effect {effect_id!r}; list them with: oncegraph effects --run RUN_ID"
-        )
-    masked: EffectRecord = mask_effect(record, service.masks)
-    return (await masked_for(service, (record.thread_id,))).effect(masked)
+        ) from None
+    return (await masked_for(service, (record.thread_id,))).effect(record)
 
 
 def _effects_table(found: list[EffectRecord]) -> None:

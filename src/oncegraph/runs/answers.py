@@ -22,20 +22,20 @@ from oncegraph.runtime.moves import answer_order, open_interrupts
 from oncegraph.storage.records import RunStatus
 
 if TYPE_CHECKING:
-    from oncegraph.runs.service import RunService
+    from oncegraph.runs.context import RunContext
 
 
-async def route(service: RunService, cfg: RunConfig, input: Any) -> Any:
+async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
     """``input`` as the run service takes it (see the module docstring)."""
     by_id = isinstance(input, Command) and input.has_resume and is_id_map(input.resume)
     if (input is not None and not by_id) or cfg.thread_id is None or cfg.run_id is not None:
         return input
-    await service.setup()
-    store = service.store
+    await ctx.setup()
+    store = ctx.store
     runs = await store.list_runs(thread_id=cfg.thread_id, limit=1)
     if not runs or runs[0].status is not RunStatus.INTERRUPTED:
         return input
-    service.check_run(runs[0], f"thread {cfg.thread_id!r}")
+    ctx.check_run(runs[0], f"thread {cfg.thread_id!r}")
     thread = await store.get_thread(cfg.thread_id)
     if thread is None or thread.head_checkpoint_id is None:
         return input
@@ -45,7 +45,7 @@ async def route(service: RunService, cfg: RunConfig, input: Any) -> Any:
         if waiting and all(is_breakpoint(t, w.value) for t, w in waiting.items()):
             return Command(resume=None)
         return input
-    order = service.graph.order
+    order = ctx.graph.order
     asked = [waiting[task] for task in answer_order(order, waiting)]
     ids = [Interrupt.of(head, w.task, w.idx, w.value).id for w in asked]
     answers = dict(input.resume)

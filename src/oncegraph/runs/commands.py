@@ -1,13 +1,13 @@
-"""Operator commands on runs and effects: Continue, Resolve, Redeliver, and the audit view.
+"""Operator commands on effects: Resolve, Check, Redeliver; and the audit view.
 
 Each command is refused with a clear error when it does not apply, takes the run (its
 liveness lock and a new fencing token, so a process still working on it is fenced out,
 guarantee 15) before it writes, and leaves an append-only :class:`AuditRecord`
 (guarantee 14) written in the same transaction as its change:
 
-* **Continue** (:meth:`Commands.resume`): an interrupted (with its answer), failed,
-  crashed, parked or paused run goes on under its own ``run_id``. A completed or abandoned
-  run is never continued (a replay is a new run).
+* **Continue** (:meth:`oncegraph.runs.service.RunService.resume`, a lifecycle step): an
+  interrupted (with its answer), failed, crashed, parked or paused run goes on under its
+  own ``run_id``. A completed or abandoned run is never continued (a replay is a new run).
 * **Resolve** (:meth:`Commands.resolve_effect`): the operator checked at the recipient.
   ``done`` records the result (the run will use it without calling the tool); ``not_done``
   lets the next attempt send it once more, with the same key, without reconciling.
@@ -24,12 +24,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oncegraph.errors import (
     ConfigError,
     CorruptRecordError,
-    NoRunToResumeError,
     RunNotFoundError,
     RunStateError,
 )
@@ -40,10 +39,10 @@ from oncegraph.ledger.keys import hash_key
 from oncegraph.ledger.outcomes import Reconciled, Verdict
 from oncegraph.runs import claims
 from oncegraph.runs import confirm as confirmation
+from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import mask_effect
-from oncegraph.runtime.config import RunConfig, caller_id
+from oncegraph.runtime.config import caller_id
 from oncegraph.runtime.context import EffectContext
-from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.storage.records import (
     Attempt,
     AttemptOutcome,
@@ -51,12 +50,8 @@ from oncegraph.storage.records import (
     EffectRecord,
     EffectStatus,
     RunRecord,
-    RunStatus,
     now,
 )
-
-if TYPE_CHECKING:
-    from oncegraph.runs.service import RunResult, RunService
 
 NO_ANSWER: Any = object()
 RESOLVED_DONE = AttemptOutcome.RESOLVED_DONE
@@ -102,65 +97,21 @@ class Redelivered:
     preview: RedeliveryPreview
 
 
-def _required(name: str, value: str | None) -> str:
+def required(name: str, value: str | None) -> str:
+    """``value``, or ``ConfigError`` when it is missing or blank (who acts, and why)."""
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name} is required: say who acts and why (it goes to the audit log)")
     return value
 
 
 class Commands:
-    """The operator commands of one :class:`~oncegraph.runs.service.RunService` (its
-    ``resume``, ``resolve_effect``, ``redeliver`` and ``audit`` delegate here)."""
+    """The effect commands and the audit view over one
+    :class:`~oncegraph.runs.context.RunContext` (the run service's ``resolve_effect``,
+    ``check_effect``, ``redeliver``, ``effect`` and ``audit`` delegate here)."""
 
-    def __init__(self, service: RunService) -> None:
-        self.service = service
-        self.store = service.store
-
-    # -- Continue ----------------------------------------------------------------------------
-
-    async def resume(
-        self,
-        run_id: str,
-        *,
-        answer: Any = NO_ANSWER,
-        actor: str,
-        reason: str | None = None,
-        config: RunConfig | None = None,
-        emit: Emit = ignore,
-    ) -> RunResult:
-        """Continue run ``run_id`` under its own id (guarantee 9). See the module docstring."""
-        _required("actor", actor)
-        run = await self.service.get_run(run_id)
-        if run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
-            raise NoRunToResumeError(
-                f"run {run_id} is {run.status}; Continue is only for an unfinished run. To "
-                "run it again, create a new run from its history with "
-                "app.replay(run_id, mode='evidence' | 'simulation' | 'live', reason=...)"
-            )
-        if run.status is RunStatus.INTERRUPTED and answer is NO_ANSWER:
-            raise NoRunToResumeError(
-                f"run {run_id} is waiting for an answer to interrupt(); continue it with "
-                "resume(run_id, answer=<answer>, actor=...)"
-            )
-        if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
-            raise NoRunToResumeError(
-                f"run {run_id} is {run.status}, not waiting for an answer; continue it without one"
-            )
-        cfg = config or RunConfig.from_stored(run.config, run.thread_id)
-        audit = AuditRecord(
-            audit_id=new_audit_id(),
-            actor=actor,
-            action="continue",
-            target_kind="run",
-            target_id=run.run_id,
-            run_id=run.run_id,
-            thread_id=run.thread_id,
-            reason=reason,
-            details={"before": str(run.status), "answered": answer is not NO_ANSWER},
-        )
-        if answer is not NO_ANSWER:
-            return await self.service._answer(run, answer, cfg, emit, audit=audit)
-        return await self.service._continue(run, cfg, emit, audit=audit, parked_too=True)
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     # -- Resolve -----------------------------------------------------------------------------
 
@@ -175,8 +126,8 @@ class Commands:
         provider_reference: str | None = None,
     ) -> EffectRecord:
         """Record what the operator found at the recipient for an uncertain effect."""
-        _required("actor", actor)
-        _required("reason", reason)
+        required("actor", actor)
+        required("reason", reason)
         if outcome not in ("done", "not_done"):
             raise ConfigError(f"outcome must be 'done' or 'not_done'; got {outcome!r}")
         damaged = ""  # the outcome column found unreadable, which this resolution replaces
@@ -216,7 +167,7 @@ class Commands:
             await self.store.save_effect(changed, fence=token, audit=audit)
 
         await self._with_run_held(record, write)
-        return mask_effect(changed, self.service.masks)
+        return mask_effect(changed, self.ctx.masks)
 
     # -- Check -------------------------------------------------------------------------------
 
@@ -230,8 +181,8 @@ class Commands:
         recipient said now; ``not_done`` and ``unknown`` change nothing else: a request
         that timed out may still arrive, so only :meth:`resolve_effect` lets it be sent.
         """
-        _required("actor", actor)
-        _required("reason", reason)
+        required("actor", actor)
+        required("reason", reason)
         record = await self._effect(effect_id)
         if record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
             raise RunStateError(
@@ -273,7 +224,7 @@ class Commands:
                 provider_reference=verdict.provider_reference,
             )
             await self.store.save_effect(changed, fence=token, audit=audit)
-            return EffectCheck(verdict.verdict, mask_effect(changed, self.service.masks))
+            return EffectCheck(verdict.verdict, mask_effect(changed, self.ctx.masks))
 
         result: EffectCheck = await self._with_run_held(record, ask)
         return result
@@ -295,8 +246,8 @@ class Commands:
 
         The send waits for the call to end (no timeout): the run stays held meanwhile, so
         no other attempt of the effect can start (guarantee 13)."""
-        _required("actor", actor)
-        _required("reason", reason)
+        required("actor", actor)
+        required("reason", reason)
         record = await self._effect(effect_id)
         tool = self._tool_for(record)
         key = await confirmation.key_for(self.store)
@@ -338,7 +289,7 @@ class Commands:
             return done
 
         done = await self._with_run_held(record, send)
-        return Redelivered(mask_effect(done, self.service.masks), preview)
+        return Redelivered(mask_effect(done, self.ctx.masks), preview)
 
     def _preview(
         self, record: EffectRecord, new_key: bool, token: str, expires_at: float
@@ -352,7 +303,7 @@ class Commands:
             run_id=record.run_id,
             thread_id=record.thread_id,
             recipient=record.recipient,
-            payload=mask_effect(record, self.service.masks).request,
+            payload=mask_effect(record, self.ctx.masks).request,
             status=record.status,
             last_attempt=record.attempts[-1] if record.attempts else None,
             dedup=("new key " if new_key else "same key ") + key,
@@ -361,7 +312,7 @@ class Commands:
         )
 
     def _tool_for(self, record: EffectRecord) -> Any:
-        spec, _ = self.service._graph()
+        spec = self.ctx.graph
         for node in spec.nodes.values():
             tools = getattr(node.fn, "tools", None)
             if isinstance(tools, Mapping) and record.effect_type in tools:
@@ -387,12 +338,12 @@ class Commands:
         (:mod:`oncegraph.runs.masking`); ``before``: the last record seen, or its ``(at,
         audit_id)`` (the next page, records of the same instant included), or a time
         (the records older)."""
-        await self.service.setup()
+        await self.ctx.setup()
         if run_id is not None:
-            await self.service.get_run(run_id)
+            await self.ctx.get_run(run_id)
         if thread_id is not None:
-            await self.service._check_thread(thread_id)
-        scope = self.service.scope  # an audit record is the app's (tenant's) of its run
+            await self.ctx.check_thread(thread_id)
+        scope = self.ctx.scope  # an audit record is the app's (tenant's) of its run
         found = await self.store.list_audit(
             run_id=run_id,
             thread_id=thread_id,
@@ -402,7 +353,7 @@ class Commands:
             app_id=None if scope is None else scope.app_id,
             tenant=None if scope is None else scope.tenant,
         )
-        masker = await self.service.masker(
+        masker = await self.ctx.masker(
             thread_ids={r.thread_id for r in found if r.thread_id},
             run_ids={r.run_id for r in found if r.run_id and not r.thread_id},
         )
@@ -410,11 +361,16 @@ class Commands:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    async def effect(self, effect_id: str) -> EffectRecord:
+        """The effect as recorded (unmasked), within this context's scope: see
+        :meth:`_effect`."""
+        return await self._effect(effect_id)
+
     async def _effect(self, effect_id: str) -> EffectRecord:
         """The effect as recorded, whole (a damaged row is a ``CorruptRecordError``: no
-        command acts on it), and within this service's scope."""
+        command acts on it), and within this context's scope."""
         effect_id = caller_id("effect_id", effect_id)  # a path's or argument's id
-        await self.service.setup()
+        await self.ctx.setup()
         record = await self.store.get_effect(effect_id)
         if record is None:
             raise RunNotFoundError(
@@ -426,7 +382,7 @@ class Commands:
         check_found(record, await hash_key(self.store))
         run = await self.store.get_run(record.run_id)
         if run is not None:
-            self.service.check_run(run, f"effect {record.effect_id} (of run {record.run_id})")
+            self.ctx.check_run(run, f"effect {record.effect_id} (of run {record.run_id})")
         return record
 
     async def _salvaged(self, effect_id: str, error: CorruptRecordError) -> EffectRecord:
@@ -447,7 +403,7 @@ class Commands:
         claim, _ = await claims.take(
             self.store,
             record.run_id,
-            owner=f"operator:{self.service.owner}",
+            owner=f"operator:{self.ctx.owner}",
             check=unchanged,
             status=None,
         )

@@ -17,9 +17,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oncegraph.errors import NeedsReviewError, NoRunToResumeError, UnfinishedRunError
+from oncegraph.errors import ConfigError, NeedsReviewError, NoRunToResumeError, UnfinishedRunError
 from oncegraph.hitl.command import Command
+from oncegraph.runtime.config import RunConfig
 from oncegraph.storage.records import UNFINISHED_STATUSES, RunRecord, RunStatus
+
+FINAL_STATUSES = (RunStatus.COMPLETED, RunStatus.ABANDONED)
+"""A run at one of these is over for good: it is never continued (a replay is a new run)."""
+
+
+def thread_of(cfg: RunConfig) -> str:
+    """The thread a stored run call is on (its id is checked by :class:`RunConfig`), or
+    the error that says to name one."""
+    if cfg.thread_id is None:
+        raise ConfigError(
+            "this graph has a checkpointer, so every call needs a thread: pass "
+            "config={'thread_id': '<conversation id>'}"
+        )
+    return cfg.thread_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +86,7 @@ def continuable(thread_id: str, run: RunRecord | None, *, parked_too: bool = Fal
 
     ``parked_too``: an operator's explicit Continue may also go on with a parked run (its
     uncertain effect resolved, or its reconcile able to tell now)."""
-    if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+    if run is None or run.status in FINAL_STATUSES:
         raise NoRunToResumeError(
             f"thread {thread_id!r} has no unfinished run to continue; send new input "
             "instead of None"
@@ -91,4 +106,13 @@ def continuable(thread_id: str, run: RunRecord | None, *, parked_too: bool = Fal
     return run
 
 
-__all__ = ["AnswerInterrupt", "ContinueRun", "Start", "StartNew", "continuable", "plan_start"]
+__all__ = [
+    "FINAL_STATUSES",
+    "AnswerInterrupt",
+    "ContinueRun",
+    "Start",
+    "StartNew",
+    "continuable",
+    "plan_start",
+    "thread_of",
+]

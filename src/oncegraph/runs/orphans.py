@@ -23,20 +23,20 @@ from oncegraph.runs.scope import listing_filters
 from oncegraph.storage.records import RunRecord, RunStatus
 
 if TYPE_CHECKING:
-    from oncegraph.runs.service import RunService
+    from oncegraph.runs.context import RunContext
 
 PAGE = 500
 
 
 async def left_running(
-    service: RunService, *, skip: Collection[str] = (), page: int = PAGE
+    ctx: RunContext, *, skip: Collection[str] = (), page: int = PAGE
 ) -> AsyncIterator[RunRecord]:
-    """This service's app's runs (its tenant's, when bound) that are ``running`` with no
+    """This context's app's runs (its tenant's, when bound) that are ``running`` with no
     lease and whose liveness lock nobody holds, oldest last; ``skip``: run ids not to
     look at (those this process executes)."""
-    await service.setup()
-    store = service.store
-    app_id, tenant = listing_filters(service.scope, None)
+    await ctx.setup()
+    store = ctx.store
+    app_id, tenant = listing_filters(ctx.scope, None)
     before: tuple[float, str] | None = None
     while True:
         found = await store.list_runs(

@@ -1,27 +1,96 @@
-"""The state reads of the compiled app, in LangGraph's shape: ``get_state`` and
-``get_state_history`` over a run service (the shaping itself is
-:mod:`oncegraph.runs.snapshots`; this module does the store reads it needs: the task
-writes of a checkpoint, a subgraph task's own state, a run's input). What they return
-is for people: masked fields are masked (:mod:`oncegraph.runs.masking`)."""
+"""The state reads: the stored snapshots of a thread (:func:`stored_state`,
+:func:`stored_history`, the run service's ``get_state`` and ``history``), and the compiled
+app's ``get_state`` and ``get_state_history`` over them, in LangGraph's shape
+(:func:`state`, :func:`history`; the shaping itself is :mod:`oncegraph.runs.snapshots`:
+this module does the store reads it needs: the task writes of a checkpoint, a subgraph
+task's own state, a run's input). What the app's reads return is for people: masked
+fields are masked (:mod:`oncegraph.runs.masking`). Each takes a
+:class:`~oncegraph.runs.context.RunContext`: the scope check is the context's
+(guarantee 15)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from oncegraph.errors import InvalidUpdateError
+from oncegraph.errors import InvalidUpdateError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import Masker
+from oncegraph.runs.scope import check_checkpoints
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
-from oncegraph.runs.views import StateSnapshot
+from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
+from oncegraph.runtime.engine import empty_head
+from oncegraph.runtime.moves import open_interrupts
 from oncegraph.runtime.subgraph import child_thread
+from oncegraph.storage.records import CheckpointRecord
 
-if TYPE_CHECKING:
-    from oncegraph.runs.service import RunService
+HISTORY_PAGE = 50
+"""Checkpoints :func:`stored_history` reads per page unless asked for another size."""
+
+
+async def stored_state(
+    ctx: RunContext, thread_id: str, checkpoint_id: str | None = None
+) -> StateSnapshot:
+    """The thread's snapshot at ``checkpoint_id`` (default: its head), as stored."""
+    spec = ctx.graph
+    await ctx.setup()
+    cp = await ctx.store.get_checkpoint(thread_id, checkpoint_id)
+    if cp is None:
+        if checkpoint_id:
+            raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
+        await ctx.check_thread(thread_id)  # a queued run's thread has no checkpoint
+        return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
+    await check_checkpoints(ctx.store, ctx.scope, [cp])
+    return await _snapshot(ctx, cp)
+
+
+async def stored_history(
+    ctx: RunContext,
+    thread_id: str,
+    *,
+    run_id: str | None = None,
+    limit: int | None = None,
+    before_version: int | None = None,
+    page: int | None = None,
+) -> AsyncIterator[StateSnapshot]:
+    """The thread's snapshots, newest first, read ``page`` checkpoints at a time
+    (default :data:`HISTORY_PAGE`): a caller that does not keep them holds one page and
+    one copy of the log, however long the thread."""
+    heads = ctx.heads
+    await ctx.setup()
+    logs: dict[str, list[Any]] = {}
+    size = page or HISTORY_PAGE
+    left = limit
+    while left is None or left > 0:
+        n = size if left is None else min(size, left)
+        cps = await ctx.store.list_checkpoints(
+            thread_id, run_id=run_id, limit=n, before_version=before_version
+        )
+        await check_checkpoints(ctx.store, ctx.scope, cps)
+        pages = await heads.materialize_page(cps, logs)
+        for cp, values in zip(cps, pages, strict=True):
+            yield await _snapshot(ctx, cp, values)
+        if len(cps) < n:
+            return
+        before_version = cps[-1].version
+        left = None if left is None else left - len(cps)
+
+
+async def _snapshot(
+    ctx: RunContext, cp: CheckpointRecord, values: dict[str, Any] | None = None
+) -> StateSnapshot:
+    if values is None:
+        values = await ctx.heads.materialize(cp)
+    writes = await ctx.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
+    interrupts = tuple(
+        {"node": w.task, "index": w.idx, "value": w.value} for w in open_interrupts(writes).values()
+    )
+    return snapshot(cp, values, interrupts)
 
 
 async def state(
-    service: RunService,
+    ctx: RunContext,
     thread_id: str,
     checkpoint_id: str | None,
     *,
@@ -33,18 +102,18 @@ async def state(
     ``state`` is the subgraph's own snapshot, else its config."""
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
-        snap = await service.get_state(thread_id, real)
-        shaped = await _before_input(service, thread_id, snap, None)
+        snap = await stored_state(ctx, thread_id, real)
+        shaped = await _before_input(ctx, thread_id, snap, None)
     else:
-        snap = await service.get_state(thread_id, checkpoint_id)
-        shaped = await _shaped(service.graph, service, snap, thread_id, subgraphs, "")
+        snap = await stored_state(ctx, thread_id, checkpoint_id)
+        shaped = await _shaped(ctx.graph, ctx, snap, thread_id, subgraphs, "")
     if not masked:
         return shaped
-    return _mask(await service.masker(thread_ids=(thread_id,)), shaped)
+    return _mask(await ctx.masker(thread_ids=(thread_id,)), shaped)
 
 
 async def history(
-    service: RunService,
+    ctx: RunContext,
     thread_id: str,
     *,
     run_id: str | None = None,
@@ -60,18 +129,18 @@ async def history(
     walking a long thread's history holds one page, not the whole list."""
     start: int | None = None
     if before is not None:
-        found = await service.store.get_checkpoint(thread_id, before.removesuffix(INPUT_SUFFIX))
+        found = await ctx.store.get_checkpoint(thread_id, before.removesuffix(INPUT_SUFFIX))
         start = None if found is None else found.version + 1
     skipping = start is not None  # up to and including ``before`` itself
     given = 0
     masker: Masker | None = None
-    async for item in _sequence(service, thread_id, run_id, start):
+    async for item in _sequence(ctx, thread_id, run_id, start):
         if masker is None:
             # Read the effects AFTER the newest page of checkpoints: an effect is written
             # no later than the checkpoint holding its values, so every checkpoint shown
             # (that page's and the older ones) has its effects' secrets known here. Read
             # before, a step committed in between could show a secret it never learned.
-            masker = await service.masker(thread_ids=(thread_id,))
+            masker = await ctx.masker(thread_ids=(thread_id,))
         if skipping:
             skipping = item.config.get("checkpoint_id") != before
             continue
@@ -92,34 +161,32 @@ def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:
 
 
 async def _sequence(
-    service: RunService, thread_id: str, run_id: str | None, start: int | None
+    ctx: RunContext, thread_id: str, run_id: str | None, start: int | None
 ) -> AsyncIterator[StateSnapshot]:
     """Every snapshot newest first: each checkpoint, and after a run's input checkpoint
     the state before that input (which needs the next older checkpoint's values)."""
     held: StateSnapshot | None = None  # an input checkpoint, until the older one is read
-    async for snap in service.history(thread_id, run_id=run_id, before_version=start):
+    async for snap in stored_history(ctx, thread_id, run_id=run_id, before_version=start):
         if held is not None:
-            yield await _before_input(service, thread_id, held, snap)
-        yield await _shaped(service.graph, service, snap, thread_id, False, "")
+            yield await _before_input(ctx, thread_id, held, snap)
+        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, "")
         held = snap if snap.metadata.get("source") == "input" else None
     if held is not None:
-        yield await _before_input(service, thread_id, held, None)
+        yield await _before_input(ctx, thread_id, held, None)
 
 
 async def _shaped(
     spec: GraphSpec,
-    service: RunService,
+    ctx: RunContext,
     snap: StateSnapshot,
     thread_id: str,
     subgraphs: bool,
     ns: str,
 ) -> StateSnapshot:
-    from oncegraph.runs.service import RunService
-
     cp_id = snap.config.get("checkpoint_id")
     if not cp_id:
         return shape(spec, snap, thread_id=thread_id, writes=(), ns=ns)
-    writes = await service.store.get_task_writes(snap.config["thread_id"], cp_id)
+    writes = await ctx.store.get_task_writes(snap.config["thread_id"], cp_id)
     states: dict[str, Any] = {}
     for key, node, _ in task_keys(spec, snap):
         child = spec.nodes[node].subgraph if node in spec.nodes else None
@@ -131,15 +198,15 @@ async def _shaped(
         if not subgraphs:
             states[key] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": child_ns}}
             continue
-        child_service = RunService(child.spec, service.store, scope=service.scope)
-        found = await child_service.get_state(thread)
+        child_ctx = ctx.child(child.spec)
+        found = await stored_state(child_ctx, thread)
         if found.config.get("checkpoint_id"):
-            states[key] = await _shaped(child.spec, child_service, found, thread_id, True, child_ns)
+            states[key] = await _shaped(child.spec, child_ctx, found, thread_id, True, child_ns)
     return shape(spec, snap, thread_id=thread_id, writes=writes, states=states, ns=ns)
 
 
 async def _before_input(
-    service: RunService, thread_id: str, snap: StateSnapshot, older: StateSnapshot | None
+    ctx: RunContext, thread_id: str, snap: StateSnapshot, older: StateSnapshot | None
 ) -> StateSnapshot:
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     if parent_id is None:
@@ -147,13 +214,13 @@ async def _before_input(
     elif older is not None and older.config.get("checkpoint_id") == parent_id:
         values = dict(older.values)
     else:
-        values = dict((await service.get_state(thread_id, parent_id)).values)
+        values = dict((await stored_state(ctx, thread_id, parent_id)).values)
     update: Mapping[str, Any] = {}
     if snap.run_id:
-        run = await service.store.get_run(snap.run_id)
+        run = await ctx.store.get_run(snap.run_id)
         if run is not None and isinstance(run.input, Mapping):
             try:
-                update = service.graph.schema.decode_update(run.input)
+                update = ctx.graph.schema.decode_update(run.input)
             except (InvalidUpdateError, ValueError, TypeError):
                 update = dict(run.input)  # written by an older version's schema: as stored
     return input_snapshot(
@@ -161,4 +228,4 @@ async def _before_input(
     )
 
 
-__all__ = ["history", "state"]
+__all__ = ["HISTORY_PAGE", "history", "state", "stored_history", "stored_state"]

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.constants import START
-from oncegraph.ids import new_audit_id, new_checkpoint_id
+from oncegraph.ids import new_checkpoint_id
 from oncegraph.ids import new_run_id as fresh_run_id
-from oncegraph.runs import claims
+from oncegraph.runs import audits, claims
+from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.launch import LAUNCH_KEY
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
@@ -43,9 +44,6 @@ from oncegraph.storage.records import (
     StepCommit,
     now,
 )
-
-if TYPE_CHECKING:
-    from oncegraph.runs.service import RunResult, RunService
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,11 +82,11 @@ def fork_thread_id(thread_id: str, reason: str, run_id: str) -> str:
 
 
 class Replays:
-    """Replay and branch for one :class:`~oncegraph.runs.service.RunService`."""
+    """Replay and branch over one :class:`~oncegraph.runs.context.RunContext`."""
 
-    def __init__(self, service: RunService) -> None:
-        self.service = service
-        self.store = service.store
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
 
     async def replay(
         self,
@@ -107,14 +105,14 @@ class Replays:
         ``new_run_id``: the new run's id, chosen by the caller (a fresh
         :func:`~oncegraph.ids.new_run_id`: a request bound to it finds the replay again)."""
         _required(reason=reason, actor=actor)
-        parent = await self.service.get_run(run_id)
+        parent = await self.ctx.get_run(run_id)
         policy = ReplayPolicy.of(
             mode,
             _evidence_run(parent),
             allow_irreversible=frozenset(allow_irreversible),
             doubles=dict(doubles or {}),
         )
-        policy = await self.service._with_answers(policy)
+        policy = await self.ctx.with_answers(policy)
         cp = await self._checkpoint(parent, checkpoint_id)
         run = self._new_run(
             parent, cp, "replay", RunStatus.RUNNING, mode=mode, policy=policy, run_id=new_run_id
@@ -126,8 +124,8 @@ class Replays:
                 self._audit(parent, actor, "replay", reason, run, cp, {"mode": mode})
             )
             cfg = RunConfig.from_stored(parent.config, run.thread_id)
-            driver = self.service._driver(cfg, emit, claim, policy)
-            return await self.service._drive(driver, head, run)
+            driver = self.ctx.make_driver(cfg, emit, claim, policy)
+            return await self.ctx.drive(driver, head, run)
         finally:
             await claim.release()
 
@@ -146,12 +144,12 @@ class Replays:
         latest), with the diff. Nothing runs until ``resume(branch.run.run_id)``.
         ``new_run_id`` as for :meth:`replay`."""
         _required(reason=reason, actor=actor)
-        spec, _ = self.service._graph()
+        spec = self.ctx.graph
         if not isinstance(patch, Mapping):
             raise ConfigError(f"patch must be a dict of state fields; got {patch!r}")
         if as_node is not None and as_node not in spec.nodes:
             raise ConfigError(f"as_node {as_node!r} is not a node of this graph")
-        parent = await self.service.get_run(run_id)
+        parent = await self.ctx.get_run(run_id)
         cp = await self._checkpoint(parent, checkpoint_id, latest=True)
         run = self._new_run(parent, cp, "branch", RunStatus.PAUSED, mode="live", run_id=new_run_id)
         head, diff = await self._fork(parent, cp, run, patch, as_node)
@@ -251,7 +249,7 @@ class Replays:
             input=None,
             config=config,
             error=None,
-            lease_owner=self.service.owner if running else None,
+            lease_owner=self.ctx.owner if running else None,
             lease_expires_at=None,
             fencing_token=1 if running else 0,
             created_at=now(),
@@ -266,7 +264,7 @@ class Replays:
         patch: Mapping[str, Any] | None,
         as_node: str | None,
     ) -> tuple[Head, tuple[StateChange, ...]]:
-        spec, heads = self.service._graph()
+        spec, heads = self.ctx.graph_heads()
         log: list[LogEntry] = []
         for channel, count in cp.logs.items():
             entries = await self.store.read_log(cp.thread_id, channel, count) if count else []
@@ -288,9 +286,7 @@ class Replays:
                 log.append(LogEntry(channel, logs.get(channel, 0), value))
                 logs[channel] = logs.get(channel, 0) + 1
                 added.setdefault(channel, []).append(value)
-            diff.extend(
-                StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items()
-            )
+            diff.extend(StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items())
             if as_node is not None:
                 nxt = next_nodes(spec, writes.values, [TaskResult(as_node, update)])
         fork = CheckpointRecord(
@@ -335,14 +331,10 @@ class Replays:
         cp: CheckpointRecord,
         details: Mapping[str, Any],
     ) -> AuditRecord:
-        return AuditRecord(
-            audit_id=new_audit_id(),
+        return audits.for_run(
+            parent,
+            action,
             actor=actor,
-            action=action,
-            target_kind="run",
-            target_id=parent.run_id,
-            run_id=parent.run_id,
-            thread_id=parent.thread_id,
             reason=reason,
             details={
                 "new_run_id": run.run_id,

@@ -24,124 +24,85 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import copy
-import dataclasses
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from oncegraph.errors import (
     ConfigError,
-    LeaseLostError,
     NoRunToResumeError,
     RunNotFoundError,
-    StaleStateError,
-    StorageError,
+    RunStateError,
 )
 from oncegraph.graph.io import input_update
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
-from oncegraph.ids import new_audit_id, new_run_id
-from oncegraph.runs import claims
-from oncegraph.runs.commands import Commands, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.ids import new_run_id
+from oncegraph.runs import answers, audits, claims, reading
+from oncegraph.runs.commands import (
+    NO_ANSWER,
+    Commands,
+    EffectCheck,
+    Redelivered,
+    RedeliveryPreview,
+    required,
+)
+from oncegraph.runs.context import STARTED, RunContext, RunResult
 from oncegraph.runs.launch import LAUNCH_KEY, Launch
-from oncegraph.runs.lifecycle import AnswerInterrupt, ContinueRun, continuable, plan_start
-from oncegraph.runs.masking import Masker, mask_exception, masks_of, process_masker
+from oncegraph.runs.lifecycle import (
+    FINAL_STATUSES,
+    AnswerInterrupt,
+    ContinueRun,
+    continuable,
+    plan_start,
+    thread_of,
+)
+from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Branch, Replays
-from oncegraph.runs.scope import Scope, check_checkpoints, listing_filters
+from oncegraph.runs.scope import Scope, listing_filters
 from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
-from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
+from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
-from oncegraph.runtime.config import RunConfig, caller_id, lookup_id
+from oncegraph.runtime.config import RunConfig, lookup_id
 from oncegraph.runtime.driver import Driver, Emit, ignore, moved_on_error
-from oncegraph.runtime.engine import Head, empty_head
+from oncegraph.runtime.engine import Head
 from oncegraph.runtime.executor import ThreadPool
-from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.moves import next_answer, open_interrupts
-from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.storage.protocols import Checkpointer, ThreadOpening
+from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     AuditRecord,
-    CheckpointRecord,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     TaskWrite,
-    ThreadRecord,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
 
-HISTORY_PAGE = 50
-"""Checkpoints read per page of a history."""
 EFFECTS_PAGE = 500
 """Effect records an ``effects()`` listing returns unless asked for another ``limit``."""
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
-    """How a run call ended without an error: the final state and any open questions."""
+class RunHandle:
+    """A run :meth:`RunService.start` started: its ids at once, its end with :meth:`result`."""
 
-    run: RunRecord
-    values: dict[str, Any]
-    interrupts: tuple[dict[str, Any], ...] = ()
+    run_id: str
+    thread_id: str
+    task: asyncio.Task[RunResult]
 
-    def output(self) -> dict[str, Any]:
-        """LangGraph's shape: the state, with ``__interrupt__`` when the run paused."""
-        values = dict(self.values)
-        if self.interrupts:
-            values["__interrupt__"] = list(self.interrupts)
-        return values
-
-
-# Errors of the store and of a lost claim: their text holds no payload, and reading the
-# store again to mask them could only wait on the trouble.
-_STORE_TROUBLE = (StorageError, LeaseLostError, StaleStateError)
-# Threads whose effects a view reads at once (Masker): one statement each, with its ids as
-# parameters (SQLite allows 32,766 per statement).
-_THREADS_PER_READ = 500
+    async def result(self) -> RunResult:
+        """How the run call ended (what :meth:`RunService.run` returns, or its error)."""
+        return await self.task
 
 
 class RunService:
     """Runs of one graph in one store. See the module docstring."""
-
-    # -- operator commands (runs/commands.py) -----------------------------------------------
-
-    async def resume(self, run_id: str, **options: Any) -> RunResult:
-        return await Commands(self).resume(run_id, **options)
-
-    async def resolve_effect(self, effect_id: str, outcome: str, **options: Any) -> EffectRecord:
-        return await Commands(self).resolve_effect(effect_id, outcome, **options)
-
-    async def check_effect(self, effect_id: str, **options: Any) -> EffectCheck:
-        return await Commands(self).check_effect(effect_id, **options)
-
-    async def redeliver(self, effect_id: str, **options: Any) -> RedeliveryPreview | Redelivered:
-        return await Commands(self).redeliver(effect_id, **options)
-
-    async def audit(self, **filters: Any) -> list[AuditRecord]:
-        return await Commands(self).audit(**filters)
-
-    async def signing_key(self, purpose: str) -> bytes:
-        """A MAC key for ``purpose`` (:mod:`oncegraph.runs.signing`), the same in every
-        process on this store: what a surface signs (the UI's form tokens) verifies in
-        another replica and after a restart."""
-        await self.setup()
-        return await signing_key(self.store, purpose)
-
-    # -- replay and branch (runs/replay.py) -------------------------------------------------
-
-    async def replay(self, run_id: str, **options: Any) -> RunResult:
-        return await Replays(self).replay(run_id, **options)
-
-    async def branch(self, run_id: str, checkpoint_id: str | None, **options: Any) -> Branch:
-        return await Replays(self).branch(run_id, checkpoint_id, **options)
-
-    async def update_state(
-        self, thread_id: str, values: Mapping[str, Any], **options: Any
-    ) -> Branch:
-        return await Replays(self).update_state(thread_id, values, **options)
 
     def __init__(
         self,
@@ -154,13 +115,11 @@ class RunService:
         sync_pool: ThreadPool | None = None,
         scope: Scope | None = None,
     ) -> None:
-        self.spec = spec
-        self.store = store
-        self._opens = isinstance(store, ThreadOpening)  # checked once (a protocol check)
-        self.sync_pool = sync_pool  # the app's own pool for sync calls; None: the process's
-        self.owner = owner or default_owner()
         # Whose runs this service sees (guarantee 15): by default the graph's app, every tenant.
-        self.scope = scope if scope is not None or spec is None else Scope(spec.name)
+        scope = scope if scope is not None or spec is None else Scope(spec.name)
+        self.context = RunContext(
+            spec, store, owner=owner or default_owner(), scope=scope, sync_pool=sync_pool
+        )
         self.identity = (
             GraphIdentity(spec.name, spec.version, spec.state_schema_version, spec.fingerprint())
             if spec is not None
@@ -171,9 +130,35 @@ class RunService:
             if spec is not None and self.identity is not None
             else None
         )
-        self.masks = masks_of(spec)
-        self._heads = Heads(spec, store) if spec is not None else None
-        self._ready = False
+
+    @property
+    def spec(self) -> GraphSpec | None:
+        return self.context.spec
+
+    @property
+    def store(self) -> Checkpointer:
+        return self.context.store
+
+    @property
+    def owner(self) -> str:
+        return self.context.owner
+
+    @property
+    def scope(self) -> Scope | None:
+        return self.context.scope
+
+    @property
+    def masks(self) -> Masks:
+        return self.context.masks
+
+    @property
+    def sync_pool(self) -> ThreadPool | None:
+        return self.context.sync_pool
+
+    @property
+    def graph(self) -> GraphSpec:
+        """The graph this service runs (a read-only service has none: ``ConfigError``)."""
+        return self.context.graph
 
     def for_tenant(self, tenant: str) -> RunService:
         """This service bound to ``tenant`` (see :mod:`oncegraph.runs.scope`): the runs it
@@ -187,34 +172,230 @@ class RunService:
                 "app's own service (app.for_tenant(...)) to another tenant"
             )
         bound = copy.copy(self)
-        bound.scope = Scope(self.scope.app_id, tenant)
+        bound.context = self.context.scoped(Scope(self.scope.app_id, tenant))
         return bound
 
     def check_run(self, run: RunRecord, what: str = "") -> RunRecord:
         """``run`` if this service may see it, else ``ForeignRunError`` (guarantee 15)."""
-        return run if self.scope is None else self.scope.check(run, what)
-
-    async def _open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
-        """The thread's row and its latest run, checked (a thread belongs to the app of
-        its runs), in one request where the store can (:class:`ThreadOpening`)."""
-        if not self._opens:
-            latest = await self._check_thread(thread_id)
-            return await self.store.get_thread(thread_id), latest
-        thread, latest = await cast(ThreadOpening, self.store).open_thread(thread_id)
-        if latest is not None:
-            self.check_run(latest, f"thread {thread_id!r}")
-        return thread, latest
-
-    async def _check_thread(self, thread_id: str) -> RunRecord | None:
-        """The thread's latest run, checked: a thread belongs to the app of its runs."""
-        latest = await self._latest(caller_id("thread_id", thread_id))
-        return latest if latest is None else self.check_run(latest, f"thread {thread_id!r}")
+        return self.context.check_run(run, what)
 
     async def setup(self) -> None:
         """Create or migrate the store's schema, once per service."""
-        if not self._ready:
-            await self.store.setup()
-            self._ready = True
+        await self.context.setup()
+
+    async def signing_key(self, purpose: str) -> bytes:
+        """A MAC key for ``purpose`` (:mod:`oncegraph.runs.signing`), the same in every
+        process on this store: what a surface signs (the UI's form tokens) verifies in
+        another replica and after a restart."""
+        await self.setup()
+        return await signing_key(self.store, purpose)
+
+    # -- operator commands (runs/commands.py) -----------------------------------------------
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: RunConfig | None = None,
+        emit: Emit = ignore,
+    ) -> RunResult:
+        """Continue run ``run_id`` under its own id (guarantee 9): an interrupted run (with
+        ``answer``), a failed, crashed, parked or paused one. A completed or abandoned run
+        is never continued (a replay is a new run). Audited as ``continue``."""
+        required("actor", actor)
+        run = await self.get_run(run_id)
+        if run.status in FINAL_STATUSES:
+            raise NoRunToResumeError(
+                f"run {run_id} is {run.status}; Continue is only for an unfinished run. To "
+                "run it again, create a new run from its history with "
+                "app.replay(run_id, mode='evidence' | 'simulation' | 'live', reason=...)"
+            )
+        if run.status is RunStatus.INTERRUPTED and answer is NO_ANSWER:
+            raise NoRunToResumeError(
+                f"run {run_id} is waiting for an answer to interrupt(); continue it with "
+                "resume(run_id, answer=<answer>, actor=...)"
+            )
+        if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
+            raise NoRunToResumeError(
+                f"run {run_id} is {run.status}, not waiting for an answer; continue it without one"
+            )
+        cfg = config or RunConfig.from_stored(run.config, run.thread_id)
+        audit = audits.for_run(
+            run,
+            "continue",
+            actor=actor,
+            reason=reason,
+            details={"before": str(run.status), "answered": answer is not NO_ANSWER},
+        )
+        if answer is not NO_ANSWER:
+            return await self._answer(run, answer, cfg, emit, audit=audit)
+        return await self._continue(run, cfg, emit, audit=audit, parked_too=True)
+
+    async def resolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        """Record what the operator found at the recipient of an uncertain effect
+        (:meth:`Commands.resolve_effect`)."""
+        return await Commands(self.context).resolve_effect(
+            effect_id,
+            outcome,
+            actor=actor,
+            reason=reason,
+            result=result,
+            provider_reference=provider_reference,
+        )
+
+    async def check_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        """Ask the recipient again about an uncertain effect (:meth:`Commands.check_effect`)."""
+        return await Commands(self.context).check_effect(effect_id, actor=actor, reason=reason)
+
+    async def redeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        """Preview a redelivery, then send exactly once with ``confirm``
+        (:meth:`Commands.redeliver`)."""
+        return await Commands(self.context).redeliver(
+            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+        )
+
+    async def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """Audit records, newest first, masked (:meth:`Commands.audit`)."""
+        return await Commands(self.context).audit(
+            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+        )
+
+    async def effect(self, effect_id: str) -> EffectRecord:
+        """One effect record as an operator sees it: within this service's scope (another
+        app's effect is refused with ``ForeignRunError``), its masked fields masked."""
+        record = await Commands(self.context).effect(effect_id)
+        return (await self.context.masker(thread_ids=(record.thread_id,))).effect(record)
+
+    # -- replay and branch (runs/replay.py) -------------------------------------------------
+
+    async def replay(
+        self,
+        run_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        mode: str = "evidence",
+        reason: str,
+        actor: str,
+        allow_irreversible: Iterable[str] = (),
+        doubles: Mapping[str, Callable[..., Any]] | None = None,
+        emit: Emit = ignore,
+        new_run_id: str | None = None,
+    ) -> RunResult:
+        """A new run from a checkpoint of ``run_id``, run in ``mode`` (:meth:`Replays.replay`)."""
+        return await Replays(self.context).replay(
+            run_id,
+            checkpoint_id=checkpoint_id,
+            mode=mode,
+            reason=reason,
+            actor=actor,
+            allow_irreversible=allow_irreversible,
+            doubles=doubles,
+            emit=emit,
+            new_run_id=new_run_id,
+        )
+
+    async def branch(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        patch: Mapping[str, Any],
+        reason: str,
+        actor: str,
+        as_node: str | None = None,
+        new_run_id: str | None = None,
+    ) -> Branch:
+        """A paused run from the patched state of a checkpoint (:meth:`Replays.branch`)."""
+        return await Replays(self.context).branch(
+            run_id,
+            checkpoint_id,
+            patch=patch,
+            reason=reason,
+            actor=actor,
+            as_node=as_node,
+            new_run_id=new_run_id,
+        )
+
+    async def update_state(
+        self,
+        thread_id: str,
+        values: Mapping[str, Any],
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str = "update_state",
+        reason: str = "update_state",
+    ) -> Branch:
+        """LangGraph's ``update_state``, as a branch (:meth:`Replays.update_state`)."""
+        return await Replays(self.context).update_state(
+            thread_id,
+            values,
+            checkpoint_id=checkpoint_id,
+            as_node=as_node,
+            actor=actor,
+            reason=reason,
+        )
+
+    # -- retention --------------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """Retention: delete checkpoints and finished effect records no open run needs.
+
+        Delegates to the store's :meth:`~oncegraph.storage.protocols.Pruner.prune` (the
+        head, the newest ``keep_checkpoints`` and unfinished runs' checkpoints stay; log
+        entries are never deleted); ``effects_older_than`` is in seconds; ``thread_id``
+        (one of this service's threads) prunes that thread only."""
+        store = self.store
+        if not isinstance(store, Pruner):
+            raise ConfigError(
+                f"{type(store).__name__} cannot prune (it has no prune() method); use "
+                "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer, or add "
+                "prune() (oncegraph.storage.protocols.Pruner) to your store"
+            )
+        await self.setup()
+        if thread_id is not None:
+            await self.context.check_thread(thread_id)
+        return await store.prune(
+            keep_checkpoints=keep_checkpoints,
+            effects_older_than=effects_older_than,
+            thread_id=thread_id,
+        )
 
     # -- the lifecycle -------------------------------------------------------------------
 
@@ -225,11 +406,13 @@ class RunService:
 
         ``launch``: who the call is for (:mod:`oncegraph.runs.launch`): a new run carries
         its actor and gets a start record in the audit log; a continue is the audited
-        Continue; an answer is recorded with the actor."""
-        _, heads = self._graph()
-        thread_id = _thread(cfg)
+        Continue; an answer is recorded with the actor. ``input`` is read as LangGraph
+        reads it on a paused run first (:func:`oncegraph.runs.answers.route`)."""
+        _, heads = self.context.graph_heads()
+        input = await answers.route(self.context, cfg, input)
+        thread_id = thread_of(cfg)
         await self.setup()
-        thread, latest = await self._open_thread(thread_id)
+        thread, latest = await self.context.open_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
         if wanted and (thread is None or thread.head_checkpoint_id != wanted):
             raise ConfigError(
@@ -244,7 +427,7 @@ class RunService:
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
-            found = await self._run_on(thread_id, cfg.run_id)
+            found = await self.context.run_on(thread_id, cfg.run_id)
             if launch is not None:
                 return await self._continue_for(launch, found, cfg, emit)
             return await self._continue(found, cfg, emit)
@@ -255,7 +438,11 @@ class RunService:
         if isinstance(start, ContinueRun):
             return await self._continue(start.run, cfg, emit)
         if isinstance(start, AnswerInterrupt):
-            asked = None if launch is None else _answer_audit(launch, start.run)
+            asked = (
+                None
+                if launch is None
+                else audits.for_run(start.run, "answer", actor=launch.actor, reason=launch.reason)
+            )
             return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
         if latest is not None and latest.status is RunStatus.ABANDONED:
             # an operator gave up on the latest run; an earlier one may still be running
@@ -267,22 +454,50 @@ class RunService:
                 "fresh oncegraph.ids.new_run_id()); nothing was started"
             )
         claim = await claims.new(self.store, run)
-        driver = self._driver(cfg, emit, claim)
+        driver = self.context.make_driver(cfg, emit, claim)
         try:
             # the thread row read above: its version is checked by the commit (a run that
             # started on the thread meanwhile makes it a StaleStateError, as before)
             head = await driver.commit_input(await heads.at(thread_id, thread), run, new=True)
             if launch is not None:  # before its first node runs
                 await self.store.append_audit(_start_audit(launch, run))
-            return await self._drive(driver, head, run)
+            return await self.context.drive(driver, head, run)
         finally:
             await claim.release()
+
+    async def start(
+        self, input: Any, cfg: RunConfig, emit: Emit = ignore, *, launch: Launch | None = None
+    ) -> RunHandle:
+        """:meth:`run` as a task of this loop; returns once the run is held and goes on
+        (a new run committed, a continue or an answer claimed), with its id. A call
+        refused before that raises here, and nothing started. Cancelled while it waits,
+        it cancels the run call too (a run that started stays resumable)."""
+        loop = asyncio.get_running_loop()
+        known: asyncio.Future[RunRecord] = loop.create_future()
+
+        def started(run: RunRecord) -> None:
+            if not known.done():
+                known.set_result(run)
+
+        context = contextvars.copy_context()
+        context.run(STARTED.set, started)
+        task = loop.create_task(self.run(input, cfg, emit, launch=launch), context=context)
+        either: set[asyncio.Future[Any]] = {known, task}
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            task.cancel()
+            raise
+        if not known.done():  # it ended before it went on: refused (or nothing to drive)
+            started(task.result().run)
+        run = known.result()
+        return RunHandle(run.run_id, run.thread_id, task)
 
     async def _continue_for(
         self, launch: Launch, run: RunRecord, cfg: RunConfig, emit: Emit
     ) -> RunResult:
         """The audited Continue of ``run`` for ``launch``'s actor (as an operator's)."""
-        return await Commands(self).resume(
+        return await self.resume(
             run.run_id,
             actor=launch.actor,
             reason=launch.reason,
@@ -298,7 +513,7 @@ class RunService:
         # the version verdict stand on (the lease is already this worker's)
         claim, thread = await claims.hold(self.store, run, token=fence)
         try:
-            _, heads = self._graph()
+            _, heads = self.context.graph_heads()
             head = await heads.at(run.thread_id, thread)
             verdict = self._verdict_at(run, head)
         except BaseException:
@@ -307,7 +522,7 @@ class RunService:
         if verdict.kind == "previous":
             await claim.release()  # the previous version's service takes it again
             return await self._previous(verdict).execute(run, cfg, fence=fence)
-        driver = self._driver(cfg, ignore, claim, await self._policy(run))
+        driver = self.context.make_driver(cfg, ignore, claim, await self.context.policy(run))
         try:
             if run.status is not RunStatus.RUNNING or run.error is not None:
                 # the claim itself set ``running`` (in the statement that took the lease):
@@ -344,7 +559,7 @@ class RunService:
         claim, run = await claims.take(
             self.store, run.run_id, owner=self.owner, check=still, audit=audit
         )
-        driver = self._driver(cfg, emit, claim, await self._policy(run))
+        driver = self.context.make_driver(cfg, emit, claim, await self.context.policy(run))
         try:
             await self._migrate_if(verdict, run, claim)
             return await self._start_or_go_on(driver, run)
@@ -357,7 +572,7 @@ class RunService:
         """Start ``run`` (a queued run: its input first) or go on from its head (``head``:
         just read under the claim; else read here)."""
         if head is None:
-            _, heads = self._graph()
+            _, heads = self.context.graph_heads()
             head = await heads.load(run.thread_id)
         if head.checkpoint.run_id != run.run_id:  # queued: it never started
             if await self.store.list_checkpoints(run.thread_id, run_id=run.run_id, limit=1):
@@ -367,7 +582,7 @@ class RunService:
                 await driver.set_status(run, RunStatus.FAILED, str(error))
                 raise error
             head = await driver.commit_input(head, run, new=False)
-        return await self._drive(driver, head, run)
+        return await self.context.drive(driver, head, run)
 
     async def _answer(
         self,
@@ -378,7 +593,7 @@ class RunService:
         *,
         audit: AuditRecord | None = None,
     ) -> RunResult:
-        spec, heads = self._graph()
+        spec, heads = self.context.graph_heads()
         cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
@@ -404,14 +619,11 @@ class RunService:
             answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
             question = waiting[task]
             # Who approved what: the question, the answer and the actor, kept for good.
-            audit = AuditRecord(
-                audit_id=audit.audit_id if audit else new_audit_id(),
+            audit = audits.for_run(
+                run,
+                "answer",
+                audit_id=audit.audit_id if audit else None,
                 actor=audit.actor if audit else str(cfg.configurable.get("actor") or "invoke"),
-                action="answer",
-                target_kind="run",
-                target_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=run.thread_id,
                 reason=audit.reason if audit else None,
                 details={
                     "node": task,
@@ -444,41 +656,19 @@ class RunService:
                 run_id=run.run_id,
                 fence=claim.token,
             )
-            driver = self._driver(cfg, emit, claim, await self._policy(taken))
-            return await self._drive(driver, head, taken)
+            driver = self.context.make_driver(cfg, emit, claim, await self.context.policy(taken))
+            return await self.context.drive(driver, head, taken)
         finally:
             await claim.release()
-
-    async def _drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:
-        if not head.checkpoint.next:  # nothing left to run (a branch of a finished state)
-            await driver.set_status(run, RunStatus.COMPLETED, None)
-        try:
-            head = await driver.run(head, run)
-        except Exception as exc:
-            # what is recorded is recorded already: the error leaving here quotes no
-            # masked value (the caller may log or print it)
-            await self._mask_error(run, exc)
-            raise
-        return RunResult(run, dict(head.values), tuple(driver.interrupts))
-
-    async def _mask_error(self, run: RunRecord, exc: BaseException) -> None:
-        """Rewrite ``exc``'s text with what the run's thread holds secret masked."""
-        masker = process_masker()
-        if not isinstance(exc, _STORE_TROUBLE):  # the store's own errors quote no payload
-            try:
-                masker.absorb(await self.masker(thread_ids=(run.thread_id,)))
-            except Exception:  # the store cannot say: mask by what the process knows
-                pass
-        mask_exception(exc, masker)
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
         """Queue a run for the workers; a thread runs its runs one at a time, in order.
 
         Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
         wait forever, so it is refused before anything is written."""
-        thread_id = _thread(cfg)
+        thread_id = thread_of(cfg)
         await self.setup()
-        await self._check_thread(thread_id)
+        await self.context.check_thread(thread_id)
         if not getattr(self.store, "queues_runs", False):
             raise ConfigError(
                 f"submit() queues a run for workers, and no worker takes runs from "
@@ -505,12 +695,12 @@ class RunService:
         The operator's decision wins: the run's token is bumped, so a process still
         working on it is fenced out (its next write fails, it starts no new attempt)."""
         await self.setup()
-        latest = await self._check_thread(thread_id)
+        latest = await self.context.check_thread(thread_id)
         if run_id is not None:
-            latest = await self._run_on(thread_id, run_id)
+            latest = await self.context.run_on(thread_id, run_id)
 
         def unfinished(run: RunRecord | None) -> RunRecord:
-            if run is None or run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED):
+            if run is None or run.status in FINAL_STATUSES:
                 raise RunNotFoundError(f"thread {thread_id!r} has no unfinished run to abandon")
             return run
 
@@ -522,17 +712,39 @@ class RunService:
             status=RunStatus.ABANDONED,
             error=reason,
             check=unfinished,
-            audit=AuditRecord(
-                audit_id=new_audit_id(),
-                actor=actor,
-                action="abandon",
-                target_kind="run",
-                target_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                reason=reason,
-                details={"before": str(run.status)},
+            audit=audits.for_run(
+                run, "abandon", actor=actor, reason=reason, details={"before": str(run.status)}
             ),
+        )
+
+    async def cancel(
+        self, run_id: str, *, reason: str = "cancelled", actor: str = "submitter"
+    ) -> RunRecord:
+        """Abandon queued run ``run_id`` if no worker has claimed it yet: a compare-and-set
+        on its fencing token while it is ``queued`` (a worker's claim bumps the token, so
+        a run a worker took is never abandoned under it: that is :meth:`abandon`), kept in
+        the audit log with its actor and reason."""
+        run = await self.get_run(run_id)
+        for _ in range(3):  # a claim and a release may move the token between read and CAS
+            if run.status is not RunStatus.QUEUED:
+                break
+            taken = await self.store.fence_run(
+                run.run_id,
+                expected_token=run.fencing_token,
+                owner=None,
+                status=RunStatus.ABANDONED,
+                error=reason,
+                audit=audits.for_run(
+                    run, "cancel", actor=actor, reason=reason, details={"before": str(run.status)}
+                ),
+            )
+            if taken is not None:
+                return taken
+            run = await self.get_run(run_id)  # a worker claimed it meanwhile
+        raise RunStateError(
+            f"run {run.run_id} cannot be cancelled: it is {run.status}, not queued (a worker "
+            "has claimed it, or it has ended). A running run is stopped by an operator: "
+            "app.abandon(config, reason=...) fences the worker out."
         )
 
     # -- views -----------------------------------------------------------------------------
@@ -585,14 +797,6 @@ class RunService:
         self.check_run(run)
         return run.created_at, run.run_id
 
-    async def get_run(self, run_id: str) -> RunRecord:
-        run_id = caller_id("run_id", run_id)  # a path's or argument's id: no invisible text
-        await self.setup()
-        run = await self.store.get_run(run_id)
-        if run is None:
-            raise RunNotFoundError(f"no run {run_id!r}; list runs with app.runs(thread_id=...)")
-        return self.check_run(run)
-
     async def run_view(self, run_id: str) -> RunRecord:
         """:meth:`get_run` as an operator sees it (input and error masked); the run
         service's own reads use :meth:`get_run`."""
@@ -625,7 +829,7 @@ class RunService:
         if run_id is not None:
             await self.get_run(run_id)  # another app's run is refused, not listed empty
         elif thread_id is not None:
-            await self._check_thread(thread_id)
+            await self.context.check_thread(thread_id)
         app_id, tenant = listing_filters(self.scope, tenant)
         records = await self.store.list_effects(
             run_id=run_id,
@@ -638,8 +842,8 @@ class RunService:
         )
         if not masked:  # an admin's view (the caller decides who may see payloads)
             return records
-        partial = statuses is not None or offset > 0 or (
-            limit is not None and len(records) >= limit
+        partial = (
+            statuses is not None or offset > 0 or (limit is not None and len(records) >= limit)
         )
         if partial:  # every effect of the listing's scope tells its secrets
             masker = await self.masker(
@@ -650,39 +854,11 @@ class RunService:
             masker = Masker(self.masks).learn_effects(records)
         return [masker.effect(r) for r in records]
 
-    async def masker(
-        self, *, thread_ids: Iterable[str] = (), run_ids: Iterable[str] = ()
-    ) -> Masker:
-        """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
-        effect of these threads and runs (what a view of them must not show)."""
-        masker = Masker(self.masks)
-        # a result only holds secrets in tool calls to tools masked by name (Masker.learn)
-        results = bool(self.masks)
-        threads = sorted(set(thread_ids))
-        # the threads' effects in a few reads, not one per thread (a listing of 100 runs)
-        for at in range(0, len(threads), _THREADS_PER_READ):
-            for payload in await self.store.list_effect_payloads(
-                thread_ids=threads[at : at + _THREADS_PER_READ], results=results
-            ):
-                masker.learn_payload(payload)
-        for run_id in sorted(set(run_ids)):
-            for payload in await self.store.list_effect_payloads(run_id=run_id, results=results):
-                masker.learn_payload(payload)
-        return masker
-
     async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-        spec, _ = self._graph()
-        await self.setup()
-        cp = await self.store.get_checkpoint(thread_id, checkpoint_id)
-        if cp is None:
-            if checkpoint_id:
-                raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
-            await self._check_thread(thread_id)  # a queued run's thread has no checkpoint
-            return empty_snapshot(thread_id, empty_head(spec, thread_id).values)
-        await check_checkpoints(self.store, self.scope, [cp])
-        return await self._snapshot(cp)
+        """The thread's snapshot at ``checkpoint_id`` (default: its head), as stored."""
+        return await reading.stored_state(self.context, thread_id, checkpoint_id)
 
-    async def history(
+    def history(
         self,
         thread_id: str,
         *,
@@ -691,89 +867,33 @@ class RunService:
         before_version: int | None = None,
         page: int | None = None,
     ) -> AsyncIterator[StateSnapshot]:
-        """The thread's snapshots, newest first, read ``page`` checkpoints at a time: a
-        caller that does not keep them holds one page and one copy of the log, however
-        long the thread."""
-        _, heads = self._graph()
-        await self.setup()
-        logs: dict[str, list[Any]] = {}
-        size = page or HISTORY_PAGE
-        left = limit
-        while left is None or left > 0:
-            n = size if left is None else min(size, left)
-            cps = await self.store.list_checkpoints(
-                thread_id, run_id=run_id, limit=n, before_version=before_version
-            )
-            await check_checkpoints(self.store, self.scope, cps)
-            pages = await heads.materialize_page(cps, logs)
-            for cp, values in zip(cps, pages, strict=True):
-                yield await self._snapshot(cp, values)
-            if len(cps) < n:
-                return
-            before_version = cps[-1].version
-            left = None if left is None else left - len(cps)
-
-    async def _snapshot(
-        self, cp: CheckpointRecord, values: dict[str, Any] | None = None
-    ) -> StateSnapshot:
-        if values is None:
-            values = await self._graph()[1].materialize(cp)
-        writes = await self.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
-        interrupts = tuple(
-            {"node": w.task, "index": w.idx, "value": w.value}
-            for w in open_interrupts(writes).values()
+        """The thread's snapshots, newest first, read ``page`` checkpoints at a time
+        (:func:`oncegraph.runs.reading.stored_history`)."""
+        return reading.stored_history(
+            self.context,
+            thread_id,
+            run_id=run_id,
+            limit=limit,
+            before_version=before_version,
+            page=page,
         )
-        return snapshot(cp, values, interrupts)
+
+    async def get_run(self, run_id: str) -> RunRecord:
+        """The stored run ``run_id`` (unmasked: the service's own reads), in scope."""
+        return await self.context.get_run(run_id)
+
+    async def masker(
+        self, *, thread_ids: Iterable[str] = (), run_ids: Iterable[str] = ()
+    ) -> Masker:
+        """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
+        effect of these threads and runs (what a view of them must not show)."""
+        return await self.context.masker(thread_ids=thread_ids, run_ids=run_ids)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    @property
-    def graph(self) -> GraphSpec:
-        """The graph this service runs (a read-only service has none: ``ConfigError``)."""
-        return self._graph()[0]
-
-    def _graph(self) -> tuple[GraphSpec, Heads]:
-        if self.spec is None or self._heads is None:
-            raise ConfigError(
-                "this run service has no graph (a read-only service, e.g. the CLI's); running "
-                "and reading state need the compiled app"
-            )
-        return self.spec, self._heads
-
-    def _driver(
-        self, cfg: RunConfig, emit: Emit, claim: Claim, replay: ReplayPolicy | None = None
-    ) -> Driver:
-        spec, heads = self._graph()
-        return Driver(
-            spec, self.store, heads, cfg, emit, claim, replay=replay, sync_pool=self.sync_pool
-        )
-
-    async def _policy(self, run: RunRecord) -> ReplayPolicy | None:
-        """A replay run's policy, as stored with it (answers read again from the audit)."""
-        stored = run.config.get("replay") if isinstance(run.config, Mapping) else None
-        if not isinstance(stored, Mapping):
-            return None
-        return await self._with_answers(ReplayPolicy.from_json(stored))
-
-    async def _with_answers(self, policy: ReplayPolicy) -> ReplayPolicy:
-        """The interrupt answers the replayed run got, by node and step, in order."""
-        found = await self.store.list_audit(run_id=policy.evidence_run_id, limit=10_000)
-        answers: dict[tuple[str, int], list[tuple[int, Any]]] = {}
-        for record in found:
-            details = record.details
-            if record.action == "answer" and "step" in details:
-                key = (str(details["node"]), int(details["step"]))
-                answers.setdefault(key, []).append((int(details["index"]), details["answer"]))
-        ordered = {
-            key: tuple(a for _, a in sorted(given, key=lambda pair: pair[0]))
-            for key, given in answers.items()
-        }
-        with_answers: ReplayPolicy = dataclasses.replace(policy, answers=ordered)
-        return with_answers
-
     async def _verdict(self, run: RunRecord) -> Verdict:
         """May ``run`` go on under this graph (guarantee 10)? Raises when it may not."""
-        _, heads = self._graph()
+        _, heads = self.context.graph_heads()
         return self._verdict_at(run, await heads.load(run.thread_id))
 
     def _verdict_at(self, run: RunRecord, head: Head) -> Verdict:
@@ -802,20 +922,10 @@ class RunService:
         if verdict.kind != "migrate":
             return None
         if head is None:
-            _, heads = self._graph()
+            _, heads = self.context.graph_heads()
             head = await heads.load(run.thread_id)
         assert self.versions is not None
-        return await self.versions.migrate(self, run, head, claim, verdict)
-
-    async def _latest(self, thread_id: str) -> RunRecord | None:
-        runs = await self.store.list_runs(thread_id=thread_id, limit=1)
-        return runs[0] if runs else None
-
-    async def _run_on(self, thread_id: str, run_id: str) -> RunRecord:
-        run = await self.store.get_run(run_id)
-        if run is None or run.thread_id != thread_id:
-            raise NoRunToResumeError(f"no run {run_id!r} on thread {thread_id!r}")
-        return self.check_run(run)
+        return await self.versions.migrate(self.context, run, head, claim, verdict)
 
     def _new_run(
         self,
@@ -827,7 +937,7 @@ class RunService:
         reason: str = "invoke",
         launch: Launch | None = None,
     ) -> RunRecord:
-        spec, _ = self._graph()
+        spec, _ = self.context.graph_heads()
         assert self.identity is not None
         config = {**cfg.to_json(), "shape": self.versions.shape if self.versions else None}
         if launch is not None:
@@ -850,15 +960,6 @@ class RunService:
         )
 
 
-def _thread(cfg: RunConfig) -> str:
-    if cfg.thread_id is None:
-        raise ConfigError(
-            "this graph has a checkpointer, so every call needs a thread: pass "
-            "config={'thread_id': '<conversation id>'}"
-        )
-    return cfg.thread_id
-
-
 def continuable_or_latest(thread_id: str, latest: RunRecord | None) -> RunRecord:
     """The thread's latest run for a Continue (which refuses what it does not apply to,
     naming why), or the error that the thread has none."""
@@ -868,33 +969,15 @@ def continuable_or_latest(thread_id: str, latest: RunRecord | None) -> RunRecord
 
 
 def _start_audit(launch: Launch, run: RunRecord) -> AuditRecord:
-    return AuditRecord(
-        audit_id=new_audit_id(),
+    return audits.for_run(
+        run,
+        "start",
         actor=launch.actor,
-        action="start",
-        target_kind="run",
-        target_id=run.run_id,
-        run_id=run.run_id,
-        thread_id=run.thread_id,
         reason=launch.reason,
         details={
             "launch_reason": run.launch_reason,
             **({"request_key": launch.request_key} if launch.request_key else {}),
         },
-    )
-
-
-def _answer_audit(launch: Launch, run: RunRecord) -> AuditRecord:
-    """Who answers (the answer's own record is built from it, with the question)."""
-    return AuditRecord(
-        audit_id=new_audit_id(),
-        actor=launch.actor,
-        action="answer",
-        target_kind="run",
-        target_id=run.run_id,
-        run_id=run.run_id,
-        thread_id=run.thread_id,
-        reason=launch.reason,
     )
 
 
@@ -908,4 +991,4 @@ def input_json(value: Any, spec: GraphSpec) -> Any:
     return spec.schema.encode_update(input_update(spec, value))
 
 
-__all__ = ["RunResult", "RunService", "input_json"]
+__all__ = ["RunHandle", "RunResult", "RunService", "input_json"]

@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.driver import task_id
 from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint
+from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.storage.records import TaskWrite
 
 INPUT_SUFFIX = ".input"

@@ -11,17 +11,19 @@ Invariants:
 
 * ``result`` reads the database, never a cache: the run's own newest checkpoint, so a
   later run on the same thread does not change the answer.
-* ``cancel`` is a compare-and-set on the run's fencing token while it is still
-  ``queued``: a worker's claim bumps the token, so a run a worker took is never
-  abandoned under it (that is an operator's ``abandon``); the refusal says so. The
-  cancellation is kept in the audit record with its actor and reason.
+* ``cancel`` is the run service's (:meth:`~oncegraph.runs.service.RunService.cancel`):
+  a compare-and-set on the run's fencing token while it is still ``queued``: a worker's
+  claim bumps the token, so a run a worker took is never abandoned under it (that is an
+  operator's ``abandon``); the refusal says so. The cancellation is kept in the audit
+  record with its actor and reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from oncegraph.errors import (
     NeedsReviewError,
@@ -32,12 +34,12 @@ from oncegraph.errors import (
     WaitTimeoutError,
 )
 from oncegraph.graph.io import output_values
-from oncegraph.ids import new_audit_id
+from oncegraph.runs.context import RunContext
 from oncegraph.runtime.portal import run_sync
-from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus
+from oncegraph.storage.records import RunRecord, RunStatus
 
-if TYPE_CHECKING:
-    from oncegraph.runs.service import RunService
+Cancel = Callable[[str, str, str], Awaitable[RunRecord]]
+"""``cancel(run_id, reason, actor)``: the run service's cancel of a queued run."""
 
 # Statuses at which result() stops waiting (a failed or parked run may be continued
 # later by an operator, but it is an answer for now).
@@ -57,10 +59,11 @@ _MAX_WAIT = 0.25
 class Submitted:
     """A queued run's handle (see the module docstring)."""
 
-    __slots__ = ("_service", "record")
+    __slots__ = ("_cancel", "_ctx", "record")
 
-    def __init__(self, service: RunService, record: RunRecord) -> None:
-        self._service = service
+    def __init__(self, ctx: RunContext, record: RunRecord, cancel: Cancel) -> None:
+        self._ctx = ctx
+        self._cancel = cancel
         self.record = record
 
     @property
@@ -78,7 +81,7 @@ class Submitted:
 
     async def arun(self) -> RunRecord:
         """The run as stored now."""
-        found = await self._service.store.get_run(self.run_id)
+        found = await self._ctx.store.get_run(self.run_id)
         if found is None:
             raise RunNotFoundError(f"run {self.run_id} is not in the store any more")
         return found
@@ -128,52 +131,22 @@ class Submitted:
             )
         if run.status is RunStatus.ABANDONED:
             raise RunClosedError(f"run {run.run_id} was abandoned: {run.error}")
-        service = self._service
-        found = await service.store.list_checkpoints(run.thread_id, run_id=run.run_id, limit=1)
+        ctx = self._ctx
+        found = await ctx.store.list_checkpoints(run.thread_id, run_id=run.run_id, limit=1)
         if not found:
             raise RunStateError(f"run {run.run_id} is {run.status} but has no checkpoint")
-        snap = await reading.state(service, run.thread_id, found[0].checkpoint_id)
+        snap = await reading.state(ctx, run.thread_id, found[0].checkpoint_id)
         values = dict(snap.values)
         if run.status is RunStatus.INTERRUPTED:
             values["__interrupt__"] = list(snap.interrupts)
-        return output_values(service.graph, values)
+        return output_values(ctx.graph, values)
 
     # -- cancel ----------------------------------------------------------------------------
 
     async def acancel(self, *, reason: str = "cancelled", actor: str = "submitter") -> RunRecord:
         """Abandon the run if no worker has claimed it yet (see the module docstring)."""
-        run = await self.arun()
-        for _ in range(3):  # a claim and a release may move the token between read and CAS
-            if run.status is not RunStatus.QUEUED:
-                break
-            audit = AuditRecord(
-                audit_id=new_audit_id(),
-                actor=actor,
-                action="cancel",
-                target_kind="run",
-                target_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=run.thread_id,
-                reason=reason,
-                details={"before": str(run.status)},
-            )
-            taken = await self._service.store.fence_run(
-                run.run_id,
-                expected_token=run.fencing_token,
-                owner=None,
-                status=RunStatus.ABANDONED,
-                error=reason,
-                audit=audit,
-            )
-            if taken is not None:
-                self.record = taken
-                return taken
-            run = await self.arun()  # a worker claimed it meanwhile
-        raise RunStateError(
-            f"run {run.run_id} cannot be cancelled: it is {run.status}, not queued (a worker "
-            "has claimed it, or it has ended). A running run is stopped by an operator: "
-            "app.abandon(config, reason=...) fences the worker out."
-        )
+        self.record = await self._cancel(self.run_id, reason, actor)
+        return self.record
 
     def cancel(self, *, reason: str = "cancelled", actor: str = "submitter") -> RunRecord:
         return run_sync(self.acancel(reason=reason, actor=actor), "cancel")

@@ -18,15 +18,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError
-from oncegraph.ids import new_audit_id, new_checkpoint_id
+from oncegraph.ids import new_checkpoint_id
+from oncegraph.runs import audits
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.engine import Head
-from oncegraph.storage.records import AuditRecord, CheckpointRecord, RunRecord, StepCommit
+from oncegraph.storage.records import CheckpointRecord, RunRecord, StepCommit
 from oncegraph.versioning import GraphIdentity, Verdict, check, shape_of
 
 if TYPE_CHECKING:
     from oncegraph.graph.spec import GraphSpec
-    from oncegraph.runs.service import RunService
+    from oncegraph.runs.context import RunContext
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -79,11 +80,11 @@ class VersionGate:
         )
 
     async def migrate(
-        self, service: RunService, run: RunRecord, head: Head, claim: Claim, verdict: Verdict
+        self, ctx: RunContext, run: RunRecord, head: Head, claim: Claim, verdict: Verdict
     ) -> Head:
         """Apply ``verdict``'s migration to ``head`` as a new checkpoint; the new head."""
         assert verdict.migration is not None
-        store, schema = service.store, self.spec.schema
+        store, schema = ctx.store, self.spec.schema
         cp = head.checkpoint
         stored: dict[str, Any] = dict(cp.values)
         for channel, count in cp.logs.items():
@@ -130,20 +131,15 @@ class VersionGate:
             )
             await store.put_task_write(moved, run_id=run.run_id, fence=claim.token)
         await store.append_audit(
-            AuditRecord(
-                audit_id=new_audit_id(),
+            audits.for_run(
+                run,
+                "migrate",
                 actor="migration",
-                action="migrate",
-                target_kind="run",
-                target_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=run.thread_id,
                 reason=f"version {verdict.from_version} -> {self.identity.version}",
                 details={"checkpoint_id": new.checkpoint_id, "from": verdict.from_version},
             )
         )
-        _, heads = service._graph()
-        return await heads.load(run.thread_id)
+        return await ctx.heads.load(run.thread_id)
 
 
 __all__ = ["Migration", "VersionGate", "run_identity"]

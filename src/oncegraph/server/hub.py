@@ -9,10 +9,11 @@ buffers are kept, the oldest finished ones dropped first; a run with no buffer i
 streamed from its checkpoints instead (:mod:`oncegraph.server.sse`).
 
 Every run is started for its caller (:class:`~oncegraph.runs.launch.Launch`: the run
-carries the actor, its start is audited, a continue is the audited Continue). A new
-run's id is chosen before it starts (bound to the request's idempotency key, if any);
-a continue's is learnt from the run service (the thread's newest run once the run
-emitted its first event). A start that fails before that is the request's error.
+carries the actor, its start is audited, a continue is the audited Continue). The run
+service's ``start`` returns the run's id once the run is held and goes on, before its
+first step (a new run's id may be chosen before, bound to the request's idempotency
+key). A start refused before that is the request's error; an error after it is the
+stream's ``error`` event.
 
 :meth:`RunHub.resume` goes on with a run a dead process left ``running`` (the recovery
 pass, :mod:`oncegraph.server.recovery`, or a retried request): through the audited
@@ -36,6 +37,7 @@ from oncegraph import errors
 from oncegraph._cancel import cancel_and_wait
 from oncegraph.app import CompiledGraph
 from oncegraph.runs.launch import Launch
+from oncegraph.runs.service import RunHandle
 from oncegraph.server.encode import jsonable
 from oncegraph.server.problems import ApiError, from_exception
 from oncegraph.storage.records import RunRecord, RunStatus
@@ -190,37 +192,35 @@ class RunHub:
         launch: Launch,
     ) -> RunStream:
         app = graph if graph is not None else self.graph
-        task = asyncio.get_running_loop().create_task(
-            self._pump(app, stream, input, config, launch)
-        )
+        cfg = {**config, "thread_id": stream.thread_id}
+        try:
+            handle = await app.astart(
+                input,
+                cfg,
+                stream_mode=STREAM_MODES,
+                launch=launch,
+                put=lambda item: stream.add(*item),
+            )
+        except BaseException as exc:  # refused before it went on: nothing started
+            self._drop(stream)
+            if isinstance(exc, asyncio.CancelledError):
+                raise ApiError(503, "server_stopped", "the server is stopping") from None
+            raise
+        stream.run_id = handle.run_id  # known before the run's first step
+        self._keep(stream)
+        task = asyncio.get_running_loop().create_task(self._pump(stream, handle))
         stream.task = task
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        await stream.identified.wait()
-        if stream.error is not None and not stream.events:  # nothing started
-            self._drop(stream)
-            raise stream.error
-        if stream.run_id is None:
-            raise ApiError(503, "server_stopped", "the server is stopping")
+        stream.identified.set()
         return stream
 
-    async def _pump(
-        self,
-        app: CompiledGraph,
-        stream: RunStream,
-        input: Any,
-        config: dict[str, Any],
-        launch: Launch,
-    ) -> None:
-        cfg = {**config, "thread_id": stream.thread_id}
+    async def _pump(self, stream: RunStream, handle: RunHandle) -> None:
+        """Wait for the run's end; its error (if any) and its ``end`` go to the stream."""
         try:
-            async for mode, chunk in app.astream(
-                input, cfg, stream_mode=STREAM_MODES, launch=launch
-            ):
-                if not stream.identified.is_set():
-                    await self._identify(stream)
-                stream.add(mode, chunk)
+            await asyncio.shield(handle.task)
         except asyncio.CancelledError:  # the server stops: the run stays resumable
+            await cancel_and_wait(handle.task)
             stream.add(
                 "error",
                 {
@@ -229,15 +229,10 @@ class RunHub:
                 },
             )
             stream.done = True
-            stream.identified.set()
             stream.wake()
             raise
         except Exception as exc:
             stream.error = exc
-            if not stream.identified.is_set() and not await self._created(stream, input, exc):
-                stream.done = True
-                stream.identified.set()  # the start failed: the request reports it
-                return
             api = from_exception(exc)
             stream.add(
                 "error",
@@ -246,35 +241,10 @@ class RunHub:
                     "message": api.message if api else f"{type(exc).__name__}: {exc}",
                 },
             )
-        if not stream.identified.is_set():  # ended without a single event
-            await self._identify(stream)
-        run = await self.graph.aget_run(stream.run_id) if stream.run_id else None
-        stream.add(
-            "end",
-            {"run_id": stream.run_id, "status": str(run.status) if run else None},
-        )
+        run = await self.graph.aget_run(handle.run_id)
+        stream.add("end", {"run_id": handle.run_id, "status": str(run.status)})
         stream.done = True
-        stream.identified.set()
         stream.wake()
-
-    async def _created(self, stream: RunStream, input: Any, exc: Exception) -> bool:
-        """Did the run go on before its error? A new run (its id known): if it exists.
-        A continue: if the error is the run's outcome (it went on, then parked or
-        failed); a refusal (busy, not continuable, another version) did nothing."""
-        if input is None:
-            return isinstance(exc, RUN_OUTCOMES)
-        if stream.run_id is None:
-            return False
-        return await self.graph.store.get_run(stream.run_id) is not None
-
-    async def _identify(self, stream: RunStream) -> None:
-        if stream.run_id is None:
-            runs = await self.graph.aruns(thread_id=stream.thread_id, limit=1)
-            if runs:
-                stream.run_id = runs[0].run_id
-        if stream.run_id is not None:
-            self._keep(stream)
-        stream.identified.set()
 
     def _keep(self, stream: RunStream) -> None:
         assert stream.run_id is not None

@@ -22,6 +22,7 @@ from oncegraph.graph.io import output_values
 from oncegraph.ids import new_run_id
 from oncegraph.runs.commands import NO_ANSWER, Redelivered
 from oncegraph.runs.launch import Launch
+from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.server import bodies, idempotency
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
@@ -220,7 +221,7 @@ def _went_on_since(request: Request, run: RunRecord) -> bool:
     key = idempotency.keyed(request)
     return (
         key is not None
-        and run.status in (RunStatus.COMPLETED, RunStatus.ABANDONED)
+        and run.status in FINAL_STATUSES
         and run.updated_at >= key.record.created_at
     )
 

@@ -69,7 +69,7 @@ class Recovery:
         """One pass: the ids of the runs taken over."""
         taken: list[str] = []
         service = self.hub.graph.service
-        async for run in left_running(service, skip=self.hub.running() | self._refused):
+        async for run in left_running(service.context, skip=self.hub.running() | self._refused):
             launch = Launch(actor=self.actor, reason=REASON)
             try:
                 await self.hub.resume(run, launch=launch)
@@ -78,8 +78,7 @@ class Recovery:
             except (IncompatibleVersionError, OnceGraphError) as exc:
                 self._refused.add(run.run_id)
                 log.warning(
-                    "run %s was left running by a process that stopped, and cannot go on "
-                    "here: %s",
+                    "run %s was left running by a process that stopped, and cannot go on here: %s",
                     run.run_id,
                     exc,
                 )

@@ -86,7 +86,7 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.runtime.streaming import debug_event, keeping, wants
+from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
 from oncegraph.runtime.tasks import run_task
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
@@ -343,11 +343,9 @@ class Driver:
             else:
                 loop.call_soon_threadsafe(self.emit, mode, payload)
 
-        modes = getattr(emit, "modes", None)
-        if modes is not None:
-            task_emit.modes = modes  # type: ignore[attr-defined]
-        self._task_emit, self._task_emit_of = task_emit, emit
-        return task_emit
+        made = keeping(modes_of(emit), task_emit)
+        self._task_emit, self._task_emit_of = made, emit
+        return made
 
     async def _execute(
         self,

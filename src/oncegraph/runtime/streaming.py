@@ -3,8 +3,8 @@
 The driver calls ``emit(mode, payload)`` for every stream mode (``values``, ``updates``,
 ``debug``, ``events``; nodes add ``custom`` through ``get_stream_writer()`` and model
 adapters ``messages``); the app keeps what the caller asked for. An emit function may
-carry the modes it keeps (:func:`keeping`), so the driver skips building payloads no
-one reads (:func:`wants`).
+carry the modes it keeps (a :class:`Keeping`, made by :func:`keeping`), so the driver
+skips building payloads no one reads (:func:`wants`); a plain function keeps every mode.
 
 A subgraph's driver emits through :func:`namespaced`: each payload reaches the parent's
 emit wrapped in :class:`FromSubgraph` with the namespace it came from (one element per
@@ -30,14 +30,28 @@ class FromSubgraph:
     payload: Any
 
 
-def keeping(modes: Iterable[str], emit: Emit) -> Emit:
-    """``emit``, marked as keeping only ``modes`` (see :func:`wants`)."""
+@dataclass(frozen=True, slots=True)
+class Keeping:
+    """An emit that says which modes it keeps: calling it calls ``emit``; ``modes`` is
+    what :func:`wants` reads."""
 
-    def marked(mode: str, payload: Any) -> None:
-        emit(mode, payload)
+    emit: Emit
+    modes: frozenset[str]
 
-    marked.modes = frozenset(modes)  # type: ignore[attr-defined]
-    return marked
+    def __call__(self, mode: str, payload: Any) -> None:
+        self.emit(mode, payload)
+
+
+def modes_of(emit: Emit) -> frozenset[str] | None:
+    """The modes ``emit`` keeps; None when it does not say (it keeps every mode)."""
+    modes = getattr(emit, "modes", None)
+    return None if modes is None else frozenset(modes)
+
+
+def keeping(modes: Iterable[str] | None, emit: Emit) -> Emit:
+    """``emit``, marked as keeping only ``modes`` (see :func:`wants`); ``emit`` itself
+    when ``modes`` is None."""
+    return emit if modes is None else Keeping(emit, frozenset(modes))
 
 
 def wants(emit: Emit, mode: str) -> bool:
@@ -55,10 +69,7 @@ def namespaced(emit: Emit, element: str) -> Emit:
         else:
             emit(mode, FromSubgraph((element,), payload))
 
-    modes = getattr(emit, "modes", None)
-    if modes is not None:
-        child.modes = modes  # type: ignore[attr-defined]
-    return child
+    return keeping(modes_of(emit), child)
 
 
 def tee(emit: Emit, also: Emit | None) -> Emit:
@@ -71,10 +82,8 @@ def tee(emit: Emit, also: Emit | None) -> Emit:
         emit(mode, payload)
         also(mode, payload)
 
-    first, second = getattr(emit, "modes", None), getattr(also, "modes", None)
-    if first is not None and second is not None:
-        both.modes = frozenset(first) | frozenset(second)  # type: ignore[attr-defined]
-    return both
+    first, second = modes_of(emit), modes_of(also)
+    return keeping(None if first is None or second is None else first | second, both)
 
 
 def debug_event(step: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -87,4 +96,14 @@ def debug_event(step: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]
     }
 
 
-__all__ = ["Emit", "FromSubgraph", "debug_event", "keeping", "namespaced", "tee", "wants"]
+__all__ = [
+    "Emit",
+    "FromSubgraph",
+    "Keeping",
+    "debug_event",
+    "keeping",
+    "modes_of",
+    "namespaced",
+    "tee",
+    "wants",
+]

@@ -43,7 +43,7 @@ from oncegraph.hitl.command import Command
 from oncegraph.runtime import executor
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
-from oncegraph.runtime.streaming import wants
+from oncegraph.runtime.streaming import keeping, modes_of, wants
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 
@@ -109,8 +109,7 @@ def _count_messages(ctx: TaskContext) -> list[int] | None:
             counted.append(1)
         inner(mode, payload)
 
-    emit.modes = getattr(inner, "modes", None)  # type: ignore[attr-defined]
-    ctx.emit = emit
+    ctx.emit = keeping(modes_of(inner), emit)
     return counted
 
 

@@ -27,6 +27,7 @@ from oncegraph.server import bodies, idempotency
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     children_of,
+    code_needed,
     graph,
     need,
     served,
@@ -83,6 +84,7 @@ async def launch(
     before) gets that run: followed here if this server runs it, taken over if the
     process that ran it is gone (:meth:`RunHub.resume`), as it is if it stopped."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "start a run")
     bodies.only(body, ("input", "config", "wait"))
     thread_id = visible_thread(principal, thread_id, acting=True)
     config = run_config(body)
@@ -186,6 +188,7 @@ def _stopped_on(run: RunRecord) -> dict[str, Any] | None:
 
 async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "continue a run")
     bodies.only(body, ("reason", "answer"))
     reason = bodies.text(body, "reason")
     run = await visible_run(request, principal, run_id)
@@ -228,6 +231,7 @@ def _went_on_since(request: Request, run: RunRecord) -> bool:
 
 async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "replay a run")
     bodies.only(body, ("mode", "reason", "checkpoint_id", "allow_irreversible"))
     mode = bodies.choice(body, "mode", REPLAY_MODES, "evidence")
     reason = bodies.required_text(body, "reason")
@@ -313,6 +317,7 @@ async def _newest_child(
 
 async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "branch a run")
     bodies.only(body, ("patch", "reason", "checkpoint_id", "as_node"))
     patch = bodies.obj(body, "patch", required=True)
     assert patch is not None
@@ -425,6 +430,7 @@ async def check(
 ) -> dict[str, Any]:
     """Ask the recipient again about an uncertain effect (its tool's probe or reconcile)."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "ask the recipient through the tool's hook")
     bodies.only(body, ("reason",))
     reason = bodies.text(body, "reason") or "asked the recipient"
     record = await effect_of(request, principal, run_id, effect_id)
@@ -439,6 +445,7 @@ async def redeliver(
     request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     principal = need(request, Role.ADMIN, cookie=_ui(request))
+    code_needed(request, "redeliver an effect (the tool's code sends it)")
     bodies.only(body, ("reason", "new_key", "confirm"))
     reason = bodies.required_text(body, "reason")
     new_key = bodies.flag(body, "new_key")

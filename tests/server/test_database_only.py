@@ -9,14 +9,18 @@ since which fields are secret is known only from the tools' code.
 
 from __future__ import annotations
 
+import os
+import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import uvicorn
 from shop import ACME, ADMIN, CARD, KEYS, OPERATOR, VIEWER, Shop, auth
 from starlette.testclient import TestClient
 
-from conftest import close_store
+from conftest import close_store, free_port
 from oncegraph.server import create_app
 from oncegraph.server.database_app import DatabaseApp
 from oncegraph.server.loading import database_only
@@ -137,3 +141,74 @@ def test_a_tenant_key_is_refused_with_the_fix(
     refused = client.get("/api/runs", headers=auth(ACME))
     assert refused.status_code == 403, refused.text
     assert "oncegraph serve MODULE:APP" in refused.json()["error"]["message"]
+
+
+def _chromium() -> str | None:
+    found = os.environ.get("ONCEGRAPH_CHROMIUM") or shutil.which("chromium")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    return found
+
+
+def test_an_operator_resolves_in_the_browser_on_a_database_served_alone(
+    sqlite_shop: Shop, tmp_path: Path
+) -> None:
+    """Real uvicorn, real Chromium: the run page of a database served without the app
+    offers Resolve and Abandon only, says why, and Resolve works from the page."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("playwright is required under CI=true")
+        pytest.skip("playwright is not installed (pip install -e '.[dev]')")
+    path = _chromium()
+    if path is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is required under CI=true")
+        pytest.skip("no Chromium here (apt-get install -y chromium, or ONCEGRAPH_CHROMIUM)")
+    run_id, effect_id = sqlite_shop.parked("t-browser")
+    app = database_only(str(tmp_path / "server.db"))
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(app, keys=KEYS), host="127.0.0.1", port=port,
+                       log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, name="uvicorn-db-only", daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "uvicorn did not start"
+            thread.join(0.02)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=path, headless=True,
+                args=["--no-sandbox", "--disable-dev-shm-usage"],
+            )
+            try:
+                page = browser.new_context(base_url=f"http://127.0.0.1:{port}").new_page()
+                page.goto("/ui/runs")
+                page.fill("input[name=key]", OPERATOR)
+                page.click("button[type=submit]")
+                page.wait_for_url("**/ui/runs")
+                assert page.locator("#database-only").is_visible()
+                page.goto(f"/ui/runs/{run_id}")
+                assert "oncegraph serve MODULE:APP" in page.inner_text("#needs-app")
+                found = page.locator("[data-command]")
+                commands = [found.nth(i).get_attribute("data-command") for i in range(found.count())]
+                assert commands == ["abandon", "resolve"]
+                assert CARD not in page.content()
+                form = page.locator(f"article[data-effect-id='{effect_id}'] [data-command=resolve]")
+                form.locator("input[value=done]").check()
+                form.locator("input[name=reason]").fill("seen in the PSP dashboard")
+                form.locator("button[type=submit]").click()
+                page.wait_for_url(f"**/ui/runs/{run_id}")
+                assert "resolved: completed" in page.inner_text("#flash")
+                page.screenshot(path=str(tmp_path / "database-only-run.png"), full_page=True)
+            finally:
+                browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        close_store(app.store)
+    audit = sqlite_shop.app.audit(run_id=run_id)
+    assert [(a.action, a.reason) for a in audit][0] == ("resolve_effect", "seen in the PSP dashboard")

@@ -69,7 +69,7 @@ class Shown:
         self.fields = tuple(sorted(fields))
         self.unmasked = principal.can(Role.ADMIN)
         # the masks are unknown (a database served without the app's code): below admin,
-        # no payload is shown at all
+        # no payload (and no tool's error text) is shown at all; messages are, as stored
         self.blind = blind and not self.unmasked
         self.masker = masker if masker is not None else Masker(masks)
         # reads the masked values of the request's threads again (a live stream's new
@@ -95,8 +95,6 @@ class Shown:
         """A message (an error's, a reason) as this principal may read it."""
         if self.unmasked or not isinstance(text, str):
             return text
-        if self.blind:
-            return WITHHELD
         return self.masker.text(text)
 
     def error(self, error: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,7 +143,8 @@ class Shown:
             "request": self.value(record.request),
             "result": self.value(record.result),
             "provider_reference": self.text(record.provider_reference),
-            "error": self.text(record.error),
+            # a tool's own exception may quote its arguments: withheld with the payloads
+            "error": WITHHELD if self.blind and record.error else self.text(record.error),
             "attempts": [self._attempt(a) for a in record.attempts],
             "last_attempt": self._attempt(last) if last is not None else None,
             "created_at": record.created_at,

@@ -61,8 +61,11 @@ def main() -> None:
     env.pop("ONCEGRAPH_DATABASE", None)
     step("building the wheel")
     dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
-        work, env)
+    run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)],
+        work,
+        env,
+    )
     (wheel,) = dist.glob("oncegraph-*.whl")
     step(f"installing {wheel.name}[cli,server] into a fresh venv")
     venv = work / "venv"
@@ -70,12 +73,23 @@ def main() -> None:
     bin_ = venv / "bin"
     constraints = ROOT / "constraints" / "ci.txt"
     pins = ["-c", str(constraints)] if constraints.exists() else []
-    run([str(bin_ / "python"), "-m", "pip", "install", "-q", *pins, f"{wheel}[cli,server]"],
-        work, env, timeout=600)
+    run(
+        [str(bin_ / "python"), "-m", "pip", "install", "-q", *pins, f"{wheel}[cli,server]"],
+        work,
+        env,
+        timeout=600,
+    )
     env["PATH"] = f"{bin_}{os.pathsep}{env.get('PATH', '')}"
-    where = run([str(bin_ / "python"), "-c",
-                 "import importlib.util, oncegraph; print(oncegraph.__file__); "
-                 "print(importlib.util.find_spec('psycopg') is not None)"], work, env).split()
+    where = run(
+        [
+            str(bin_ / "python"),
+            "-c",
+            "import importlib.util, oncegraph; print(oncegraph.__file__); "
+            "print(importlib.util.find_spec('psycopg') is not None)",
+        ],
+        work,
+        env,
+    ).split()
     if not where[0].startswith(str(venv)) or where[1] != "False":
         raise SystemExit(f"wheel smoke: oncegraph from {where[0]}, psycopg present: {where[1]}")
 
@@ -91,7 +105,10 @@ def main() -> None:
     log = (work / "serve.log").open("w")
     server = subprocess.Popen(
         [str(bin_ / "oncegraph"), "serve", "--db", "demo.db", "--port", str(port)],
-        cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -114,7 +131,8 @@ def main() -> None:
         run_id = runs[0]["run_id"]
         status, body = get(f"{base}/api/runs/{run_id}/effects", auth)
         assert status == 200 and any(
-            e["effect_type"] == "refund_order" and e["status"] == "completed" for e in json.loads(body)["effects"]
+            e["effect_type"] == "refund_order" and e["status"] == "completed"
+            for e in json.loads(body)["effects"]
         ), body
         status, body = get(f"{base}/ui/login")
         assert status == 200 and 'name="key"' in body, body[:300]

@@ -98,7 +98,7 @@ def test_reads_resolve_and_abandon_work_and_code_is_refused_with_the_fix(
     assert resolved.status_code == 200, resolved.text
     assert resolved.json()["effect"]["status"] == "completed"
     audit = client.get(f"/api/runs/{run_id}/audit", headers=auth(ADMIN)).json()["audit"]
-    assert [(a["action"], a["actor"]) for a in audit][0] == ("resolve_effect", "api:otto")
+    assert (audit[0]["action"], audit[0]["actor"]) == ("resolve_effect", "api:otto")
 
     # the app, given back its code, continues from what was resolved: no second refund
     shop.app.resume(run_id, actor="test", reason="resolved")
@@ -170,8 +170,13 @@ def test_an_operator_resolves_in_the_browser_on_a_database_served_alone(
     app = database_only(str(tmp_path / "server.db"))
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(app, keys=KEYS), host="127.0.0.1", port=port,
-                       log_level="warning", lifespan="on")
+        uvicorn.Config(
+            create_app(app, keys=KEYS),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            lifespan="on",
+        )
     )
     thread = threading.Thread(target=server.run, name="uvicorn-db-only", daemon=True)
     thread.start()
@@ -181,7 +186,8 @@ def test_an_operator_resolves_in_the_browser_on_a_database_served_alone(
             thread.join(0.02)
         with sync_playwright() as p:
             browser = p.chromium.launch(
-                executable_path=path, headless=True,
+                executable_path=path,
+                headless=True,
                 args=["--no-sandbox", "--disable-dev-shm-usage"],
             )
             try:
@@ -194,7 +200,9 @@ def test_an_operator_resolves_in_the_browser_on_a_database_served_alone(
                 page.goto(f"/ui/runs/{run_id}")
                 assert "oncegraph serve MODULE:APP" in page.inner_text("#needs-app")
                 found = page.locator("[data-command]")
-                commands = [found.nth(i).get_attribute("data-command") for i in range(found.count())]
+                commands = [
+                    found.nth(i).get_attribute("data-command") for i in range(found.count())
+                ]
                 assert commands == ["abandon", "resolve"]
                 assert CARD not in page.content()
                 form = page.locator(f"article[data-effect-id='{effect_id}'] [data-command=resolve]")
@@ -211,4 +219,4 @@ def test_an_operator_resolves_in_the_browser_on_a_database_served_alone(
         thread.join(timeout=30)
         close_store(app.store)
     audit = sqlite_shop.app.audit(run_id=run_id)
-    assert [(a.action, a.reason) for a in audit][0] == ("resolve_effect", "seen in the PSP dashboard")
+    assert (audit[0].action, audit[0].reason) == ("resolve_effect", "seen in the PSP dashboard")

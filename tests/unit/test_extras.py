@@ -102,9 +102,7 @@ def test_a_missing_extra_names_itself(extra: str) -> None:
         raise SystemExit("it worked without the extra")
         """
     ).format(use=textwrap.indent(use, "    "))
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     said = done.stdout + done.stderr
     assert done.returncode != 0, said
     assert "it worked without the extra" not in said

@@ -50,9 +50,7 @@ def _ambient() -> dict[str, Any]:
     found: dict[str, Any] = {}
     task = context.current_task()
     if task is not None:
-        found.update(
-            run_id=task.run_id, thread_id=task.thread_id, node=task.node, step=task.step
-        )
+        found.update(run_id=task.run_id, thread_id=task.thread_id, node=task.node, step=task.step)
     effect = context.effect_in_progress()
     if effect is not None:
         found.update(

@@ -2,7 +2,8 @@
 
 ``oncegraph serve module:app`` (or :func:`serve`) serves one compiled graph; every route
 calls the run service. ``oncegraph serve --db runs.db`` serves a database without the
-app's code (:mod:`~oncegraph.server.database_app`). Needs the ``server`` extra: ``pip install 'oncegraph[server]'``.
+app's code (:mod:`~oncegraph.server.database_app`). Needs the ``server`` extra:
+``pip install 'oncegraph[server]'``.
 
 Modules, one job each: :mod:`~oncegraph.server.factory` (the ASGI app),
 :mod:`~oncegraph.server.auth` (keys and roles), :mod:`~oncegraph.server.tenancy` (the

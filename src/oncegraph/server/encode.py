@@ -157,7 +157,7 @@ class Shown:
             return self.value(attempt)
         plain = jsonable(attempt)
         if isinstance(plain, dict):
-            return {k: (WITHHELD if k == "error" and v is not None else v) for k, v in plain.items()}
+            return {k: (WITHHELD if k == "error" and v else v) for k, v in plain.items()}
         return WITHHELD
 
     def audit(self, record: AuditRecord) -> dict[str, Any]:

@@ -307,9 +307,7 @@ async def run_page(request: Request, me: Principal) -> Response:
     view = await shown(request, me)
     code = served(request).has_code  # else the state is not readable: no graph decodes it
     found = (
-        await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
-        if code
-        else []
+        await history(request, {"thread_id": run.thread_id, "run_id": run.run_id}) if code else []
     )
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]

@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "wheel-smoke-admin-key"
@@ -49,6 +50,103 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
     request = urllib.request.Request(url, headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+APP = """
+from typing import TypedDict
+
+from oncegraph import END, START, StateGraph
+
+
+class State(TypedDict):
+    n: int
+
+
+def inc(state: State) -> dict:
+    return {"n": state["n"] + 1}
+
+
+graph = StateGraph(State)
+graph.add_node("inc", inc)
+graph.add_edge(START, "inc")
+graph.add_edge("inc", END)
+"""
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def serve(bin_: Path, work: Path, env: dict[str, str], args: list[str], check: Any) -> None:
+    """``oncegraph serve ARGS`` on a free port until ``check(base_url)`` has passed; the
+    server is stopped by its own pid."""
+    port = free_port()
+    log_path = work / f"serve-{port}.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [str(bin_ / "oncegraph"), "serve", *args, "--port", str(port)],
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    status, body = get(f"{base}/api/health")
+                    break
+                except OSError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        sys.stderr.write(log_path.read_text())
+                        raise SystemExit("wheel smoke: the server did not start") from None
+                    time.sleep(0.2)
+            assert status == 200, body
+            check(base)
+        finally:
+            server.terminate()  # our own server, by its pid
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+
+
+def demo_database(base: str) -> None:
+    status, body = get(f"{base}/api/health")
+    assert json.loads(body)["graph"] == "database", body
+    status, body = get(f"{base}/api/runs", AUTH)
+    runs = json.loads(body)["runs"]
+    assert status == 200 and [r["status"] for r in runs] == ["completed"], body
+    run_id = runs[0]["run_id"]
+    status, body = get(f"{base}/api/runs/{run_id}/effects", AUTH)
+    assert status == 200 and any(
+        e["effect_type"] == "refund_order" and e["status"] == "completed"
+        for e in json.loads(body)["effects"]
+    ), body
+    status, body = get(f"{base}/ui/login")
+    assert status == 200 and 'name="key"' in body, body[:300]
+    status, body = get(f"{base}/static/oncegraph.css")
+    assert status == 200 and body, "no stylesheet in the wheel"
+    status, body = get(f"{base}/ui/runs/{run_id}", {"Cookie": f"oncegraph_key={KEY}"})
+    assert status == 200 and 'id="database-only"' in body, body[:300]
+    status, body = post(f"{base}/api/runs/{run_id}/replay", {"reason": "audit"})
+    assert status == 409 and "oncegraph serve MODULE:APP" in body, body
+
+
+def app_runs(base: str) -> None:
+    status, body = post(f"{base}/api/threads/t1/runs", {"input": {"n": 1}, "wait": True})
+    assert status in (200, 201) and '"completed"' in body, body
+    status, body = get(f"{base}/api/threads/t1/state", AUTH)
+    assert status == 200 and json.loads(body)["state"]["values"] == {"n": 2}, body
+
+
+def post(url: str, payload: dict[str, Any]) -> tuple[int, str]:
+    data = json.dumps(payload).encode()
+    headers = {**AUTH, "Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -99,54 +197,17 @@ def main() -> None:
         sys.stderr.write(out)
         raise SystemExit("wheel smoke: the demo did not end as it should")
 
-    port = free_port()
-    step(f"oncegraph serve --db demo.db on port {port}")
     env["ONCEGRAPH_API_KEYS"] = f"{KEY}=admin"
-    log = (work / "serve.log").open("w")
-    server = subprocess.Popen(
-        [str(bin_ / "oncegraph"), "serve", "--db", "demo.db", "--port", str(port)],
-        cwd=work,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    step("oncegraph serve --db demo.db (no app code)")
+    serve(bin_, work, env, ["--db", "demo.db"], demo_database)
+    nothing = subprocess.run(
+        [str(bin_ / "oncegraph"), "serve"], cwd=work, env=env, capture_output=True, text=True
     )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, body = get(f"{base}/api/health")
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.close()
-                    sys.stderr.write((work / "serve.log").read_text())
-                    raise SystemExit("wheel smoke: the server did not start") from None
-                time.sleep(0.2)
-        assert status == 200 and json.loads(body)["graph"] == "database", body
-        auth = {"Authorization": f"Bearer {KEY}"}
-        status, body = get(f"{base}/api/runs", auth)
-        runs = json.loads(body)["runs"]
-        assert status == 200 and [r["status"] for r in runs] == ["completed"], body
-        run_id = runs[0]["run_id"]
-        status, body = get(f"{base}/api/runs/{run_id}/effects", auth)
-        assert status == 200 and any(
-            e["effect_type"] == "refund_order" and e["status"] == "completed"
-            for e in json.loads(body)["effects"]
-        ), body
-        status, body = get(f"{base}/ui/login")
-        assert status == 200 and 'name="key"' in body, body[:300]
-        status, body = get(f"{base}/static/oncegraph.css")
-        assert status == 200 and body, "no stylesheet in the wheel"
-        status, body = get(f"{base}/ui/runs/{run_id}", {"Cookie": f"oncegraph_key={KEY}"})
-        assert status == 200 and 'id="database-only"' in body, body[:300]
-    finally:
-        server.terminate()  # our own server, by its pid
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+    assert nothing.returncode == 2 and "--db" in nothing.stderr, nothing.stderr
+
+    step("oncegraph serve app.py:graph --database app.db (an app, SQLite, no psycopg)")
+    (work / "app.py").write_text(APP)
+    serve(bin_, work, env, ["app.py:graph", "--database", "app.db"], app_runs)
     step(f"passed in {time.monotonic() - started:.0f} s ({work})")
     subprocess.run(["rm", "-rf", str(work)], check=False)
 

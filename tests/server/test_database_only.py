@@ -77,8 +77,19 @@ def test_reads_resolve_and_abandon_work_and_code_is_refused_with_the_fix(
         error = refused.json()["error"]
         assert error["code"] == "needs_app" and what in error["message"]
         assert "oncegraph serve MODULE:APP" in error["message"]
-    state = client.get("/api/threads/t-db/state", headers=auth(OPERATOR))
-    assert state.status_code == 409 and "oncegraph serve MODULE:APP" in state.text
+    for read in (
+        "/api/threads/t-db/state",
+        f"/api/runs/{done_id}/events",
+        f"/api/runs/{done_id}/history",
+    ):  # read from checkpoints: only the graph can
+        refused = client.get(read, headers=auth(OPERATOR))
+        assert refused.status_code == 409, (read, refused.text)
+        assert "oncegraph serve MODULE:APP" in refused.text
+    streamed = client.post(
+        "/api/threads/t-new/runs/stream", headers=auth(OPERATOR), json={"input": {}}
+    )
+    assert streamed.status_code == 409 and "needs_app" in streamed.text
+    assert client.get("/api/threads/t-db", headers=auth(VIEWER)).status_code == 200
     redeliver = client.post(
         f"/api/runs/{run_id}/effects/{effect_id}/redeliver",
         headers=auth(ADMIN),

@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
         target: Annotated[
             str | None,
             typer.Argument(
-                metavar="[MODULE:APP]",
+                metavar="MODULE:APP",
                 help="module:attr or file.py:attr of the app; leave it out to open a "
                 "database (--db/--database) without the app's code: runs, effects, audit, "
                 "Resolve effect and Abandon, no command that runs the graph",

@@ -28,8 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 KEY = "wheel-smoke-admin-key"
 
 
+_T0 = time.monotonic()
+
+
 def step(what: str) -> None:
-    print(f"wheel smoke: {what}", flush=True)
+    print(f"wheel smoke: [{time.monotonic() - _T0:5.1f} s] {what}", flush=True)
 
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> str:
@@ -167,12 +170,23 @@ def main() -> None:
     (wheel,) = dist.glob("oncegraph-*.whl")
     step(f"installing {wheel.name}[cli,server] into a fresh venv")
     venv = work / "venv"
-    run([sys.executable, "-m", "venv", str(venv)], work, env)
+    # no pip inside (ensurepip costs seconds): this interpreter's pip installs into it
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], work, env)
     bin_ = venv / "bin"
     constraints = ROOT / "constraints" / "ci.txt"
     pins = ["-c", str(constraints)] if constraints.exists() else []
     run(
-        [str(bin_ / "python"), "-m", "pip", "install", "-q", *pins, f"{wheel}[cli,server]"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(bin_ / "python"),
+            "install",
+            "-q",
+            *pins,
+            f"{wheel}[cli,server]",
+        ],
         work,
         env,
         timeout=600,

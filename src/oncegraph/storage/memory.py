@@ -173,10 +173,7 @@ class InMemoryCheckpointer(Closing):
             else:
                 existing_run = self._runs.get(run_id)
             if commit.fence is not None or commit.run_status is not None:
-                if existing_run is None:
-                    raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-                if commit.fence is not None and existing_run[_RUN_FENCE] != commit.fence:
-                    raise LeaseLostError(rows.lease_message(run_id, commit.fence))
+                rows.check_run(run_id, _fence_of(existing_run), commit.fence)
             if (commit.thread_id, cp.checkpoint_id) in self._checkpoints:
                 raise StorageError(
                     f"checkpoint {cp.checkpoint_id!r} already exists; nothing was written"
@@ -339,11 +336,7 @@ class InMemoryCheckpointer(Closing):
 
     def _check_fence(self, run_id: str, fence: int) -> None:
         """Raise unless ``run_id`` holds ``fence``; call under the lock."""
-        row = self._runs.get(run_id)
-        if row is None:
-            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-        if row[_RUN_FENCE] != fence:
-            raise LeaseLostError(rows.lease_message(run_id, fence))
+        rows.check_run(run_id, _fence_of(self._runs.get(run_id)), fence)
 
     async def lock_run(self, run_id: str) -> _MemoryRunLock | None:
         with self._lock:
@@ -703,6 +696,11 @@ _REQUEST_STATUS = REQUEST_COLUMNS.index("status_code")
 _REQUEST_RESPONSE = REQUEST_COLUMNS.index("response")
 _REQUEST_CREATED = REQUEST_COLUMNS.index("created_at")
 _REQUEST_EXPIRES = REQUEST_COLUMNS.index("expires_at")
+
+
+def _fence_of(run: Row | None) -> tuple[int] | None:
+    """A run row as the ``RUN_EXISTS`` statement reads it (its fencing token)."""
+    return None if run is None else (run[_RUN_FENCE],)
 
 
 def _same_claim(row: Row, record: IdempotencyRecord) -> bool:

@@ -361,8 +361,7 @@ class InMemoryCheckpointer(Closing):
     ) -> RunRecord | None:
         audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
-            if audit_row is not None and audit_row[0] in self._audit:
-                raise StorageError(f"audit record {audit_row[0]!r} already exists")
+            self._refuse_known_audit(audit_row)
             row = self._runs.get(run_id)
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} does not exist")
@@ -449,8 +448,7 @@ class InMemoryCheckpointer(Closing):
         row = self.rows.effect_to_params(record)
         audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
-            if audit_row is not None and audit_row[0] in self._audit:
-                raise StorageError(f"audit record {audit_row[0]!r} already exists")
+            self._refuse_known_audit(audit_row)
             if fence is not None:
                 self._check_fence(record.run_id, fence)
             old = self._effects.get(record.effect_id)
@@ -466,9 +464,14 @@ class InMemoryCheckpointer(Closing):
     async def append_audit(self, record: AuditRecord) -> None:
         row = self.rows.audit_to_params(record)
         with self._lock:
-            if record.audit_id in self._audit:
-                raise StorageError(f"audit record {record.audit_id!r} already exists")
+            self._refuse_known_audit(row)
             self._link_audit(record, row)
+
+    def _refuse_known_audit(self, row: Row | None) -> None:
+        """An audit record is appended once: one already on file is refused (under the
+        lock, before anything is written)."""
+        if row is not None and row[0] in self._audit:
+            raise StorageError(f"audit record {row[0]!r} already exists")
 
     def _link_audit(self, record: AuditRecord, row: Row) -> None:
         """Store ``record`` as the next link of the audit chain (under the lock)."""

@@ -1,10 +1,6 @@
 """Contract tests of the audit log: appended and listed newest first, by app and tenant,
-paged by record, and written with its change or not at all, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+paged by record, and written with its change or not at all (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

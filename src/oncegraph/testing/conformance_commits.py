@@ -1,10 +1,6 @@
 """Contract tests of the protocol's shape, the step commit and its compare-and-swap, logs,
-checkpoint listings and task writes, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+checkpoint listings and task writes (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

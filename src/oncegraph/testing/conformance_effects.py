@@ -1,11 +1,7 @@
 """Contract tests of the effect ledger: first writer wins, compare-and-set saves, fenced
 writes, taking a run over, run locks, listings and payloads, effects folded into a
-commit and planned intents, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+commit and planned intents (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

@@ -253,23 +253,3 @@ class WithoutPrune:
         if name == "prune":
             raise AttributeError(name)
         return getattr(self._inner, name)
-
-
-__all__ = [
-    "HOSTILE",
-    "NESTED",
-    "PruneState",
-    "Reopen",
-    "WithoutPrune",
-    "as_pruner",
-    "build_history",
-    "ids",
-    "ids_of",
-    "make_checkpoint",
-    "make_effect",
-    "make_run",
-    "new_id",
-    "prune_graph",
-    "snapshot",
-    "start_thread",
-]

@@ -1,10 +1,6 @@
 """Contract tests of retention (``prune``): what is kept, what goes, dry runs, racing
-commits, and an app that resumes after a prune, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+commits, and an app that resumes after a prune (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Contract tests of runs: create, read, update, the listings (by thread, status, app,
-tenant, parent, page after page), unknown runs and fences, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+tenant, parent, page after page), unknown runs and fences (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """Contract tests of stored values: JSON round trips and normalization, SQL
-metacharacters and NUL as data, and values that never alias what is stored, mixed into
-:class:`~oncegraph.testing.conformance.CheckpointerConformance`.
-
-Fixture as there: ``checkpointer`` (a set-up store; ``reopen`` where a test needs
-a second instance). Fresh random ids, so the suite may share a database.
-"""
+metacharacters and NUL as data, and values that never alias what is stored (a part of
+:class:`~oncegraph.testing.conformance.CheckpointerConformance`)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,11 @@ schema and is written with :func:`oncegraph._json.dumps_state_str`, which refuse
 value JSON would not give back as itself, naming the field. Decoding always builds fresh
 objects, so a returned value never aliases stored data.
 
+The codec is written by table family (:mod:`.rows_runs`, :mod:`.rows_effects`,
+:mod:`.rows_audit`, over :mod:`.rows_codec`; an effect row's checks in
+:mod:`.effect_checks`); :class:`Rows` joins them, and this module is the one namespace
+the stores read it from.
+
 A row that cannot be decoded raises :class:`~oncegraph.errors.StorageError` naming the
 table and key (guarantee 12: corrupt rows get a clear error, never a silent default).
 """

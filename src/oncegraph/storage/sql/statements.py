@@ -5,6 +5,10 @@ mechanically (:func:`to_format_params`). Nothing here is dialect-specific: every
 statement is accepted by SQLite >= 3.35 and PostgreSQL >= 12 (``ON CONFLICT``,
 ``RETURNING``).
 
+The text is written by table family (:mod:`.statements_columns`,
+:mod:`.statements_runs`, :mod:`.statements_effects`, :mod:`.statements_audit`,
+:mod:`.statements_prune`); this module is the one namespace the stores read it from.
+
 Column orders are a contract with :mod:`oncegraph.storage.sql.rows`: for each table,
 the ``*_COLUMNS`` tuple is both the INSERT parameter order and the SELECT row order,
 so ``rows.X_to_params(record)`` feeds the insert and ``rows.X_from_row(row)`` reads a
@@ -50,9 +54,6 @@ from oncegraph.storage.sql.statements_columns import (
     RUN_COLUMNS,
     TASK_WRITE_COLUMNS,
     THREAD_COLUMNS,
-    cols,
-    insert_into,
-    marks,
 )
 from oncegraph.storage.sql.statements_effects import (
     EFFECT_INSERT,
@@ -190,12 +191,9 @@ __all__ = [
     "audit_list",
     "audit_query",
     "checkpoint_prune",
-    "cols",
     "effect_list",
     "effect_payloads",
     "effect_prune",
-    "insert_into",
-    "marks",
     "run_list",
     "run_list_params",
     "status_count",

@@ -2,7 +2,7 @@
 anywhere): inserts, the chain's reads, and its listings.
 
 Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract is :mod:`oncegraph.storage.sql.statements`'.
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 """
 
 from __future__ import annotations
@@ -112,14 +112,3 @@ def audit_query(
     )
     return sql, [*filters, max(limit, 0)]
 
-
-__all__ = [
-    "AUDIT_CHAINED_INSERT",
-    "AUDIT_CHAIN_HEAD",
-    "AUDIT_CHAIN_PAGE",
-    "AUDIT_INSERT",
-    "AUDIT_LATEST_UNCHAINED",
-    "AUDIT_UNCHAINED",
-    "audit_list",
-    "audit_query",
-]

@@ -2,7 +2,7 @@
 builders of statement text every table family uses.
 
 Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract is :mod:`oncegraph.storage.sql.statements`'.
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 """
 
 from __future__ import annotations
@@ -115,18 +115,3 @@ def insert_into(table: str, columns: tuple[str, ...]) -> str:
 # A LIMIT that means "all rows" in both dialects (PostgreSQL rejects negative limits).
 NO_LIMIT = 2**62
 
-
-__all__ = [
-    "AUDIT_COLUMNS",
-    "CHECKPOINT_COLUMNS",
-    "EFFECT_COLUMNS",
-    "EFFECT_MUTABLE_COLUMNS",
-    "LOG_COLUMNS",
-    "NO_LIMIT",
-    "RUN_COLUMNS",
-    "TASK_WRITE_COLUMNS",
-    "THREAD_COLUMNS",
-    "cols",
-    "insert_into",
-    "marks",
-]

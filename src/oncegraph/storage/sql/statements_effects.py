@@ -2,7 +2,7 @@
 compare-and-set updates, fenced writes, listings and payloads.
 
 Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract is :mod:`oncegraph.storage.sql.statements`'.
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 """
 
 from __future__ import annotations
@@ -143,18 +143,3 @@ def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: 
         "ORDER BY created_at, effect_id"
     )
 
-
-__all__ = [
-    "EFFECT_INSERT",
-    "EFFECT_INSERT_FENCED",
-    "EFFECT_INTENT_INSERT",
-    "EFFECT_SELECT",
-    "EFFECT_UPDATE",
-    "EFFECT_UPDATE_CAS",
-    "EFFECT_UPDATE_CAS_FENCED",
-    "EFFECT_UPSERT_FIRST",
-    "EFFECT_UPSERT_FIRST_FENCED",
-    "EFFECT_UPSERT_RESULT",
-    "effect_list",
-    "effect_payloads",
-]

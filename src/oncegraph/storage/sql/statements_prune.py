@@ -1,7 +1,7 @@
 """Statements of retention (prune).
 
 Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract is :mod:`oncegraph.storage.sql.statements`'.
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 """
 
 from __future__ import annotations
@@ -60,10 +60,3 @@ def effect_prune(n_effect_statuses: int, n_run_statuses: int) -> str:
         f"WHERE r.run_id = oncegraph_effects.run_id AND r.status IN ({run_marks}))"
     )
 
-
-__all__ = [
-    "THREAD_IDS_AFTER",
-    "THREAD_IDS_FIRST",
-    "checkpoint_prune",
-    "effect_prune",
-]

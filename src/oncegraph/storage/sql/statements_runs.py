@@ -2,7 +2,7 @@
 plans) and task writes.
 
 Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract is :mod:`oncegraph.storage.sql.statements`'.
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 """
 
 from __future__ import annotations
@@ -375,44 +375,3 @@ TASK_WRITES_SELECT = (
 # Params: thread_id, checkpoint_id.
 TASK_WRITES_DELETE = "DELETE FROM oncegraph_task_writes WHERE thread_id = ? AND checkpoint_id = ?"
 
-
-__all__ = [
-    "APP_ARMS_MAX",
-    "BEFORE_RUN",
-    "BEFORE_RUN_IN_THREAD",
-    "CHECKPOINT_INSERT",
-    "CHECKPOINT_LIST",
-    "CHECKPOINT_LIST_BY_RUN",
-    "CHECKPOINT_SELECT",
-    "CHECKPOINT_SELECT_HEAD",
-    "IF_THREAD_AT",
-    "LOG_INSERT",
-    "LOG_SELECT",
-    "RARE_STATUS",
-    "RUN_APP",
-    "RUN_APPS",
-    "RUN_EXISTS",
-    "RUN_FENCE",
-    "RUN_FENCE_STATUS",
-    "RUN_INSERT",
-    "RUN_LEGACY",
-    "RUN_OPENING",
-    "RUN_RENEW_LEASE",
-    "RUN_SELECT",
-    "RUN_SET_STATUS",
-    "RUN_SET_STATUS_FENCED",
-    "RUN_TAKE_LEASE",
-    "RUN_TOUCH_FENCED",
-    "TASK_WRITES_DELETE",
-    "TASK_WRITES_SELECT",
-    "TASK_WRITE_UPSERT",
-    "TASK_WRITE_UPSERT_FENCED",
-    "THREAD_CAS",
-    "THREAD_INSERT",
-    "THREAD_OPENING",
-    "THREAD_ORDER",
-    "THREAD_SELECT",
-    "run_list",
-    "run_list_params",
-    "status_count",
-]

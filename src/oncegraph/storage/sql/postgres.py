@@ -75,7 +75,7 @@ from oncegraph.storage.sql.migrate import verify as verify_state
 from oncegraph.storage.sql.pg_commit import StepCommits, check_run
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
 from oncegraph.storage.sql.pg_pool import close_pool, describe_dsn, mapped, open_pool
-from oncegraph.storage.sql.pg_queue import PgRunQueue
+from oncegraph.storage.sql.pg_queue import RUN_INSERT_NOTIFY, RUNS_CHANNEL, PgRunQueue
 from oncegraph.storage.sql.pg_reads import SharedReads
 from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY, apply_missing, read_version
 from oncegraph.storage.sql.pg_step import StepWriter
@@ -98,13 +98,6 @@ _THREAD_OPENINGS = (
     "ON TRUE ORDER BY q.i"
 )
 THREAD_OPENINGS = pg(_THREAD_OPENINGS)
-# Workers LISTEN on this channel; a queued run is announced in the transaction that
-# inserts it, so the notice is delivered exactly when the run becomes visible.
-RUNS_CHANNEL = "oncegraph_runs"
-_RUN_INSERT_NOTIFY = (
-    f"WITH ins AS ({S.RUN_INSERT} RETURNING run_id) "
-    f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
-)
 
 
 class PgCheckpointer(SqlStore):
@@ -309,7 +302,7 @@ class PgCheckpointer(SqlStore):
         return f"PostgreSQL {self._where}"
 
     def _run_insert(self, run: RunRecord) -> str:
-        return _RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else S.RUN_INSERT
+        return RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else S.RUN_INSERT
 
     @contextlib.asynccontextmanager
     async def _connection(
@@ -521,4 +514,11 @@ async def _once(dsn: str, op: str) -> SchemaState:
         await store.aclose()
 
 
-__all__ = ["MIGRATION_LOCK_KEY", "PgCheckpointer", "migrate", "verify"]
+__all__ = [
+    "MIGRATION_LOCK_KEY",
+    "RUNS_CHANNEL",
+    "THREAD_OPENINGS",
+    "PgCheckpointer",
+    "migrate",
+    "verify",
+]

@@ -25,12 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from oncegraph.errors import (
-    LeaseLostError,
-    RunNotFoundError,
-    StaleStateError,
-    StorageError,
-)
+from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.memory_requests import RequestTables

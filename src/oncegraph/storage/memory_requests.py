@@ -5,11 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncegraph.storage.memory_tables import (
-    Row,
-    Tables,
-    with_changes,
-)
+from oncegraph.storage.memory_tables import Row, Tables, with_changes
 from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql.request_keys import REQUEST_COLUMNS
 

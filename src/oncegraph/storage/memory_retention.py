@@ -18,10 +18,7 @@ from oncegraph.storage.memory_tables import (
     RUN_STATUS,
     Tables,
 )
-from oncegraph.storage.records import (
-    PruneReport,
-    prune_effects_cutoff,
-)
+from oncegraph.storage.records import PruneReport, prune_effects_cutoff
 
 
 class Retention(Tables):

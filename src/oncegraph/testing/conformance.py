@@ -24,17 +24,9 @@ from __future__ import annotations
 
 import pytest
 
-from oncegraph.errors import (
-    StaleStateError,
-)
+from oncegraph.errors import StaleStateError
 from oncegraph.storage.protocols import Checkpointer, RequestHashKeys
-from oncegraph.storage.records import (
-    EffectStatus,
-    LogEntry,
-    RunStatus,
-    StepCommit,
-    TaskWrite,
-)
+from oncegraph.storage.records import EffectStatus, LogEntry, RunStatus, StepCommit, TaskWrite
 from oncegraph.testing.conformance_audit import AuditConformance
 from oncegraph.testing.conformance_auditchain import AuditChainConformance
 from oncegraph.testing.conformance_commits import CommitConformance

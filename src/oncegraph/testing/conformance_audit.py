@@ -8,20 +8,10 @@ import dataclasses
 
 import pytest
 
-from oncegraph.errors import (
-    StaleStateError,
-    StorageError,
-)
+from oncegraph.errors import StaleStateError, StorageError
 from oncegraph.storage.protocols import Checkpointer, Pruner
-from oncegraph.storage.records import (
-    AuditRecord,
-)
-from oncegraph.testing.conformance_kit import (
-    make_effect,
-    make_run,
-    new_id,
-    start_thread,
-)
+from oncegraph.storage.records import AuditRecord
+from oncegraph.testing.conformance_kit import make_effect, make_run, new_id, start_thread
 
 
 class AuditConformance:

@@ -9,19 +9,9 @@ import dataclasses
 
 import pytest
 
-from oncegraph.errors import (
-    ConfigError,
-    StaleStateError,
-    StorageError,
-)
+from oncegraph.errors import ConfigError, StaleStateError, StorageError
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import (
-    EffectStatus,
-    LogEntry,
-    RunStatus,
-    StepCommit,
-    TaskWrite,
-)
+from oncegraph.storage.records import EffectStatus, LogEntry, RunStatus, StepCommit, TaskWrite
 from oncegraph.testing.conformance_kit import (
     make_checkpoint,
     make_effect,

@@ -10,11 +10,7 @@ from typing import Any
 
 import pytest
 
-from oncegraph.errors import (
-    LeaseLostError,
-    RunNotFoundError,
-    StaleStateError,
-)
+from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     Attempt,

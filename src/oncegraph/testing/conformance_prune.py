@@ -9,9 +9,7 @@ from typing import cast
 
 import pytest
 
-from oncegraph.errors import (
-    ConfigError,
-)
+from oncegraph.errors import ConfigError
 from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,

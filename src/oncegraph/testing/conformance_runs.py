@@ -8,19 +8,9 @@ from typing import Any
 
 import pytest
 
-from oncegraph.errors import (
-    LeaseLostError,
-    RunNotFoundError,
-    StorageError,
-)
+from oncegraph.errors import LeaseLostError, RunNotFoundError, StorageError
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
-from oncegraph.storage.records import (
-    EffectStatus,
-    LogEntry,
-    RunRecord,
-    RunStatus,
-    StepCommit,
-)
+from oncegraph.storage.records import EffectStatus, LogEntry, RunRecord, RunStatus, StepCommit
 from oncegraph.testing.conformance_kit import (
     make_checkpoint,
     make_effect,

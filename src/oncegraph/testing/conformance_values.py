@@ -9,16 +9,9 @@ from typing import Any
 
 import pytest
 
-from oncegraph.errors import (
-    InvalidUpdateError,
-)
+from oncegraph.errors import InvalidUpdateError
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import (
-    LogEntry,
-    RunStatus,
-    StepCommit,
-    TaskWrite,
-)
+from oncegraph.storage.records import LogEntry, RunStatus, StepCommit, TaskWrite
 from oncegraph.testing.conformance_kit import (
     HOSTILE,
     NESTED,

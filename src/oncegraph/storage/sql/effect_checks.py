@@ -8,18 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from oncegraph._json import dumps_str, loads
-from oncegraph.errors import (
-    CorruptRecordError,
-)
-from oncegraph.storage.records import (
-    Attempt,
-    EffectClass,
-    EffectRecord,
-    EffectStatus,
-)
-from oncegraph.storage.sql.rows_codec import (
-    Row,
-)
+from oncegraph.errors import CorruptRecordError
+from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus
+from oncegraph.storage.sql.rows_codec import Row
 
 
 def attempts_json(attempts: Sequence[Attempt]) -> str:

@@ -22,15 +22,8 @@ table and key (guarantee 12: corrupt rows get a clear error, never a silent defa
 
 from __future__ import annotations
 
-from oncegraph.errors import (
-    ConfigError,
-    LeaseLostError,
-    RunNotFoundError,
-    corrupt,
-)
-from oncegraph.storage.records import (
-    StepCommit,
-)
+from oncegraph.errors import ConfigError, LeaseLostError, RunNotFoundError, corrupt
+from oncegraph.storage.records import StepCommit
 from oncegraph.storage.sql.effect_checks import (
     REPAIRABLE,
     corrupt_effect,
@@ -38,11 +31,7 @@ from oncegraph.storage.sql.effect_checks import (
     effect_problem,
 )
 from oncegraph.storage.sql.rows_audit import AuditRows
-from oncegraph.storage.sql.rows_codec import (
-    SEALED_COLUMNS,
-    Row,
-    thread_from_row,
-)
+from oncegraph.storage.sql.rows_codec import SEALED_COLUMNS, Row, thread_from_row
 from oncegraph.storage.sql.rows_effects import EffectRows
 from oncegraph.storage.sql.rows_runs import RunRows
 

@@ -6,17 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncegraph.storage.records import (
-    AuditRecord,
-)
+from oncegraph.storage.records import AuditRecord
 from oncegraph.storage.requests import IdempotencyRecord
-from oncegraph.storage.sql.rows_codec import (
-    AUDIT,
-    REQUESTS,
-    Codec,
-    Row,
-    decode,
-)
+from oncegraph.storage.sql.rows_codec import AUDIT, REQUESTS, Codec, Row, decode
 
 
 class AuditRows(Codec):

@@ -12,14 +12,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from oncegraph._json import dumps_str, loads
-from oncegraph.errors import (
-    EncryptionKeyError,
-    corrupt,
-)
+from oncegraph.errors import EncryptionKeyError, corrupt
 from oncegraph.storage.encryption import EncryptionKeys, open_plain, place
-from oncegraph.storage.records import (
-    ThreadRecord,
-)
+from oncegraph.storage.records import ThreadRecord
 
 Row = Sequence[Any]
 _R = TypeVar("_R")

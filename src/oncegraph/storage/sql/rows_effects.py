@@ -5,16 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from oncegraph.errors import (
-    EncryptionKeyError,
-    OnceGraphError,
-)
-from oncegraph.storage.records import (
-    EffectClass,
-    EffectPayload,
-    EffectRecord,
-    EffectStatus,
-)
+from oncegraph.errors import EncryptionKeyError, OnceGraphError
+from oncegraph.storage.records import EffectClass, EffectPayload, EffectRecord, EffectStatus
 from oncegraph.storage.sql.effect_checks import (
     REPAIRABLE,
     attempts_from_json,
@@ -23,13 +15,7 @@ from oncegraph.storage.sql.effect_checks import (
     effect_corruption,
     effect_problem,
 )
-from oncegraph.storage.sql.rows_codec import (
-    EFFECTS,
-    BadColumn,
-    Codec,
-    Row,
-    decode,
-)
+from oncegraph.storage.sql.rows_codec import EFFECTS, BadColumn, Codec, Row, decode
 
 
 class EffectRows(Codec):

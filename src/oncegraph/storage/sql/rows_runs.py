@@ -9,10 +9,7 @@ from typing import Any
 import orjson
 
 from oncegraph._json import dumps_state_str, dumps_str, loads
-from oncegraph.errors import (
-    InvalidUpdateError,
-    corrupt,
-)
+from oncegraph.errors import InvalidUpdateError, corrupt
 from oncegraph.storage.encryption import BOUND
 from oncegraph.storage.encryption import PREFIX as SEALED
 from oncegraph.storage.records import (

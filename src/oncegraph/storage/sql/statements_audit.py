@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from oncegraph.storage.sql.statements_columns import (
-    AUDIT_COLUMNS,
-    cols,
-    insert_into,
-)
+from oncegraph.storage.sql.statements_columns import AUDIT_COLUMNS, cols, insert_into
 
 # -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
 
@@ -111,4 +107,3 @@ def audit_query(
         after_record=isinstance(before, tuple),
     )
     return sql, [*filters, max(limit, 0)]
-

@@ -114,4 +114,3 @@ def insert_into(table: str, columns: tuple[str, ...]) -> str:
 
 # A LIMIT that means "all rows" in both dialects (PostgreSQL rejects negative limits).
 NO_LIMIT = 2**62
-

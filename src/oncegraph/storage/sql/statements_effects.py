@@ -142,4 +142,3 @@ def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: 
         f"SELECT effect_id, effect_type, request, {result} FROM oncegraph_effects{clause} "
         "ORDER BY created_at, effect_id"
     )
-

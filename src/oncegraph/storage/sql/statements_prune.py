@@ -59,4 +59,3 @@ def effect_prune(n_effect_statuses: int, n_run_statuses: int) -> str:
         "AND EXISTS (SELECT 1 FROM oncegraph_runs r "
         f"WHERE r.run_id = oncegraph_effects.run_id AND r.status IN ({run_marks}))"
     )
-

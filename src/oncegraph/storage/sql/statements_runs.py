@@ -374,4 +374,3 @@ TASK_WRITES_SELECT = (
 
 # Params: thread_id, checkpoint_id.
 TASK_WRITES_DELETE = "DELETE FROM oncegraph_task_writes WHERE thread_id = ? AND checkpoint_id = ?"
-

@@ -143,9 +143,9 @@ def _update_run_in_tx(
     """Status/fence update inside an open transaction; raises on zero rows."""
     if conn.execute(*run_update(run_id, status, error, fence, ts)).rowcount == 1:
         return
+    check_run(conn, run_id, fence)  # no such run, or the token moved on
     assert fence is not None  # an unfenced update of an existing run changes its row
-    check_run(conn, run_id, fence)
-    raise LeaseLostError(rows.lease_message(run_id, fence))  # (the token moved since)
+    raise LeaseLostError(rows.lease_message(run_id, fence))
 
 
 __all__ = ["StepWrite", "apply_commit", "check_run"]

@@ -175,8 +175,8 @@ class PgCheckpointer(SqlStore):
         self.claim_timeout = claim_timeout
         # PostgreSQL's planner counts statuses: its listing does not.
         self._init_port(rows.Rows(encryption), count_statuses=False)
-        self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
-        self._commits = StepCommits(self._connection, self._where, self._steps)
+        steps = StepWriter(prepared=prepared_statements, codec=self.rows)
+        self._commits = StepCommits(self._connection, self._where, steps)
         self.commit_groups = self._commits.groups
         self.thread_reads: SharedReads[str, tuple[ThreadRecord | None, RunRecord | None]] = (
             SharedReads(self._open_thread_alone, self._open_threads, self._thread_opening)

@@ -81,6 +81,7 @@ from oncegraph.storage.records import (
     RunRecord,
     RunStatus,
     TaskWrite,
+    WriteKind,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
 
@@ -652,7 +653,9 @@ class RunService:
             if migrated is not None:  # the question moved to the migrated head
                 head, cp = migrated, migrated.checkpoint
             await self.store.put_task_write(
-                TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer),
+                TaskWrite(
+                    run.thread_id, cp.checkpoint_id, task, WriteKind.RESUME, answered, answer
+                ),
                 run_id=run.run_id,
                 fence=claim.token,
             )

@@ -87,7 +87,7 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
-from oncegraph.runtime.tasks import run_task
+from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -97,6 +97,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
 )
 
 log = logging.getLogger("oncegraph.driver")
@@ -144,6 +145,9 @@ class Driver:
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
+    # Runs a node that is a compiled graph (oncegraph.runtime.subgraph.run_subgraph_node),
+    # given by whoever makes the driver: the subgraph runner builds drivers itself.
+    subgraphs: RunSubgraph | None = None
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
@@ -269,11 +273,14 @@ class Driver:
         if debug:
             self._emit_tasks(head, plan)
         if len(contexts) == 1:
-            outcomes = [await run_task(self.spec, contexts[0], head, save, plan.todo[0])]
+            task = plan.todo[0]
+            outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
             runs = zip(contexts, plan.todo, strict=True)
             outcomes = list(
-                await asyncio.gather(*(run_task(self.spec, c, head, save, t) for c, t in runs))
+                await asyncio.gather(
+                    *(run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs)
+                )
             )
         if debug:
             self._emit_results(cp, outcomes)
@@ -377,7 +384,9 @@ class Driver:
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
-                TaskWrite(run.thread_id, cp.checkpoint_id, task, "interrupt", index, value),
+                TaskWrite(
+                    run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value
+                ),
                 run_id=run.run_id,
                 fence=self.fence,
             )
@@ -422,7 +431,7 @@ class Driver:
                 run.thread_id,
                 cp.checkpoint_id,
                 task,
-                "resume",
+                WriteKind.RESUME,
                 answered,
                 parent.resume_values[self.answer_base + consumed],
             )
@@ -524,7 +533,7 @@ class Driver:
                 ctx.checkpoint_thread,
                 ctx.checkpoint_id,
                 ctx.task_key,
-                "writes",
+                WriteKind.WRITES,
                 0,
                 encode_result(self.spec, result),
             ),

@@ -55,6 +55,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
     now,
 )
 from oncegraph.testing.conformance_auditchain import AuditChainConformance
@@ -228,7 +229,7 @@ async def build_history(
                 )
             )
             await store.put_task_write(
-                TaskWrite(tid, cp.checkpoint_id, "tools", "writes", 0, {"v": cp.version})
+                TaskWrite(tid, cp.checkpoint_id, "tools", WriteKind.WRITES, 0, {"v": cp.version})
             )
             version, parent = version + 1, cp.checkpoint_id
             cps.append(cp)
@@ -376,7 +377,7 @@ class CheckpointerConformance(
         effect = make_effect(rid, tid)
         await checkpointer.begin_effect(effect)
         await checkpointer.put_task_write(
-            TaskWrite(tid, cp1.checkpoint_id, "tools", "writes", 0, {"x": 1})
+            TaskWrite(tid, cp1.checkpoint_id, "tools", WriteKind.WRITES, 0, {"x": 1})
         )
         before = await snapshot(checkpointer, tid, [rid])
         other_run = new_id("run")
@@ -600,14 +601,16 @@ class CheckpointerConformance(
         tid, rid, cp1 = await start_thread(checkpointer)
         cid = cp1.checkpoint_id
         puts = [
-            TaskWrite(tid, cid, "tools", "writes", 1, {"b": 1}, created_at=1.0),
-            TaskWrite(tid, cid, "agent", "writes", 0, {"a": 1}, created_at=2.0),
-            TaskWrite(tid, cid, "tools", "interrupt", 0, "ask?", created_at=3.0),
-            TaskWrite(tid, cid, "tools", "writes", 0, {"c": 1}, created_at=4.0),
+            TaskWrite(tid, cid, "tools", WriteKind.WRITES, 1, {"b": 1}, created_at=1.0),
+            TaskWrite(tid, cid, "agent", WriteKind.WRITES, 0, {"a": 1}, created_at=2.0),
+            TaskWrite(tid, cid, "tools", WriteKind.INTERRUPT, 0, "ask?", created_at=3.0),
+            TaskWrite(tid, cid, "tools", WriteKind.WRITES, 0, {"c": 1}, created_at=4.0),
         ]
         for w in puts:
             await checkpointer.put_task_write(w)
-        await checkpointer.put_task_write(TaskWrite(tid, "cp_other", "agent", "writes", 0, 1))
+        await checkpointer.put_task_write(
+            TaskWrite(tid, "cp_other", "agent", WriteKind.WRITES, 0, 1)
+        )
         got = await checkpointer.get_task_writes(tid, cid)
         assert [(w.task, w.kind, w.idx) for w in got] == [
             ("agent", "writes", 0),
@@ -616,7 +619,9 @@ class CheckpointerConformance(
             ("tools", "writes", 1),
         ]
         assert got[0] == puts[1]
-        replaced = TaskWrite(tid, cid, "tools", "interrupt", 0, {"answer": "yes"}, created_at=9.0)
+        replaced = TaskWrite(
+            tid, cid, "tools", WriteKind.INTERRUPT, 0, {"answer": "yes"}, created_at=9.0
+        )
         await checkpointer.put_task_write(replaced)
         got = await checkpointer.get_task_writes(tid, cid)
         assert len(got) == 4
@@ -1108,7 +1113,7 @@ class CheckpointerConformance(
         assert await checkpointer.get_effect(effect.effect_id) == effect
         await checkpointer.save_effect(done, fence=4)
         assert await checkpointer.get_effect(effect.effect_id) == done
-        write = TaskWrite(tid, cp.checkpoint_id, "agent", "writes", 0, {"update": {}})
+        write = TaskWrite(tid, cp.checkpoint_id, "agent", WriteKind.WRITES, 0, {"update": {}})
         with pytest.raises(LeaseLostError):
             await checkpointer.put_task_write(write, run_id=run_b, fence=5)
         with pytest.raises(RunNotFoundError):
@@ -1492,7 +1497,7 @@ class CheckpointerConformance(
             )
         )
         await checkpointer.put_task_write(
-            TaskWrite(tid, cp.checkpoint_id, "t", "writes", 0, NESTED)
+            TaskWrite(tid, cp.checkpoint_id, "t", WriteKind.WRITES, 0, NESTED)
         )
         effect = make_effect(rid, tid, request=NESTED, result=[NESTED])
         await checkpointer.begin_effect(effect)
@@ -1994,7 +1999,7 @@ class CheckpointerConformance(
                 run_status=RunStatus.INTERRUPTED,
             )
         )
-        write = TaskWrite(tid, cp2.checkpoint_id, "tools", "interrupt", 0, "approve?")
+        write = TaskWrite(tid, cp2.checkpoint_id, "tools", WriteKind.INTERRUPT, 0, "approve?")
         await checkpointer.put_task_write(write)
         queued = make_run(tid, status=RunStatus.QUEUED, created_at=5_000.0)
         await checkpointer.create_run(queued)

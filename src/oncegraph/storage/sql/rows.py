@@ -48,6 +48,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    WriteKind,
     error_text,
 )
 from oncegraph.storage.requests import IdempotencyRecord
@@ -381,7 +382,7 @@ class Rows:
             thread_id=row[0],
             checkpoint_id=row[1],
             task=row[2],
-            kind=row[3],
+            kind=WriteKind(row[3]),
             idx=int(row[4]),
             value=self._loads(
                 row[5], self._at(_TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))

@@ -26,7 +26,7 @@ from oncegraph.cli.session import (
     run,
 )
 from oncegraph.errors import ForeignRunError, RunNotFoundError
-from oncegraph.runs.holders import Holder, holder
+from oncegraph.runs.holders import Holder, holder, holders
 from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import (
     AuditRecord,
@@ -113,11 +113,8 @@ def register(app: typer.Typer) -> None:
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
             masker = await masked_for(service, (r.thread_id for r in got))
-            crashed = set()
-            for r in got:
-                held = await holder(service.store, r)
-                if held is not None and held.crashed:
-                    crashed.add(r.run_id)
+            held = await holders(service.store, got)
+            crashed = {run_id for run_id, h in held.items() if h.crashed}
             return [masker.run(r) for r in got], crashed
 
         found, crashed = run(where, listed)

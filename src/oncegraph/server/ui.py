@@ -32,6 +32,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import OnceGraphError
+from oncegraph.runs.commands import tools_of
+from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runs.masking import MASK
 from oncegraph.runs.signing import UI_FORMS
 from oncegraph.server import bodies, flash, forms, operations
@@ -306,7 +308,7 @@ async def run_page(request: Request, me: Principal) -> Response:
     found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
-    tools = _tools(app)
+    tools = tools_of(app.service.spec)
     for e in effects:
         e["commands"] = _effect_commands(e, tools.get(e["effect_type"]))
     audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
@@ -363,7 +365,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         can_admin=me.can(Role.ADMIN),
         continuable=run.status in CONTINUABLE or crashed,
         interrupted=run.status is RunStatus.INTERRUPTED,
-        unfinished=run.status not in (RunStatus.COMPLETED, RunStatus.ABANDONED),
+        unfinished=run.status not in FINAL_STATUSES,
         uncertain=UNCERTAIN,
         modes=operations.REPLAY_MODES,
         message=message,
@@ -371,17 +373,6 @@ async def run_page(request: Request, me: Principal) -> Response:
     if sealed is not None:  # shown once (or not at all: not ours, another run's, too old)
         shown_page.delete_cookie(flash.COOKIE, path="/ui/")
     return shown_page
-
-
-def _tools(app: Any) -> dict[str, Any]:
-    """The graph's tools (of its ToolNodes), by name."""
-    spec = getattr(app.service, "spec", None)
-    found: dict[str, Any] = {}
-    for node in getattr(spec, "nodes", {}).values():
-        tools = getattr(node.fn, "tools", None)
-        if isinstance(tools, dict):
-            found.update(tools)
-    return found
 
 
 def _effect_commands(effect: dict[str, Any], tool: Any) -> dict[str, bool]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from oncegraph.runs.holders import holder, holders
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunRecord, RunStatus, now
-
-import asyncio
 
 
 def _run(

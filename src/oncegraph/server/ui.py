@@ -450,6 +450,12 @@ async def _to_run(request: Request, run_id: str, message: str) -> Response:
     return response
 
 
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """A command's body from a form: a field the form did not send is left out (a
+    required one is then named as missing, not as the wrong type)."""
+    return {name: value for name, value in body.items() if value is not None}
+
+
 def _outcome_text(result: dict[str, Any], done: str) -> str:
     error = result.get("error")
     status = result["run"]["status"]
@@ -485,7 +491,7 @@ async def do_resolve(request: Request, me: Principal, form: dict[str, str]) -> R
         body["provider_reference"] = form["provider_reference"]
     if form.get("result"):
         body["result"] = _json_field(form["result"], "result")
-    result = await operations.resolve(request, run_id, effect_id, body)
+    result = await operations.resolve(request, run_id, effect_id, _given(body))
     effect = result["effect"]
     done = f"Effect {effect['effect_id']} resolved: {effect['status']}."
     return await _to_run(request, run_id, done)
@@ -494,7 +500,7 @@ async def do_resolve(request: Request, me: Principal, form: dict[str, str]) -> R
 async def do_replay(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
     body = {"mode": form.get("mode", "evidence"), "reason": form.get("reason")}
-    result = await operations.replay(request, run_id, body)
+    result = await operations.replay(request, run_id, _given(body))
     return await _to_run(
         request, result["run"]["run_id"], _outcome_text(result, f"Replay ({body['mode']}) created")
     )
@@ -508,7 +514,7 @@ async def do_branch(request: Request, me: Principal, form: dict[str, str]) -> Re
     }
     if form.get("checkpoint_id"):
         body["checkpoint_id"] = form["checkpoint_id"]
-    result = await operations.branch(request, run_id, body)
+    result = await operations.branch(request, run_id, _given(body))
     return await render(request, me, "branch.html", 201, parent_run_id=run_id, result=result)
 
 
@@ -538,7 +544,7 @@ async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) ->
         "new_key": form.get("new_key") == "1",
         "confirm": form.get("token"),
     }
-    result = await operations.redeliver(request, run_id, effect_id, body)
+    result = await operations.redeliver(request, run_id, effect_id, _given(body))
     effect = result["effect"]
     done = f"Effect {effect['effect_id']} redelivered: {effect['status']}."
     return await _to_run(request, run_id, done)
@@ -546,7 +552,7 @@ async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) ->
 
 async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    result = await operations.abandon(request, run_id, {"reason": form.get("reason")})
+    result = await operations.abandon(request, run_id, _given({"reason": form.get("reason")}))
     return await _to_run(request, run_id, f"Abandoned; the run is {result['run']['status']}.")
 
 

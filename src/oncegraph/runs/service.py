@@ -62,7 +62,7 @@ from oncegraph.runs.lifecycle import (
 )
 from oncegraph.runs.listing import EFFECTS_PAGE
 from oncegraph.runs.masking import Masker, Masks
-from oncegraph.runs.replay import Branch, Replays
+from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
@@ -216,29 +216,8 @@ class RunService:
     # -- replay and branch (runs/replay.py) -------------------------------------------------
 
     replay = door(Replays, Replays.replay)
+    branch = door(Replays, Replays.branch)
     update_state = door(Replays, Replays.update_state)
-
-    async def branch(
-        self,
-        run_id: str,
-        checkpoint_id: str | None = None,
-        *,
-        patch: Mapping[str, Any],
-        reason: str,
-        actor: str,
-        as_node: str | None = None,
-        new_run_id: str | None = None,
-    ) -> Branch:
-        """A paused run from the patched state of a checkpoint (:meth:`Replays.branch`)."""
-        return await Replays(self.context).branch(
-            run_id,
-            checkpoint_id,
-            patch=patch,
-            reason=reason,
-            actor=actor,
-            as_node=as_node,
-            new_run_id=new_run_id,
-        )
 
     # -- retention (runs/retention.py) -------------------------------------------------------
 

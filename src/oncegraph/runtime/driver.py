@@ -419,14 +419,15 @@ class Driver:
         parent = self.parent
         assert parent is not None
         writes = list(writes)
-        consumed = int(cp.metadata.get("answers", 0)) + sum(w.kind == "resume" for w in writes)
+        given = sum(w.kind == WriteKind.RESUME for w in writes)
+        consumed = int(cp.metadata.get("answers", 0)) + given
         order = self.spec.order
         while self.answer_base + consumed < len(parent.resume_values):
             waiting = open_interrupts(writes)
             if not waiting:
                 break
             task = next_answer(order, waiting)
-            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
             write = TaskWrite(
                 run.thread_id,
                 cp.checkpoint_id,

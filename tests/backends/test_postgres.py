@@ -90,11 +90,8 @@ class TestPgConformance(CheckpointerConformance):
             await store.aclose()
 
 
-class TestPgUnpreparedConformance(TestPgConformance):
-    """The whole contract with ``prepared_statements=False`` (behind PgBouncer's
-    transaction pooling): the step's statements themselves, in one message."""
-
-    OPTIONS = {"prepared_statements": False}
+# The whole contract with prepared_statements=False runs behind a real PgBouncer in
+# transaction pooling: test_pgbouncer.py's TestPgBouncerConformance.
 
 
 async def reap(procs: list[asyncio.subprocess.Process]) -> None:
@@ -584,7 +581,7 @@ async def test_statements_lost_again_name_the_switch(fresh_dsn: str) -> None:
             for (name,) in await cur.fetchall():
                 if name.startswith("og_"):
                     await conn.execute(f"DEALLOCATE {name}", prepare=False)
-        store._steps = ForgetfulWriter()
+        store._commits.steps = ForgetfulWriter()
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         with pytest.raises(StorageError, match=r"prepared_statements=False") as caught:
             await store.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))

@@ -4,6 +4,11 @@ Every surface calls it (the compiled app, the worker, the CLI, the HTTP server);
 them touches a store directly. A service belongs to one graph (``spec``; ``None`` for a
 read-only service, e.g. the CLI's listings) and one store.
 
+The service keeps the lifecycle; each other operation is written once, in the helper
+module that owns it (``listing``, ``stopping``, ``retention``, ``commands``, ``replay``;
+each takes the narrow :class:`~oncegraph.runs.context.RunContext`, never the service),
+and opened here as a door with its own signature (:mod:`oncegraph.runs.doors`).
+
 Lifecycle (guarantee 9): :meth:`RunService.run` starts a new run, continues an unfinished one
 (keeping its ``run_id``) or answers an interrupt, as :mod:`oncegraph.runs.lifecycle`
 decides from the input; :meth:`RunService.execute` continues one named run (a worker,

@@ -17,11 +17,11 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from oncegraph.cli import output as o
-from oncegraph.cli.database import Database, check_postgres, choose
+from oncegraph.cli.database import Database, check_postgres
 from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
-from oncegraph.cli.session import DatabaseFileOpt, DatabaseOpt, JsonOpt, PgOpt, SqliteOpt
+from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, where_options
 
 
 def _version(value: bool) -> None:
@@ -98,23 +98,14 @@ def demo(
     raise typer.Exit(run_demo(db, crash_at))
 
 
-def _db(database: str | None, database_file: Path | None, sqlite: Path | None,
-        postgres: str | None) -> Database:
-    found = choose(database, database_file, sqlite, postgres)
-    assert found is not None
-    return found
-
-
 @db_app.command("migrate")
+@where_options(with_app=False)
 def db_migrate(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or migrate the schema (creates a SQLite file on purpose; safe while others run)."""
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     if target.kind == "postgres":
         check_postgres(target.where, schema=False)
     with _progress() as progress:
@@ -127,11 +118,9 @@ def db_migrate(
 
 
 @db_app.command("verify")
+@where_options(with_app=False)
 def db_verify(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -139,7 +128,7 @@ def db_verify(
     reordered record is named); exit 1 if either needs attention. An encrypted database
     needs its keys (--keys-file) to check the records chained under them."""
     keys = read_keys(keys_file)
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     if target.kind == "postgres":
         check_postgres(target.where, schema=False)
     state = _schema(target, migrate=False)
@@ -189,11 +178,9 @@ def _verify_audit(target: Database, keys: Any) -> Any:
 
 
 @db_app.command("encrypt")
+@where_options(with_app=False)
 def db_encrypt(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
     current: CurrentOpt = None,
     batch: Annotated[int, typer.Option("--batch", min=1, help="rows per transaction")] = 500,
@@ -209,7 +196,7 @@ def db_encrypt(
             "the same EncryptionKeys the app opens its store with)",
             code=2,
         )
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     from oncegraph.cli.database import check_sqlite
     from oncegraph.errors import StorageError
     from oncegraph.storage.sql import reseal
@@ -263,11 +250,9 @@ def _schema(target: Database, *, migrate: bool) -> Any:
 
 
 @db_app.command("prune")
+@where_options(with_app=False)
 def db_prune(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keep: Annotated[
         int, typer.Option("--keep", min=1, help="checkpoints to keep per thread (>= 1)")
     ] = 1,
@@ -288,7 +273,7 @@ def db_prune(
     """Retention: delete old checkpoints (and old finished effects); open runs keep theirs."""
     from oncegraph.cli.database import open_store
 
-    store = open_store(_db(database, database_file, sqlite, postgres))
+    store = open_store(where.db())
     older = None if effects_older_than_days is None else effects_older_than_days * 86400
 
     with _progress() as progress:

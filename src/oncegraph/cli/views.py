@@ -15,18 +15,9 @@ import typer
 
 from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
-from oncegraph.cli.session import (
-    AppOpt,
-    DatabaseFileOpt,
-    DatabaseOpt,
-    JsonOpt,
-    PgOpt,
-    SqliteOpt,
-    Where,
-    run,
-)
+from oncegraph.cli.session import ANYWHERE, AppOpt, JsonOpt, Where, run, where_options
 from oncegraph.errors import ForeignRunError, RunNotFoundError
-from oncegraph.runs.holders import Holder, holder
+from oncegraph.runs.holders import Holder, holder, holders
 from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import (
     AuditRecord,
@@ -85,6 +76,7 @@ async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @where_options()
     def runs(
         status: Annotated[
             list[str] | None,
@@ -96,28 +88,20 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(metavar="RUN", help="the runs listed after this run (the next page)"),
         ] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """List runs, newest first (needs_review ones are the operator's to act on);
         --before RUN goes on after a page's last run."""
         statuses = _statuses(status, RunStatus, "--status")
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> tuple[list[RunRecord], set[str]]:
             got = await service.runs(
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
             masker = await masked_for(service, (r.thread_id for r in got))
-            crashed = set()
-            for r in got:
-                held = await holder(service.store, r)
-                if held is not None and held.crashed:
-                    crashed.add(r.run_id)
+            held = await holders(service.store, got)
+            crashed = {run_id for run_id, h in held.items() if h.crashed}
             return [masker.run(r) for r in got], crashed
 
         found, crashed = run(where, listed)
@@ -136,17 +120,13 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def show(
         run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run id")],
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """One run: its record, its parent (a replay or branch), effects and audit entries."""
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def go(
             service: RunService,
@@ -164,7 +144,7 @@ def register(app: typer.Typer) -> None:
             )
 
         record, held, effects, audit = run(where, go)
-        masked = app_ is not None
+        masked = where.app is not None
         if as_json:
             o.emit_json(
                 {
@@ -259,6 +239,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def effects(
         run_id: Annotated[str | None, typer.Option("--run", help="the run's effects")] = None,
         thread: Annotated[str | None, typer.Option(help="the thread's effects")] = None,
@@ -266,18 +247,13 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
         ] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """The effect log of a run or a thread, oldest first."""
         if run_id is None and thread is None:
             raise CliError("pass --run RUN_ID or --thread THREAD_ID", code=2)
         statuses = _statuses(status, EffectStatus, "--status")
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> list[EffectRecord]:
             got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
@@ -286,24 +262,20 @@ def register(app: typer.Typer) -> None:
 
         found = run(where, listed)
         if as_json:
-            o.emit_json([shown_effect(e, app_ is not None) for e in found])
+            o.emit_json([shown_effect(e, where.app is not None) for e in found])
             return
         _effects_table(found)
 
     @app.command()
+    @where_options()
     def effect(
         effect_id: Annotated[str, typer.Argument(metavar="ID", help="the effect id")],
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """One effect: status, attempts, request hash, provider reference, masked payload."""
-        where = Where(database, database_file, sqlite, postgres, app_)
         record = run(where, lambda s: _one_effect(s, effect_id))
-        masked = app_ is not None
+        masked = where.app is not None
         if as_json:
             o.emit_json(shown_effect(record, masked))
             return
@@ -335,6 +307,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def audit(
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         thread: Annotated[str | None, typer.Option(help="only this thread's")] = None,
@@ -342,15 +315,10 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="only actions on this run or effect id")
         ] = None,
         limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """The audit log (operator actions and interrupt answers), newest first."""
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> list[AuditRecord]:
             got = await service.audit(

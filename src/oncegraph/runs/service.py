@@ -51,6 +51,7 @@ from oncegraph.runs.commands import (
     required,
 )
 from oncegraph.runs.context import STARTED, RunContext, RunResult
+from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
 from oncegraph.runs.launch import LAUNCH_KEY, Launch
 from oncegraph.runs.lifecycle import (
     FINAL_STATUSES,
@@ -853,6 +854,16 @@ class RunService:
         else:
             masker = Masker(self.masks).learn_effects(records)
         return [masker.effect(r) for r in records]
+
+    async def effect_log(self, query: EffectQuery | None = None) -> EffectLog:
+        """The effect log across runs, newest first, masked, with the counts of effects
+        that need review and that are pending (:mod:`oncegraph.runs.effectlog`)."""
+        await self.setup()
+
+        async def masker(thread_ids: Iterable[str]) -> Masker:
+            return await self.masker(thread_ids=thread_ids)
+
+        return await effect_log(self.store, self.scope, query or EffectQuery(), masker)
 
     async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
         """The thread's snapshot at ``checkpoint_id`` (default: its head), as stored."""

@@ -148,7 +148,9 @@ def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path) -> None:
     assert dry["dry_run"] is True and dry["threads"] == 3 and dry["checkpoints"] > 0
     assert checkpoints() == before  # nothing deleted
     assert "would delete" in ok("db", "prune", "-d", str(db), "--dry-run").stdout
-    done = as_json("db", "prune", "-d", str(db))
+    assert as_json("db", "prune", "-d", str(db))["dry_run"] is True  # the default
+    assert checkpoints() == before
+    done = as_json("db", "prune", "-d", str(db), "--yes", "--allow-unreplayable")
     assert done["checkpoints"] == dry["checkpoints"] and done["task_writes"] == dry["task_writes"]
     assert checkpoints() == before - dry["checkpoints"]
     assert as_json("db", "prune", "-d", str(db), "--dry-run")["checkpoints"] == 0

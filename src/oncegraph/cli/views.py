@@ -1,5 +1,6 @@
 """Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect ID``,
-``audit``. They call the run service's views; none reads a store directly.
+``audit``. They call the run service's views; none reads a store directly; none needs
+the app's code (``--app`` adds what only the graph knows: masks, decoded states).
 
 Everything they print is masked (:func:`masked_for`): with ``--app``, by the tools'
 ``mask=[...]`` fields and the values their effects were given in them; without it the
@@ -224,19 +225,53 @@ def register(app: typer.Typer) -> None:
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """A thread's checkpoints, newest first (needs --app: states are read by the graph)."""
-        where = Where(app=app_)
+        """A thread's checkpoints, newest first (from the database alone; with --app the
+        states too, read by the graph and masked)."""
+        where = Where(database, database_file, sqlite, postgres, app_)
         from oncegraph.runs import reading
+        from oncegraph.runs.stored import raw_history
 
+        if app_ is None:
+            records = run(
+                where, lambda s: raw_history(s.context, thread_id, run_id=run_id, limit=limit)
+            )
+            if as_json:
+                o.emit_json(
+                    [
+                        {
+                            "checkpoint_id": c.checkpoint_id,
+                            "run_id": c.run_id,
+                            "step": c.step,
+                            "source": c.metadata.get("source", ""),
+                            "next": list(c.next),
+                            "created_at": c.created_at,
+                        }
+                        for c in records
+                    ]
+                )
+                return
+            o.table(
+                ("step", "checkpoint_id", "run_id", "source", "next", "created"),
+                (
+                    (c.step, c.checkpoint_id, c.run_id, c.metadata.get("source", ""),
+                     ",".join(c.next), o.when(c.created_at))
+                    for c in records
+                ),
+                ids=("checkpoint_id", "run_id"),
+            )
+            return
         snaps = run(
             where,  # the masked history, as get_state_history shows it
             lambda s: _collected(
                 reading.history(s.context, thread_id, run_id=run_id, limit=limit)
             ),
-            needs_app="history",
         )
         if as_json:
             o.emit_json(snaps)

@@ -259,3 +259,42 @@ def test_prune_is_a_dry_run_unless_yes_and_keeps_what_replays_need(tmp_path: Pat
             app.replay(oldest.run_id, reason="after the prune", actor="test")
     finally:
         app.close()
+
+
+TERMINAL = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"}  # stderr taken as a terminal
+
+
+def test_long_work_shows_progress_on_stderr(tmp_path: Path, provider: FakeProvider) -> None:
+    probe = og(
+        "probe-recipient",
+        provider.url + "/v1/charges",
+        "--payload",
+        '{"amount": 10, "currency": "eur"}',
+        "--changed-payload",
+        '{"amount": 11, "currency": "eur"}',
+        "--retention",
+        "1",
+        env=TERMINAL,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert "probing the recipient: request" in probe.stderr
+    assert "waiting 1 s to see whether the recipient still knows the key" in probe.stderr
+    assert "still honoured" in probe.stdout and "waiting" not in probe.stdout  # report apart
+    # without a terminal: the report alone, no progress frames
+    plain = og(
+        "probe-recipient",
+        provider.url + "/v1/charges",
+        "--payload",
+        '{"amount": 10, "currency": "eur"}',
+        "--changed-payload",
+        '{"amount": 11, "currency": "eur"}',
+    )
+    assert plain.returncode == 0 and "probing" not in plain.stderr
+
+    db = tmp_path / "p.db"
+    _counter(db, threads=1, runs=2)
+    pruned = og("db", "prune", "-d", str(db), env=TERMINAL)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "what replays need" in pruned.stderr or "pruning" in pruned.stderr
+    migrated = og("db", "migrate", "-d", str(db), env=TERMINAL)
+    assert migrated.returncode == 0 and "migrating" in migrated.stderr

@@ -412,19 +412,40 @@ def probe_recipient_cmd(
     not safe for the write class.
     """
     import json
+    import time
 
     from oncegraph.testing.recipient import field_id, http_sender, probe_recipient
 
     try:
         headers = dict(_header(line) for line in h or [])
         delays = [float(x) for x in retention.split(",") if x.strip()]
-        report = probe_recipient(
-            http_sender(url, header=header, headers=headers),
-            payload=json.loads(payload),
-            changed_payload=json.loads(changed_payload),
-            result_id=field_id(id_field),
-            retention=delays,
-        )
+        sender = http_sender(url, header=header, headers=headers)
+        with _progress() as progress:  # on stderr, gone when done: the report is stdout's
+            task = progress.add_task("probing the recipient", total=None)
+            sent = 0
+
+            def send(body: Any, key: str) -> Any:
+                nonlocal sent
+                sent += 1
+                progress.update(task, description=f"probing the recipient: request {sent}")
+                return sender(body, key)
+
+            def sleep(seconds: float) -> None:
+                progress.update(
+                    task,
+                    description=f"waiting {seconds:.0f} s to see whether the recipient still "
+                    "knows the key",
+                )
+                time.sleep(seconds)
+
+            report = probe_recipient(
+                send,
+                payload=json.loads(payload),
+                changed_payload=json.loads(changed_payload),
+                result_id=field_id(id_field),
+                retention=delays,
+                sleep=sleep,
+            )
     except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
         raise CliError(str(exc), code=2) from None
     console.print(report.describe(), highlight=False, markup=False)

@@ -186,7 +186,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], tuple[str, ...], int]]:
         (["show", "run_nope", "-d", str(good)], ("run_nope",), 1),
         (["show", "-d", str(good)], ("RUN",), 2),
         (["effect", "eff_nope", "-d", str(good)], ("eff_nope", "oncegraph effects"), 1),
-        (["effects", "-d", str(good)], ("--run",), 2),
+        (["effects", "-d", str(good), "--status", "stuck"], ("--status", "stuck"), 2),
         (["continue", "run_x", "-d", str(good)], ("No such option: -d",), 2),
         (["continue", "run_x"], ("--app",), 2),
         (["continue", "run_x", "--app", "no_such_module:app"], ("no_such_module",), 2),

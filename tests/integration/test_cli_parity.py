@@ -99,6 +99,15 @@ def test_threads_state_and_history_from_the_database_alone(
 
     assert_user_error(og("state", "t-none", env=env), "t-none", "no checkpoint")
 
+    # the effect log across runs, as the UI's Effects page shows it
+    log = as_json("effects", env=env)
+    assert (log["needs_review"], log["pending"]) == (1, 0)
+    review = as_json("effects", "--status", "needs_review", env=env)["effects"]
+    assert [(e["effect_type"], e["needs_review"]) for e in review] == [("refund", True)]
+    assert review[0]["request"] is None  # no app: payloads not shown
+    assert "none recorded" not in ok("effects", env=env).stdout  # it has its one attempt
+    assert as_json("effects", "--tool", "refund", "--recipient", "PAY", env=env)["matched"] == 1
+
 
 def test_start_abandon_and_check_from_the_command_line(
     database: str, provider: FakeProvider

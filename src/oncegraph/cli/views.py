@@ -301,6 +301,16 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
         ] = None,
+        tool: Annotated[
+            str | None, typer.Option(help="across runs: only this tool's (or model:NAME)")
+        ] = None,
+        recipient: Annotated[
+            str | None, typer.Option(help="across runs: recipients containing this")
+        ] = None,
+        since_hours: Annotated[
+            float | None, typer.Option(min=0, help="across runs: only the last N hours'")
+        ] = None,
+        limit: Annotated[int, typer.Option(min=1, help="across runs: at most this many")] = 100,
         database: DatabaseOpt = None,
         database_file: DatabaseFileOpt = None,
         sqlite: SqliteOpt = None,
@@ -308,11 +318,13 @@ def register(app: typer.Typer) -> None:
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """The effect log of a run or a thread, oldest first."""
-        if run_id is None and thread is None:
-            raise CliError("pass --run RUN_ID or --thread THREAD_ID", code=2)
-        statuses = _statuses(status, EffectStatus, "--status")
+        """The effect log of a run or a thread, oldest first; with neither, across runs,
+        newest first, with how many need review and how many are pending."""
         where = Where(database, database_file, sqlite, postgres, app_)
+        if run_id is None and thread is None:
+            _effect_log(where, status, tool, recipient, since_hours, limit, as_json)
+            return
+        statuses = _statuses(status, EffectStatus, "--status")
 
         async def listed(service: RunService) -> list[EffectRecord]:
             got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
@@ -415,11 +427,82 @@ async def _one_effect(service: RunService, effect_id: str) -> EffectRecord:
     return (await masked_for(service, (record.thread_id,))).effect(record)
 
 
+def _effect_log(
+    where: Where,
+    status: list[str] | None,
+    tool: str | None,
+    recipient: str | None,
+    since_hours: float | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """``effects`` across runs (:meth:`~oncegraph.runs.service.RunService.effect_log`)."""
+    import time
+
+    from oncegraph.errors import ConfigError
+    from oncegraph.runs.effectlog import EffectQuery
+
+    wanted = tuple(p.strip() for v in status or () for p in v.split(",") if p.strip())
+    try:
+        query = EffectQuery(
+            statuses=wanted or None,
+            tool=tool,
+            recipient=recipient,
+            since=None if since_hours is None else time.time() - since_hours * 3600,
+            limit=limit,
+        )
+    except ConfigError as exc:
+        raise CliError(f"--status: {exc}", code=2) from None
+
+    async def listed(service: RunService) -> Any:
+        log = await service.effect_log(query)
+        masker = await masked_for(service, {e.effect.thread_id for e in log.effects})
+        return log, [masker.effect(e.effect) for e in log.effects]
+
+    log, shown = run(where, listed)
+    masked = where.app is not None
+    if as_json:
+        o.emit_json(
+            {
+                "needs_review": log.needs_review,
+                "pending": log.pending,
+                "matched": log.matched,
+                "effects": [
+                    {**shown_effect(e, masked), "needs_review": item.needs_review,
+                     "run_status": item.run_status}
+                    for e, item in zip(shown, log.effects, strict=True)
+                ],
+            }
+        )
+        return
+    o.console.print(f"{log.needs_review} need review, {log.pending} pending")
+    o.table(
+        ("when", "effect_id", "type", "status", "attempts", "recipient", "run_id"),
+        (
+            (o.when(e.created_at), e.effect_id, e.effect_type,
+             "needs review" if item.needs_review else e.status, _attempts(e),
+             e.recipient or "", e.run_id)
+            for e, item in zip(shown, log.effects, strict=True)
+        ),
+        ids=("effect_id", "run_id"),
+    )
+    if log.matched > len(shown):
+        o.console.print(f"the newest {len(shown)} of {log.matched}; narrow with --since-hours")
+
+
+def _attempts(e: EffectRecord) -> str:
+    """An effect's attempts; a pending one with none may still have reached its recipient
+    (the run stopped during the call), so it never reads as "never tried"."""
+    if e.attempts:
+        return str(len(e.attempts))
+    return "none recorded" if e.status == EffectStatus.PENDING else "0"
+
+
 def _effects_table(found: list[EffectRecord]) -> None:
     o.table(
         ("effect_id", "type", "class", "status", "attempts", "recipient"),
         (
-            (e.effect_id, e.effect_type, e.effect_class, e.status, len(e.attempts),
+            (e.effect_id, e.effect_type, e.effect_class, e.status, _attempts(e),
              e.recipient or "")
             for e in found
         ),

@@ -306,3 +306,40 @@ def test_a_running_runs_page_follows_the_run_live(
         release.set()
         runner.join(60)
         stop_live(live)
+
+
+def test_the_effect_page_shows_what_the_recipient_answered(sqlite_store: Checkpointer) -> None:
+    from oncegraph import Reconciled
+    from oncegraph.testing.provider import FakeProvider
+
+    knows: list[Any] = []
+
+    def reconcile(record: Any) -> Any:  # the provider's dashboard, as the test sets it
+        return knows[-1] if knows else Reconciled.unknown()
+
+    with FakeProvider() as provider:
+        shop = Shop(sqlite_store, provider, reconcile=reconcile)
+        run_id, effect_id = shop.parked("t-asked")  # the hook could not tell: parked
+        page = f"/ui/runs/{run_id}/effects/{effect_id}"
+        with TestClient(create_app(shop.app, keys=KEYS)) as client:
+            before = logged_in(client, OPERATOR).get(page).text
+            assert 'data-command="check"' in before and 'data-command="resolve"' in before
+            assert 'data-command="redeliver"' not in before  # an operator's page
+            api = {"Authorization": f"Bearer {OPERATOR}"}
+            asked = client.post(
+                f"/api/runs/{run_id}/effects/{effect_id}/check",
+                json={"reason": "is it there?"},
+                headers=api,
+            )
+            assert asked.json()["verdict"] == "unknown"
+            knows.append(Reconciled.done("ch_7", provider_reference="ch_7"))
+            client.post(f"/api/runs/{run_id}/effects/{effect_id}/check", json={}, headers=api)
+            after = client.get(page).text
+    answers = after[after.index('id="answers"') : after.index('id="payload"')]
+    assert 'data-answer="checked_unknown"' in answers and 'data-answer="checked_done"' in answers
+    assert answers.count("data-asked") == 2 and "is it there?" in answers
+    assert "<strong>done</strong>" in answers  # the verdict the recipient gave
+    assert 'data-status="completed"' in after and "ch_7" in after
+    assert 'data-command="check"' not in after and 'data-command="resolve"' not in after
+    audit = after[after.index('id="effect-audit"') :]
+    assert audit.count('data-action="check_effect"') == 2

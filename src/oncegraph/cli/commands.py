@@ -265,48 +265,114 @@ def db_prune(
         ),
     ] = None,
     thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="delete (without it: a dry run that deletes nothing)"),
+    ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="count what would be deleted; delete nothing")
+        bool,
+        typer.Option("--dry-run", help="count what would be deleted; delete nothing (the default)"),
+    ] = False,
+    allow_unreplayable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unreplayable",
+            help="delete even what a replay of a kept run needs (those runs can no longer "
+            "be replayed)",
+        ),
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Retention: delete old checkpoints (and old finished effects); open runs keep theirs."""
-    from oncegraph.cli.database import open_store
+    """Retention: delete old checkpoints (and old finished effects); open runs keep theirs.
 
+    A dry run unless --yes. A prune that would delete what a replay of a kept run needs
+    (its checkpoints, its recorded effects) is refused unless --allow-unreplayable."""
+    from oncegraph.cli.database import open_store
+    from oncegraph.runs.retention import replay_losses
+
+    if yes and dry_run:
+        raise CliError("--dry-run deletes nothing; drop --yes, or drop --dry-run to delete", 2)
+    dry_run = not yes
     store = open_store(where.db())
     older = None if effects_older_than_days is None else effects_older_than_days * 86400
 
     with _progress() as progress:
-        task = progress.add_task("pruning" + (" (dry run)" if dry_run else ""), total=None)
+        looking = progress.add_task("looking at what replays need", total=None)
+
+        def looked(tid: str) -> None:
+            progress.advance(looking)
+            done = progress.tasks[looking].completed
+            progress.update(looking, description=f"what replays need: {done:.0f} threads")
+
+        task = progress.add_task(
+            "pruning" + (" (dry run)" if dry_run else ""), total=None, visible=False
+        )
 
         def advance(_: Any) -> None:
+            progress.update(task, visible=True)
             progress.advance(task)
-            done = progress.tasks[0].completed
+            done = progress.tasks[task].completed
             progress.update(task, description=f"pruning: {done:.0f} threads")
 
         async def go() -> Any:
             try:
                 await store.setup()
-                return await store.prune(
+                loss = await replay_losses(
+                    store,
                     keep_checkpoints=keep,
                     effects_older_than=older,
                     thread_id=thread,
-                    dry_run=dry_run,
+                    on_thread=looked,
+                )
+                progress.update(looking, visible=False)
+                refused = bool(loss.runs) and not dry_run and not allow_unreplayable
+                report = await store.prune(
+                    keep_checkpoints=keep,
+                    effects_older_than=older,
+                    thread_id=thread,
+                    dry_run=dry_run or refused,
                     on_thread=advance,
                 )
+                return loss, report, refused
             finally:
                 await store.aclose()
 
-        report = asyncio.run(go())
-    if as_json:
-        o.emit_json({**o.plain(report), "dry_run": dry_run})
-        return
-    verb = "would delete" if dry_run else "deleted"
-    console.print(
-        f"{'dry run: ' if dry_run else ''}pruned {report.threads} threads: {verb} "
-        f"{report.checkpoints} checkpoints, {report.task_writes} task writes, "
-        f"{report.effects} effect records (log entries are kept)"
-    )
+        loss, report, refused = asyncio.run(go())
+    lost = loss.runs
+    if as_json and refused:
+        pass  # the error below is the answer (one JSON document)
+    elif as_json:
+        o.emit_json(
+            {
+                **o.plain(report),
+                "dry_run": dry_run or refused,
+                "refused": refused,
+                "unreplayable_runs": lost,
+            }
+        )
+    else:
+        verb = "would delete" if dry_run or refused else "deleted"
+        console.print(
+            f"{'dry run: ' if dry_run else ''}pruned {report.threads} threads: {verb} "
+            f"{report.checkpoints} checkpoints, {report.task_writes} task writes, "
+            f"{report.effects} effect records (log entries are kept)"
+        )
+        if lost:
+            shown = ", ".join(lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
+            console.print(
+                literal(
+                    f"{len(lost)} run(s) could no longer be replayed after it (it deletes "
+                    f"their checkpoints or recorded effects): {shown}"
+                )
+            )
+        if dry_run:
+            console.print("nothing was deleted (a dry run): pass --yes to delete")
+    if refused:
+        raise CliError(
+            f"nothing was deleted: this prune would delete what a replay of {len(lost)} kept "
+            "run(s) needs. Keep more checkpoints (--keep N), prune one thread (--thread), or "
+            "pass --allow-unreplayable to delete it anyway"
+        )
 
 
 @app.command("probe-recipient")
@@ -331,19 +397,40 @@ def probe_recipient_cmd(
     not safe for the write class.
     """
     import json
+    import time
 
     from oncegraph.testing.recipient import field_id, http_sender, probe_recipient
 
     try:
         headers = dict(_header(line) for line in h or [])
         delays = [float(x) for x in retention.split(",") if x.strip()]
-        report = probe_recipient(
-            http_sender(url, header=header, headers=headers),
-            payload=json.loads(payload),
-            changed_payload=json.loads(changed_payload),
-            result_id=field_id(id_field),
-            retention=delays,
-        )
+        sender = http_sender(url, header=header, headers=headers)
+        with _progress() as progress:  # on stderr, gone when done: the report is stdout's
+            task = progress.add_task("probing the recipient", total=None)
+            sent = 0
+
+            def send(body: Any, key: str) -> Any:
+                nonlocal sent
+                sent += 1
+                progress.update(task, description=f"probing the recipient: request {sent}")
+                return sender(body, key)
+
+            def sleep(seconds: float) -> None:
+                progress.update(
+                    task,
+                    description=f"waiting {seconds:.0f} s to see whether the recipient still "
+                    "knows the key",
+                )
+                time.sleep(seconds)
+
+            report = probe_recipient(
+                send,
+                payload=json.loads(payload),
+                changed_payload=json.loads(changed_payload),
+                result_id=field_id(id_field),
+                retention=delays,
+                sleep=sleep,
+            )
     except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
         raise CliError(str(exc), code=2) from None
     console.print(report.describe(), highlight=False, markup=False)
@@ -359,10 +446,12 @@ def _header(line: str) -> tuple[str, str]:
 
 
 def _register_subcommands() -> None:
-    from oncegraph.cli import operate, views, worker_cmd
+    from oncegraph.cli import control, operate, threads, views, worker_cmd
 
     views.register(app)
+    threads.register(app)
     operate.register(app)
+    control.register(app)
     worker_cmd.register(app)
 
 

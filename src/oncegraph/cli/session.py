@@ -1,9 +1,10 @@
 """The options every operator command shares, and how a command gets its run service.
 
-Read-only commands (``runs``, ``show``, ``effects``, ``effect``, ``audit``, ``resolve``)
-work from the database alone: a read-only :class:`~oncegraph.runs.service.RunService`
-over the store. Commands that run the graph (``continue``, ``replay``, ``branch``,
-``redeliver``, ``history``) need the app: ``--app module:attr`` (or ``file.py:attr``)
+Read commands (``runs``, ``show``, ``threads``, ``state``, ``history``, ``effects``,
+``effect``, ``audit``) and the commands that run no code (``resolve``, ``abandon``) work
+from the database alone: a read-only :class:`~oncegraph.runs.service.RunService` over
+the store. Commands that run the graph (``start``, ``continue``, ``check``, ``replay``,
+``branch``, ``redeliver``) need the app: ``--app module:attr`` (or ``file.py:attr``)
 names the compiled graph, whose own checkpointer is the database. With ``--app`` the
 payloads of effects are shown with each tool's ``mask`` fields masked; without it the
 masks are unknown, so payloads are not shown at all.

@@ -56,6 +56,7 @@ from oncegraph.runs.commands import (
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.creating import input_json
 from oncegraph.runs.doors import door
+from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
 from oncegraph.runs.handles import RunHandle
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import (
@@ -396,6 +397,16 @@ class RunService:
     run_view = door(None, listing.run_view)
     effects = door(None, listing.effects)
     get_state = door(None, reading.stored_state)
+
+    async def effect_log(self, query: EffectQuery | None = None) -> EffectLog:
+        """The effect log across runs, newest first, masked, with the counts of effects
+        that need review and that are pending (:mod:`oncegraph.runs.effectlog`)."""
+        await self.setup()
+
+        async def masker(thread_ids: Iterable[str]) -> Masker:
+            return await self.masker(thread_ids=thread_ids)
+
+        return await effect_log(self.store, self.scope, query or EffectQuery(), masker)
 
     def history(
         self,

@@ -27,16 +27,18 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
+import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import OnceGraphError
+from oncegraph.graph.constants import END, START
 from oncegraph.runs.commands import tools_of
 from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runs.masking import MASK
 from oncegraph.runs.signing import UI_FORMS
-from oncegraph.server import bodies, flash, forms, operations
+from oncegraph.server import bodies, flash, forms, graphsvg, operations
 from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
 from oncegraph.server.auth import COOKIE, Principal, Role
 from oncegraph.server.context import (
@@ -340,6 +342,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         else []
     )
     sealed = request.cookies.get(flash.COOKIE)
+    picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
     message = flash.unseal(
         await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
     )
@@ -369,10 +372,25 @@ async def run_page(request: Request, me: Principal) -> Response:
         uncertain=UNCERTAIN,
         modes=operations.REPLAY_MODES,
         message=message,
+        picture=markupsafe.Markup(picture),  # every name in it is escaped
+        live=run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and not crashed,
     )
     if sealed is not None:  # shown once (or not at all: not ours, another run's, too old)
         shown_page.delete_cookie(flash.COOKIE, path="/ui/")
     return shown_page
+
+
+def _current(
+    run: Any, snaps: list[dict[str, Any]], questions: list[dict[str, Any]], crashed: bool
+) -> list[str]:
+    """Where the run is in its graph: the node(s) it waits in or runs next; END once it
+    completed."""
+    if run.status is RunStatus.COMPLETED:
+        return [END]
+    asked = [q["node"] for q in questions if q.get("node")]
+    if asked:
+        return asked
+    return list(snaps[-1]["next"]) if snaps else [START]
 
 
 def _effect_commands(effect: dict[str, Any], tool: Any) -> dict[str, bool]:

@@ -88,7 +88,7 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
-from oncegraph.runtime.tasks import run_task
+from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -98,6 +98,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
 )
 
 log = logging.getLogger("oncegraph.driver")
@@ -145,6 +146,9 @@ class Driver:
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
+    # Runs a node that is a compiled graph (oncegraph.runtime.subgraph.run_subgraph_node),
+    # given by whoever makes the driver: the subgraph runner builds drivers itself.
+    subgraphs: RunSubgraph | None = None
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
@@ -270,11 +274,14 @@ class Driver:
         if debug:
             self._emit_tasks(head, plan)
         if len(contexts) == 1:
-            outcomes = [await run_task(self.spec, contexts[0], head, save, plan.todo[0])]
+            task = plan.todo[0]
+            outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
             runs = zip(contexts, plan.todo, strict=True)
             outcomes = list(
-                await asyncio.gather(*(run_task(self.spec, c, head, save, t) for c, t in runs))
+                await asyncio.gather(
+                    *(run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs)
+                )
             )
         if debug:
             self._emit_results(cp, outcomes)
@@ -378,7 +385,9 @@ class Driver:
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
-                TaskWrite(run.thread_id, cp.checkpoint_id, task, "interrupt", index, value),
+                TaskWrite(
+                    run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value
+                ),
                 run_id=run.run_id,
                 fence=self.fence,
             )
@@ -411,19 +420,20 @@ class Driver:
         parent = self.parent
         assert parent is not None
         writes = list(writes)
-        consumed = int(cp.metadata.get("answers", 0)) + sum(w.kind == "resume" for w in writes)
+        given = sum(w.kind == WriteKind.RESUME for w in writes)
+        consumed = int(cp.metadata.get("answers", 0)) + given
         order = self.spec.order
         while self.answer_base + consumed < len(parent.resume_values):
             waiting = open_interrupts(writes)
             if not waiting:
                 break
             task = next_answer(order, waiting)
-            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
             write = TaskWrite(
                 run.thread_id,
                 cp.checkpoint_id,
                 task,
-                "resume",
+                WriteKind.RESUME,
                 answered,
                 parent.resume_values[self.answer_base + consumed],
             )
@@ -525,7 +535,7 @@ class Driver:
                 ctx.checkpoint_thread,
                 ctx.checkpoint_id,
                 ctx.task_key,
-                "writes",
+                WriteKind.WRITES,
                 0,
                 encode_result(self.spec, result),
             ),

@@ -26,7 +26,14 @@ import pytest
 
 from oncegraph.errors import StaleStateError
 from oncegraph.storage.protocols import Checkpointer, RequestHashKeys
-from oncegraph.storage.records import EffectStatus, LogEntry, RunStatus, StepCommit, TaskWrite
+from oncegraph.storage.records import (
+    EffectStatus,
+    LogEntry,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    WriteKind,
+)
 from oncegraph.testing.conformance_audit import AuditConformance
 from oncegraph.testing.conformance_auditchain import AuditChainConformance
 from oncegraph.testing.conformance_commits import CommitConformance
@@ -141,7 +148,7 @@ class CheckpointerConformance(
                 run_status=RunStatus.INTERRUPTED,
             )
         )
-        write = TaskWrite(tid, cp2.checkpoint_id, "tools", "interrupt", 0, "approve?")
+        write = TaskWrite(tid, cp2.checkpoint_id, "tools", WriteKind.INTERRUPT, 0, "approve?")
         await checkpointer.put_task_write(write)
         queued = make_run(tid, status=RunStatus.QUEUED, created_at=5_000.0)
         await checkpointer.create_run(queued)

@@ -11,7 +11,14 @@ import pytest
 
 from oncegraph.errors import ConfigError, StaleStateError, StorageError
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import EffectStatus, LogEntry, RunStatus, StepCommit, TaskWrite
+from oncegraph.storage.records import (
+    EffectStatus,
+    LogEntry,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    WriteKind,
+)
 from oncegraph.testing.conformance_kit import (
     make_checkpoint,
     make_effect,
@@ -99,7 +106,7 @@ class CommitConformance:
         effect = make_effect(rid, tid)
         await checkpointer.begin_effect(effect)
         await checkpointer.put_task_write(
-            TaskWrite(tid, cp1.checkpoint_id, "tools", "writes", 0, {"x": 1})
+            TaskWrite(tid, cp1.checkpoint_id, "tools", WriteKind.WRITES, 0, {"x": 1})
         )
         before = await snapshot(checkpointer, tid, [rid])
         other_run = new_id("run")
@@ -323,14 +330,16 @@ class CommitConformance:
         tid, rid, cp1 = await start_thread(checkpointer)
         cid = cp1.checkpoint_id
         puts = [
-            TaskWrite(tid, cid, "tools", "writes", 1, {"b": 1}, created_at=1.0),
-            TaskWrite(tid, cid, "agent", "writes", 0, {"a": 1}, created_at=2.0),
-            TaskWrite(tid, cid, "tools", "interrupt", 0, "ask?", created_at=3.0),
-            TaskWrite(tid, cid, "tools", "writes", 0, {"c": 1}, created_at=4.0),
+            TaskWrite(tid, cid, "tools", WriteKind.WRITES, 1, {"b": 1}, created_at=1.0),
+            TaskWrite(tid, cid, "agent", WriteKind.WRITES, 0, {"a": 1}, created_at=2.0),
+            TaskWrite(tid, cid, "tools", WriteKind.INTERRUPT, 0, "ask?", created_at=3.0),
+            TaskWrite(tid, cid, "tools", WriteKind.WRITES, 0, {"c": 1}, created_at=4.0),
         ]
         for w in puts:
             await checkpointer.put_task_write(w)
-        await checkpointer.put_task_write(TaskWrite(tid, "cp_other", "agent", "writes", 0, 1))
+        await checkpointer.put_task_write(
+            TaskWrite(tid, "cp_other", "agent", WriteKind.WRITES, 0, 1)
+        )
         got = await checkpointer.get_task_writes(tid, cid)
         assert [(w.task, w.kind, w.idx) for w in got] == [
             ("agent", "writes", 0),
@@ -339,7 +348,9 @@ class CommitConformance:
             ("tools", "writes", 1),
         ]
         assert got[0] == puts[1]
-        replaced = TaskWrite(tid, cid, "tools", "interrupt", 0, {"answer": "yes"}, created_at=9.0)
+        replaced = TaskWrite(
+            tid, cid, "tools", WriteKind.INTERRUPT, 0, {"answer": "yes"}, created_at=9.0
+        )
         await checkpointer.put_task_write(replaced)
         got = await checkpointer.get_task_writes(tid, cid)
         assert len(got) == 4

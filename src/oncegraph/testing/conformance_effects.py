@@ -20,6 +20,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
 )
 from oncegraph.testing.conformance_kit import (
     make_checkpoint,
@@ -154,7 +155,7 @@ class EffectConformance:
         assert await checkpointer.get_effect(effect.effect_id) == effect
         await checkpointer.save_effect(done, fence=4)
         assert await checkpointer.get_effect(effect.effect_id) == done
-        write = TaskWrite(tid, cp.checkpoint_id, "agent", "writes", 0, {"update": {}})
+        write = TaskWrite(tid, cp.checkpoint_id, "agent", WriteKind.WRITES, 0, {"update": {}})
         with pytest.raises(LeaseLostError):
             await checkpointer.put_task_write(write, run_id=run_b, fence=5)
         with pytest.raises(RunNotFoundError):

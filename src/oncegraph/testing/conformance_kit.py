@@ -25,6 +25,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
 )
 
 Reopen = Callable[[], Awaitable[Checkpointer]]
@@ -194,7 +195,7 @@ async def build_history(
                 )
             )
             await store.put_task_write(
-                TaskWrite(tid, cp.checkpoint_id, "tools", "writes", 0, {"v": cp.version})
+                TaskWrite(tid, cp.checkpoint_id, "tools", WriteKind.WRITES, 0, {"v": cp.version})
             )
             version, parent = version + 1, cp.checkpoint_id
             cps.append(cp)

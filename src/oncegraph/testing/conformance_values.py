@@ -11,7 +11,7 @@ import pytest
 
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.storage.records import LogEntry, RunStatus, StepCommit, TaskWrite
+from oncegraph.storage.records import LogEntry, RunStatus, StepCommit, TaskWrite, WriteKind
 from oncegraph.testing.conformance_kit import (
     HOSTILE,
     NESTED,
@@ -45,7 +45,7 @@ class ValueConformance:
             )
         )
         await checkpointer.put_task_write(
-            TaskWrite(tid, cp.checkpoint_id, "t", "writes", 0, NESTED)
+            TaskWrite(tid, cp.checkpoint_id, "t", WriteKind.WRITES, 0, NESTED)
         )
         effect = make_effect(rid, tid, request=NESTED, result=[NESTED])
         await checkpointer.begin_effect(effect)

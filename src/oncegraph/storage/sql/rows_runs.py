@@ -19,6 +19,7 @@ from oncegraph.storage.records import (
     RunStatus,
     TaskWrite,
     ThreadRecord,
+    WriteKind,
     error_text,
 )
 from oncegraph.storage.sql.rows_codec import (
@@ -243,7 +244,7 @@ class RunRows(Codec):
             thread_id=row[0],
             checkpoint_id=row[1],
             task=row[2],
-            kind=row[3],
+            kind=WriteKind(row[3]),
             idx=int(row[4]),
             value=self._loads(
                 row[5], self._at(TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))

@@ -135,6 +135,9 @@ def test_abandon_and_the_run_page_say_what_needs_the_app(
     assert "law " not in html.lower() and "DESIGN" not in html
     runs = client.get("/ui/runs")
     assert run_id in runs.text and 'id="database-only"' in runs.text
+    assert client.get(f"/ui/runs/{run_id}/events").status_code == 204  # no live stream
+    effect = client.get(f"/ui/runs/{run_id}/effects/{effect_id}")
+    assert effect.status_code == 200 and CARD not in effect.text
 
     abandoned = client.post(
         f"/api/runs/{run_id}/abandon", headers=auth(OPERATOR), json={"reason": "customer left"}

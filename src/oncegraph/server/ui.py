@@ -347,7 +347,10 @@ async def run_page(request: Request, me: Principal) -> Response:
         else []
     )
     sealed = request.cookies.get(flash.COOKIE)
-    picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
+    # the graph is the app's code: a database served alone has no picture of it
+    picture = ""
+    if code:
+        picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
     message = flash.unseal(
         await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
     )

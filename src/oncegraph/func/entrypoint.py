@@ -1,0 +1,280 @@
+"""``@entrypoint``: a function that runs as a one-node graph on the one engine.
+
+The function becomes the single node of a :class:`~oncegraph.graph.StateGraph` whose
+state holds three fields: the run's ``input``, the function's return value
+(``output``) and what it saves for the next call on the thread (``previous``:
+the return value, or ``entrypoint.final(value=..., save=...)``'s ``save``). Every run
+path, checkpointer, interrupt, crash recovery and operator command is the graph's; the
+object this decorator returns only translates between LangGraph's functional shapes
+(a bare input and return value, ``{task name: result}`` updates) and the graph's.
+
+Inside the function, each ``@task`` call is a recorded step (:mod:`oncegraph.func.tasks`),
+so a resume re-runs the function from the top and every task that finished is served
+from its record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypedDict, TypeVar
+
+from oncegraph.app import CompiledGraph
+from oncegraph.errors import ConfigError
+from oncegraph.graph import END, START, StateGraph
+from oncegraph.hitl.command import Command
+from oncegraph.runtime.portal import iterate_sync, run_sync
+
+R = TypeVar("R")
+S = TypeVar("S")
+
+INTERRUPT = "__interrupt__"
+
+_INJECTED = ("previous", "config", "writer", "store", "runtime")
+
+
+class _State(TypedDict, total=False):
+    input: Any
+    output: Any
+    previous: Any
+
+
+def _input(value: Any) -> Any:
+    """What the graph is invoked with for the caller's ``value``."""
+    if value is None or isinstance(value, Command):
+        return value
+    return {"input": value}
+
+
+def _output(result: Mapping[str, Any]) -> Any:
+    """The caller's answer from the graph's final values."""
+    if INTERRUPT in result:
+        return {INTERRUPT: result[INTERRUPT]}
+    return result.get("output")
+
+
+def _with_values(snap: Any, values: Any) -> Any:
+    replace = getattr(snap, "_replace", None)
+    if callable(replace):
+        return replace(values=values)
+    return dataclasses.replace(snap, values=values)
+
+
+class Entrypoint:
+    """The runnable an ``@entrypoint`` function becomes: ``invoke`` / ``ainvoke`` /
+    ``stream`` / ``astream`` / ``get_state`` / ``get_state_history`` in LangGraph's
+    functional shapes; everything else (``runs``, ``effects``, ``resume``,
+    ``resolve_effect``, ``replay``, ...) is the compiled graph's."""
+
+    def __init__(self, graph: CompiledGraph, name: str) -> None:
+        self.graph = graph
+        self.name = name
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "graph":
+            raise AttributeError(name)
+        return getattr(self.graph, name)
+
+    def __repr__(self) -> str:
+        return f"<entrypoint {self.name}>"
+
+    def get_name(self) -> str:
+        return self.name
+
+    # -- run paths ---------------------------------------------------------------------
+
+    async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        kw.pop("stream_mode", None)
+        return _output(await self.graph.ainvoke(_input(input), config, **kw))
+
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        return run_sync(self.ainvoke(input, config, **kw), "invoke")
+
+    async def astream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        **kw: Any,
+    ) -> AsyncIterator[Any]:
+        single = isinstance(stream_mode, str)
+        modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+        asked = list(dict.fromkeys([*modes, "updates"]))
+        ran = False  # values chunks before the function's node ran are the input's
+        async for item in self.graph.astream(
+            _input(input), config, stream_mode=asked, subgraphs=subgraphs, **kw
+        ):
+            ns: tuple[str, ...] = ()
+            if subgraphs:
+                ns, mode, payload = item
+            else:
+                mode, payload = item
+            if mode == "updates" and not ns and isinstance(payload, Mapping):
+                if self.name in payload:
+                    ran = True
+                    node = payload[self.name]
+                    out = node.get("output") if isinstance(node, Mapping) else node
+                    payload = {self.name: out}
+            elif mode == "values" and not ns:
+                if not ran or not isinstance(payload, Mapping):
+                    continue
+                payload = payload.get("output")
+            if mode not in modes:
+                continue
+            chunk = payload if single else (mode, payload)
+            if subgraphs:
+                chunk = (ns, chunk) if single else (ns, mode, payload)
+            yield chunk
+
+    def stream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: str | Sequence[str] = "updates",
+        subgraphs: bool = False,
+        **kw: Any,
+    ) -> Iterator[Any]:
+        return iterate_sync(
+            self.astream(input, config, stream_mode=stream_mode, subgraphs=subgraphs, **kw),
+            "stream",
+        )
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def aget_state(self, config: Mapping[str, Any], **kw: Any) -> Any:
+        snap = await self.graph.aget_state(config, **kw)
+        return _with_values(snap, _snapshot_values(snap.values))
+
+    def get_state(self, config: Mapping[str, Any], **kw: Any) -> Any:
+        return run_sync(self.aget_state(config, **kw), "get_state")
+
+    async def aget_state_history(self, config: Mapping[str, Any], **kw: Any) -> AsyncIterator[Any]:
+        async for snap in self.graph.aget_state_history(config, **kw):
+            yield _with_values(snap, _snapshot_values(snap.values))
+
+    def get_state_history(self, config: Mapping[str, Any], **kw: Any) -> Iterator[Any]:
+        return iterate_sync(self.aget_state_history(config, **kw), "get_state_history")
+
+
+def _snapshot_values(values: Any) -> Any:
+    if isinstance(values, Mapping) and "output" in values:
+        return values["output"]
+    return {}
+
+
+class entrypoint:  # noqa: N801 - LangGraph's name
+    """``@entrypoint(checkpointer=..., store=...)``: make a function a runnable workflow.
+
+    The function takes ONE input (use a dict for several values) and may ask, by
+    keyword, for ``previous`` (what the last run on this thread saved), ``config``,
+    ``writer`` (streams ``custom`` chunks), ``store`` and ``runtime``. It may be sync or
+    async; it calls ``@task`` functions, ``interrupt()``, and returns the run's answer,
+    or ``entrypoint.final(value=answer, save=for_next_time)``.
+    """
+
+    @dataclass(frozen=True)
+    class final(Generic[R, S]):  # noqa: N801 - LangGraph's name
+        """Return ``value`` to the caller and save ``save`` as the next run's ``previous``."""
+
+        value: R
+        save: S
+
+    def __init__(
+        self,
+        checkpointer: Any = None,
+        store: Any = None,
+        cache: Any = None,
+        context_schema: Any = None,
+        cache_policy: Any = None,
+        retry_policy: Any = None,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.checkpointer = checkpointer
+        self.store = store
+        self.cache = cache
+        self.context_schema = context_schema
+        self.retry_policy = retry_policy if retry_policy is not None else kwargs.get("retry")
+        self.timeout = timeout
+
+    def __call__(self, fn: Callable[..., Any]) -> Entrypoint:
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise ConfigError(
+                f"@entrypoint {getattr(fn, '__name__', fn)!r} is a generator; an entrypoint "
+                "returns one value: stream chunks with the `writer` parameter instead"
+            )
+        params = inspect.signature(fn).parameters
+        if not params:
+            raise ConfigError(
+                f"@entrypoint {fn.__name__!r} takes no parameter; it must take its input as "
+                "its first parameter (use a dict for several values)"
+            )
+        name = fn.__name__
+        node = _node(fn, tuple(p for p in _INJECTED if p in params), self.store)
+        builder: StateGraph = StateGraph(_State)
+        builder.add_node(
+            name, node, retry_policy=self.retry_policy, timeout=self.timeout
+        )
+        builder.add_edge(START, name)
+        builder.add_edge(name, END)
+        graph = builder.compile(checkpointer=self.checkpointer, store=self.store, name=name)
+        return Entrypoint(graph, name)
+
+
+def _split(value: Any) -> dict[str, Any]:
+    if isinstance(value, entrypoint.final):
+        return {"output": value.value, "previous": value.save}
+    return {"output": value, "previous": value}
+
+
+def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callable[..., Any]:
+    """The graph node that calls ``fn`` with its input and the parameters it asks for."""
+
+    def extras(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in wanted:
+            if name == "previous":
+                out[name] = state.get("previous")
+            elif name == "config":
+                out[name] = config
+            elif name == "writer":
+                from oncegraph.config import get_stream_writer
+
+                out[name] = get_stream_writer()
+            elif name == "store":
+                out[name] = store
+            elif name == "runtime":
+                out[name] = _runtime(config, store)
+        return out
+
+    if inspect.iscoroutinefunction(fn):
+
+        async def run_async(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
+            return _split(await fn(state.get("input"), **extras(state, config)))
+
+        return run_async
+
+    def run(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
+        return _split(fn(state.get("input"), **extras(state, config)))
+
+    return run
+
+
+def _runtime(config: Any, store: Any) -> Any:
+    """LangGraph's ``Runtime`` where oncegraph has one; else a small stand-in."""
+    from types import SimpleNamespace
+
+    from oncegraph.config import get_stream_writer
+
+    context = None
+    if isinstance(config, Mapping):
+        context = config.get("configurable", {}).get("__context__")
+    return SimpleNamespace(context=context, store=store, stream_writer=get_stream_writer())
+
+
+__all__ = ["Entrypoint", "entrypoint"]

@@ -23,6 +23,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
+from oncegraph.func.tasks import GeneratorNotSupportedError
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -68,9 +69,10 @@ class Entrypoint:
     functional shapes; everything else (``runs``, ``effects``, ``resume``,
     ``resolve_effect``, ``replay``, ...) is the compiled graph's."""
 
-    def __init__(self, graph: CompiledGraph, name: str) -> None:
+    def __init__(self, graph: CompiledGraph, name: str, fn: Callable[..., Any]) -> None:
         self.graph = graph
         self.name = name
+        self._types = _io_types(fn)
 
     def __getattr__(self, name: str) -> Any:
         if name == "graph":
@@ -144,6 +146,28 @@ class Entrypoint:
             "stream",
         )
 
+    # -- schemas and edits ---------------------------------------------------------------
+
+    def get_input_jsonschema(self, config: Any = None) -> dict[str, Any]:
+        """The JSON schema of the input (the function's first parameter's annotation)."""
+        return _jsonschema(self._types[0], "LangGraphInput")
+
+    def get_output_jsonschema(self, config: Any = None) -> dict[str, Any]:
+        """The JSON schema of the answer (the return annotation, ``final``'s value type)."""
+        return _jsonschema(self._types[1], "LangGraphOutput")
+
+    async def aupdate_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        """Set what the next run on the thread gets as ``previous`` (the graph's
+        ``update_state``, with its rules)."""
+        return await self.graph.aupdate_state(config, {"previous": values}, as_node or self.name)
+
+    def update_state(
+        self, config: Mapping[str, Any], values: Any, as_node: str | None = None
+    ) -> dict[str, Any]:
+        return run_sync(self.aupdate_state(config, values, as_node), "update_state")
+
     # -- reading -----------------------------------------------------------------------
 
     async def aget_state(self, config: Mapping[str, Any], **kw: Any) -> Any:
@@ -159,6 +183,33 @@ class Entrypoint:
 
     def get_state_history(self, config: Mapping[str, Any], **kw: Any) -> Iterator[Any]:
         return iterate_sync(self.aget_state_history(config, **kw), "get_state_history")
+
+
+def _io_types(fn: Callable[..., Any]) -> tuple[Any, Any]:
+    """The input and output annotations of an entrypoint function (``Any`` if none)."""
+    from typing import get_args, get_origin, get_type_hints
+
+    try:
+        hints = get_type_hints(fn)
+    except Exception:  # an annotation that does not resolve: schemas say nothing
+        hints = {}
+    params = list(inspect.signature(fn).parameters)
+    given = hints.get(params[0], Any) if params else Any
+    out = hints.get("return", Any)
+    if out is entrypoint.final:
+        out = Any
+    elif get_origin(out) is entrypoint.final:
+        args = get_args(out)
+        out = args[0] if args else Any
+    return given, out
+
+
+def _jsonschema(annotation: Any, title: str) -> dict[str, Any]:
+    from pydantic import TypeAdapter
+
+    schema: dict[str, Any] = dict(TypeAdapter(annotation).json_schema())
+    schema.setdefault("title", title)
+    return schema
 
 
 def _snapshot_values(values: Any) -> Any:
@@ -204,7 +255,7 @@ class entrypoint:  # noqa: N801 - LangGraph's name
 
     def __call__(self, fn: Callable[..., Any]) -> Entrypoint:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-            raise ConfigError(
+            raise GeneratorNotSupportedError(
                 f"@entrypoint {getattr(fn, '__name__', fn)!r} is a generator; an entrypoint "
                 "returns one value: stream chunks with the `writer` parameter instead"
             )
@@ -216,14 +267,42 @@ class entrypoint:  # noqa: N801 - LangGraph's name
             )
         name = fn.__name__
         node = _node(fn, tuple(p for p in _INJECTED if p in params), self.store)
-        builder: StateGraph = StateGraph(_State)
+        builder = _builder(fn)
         builder.add_node(
             name, node, retry_policy=self.retry_policy, timeout=self.timeout
         )
         builder.add_edge(START, name)
         builder.add_edge(name, END)
         graph = builder.compile(checkpointer=self.checkpointer, store=self.store, name=name)
-        return Entrypoint(graph, name)
+        return Entrypoint(graph, name, fn)
+
+
+def _builder(fn: Callable[..., Any]) -> StateGraph:
+    """The graph's builder, its state typed by the function's annotations (so an input
+    or a saved value that is a dataclass or a pydantic model comes back as one after a
+    restart); annotations the state cannot store are taken as ``Any``."""
+    given, out = _io_types(fn)
+    saved = _save_type(fn)
+    typed = TypedDict(  # type: ignore[operator]
+        f"{fn.__name__}_state", {"input": given, "output": out, "previous": saved}, total=False
+    )
+    try:
+        return StateGraph(typed)
+    except Exception:  # an annotation the state schema refuses: stored as plain JSON
+        return StateGraph(_State)
+
+
+def _save_type(fn: Callable[..., Any]) -> Any:
+    from typing import get_args, get_origin, get_type_hints
+
+    try:
+        out = get_type_hints(fn).get("return", Any)
+    except Exception:
+        return Any
+    if get_origin(out) is entrypoint.final:
+        args = get_args(out)
+        return args[1] if len(args) == 2 else Any
+    return Any if out is entrypoint.final else out
 
 
 def _split(value: Any) -> dict[str, Any]:

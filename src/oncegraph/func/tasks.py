@@ -52,6 +52,10 @@ _ANSWERED = "__oncegraph_task__"
 _ONCE = EffectRetry(max_attempts=1)  # a plain task runs once; its own policy retries it
 
 
+class GeneratorNotSupportedError(ConfigError, NotImplementedError):
+    """A generator given to ``@task`` or ``@entrypoint``: each returns one value."""
+
+
 @dataclass(slots=True)
 class _Scope:
     """The task call running in this context: nested calls are numbered inside it."""
@@ -94,12 +98,12 @@ class TaskFunction(Generic[P, T]):
         tool: Any = None,
     ) -> None:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-            raise ConfigError(
+            raise GeneratorNotSupportedError(
                 f"@task {getattr(fn, '__name__', fn)!r} is a generator; a task returns one "
                 "value: collect the items in a list and return it"
             )
         self.func = fn
-        self.name = name or str(getattr(fn, "__name__", "task"))
+        self.name = name or _name_of(fn)
         self.retry: NodeRetry | None = node_retry(self.name, retry_policy)
         self.effect = effect
         self.recipient = recipient
@@ -108,7 +112,9 @@ class TaskFunction(Generic[P, T]):
         self.timeout = timeout
         self.mask = tuple(mask)
         self.tool = tool
-        self.is_async = inspect.iscoroutinefunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(type(fn), "__call__", None)
+        )
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __repr__(self) -> str:
@@ -278,6 +284,15 @@ class TaskFunction(Generic[P, T]):
         return run_sync
 
 
+def _name_of(fn: Any) -> str:
+    """A task's default name: the function's (a partial's function's, a callable
+    object's class)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    name = getattr(fn, "__name__", None)
+    return str(name) if name else type(fn).__name__
+
+
 def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> bool:
     return retry is not None and attempt < retry.max_attempts and retry.retries(exc)
 
@@ -432,4 +447,4 @@ def task(
     return make(fn) if fn is not None else make
 
 
-__all__ = ["TaskFunction", "TaskFuture", "task"]
+__all__ = ["GeneratorNotSupportedError", "TaskFunction", "TaskFuture", "task"]

@@ -1,0 +1,333 @@
+"""The functional API (``oncegraph.func``): LangGraph's semantics, and every ``@task``
+call a recorded step under the ledger, on every backend and every run path."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from oncegraph import Command, END, START, StateGraph, current_effect, interrupt
+from oncegraph.errors import ConfigError
+from oncegraph.func import entrypoint, task
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import EffectClass, EffectStatus
+from tests.conftest import run_async
+
+PATHS = ("invoke", "ainvoke", "stream", "astream")
+
+
+def drive(flow: Any, given: Any, config: dict[str, Any] | None, path: str) -> Any:
+    """The answer of ``flow`` on ``path``: the return value, or ``{"__interrupt__": ...}``
+    (a stream's answer is the entrypoint's update, or the interrupt's)."""
+    if path == "invoke":
+        return flow.invoke(given, config)
+    if path == "ainvoke":
+        return run_async(flow.ainvoke(given, config))
+
+    def fold(chunks: list[Any]) -> Any:
+        answer: Any = None
+        for chunk in chunks:
+            if "__interrupt__" in chunk:
+                answer = {"__interrupt__": list(chunk["__interrupt__"])}
+            elif flow.name in chunk:
+                answer = chunk[flow.name]
+        return answer
+
+    if path == "stream":
+        return fold(list(flow.stream(given, config)))
+
+    async def collect() -> list[Any]:
+        return [c async for c in flow.astream(given, config)]
+
+    return fold(run_async(collect()))
+
+
+def cfg(thread: str = "t1") -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+# -- LangGraph's semantics ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_tasks_futures_previous_and_final(checkpointer: Checkpointer, path: str) -> None:
+    @task
+    def double(x: int) -> int:
+        return 2 * x
+
+    @task
+    async def add_one(x: int) -> int:
+        return x + 1
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int, *, previous: Any = None) -> entrypoint.final[dict[str, Any], int]:
+        futures = [double(x), double(x + 1)]  # started at once, gathered in order
+        both = [f.result() for f in futures]
+        bumped = add_one(both[1]).result()
+        return entrypoint.final(value={"both": both, "bumped": bumped, "previous": previous}, save=x)
+
+    assert drive(flow, 1, cfg(), path) == {"both": [2, 4], "bumped": 5, "previous": None}
+    assert drive(flow, 7, cfg(), path) == {"both": [14, 16], "bumped": 17, "previous": 1}
+    assert flow.get_state(cfg()).values == {"both": [14, 16], "bumped": 17, "previous": 1}
+    assert drive(flow, 3, cfg("other"), path)["previous"] is None  # previous is per thread
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_async_entrypoint_awaits_tasks(checkpointer: Checkpointer, path: str) -> None:
+    @task
+    async def slow_square(x: int) -> int:
+        await asyncio.sleep(0)
+        return x * x
+
+    @task
+    def sync_neg(x: int) -> int:  # a sync task from an async entrypoint: in a thread
+        return -x
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(xs: list[int]) -> list[int]:
+        squares = await asyncio.gather(*(slow_square(x) for x in xs))
+        return [await sync_neg(s) for s in squares]
+
+    assert drive(flow, [1, 2, 3], cfg(), path) == [-1, -4, -9]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_finished_task_is_not_run_again_on_resume(checkpointer: Checkpointer, path: str) -> None:
+    ran: list[str] = []
+
+    @task
+    def compose(topic: str) -> str:
+        ran.append(topic)
+        return f"An essay about {topic}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def review(topic: str) -> dict[str, Any]:
+        essay = compose(topic).result()
+        verdict = interrupt({"question": "review?", "essay": essay})
+        return {"essay": essay, "review": verdict}
+
+    paused = drive(review, "cats", cfg(), path)
+    (question,) = paused["__interrupt__"]
+    assert question.value == {"question": "review?", "essay": "An essay about cats"}
+    done = drive(review, Command(resume="great"), cfg(), path)
+    assert done == {"essay": "An essay about cats", "review": "great"}
+    assert ran == ["cats"]  # served from its record on resume
+
+
+def test_interrupt_inside_a_task_then_one_in_the_entrypoint(checkpointer: Checkpointer) -> None:
+    """Answers line up with their questions: a task served from its record keeps the
+    count of the answers it consumed."""
+    ran: list[int] = []
+
+    @task
+    def ask(n: int) -> str:
+        ran.append(n)
+        return f"{n}:{interrupt(f'task question {n}')}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(n: int) -> list[str]:
+        first = ask(n).result()
+        second = interrupt("entrypoint question")
+        return [first, second]
+
+    assert flow.invoke(1, cfg())["__interrupt__"][0].value == "task question 1"
+    paused = flow.invoke(Command(resume="a"), cfg())
+    assert paused["__interrupt__"][0].value == "entrypoint question"
+    assert flow.invoke(Command(resume="b"), cfg()) == ["1:a", "b"]
+    assert ran == [1, 1]  # asked, then answered; not run a third time
+
+
+def test_stream_modes(checkpointer: Checkpointer) -> None:
+    @task
+    def shout(word: str) -> str:
+        return word.upper()
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(word: str, *, writer: Callable[[Any], None]) -> str:
+        writer({"progress": "start"})
+        loud = shout(word).result()
+        writer({"progress": "done"})
+        return loud + "!"
+
+    assert list(flow.stream("hi", cfg(), stream_mode="updates")) == [
+        {"shout": "HI"},
+        {"flow": "HI!"},
+    ]
+    assert list(flow.stream("yo", cfg(), stream_mode="values")) == ["YO!"]
+    assert list(flow.stream("ok", cfg(), stream_mode="custom")) == [
+        {"progress": "start"},
+        {"progress": "done"},
+    ]
+    modes = [m for m, _ in flow.stream("go", cfg(), stream_mode=["updates", "custom"])]
+    assert modes == ["custom", "updates", "custom", "updates"]
+
+
+def test_config_and_no_checkpointer() -> None:
+    @entrypoint()
+    def flow(x: int, *, config: dict[str, Any]) -> dict[str, Any]:
+        return {"x": x, "user": config["configurable"].get("user")}
+
+    assert flow.invoke(1, {"configurable": {"user": "ada"}}) == {"x": 1, "user": "ada"}
+    assert flow.get_input_jsonschema() == {"type": "integer", "title": "LangGraphInput"}
+    assert flow.get_output_jsonschema()["type"] == "object"
+
+
+def test_bad_uses_name_the_fix() -> None:
+    @task
+    def alone() -> int:
+        return 1
+
+    with pytest.raises(ConfigError, match="inside an @entrypoint"):
+        alone()
+    with pytest.raises(NotImplementedError, match="generator"):
+
+        @entrypoint()
+        def gen(x: int) -> Any:
+            yield x
+
+    with pytest.raises(ConfigError, match="effect class"):
+        task(reconcile=lambda r: None)(lambda: 1)
+    with pytest.raises(ConfigError, match="effect="):
+        task(effect="maybe")
+
+
+def test_task_in_a_state_graph_node_is_recorded(checkpointer: Checkpointer) -> None:
+    ran: list[int] = []
+
+    @task
+    def lookup(n: int) -> int:
+        ran.append(n)
+        return n * 10
+
+    def node(state: dict[str, Any]) -> dict[str, Any]:
+        found = lookup(state["n"]).result()
+        answer = interrupt("ok?")
+        return {"n": found + int(answer)}
+
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        n: int
+
+    app = StateGraph(State).add_node("node", node).add_edge(START, "node").add_edge("node", END)
+    graph = app.compile(checkpointer=checkpointer)
+    graph.invoke({"n": 4}, cfg())
+    assert graph.invoke(Command(resume="2"), cfg()) == {"n": 42}
+    assert ran == [4]
+
+
+# -- under the ledger -------------------------------------------------------------------------
+
+
+def test_each_task_call_is_an_effect_record(checkpointer: Checkpointer) -> None:
+    keys: list[str] = []
+
+    @task
+    def plain(x: int) -> int:
+        return x + 1
+
+    @task(effect="write", recipient="payments")
+    def charge(amount: int) -> dict[str, Any]:
+        keys.append(current_effect().idempotency_key)
+        return {"charged": amount}
+
+    @task
+    def outer(x: int) -> int:
+        return plain(x).result() * 2  # a task inside a task: numbered inside its caller
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> Any:
+        return [charge(x).result(), outer(x).result()]
+
+    assert flow.invoke(5, cfg()) == [{"charged": 5}, 12]
+    records = {r.effect_type: r for r in flow.effects(thread_id="t1")}
+    assert set(records) == {"charge", "outer", "plain"}
+    assert records["charge"].effect_class is EffectClass.WRITE
+    assert records["charge"].recipient == "payments"
+    assert records["charge"].effect_id == keys[0]  # the idempotency key is the effect id
+    assert records["plain"].effect_class is EffectClass.READ
+    assert records["plain"].command_id == records["outer"].command_id + "/0"
+    assert all(r.status is EffectStatus.COMPLETED for r in records.values())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_failed_run_resumes_without_redoing_finished_tasks(
+    checkpointer: Checkpointer, path: str
+) -> None:
+    ran: list[str] = []
+    keys: list[str] = []
+    broken = threading.Event()
+    broken.set()
+
+    @task(effect="write")
+    def pay(amount: int) -> str:
+        ran.append("pay")
+        keys.append(current_effect().idempotency_key)
+        return f"paid {amount}"
+
+    @task
+    def notify(text: str) -> str:
+        ran.append("notify")
+        if broken.is_set():
+            raise RuntimeError("mail server down")
+        return f"sent: {text}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(amount: int) -> str:
+        receipt = pay(amount).result()
+        return notify(receipt).result()
+
+    with pytest.raises(RuntimeError, match="mail server down"):
+        drive(flow, 30, cfg(), path)
+    broken.clear()
+    assert drive(flow, None, cfg(), path) == "sent: paid 30"  # continue the failed run
+    assert ran == ["pay", "notify", "notify"]  # the payment is never made twice
+    assert len(keys) == 1
+
+
+def test_changed_request_on_resume_is_refused(checkpointer: Checkpointer) -> None:
+    """The n-th task call of a re-run node carries the request it recorded, or the
+    ledger refuses it instead of sending something else under the same key."""
+    from oncegraph.errors import RequestMismatchError
+
+    amounts = iter([10, 99])
+
+    @task(effect="irreversible")
+    def transfer(amount: int) -> str:
+        return f"sent {amount}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(_: Any) -> str:
+        sent = transfer(next(amounts)).result()
+        interrupt("confirm?")
+        return sent
+
+    flow.invoke("go", cfg())
+    with pytest.raises(RequestMismatchError):
+        flow.invoke(Command(resume="yes"), cfg())
+
+
+def test_task_retry_policy_retries_inside_one_record(checkpointer: Checkpointer) -> None:
+    from oncegraph.types import RetryPolicy
+
+    tries: list[int] = []
+
+    @task(retry_policy=RetryPolicy(max_attempts=3, initial_interval=0, retry_on=ValueError))
+    def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ValueError("not yet")
+        return "ok"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(_: Any) -> str:
+        return flaky().result()
+
+    assert flow.invoke("x", cfg()) == "ok"
+    assert len(tries) == 3
+    (record,) = flow.effects(thread_id="t1")
+    assert record.status is EffectStatus.COMPLETED

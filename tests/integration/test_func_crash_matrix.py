@@ -136,9 +136,9 @@ def test_sigkill_inside_a_task_effect(world: World, path: str, point: str, cls: 
     assert report["run_status"] == "completed", report
     effects = client.effects()
     assert len(effects) == 1, effects  # one charge at the recipient, whatever the point
-    assert report["result"] == {
-        "receipt": {"charge_id": effects[0]["id"], "order_id": "1042"}
-    }, report
+    assert report["result"] == {"receipt": {"charge_id": effects[0]["id"], "order_id": "1042"}}, (
+        report
+    )
     assert len(world.calls("lookup")) == 1  # a finished task is served, never run again
     bodies = world.calls("refund")
     assert len({c["key"] for c in bodies}) == 1  # one idempotency key on every attempt
@@ -150,7 +150,9 @@ def test_sigkill_inside_a_task_effect(world: World, path: str, point: str, cls: 
     assert record.effect_id == bodies[0]["key"]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def test_blind_irreversible_task_parks_instead_of_resending(world: World) -> None:
     """An irreversible task with no reconcile hook, killed after the provider charged:
     its outcome is unknown, so the resume parks the run for review and sends nothing."""

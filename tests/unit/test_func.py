@@ -9,13 +9,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tests.conftest import run_async
 
-from oncegraph import Command, END, START, StateGraph, current_effect, interrupt
+from oncegraph import END, START, Command, StateGraph, current_effect, interrupt
 from oncegraph.errors import ConfigError
 from oncegraph.func import entrypoint, task
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectStatus
-from tests.conftest import run_async
 
 PATHS = ("invoke", "ainvoke", "stream", "astream")
 
@@ -68,7 +68,9 @@ def test_tasks_futures_previous_and_final(checkpointer: Checkpointer, path: str)
         futures = [double(x), double(x + 1)]  # started at once, gathered in order
         both = [f.result() for f in futures]
         bumped = add_one(both[1]).result()
-        return entrypoint.final(value={"both": both, "bumped": bumped, "previous": previous}, save=x)
+        return entrypoint.final(
+            value={"both": both, "bumped": bumped, "previous": previous}, save=x
+        )
 
     assert drive(flow, 1, cfg(), path) == {"both": [2, 4], "bumped": 5, "previous": None}
     assert drive(flow, 7, cfg(), path) == {"both": [14, 16], "bumped": 17, "previous": 1}

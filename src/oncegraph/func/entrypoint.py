@@ -218,7 +218,7 @@ def _snapshot_values(values: Any) -> Any:
     return {}
 
 
-class entrypoint:  # noqa: N801 - LangGraph's name
+class entrypoint:  # LangGraph's name
     """``@entrypoint(checkpointer=..., store=...)``: make a function a runnable workflow.
 
     The function takes ONE input (use a dict for several values) and may ask, by
@@ -229,7 +229,7 @@ class entrypoint:  # noqa: N801 - LangGraph's name
     """
 
     @dataclass(frozen=True)
-    class final(Generic[R, S]):  # noqa: N801 - LangGraph's name
+    class final(Generic[R, S]):  # LangGraph's name
         """Return ``value`` to the caller and save ``save`` as the next run's ``previous``."""
 
         value: R
@@ -268,9 +268,7 @@ class entrypoint:  # noqa: N801 - LangGraph's name
         name = fn.__name__
         node = _node(fn, tuple(p for p in _INJECTED if p in params), self.store)
         builder = _builder(fn)
-        builder.add_node(
-            name, node, retry_policy=self.retry_policy, timeout=self.timeout
-        )
+        builder.add_node(name, node, retry_policy=self.retry_policy, timeout=self.timeout)
         builder.add_edge(START, name)
         builder.add_edge(name, END)
         graph = builder.compile(checkpointer=self.checkpointer, store=self.store, name=name)
@@ -283,9 +281,8 @@ def _builder(fn: Callable[..., Any]) -> StateGraph:
     restart); annotations the state cannot store are taken as ``Any``."""
     given, out = _io_types(fn)
     saved = _save_type(fn)
-    typed = TypedDict(  # type: ignore[operator]
-        f"{fn.__name__}_state", {"input": given, "output": out, "previous": saved}, total=False
-    )
+    fields = {"input": given, "output": out, "previous": saved}
+    typed = TypedDict(f"{fn.__name__}_state", fields, total=False)  # type: ignore[misc]
     try:
         return StateGraph(typed)
     except Exception:  # an annotation the state schema refuses: stored as plain JSON

@@ -30,7 +30,7 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
@@ -113,9 +113,9 @@ class TaskFunction(Generic[P, T]):
         self.mask = tuple(mask)
         self.tool = tool
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(type(fn), "__call__", None)
+            getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
         )
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -277,11 +277,15 @@ class TaskFunction(Generic[P, T]):
                         if not _again(retry, exc, attempt):
                             raise
                         delay = retry.delay(attempt)  # type: ignore[union-attr]
-                        asyncio.run_coroutine_threadsafe(ctx.config.sleep(delay), ctx.loop).result()
+                        asyncio.run_coroutine_threadsafe(_pause(ctx, delay), ctx.loop).result()
             finally:
                 _scope.reset(token)
 
         return run_sync
+
+
+async def _pause(ctx: TaskContext, delay: float) -> None:
+    await ctx.config.sleep(delay)
 
 
 def _name_of(fn: Any) -> str:
@@ -297,7 +301,9 @@ def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> bool:
     return retry is not None and attempt < retry.max_attempts and retry.retries(exc)
 
 
-def _bind(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+def _bind(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
     """A tool's arguments by name (its request is keyed by parameter, as a model's is)."""
     try:
         bound = inspect.signature(fn).bind(*args, **kwargs)
@@ -340,7 +346,9 @@ def _on_loop(loop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> _AsyncTas
     return future
 
 
-def _from_thread(loop: asyncio.AbstractEventLoop, work: Any) -> TaskFuture[Any]:
+def _from_thread(
+    loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]
+) -> TaskFuture[Any]:
     future: TaskFuture[Any] = TaskFuture()
     inner = asyncio.run_coroutine_threadsafe(work, loop)
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from tests.conftest import run_async
 
 from oncegraph import END, START, Command, StateGraph, current_effect, interrupt
@@ -18,6 +19,10 @@ from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import EffectClass, EffectStatus
 
 PATHS = ("invoke", "ainvoke", "stream", "astream")
+
+
+class Quote(BaseModel):
+    price: int
 
 
 def drive(flow: Any, given: Any, config: dict[str, Any] | None, path: str) -> Any:
@@ -333,3 +338,26 @@ def test_task_retry_policy_retries_inside_one_record(checkpointer: Checkpointer)
     assert len(tries) == 3
     (record,) = flow.effects(thread_id="t1")
     assert record.status is EffectStatus.COMPLETED
+
+
+def test_a_served_result_comes_back_typed(checkpointer: Checkpointer) -> None:
+    """After a restart (a new app on the same store), a task's recorded result is typed
+    again by its return annotation."""
+    seen: list[Any] = []
+
+    def build() -> Any:
+        @task
+        def quote(item: str) -> Quote:
+            return Quote(price=len(item))
+
+        @entrypoint(checkpointer=checkpointer)
+        def flow(item: str) -> int:
+            got = quote(item).result()
+            seen.append(got)
+            return got.price + int(interrupt("extra?"))
+
+        return flow
+
+    build().invoke("apple", cfg())
+    assert build().invoke(Command(resume="1"), cfg()) == 6
+    assert [type(q) for q in seen] == [Quote, Quote]

@@ -112,6 +112,7 @@ class TaskFunction(Generic[P, T]):
         self.timeout = timeout
         self.mask = tuple(mask)
         self.tool = tool
+        self._returns: Any = None  # the return annotation's TypeAdapter, False for none
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
         )
@@ -119,6 +120,18 @@ class TaskFunction(Generic[P, T]):
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
+
+    def _decode(self, value: Any) -> Any:
+        """A result served from its record, typed again by the function's return
+        annotation (a dataclass or pydantic model comes back as one after a restart)."""
+        if self._returns is None:
+            self._returns = _return_adapter(self.func)
+        if self._returns is False:
+            return value
+        try:
+            return self._returns.validate_python(value)
+        except Exception:  # the annotation does not describe the stored value: as stored
+            return value
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
@@ -135,7 +148,7 @@ class TaskFunction(Generic[P, T]):
             )
         ran: list[int] = []
         call = self._effect_call(ctx, args, kwargs, ran)
-        work = _run_call(ctx, call, self.name, ran)
+        work = _run_call(ctx, call, self.name, ran, self._decode)
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -312,7 +325,31 @@ def _bind(
     return dict(bound.arguments)
 
 
-async def _run_call(ctx: TaskContext, call: EffectCall, name: str, ran: list[int]) -> Any:
+def _return_adapter(fn: Any) -> Any:
+    """A TypeAdapter of ``fn``'s return annotation, or False when it has none worth it."""
+    import typing
+
+    try:
+        hint = typing.get_type_hints(fn).get("return", Any)
+    except Exception:
+        return False
+    if hint is Any or hint is None or hint is type(None):
+        return False
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(hint)
+    except Exception:
+        return False
+
+
+async def _run_call(
+    ctx: TaskContext,
+    call: EffectCall,
+    name: str,
+    ran: list[int],
+    decode: Callable[[Any], Any],
+) -> Any:
     """Perform ``call`` through the ledger; the task's value (recorded or fresh).
     ``ran`` is filled by the call's body when it ran in this process."""
     try:
@@ -323,6 +360,8 @@ async def _run_call(ctx: TaskContext, call: EffectCall, name: str, ran: list[int
         if not ran:  # served from its record: the answers it consumed are used up
             ctx.interrupt_count += int(value["interrupts"])
         value = value[_ANSWERED]
+    if not ran:
+        value = decode(value)
     ctx.emit("updates", {name: value})
     return value
 

@@ -72,6 +72,7 @@ class Entrypoint:
     def __init__(self, graph: CompiledGraph, name: str, fn: Callable[..., Any]) -> None:
         self.graph = graph
         self.name = name
+        self.context_schema: Any = None
         self._types = _io_types(fn)
 
     def __getattr__(self, name: str) -> Any:
@@ -151,6 +152,12 @@ class Entrypoint:
     def get_input_jsonschema(self, config: Any = None) -> dict[str, Any]:
         """The JSON schema of the input (the function's first parameter's annotation)."""
         return _jsonschema(self._types[0], "LangGraphInput")
+
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        """The JSON schema of ``context_schema``, or None without one."""
+        if self.context_schema is None:
+            return None
+        return _jsonschema(self.context_schema, "Context")
 
     def get_output_jsonschema(self, config: Any = None) -> dict[str, Any]:
         """The JSON schema of the answer (the return annotation, ``final``'s value type)."""
@@ -272,7 +279,9 @@ class entrypoint:  # LangGraph's name
         builder.add_edge(START, name)
         builder.add_edge(name, END)
         graph = builder.compile(checkpointer=self.checkpointer, store=self.store, name=name)
-        return Entrypoint(graph, name, fn)
+        flow = Entrypoint(graph, name, fn)
+        flow.context_schema = self.context_schema
+        return flow
 
 
 def _builder(fn: Callable[..., Any]) -> StateGraph:
@@ -281,12 +290,23 @@ def _builder(fn: Callable[..., Any]) -> StateGraph:
     restart); annotations the state cannot store are taken as ``Any``."""
     given, out = _io_types(fn)
     saved = _save_type(fn)
-    fields = {"input": given, "output": out, "previous": saved}
+    fields = {"input": _typed(given), "output": _typed(out), "previous": _typed(saved)}
     typed = TypedDict(f"{fn.__name__}_state", fields, total=False)  # type: ignore[misc]
     try:
         return StateGraph(typed)
     except Exception:  # an annotation the state schema refuses: stored as plain JSON
         return StateGraph(_State)
+
+
+def _typed(annotation: Any) -> Any:
+    """The state field's type for an annotation: a dataclass or pydantic model class
+    as itself (so it is decoded as one), anything else as ``Any`` (stored as given, as
+    LangGraph takes a bare input)."""
+    if isinstance(annotation, type) and (
+        dataclasses.is_dataclass(annotation) or hasattr(annotation, "model_fields")
+    ):
+        return annotation
+    return Any
 
 
 def _save_type(fn: Callable[..., Any]) -> Any:

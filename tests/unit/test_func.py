@@ -361,3 +361,67 @@ def test_a_served_result_comes_back_typed(checkpointer: Checkpointer) -> None:
     build().invoke("apple", cfg())
     assert build().invoke(Command(resume="1"), cfg()) == 6
     assert [type(q) for q in seen] == [Quote, Quote]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_task_not_awaited_before_an_interrupt_is_recorded(
+    checkpointer: Checkpointer, asynchronous: bool
+) -> None:
+    """The run's node ends only once the tasks it started ended: a task still running
+    when the workflow interrupts is recorded then, and served on resume."""
+    ran: list[str] = []
+    gate = threading.Event()
+
+    @task
+    def slow(x: str) -> str:
+        gate.wait(5)  # still running when the workflow asks its question
+        ran.append(x)
+        return x + "!"
+
+    if asynchronous:
+
+        @entrypoint(checkpointer=checkpointer)
+        async def flow(x: str) -> str:
+            pending = slow(x)
+            answer = interrupt("go on?")
+            return str(await pending) + answer
+
+    else:
+
+        @entrypoint(checkpointer=checkpointer)
+        def flow(x: str) -> str:
+            pending = slow(x)
+            answer = interrupt("go on?")
+            return pending.result() + answer
+
+    threading.Timer(0.05, gate.set).start()
+    assert "__interrupt__" in flow.invoke("hi", cfg())
+    assert ran == ["hi"]  # it finished before the run answered
+    assert [r.status for r in flow.effects(thread_id="t1")] == [EffectStatus.COMPLETED]
+    assert flow.invoke(Command(resume="yes"), cfg()) == "hi!yes"
+    assert ran == ["hi"]
+
+
+def test_a_tool_as_a_task_keeps_its_class_and_hooks(checkpointer: Checkpointer) -> None:
+    from oncegraph import Reconciled, tool
+
+    def check(record: Any) -> Reconciled:
+        return Reconciled.not_done()
+
+    @tool(effect="irreversible", reconcile=check, recipient="bank")
+    def wire(account: str, amount: int) -> str:
+        """Wire money."""
+        return f"{amount} to {account}"
+
+    wire_task = task(wire)
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> str:
+        return wire_task("acct-1", amount=x).result()
+
+    assert flow.invoke(5, cfg()) == "5 to acct-1"
+    (record,) = flow.effects(thread_id="t1")
+    assert record.effect_type == "wire"
+    assert record.effect_class is EffectClass.IRREVERSIBLE
+    assert record.recipient == "bank"
+    assert record.request["args"] == {"account": "acct-1", "amount": 5}

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
-from oncegraph.func.tasks import GeneratorNotSupportedError
+from oncegraph.func.tasks import GeneratorNotSupportedError, asettle, open_calls, settle
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -351,12 +351,20 @@ def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callab
     if inspect.iscoroutinefunction(fn):
 
         async def run_async(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
-            return _split(await fn(state.get("input"), **extras(state, config)))
+            token = open_calls()
+            try:
+                return _split(await fn(state.get("input"), **extras(state, config)))
+            finally:
+                await asettle(token)
 
         return run_async
 
     def run(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
-        return _split(fn(state.get("input"), **extras(state, config)))
+        token = open_calls()
+        try:
+            return _split(fn(state.get("input"), **extras(state, config)))
+        finally:
+            settle(token)
 
     return run
 

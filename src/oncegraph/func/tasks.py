@@ -66,6 +66,47 @@ class _Scope:
 
 _scope: ContextVar[_Scope | None] = ContextVar("oncegraph_task_scope", default=None)
 
+# The task calls an entrypoint's run started (tasks they call included), so the node
+# ends only once every one of them has ended and been recorded: nothing is recorded
+# after the run's caller got its answer, and a task the function did not wait for
+# (it interrupted first) is served from its record on resume.
+_started: ContextVar[list[Any] | None] = ContextVar("oncegraph_task_calls", default=None)
+
+
+def open_calls() -> Any:
+    """Start tracking the task calls of this context (an entrypoint's run)."""
+    return _started.set([])
+
+
+def _pending(token: Any) -> list[Any]:
+    calls = _started.get() or []
+    _started.reset(token)
+    return calls
+
+
+def settle(token: Any) -> None:
+    """Wait (in a sync node's thread) until every task call tracked since ``token``
+    ended; their errors are theirs to raise where they are awaited."""
+    calls = _pending(token)
+    while not all(f.done() for f in calls):
+        concurrent.futures.wait([f for f in calls if not f.done()])
+
+
+async def asettle(token: Any) -> None:
+    """:func:`settle` on the run's loop (an async node); cancelled, it cancels them."""
+    calls = _pending(token)
+    while True:
+        left = [f for f in calls if not f.done()]
+        if not left:
+            return
+        waits = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f) for f in left]
+        try:
+            await asyncio.wait(waits)
+        except asyncio.CancelledError:
+            for f in left:
+                f.cancel()
+            raise
+
 
 class TaskFuture(concurrent.futures.Future[T]):
     """What a task call returns: ``.result()`` waits for it (from a sync node), and it can
@@ -153,9 +194,15 @@ class TaskFunction(Generic[P, T]):
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
+        future: Any
         if running is ctx.loop:  # an async node: a task of the run's loop
-            return _on_loop(ctx.loop, work)  # type: ignore[return-value]
-        return _from_thread(ctx.loop, work)
+            future = _on_loop(ctx.loop, work)
+        else:
+            future = _from_thread(ctx.loop, work)
+        calls = _started.get()
+        if calls is not None:
+            calls.append(future)
+        return future  # type: ignore[no-any-return]
 
     # -- the ledger's view of one call -----------------------------------------------------
 
@@ -494,4 +541,12 @@ def task(
     return make(fn) if fn is not None else make
 
 
-__all__ = ["GeneratorNotSupportedError", "TaskFunction", "TaskFuture", "task"]
+__all__ = [
+    "GeneratorNotSupportedError",
+    "TaskFunction",
+    "TaskFuture",
+    "asettle",
+    "open_calls",
+    "settle",
+    "task",
+]

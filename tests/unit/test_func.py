@@ -425,3 +425,32 @@ def test_a_tool_as_a_task_keeps_its_class_and_hooks(checkpointer: Checkpointer) 
     assert record.effect_class is EffectClass.IRREVERSIBLE
     assert record.recipient == "bank"
     assert record.request["args"] == {"account": "acct-1", "amount": 5}
+
+
+def test_replays_serve_tasks_and_block_irreversible_ones(checkpointer: Checkpointer) -> None:
+    from oncegraph.errors import NeedsReviewError
+
+    ran: list[str] = []
+
+    @task
+    def look(x: int) -> int:
+        ran.append("look")
+        return x * 2
+
+    @task(effect="irreversible")
+    def pay(x: int) -> str:
+        ran.append("pay")
+        return f"paid {x}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(x: int) -> list[Any]:
+        return [look(x).result(), pay(x).result()]
+
+    assert flow.invoke(3, cfg()) == [6, "paid 3"]
+    (run,) = flow.runs(thread_id="t1")
+    again = flow.replay(run.run_id, mode="evidence", reason="audit", actor="ops")
+    assert again == [6, "paid 3"]
+    assert ran == ["look", "pay"]  # an evidence replay calls nothing
+    with pytest.raises(NeedsReviewError, match="allow_irreversible"):
+        flow.replay(run.run_id, mode="live", reason="once more", actor="ops")
+    assert ran == ["look", "pay", "look"]  # a live replay runs the read, not the payment

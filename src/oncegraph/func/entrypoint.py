@@ -147,6 +147,14 @@ class Entrypoint:
             "stream",
         )
 
+    async def areplay(self, run_id: str, **kw: Any) -> Any:
+        """The graph's ``replay`` (a NEW run with lineage, in ``evidence``, ``simulation``
+        or ``live`` mode), answered in the workflow's shape."""
+        return _output(await self.graph.areplay(run_id, **kw))
+
+    def replay(self, run_id: str, **kw: Any) -> Any:
+        return run_sync(self.areplay(run_id, **kw), "replay")
+
     # -- schemas and edits ---------------------------------------------------------------
 
     def get_input_jsonschema(self, config: Any = None) -> dict[str, Any]:

@@ -454,3 +454,28 @@ def test_replays_serve_tasks_and_block_irreversible_ones(checkpointer: Checkpoin
     with pytest.raises(NeedsReviewError, match="allow_irreversible"):
         flow.replay(run.run_id, mode="live", reason="once more", actor="ops")
     assert ran == ["look", "pay", "look"]  # a live replay runs the read, not the payment
+
+
+def test_a_cancelled_task_call_is_cancelled_and_waited_for(checkpointer: Checkpointer) -> None:
+    cancels: list[int] = []
+
+    @task
+    async def mapper(x: int) -> str:
+        try:
+            await asyncio.sleep(0 if x == 0 else 5)
+        except asyncio.CancelledError:
+            cancels.append(x)
+            raise
+        return str(x) * 2
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(xs: list[int]) -> list[str]:
+        futures = [mapper(x) for x in xs]
+        await asyncio.sleep(0.05)
+        futures.pop().cancel()
+        return list(await asyncio.gather(*futures))
+
+    assert flow.invoke([0, 1], cfg()) == ["00"]
+    assert cancels == [1]  # cancelled, and ended before the run answered
+    statuses = sorted(str(r.status) for r in flow.effects(thread_id="t1"))
+    assert statuses == ["completed", "pending"]  # the cancelled call's outcome is not claimed

@@ -88,8 +88,17 @@ def settle(token: Any) -> None:
     """Wait (in a sync node's thread) until every task call tracked since ``token``
     ended; their errors are theirs to raise where they are awaited."""
     calls = _pending(token)
-    while not all(f.done() for f in calls):
-        concurrent.futures.wait([f for f in calls if not f.done()])
+    while left := [f for f in calls if not f.done()]:
+        threads = [f for f in left if not isinstance(f, asyncio.Future)]
+        if threads:
+            concurrent.futures.wait(threads)
+        for f in left:
+            if isinstance(f, asyncio.Future):  # a call made on the loop by an async task
+                asyncio.run_coroutine_threadsafe(_ended(f), f.get_loop()).result()
+
+
+async def _ended(future: asyncio.Future[Any]) -> None:
+    await asyncio.wait([future])
 
 
 async def asettle(token: Any) -> None:
@@ -195,13 +204,14 @@ class TaskFunction(Generic[P, T]):
         except RuntimeError:
             running = None
         future: Any
+        inner: Any
         if running is ctx.loop:  # an async node: a task of the run's loop
-            future = _on_loop(ctx.loop, work)
+            future, inner = _on_loop(ctx.loop, work)
         else:
-            future = _from_thread(ctx.loop, work)
+            future, inner = _from_thread(ctx.loop, work)
         calls = _started.get()
         if calls is not None:
-            calls.append(future)
+            calls.append(inner)  # the call itself: it may outlive a cancelled future
         return future  # type: ignore[no-any-return]
 
     # -- the ledger's view of one call -----------------------------------------------------
@@ -413,7 +423,9 @@ async def _run_call(
     return value
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> _AsyncTaskFuture[Any]:
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, work: Awaitable[Any]
+) -> tuple[_AsyncTaskFuture[Any], asyncio.Future[Any]]:
     future: _AsyncTaskFuture[Any] = _AsyncTaskFuture(loop=loop)
     running = asyncio.ensure_future(work)
 
@@ -429,16 +441,18 @@ def _on_loop(loop: asyncio.AbstractEventLoop, work: Awaitable[Any]) -> _AsyncTas
 
     running.add_done_callback(done)
     future.add_done_callback(lambda f: running.cancel() if f.cancelled() else None)
-    return future
+    return future, running
 
 
 def _from_thread(
     loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]
-) -> TaskFuture[Any]:
+) -> tuple[TaskFuture[Any], concurrent.futures.Future[Any]]:
     future: TaskFuture[Any] = TaskFuture()
     inner = asyncio.run_coroutine_threadsafe(work, loop)
 
     def done(f: concurrent.futures.Future[Any]) -> None:
+        if future.done():  # the caller cancelled it first
+            return
         if f.cancelled():
             future.cancel()
             future.set_running_or_notify_cancel()
@@ -448,7 +462,8 @@ def _from_thread(
             future.set_result(f.result())
 
     inner.add_done_callback(done)
-    return future
+    future.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
+    return future, inner
 
 
 _EFFECTS = {"read": None, "write": EffectClass.WRITE, "irreversible": EffectClass.IRREVERSIBLE}

@@ -165,6 +165,14 @@ def test_stream_modes(checkpointer: Checkpointer) -> None:
         {"flow": "HI!"},
     ]
     assert list(flow.stream("yo", cfg(), stream_mode="values")) == ["YO!"]
+
+    @entrypoint(checkpointer=checkpointer)
+    def asks(word: str) -> str:
+        return shout(word).result() + str(interrupt("more?"))
+
+    (question,) = list(asks.stream("hey", cfg("q"), stream_mode="values"))
+    assert question["__interrupt__"][0].value == "more?"  # a question is a values chunk
+    assert list(asks.stream(Command(resume="!"), cfg("q"), stream_mode="values")) == ["HEY!"]
     assert list(flow.stream("ok", cfg(), stream_mode="custom")) == [
         {"progress": "start"},
         {"progress": "done"},

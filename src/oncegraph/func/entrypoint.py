@@ -126,12 +126,11 @@ class Entrypoint:
                 if not ran or not isinstance(payload, Mapping):
                     continue
                 payload = payload.get("output")
-            if mode not in modes:
-                continue
-            chunk = payload if single else (mode, payload)
-            if subgraphs:
-                chunk = (ns, chunk) if single else (ns, mode, payload)
-            yield chunk
+            if mode == "updates" and not ns and "values" in modes and INTERRUPT in payload:
+                # the answer is one value, so a question is a values chunk of its own
+                yield _chunk(single, subgraphs, ns, "values", {INTERRUPT: payload[INTERRUPT]})
+            if mode in modes:
+                yield _chunk(single, subgraphs, ns, mode, payload)
 
     def stream(
         self,
@@ -198,6 +197,13 @@ class Entrypoint:
 
     def get_state_history(self, config: Mapping[str, Any], **kw: Any) -> Iterator[Any]:
         return iterate_sync(self.aget_state_history(config, **kw), "get_state_history")
+
+
+def _chunk(single: bool, subgraphs: bool, ns: tuple[str, ...], mode: str, payload: Any) -> Any:
+    """A stream item in LangGraph's shape for the modes and ``subgraphs`` asked."""
+    if subgraphs:
+        return (ns, payload) if single else (ns, mode, payload)
+    return payload if single else (mode, payload)
 
 
 def _io_types(fn: Callable[..., Any]) -> tuple[Any, Any]:

@@ -487,3 +487,20 @@ def test_a_cancelled_task_call_is_cancelled_and_waited_for(checkpointer: Checkpo
     assert cancels == [1]  # cancelled, and ended before the run answered
     statuses = sorted(str(r.status) for r in flow.effects(thread_id="t1"))
     assert statuses == ["completed", "pending"]  # the cancelled call's outcome is not claimed
+
+
+def test_interrupt_inside_an_effect_task_is_refused_with_the_fix(
+    checkpointer: Checkpointer,
+) -> None:
+    @task(effect="write")
+    def pay(amount: int) -> str:
+        if interrupt("sure?") != "yes":
+            return "not paid"
+        return f"paid {amount}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(amount: int) -> str:
+        return pay(amount).result()
+
+    with pytest.raises(ConfigError, match="Ask before the call"):
+        flow.invoke(5, cfg())

@@ -35,7 +35,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, GraphInterrupt
 from oncegraph.graph.retry import NodeRetry, node_retry
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
@@ -305,6 +305,7 @@ class TaskFunction(Generic[P, T]):
         fn = self.func
         retry = self.retry
         plain = self.effect is None and self.tool is None
+        name = self.name
 
         def counted(value: Any, before: int) -> Any:
             used = ctx.interrupt_count - before
@@ -329,6 +330,10 @@ class TaskFunction(Generic[P, T]):
                             if not _again(retry, exc, attempt):
                                 raise
                             await ctx.config.sleep(retry.delay(attempt))  # type: ignore[union-attr]
+                except GraphInterrupt:
+                    if plain:
+                        raise
+                    raise _asked_in_effect(name) from None
                 finally:
                     _scope.reset(token)
 
@@ -348,10 +353,22 @@ class TaskFunction(Generic[P, T]):
                             raise
                         delay = retry.delay(attempt)  # type: ignore[union-attr]
                         asyncio.run_coroutine_threadsafe(_pause(ctx, delay), ctx.loop).result()
+            except GraphInterrupt:
+                if plain:
+                    raise
+                raise _asked_in_effect(name) from None
             finally:
                 _scope.reset(token)
 
         return run_sync
+
+
+def _asked_in_effect(name: str) -> ConfigError:
+    return ConfigError(
+        f"task {name!r} declares a side effect and called interrupt(): its intent is already "
+        "recorded, so a pause inside it would leave the effect's outcome open. Ask before "
+        "the call (in the entrypoint, or in a plain @task) and pass the answer in"
+    )
 
 
 async def _pause(ctx: TaskContext, delay: float) -> None:

@@ -504,3 +504,46 @@ def test_interrupt_inside_an_effect_task_is_refused_with_the_fix(
 
     with pytest.raises(ConfigError, match="Ask before the call"):
         flow.invoke(5, cfg())
+
+
+def test_models_in_and_out_of_an_entrypoint(checkpointer: Checkpointer) -> None:
+    """A pydantic input and saved value are stored as JSON and typed back by the
+    annotations (after a restart too); the caller gets what the function returned."""
+    seen: list[Any] = []
+
+    def build() -> Any:
+        @entrypoint(checkpointer=checkpointer)
+        def flow(q: Quote, *, previous: Quote | None = None) -> entrypoint.final[dict, Quote]:
+            seen.append((type(q), type(previous)))
+            asked = interrupt("ok?")
+            return entrypoint.final(value={"price": q.price, "ok": asked}, save=q)
+
+        return flow
+
+    build().invoke(Quote(price=3), cfg())
+    assert build().invoke(Command(resume=True), cfg()) == {"price": 3, "ok": True}
+    build().invoke({"price": 4}, cfg())  # a dict for a model-annotated input is taken as one
+    assert seen == [(Quote, type(None)), (Quote, type(None)), (Quote, Quote)]
+
+
+def test_an_entrypoint_called_inside_another_is_recorded_in_its_run(
+    checkpointer: Checkpointer,
+) -> None:
+    ran: list[int] = []
+
+    @task
+    def tenfold(x: int) -> int:
+        ran.append(x)
+        return x * 10
+
+    @entrypoint()
+    def inner(x: int) -> int:
+        return tenfold(x).result() + 1
+
+    @entrypoint(checkpointer=checkpointer)
+    def outer(x: int) -> list[Any]:
+        return [inner.invoke(x), interrupt("and?")]
+
+    outer.invoke(2, cfg())
+    assert outer.invoke(Command(resume="z"), cfg()) == [21, "z"]
+    assert ran == [2]  # the inner workflow's task is served on the outer's resume

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypedDict, TypeVar
 
@@ -26,6 +27,7 @@ from oncegraph.errors import ConfigError
 from oncegraph.func.tasks import GeneratorNotSupportedError, asettle, open_calls, settle
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl.command import Command
+from oncegraph.runtime.context import current_task
 from oncegraph.runtime.portal import iterate_sync, run_sync
 
 R = TypeVar("R")
@@ -46,14 +48,14 @@ def _input(value: Any) -> Any:
     """What the graph is invoked with for the caller's ``value``."""
     if value is None or isinstance(value, Command):
         return value
-    return {"input": value}
+    return {"input": _plain(value)}
 
 
-def _output(result: Mapping[str, Any]) -> Any:
-    """The caller's answer from the graph's final values."""
+def _output(result: Mapping[str, Any], cls: Any) -> Any:
+    """The caller's answer from the graph's final values (typed back to ``cls``)."""
     if INTERRUPT in result:
         return {INTERRUPT: result[INTERRUPT]}
-    return result.get("output")
+    return _back(result.get("output"), cls)
 
 
 def _with_values(snap: Any, values: Any) -> Any:
@@ -74,6 +76,7 @@ class Entrypoint:
         self.name = name
         self.context_schema: Any = None
         self._types = _io_types(fn)
+        self._out = _typed(self._types[1])
 
     def __getattr__(self, name: str) -> Any:
         if name == "graph":
@@ -90,9 +93,20 @@ class Entrypoint:
 
     async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any) -> Any:
         kw.pop("stream_mode", None)
-        return _output(await self.graph.ainvoke(_input(input), config, **kw))
+        answer = _Answer()
+        token = _answer.set(answer)
+        try:
+            result = await self.graph.ainvoke(_input(input), config, **kw)
+        finally:
+            _answer.reset(token)
+        if answer.set and INTERRUPT not in result:
+            return answer.value
+        return _output(result, self._out)
 
     def invoke(self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any) -> Any:
+        if current_task() is not None:  # inside a running node: the graph's nested path
+            kw.pop("stream_mode", None)
+            return _output(self.graph.invoke(_input(input), config, **kw), self._out)
         return run_sync(self.ainvoke(input, config, **kw), "invoke")
 
     async def astream(
@@ -107,10 +121,30 @@ class Entrypoint:
         single = isinstance(stream_mode, str)
         modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
         asked = list(dict.fromkeys([*modes, "updates"]))
-        ran = False  # values chunks before the function's node ran are the input's
-        async for item in self.graph.astream(
+        answer = _Answer()
+        token = _answer.set(answer)  # seen by the run, started at the first item
+        items = self.graph.astream(
             _input(input), config, stream_mode=asked, subgraphs=subgraphs, **kw
-        ):
+        )
+        try:
+            async for item in self._shaped(items, answer, modes, single, subgraphs):
+                yield item
+        finally:
+            try:
+                _answer.reset(token)
+            except ValueError:  # iterated from another context: nothing of ours to undo
+                pass
+
+    async def _shaped(
+        self,
+        items: AsyncIterator[Any],
+        answer: _Answer,
+        modes: list[str],
+        single: bool,
+        subgraphs: bool,
+    ) -> AsyncIterator[Any]:
+        ran = False  # values chunks before the function's node ran are the input's
+        async for item in items:
             ns: tuple[str, ...] = ()
             if subgraphs:
                 ns, mode, payload = item
@@ -121,11 +155,12 @@ class Entrypoint:
                     ran = True
                     node = payload[self.name]
                     out = node.get("output") if isinstance(node, Mapping) else node
-                    payload = {self.name: out}
+                    payload = {self.name: answer.value if answer.set else _back(out, self._out)}
             elif mode == "values" and not ns:
                 if not ran or not isinstance(payload, Mapping):
                     continue
-                payload = payload.get("output")
+                out = payload.get("output")
+                payload = answer.value if answer.set else _back(out, self._out)
             if mode == "updates" and not ns and "values" in modes and INTERRUPT in payload:
                 # the answer is one value, so a question is a values chunk of its own
                 yield _chunk(single, subgraphs, ns, "values", {INTERRUPT: payload[INTERRUPT]})
@@ -149,7 +184,7 @@ class Entrypoint:
     async def areplay(self, run_id: str, **kw: Any) -> Any:
         """The graph's ``replay`` (a NEW run with lineage, in ``evidence``, ``simulation``
         or ``live`` mode), answered in the workflow's shape."""
-        return _output(await self.graph.areplay(run_id, **kw))
+        return _output(await self.graph.areplay(run_id, **kw), self._out)
 
     def replay(self, run_id: str, **kw: Any) -> Any:
         return run_sync(self.areplay(run_id, **kw), "replay")
@@ -186,14 +221,14 @@ class Entrypoint:
 
     async def aget_state(self, config: Mapping[str, Any], **kw: Any) -> Any:
         snap = await self.graph.aget_state(config, **kw)
-        return _with_values(snap, _snapshot_values(snap.values))
+        return _with_values(snap, _back(_snapshot_values(snap.values), self._out))
 
     def get_state(self, config: Mapping[str, Any], **kw: Any) -> Any:
         return run_sync(self.aget_state(config, **kw), "get_state")
 
     async def aget_state_history(self, config: Mapping[str, Any], **kw: Any) -> AsyncIterator[Any]:
         async for snap in self.graph.aget_state_history(config, **kw):
-            yield _with_values(snap, _snapshot_values(snap.values))
+            yield _with_values(snap, _back(_snapshot_values(snap.values), self._out))
 
     def get_state_history(self, config: Mapping[str, Any], **kw: Any) -> Iterator[Any]:
         return iterate_sync(self.aget_state_history(config, **kw), "get_state_history")
@@ -288,7 +323,7 @@ class entrypoint:  # LangGraph's name
             )
         name = fn.__name__
         node = _node(fn, tuple(p for p in _INJECTED if p in params), self.store)
-        builder = _builder(fn)
+        builder: StateGraph = StateGraph(_State)
         builder.add_node(name, node, retry_policy=self.retry_policy, timeout=self.timeout)
         builder.add_edge(START, name)
         builder.add_edge(name, END)
@@ -298,29 +333,49 @@ class entrypoint:  # LangGraph's name
         return flow
 
 
-def _builder(fn: Callable[..., Any]) -> StateGraph:
-    """The graph's builder, its state typed by the function's annotations (so an input
-    or a saved value that is a dataclass or a pydantic model comes back as one after a
-    restart); annotations the state cannot store are taken as ``Any``."""
-    given, out = _io_types(fn)
-    saved = _save_type(fn)
-    fields = {"input": _typed(given), "output": _typed(out), "previous": _typed(saved)}
-    typed = TypedDict(f"{fn.__name__}_state", fields, total=False)  # type: ignore[misc]
-    try:
-        return StateGraph(typed)
-    except Exception:  # an annotation the state schema refuses: stored as plain JSON
-        return StateGraph(_State)
-
-
 def _typed(annotation: Any) -> Any:
-    """The state field's type for an annotation: a dataclass or pydantic model class
-    as itself (so it is decoded as one), anything else as ``Any`` (stored as given, as
-    LangGraph takes a bare input)."""
+    """The class a stored value is typed back to: a dataclass or pydantic model class
+    annotation, else None (the value comes back as stored)."""
     if isinstance(annotation, type) and (
         dataclasses.is_dataclass(annotation) or hasattr(annotation, "model_fields")
     ):
         return annotation
-    return Any
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as the state stores it: a dataclass or pydantic model as its JSON form
+    (typed back by the annotation when read), anything else as given."""
+    if hasattr(type(value), "model_fields") or (
+        dataclasses.is_dataclass(value) and not isinstance(value, type)
+    ):
+        from pydantic_core import to_jsonable_python
+
+        return to_jsonable_python(value)
+    return value
+
+
+def _back(value: Any, cls: Any) -> Any:
+    """A stored value typed back to ``cls`` (see :func:`_typed`) when it fits."""
+    if cls is None or isinstance(value, cls) or not isinstance(value, Mapping):
+        return value
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(cls).validate_python(value)
+    except Exception:  # it is not one (a function may return other than it declares)
+        return value
+
+
+@dataclass(slots=True)
+class _Answer:
+    """What the function returned in this process (the caller gets it as it was)."""
+
+    value: Any = None
+    set: bool = False
+
+
+_answer: ContextVar[_Answer | None] = ContextVar("oncegraph_entrypoint_answer", default=None)
 
 
 def _save_type(fn: Callable[..., Any]) -> Any:
@@ -337,19 +392,23 @@ def _save_type(fn: Callable[..., Any]) -> Any:
 
 
 def _split(value: Any) -> dict[str, Any]:
-    if isinstance(value, entrypoint.final):
-        return {"output": value.value, "previous": value.save}
-    return {"output": value, "previous": value}
+    out, save = (value.value, value.save) if isinstance(value, entrypoint.final) else (value, value)
+    answer = _answer.get()
+    if answer is not None:
+        answer.value, answer.set = out, True
+    return {"output": _plain(out), "previous": _plain(save)}
 
 
 def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callable[..., Any]:
     """The graph node that calls ``fn`` with its input and the parameters it asks for."""
+    given, _ = _io_types(fn)
+    given, saved = _typed(given), _typed(_save_type(fn))
 
     def extras(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in wanted:
             if name == "previous":
-                out[name] = state.get("previous")
+                out[name] = _back(state.get("previous"), saved)
             elif name == "config":
                 out[name] = config
             elif name == "writer":
@@ -367,7 +426,8 @@ def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callab
         async def run_async(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
             token = open_calls()
             try:
-                return _split(await fn(state.get("input"), **extras(state, config)))
+                given_value = _back(state.get("input"), given)
+                return _split(await fn(given_value, **extras(state, config)))
             finally:
                 await asettle(token)
 
@@ -376,7 +436,7 @@ def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callab
     def run(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
         token = open_calls()
         try:
-            return _split(fn(state.get("input"), **extras(state, config)))
+            return _split(fn(_back(state.get("input"), given), **extras(state, config)))
         finally:
             settle(token)
 

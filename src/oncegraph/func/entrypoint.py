@@ -176,10 +176,13 @@ class Entrypoint:
         subgraphs: bool = False,
         **kw: Any,
     ) -> Iterator[Any]:
-        return iterate_sync(
-            self.astream(input, config, stream_mode=stream_mode, subgraphs=subgraphs, **kw),
-            "stream",
-        )
+        events = self.astream(input, config, stream_mode=stream_mode, subgraphs=subgraphs, **kw)
+        task = current_task()
+        if task is not None:  # inside a running node: streamed on that node's loop
+            from oncegraph.runtime.subgraph import stream_inside
+
+            return stream_inside(task, events)
+        return iterate_sync(events, "stream")
 
     async def areplay(self, run_id: str, **kw: Any) -> Any:
         """The graph's ``replay`` (a NEW run with lineage, in ``evidence``, ``simulation``

@@ -10,6 +10,7 @@ sent again blindly.
 """
 
 from oncegraph.func.entrypoint import Entrypoint, entrypoint
-from oncegraph.func.tasks import TaskFunction, TaskFuture, task
+from oncegraph.func.futures import TaskFuture
+from oncegraph.func.tasks import TaskFunction, task
 
 __all__ = ["Entrypoint", "TaskFunction", "TaskFuture", "entrypoint", "task"]

@@ -24,7 +24,8 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
-from oncegraph.func.tasks import GeneratorNotSupportedError, asettle, open_calls, settle
+from oncegraph.func.futures import asettle, open_calls, settle
+from oncegraph.func.tasks import GeneratorNotSupportedError
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.context import current_task

@@ -27,15 +27,15 @@ so the next questions of its node line up with their answers.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from oncegraph.errors import ConfigError, GraphInterrupt
+from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
 from oncegraph.graph.retry import NodeRetry, node_retry
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
@@ -65,69 +65,6 @@ class _Scope:
 
 
 _scope: ContextVar[_Scope | None] = ContextVar("oncegraph_task_scope", default=None)
-
-# The task calls an entrypoint's run started (tasks they call included), so the node
-# ends only once every one of them has ended and been recorded: nothing is recorded
-# after the run's caller got its answer, and a task the function did not wait for
-# (it interrupted first) is served from its record on resume.
-_started: ContextVar[list[Any] | None] = ContextVar("oncegraph_task_calls", default=None)
-
-
-def open_calls() -> Any:
-    """Start tracking the task calls of this context (an entrypoint's run)."""
-    return _started.set([])
-
-
-def _pending(token: Any) -> list[Any]:
-    calls = _started.get() or []
-    _started.reset(token)
-    return calls
-
-
-def settle(token: Any) -> None:
-    """Wait (in a sync node's thread) until every task call tracked since ``token``
-    ended; their errors are theirs to raise where they are awaited."""
-    calls = _pending(token)
-    while left := [f for f in calls if not f.done()]:
-        threads = [f for f in left if not isinstance(f, asyncio.Future)]
-        if threads:
-            concurrent.futures.wait(threads)
-        for f in left:
-            if isinstance(f, asyncio.Future):  # a call made on the loop by an async task
-                asyncio.run_coroutine_threadsafe(_ended(f), f.get_loop()).result()
-
-
-async def _ended(future: asyncio.Future[Any]) -> None:
-    await asyncio.wait([future])
-
-
-async def asettle(token: Any) -> None:
-    """:func:`settle` on the run's loop (an async node); cancelled, it cancels them."""
-    calls = _pending(token)
-    while True:
-        left = [f for f in calls if not f.done()]
-        if not left:
-            return
-        waits = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f) for f in left]
-        try:
-            await asyncio.wait(waits)
-        except asyncio.CancelledError:
-            for f in left:
-                f.cancel()
-            raise
-
-
-class TaskFuture(concurrent.futures.Future[T]):
-    """What a task call returns: ``.result()`` waits for it (from a sync node), and it can
-    be awaited (from an async one). It is done once the call is recorded or served."""
-
-    def __await__(self) -> Any:
-        return asyncio.wrap_future(self).__await__()
-
-
-class _AsyncTaskFuture(asyncio.Future[T]):
-    """A task call made on the run's loop (an async node): await it; ``.result()`` once
-    it is done, as LangGraph allows."""
 
 
 class TaskFunction(Generic[P, T]):
@@ -206,12 +143,10 @@ class TaskFunction(Generic[P, T]):
         future: Any
         inner: Any
         if running is ctx.loop:  # an async node: a task of the run's loop
-            future, inner = _on_loop(ctx.loop, work)
+            future, inner = on_loop(ctx.loop, work)
         else:
-            future, inner = _from_thread(ctx.loop, work)
-        calls = _started.get()
-        if calls is not None:
-            calls.append(inner)  # the call itself: it may outlive a cancelled future
+            future, inner = from_thread(ctx.loop, work)
+        track(inner)  # the call itself: it may outlive a cancelled future
         return future  # type: ignore[no-any-return]
 
     # -- the ledger's view of one call -----------------------------------------------------
@@ -440,49 +375,6 @@ async def _run_call(
     return value
 
 
-def _on_loop(
-    loop: asyncio.AbstractEventLoop, work: Awaitable[Any]
-) -> tuple[_AsyncTaskFuture[Any], asyncio.Future[Any]]:
-    future: _AsyncTaskFuture[Any] = _AsyncTaskFuture(loop=loop)
-    running = asyncio.ensure_future(work)
-
-    def done(t: asyncio.Future[Any]) -> None:
-        if future.done():
-            return
-        if t.cancelled():
-            future.cancel()
-        elif (error := t.exception()) is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(t.result())
-
-    running.add_done_callback(done)
-    future.add_done_callback(lambda f: running.cancel() if f.cancelled() else None)
-    return future, running
-
-
-def _from_thread(
-    loop: asyncio.AbstractEventLoop, work: Coroutine[Any, Any, Any]
-) -> tuple[TaskFuture[Any], concurrent.futures.Future[Any]]:
-    future: TaskFuture[Any] = TaskFuture()
-    inner = asyncio.run_coroutine_threadsafe(work, loop)
-
-    def done(f: concurrent.futures.Future[Any]) -> None:
-        if future.done():  # the caller cancelled it first
-            return
-        if f.cancelled():
-            future.cancel()
-            future.set_running_or_notify_cancel()
-        elif (error := f.exception()) is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(f.result())
-
-    inner.add_done_callback(done)
-    future.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
-    return future, inner
-
-
 _EFFECTS = {"read": None, "write": EffectClass.WRITE, "irreversible": EffectClass.IRREVERSIBLE}
 
 
@@ -573,12 +465,4 @@ def task(
     return make(fn) if fn is not None else make
 
 
-__all__ = [
-    "GeneratorNotSupportedError",
-    "TaskFunction",
-    "TaskFuture",
-    "asettle",
-    "open_calls",
-    "settle",
-    "task",
-]
+__all__ = ["GeneratorNotSupportedError", "TaskFunction", "TaskFuture", "task"]

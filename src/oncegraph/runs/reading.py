@@ -22,7 +22,7 @@ from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_k
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.engine import empty_head
 from oncegraph.runtime.moves import open_interrupts
-from oncegraph.runtime.subgraph import child_thread
+from oncegraph.runtime.subgraph import child_place
 from oncegraph.storage.records import CheckpointRecord
 
 HISTORY_PAGE = 50
@@ -192,9 +192,15 @@ async def _shaped(
         child = spec.nodes[node].subgraph if node in spec.nodes else None
         if child is None:
             continue
-        thread = child_thread(snap.config["thread_id"], key, cp_id)
-        element = f"{key}:{int(snap.metadata.get('step', -1)) + 1}"
-        child_ns = f"{ns}|{element}" if ns else element
+        thread, elements = child_place(
+            getattr(child, "stateful", False),
+            snap.config["thread_id"],
+            key,
+            node,
+            cp_id,
+            int(snap.metadata.get("step", -1)) + 1,
+        )
+        child_ns = "|".join((ns, *elements) if ns else elements)
         if not subgraphs:
             states[key] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": child_ns}}
             continue

@@ -188,16 +188,21 @@ class Driver:
         self._emit_step(nxt, head.checkpoint, ())
         return nxt
 
-    async def start_nested(self, head: Head, run: RunRecord, update: Mapping[str, Any]) -> Head:
-        """A subgraph's input checkpoint on its own thread (no run record, no status)."""
+    async def start_nested(
+        self, head: Head, run: RunRecord, update: Mapping[str, Any], *, call: str | None = None
+    ) -> Head:
+        """A subgraph's input checkpoint on its own thread (no run record, no status).
+        ``call``: the parent task's call of a stateful subgraph, kept in the metadata of
+        every checkpoint of the call (so a resumed call knows its own head)."""
         nxt, entries, _ = advance(
             self.spec,
             head,
             run.run_id,
             [TaskResult(START, update)],
-            step=-1,
+            step=head.checkpoint.step + 1 if head.checkpoint.checkpoint_id else -1,
             source="input",
             config=self._router_config(run),
+            meta={"call": call} if call is not None else None,
         )
         await self._commit(
             StepCommit(
@@ -280,6 +285,8 @@ class Driver:
         meta = None
         if self.parent is not None:  # the parent's answers this subgraph used so far
             meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
+            if "call" in cp.metadata:  # a stateful subgraph's call (start_nested)
+                meta["call"] = cp.metadata["call"]
         decision = decide(
             self.spec,
             head,

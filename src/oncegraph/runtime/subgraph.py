@@ -54,6 +54,22 @@ def child_thread(thread_id: str, task: str, checkpoint_id: str, n: int = 0) -> s
     return f"{thread_id}|{task}:{checkpoint_id}{f'#{n}' if n else ''}"
 
 
+def child_place(
+    stateful: bool, thread_id: str, task: str, node: str, checkpoint_id: str, step: int, n: int = 0
+) -> tuple[str, tuple[str, ...]]:
+    """Where the ``n``-th subgraph task ``task`` (of node ``node``, at parent checkpoint
+    ``checkpoint_id`` of step ``step - 1``) runs keeps its checkpoints, and the elements it
+    adds to the namespace, as LangGraph names them: ``("<task>:<step>",)`` for the first,
+    ``("<task>:<step>", "<n>")`` for the n-th; a stateful subgraph's (``compile(
+    checkpointer=True)``) thread is the same for every call on the parent's thread, and
+    its namespace is the node's name."""
+    if stateful:
+        where = f"{thread_id}|{node}{f'#{n}' if n else ''}"
+        return where, (node, str(n)) if n else (node,)
+    element = f"{task}:{step}"
+    return child_thread(thread_id, task, checkpoint_id, n), (element, str(n)) if n else (element,)
+
+
 async def run_subgraph_node(
     child: CompiledGraph, parent: GraphSpec, ctx: TaskContext, head: Head, task: Task
 ) -> dict[str, Any]:
@@ -75,27 +91,34 @@ async def run_nested(
     n = ctx.subgraph_calls
     ctx.subgraph_calls += 1
     suffix = f"#{n}" if n else ""
-    element = f"{ctx.task_key}:{ctx.step}{suffix}"
-    thread = child_thread(ctx.checkpoint_thread, ctx.task_key, ctx.checkpoint_id, n)
+    stateful = getattr(child, "stateful", False)
+    thread, elements = child_place(
+        stateful, ctx.checkpoint_thread, ctx.task_key, ctx.node_name, ctx.checkpoint_id, ctx.step, n
+    )
     heads = Heads(spec, ctx.store)
     driver = Driver(
         spec,
         ctx.store,
         heads,
         ctx.config,
-        tee(namespaced(ctx.emit, element), also),
+        tee(namespaced(ctx.emit, *elements), also),
         ctx.claim,
         replay=ctx.replay,  # a replay's mode holds at every depth
         scope=f"{ctx.node}:{ctx.step}{suffix}",
-        ns=(*ctx.ns, element),
+        ns=(*ctx.ns, *elements),
         parent=ctx,
         answer_base=ctx.interrupt_count,
         root_thread=ctx.thread_id,
     )
     run = RunRecord(run_id=ctx.run_id, thread_id=thread, status=RunStatus.RUNNING)
     head = await heads.load(thread)
-    if not head.checkpoint.checkpoint_id:  # first time: its input checkpoint
-        head = await driver.start_nested(head, run, _child_input(spec, source))
+    # A stateful subgraph's thread outlives this call: its head is this call's (resumed
+    # after a crash, an interrupt or a retry) only when this call started it; otherwise
+    # this call's input goes onto the state its earlier calls left.
+    call = f"{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
+    cp = head.checkpoint
+    if not cp.checkpoint_id or (call is not None and cp.metadata.get("call") != call):
+        head = await driver.start_nested(head, run, _child_input(spec, source), call=call)
     head = await driver.run(head, run)
     ctx.interrupt_count = driver.answer_base + int(head.checkpoint.metadata.get("answers", 0))
     return output_values(spec, head.values)
@@ -223,6 +246,7 @@ def refuse_in_replay(ctx: TaskContext | None, name: str) -> None:
 
 
 __all__ = [
+    "child_place",
     "child_thread",
     "invoke_inside",
     "on_task_loop",

@@ -363,7 +363,7 @@ class GraphInterrupt(BaseException):
         self.index = index
 
 
-class ParentCommand(Exception):  # noqa: N818 - LangGraph's name
+class ParentCommand(Exception):
     """A node of a subgraph returned ``Command(graph=Command.PARENT, ...)``: the subgraph
     stops, and the task of the parent graph that ran it ends with that command (its
     update applied to the parent's state, its ``goto`` routing the parent). ``args[0]``

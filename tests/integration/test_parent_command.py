@@ -134,7 +134,7 @@ def test_at_the_top_level_the_command_is_the_runs_error(checkpointer: Checkpoint
 
 
 def test_only_the_parent_graph_can_be_named() -> None:
-    with pytest.raises(ConfigError, match="graph=Command.PARENT"):
+    with pytest.raises(ConfigError, match=r"graph=Command\.PARENT"):
         Command(graph="some_graph", goto="x")
 
 
@@ -148,7 +148,9 @@ def test_a_crash_after_the_subgraphs_effect_resumes_without_calling_again(
     # committed: the command leaves it, its effect recorded; the 2nd hit is the parent's
     # step with the command's update, which crashes before it is written
     with pytest.raises(_CrashSignal):
-        app.invoke({"log": []}, {**cfg, "fault_plan": FaultPlan("before_checkpoint", 2, kill=False)})
+        app.invoke(
+            {"log": []}, {**cfg, "fault_plan": FaultPlan("before_checkpoint", 2, kill=False)}
+        )
     assert sent == ["ada"]
     out = app.invoke(None, cfg)
     assert out == {"log": ["charged ada", "parent after"]}

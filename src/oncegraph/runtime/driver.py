@@ -44,6 +44,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
     OnceGraphError,
+    ParentCommand,
     StaleStateError,
     StorageError,
     ThreadMovedOnError,
@@ -73,6 +74,7 @@ from oncegraph.runtime.engine import (
     encode_result,
     plan_step,
     tasks_of,
+    with_finished,
 )
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
@@ -136,6 +138,7 @@ class Driver:
     answer_base: int = 0
     root_thread: str = ""
     stopped: bool = False  # an interrupt or a breakpoint paused the run
+    shown: dict[str, Any] | None = None  # the state an interrupted step leaves the caller
     steps: int = 0  # steps counted against recursion_limit in this call
     _consumed: int = 0
     _loop_thread: int = 0
@@ -372,15 +375,38 @@ class Driver:
             await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
             raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
         if isinstance(decision, Fail):
+            await self._keep_error(decision, head, run)
             if self.parent is not None:
                 raise decision.error
             await self.set_status(run, RunStatus.FAILED, _failure_text(decision))
             raise _as_raised(decision, run)
         if isinstance(decision, Interrupt):
-            return await self._interrupt(decision, head, run)
+            return await self._interrupt(decision, head, run, plan)
         return await self._commit_step(decision, head, run, staged)
 
-    async def _interrupt(self, decision: Interrupt, head: Head, run: RunRecord) -> Head:
+    async def _keep_error(self, decision: Fail, head: Head, run: RunRecord) -> None:
+        """The failed task's error, kept with its step's writes (the state's view shows it
+        on the task; the step's commit, when it runs again, clears it). A subgraph's
+        command for its parent is no error."""
+        if decision.applying or not decision.task or isinstance(decision.error, ParentCommand):
+            return
+        error = decision.error  # as the run's error text is kept: in its words
+        await self.store.put_task_write(
+            TaskWrite(
+                run.thread_id,
+                head.checkpoint.checkpoint_id,
+                decision.task,
+                "error",
+                0,
+                repr(error)[:2000],
+            ),
+            run_id=run.run_id,
+            fence=self.fence,
+        )
+
+    async def _interrupt(
+        self, decision: Interrupt, head: Head, run: RunRecord, plan: StepPlan
+    ) -> Head:
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
@@ -389,6 +415,10 @@ class Driver:
                 fence=self.fence,
             )
         self.stopped = True
+        if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
+            for r in decision.done:
+                if (r.task or r.node) not in plan.done:
+                    self.emit("updates", {r.node: dict(r.update)})
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it
@@ -398,6 +428,9 @@ class Driver:
             self.parent.interrupt_raised = (value, index)
             raise GraphInterrupt(value, index)
         await self.set_status(run, RunStatus.INTERRUPTED, None)
+        # what the caller gets: the state with the writes of the step's finished tasks
+        # (kept as task writes, applied when the step commits), as LangGraph returns it
+        self.shown = with_finished(self.spec, head.values, decision.done)
         if decision.breakpoint:
             self.emit("updates", {"__interrupt__": ()})
             return head

@@ -433,10 +433,12 @@ class Driver:
         self.shown = with_finished(self.spec, head.values, decision.done)
         if decision.breakpoint:
             self.emit("updates", {"__interrupt__": ()})
-            return head
-        for task, value, index in decision.waits:
-            self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
-        self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+        else:
+            for task, value, index in decision.waits:
+                self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
+            self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+        if any(r.update for r in decision.done) and wants(self.emit, "values"):
+            self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head
 
     async def _hand_down_answers(

@@ -24,6 +24,20 @@ a nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
 The parent's state (or a ``Send`` payload) is the child's input, limited to the fields
 the child's input schema has; the child's output (its output schema's fields) is the
 parent task's update, limited to the parent's fields.
+
+A node of the child that returns ``Command(graph=Command.PARENT, ...)`` stops the child
+there (its step is not committed; its finished calls are recorded first, as for any
+step that does not commit): the command is raised as ``ParentCommand`` out of the
+child's driver, and the parent's task that ran the child ends with it as its own
+``Command`` (``runtime.tasks``), at whatever depth: the nearest enclosing graph gets it.
+
+A child compiled with ``checkpointer=True`` is STATEFUL: its thread is
+``<parent thread>|<node>`` for every call (not one per call), so its state carries over
+from one call of the parent's thread to the next (the new input goes on top of it, with
+the reducers), and its namespace is the node's name, as in LangGraph. Each of its
+checkpoints carries the call it belongs to (``metadata["call"]``: parent checkpoint,
+task, n), so a call resumed after a crash, an interrupt or a retry continues its own
+head instead of adding its input again.
 """
 
 from __future__ import annotations

@@ -35,9 +35,10 @@ A child compiled with ``checkpointer=True`` is STATEFUL: its thread is
 ``<parent thread>|<node>`` for every call (not one per call), so its state carries over
 from one call of the parent's thread to the next (the new input goes on top of it, with
 the reducers), and its namespace is the node's name, as in LangGraph. Each of its
-checkpoints carries the call it belongs to (``metadata["call"]``: parent checkpoint,
-task, n), so a call resumed after a crash, an interrupt or a retry continues its own
-head instead of adding its input again.
+checkpoints carries the call it belongs to (``metadata["call"]``: run, parent
+checkpoint, task, n), so a call resumed after a crash, an interrupt or a retry continues
+its own head instead of adding its input again, and another run from the same parent
+checkpoint (a replay, a branch) makes a new call on the state the child has now.
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ async def run_nested(
     # A stateful subgraph's thread outlives this call: its head is this call's (resumed
     # after a crash, an interrupt or a retry) only when this call started it; otherwise
     # this call's input goes onto the state its earlier calls left.
-    call = f"{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
+    call = f"{ctx.run_id}:{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
     cp = head.checkpoint
     if not cp.checkpoint_id or (call is not None and cp.metadata.get("call") != call):
         head = await driver.start_nested(head, run, _child_input(spec, source), call=call)

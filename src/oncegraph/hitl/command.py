@@ -45,6 +45,16 @@ class Command(Generic[N]):
                 "(graph=Command.PARENT)"
             )
 
+    def __repr__(self) -> str:  # the fields given, as LangGraph shows a Command
+        fields = (
+            ("graph", self.graph, self.graph is not None),
+            ("update", self.update, self.update is not None),
+            ("resume", self.resume, self.has_resume),
+            ("goto", self.goto, self.goto is not None),
+        )
+        shown = [f"{name}={value!r}" for name, value, given in fields if given]
+        return f"Command({', '.join(shown)})"
+
     @property
     def has_resume(self) -> bool:
         return self.resume is not _UNSET

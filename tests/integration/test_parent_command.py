@@ -74,7 +74,7 @@ def test_a_subgraph_node_updates_and_routes_its_parent(
     assert ["after"] in history and ["sub"] in history
 
 
-@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["sync", "async", "stream", "astream"])
 def test_a_subgraph_called_inside_a_node_routes_that_nodes_graph(
     checkpointer: Checkpointer, run_path: RunPath, kind: str
 ) -> None:
@@ -91,8 +91,21 @@ def test_a_subgraph_called_inside_a_node_routes_that_nodes_graph(
         reached.append("after the call")
         return {"log": ["returned"]}
 
+    def call_stream(state: Dialog) -> dict[str, Any]:
+        for _ in child.stream(state):
+            pass
+        reached.append("after the call")
+        return {"log": ["returned"]}
+
+    async def call_astream(state: Dialog) -> dict[str, Any]:
+        async for _ in child.astream(state):
+            pass
+        reached.append("after the call")
+        return {"log": ["returned"]}
+
+    calls = {"sync": call_sync, "async": call_async, "stream": call_stream}
     b = StateGraph(Dialog)
-    b.add_node("call", call_sync if kind == "sync" else call_async)
+    b.add_node("call", calls.get(kind, call_astream))
     b.add_node("after", lambda s: {"log": ["parent after"]})
     b.add_edge(START, "call")
     app = b.compile(checkpointer=checkpointer)

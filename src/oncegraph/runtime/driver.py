@@ -391,18 +391,20 @@ class Driver:
         if decision.applying or not decision.task or isinstance(decision.error, ParentCommand):
             return
         error = decision.error  # as the run's error text is kept: in its words
-        await self.store.put_task_write(
-            TaskWrite(
-                run.thread_id,
-                head.checkpoint.checkpoint_id,
-                decision.task,
-                "error",
-                0,
-                repr(error)[:2000],
-            ),
-            run_id=run.run_id,
-            fence=self.fence,
+        write = TaskWrite(
+            run.thread_id,
+            head.checkpoint.checkpoint_id,
+            decision.task,
+            "error",
+            0,
+            repr(error)[:2000],
         )
+        try:
+            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
+        except StorageError as exc:  # a view's detail: the run's own status decides below
+            log.warning(
+                "run %s: the error of task %s was not kept: %s", run.run_id, write.task, exc
+            )
 
     async def _interrupt(
         self, decision: Interrupt, head: Head, run: RunRecord, plan: StepPlan

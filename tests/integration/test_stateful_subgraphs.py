@@ -171,3 +171,38 @@ def test_get_state_with_subgraphs_shows_the_waiting_subgraph_under_its_name(
     assert app.get_state(cfg).tasks[0].state == {
         "configurable": {"thread_id": "t", "checkpoint_ns": "inner"}
     }
+
+
+def test_a_branch_sees_the_subgraphs_state_as_it_was_at_the_branch_point(
+    checkpointer: Checkpointer,
+) -> None:
+    class Results(TypedDict, total=False):
+        results: Annotated[list[str], operator.add]
+
+    seen: list[list[str]] = []
+
+    def note(state: Notes) -> dict[str, Any]:
+        seen.append(list(state["notes"]))
+        return {"notes": [f"call {len(state['notes']) + 1}"]}
+
+    inner = StateGraph(Notes)
+    inner.add_node("note", note)
+    inner.add_edge(START, "note")
+    b = StateGraph(Results)
+    b.add_node("prepare", lambda s: {"results": ["p"]})
+    b.add_node("sub", inner.compile(checkpointer=True))
+    b.add_edge(START, "prepare")
+    b.add_edge("prepare", "sub")
+    app = b.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t"}
+    app.invoke({"results": []}, cfg)
+    app.invoke({"results": []}, cfg)
+    assert seen == [[], ["call 1"]]
+    # branch from the second call's checkpoint before "sub": the subgraph had one note then
+    before_second = next(s for s in app.get_state_history(cfg) if s.next == ("sub",))
+    fork = app.update_state(before_second.config, {"results": ["forked"]})
+    app.invoke(None, fork)
+    assert seen[-1] == ["call 1"]
+    # the original thread's subgraph goes on from its own latest state
+    app.invoke({"results": []}, cfg)
+    assert seen[-1] == ["call 1", "call 2"]

@@ -38,7 +38,9 @@ the reducers), and its namespace is the node's name, as in LangGraph. Each of it
 checkpoints carries the call it belongs to (``metadata["call"]``: run, parent
 checkpoint, task, n), so a call resumed after a crash, an interrupt or a retry continues
 its own head instead of adding its input again, and another run from the same parent
-checkpoint (a replay, a branch) makes a new call on the state the child has now.
+checkpoint (a replay, a branch) makes a new call. A branch's thread starts its stateful
+subgraph from the state it had on the branch's source thread when the branch's
+checkpoint was current (its newest checkpoint made before that one, by ``created_at``).
 """
 
 from __future__ import annotations
@@ -132,11 +134,37 @@ async def run_nested(
     # this call's input goes onto the state its earlier calls left.
     call = f"{ctx.run_id}:{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
     cp = head.checkpoint
+    if call is not None and not cp.checkpoint_id:  # a branch's first call: its source's state
+        seed = await _state_at_branch(ctx, heads, thread)
+        if seed is not None:
+            head = await driver.start_nested(head, run, seed, call=f"branch:{call}")
+            cp = head.checkpoint
     if not cp.checkpoint_id or (call is not None and cp.metadata.get("call") != call):
         head = await driver.start_nested(head, run, _child_input(spec, source), call=call)
     head = await driver.run(head, run)
     ctx.interrupt_count = driver.answer_base + int(head.checkpoint.metadata.get("answers", 0))
     return output_values(spec, head.values)
+
+
+async def _state_at_branch(ctx: TaskContext, heads: Heads, thread: str) -> dict[str, Any] | None:
+    """The state a stateful subgraph had, on the thread a branch was made from, when the
+    branch's checkpoint was current (None: this run is no branch, or it had none): its
+    newest checkpoint made before that checkpoint."""
+    store = ctx.store
+    run = await store.get_run(ctx.run_id)
+    if run is None or not run.parent_run_id or not run.parent_checkpoint_id:
+        return None
+    origin = await store.get_run(run.parent_run_id)
+    if origin is None or origin.thread_id == ctx.thread_id:
+        return None
+    at = await store.get_checkpoint(origin.thread_id, run.parent_checkpoint_id)
+    if at is None:
+        return None
+    source = origin.thread_id + thread[len(ctx.thread_id) :]
+    for cp in await store.list_checkpoints(source):  # newest first
+        if cp.created_at < at.created_at:
+            return await heads.materialize(cp)
+    return None
 
 
 def _child_input(spec: GraphSpec, source: Any) -> Mapping[str, Any]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph import observe
+from oncegraph._retrying import attempts
 from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
@@ -584,24 +585,23 @@ class Driver:
         """Commit with retries on transient store errors; a lost CAS is final (guarantee 8).
         Returns what the store says of the planned intents it inserted (None: unknown)."""
         inserted: int | None = None
-        for attempt, delay in enumerate((*COMMIT_RETRY_DELAYS, None)):
+        async for attempt in attempts(COMMIT_RETRY_DELAYS, self.config.sleep):
             try:
                 inserted = await self.store.commit(commit)
                 break
             except StaleStateError:
-                if attempt and await self._landed(commit):
+                if attempt.number > 1 and await self._landed(commit):
                     break  # an earlier attempt committed before its connection failed
                 raise
             except StorageError as exc:
                 if type(exc) is not StorageError:
                     raise
-                if delay is None:
+                if attempt.last:
                     log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
                     raise StorageError(
                         f"{exc}. The step was not recorded: no node or tool after it ran; the "
                         "run can be resumed from its last checkpoint once the store is back."
                     ) from exc
-                await self.config.sleep(delay)
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
         return inserted

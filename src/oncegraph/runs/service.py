@@ -64,6 +64,7 @@ from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Branch, Replays
 from oncegraph.runs.scope import Scope, listing_filters
 from oncegraph.runs.signing import signing_key
+from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -349,15 +350,16 @@ class RunService:
     async def update_state(
         self,
         thread_id: str,
-        values: Mapping[str, Any],
+        values: Mapping[str, Any] | None,
         *,
         checkpoint_id: str | None = None,
         as_node: str | None = None,
         actor: str = "update_state",
         reason: str = "update_state",
-    ) -> Branch:
-        """LangGraph's ``update_state``, as a branch (:meth:`Replays.update_state`)."""
-        return await Replays(self.context).update_state(
+    ) -> Fork:
+        """LangGraph's ``update_state``: a new paused run on the same thread whose head
+        has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
+        return await TimeTravel(self.context, self._travel_run).update(
             thread_id,
             values,
             checkpoint_id=checkpoint_id,
@@ -414,16 +416,21 @@ class RunService:
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
-        if wanted and (thread is None or thread.head_checkpoint_id != wanted):
-            raise ConfigError(
-                "config names a checkpoint_id: running from an old checkpoint is not a "
-                "continue (a replay is a new run), and it never runs live silently. Create "
-                "a new run from it with app.replay(run_id, checkpoint_id=..., "
-                "mode='evidence' | 'simulation' | 'live', reason=..., actor=...), or with a "
-                "changed state with "
-                "app.branch(run_id, checkpoint_id, patch=..., reason=..., actor=...) / "
-                "app.update_state(config, values)"
+        if wanted and thread is not None and thread.head_checkpoint_id != wanted:
+            # LangGraph's time travel: a NEW live run from a fork of that checkpoint
+            travel = TimeTravel(self.context, self._travel_run)
+            cp = await travel.target(thread_id, str(wanted), input, latest)
+            if cp is not None:
+                return await travel.run(cp, input, cfg, emit, thread, latest, launch=launch)
+        elif wanted and thread is None:
+            raise RunNotFoundError(
+                f"thread {thread_id!r} has no checkpoint {wanted!r} (it has none yet); start "
+                "it with invoke(input, config) without a checkpoint_id"
             )
+        if input is None and cfg.run_id is None and launch is None:
+            done = await finished_state(self.context, thread, latest)
+            if done is not None:  # LangGraph's replay of a final checkpoint: nothing runs
+                return done
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
@@ -926,6 +933,20 @@ class RunService:
             head = await heads.load(run.thread_id)
         assert self.versions is not None
         return await self.versions.migrate(self.context, run, head, claim, verdict)
+
+    def _travel_run(
+        self,
+        thread_id: str,
+        input: Any,
+        cfg: RunConfig,
+        status: RunStatus,
+        launch: Launch | None,
+    ) -> RunRecord:
+        """A time-travel run's record (its lineage is added by the caller)."""
+        run = self._new_run(
+            thread_id, {} if input is None else input, cfg, status=status, launch=launch
+        )
+        return run if input is not None else run.replace(input=None)
 
     def _new_run(
         self,

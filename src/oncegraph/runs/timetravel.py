@@ -46,6 +46,7 @@ from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.forks import StateChange, fork, last_writer
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
+from oncegraph.runs.snapshots import INPUT_SUFFIX
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit
 from oncegraph.runtime.replay import ReplayPolicy
@@ -295,7 +296,11 @@ class TimeTravel:
     # -- helpers -----------------------------------------------------------------------------
 
     async def checkpoint(self, thread_id: str, checkpoint_id: str) -> CheckpointRecord:
-        cp = await self.store.get_checkpoint(thread_id, checkpoint_id)
+        """The stored checkpoint ``checkpoint_id`` names; a history's entry of a run's
+        input (``<id>.input``) goes back to that run's input checkpoint (its input
+        applied again, then every node after it)."""
+        stored_id = checkpoint_id.removesuffix(INPUT_SUFFIX)
+        cp = await self.store.get_checkpoint(thread_id, stored_id)
         if cp is None:
             raise RunNotFoundError(
                 f"no checkpoint {checkpoint_id!r} on thread {thread_id!r} (pruned, or of "

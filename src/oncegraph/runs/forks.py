@@ -74,15 +74,11 @@ async def fork(
     ``sibling``: the fork's parent is ``cp``'s parent (LangGraph's ``__copy__``)."""
     branch = None if thread is None else thread.version + 1  # unique on the thread
     log: list[LogEntry] = []
-    logs: dict[str, int] = {}
-    for channel, count in logkeys.counts(cp.logs):
-        logs[channel] = count
+    logs = dict(logkeys.counts(cp.logs)) if branch is None else logkeys.branched(cp.logs, branch)
+    for channel, count in logkeys.counts(cp.logs):  # the prefix it stands on, copied
         source_log = logkeys.stored_channel(cp.logs, channel)
-        target = channel
-        if branch is not None:
-            logs[logkeys.MARK + channel] = branch
-            target = logkeys.stored_channel(logs, channel)
         entries = await store.read_log(cp.thread_id, source_log, count) if count else []
+        target = logkeys.stored_channel(logs, channel)
         log.extend(LogEntry(target, seq, value) for seq, value in enumerate(entries))
     stored, nxt = dict(cp.values), cp.next
     diff: list[StateChange] = []

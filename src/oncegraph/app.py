@@ -43,6 +43,7 @@ from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
+from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
@@ -853,10 +854,14 @@ class CompiledGraph:
         with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
-        branch = await self.service.update_state(
-            thread_id, values, checkpoint_id=checkpoint_id, as_node=as_node
+        fork = await self.service.update_state(
+            thread_id,
+            values,
+            checkpoint_id=checkpoint_id,
+            as_node=as_node,
+            allow_irreversible=allowed_irreversible(RunConfig.parse(config)),
         )
-        return branch.config
+        return fork.config
 
     def update_state(
         self,

@@ -338,3 +338,19 @@ def test_none_on_a_finished_thread_returns_its_state_and_runs_nothing(
 
     assert called == []
     assert len(app.runs(thread_id=T)) == 1  # no new run
+
+
+def test_update_state_passes_the_allowed_irreversible_tools_to_its_run(
+    payments: Payments,
+) -> None:
+    app = payments.app
+    app.invoke({"messages": [{"role": "user", "content": "refund 1042"}]}, {"thread_id": T})
+    before = next(s for s in app.get_state_history({"thread_id": T}) if s.next == ("tools",))
+    allowed = {"configurable": {**before.config["configurable"], "allow_irreversible": ["refund"]}}
+
+    edited = app.update_state(allowed, None, as_node="__copy__")
+    out = app.invoke(None, edited)
+
+    sent = payments.sent()
+    assert len(sent) == 2 and sent[0]["idempotency_key"] != sent[1]["idempotency_key"]
+    assert out["messages"][-1]["content"] == f"Done: {sent[1]['id']}"

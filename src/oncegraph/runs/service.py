@@ -356,6 +356,7 @@ class RunService:
         as_node: str | None = None,
         actor: str = "update_state",
         reason: str = "update_state",
+        allow_irreversible: Iterable[str] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a new paused run on the same thread whose head
         has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
@@ -366,6 +367,7 @@ class RunService:
             as_node=as_node,
             actor=actor,
             reason=reason,
+            allow_irreversible=allow_irreversible,
         )
 
     # -- retention --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ runs nothing (LangGraph's "replay from the final checkpoint").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,9 +208,11 @@ class TimeTravel:
         as_node: str | None = None,
         actor: str = "update_state",
         reason: str = "update_state",
+        allow_irreversible: Iterable[str] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a checkpoint with the edit becomes the thread's
-        head, under a new ``paused`` run (see the module docstring)."""
+        head, under a new ``paused`` run (see the module docstring); ``allow_irreversible``
+        (from the call's config) is what that live run may send."""
         spec, heads = self.ctx.graph_heads()
         await self.ctx.setup()
         thread, latest = await self.ctx.open_thread(thread_id)
@@ -251,7 +253,7 @@ class TimeTravel:
             origin = await self.ctx.get_run(cp.run_id)
             cfg = RunConfig.from_stored(origin.config, thread_id)
             policy = ReplayPolicy.of(
-                "live", origin.run_id, allow_irreversible=allowed_irreversible(cfg), refire=True
+                "live", origin.run_id, allow_irreversible=frozenset(allow_irreversible), refire=True
             )
             made_run = self.new_run(thread_id, None, cfg, RunStatus.PAUSED, None)
             run, new = self._lineage(made_run, origin, cp, policy), True

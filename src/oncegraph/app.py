@@ -37,10 +37,10 @@ from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import reading
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
-from oncegraph.runs.handles import ReplayRun
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.replay import Branch
+from oncegraph.runs.replayed import ReplayRun
 from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
@@ -771,7 +771,7 @@ class CompiledGraph:
         ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
         ``doubles``) or ``live`` (real calls; irreversible tools only if allowed).
 
-        Returns the new run's handle (:class:`~oncegraph.runs.handles.ReplayRun`:
+        Returns the new run's handle (:class:`~oncegraph.runs.replayed.ReplayRun`:
         ``run_id``, ``status``, ``result``); its ``launch_reason`` is ``reason``."""
         result = await self.service.replay(
             run_id,

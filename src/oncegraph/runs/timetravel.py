@@ -58,6 +58,7 @@ from oncegraph.storage.records import (
     StepCommit,
     TaskWrite,
     ThreadRecord,
+    WriteKind,
 )
 
 TIME_TRAVEL = "time_travel"
@@ -388,7 +389,7 @@ class TimeTravel:
                 "invoke(None, config), then answer the question it asks"
             )
         await self.store.put_task_write(
-            TaskWrite(cp.thread_id, cp.checkpoint_id, cp.next[0], "resume", 0, answer),
+            TaskWrite(cp.thread_id, cp.checkpoint_id, cp.next[0], WriteKind.RESUME, 0, answer),
             run_id=run.run_id,
             fence=token,
         )

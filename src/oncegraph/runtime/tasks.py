@@ -28,6 +28,7 @@ from typing import Any
 
 from oncegraph._waiting import wait_done
 from oncegraph.errors import (
+    ConfigError,
     GraphInterrupt,
     InterruptSwallowedError,
     LeaseLostError,
@@ -46,6 +47,9 @@ from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
+# Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
+# maker, so this module needs no import of the subgraph runner (which builds a driver).
+RunSubgraph = Callable[[Any, GraphSpec, TaskContext, Head, Task], Awaitable[Any]]
 
 
 async def run_task(
@@ -54,9 +58,10 @@ async def run_task(
     head: Head,
     save: Save | None,
     task: Task | None = None,
+    subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     """Run task ``task`` (node ``ctx.node_name``) on ``head``'s state; never raises
-    except on cancellation."""
+    except on cancellation. ``subgraphs`` runs a node that is a compiled graph."""
     task = task or Task(ctx.node_name, ctx.node_name)
     node = spec.nodes[task.node]
     streamed = _count_messages(ctx)
@@ -65,7 +70,9 @@ async def run_task(
     if events:
         ctx.emit("events", _event("node_start", ctx))
     try:
-        outcome = await _outcome(spec, node, ctx, head, save, task, streamed is not None)
+        outcome = await _outcome(
+            spec, node, ctx, head, save, task, streamed is not None, subgraphs
+        )
     finally:
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
@@ -154,13 +161,14 @@ async def _outcome(
     save: Save | None,
     task: Task,
     messages: bool = False,
+    subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     key = task.key if task.key != task.node else ""
     attempt = 0
     while True:
         attempt += 1
         try:
-            value = await _run(spec, node, ctx, head, task)
+            value = await _run(spec, node, ctx, head, task, subgraphs)
             if ctx.interrupt_raised is not None:
                 raise InterruptSwallowedError(
                     f"node {task.node!r} caught the interrupt signal (a bare except or except "
@@ -257,11 +265,21 @@ async def _retry(node: NodeSpec, ctx: TaskContext, exc: Exception, attempt: int)
     return True
 
 
-async def _run(spec: GraphSpec, node: NodeSpec, ctx: TaskContext, head: Head, task: Task) -> Any:
+async def _run(
+    spec: GraphSpec,
+    node: NodeSpec,
+    ctx: TaskContext,
+    head: Head,
+    task: Task,
+    subgraphs: RunSubgraph | None,
+) -> Any:
     if node.subgraph is not None:
-        from oncegraph.runtime.subgraph import run_subgraph_node
-
-        return await run_subgraph_node(node.subgraph, spec, ctx, head, task)
+        if subgraphs is None:
+            raise ConfigError(
+                f"node {task.node!r} is a compiled graph, and this driver was made without "
+                "a subgraph runner; make drivers with RunContext.make_driver"
+            )
+        return await subgraphs(node.subgraph, spec, ctx, head, task)
     state = _input(spec, node, head, task)
     args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
     if node.inline:  # on the loop thread: no hand-off, no timeout

@@ -22,7 +22,8 @@ import pytest
 
 from oncegraph import FaultPlan, Reconciled, current_effect, declare_crash_point, tool
 from oncegraph.errors import _CrashSignal
-from oncegraph.observe import JsonFormatter, use_tracer_provider
+from oncegraph.observe import JsonFormatter, capture_content, use_tracer_provider
+from oncegraph.observe.tracing import CAPTURE_ENV
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 from oncegraph.runtime.faults import crash_point
@@ -55,6 +56,16 @@ def spans() -> Iterator[InMemorySpanExporter]:
         provider.shutdown()
 
 
+@pytest.fixture
+def captured() -> Iterator[None]:
+    """Tools' arguments and results recorded on their spans (opted in)."""
+    capture_content(True)
+    try:
+        yield
+    finally:
+        capture_content(None)
+
+
 def shop(checkpointer: Checkpointer, provider: FakeProvider) -> Any:
     client = ProviderClient(provider.url)
 
@@ -78,7 +89,10 @@ def shop(checkpointer: Checkpointer, provider: FakeProvider) -> Any:
 
 
 def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
-    checkpointer: Checkpointer, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+    checkpointer: Checkpointer,
+    spans: InMemorySpanExporter,
+    caplog: pytest.LogCaptureFixture,
+    captured: None,
 ) -> None:
     with FakeProvider() as provider:
         app = shop(checkpointer, provider)
@@ -86,7 +100,8 @@ def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
         with pytest.raises(_CrashSignal):
             app.invoke(user, {"thread_id": T, "fault_plan": FaultPlan(SENT)})
         crashed = {s.name for s in spans.get_finished_spans()}
-        assert {"oncegraph.run", "oncegraph.step", "oncegraph.effect", "oncegraph.model"} <= crashed
+        expected = {"oncegraph.run", "oncegraph.step", "oncegraph.effect", "chat scripted"}
+        assert expected | {"execute_tool refund"} <= crashed
         with caplog.at_level(logging.INFO, logger="oncegraph.ledger"):
             out = app.invoke(None, {"thread_id": T})
         assert out["messages"][-1]["content"] == "Refunded."
@@ -103,7 +118,7 @@ def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
     refunds = [
         s
         for s in finished
-        if s.name == "oncegraph.effect" and s.attributes["oncegraph.effect.type"] == "refund"
+        if s.name == "execute_tool refund" and s.attributes["oncegraph.effect.type"] == "refund"
     ]
     assert len(refunds) == 2  # the crashed call and the resumed one
     first, second = refunds
@@ -115,6 +130,10 @@ def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
         "order_id": "1042",
         "card": "***",
     }
+    assert first.attributes["gen_ai.tool.call.arguments"] == (
+        first.attributes["oncegraph.effect.request"]
+    )
+    assert "charge" in json.loads(second.attributes["gen_ai.tool.call.result"])  # reconciled
     assert [e.name for e in first.events] == ["intent", "exception"]  # then the crash
     assert first.attributes["oncegraph.effect.status"] == "pending"
     names = [e.name for e in second.events]
@@ -129,9 +148,13 @@ def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
     by_id = {s.context.span_id: s for s in finished}
     for step in (s for s in finished if s.name == "oncegraph.step"):
         assert by_id[step.parent.span_id].name == "oncegraph.run"
-    for model in (s for s in finished if s.name == "oncegraph.model"):
+    models = [s for s in finished if s.name.startswith("chat ")]
+    assert models
+    for model in models:
         assert by_id[model.parent.span_id].name == "oncegraph.effect"
+        assert by_id[model.parent.span_id].attributes["oncegraph.effect.class"] == "model"
         assert model.attributes["gen_ai.request.model"] == "scripted"
+        assert model.attributes["gen_ai.operation.name"] == "chat"
 
     # the card number is nowhere: not in attributes, not in events
     dumped = json.dumps(
@@ -149,6 +172,47 @@ def test_crashed_and_resumed_run_shows_its_spans_with_masked_fields(
     # a reconcile is logged, in any process (a worker's log says so)
     logged = [r for r in caplog.records if "reconciled" in r.getMessage()]
     assert logged and effect_id in logged[0].getMessage()
+
+
+def test_spans_follow_the_genai_conventions_and_keep_content_out_by_default(
+    checkpointer: Checkpointer, spans: InMemorySpanExporter
+) -> None:
+    """``execute_tool``/``chat`` spans with their ``gen_ai.*`` attributes; without the
+    opt-in no tool argument or result is on any span; a resumed turn makes no new chat."""
+    with FakeProvider() as provider:
+        client = ProviderClient(provider.url)
+
+        @tool(effect="write", mask=["card"])
+        def pay(order_id: str, card: str) -> str:
+            """Pay an order with a card."""
+            return str(client.charge(5, "eur", order_id, current_effect().idempotency_key)["id"])
+
+        call = {"id": "call_7", "name": "pay", "args": {"order_id": "77", "card": CARD}}
+        model = ScriptedModel.turns(
+            {"content": "", "tool_calls": [call], "usage": {"input_tokens": 12, "output_tokens": 3},
+             "raw_finish_reason": "tool_calls", "provider_message_id": "resp_1"},
+            {"content": "Paid.", "usage": {"input_tokens": 20, "output_tokens": 2}},
+        )
+        app = ReactAgent(model=model, tools=[pay]).compile(checkpointer=checkpointer)
+        app.invoke({"messages": [{"role": "user", "content": "pay 77"}]}, {"thread_id": "g1"})
+    finished = spans.get_finished_spans()
+    (tool_span,) = [s for s in finished if s.name == "execute_tool pay"]
+    assert tool_span.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool_span.attributes["gen_ai.tool.name"] == "pay"
+    assert tool_span.attributes["gen_ai.tool.call.id"] == "call_7"
+    assert tool_span.kind.name == "INTERNAL"
+    chats = [s for s in finished if s.name == "chat scripted"]
+    assert len(chats) == 2 and all(c.kind.name == "CLIENT" for c in chats)
+    first = chats[0].attributes
+    assert first["gen_ai.operation.name"] == "chat" and first["gen_ai.request.model"] == "scripted"
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (12, 3)
+    assert list(first["gen_ai.response.finish_reasons"]) == ["tool_calls"]
+    assert first["gen_ai.response.id"] == "resp_1"
+    for span in finished:  # content is opt-in: no arguments, no results, anywhere
+        keys = set(span.attributes or {})
+        assert not keys & {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+                           "oncegraph.effect.request", "oncegraph.effect.result"}, span.name
+    assert CARD not in json.dumps([dict(s.attributes or {}) for s in finished], default=str)
 
 
 def test_no_spans_and_no_cost_without_a_provider(checkpointer: Checkpointer) -> None:
@@ -213,11 +277,15 @@ def test_a_global_tracer_provider_set_later_is_used(tmp_path: Path) -> None:
     script = tmp_path / "traced.py"
     script.write_text(GLOBAL_PROVIDER)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), *sys.path])}
+    env[CAPTURE_ENV] = "true"  # the conventions' opt-in for arguments and results
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
     )
     assert out.returncode == 0, out.stderr
     names, request, status = out.stdout.splitlines()[-3:]
-    assert names == str(["oncegraph.effect", "oncegraph.model", "oncegraph.run", "oncegraph.step"])
+    assert names == str(
+        ["chat scripted", "execute_tool notify", "oncegraph.effect", "oncegraph.run",
+         "oncegraph.step"]
+    )
     assert json.loads(request) == {"user": "ana", "token": "***"}
     assert status == "completed"

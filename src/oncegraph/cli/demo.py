@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -101,12 +102,22 @@ def _demo(db: Path, crash_at: str, *, keep: bool) -> int:
                 f"{runs[0].status}.[/]"
             )
         if keep:
+            where = shlex.quote(str(db))
             console.print(
-                f"Look at it: oncegraph runs --sqlite {db}   "
-                f"oncegraph effects --run {runs[0].run_id} --sqlite {db}"
+                f"Look at it: oncegraph runs --sqlite {where}   "
+                f"oncegraph effects --run {runs[0].run_id} --sqlite {where}"
+            )
+            console.print("Open it in the web UI:", highlight=False)
+            console.print(
+                f"oncegraph serve --db {where}", markup=False, highlight=False, soft_wrap=True
             )
         else:
-            console.print("The database was temporary: pass --db runs.db to keep it.")
+            console.print(
+                "The database was temporary: run oncegraph demo --db runs.db to keep it, "
+                "then open it in the web UI with:",
+                highlight=False,
+            )
+            console.print("oncegraph serve --db runs.db", markup=False, highlight=False)
         return 0 if ok else 1
 
 

@@ -70,9 +70,15 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def serve(
         target: Annotated[
-            str,
-            typer.Argument(metavar="MODULE:APP", help="module:attr or file.py:attr of the app"),
-        ],
+            str | None,
+            typer.Argument(
+                metavar="MODULE:APP",
+                help="module:attr or file.py:attr of the app; leave it out to open a "
+                "database (--db/--database) without the app's code: runs, effects, audit, "
+                "Resolve effect and Abandon, no command that runs the graph",
+                show_default=False,
+            ),
+        ] = None,
         host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
         port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port")] = 8000,
         database: Annotated[
@@ -80,6 +86,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--database",
                 "-d",
+                "--db",
                 help="SQLite path or PostgreSQL DSN (default: $ONCEGRAPH_DATABASE, else the "
                 "app's own checkpointer)",
                 show_default=False,
@@ -162,11 +169,14 @@ def register(app: typer.Typer) -> None:
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
-        """Serve the HTTP API (REST + SSE) and the operator web UI for an app."""
+        """Serve the HTTP API (REST + SSE) and the operator web UI for an app, or for a
+        database alone (--db PATH or --database URL, no MODULE:APP)."""
         from oncegraph.cli.database import choose
         from oncegraph.observe import configure_logging
 
         chosen = choose(database, database_file, required=False)
+        if target is None:
+            chosen = _database_alone(chosen)
         configure_logging(log_format, log_level)
         server = _server_module()
         limits = {
@@ -201,6 +211,24 @@ def register(app: typer.Typer) -> None:
             **given,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
+
+
+def _database_alone(chosen: Any) -> Any:
+    """The database ``serve`` opens without an app: it must exist, with the schema."""
+    from oncegraph.cli.database import check_postgres, check_sqlite
+
+    if chosen is None:
+        raise CliError(
+            "nothing to serve: name the app, oncegraph serve MODULE:APP (module:attr or "
+            "file.py:attr), or open a database without the app's code: oncegraph serve "
+            "--db runs.db (or --database postgresql://...)",
+            code=2,
+        )
+    if chosen.kind == "sqlite":
+        check_sqlite(chosen.where)
+    else:
+        check_postgres(chosen.where)
+    return chosen
 
 
 def _server_module() -> Any:

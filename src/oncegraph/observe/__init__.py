@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from oncegraph.observe.logs import JsonFormatter, configure_logging
 from oncegraph.observe.tracing import (
+    capture_content,
     effect_event,
     effect_span,
+    model_response,
     model_span,
     run_span,
     step_span,
@@ -22,9 +24,11 @@ from oncegraph.observe.tracing import (
 
 __all__ = [
     "JsonFormatter",
+    "capture_content",
     "configure_logging",
     "effect_event",
     "effect_span",
+    "model_response",
     "model_span",
     "run_span",
     "step_span",

@@ -2,7 +2,11 @@
 
 Each line has ``ts`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, ``pid``, the
 exception text when there is one, and every ``extra={...}`` field the call passed
-(``run_id``, ``effect_id``, ...). Values that are not JSON are written as strings.
+(``run_id``, ``effect_id``, ...). A line logged while a run is executing, by oncegraph
+or by the user's own node or tool code, also carries where it was logged: ``run_id``,
+``thread_id``, ``node`` and ``step`` inside a task, and ``effect_id`` and
+``effect_type`` inside a tool or ``effect(...)`` call (an ``extra`` field of the same
+name wins). Values that are not JSON are written as strings.
 """
 
 from __future__ import annotations
@@ -30,12 +34,32 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "pid": record.process,
         }
+        out.update(_ambient())
         for key, value in record.__dict__.items():
             if key not in _STANDARD and not key.startswith("_"):
                 out[key] = value
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def _ambient() -> dict[str, Any]:
+    """The ids of the task and the effect this line is logged in (none outside a run)."""
+    from oncegraph.runtime import context
+
+    found: dict[str, Any] = {}
+    task = context.current_task()
+    if task is not None:
+        found.update(run_id=task.run_id, thread_id=task.thread_id, node=task.node, step=task.step)
+    effect = context.effect_in_progress()
+    if effect is not None:
+        found.update(
+            run_id=effect.run_id,
+            thread_id=effect.thread_id,
+            effect_id=effect.effect_id,
+            effect_type=effect.effect_type,
+        )
+    return found
 
 
 def configure_logging(fmt: str = "text", level: str | int = "INFO") -> None:

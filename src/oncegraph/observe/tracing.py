@@ -1,12 +1,27 @@
 """OpenTelemetry spans for runs, steps, model calls and effects.
 
 Spans: ``oncegraph.run`` (one per run call: start, continue, resume after a crash),
-``oncegraph.step`` (one per superstep, under the run), ``oncegraph.model`` (one per try
-of a model, under its effect) and ``oncegraph.effect`` (one per ledger call, with events
-``intent``, ``attempt``, ``result``, ``reconciled``, ``parked``). Effect spans carry
-``oncegraph.effect.id``, ``.key`` (the idempotency key), ``.type``, ``.class`` and
-``.status``; the request and result are attributes as JSON with the tool's ``mask``
-fields replaced by ``"***"``.
+``oncegraph.step`` (one per superstep, under the run), one span per ledger call (with
+events ``intent``, ``attempt``, ``result``, ``reconciled``, ``parked``) and one per try
+of a model, under its model effect's span. Names and ``gen_ai.*`` attributes follow
+OpenTelemetry's GenAI semantic conventions:
+
+* a tool's (or any non-model) effect is ``execute_tool {name}`` with
+  ``gen_ai.operation.name="execute_tool"``, ``gen_ai.tool.name``, ``gen_ai.tool.type``
+  and ``gen_ai.tool.call.id`` (the model's call id, where the effect is a tool call);
+* a model turn's effect is ``oncegraph.effect`` (the ledger's record of the turn: a
+  resumed run reuses it and makes no ``chat`` span), and each try of a model under it is
+  ``chat {model}`` (kind CLIENT) with ``gen_ai.operation.name="chat"``,
+  ``gen_ai.provider.name``, ``gen_ai.request.model``, and from the response
+  ``gen_ai.response.model``, ``gen_ai.response.id``, ``gen_ai.response.finish_reasons``,
+  ``gen_ai.usage.input_tokens`` and ``gen_ai.usage.output_tokens``.
+
+Every effect span also carries ``oncegraph.effect.id``, ``.key`` (the idempotency key),
+``.type``, ``.class`` and ``.status``. A tool's arguments and result are content: they
+are recorded only when opted in (:func:`capture_content`, or the conventions'
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``), as JSON with the tool's
+``mask`` fields replaced by ``"***"`` (``gen_ai.tool.call.arguments`` /
+``gen_ai.tool.call.result``, and the same as ``oncegraph.effect.request`` / ``.result``).
 
 Masking (what leaves for a collector): each run span keeps a
 :class:`~oncegraph.runs.masking.Masker` that learns the masked values of every effect
@@ -28,6 +43,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +58,24 @@ _chosen: Any = None  # a provider given to use_tracer_provider(), else the globa
 _UNKNOWN = object()
 # The masker of the run being traced (its effects' masked values), shared by its spans.
 _masker: contextvars.ContextVar[Any] = contextvars.ContextVar("oncegraph_trace_masker")
+CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_capture: bool | None = None  # capture_content()'s choice; None: the environment's
+
+
+def capture_content(on: bool | None) -> None:
+    """Record tools' arguments and results on their spans (masked), or not; ``None``:
+    as ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says (off by default)."""
+    global _capture
+    if on is not None and not isinstance(on, bool):
+        raise TypeError(f"capture_content takes True, False or None; got {on!r}")
+    _capture = on
+
+
+def capturing() -> bool:
+    """Are tools' arguments and results recorded on spans?"""
+    if _capture is not None:
+        return _capture
+    return os.environ.get(CAPTURE_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def _current_masker() -> Any:
@@ -120,10 +154,13 @@ def _json(value: Any, fields: Sequence[str]) -> str:
 
 
 @contextlib.contextmanager
-def _span(t: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
-    """A current span that records ANY exception, a crash signal (BaseException) too."""
+def _span(t: Any, name: str, attributes: dict[str, Any], client: bool = False) -> Iterator[Any]:
+    """A current span that records ANY exception, a crash signal (BaseException) too;
+    ``client``: of kind CLIENT (a call to a model's API), else INTERNAL."""
+    kind = _trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL
     with t.start_as_current_span(
         name,
+        kind=kind,
         attributes=_clean(attributes),
         record_exception=False,
         set_status_on_exception=False,
@@ -209,12 +246,56 @@ def step_span(run: Any, step: int, nodes: Sequence[str]) -> contextlib.AbstractC
     )
 
 
-def model_span(model: str, attempt: int) -> contextlib.AbstractContextManager[Any]:
-    """Around one try of one model (the model chain), inside the model effect's span."""
+def _model_names(model: Any) -> tuple[str, str | None, str]:
+    """``(name, provider, requested model)`` of a model adapter (or its name):
+    ``"openai/gpt-4o-mini"`` is provider ``openai``, model ``gpt-4o-mini``."""
+    name = model if isinstance(model, str) else str(getattr(model, "name", "") or model)
+    provider, sep, rest = name.partition("/")
+    requested = getattr(model, "model", None)
+    if not isinstance(requested, str) or not requested:
+        requested = rest.rpartition(":")[2] if sep else name
+    return name, (provider if sep else None), requested
+
+
+def model_span(model: Any, attempt: int) -> contextlib.AbstractContextManager[Any]:
+    """Around one try of one model (the model chain), inside the model effect's span:
+    ``chat {model}``; :func:`model_response` adds what the response says."""
     t = tracer()
     if t is None:
         return _NULL
-    return _span(t, "oncegraph.model", {"gen_ai.request.model": model, "oncegraph.try": attempt})
+    name, provider, requested = _model_names(model)
+    return _span(
+        t,
+        f"chat {requested}",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider or name,
+            "gen_ai.request.model": requested,
+            "oncegraph.model": name,
+            "oncegraph.try": attempt,
+        },
+        client=True,
+    )
+
+
+def model_response(span: Any, response: Any) -> None:
+    """The response's model, id, finish reason and token usage on its ``chat`` span."""
+    if span is None or not _trace or not getattr(span, "is_recording", lambda: False)():
+        return
+    try:
+        usage = getattr(response, "usage", None) or {}
+        finish = getattr(response, "raw_finish_reason", None)
+        found = {
+            "gen_ai.response.model": getattr(response, "model", None),
+            "gen_ai.response.id": getattr(response, "provider_message_id", None),
+            "gen_ai.response.finish_reasons": [finish] if finish else None,
+            "gen_ai.usage.input_tokens": usage.get("input_tokens"),
+            "gen_ai.usage.output_tokens": usage.get("output_tokens"),
+        }
+        for key, value in _clean(found).items():
+            span.set_attribute(key, value)
+    except Exception:  # tracing must never break a run
+        log.debug("tracing a model response failed", exc_info=True)
 
 
 def effect_span(call: Any, effect_id: str, ctx: Any) -> contextlib.AbstractContextManager[Any]:
@@ -227,22 +308,33 @@ def effect_span(call: Any, effect_id: str, ctx: Any) -> contextlib.AbstractConte
         _current_masker().learn_call(call.effect_type, call.request, mask)
     except Exception:  # tracing must never break a run
         log.debug("learning an effect's masked values failed", exc_info=True)
-    return _span(
-        t,
-        "oncegraph.effect",
+    attributes: dict[str, Any] = {
+        "oncegraph.effect.id": effect_id,
+        "oncegraph.effect.key": effect_id,
+        "oncegraph.effect.type": call.effect_type,
+        "oncegraph.effect.class": str(call.effect_class),
+        "oncegraph.effect.command_id": call.command_id,
+        "oncegraph.effect.recipient": _text(call.recipient),
+        "oncegraph.run.id": ctx.run_id,
+        "oncegraph.thread.id": ctx.thread_id,
+        "oncegraph.node": ctx.node_name,
+    }
+    if str(call.effect_class) == "model":  # a model turn: its tries are the chat spans
+        return _span(t, "oncegraph.effect", attributes)
+    _, sep, call_id = str(call.command_id).rpartition(":")
+    attributes.update(
         {
-            "oncegraph.effect.id": effect_id,
-            "oncegraph.effect.key": effect_id,
-            "oncegraph.effect.type": call.effect_type,
-            "oncegraph.effect.class": str(call.effect_class),
-            "oncegraph.effect.command_id": call.command_id,
-            "oncegraph.effect.recipient": _text(call.recipient),
-            "oncegraph.effect.request": _json(call.request, mask),
-            "oncegraph.run.id": ctx.run_id,
-            "oncegraph.thread.id": ctx.thread_id,
-            "oncegraph.node": ctx.node_name,
-        },
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.effect_type,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.id": call_id if sep and call_id else None,
+        }
     )
+    if capturing():
+        arguments = _json(call.request, mask)
+        attributes["gen_ai.tool.call.arguments"] = arguments
+        attributes["oncegraph.effect.request"] = arguments
+    return _span(t, f"execute_tool {call.effect_type}", attributes)
 
 
 def effect_event(kind: str, record: Any, more: Mapping[str, Any], mask: Sequence[str]) -> None:
@@ -298,8 +390,15 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
     # A model's response is not shown: its tool calls carry other tools' arguments, which
     # this effect's mask does not cover.
     model = str(record.effect_class) == "model"
-    if kind in ("effect_result", "effect_reconciled") and record.result is not None and not model:
-        span.set_attribute("oncegraph.effect.result", _json(record.result, mask))
+    if (
+        kind in ("effect_result", "effect_reconciled")
+        and record.result is not None
+        and not model
+        and capturing()
+    ):
+        result = _json(record.result, mask)
+        span.set_attribute("gen_ai.tool.call.result", result)
+        span.set_attribute("oncegraph.effect.result", result)
     if record.provider_reference:
         span.set_attribute("oncegraph.effect.provider_reference", _text(record.provider_reference))
     attributes = {
@@ -314,8 +413,12 @@ def _record(kind: str, record: Any, more: Mapping[str, Any], mask: tuple[str, ..
 
 
 __all__ = [
+    "CAPTURE_ENV",
+    "capture_content",
+    "capturing",
     "effect_event",
     "effect_span",
+    "model_response",
     "model_span",
     "run_span",
     "step_span",

@@ -90,7 +90,7 @@ class ModelChain:
             count += 1
             model = self.models[index]
             try:
-                with observe.model_span(model.name, count):
+                with observe.model_span(model, count) as span:
                     if on_text is not None and self.streaming[index]:
                         stream: Any = model
                         response = await stream.generate_stream(
@@ -98,6 +98,7 @@ class ModelChain:
                         )
                     else:
                         response = await model.generate(messages, tools=tools)
+                    observe.model_response(span, response)
             except Exception as exc:
                 tries.failures.append((model.name, exc))
                 raise

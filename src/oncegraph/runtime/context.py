@@ -160,6 +160,11 @@ def current_effect() -> EffectContext:
     return ctx
 
 
+def effect_in_progress() -> EffectContext | None:
+    """The effect being performed, or None (for the log lines written meanwhile)."""
+    return _effect.get()
+
+
 def set_effect(ctx: EffectContext | None) -> Any:
     return _effect.set(ctx)
 

@@ -1,7 +1,9 @@
 """oncegraph's HTTP server: a REST API with Server-Sent Events and an operator web UI.
 
 ``oncegraph serve module:app`` (or :func:`serve`) serves one compiled graph; every route
-calls the run service. Needs the ``server`` extra: ``pip install 'oncegraph[server]'``.
+calls the run service. ``oncegraph serve --db runs.db`` serves a database without the
+app's code (:mod:`~oncegraph.server.database_app`). Needs the ``server`` extra:
+``pip install 'oncegraph[server]'``.
 
 Modules, one job each: :mod:`~oncegraph.server.factory` (the ASGI app),
 :mod:`~oncegraph.server.auth` (keys and roles), :mod:`~oncegraph.server.tenancy` (the
@@ -46,7 +48,7 @@ def create_app(graph: CompiledGraph, **options: Any) -> ASGIApp:
 
 
 def serve(
-    target: str,
+    target: str | None,
     host: str = "127.0.0.1",
     port: int = 8000,
     database: str | None = None,
@@ -54,7 +56,9 @@ def serve(
     **options: Any,
 ) -> None:
     """Serve the compiled graph ``target`` names (``"module:attr"`` or
-    ``"path/to/file.py:attr"``) until interrupted.
+    ``"path/to/file.py:attr"``) until interrupted; with ``target=None``, the
+    ``database`` alone, without the app's code (runs, effects, audit, Resolve effect and
+    Abandon; the commands that run the graph say to serve the app).
 
     ``database``: a SQLite path or a ``postgresql://`` DSN (default: the app's own
     checkpointer, or SQLite ``oncegraph.db``). ``keys``: API keys and roles (see
@@ -64,9 +68,18 @@ def serve(
     _require()
     import uvicorn
 
-    from oncegraph.server.loading import compiled, load_target
+    from oncegraph.errors import ConfigError
+    from oncegraph.server.loading import compiled, database_only, load_target
 
-    graph = compiled(load_target(target), database)
+    if target is not None:
+        graph = compiled(load_target(target), database)
+    elif database is not None:
+        graph = database_only(database)
+    else:
+        raise ConfigError(
+            "nothing to serve: name the app (module:attr or file.py:attr), or a database "
+            "to open without the app's code (database='runs.db' or a postgresql:// URL)"
+        )
     # Logging set up by the caller (the CLI's --log-format json) is kept as it is; uvicorn
     # configures its own only where nobody did.
     asgi = create_app(graph, keys=keys, **options)

@@ -21,6 +21,7 @@ from oncegraph.server.context import (
     SCAN,
     caller,
     children_of,
+    code_needed,
     graph,
     history,
     holders,
@@ -347,6 +348,8 @@ async def run_events(request: Request) -> Response:
     if stream is not None:
         body = sse.from_buffer(stream, sse.buffered_after(last), view, keepalive=hub.keepalive)
     else:
+        # read from its checkpoints, which only the graph decodes: refused before it starts
+        code_needed(request, "stream a run's events (they are read from its checkpoints)")
         body = sse.from_checkpoints(
             graph(request),
             run.run_id,

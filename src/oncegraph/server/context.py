@@ -29,6 +29,7 @@ from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
 from oncegraph.server import tenancy
 from oncegraph.server.auth import KeyRing, Principal, Role, credential
+from oncegraph.server.database_app import has_code, needs_app
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
@@ -50,10 +51,22 @@ class Served:
     def masks(self) -> dict[str, tuple[str, ...]]:
         return dict(self.graph.service.masks)
 
+    @property
+    def has_code(self) -> bool:
+        """Does this server run the app's code (not a database served alone)?"""
+        return has_code(self.graph)
+
 
 def served(request: Request) -> Served:
     found: Served = request.app.state.served
     return found
+
+
+def code_needed(request: Request, what: str) -> None:
+    """Refuse (409, naming the fix) what runs the app's code on a server started with
+    the database only; ``what`` says what was asked ("continue a run")."""
+    if not served(request).has_code:
+        raise needs_app(what)
 
 
 def graph(request: Request) -> CompiledGraph:
@@ -129,11 +142,12 @@ async def _learn(request: Request) -> Masker:
 async def shown(request: Request, principal: Principal, *thread_ids: str) -> Shown:
     """What ``principal`` may see of this request's answer: masked (below ``admin``)
     with what the threads of the runs it loaded, and ``thread_ids``, hold secret."""
+    blind = not served(request).has_code  # the masks are in the app's code
     if principal.can(Role.ADMIN):
         return Shown(principal, served(request).masks)
     seen(request, thread_ids)
     masker = await _learn(request)
-    view = Shown(principal, served(request).masks, masker)
+    view = Shown(principal, served(request).masks, masker, blind=blind)
     learned = _masking(request)[1]
 
     async def refresh() -> None:
@@ -244,6 +258,7 @@ __all__ = [
     "Served",
     "caller",
     "children_of",
+    "code_needed",
     "ensure",
     "graph",
     "history",

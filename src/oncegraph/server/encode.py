@@ -26,6 +26,7 @@ from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import Masker, mask_value
 from oncegraph.runs.replay import kind_of
 from oncegraph.server.auth import Principal, Role
+from oncegraph.server.database_app import WITHHELD
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
 
 
@@ -59,6 +60,8 @@ class Shown:
         principal: Principal,
         masks: Mapping[str, tuple[str, ...]],
         masker: Masker | None = None,
+        *,
+        blind: bool = False,
     ) -> None:
         self.principal = principal
         fields: set[str] = set()
@@ -66,6 +69,9 @@ class Shown:
             fields.update(declared)
         self.fields = tuple(sorted(fields))
         self.unmasked = principal.can(Role.ADMIN)
+        # the masks are unknown (a database served without the app's code): below admin,
+        # no payload (and no tool's error text) is shown at all; messages are, as stored
+        self.blind = blind and not self.unmasked
         self.masker = masker if masker is not None else Masker(masks)
         # reads the masked values of the request's threads again (a live stream's new
         # effects); set by oncegraph.server.context.shown
@@ -80,6 +86,8 @@ class Shown:
         plain = jsonable(value)
         if self.unmasked:
             return plain
+        if self.blind:
+            return None if plain is None else WITHHELD
         self.masker.learn(plain)  # a tool call shown here tells its masked arguments
         keyed = mask_value(plain, self.fields) if self.fields else plain
         return self.masker.value(keyed)
@@ -137,12 +145,22 @@ class Shown:
             "request": self.value(record.request),
             "result": self.value(record.result),
             "provider_reference": self.text(record.provider_reference),
-            "error": self.text(record.error),
-            "attempts": [self.value(a) for a in record.attempts],
-            "last_attempt": self.value(last) if last is not None else None,
+            # a tool's own exception may quote its arguments: withheld with the payloads
+            "error": WITHHELD if self.blind and record.error else self.text(record.error),
+            "attempts": [self._attempt(a) for a in record.attempts],
+            "last_attempt": self._attempt(last) if last is not None else None,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
         }
+
+    def _attempt(self, attempt: Any) -> Any:
+        """One attempt: withheld but for when and how it ended where the masks are unknown."""
+        if not self.blind:
+            return self.value(attempt)
+        plain = jsonable(attempt)
+        if isinstance(plain, dict):
+            return {k: (WITHHELD if k == "error" and v else v) for k, v in plain.items()}
+        return WITHHELD
 
     def audit(self, record: AuditRecord) -> dict[str, Any]:
         return {

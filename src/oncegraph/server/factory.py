@@ -31,6 +31,7 @@ from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.server import api, openapi, ui, ui_effects
 from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served, masked_message, request_masker
+from oncegraph.server.database_app import has_code
 from oncegraph.server.forms import parse_origins
 from oncegraph.server.headers import SecurityHeaders
 from oncegraph.server.hub import KEEPALIVE, RunHub
@@ -98,7 +99,9 @@ def create_app(
     recover: bool = True,
     keepalive: float = KEEPALIVE,
 ) -> ASGIApp:
-    """The server's ASGI app for ``graph`` (which must have a checkpointer).
+    """The server's ASGI app for ``graph`` (which must have a checkpointer), or for a
+    database alone (a :class:`~oncegraph.server.database_app.DatabaseApp`: what needs
+    the app's code is refused, with words saying to serve the app).
 
     ``keys``: see :func:`oncegraph.server.auth.key_ring` (``None`` reads
     ``ONCEGRAPH_API_KEYS``; with none anywhere, an admin key is generated and printed).
@@ -132,7 +135,8 @@ def create_app(
         raise ConfigError(f"keepalive must be a positive number of seconds; got {keepalive!r}")
     keys_kept = Keys(idempotency_window)
     hub = RunHub(graph, max_runs=max_runs, max_events=max_events, keepalive=keepalive)
-    recovery = Recovery(hub, every=recover_every) if recover else None
+    # a database served without the app's code cannot go on with anyone's runs
+    recovery = Recovery(hub, every=recover_every) if recover and has_code(graph) else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -4,11 +4,13 @@
 arguments returning either. ``database`` (a SQLite path or a ``postgresql://`` DSN)
 replaces the app's checkpointer; without it the app's own is used, and an app compiled
 without one gets SQLite (``oncegraph.db`` in the working directory), so serving an
-example works with nothing else running.
+example works with nothing else running. :func:`database_only` serves a database with
+no app at all (:class:`~oncegraph.server.database_app.DatabaseApp`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from oncegraph.app import CompiledGraph
@@ -16,6 +18,7 @@ from oncegraph.errors import ConfigError
 from oncegraph.loading import load_object
 
 DEFAULT_DATABASE = "oncegraph.db"
+_KEY_VALUE = re.compile(r"^\s*[a-z_]+\s*=", re.IGNORECASE)
 
 
 def load_target(target: str) -> Any:
@@ -23,16 +26,31 @@ def load_target(target: str) -> Any:
     return load_object(target)
 
 
+def is_postgres(database: str) -> bool:
+    """A PostgreSQL DSN: a ``postgresql://`` URL or libpq's ``key=value`` form (as the
+    CLI tells them apart); anything else is a SQLite path."""
+    text = database.strip()
+    return text.startswith(("postgresql://", "postgres://")) or bool(_KEY_VALUE.match(text))
+
+
 def checkpointer_for(database: str) -> Any:
-    """The store at ``database``: a PostgreSQL URL or a SQLite path. PostgreSQL's driver
-    is imported only for a PostgreSQL URL: a SQLite server needs no ``postgres`` extra."""
-    if database.startswith(("postgresql://", "postgres://")):
+    """The store at ``database``: a PostgreSQL DSN or a SQLite path. PostgreSQL's driver
+    is imported only for a PostgreSQL DSN: a SQLite server needs no ``postgres`` extra."""
+    if is_postgres(database):
         from oncegraph.storage.checkpointer import PgCheckpointer
 
-        return PgCheckpointer(postgres_dsn=database)
+        return PgCheckpointer(postgres_dsn=database.strip())
     from oncegraph.storage.checkpointer import SqliteCheckpointer
 
     return SqliteCheckpointer(database)
+
+
+def database_only(database: str) -> CompiledGraph:
+    """The database at ``database`` served without the app's code (reading, Resolve
+    effect and Abandon; what runs the graph is refused, naming the fix)."""
+    from oncegraph.server.database_app import DatabaseApp
+
+    return DatabaseApp(checkpointer_for(database))
 
 
 def compiled(found: Any, database: str | None) -> CompiledGraph:
@@ -61,4 +79,4 @@ def compiled(found: Any, database: str | None) -> CompiledGraph:
     )
 
 
-__all__ = ["DEFAULT_DATABASE", "checkpointer_for", "compiled", "load_target"]
+__all__ = ["DEFAULT_DATABASE", "checkpointer_for", "compiled", "database_only", "load_target"]

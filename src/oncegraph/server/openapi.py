@@ -39,7 +39,9 @@ COMMAND_ERRORS = {
     **COMMON_ERRORS,
     "409": _err(
         "The run or effect is not in a state for this; or (code request_in_flight) the "
-        "first request with this Idempotency-Key is still being served: see Retry-After"
+        "first request with this Idempotency-Key is still being served: see Retry-After; "
+        "or (code needs_app) the server was started with the database only and this runs "
+        "the app's code: start it with the app"
     ),
     "422": _err("This Idempotency-Key was used for another request (code idempotency_key_reused)"),
 }

@@ -27,6 +27,7 @@ from oncegraph.server import bodies, idempotency, schemas
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     children_of,
+    code_needed,
     graph,
     need,
     served,
@@ -82,6 +83,7 @@ async def launch(
     before) gets that run: followed here if this server runs it, taken over if the
     process that ran it is gone (:meth:`RunHub.resume`), as it is if it stopped."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "start a run")
     start = bodies.model(schemas.StartBody, body)
     thread_id = visible_thread(principal, thread_id, acting=True)
     config = run_config(start)
@@ -184,6 +186,7 @@ def _stopped_on(run: RunRecord) -> dict[str, Any] | None:
 
 async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "continue a run")
     asked = bodies.model(schemas.ContinueBody, body)
     reason = asked.reason
     run = await visible_run(request, principal, run_id)
@@ -226,6 +229,7 @@ def _went_on_since(request: Request, run: RunRecord) -> bool:
 
 async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "replay a run")
     asked = bodies.model(schemas.ReplayBody, body)
     mode, reason, checkpoint_id = asked.mode, asked.reason, asked.checkpoint_id
     allow = asked.allow_irreversible
@@ -309,6 +313,7 @@ async def _newest_child(
 
 async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "branch a run")
     asked = bodies.model(schemas.BranchBody, body)
     patch, reason, checkpoint_id, as_node = (
         asked.patch,
@@ -419,6 +424,7 @@ async def check(
 ) -> dict[str, Any]:
     """Ask the recipient again about an uncertain effect (its tool's probe or reconcile)."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
+    code_needed(request, "ask the recipient through the tool's hook")
     reason = bodies.model(schemas.CheckBody, body).reason or "asked the recipient"
     record = await effect_of(request, principal, run_id, effect_id)
     found = await graph(request).acheck_effect(
@@ -432,6 +438,7 @@ async def redeliver(
     request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     principal = need(request, Role.ADMIN, cookie=_ui(request))
+    code_needed(request, "redeliver an effect (the tool's code sends it)")
     asked = bodies.model(schemas.RedeliverBody, body)
     reason, new_key, confirm = asked.reason, asked.new_key, asked.confirm
     record = await effect_of(request, principal, run_id, effect_id)

@@ -54,6 +54,7 @@ from oncegraph.server.context import (
     visible_run,
     visible_runs,
 )
+from oncegraph.server.database_app import UNAVAILABLE
 from oncegraph.server.diff import state_diff
 from oncegraph.server.idempotency import once, with_body
 from oncegraph.server.problems import ApiError, bad_request, from_exception
@@ -111,6 +112,7 @@ async def render(
 ) -> HTMLResponse:
     """A page for a logged-in ``me``: its forms carry the login's token."""
     token = forms.token(await _ui_key(request), key_of(request, cookie=True) or "")
+    values.setdefault("database_only", not served(request).has_code)
     return page(name, http_status, me=me, csrf=token, **values)
 
 
@@ -307,7 +309,10 @@ async def run_page(request: Request, me: Principal) -> Response:
     run = await visible_run(request, me, request.path_params["run_id"])
     app = graph(request)
     view = await shown(request, me)
-    found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
+    code = served(request).has_code  # else the state is not readable: no graph decodes it
+    found = (
+        await history(request, {"thread_id": run.thread_id, "run_id": run.run_id}) if code else []
+    )
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
     tools = tools_of(app.service.spec)
@@ -343,7 +348,10 @@ async def run_page(request: Request, me: Principal) -> Response:
         else []
     )
     sealed = request.cookies.get(flash.COOKIE)
-    picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
+    # the graph is the app's code: a database served alone has no picture of it
+    picture = ""
+    if code:
+        picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
     message = flash.unseal(
         await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
     )
@@ -367,6 +375,8 @@ async def run_page(request: Request, me: Principal) -> Response:
         ],
         latest=latest,
         can_operate=me.can(Role.OPERATOR),
+        has_code=code,
+        unavailable=UNAVAILABLE,
         can_admin=me.can(Role.ADMIN),
         continuable=run.status in CONTINUABLE or crashed,
         interrupted=run.status is RunStatus.INTERRUPTED,

@@ -175,6 +175,8 @@ async def run_events(request: Request) -> Response:
     stream = hub.get(run.run_id)
     if stream is not None:
         body = sse.from_buffer(stream, sse.buffered_after(last), view, keepalive=hub.keepalive)
+    elif not served(request).has_code:  # checkpoints need the graph: no stream (204 ends it)
+        return Response(status_code=204)
     else:
         body = sse.from_checkpoints(
             graph(request),

@@ -40,8 +40,10 @@ from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, Redeliv
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.replay import Branch
+from oncegraph.runs.replayed import ReplayRun
 from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
+from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig
@@ -769,10 +771,13 @@ class CompiledGraph:
         actor: str,
         allow_irreversible: Sequence[str] = (),
         doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReplayRun:
         """A NEW run (own thread, lineage) from a checkpoint of ``run_id``, in ``mode``:
         ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
-        ``doubles``) or ``live`` (real calls; irreversible tools only if allowed)."""
+        ``doubles``) or ``live`` (real calls; irreversible tools only if allowed).
+
+        Returns the new run's handle (:class:`~oncegraph.runs.replayed.ReplayRun`:
+        ``run_id``, ``status``, ``result``); its ``launch_reason`` is ``reason``."""
         result = await self.service.replay(
             run_id,
             checkpoint_id=checkpoint_id,
@@ -782,7 +787,8 @@ class CompiledGraph:
             allow_irreversible=allow_irreversible,
             doubles=doubles,
         )
-        return output_values(self.spec, result.output())
+        ended = await self.service.run_view(result.run.run_id)  # as get_run shows it
+        return ReplayRun(ended, output_values(self.spec, result.output()))
 
     def replay(
         self,
@@ -794,7 +800,7 @@ class CompiledGraph:
         actor: str,
         allow_irreversible: Sequence[str] = (),
         doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReplayRun:
         return run_sync(
             self.areplay(
                 run_id,
@@ -842,20 +848,31 @@ class CompiledGraph:
         )
 
     async def aupdate_state(
-        self, config: Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
+        self,
+        config: Mapping[str, Any],
+        values: Mapping[str, Any] | None,
+        as_node: str | None = None,
     ) -> dict[str, Any]:
-        """LangGraph's ``update_state``, as a branch: the edit lands on a NEW thread (the
-        original run's history is never rewritten, guarantee 9); continue with the returned
-        config: ``invoke(None, returned_config)``."""
+        """LangGraph's ``update_state`` on the thread's head or a past checkpoint: the edit
+        becomes the thread's head under a NEW paused run with lineage (nothing of the
+        original run is rewritten, guarantee 9; :mod:`oncegraph.runs.timetravel`); go on
+        with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
-        branch = await self.service.update_state(
-            thread_id, values, checkpoint_id=checkpoint_id, as_node=as_node
+        fork = await self.service.update_state(
+            thread_id,
+            values,
+            checkpoint_id=checkpoint_id,
+            as_node=as_node,
+            allow_irreversible=allowed_irreversible(RunConfig.parse(config)),
         )
-        return branch.config
+        return fork.config
 
     def update_state(
-        self, config: Mapping[str, Any], values: Mapping[str, Any], as_node: str | None = None
+        self,
+        config: Mapping[str, Any],
+        values: Mapping[str, Any] | None,
+        as_node: str | None = None,
     ) -> dict[str, Any]:
         return run_sync(self.aupdate_state(config, values, as_node), "update_state")
 

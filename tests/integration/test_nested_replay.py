@@ -157,14 +157,14 @@ def _original(n: Nested) -> str:
 
 def test_evidence_replay_of_a_nested_graph_calls_nothing(nested: Nested) -> None:
     run_id = _original(nested)
-    out = nested.app.replay(run_id, mode="evidence", reason="audit", actor="ana")
+    out = nested.app.replay(run_id, mode="evidence", reason="audit", actor="ana").result
     assert out["messages"][-1]["content"].startswith("Done: refunded 59.00")
     assert len(nested.refunds()) == 1 and nested.simulated == []
 
 
 def test_simulation_replay_of_a_nested_graph_calls_only_simulate(nested: Nested) -> None:
     run_id = _original(nested)
-    out = nested.app.replay(run_id, mode="simulation", reason="what if", actor="ana")
+    out = nested.app.replay(run_id, mode="simulation", reason="what if", actor="ana").result
     assert len(nested.refunds()) == 1
     assert nested.simulated == ["1042"]
     assert any(m.get("content") == "simulated refund of 59.00" for m in out["messages"])

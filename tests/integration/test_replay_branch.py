@@ -8,8 +8,8 @@ On memory, SQLite and PostgreSQL, against the fake payment provider:
 * simulation replay calls only the tool's ``simulate``;
 * branch with a patched amount: a diff first, nothing run; the branch's refund has a new
   effect id and the patched amount; the original's state and effects unchanged;
-* LangGraph's ``update_state`` is a branch whose config continues it, and time travel by
-  ``invoke(None, {"checkpoint_id": ...})`` is refused, naming replay.
+* LangGraph's ``update_state`` forks the same thread as a new live run, which blocks the
+  irreversible refund (time travel: tests/integration/test_time_travel.py).
 """
 
 from __future__ import annotations
@@ -90,17 +90,25 @@ def test_evidence_replay_calls_nothing_and_reaches_the_same_state(shop: Shop) ->
     run_id, out = _done(shop)
     calls, before = len(shop.model.calls), _original(shop)
     replayed = shop.app.replay(run_id, mode="evidence", reason="why 59?", actor="ana")
-    assert replayed["messages"] == out["messages"]  # the same state, message ids included
+    # the handle of the new run: its id, its status, its result
+    assert replayed.result["messages"] == out["messages"]  # the same state, message ids too
+    assert replayed.status == "completed" and replayed.parent_run_id == run_id
     assert len(shop.model.calls) == calls and shop.refunds() == 1  # nothing called
     assert _original(shop) == before  # the original run, thread and ledger untouched
-    (replay,) = [r for r in shop.app.runs() if r.launch_reason == "replay"]
-    assert (replay.parent_run_id, replay.mode) == (run_id, "evidence")
+    (replay,) = [r for r in shop.app.runs() if r.mode == "evidence"]
+    assert replay.run_id == replayed.run_id
+    assert (replay.parent_run_id, replay.launch_reason) == (run_id, "why 59?")  # its own reason
     assert replay.thread_id != T and replay.status is RunStatus.COMPLETED
     assert replay.parent_checkpoint_id is not None
     assert shop.app.effects(thread_id=replay.thread_id) == []  # it recorded no effect
     (audit,) = shop.app.audit(run_id=run_id)
     assert (audit.action, audit.actor, audit.reason) == ("replay", "ana", "why 59?")
     assert audit.details["new_run_id"] == replay.run_id
+    (own,) = shop.app.audit(run_id=replay.run_id)  # the new run has its own record
+    assert (own.action, own.actor, own.reason) == ("replay", "ana", "why 59?")
+    assert own.details["parent_run_id"] == run_id and own.details["mode"] == "evidence"
+    with pytest.warns(DeprecationWarning, match=r"handle\.result"):
+        assert replayed["messages"] == out["messages"]  # the old shape, for now
 
 
 def test_evidence_replay_never_calls_live_for_a_missing_record(shop: Shop) -> None:
@@ -123,7 +131,7 @@ def test_live_replay_parks_on_an_irreversible_tool_unless_allowed(shop: Shop) ->
         run_id, mode="live", reason="send it", actor="ana", allow_irreversible=["refund"]
     )
     assert shop.refunds() == 2  # exactly one more
-    assert out["messages"][-1]["content"].startswith("Done: refunded 59.00")
+    assert out.result["messages"][-1]["content"].startswith("Done: refunded 59.00")
     live = [r for r in shop.app.runs() if r.mode == "live" and r.status is RunStatus.COMPLETED]
     assert len(live) == 1
     effects = shop.app.effects(thread_id=live[0].thread_id)
@@ -138,7 +146,7 @@ def test_simulation_replay_calls_only_simulate(shop: Shop) -> None:
     out = shop.app.replay(run_id, mode="simulation", reason="what if", actor="ana")
     assert shop.simulated == [{"order_id": "1042", "amount": 59.0}]
     assert shop.refunds() == 1 and len(shop.model.calls) == calls  # model from evidence
-    assert out["messages"][-2]["content"] == "simulated refund of 59.00"
+    assert out.result["messages"][-2]["content"] == "simulated refund of 59.00"
     with pytest.raises(ConfigError, match="mode must be one of"):
         shop.app.replay(run_id, mode="dry", reason="x", actor="ana")
 
@@ -167,9 +175,10 @@ def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: 
     assert shop.refunds() == 2
     # the run's replays and branches, newest first: what the operator's run page lists
     replayed = shop.app.replay(run_id, mode="evidence", reason="check", actor="bo")
-    assert replayed["messages"][-1]["content"].startswith("Done: refunded 59")
+    assert replayed.result["messages"][-1]["content"].startswith("Done: refunded 59")
     made = shop.app.runs(parent_run_id=run_id)
-    assert [r.launch_reason for r in made] == ["replay", "branch"], made
+    assert [r.launch_reason for r in made] == ["check", "partial refund agreed"], made
+    assert [r.mode for r in made] == ["evidence", "live"]
     assert made[1].run_id == branch.run.run_id
     assert shop.app.runs(parent_run_id=branch.run.run_id) == []
     effects = shop.client.effects()
@@ -180,9 +189,9 @@ def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: 
         shop.app.branch(run_id, patch={}, reason=" ", actor="bo")
 
 
-def test_update_state_is_a_branch_continued_by_its_config(shop: Shop) -> None:
+def test_update_state_forks_the_thread_and_its_live_run_blocks_the_refund(shop: Shop) -> None:
     _done(shop)
-    before = _original(shop)
+    effects = [(e.effect_id, e.status) for e in shop.app.effects(thread_id=T)]
     history = list(shop.app.get_state_history({"thread_id": T}))
     tools_step = next(s for s in history if s.next == ("tools",))
     edited = dict(tools_step.values["messages"][-1])
@@ -190,27 +199,15 @@ def test_update_state_is_a_branch_continued_by_its_config(shop: Shop) -> None:
         {"id": "c1", "name": "refund", "args": {"order_id": "1042", "amount": 1.0}}
     ]
     config = shop.app.update_state(tools_step.config, {"messages": [edited]})
-    assert config["configurable"]["thread_id"] != T
-    out = shop.app.invoke(None, config)  # LangGraph's way to go on after an edit
-    assert out["messages"][-1]["content"].startswith("Done: refunded 1.00")
-    assert shop.refunds() == 2
-    assert _original(shop) == before
-    # a branch of a finished state has nothing to run: it completes at once
-    done = shop.app.update_state({"thread_id": T}, {})
-    assert shop.app.invoke(None, done)["messages"][-1]["content"].startswith("Done")
-    assert shop.refunds() == 2
-
-
-def test_time_travel_by_checkpoint_id_is_refused_naming_replay(shop: Shop) -> None:
-    _done(shop)
-    old = list(shop.app.get_state_history({"thread_id": T}))[-1].config["checkpoint_id"]
-    for config in (
-        {"thread_id": T, "checkpoint_id": old},
-        {"configurable": {"thread_id": T, "checkpoint_id": old}},
-    ):
-        with pytest.raises(ConfigError, match=r"app\.replay"):
-            shop.app.invoke(None, config)
+    assert config["configurable"]["thread_id"] == T  # LangGraph's time travel: same thread
+    with pytest.raises(NeedsReviewError, match="allow_irreversible"):
+        shop.app.invoke(None, config)  # a live run: the irreversible refund is not sent
     assert shop.refunds() == 1
+    fork = shop.app.runs(thread_id=T)[0]
+    assert (fork.launch_reason, fork.mode) == ("time_travel", "live")
+    assert [(e.effect_id, e.status) for e in shop.app.effects(run_id=fork.parent_run_id or "")] == (
+        effects
+    )  # the original's ledger untouched
 
 
 def test_evidence_replay_gives_recorded_answers_to_interrupts(checkpointer: Checkpointer) -> None:
@@ -239,4 +236,4 @@ def test_evidence_replay_gives_recorded_answers_to_interrupts(checkpointer: Chec
     assert answer.details["question"] == "approve the refund?"
     assert answer.details["answer"] == "yes, by ana"
     out = app.replay(run.run_id, mode="evidence", reason="audit", actor="cy")
-    assert out == {"approved": "yes, by ana"}  # answered from the record, not asked again
+    assert out.result == {"approved": "yes, by ana"}  # answered from the record, not asked again

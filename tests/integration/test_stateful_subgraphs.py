@@ -200,8 +200,14 @@ def test_a_branch_sees_the_subgraphs_state_as_it_was_at_the_branch_point(
     assert seen == [[], ["call 1"]]
     # branch from the second call's checkpoint before "sub": the subgraph had one note then
     before_second = next(s for s in app.get_state_history(cfg) if s.next == ("sub",))
-    fork = app.update_state(before_second.config, {"results": ["forked"]})
-    app.invoke(None, fork)
+    branch = app.branch(
+        str(before_second.run_id),
+        before_second.config["configurable"]["checkpoint_id"],
+        patch={"results": ["forked"]},
+        reason="try it forked",
+        actor="ana",
+    )
+    app.invoke(None, branch.config)  # a branch: a thread of its own
     assert seen[-1] == ["call 1"]
     # the original thread's subgraph goes on from its own latest state
     app.invoke({"results": []}, cfg)

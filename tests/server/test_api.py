@@ -67,6 +67,7 @@ def test_operator_flow_resolve_continue_replay_branch_redeliver(
     assert replay.status_code == 201, replay.text
     child = replay.json()["run"]
     assert child["mode"] == "evidence" and child["parent_run_id"] == run_id
+    assert (child["made_as"], child["launch_reason"]) == ("replay", "audit it")
     assert child["status"] == "completed" and shop.performed() == 1  # evidence: no live call
 
     branch = client.post(
@@ -76,7 +77,8 @@ def test_operator_flow_resolve_continue_replay_branch_redeliver(
     )
     assert branch.status_code == 201, branch.text
     made = branch.json()
-    assert made["run"]["status"] == "paused" and made["run"]["launch_reason"] == "branch"
+    assert made["run"]["status"] == "paused" and made["run"]["made_as"] == "branch"
+    assert made["run"]["launch_reason"] == "x"  # the operator's reason is the run's own
     assert [c["channel"] for c in made["diff"]] == ["messages"]
 
     lineage = client.get(f"/api/runs/{run_id}", headers=auth(VIEWER)).json()["lineage"]

@@ -747,6 +747,6 @@ def test_a_rejected_call_keeps_its_message_id_in_a_recorded_replay(
     def replies(messages: list[Any]) -> dict[str, str]:
         return {m["tool_call_id"]: m["id"] for m in messages if m.get("role") == "tool"}
 
-    assert replies(replayed["messages"]) == replies(out["messages"])
+    assert replies(replayed.result["messages"]) == replies(out["messages"])
     assert set(replies(out["messages"])) == {"c1", "c2"}
     assert shop.count("refund_order") == 0

@@ -188,7 +188,7 @@ class Entrypoint:
     async def areplay(self, run_id: str, **kw: Any) -> Any:
         """The graph's ``replay`` (a NEW run with lineage, in ``evidence``, ``simulation``
         or ``live`` mode), answered in the workflow's shape."""
-        return _output(await self.graph.areplay(run_id, **kw), self._out)
+        return _output((await self.graph.areplay(run_id, **kw)).result, self._out)
 
     def replay(self, run_id: str, **kw: Any) -> Any:
         return run_sync(self.areplay(run_id, **kw), "replay")

@@ -255,7 +255,9 @@ class RunContext:
 
     async def with_answers(self, policy: ReplayPolicy) -> ReplayPolicy:
         """``policy`` with the interrupt answers the replayed run got, by node and step,
-        in order (read from the audit log)."""
+        in order (read from the audit log); a time-travel run's (``refire``) ask again."""
+        if policy.refire:
+            return policy
         found = await self.store.list_audit(run_id=policy.evidence_run_id, limit=10_000)
         answers: dict[tuple[str, int], list[tuple[int, Any]]] = {}
         for record in found:

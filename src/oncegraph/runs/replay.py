@@ -22,23 +22,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oncegraph import _json
 from oncegraph.errors import ConfigError, RunNotFoundError
-from oncegraph.graph.constants import START
-from oncegraph.ids import new_checkpoint_id
 from oncegraph.ids import new_run_id as fresh_run_id
 from oncegraph.runs import audits, claims
 from oncegraph.runs.context import RunContext, RunResult
+from oncegraph.runs.forks import StateChange, fork
 from oncegraph.runs.launch import LAUNCH_KEY
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
-from oncegraph.runtime.engine import Head, TaskResult, next_nodes
+from oncegraph.runtime.engine import Head
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.state.channels import apply_writes
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
-    LogEntry,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -47,22 +43,30 @@ from oncegraph.storage.records import (
 
 
 @dataclass(frozen=True, slots=True)
-class StateChange:
-    """One channel a branch's patch changed: values as stored (JSON); for a log channel
-    (a message list), ``before`` is the entry count and ``after`` the entries added."""
-
-    channel: str
-    before: Any
-    after: Any
-
-
-@dataclass(frozen=True, slots=True)
 class Branch:
-    """A paused run on its own thread, and the state diff its patch made."""
+    """A paused run on its own thread, and the state diff its patch made: the handle of
+    the run (``run_id``, ``thread_id``, ``status``; ``result`` is None, nothing ran yet)."""
 
     run: RunRecord
     checkpoint_id: str
     diff: tuple[StateChange, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.run.thread_id
+
+    @property
+    def status(self) -> str:
+        return str(self.run.status)
+
+    @property
+    def result(self) -> None:
+        """A branch runs nothing until ``resume(branch.run_id)``: no result yet."""
+        return None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -74,6 +78,22 @@ class Branch:
                 "run_id": self.run.run_id,
             }
         }
+
+
+LINEAGE_KEY = "lineage"
+"""Where a replay's or branch's stored config says which it is (``launch_reason`` holds
+the operator's reason)."""
+
+
+def kind_of(run: RunRecord) -> str:
+    """What made ``run``: ``replay``, ``branch``, ``time_travel``, or how it was started
+    (``invoke``, ``submit``)."""
+    stored = run.config.get(LINEAGE_KEY) if isinstance(run.config, Mapping) else None
+    if isinstance(stored, str):
+        return stored
+    if run.launch_reason in ("replay", "branch", "time_travel", "invoke", "submit"):
+        return run.launch_reason
+    return "replay" if run.mode in ("evidence", "simulation") else "run"
 
 
 def fork_thread_id(thread_id: str, reason: str, run_id: str) -> str:
@@ -115,14 +135,20 @@ class Replays:
         policy = await self.ctx.with_answers(policy)
         cp = await self._checkpoint(parent, checkpoint_id)
         run = self._new_run(
-            parent, cp, "replay", RunStatus.RUNNING, mode=mode, policy=policy, run_id=new_run_id
+            parent,
+            cp,
+            "replay",
+            reason,
+            RunStatus.RUNNING,
+            mode=mode,
+            policy=policy,
+            run_id=new_run_id,
         )
         claim = await claims.new(self.store, run)
         try:
-            head, _ = await self._fork(parent, cp, run, None, None)
-            await self.store.append_audit(
-                self._audit(parent, actor, "replay", reason, run, cp, {"mode": mode})
-            )
+            head, _ = await self._fork(parent, cp, run, "replay", None, None)
+            for audit in self._audits(parent, actor, "replay", reason, run, cp, {"mode": mode}):
+                await self.store.append_audit(audit)
             cfg = RunConfig.from_stored(parent.config, run.thread_id)
             driver = self.ctx.make_driver(cfg, emit, claim, policy)
             return await self.ctx.drive(driver, head, run)
@@ -151,44 +177,14 @@ class Replays:
             raise ConfigError(f"as_node {as_node!r} is not a node of this graph")
         parent = await self.ctx.get_run(run_id)
         cp = await self._checkpoint(parent, checkpoint_id, latest=True)
-        run = self._new_run(parent, cp, "branch", RunStatus.PAUSED, mode="live", run_id=new_run_id)
-        head, diff = await self._fork(parent, cp, run, patch, as_node)
-        await self.store.append_audit(
-            self._audit(
-                parent,
-                actor,
-                "branch",
-                reason,
-                run,
-                cp,
-                {"as_node": as_node, "changed": [c.channel for c in diff]},
-            )
+        run = self._new_run(
+            parent, cp, "branch", reason, RunStatus.PAUSED, mode="live", run_id=new_run_id
         )
+        head, diff = await self._fork(parent, cp, run, "branch", patch, as_node)
+        changed = {"as_node": as_node, "changed": [c.channel for c in diff]}
+        for audit in self._audits(parent, actor, "branch", reason, run, cp, changed):
+            await self.store.append_audit(audit)
         return Branch(run, head.checkpoint.checkpoint_id, diff)
-
-    async def update_state(
-        self,
-        thread_id: str,
-        values: Mapping[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        as_node: str | None = None,
-        actor: str = "update_state",
-        reason: str = "update_state",
-    ) -> Branch:
-        """LangGraph's ``update_state``: a branch of the thread's latest run."""
-        runs = await self.store.list_runs(thread_id=thread_id, limit=1)
-        if not runs:
-            raise RunNotFoundError(f"thread {thread_id!r} has no run to branch from")
-        run_id = runs[0].run_id
-        if checkpoint_id is not None:
-            cp = await self.store.get_checkpoint(thread_id, checkpoint_id)
-            if cp is None:
-                raise RunNotFoundError(f"no checkpoint {checkpoint_id!r} on thread {thread_id!r}")
-            run_id = cp.run_id
-        return await self.branch(
-            run_id, checkpoint_id, patch=values, reason=reason, actor=actor, as_node=as_node
-        )
 
     # -- forking -----------------------------------------------------------------------------
 
@@ -221,6 +217,7 @@ class Replays:
         self,
         parent: RunRecord,
         cp: CheckpointRecord,
+        kind: str,
         reason: str,
         status: RunStatus,
         *,
@@ -237,14 +234,15 @@ class Replays:
         config.pop(LAUNCH_KEY, None)  # who started the parent did not start this run
         if policy is not None:
             config["replay"] = policy.to_json()
+        config[LINEAGE_KEY] = kind
         running = status is RunStatus.RUNNING
         return parent.replace(
             run_id=run_id,
-            thread_id=fork_thread_id(parent.thread_id, reason, run_id),
+            thread_id=fork_thread_id(parent.thread_id, kind, run_id),
             status=status,
             parent_run_id=parent.run_id,
             parent_checkpoint_id=cp.checkpoint_id,
-            launch_reason=reason,
+            launch_reason=reason.strip(),  # the operator's own words: why this run exists
             mode=mode,
             input=None,
             config=config,
@@ -261,67 +259,28 @@ class Replays:
         parent: RunRecord,
         cp: CheckpointRecord,
         run: RunRecord,
+        kind: str,
         patch: Mapping[str, Any] | None,
         as_node: str | None,
     ) -> tuple[Head, tuple[StateChange, ...]]:
         spec, heads = self.ctx.graph_heads()
-        log: list[LogEntry] = []
-        for channel, count in cp.logs.items():
-            entries = await self.store.read_log(cp.thread_id, channel, count) if count else []
-            log.extend(LogEntry(channel, seq, value) for seq, value in enumerate(entries))
-        stored, logs, nxt = dict(cp.values), dict(cp.logs), cp.next
-        diff: list[StateChange] = []
-        if patch:
-            values = await heads.materialize(cp)
-            update = spec.schema.to_update(as_node or START, patch)
-            writes = apply_writes(spec.schema, values, [(as_node or "patch", update)])
-            for channel, value in writes.stored.items():
-                if channel in writes.changed:
-                    before = stored.get(channel)
-                    if _json.canonical(before) != _json.canonical(value):
-                        diff.append(StateChange(channel, before, value))
-                    stored[channel] = value
-            added: dict[str, list[Any]] = {}
-            for channel, value in writes.stored_log:
-                log.append(LogEntry(channel, logs.get(channel, 0), value))
-                logs[channel] = logs.get(channel, 0) + 1
-                added.setdefault(channel, []).append(value)
-            diff.extend(StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items())
-            if as_node is not None:
-                nxt = next_nodes(spec, writes.values, [TaskResult(as_node, update)])
-        fork = CheckpointRecord(
-            checkpoint_id=new_checkpoint_id(),
-            thread_id=run.thread_id,
-            run_id=run.run_id,
-            step=cp.step,
-            version=1,
-            parent_checkpoint_id=None,
-            values=stored,
-            logs=logs,
-            next=tuple(nxt),
-            metadata={
-                "source": run.launch_reason,
-                "forked_from": {
-                    "thread_id": cp.thread_id,
-                    "checkpoint_id": cp.checkpoint_id,
-                    "run_id": parent.run_id,
-                },
-            },
+        made = await fork(
+            spec, heads, self.store, cp, run, source=kind, patch=patch, as_node=as_node
         )
         running = run.status is RunStatus.RUNNING
         await self.store.commit(
             StepCommit(
                 thread_id=run.thread_id,
                 expected_version=0,
-                checkpoint=fork,
-                log=log,
+                checkpoint=made.checkpoint,
+                log=made.log,
                 new_run=run,
                 fence=run.fencing_token if running else None,
             )
         )
-        return await heads.load(run.thread_id), tuple(diff)
+        return await heads.load(run.thread_id), made.diff
 
-    def _audit(
+    def _audits(
         self,
         parent: RunRecord,
         actor: str,
@@ -330,8 +289,10 @@ class Replays:
         run: RunRecord,
         cp: CheckpointRecord,
         details: Mapping[str, Any],
-    ) -> AuditRecord:
-        return audits.for_run(
+    ) -> tuple[AuditRecord, AuditRecord]:
+        """The parent's record (what was made from it) and the new run's own (where it
+        comes from), with the same actor and reason."""
+        on_parent = audits.for_run(
             parent,
             action,
             actor=actor,
@@ -343,6 +304,19 @@ class Replays:
                 **details,
             },
         )
+        on_child = audits.for_run(
+            run,
+            action,
+            actor=actor,
+            reason=reason,
+            details={
+                "parent_run_id": parent.run_id,
+                "parent_thread_id": parent.thread_id,
+                "checkpoint_id": cp.checkpoint_id,
+                **details,
+            },
+        )
+        return on_parent, on_child
 
 
 def _evidence_run(run: RunRecord) -> str:
@@ -362,4 +336,4 @@ def _required(**values: str) -> None:
             )
 
 
-__all__ = ["Branch", "Replays", "StateChange", "fork_thread_id"]
+__all__ = ["LINEAGE_KEY", "Branch", "Replays", "StateChange", "fork_thread_id", "kind_of"]

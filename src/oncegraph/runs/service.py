@@ -33,7 +33,7 @@ import copy
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs import (
     answering,
@@ -71,6 +71,7 @@ from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
+from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -223,7 +224,29 @@ class RunService:
 
     replay = door(Replays, Replays.replay)
     branch = door(Replays, Replays.branch)
-    update_state = door(Replays, Replays.update_state)
+
+    async def update_state(
+        self,
+        thread_id: str,
+        values: Mapping[str, Any] | None,
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str = "update_state",
+        reason: str = "update_state",
+        allow_irreversible: Iterable[str] = (),
+    ) -> Fork:
+        """LangGraph's ``update_state``: a new paused run on the same thread whose head
+        has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
+        return await TimeTravel(self.context, self._travel_run).update(
+            thread_id,
+            values,
+            checkpoint_id=checkpoint_id,
+            as_node=as_node,
+            actor=actor,
+            reason=reason,
+            allow_irreversible=allow_irreversible,
+        )
 
     # -- retention (runs/retention.py) -------------------------------------------------------
 
@@ -245,7 +268,22 @@ class RunService:
         thread_id = thread_of(cfg)
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
-        starting.refuse_old_checkpoint(cfg, thread)
+        wanted = cfg.configurable.get("checkpoint_id")
+        if wanted and thread is not None and thread.head_checkpoint_id != wanted:
+            # LangGraph's time travel: a NEW live run from a fork of that checkpoint
+            travel = TimeTravel(self.context, self._travel_run)
+            cp = await travel.target(thread_id, str(wanted), input, latest)
+            if cp is not None:
+                return await travel.run(cp, input, cfg, emit, thread, latest, launch=launch)
+        elif wanted and thread is None:
+            raise RunNotFoundError(
+                f"thread {thread_id!r} has no checkpoint {wanted!r} (it has none yet); start "
+                "it with invoke(input, config) without a checkpoint_id"
+            )
+        if input is None and cfg.run_id is None and launch is None:
+            done = await finished_state(self.context, thread, latest)
+            if done is not None:  # LangGraph's replay of a final checkpoint: nothing runs
+                return done
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
@@ -482,6 +520,20 @@ class RunService:
         self.context.graph_heads()  # a read-only service has no graph: ConfigError
         assert self.identity is not None
         return self.identity, self.versions.shape if self.versions else None
+
+    def _travel_run(
+        self,
+        thread_id: str,
+        input: Any,
+        cfg: RunConfig,
+        status: RunStatus,
+        launch: Launch | None,
+    ) -> RunRecord:
+        """A time-travel run's record (its lineage is added by the caller)."""
+        run = self._new_run(
+            thread_id, {} if input is None else input, cfg, status=status, launch=launch
+        )
+        return run if input is not None else run.replace(input=None)
 
     def _new_run(
         self,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import ConfigError
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.runs import audits
+from oncegraph.runtime import logkeys
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.engine import Head
 from oncegraph.storage.records import CheckpointRecord, RunRecord, StepCommit
@@ -87,8 +88,9 @@ class VersionGate:
         store, schema = ctx.store, self.spec.schema
         cp = head.checkpoint
         stored: dict[str, Any] = dict(cp.values)
-        for channel, count in cp.logs.items():
-            stored[channel] = await store.read_log(cp.thread_id, channel, count) if count else []
+        for channel, count in logkeys.counts(cp.logs):
+            log = logkeys.stored_channel(cp.logs, channel)
+            stored[channel] = await store.read_log(cp.thread_id, log, count) if count else []
         try:
             migrated = dict(verdict.migration(stored))
         except Exception as exc:

@@ -47,6 +47,7 @@ from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
+from oncegraph.runtime.logkeys import stored_channel
 from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite, WriteKind
 
@@ -313,7 +314,7 @@ def advance(
     entries: list[LogEntry] = []
     for channel, value in writes.stored_log:  # encoded by the channels' codecs
         seq = counts.get(channel, 0)
-        entries.append(LogEntry(channel, seq, value))
+        entries.append(LogEntry(stored_channel(counts, channel), seq, value))
         counts[channel] = seq + 1
     stored = writes.stored  # value channels encoded by their codecs
     metadata: dict[str, Any] = {"source": source, "writes": [r.node for r in results]}

@@ -16,6 +16,7 @@ from typing import Any
 from oncegraph.errors import RunNotFoundError, corrupt
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, empty_head
+from oncegraph.runtime.logkeys import stored_channel
 from oncegraph.storage.protocols import CheckpointStore
 from oncegraph.storage.records import CheckpointRecord, ThreadRecord
 
@@ -69,10 +70,10 @@ class Heads:
         prefixes, each extending the value of the one before by its own entries (a page
         of a long chat's history folds its 8,000 messages once, not once per checkpoint).
 
-        ``logs`` is a cache of one thread's log entries shared by calls that materialize
-        several of its checkpoints (a history): a log is append-only and a checkpoint
-        holds a prefix of it, so the entries are read once and sliced, never read and
-        parsed again per checkpoint.
+        ``logs`` is a cache of one thread's log entries (by stored log) shared by calls
+        that materialize several of its checkpoints (a history): a log is append-only and
+        a checkpoint holds a prefix of it, so the entries are read once and sliced, never
+        read and parsed again per checkpoint.
 
         A stored value its declared type cannot read back is a ``CorruptRecordError``
         naming the checkpoint, thread and run (nothing is changed or re-run)."""
@@ -89,21 +90,28 @@ class Heads:
             out.append(values)
         for channel in schema.log_channels():
             fold = schema.channel(channel).fold
-            order = sorted(range(len(cps)), key=lambda i: cps[i].logs.get(channel, 0))
-            last = cps[order[-1]]
-            entries = await self._entries(last.thread_id, channel, last.logs.get(channel, 0), logs)
-            value: Any = None
-            done = 0
-            for i in order:
-                cp = cps[i]
-                end = cp.logs.get(channel, 0)
-                try:
-                    decoded = schema.decode_entries(channel, entries[done:end])
-                    value = fold(decoded, value)  # a new value: no two snapshots share one
-                except (ValueError, TypeError, KeyError) as exc:
-                    raise _corrupt(cp, "oncegraph_log", channel, exc) from exc
-                done = end
-                out[i][channel] = value
+            # a thread's forks keep their entries in logs of their own (runtime.logkeys):
+            # each stored log is folded once for the checkpoints that stand on it
+            by_log: dict[str, list[int]] = {}
+            for i, cp in enumerate(cps):
+                by_log.setdefault(stored_channel(cp.logs, channel), []).append(i)
+            for stored, members in by_log.items():
+                order = sorted(members, key=lambda i: cps[i].logs.get(channel, 0))
+                last = cps[order[-1]]
+                end = last.logs.get(channel, 0)
+                entries = await self._entries(last.thread_id, stored, end, logs)
+                value: Any = None
+                done = 0
+                for i in order:
+                    cp = cps[i]
+                    end = cp.logs.get(channel, 0)
+                    try:
+                        decoded = schema.decode_entries(channel, entries[done:end])
+                        value = fold(decoded, value)  # a new value: no two snapshots share one
+                    except (ValueError, TypeError, KeyError) as exc:
+                        raise _corrupt(cp, "oncegraph_log", stored, exc) from exc
+                    done = end
+                    out[i][channel] = value
         return out
 
     async def _entries(

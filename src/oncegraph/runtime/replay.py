@@ -13,7 +13,9 @@ mode says what its effects may do:
   in ``allow_irreversible`` is blocked: the replay parks and names the effect.
 
 Answers to ``interrupt()`` given in the original run are replayed by node, step and
-order (from the audit log); a question never answered there pauses the replay.
+order (from the audit log); a question never answered there pauses the replay. A
+time-travel run (LangGraph's ``invoke(None, {"checkpoint_id": ...})``) is ``live`` with
+``refire``: its interrupts ask again, as LangGraph's do, instead of taking the old answers.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class ReplayPolicy:
     allow_irreversible: frozenset[str] = frozenset()
     doubles: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     answers: Mapping[tuple[str, int], tuple[Any, ...]] = field(default_factory=dict)
+    refire: bool = False  # interrupts ask again: the original run's answers are not given
 
     @classmethod
     def of(cls, mode: str, evidence_run_id: str, **options: Any) -> ReplayPolicy:
@@ -52,11 +55,14 @@ class ReplayPolicy:
 
     def to_json(self) -> dict[str, Any]:
         """What is stored with the replay run (doubles are code: passed again to resume)."""
-        return {
+        out: dict[str, Any] = {
             "mode": self.mode,
             "evidence_run_id": self.evidence_run_id,
             "allow_irreversible": sorted(self.allow_irreversible),
         }
+        if self.refire:
+            out["refire"] = True
+        return out
 
     @classmethod
     def from_json(
@@ -72,6 +78,7 @@ class ReplayPolicy:
             allow_irreversible=frozenset(data.get("allow_irreversible", ())),
             doubles=dict(doubles or {}),
             answers=dict(answers or {}),
+            refire=bool(data.get("refire", False)),
         )
 
 

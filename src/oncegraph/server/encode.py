@@ -24,6 +24,7 @@ from typing import Any
 from oncegraph.runs.holders import Holder
 from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import Masker, mask_value
+from oncegraph.runs.replay import kind_of
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.database_app import WITHHELD
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
@@ -112,7 +113,8 @@ class Shown:
             "workflow_version": run.workflow_version,
             "parent_run_id": run.parent_run_id,
             "parent_checkpoint_id": run.parent_checkpoint_id,
-            "launch_reason": run.launch_reason,
+            "launch_reason": self.text(run.launch_reason),
+            "made_as": kind_of(run),  # replay, branch, time_travel; invoke, submit
             "started_by": started_by(run.config),
             "mode": run.mode,
             "input": self.value(run.input),

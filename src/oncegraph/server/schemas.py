@@ -175,7 +175,14 @@ class Run(BaseModel):
     status: str
     parent_run_id: str | None = None
     parent_checkpoint_id: str | None = None
-    launch_reason: str = ""
+    launch_reason: str = Field(
+        "",
+        description="why it was made: the operator's reason for a replay or branch; "
+        "invoke, submit or time_travel otherwise",
+    )
+    made_as: str = Field(
+        "", description="replay, branch or time_travel (a run made from another), or invoke"
+    )
     started_by: str | None = Field(
         None,
         description="who started it over the API (api:<key name>); null for a run a "

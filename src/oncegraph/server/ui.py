@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -320,6 +320,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         e["commands"] = _effect_commands(e, tools.get(e["effect_type"]))
     audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
     children = view.runs(await children_of(request, me, run.run_id))
+    made_by = _made_by(audit, run.parent_run_id)
     timeline: list[dict[str, Any]] = []
     previous: dict[str, Any] = {}
     for n, snap in enumerate(snaps):
@@ -366,6 +367,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         effects=effects,
         audit=audit,
         children=children,
+        made_by=made_by,
         checkpoints=[
             s
             for s in snaps
@@ -656,5 +658,17 @@ routes = [
         "/ui/runs/{run_id}/effects/{effect_id}/redeliver", command(do_redeliver), methods=["POST"]
     ),
 ]
+
+
+def _made_by(audit: list[dict[str, Any]], parent_run_id: str | None) -> str | None:
+    """Who made this run from its parent (a replay, branch or time travel), from the
+    run's own audit record of it."""
+    if parent_run_id is None:
+        return None
+    for record in reversed(audit):  # newest first: its first record is the oldest
+        details = record.get("details")
+        if isinstance(details, Mapping) and details.get("parent_run_id") == parent_run_id:
+            return str(record["actor"])
+    return None
 
 __all__ = ["routes"]

@@ -117,7 +117,7 @@ class RunRecord:
     graph_fingerprint: str = ""
     parent_run_id: str | None = None
     parent_checkpoint_id: str | None = None
-    launch_reason: str = "invoke"  # invoke | submit | replay | branch
+    launch_reason: str = "invoke"  # invoke | submit | time_travel; a replay or branch: its reason
     mode: str | None = None  # replays: evidence | simulation | live
     input: Any = None  # JSON; what the run was started with (queued runs need it)
     config: Mapping[str, Any] = field(default_factory=dict)  # JSON; timeouts etc.

@@ -1,6 +1,7 @@
 """LangGraph docs, "Time travel": ``get_state_history`` lists every checkpoint, newest
 first, the input one included; a snapshot's ``config`` reads one back with
-``get_state``."""
+``get_state``; ``update_state`` on it and ``invoke(None, new_config)`` fork the thread
+(a new run of its own, here as in LangGraph the thread's head)."""
 
 from typing import NotRequired
 
@@ -57,9 +58,19 @@ print(selected_state.next)
 print(selected_state.values)
 again = graph.get_state(selected_state.config)
 
+# Update the state at that checkpoint, then resume from it: a fork of the thread
+new_config = graph.update_state(selected_state.config, values={"topic": "chickens"})
+print(new_config)
+forked = graph.invoke(None, new_config)
+print(forked["joke"])
+
 # -- checks (oncegraph's) ----------------------------------------------------------------
 assert [s.next for s in states] == [(), ("write_joke",), ("generate_topic",), ("__start__",)]
 assert selected_state.values == {"topic": "socks in the dryer"}
 assert again.values == selected_state.values and again.next == ("write_joke",)
 assert states[-1].metadata["source"] == "input" and states[-1].values == {}
 assert all(s.config["configurable"]["thread_id"] == "time-travel" for s in states)
+assert new_config["configurable"]["thread_id"] == "time-travel"
+assert forked == {"topic": "chickens", "joke": "Why do chickens disappear? They elope!"}
+assert graph.get_state(config).values == forked  # the fork is the thread's head
+assert len(list(graph.get_state_history(config))) == len(states) + 2  # the old ones kept

@@ -1,0 +1,419 @@
+"""LangGraph's time travel, kept safe (guarantee 9): every fork is a NEW run.
+
+LangGraph goes back in a thread's history two ways, and both work here as they do there:
+
+* ``invoke(None, {"configurable": {"thread_id": t, "checkpoint_id": c}})`` (and
+  ``ainvoke``, ``stream``, ``astream``; new input instead of ``None`` is applied on top):
+  the nodes after ``c`` run again, from a fork of ``c`` (``source="fork"``), which
+  becomes the thread's head; the history shows both branches;
+* ``update_state(config, values, as_node=None)`` on any checkpoint of the thread (its head
+  by default): a checkpoint with the edit (``source="update"``; ``as_node="__copy__"``: an
+  unchanged copy, ``source="fork"``) becomes the head, and ``invoke(None, config)`` (the
+  returned config or the thread's) runs what comes after it.
+
+Unlike LangGraph, each fork is a NEW run on the thread with lineage: ``parent_run_id``
+(the run the checkpoint belongs to), ``parent_checkpoint_id``, ``launch_reason=
+"time_travel"`` and mode ``live`` (real calls under the new run's own effect ids, so the
+original's records are never reused as if they were this run's), where an
+``irreversible`` tool is blocked (the run parks and names the effect) unless the call's
+config lists it: ``{"configurable": {..., "allow_irreversible": ["refund"]}}``. Its
+interrupts ask again, as LangGraph's do. Each fork has its own audit record.
+
+A fork never continues, wakes or silently abandons an unfinished run: on a thread whose
+latest run is unfinished (interrupted, parked, failed, running) it is refused, naming the
+ways on (finish it, ``app.abandon(config)``, or ``app.branch(...)`` onto a new thread).
+Two exceptions keep LangGraph's everyday calls working without hiding anything:
+``Command(resume=...)`` with a config naming a checkpoint of the thread's latest,
+interrupted run answers that run (it is the run the question belongs to); and an edit
+nobody ran yet (a ``paused`` time-travel run) is superseded by the next fork (it is
+``abandoned``, with an audit record saying by what), or, when the next
+``update_state`` is on its own head, goes on being edited.
+
+``invoke(None, config)`` on a thread whose latest run completed returns its state and
+runs nothing (LangGraph's "replay from the final checkpoint").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
+from oncegraph.hitl.command import Command
+from oncegraph.runs import audits, claims
+from oncegraph.runs.context import RunContext, RunResult
+from oncegraph.runs.forks import StateChange, fork, last_writer
+from oncegraph.runs.launch import Launch
+from oncegraph.runs.lifecycle import thread_of
+from oncegraph.runs.snapshots import INPUT_SUFFIX
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.driver import Emit
+from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.storage.records import (
+    UNFINISHED_STATUSES,
+    CheckpointRecord,
+    RunRecord,
+    RunStatus,
+    StepCommit,
+    TaskWrite,
+    ThreadRecord,
+    WriteKind,
+)
+
+TIME_TRAVEL = "time_travel"
+"""The ``launch_reason`` of a run that time travel made."""
+
+COPY = "__copy__"
+"""LangGraph's ``as_node`` for an unchanged copy of a checkpoint."""
+
+NewRun = Callable[[str, Any, RunConfig, RunStatus, Launch | None], RunRecord]
+"""Builds a run record of the service's graph: ``(thread_id, input, cfg, status, launch)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """What ``update_state`` made: the run (``paused``) and its head checkpoint."""
+
+    run: RunRecord
+    checkpoint_id: str
+    diff: tuple[StateChange, ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """LangGraph's answer: the config naming the new checkpoint of the same thread."""
+        return {
+            "configurable": {
+                "thread_id": self.run.thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
+
+
+def allowed_irreversible(cfg: RunConfig) -> frozenset[str]:
+    """The irreversible tools a time-travel call's config lets its live run send."""
+    raw = cfg.configurable.get("allow_irreversible", ())
+    names = (raw,) if isinstance(raw, str) else raw
+    if not isinstance(names, list | tuple | set | frozenset) or not all(
+        isinstance(n, str) for n in names
+    ):
+        raise ConfigError(
+            "allow_irreversible takes a list of tool names, e.g. "
+            f"{{'configurable': {{'allow_irreversible': ['refund']}}}}; got {raw!r}"
+        )
+    return frozenset(names)
+
+
+def refuse_unfinished(thread_id: str, latest: RunRecord | None) -> None:
+    """Time travel leaves no unfinished run behind: the error naming the ways on."""
+    if latest is None or latest.status not in UNFINISHED_STATUSES:
+        return
+    answer = (
+        " or invoke(Command(resume=...), config)" if latest.status is RunStatus.INTERRUPTED else ""
+    )
+    raise UnfinishedRunError(
+        f"thread {thread_id!r} has an unfinished run {latest.run_id} ({latest.status}): "
+        "going back to an earlier checkpoint would leave it behind with what it still owes "
+        "(an answer, an effect to settle). Finish it first (invoke(None, config)"
+        f"{answer}), give it up with app.abandon(config), or try the change on a thread "
+        "of its own with app.branch(run_id, checkpoint_id, patch=..., reason=..., actor=...)"
+    )
+
+
+class TimeTravel:
+    """Time travel over one :class:`~oncegraph.runs.context.RunContext`."""
+
+    def __init__(self, ctx: RunContext, new_run: NewRun) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.new_run = new_run
+
+    # -- invoke(input, {"checkpoint_id": old}) ------------------------------------------------
+
+    async def target(
+        self, thread_id: str, checkpoint_id: str, input: Any, latest: RunRecord | None
+    ) -> CheckpointRecord | None:
+        """The checkpoint a call goes back to, or None when the call is no time travel:
+        an answer to the latest run's open question, which names one of its checkpoints."""
+        cp = await self.checkpoint(thread_id, checkpoint_id)
+        answering = isinstance(input, Command) and input.has_resume
+        if (
+            answering
+            and latest is not None
+            and latest.status is RunStatus.INTERRUPTED
+            and cp.run_id == latest.run_id
+        ):
+            return None
+        return cp
+
+    async def run(
+        self,
+        cp: CheckpointRecord,
+        input: Any,
+        cfg: RunConfig,
+        emit: Emit,
+        thread: ThreadRecord,
+        latest: RunRecord | None,
+        *,
+        launch: Launch | None = None,
+    ) -> RunResult:
+        """A new live run from a fork of ``cp`` (see the module docstring)."""
+        thread_id = thread_of(cfg)
+        answer: Any = None
+        answering = isinstance(input, Command) and input.has_resume
+        if answering:
+            assert isinstance(input, Command)
+            answer, input = input.resume, None
+        await self._supersede(thread_id, latest, "time travel")
+        origin = await self.ctx.get_run(cp.run_id)
+        policy = ReplayPolicy.of(
+            "live", origin.run_id, allow_irreversible=allowed_irreversible(cfg), refire=True
+        )
+        run = self._lineage(
+            self.new_run(thread_id, input, cfg, RunStatus.RUNNING, launch), origin, cp, policy
+        )
+        spec, heads = self.ctx.graph_heads()
+        claim = await claims.new(self.store, run)
+        try:
+            made = await fork(spec, heads, self.store, cp, run, source="fork", thread=thread)
+            await self.store.commit(
+                StepCommit(
+                    thread_id=thread_id,
+                    expected_version=thread.version,
+                    checkpoint=made.checkpoint,
+                    log=made.log,
+                    new_run=run,
+                    fence=run.fencing_token,
+                )
+            )
+            await self.store.append_audit(self._audit(run, cp, launch, cfg, policy))
+            head = await heads.load(thread_id)
+            driver = self.ctx.make_driver(cfg, emit, claim, policy)
+            if answering:
+                await self._answer(head.checkpoint, answer, run, claim.token)
+            if run.input is not None:
+                head = await driver.commit_input(head, run, new=False)
+            return await self.ctx.drive(driver, head, run)
+        finally:
+            await claim.release()
+
+    # -- update_state ------------------------------------------------------------------------
+
+    async def update(
+        self,
+        thread_id: str,
+        values: Mapping[str, Any] | None,
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+        actor: str = "update_state",
+        reason: str = "update_state",
+        allow_irreversible: Iterable[str] = (),
+    ) -> Fork:
+        """LangGraph's ``update_state``: a checkpoint with the edit becomes the thread's
+        head, under a new ``paused`` run (see the module docstring); ``allow_irreversible``
+        (from the call's config) is what that live run may send."""
+        spec, heads = self.ctx.graph_heads()
+        await self.ctx.setup()
+        thread, latest = await self.ctx.open_thread(thread_id)
+        if thread is None or thread.head_checkpoint_id is None:
+            raise RunNotFoundError(
+                f"thread {thread_id!r} has no state to update yet; start it with "
+                "invoke(input, config)"
+            )
+        cp = await self.checkpoint(thread_id, checkpoint_id or thread.head_checkpoint_id)
+        copy = as_node == COPY
+        if copy:
+            if values is not None:
+                raise ConfigError(
+                    "update_state(config, None, as_node='__copy__') copies a checkpoint "
+                    "unchanged; pass None as values, or update it with as_node=<node name>"
+                )
+            writer = None
+        else:
+            if values is not None and not isinstance(values, Mapping):
+                raise ConfigError(f"values must be a dict of state fields; got {values!r}")
+            if as_node is not None and as_node not in spec.nodes:
+                raise ConfigError(
+                    f"as_node {as_node!r} is not a node of this graph; nodes: {sorted(spec.nodes)}"
+                )
+            writer = as_node or last_writer(spec, cp)
+        editing = (
+            latest is not None
+            and latest.status is RunStatus.PAUSED
+            and latest.launch_reason == TIME_TRAVEL
+            and cp.checkpoint_id == thread.head_checkpoint_id
+            and cp.run_id == latest.run_id
+        )
+        if editing:
+            assert latest is not None
+            run, new = latest, False
+        else:
+            await self._supersede(thread_id, latest, "update_state")
+            origin = await self.ctx.get_run(cp.run_id)
+            cfg = RunConfig.from_stored(origin.config, thread_id)
+            policy = ReplayPolicy.of(
+                "live", origin.run_id, allow_irreversible=frozenset(allow_irreversible), refire=True
+            )
+            made_run = self.new_run(thread_id, None, cfg, RunStatus.PAUSED, None)
+            run, new = self._lineage(made_run, origin, cp, policy), True
+        made = await fork(
+            spec,
+            heads,
+            self.store,
+            cp,
+            run,
+            source="fork" if copy else "update",
+            patch=None if copy else dict(values or {}),
+            as_node=writer,
+            thread=thread,
+            sibling=copy,
+        )
+        await self.store.commit(
+            StepCommit(
+                thread_id=thread_id,
+                expected_version=thread.version,
+                checkpoint=made.checkpoint,
+                log=made.log,
+                new_run=run if new else None,
+            )
+        )
+        await self.store.append_audit(
+            audits.for_run(
+                run,
+                "update_state",
+                actor=actor,
+                reason=reason,
+                details={
+                    "parent_run_id": cp.run_id,
+                    "checkpoint_id": cp.checkpoint_id,
+                    "new_checkpoint_id": made.checkpoint.checkpoint_id,
+                    "as_node": as_node,
+                    "changed": [c.channel for c in made.diff],
+                },
+            )
+        )
+        return Fork(run, made.checkpoint.checkpoint_id, made.diff)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    async def checkpoint(self, thread_id: str, checkpoint_id: str) -> CheckpointRecord:
+        """The stored checkpoint ``checkpoint_id`` names; a history's entry of a run's
+        input (``<id>.input``) goes back to that run's input checkpoint (its input
+        applied again, then every node after it)."""
+        stored_id = checkpoint_id.removesuffix(INPUT_SUFFIX)
+        cp = await self.store.get_checkpoint(thread_id, stored_id)
+        if cp is None:
+            raise RunNotFoundError(
+                f"no checkpoint {checkpoint_id!r} on thread {thread_id!r} (pruned, or of "
+                "another thread); list them with app.get_state_history(config)"
+            )
+        return cp
+
+    async def _supersede(self, thread_id: str, latest: RunRecord | None, by: str) -> None:
+        """An edit nobody ran yet gives way to the next fork; any other unfinished run
+        refuses it."""
+        if (
+            latest is None
+            or latest.status is not RunStatus.PAUSED
+            or latest.launch_reason != TIME_TRAVEL
+        ):
+            refuse_unfinished(thread_id, latest)
+            return
+
+        def still_paused(found: RunRecord) -> RunRecord:
+            if found.status is not RunStatus.PAUSED:
+                refuse_unfinished(thread_id, found)
+            return found
+
+        await claims.overrule(
+            self.store,
+            latest.run_id,
+            owner=f"time_travel:{self.ctx.owner}",
+            status=RunStatus.ABANDONED,
+            error=f"superseded by a later {by} on the thread before it ran",
+            check=still_paused,
+            audit=audits.for_run(
+                latest,
+                "supersede",
+                actor=by,
+                reason=f"a later {by} on the thread",
+                details={"before": str(latest.status)},
+            ),
+        )
+
+    def _lineage(
+        self, run: RunRecord, origin: RunRecord, cp: CheckpointRecord, policy: ReplayPolicy
+    ) -> RunRecord:
+        return run.replace(
+            parent_run_id=origin.run_id,
+            parent_checkpoint_id=cp.checkpoint_id,
+            launch_reason=TIME_TRAVEL,
+            mode="live",
+            config={**run.config, "replay": policy.to_json()},
+        )
+
+    def _audit(
+        self,
+        run: RunRecord,
+        cp: CheckpointRecord,
+        launch: Launch | None,
+        cfg: RunConfig,
+        policy: ReplayPolicy,
+    ) -> Any:
+        actor = (
+            launch.actor if launch is not None else str(cfg.configurable.get("actor") or "invoke")
+        )
+        return audits.for_run(
+            run,
+            TIME_TRAVEL,
+            actor=actor,
+            reason=launch.reason if launch is not None and launch.reason else TIME_TRAVEL,
+            details={
+                "parent_run_id": run.parent_run_id,
+                "checkpoint_id": cp.checkpoint_id,
+                "mode": "live",
+                "allow_irreversible": sorted(policy.allow_irreversible),
+                **({"request_key": launch.request_key} if launch and launch.request_key else {}),
+            },
+        )
+
+    async def _answer(self, cp: CheckpointRecord, answer: Any, run: RunRecord, token: int) -> None:
+        """``Command(resume=...)`` going back to a checkpoint: the answer to the question
+        its one next task asks (it asks again and takes this answer at once)."""
+        if len(cp.next) != 1:
+            raise ConfigError(
+                "Command(resume=...) with a past checkpoint_id answers the one task after "
+                f"it; that checkpoint runs {list(cp.next)} next. Go back with "
+                "invoke(None, config), then answer the question it asks"
+            )
+        await self.store.put_task_write(
+            TaskWrite(cp.thread_id, cp.checkpoint_id, cp.next[0], WriteKind.RESUME, 0, answer),
+            run_id=run.run_id,
+            fence=token,
+        )
+
+
+async def finished_state(
+    ctx: RunContext, thread: ThreadRecord | None, latest: RunRecord | None
+) -> RunResult | None:
+    """``invoke(None, config)`` on a thread whose latest run completed: its state, and
+    nothing runs (None: the call is something else)."""
+    if thread is None or latest is None or latest.status is not RunStatus.COMPLETED:
+        return None
+    head = await ctx.heads.at(thread.thread_id, thread)
+    if head.checkpoint.next:
+        return None
+    return RunResult(latest, dict(head.values))
+
+
+__all__ = [
+    "COPY",
+    "TIME_TRAVEL",
+    "Fork",
+    "TimeTravel",
+    "allowed_irreversible",
+    "finished_state",
+    "refuse_unfinished",
+]

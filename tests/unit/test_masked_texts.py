@@ -89,3 +89,17 @@ def test_an_error_and_its_causes_quote_the_masked_form() -> None:
         mask_exception(exc, masker)
         text = "".join(traceback.format_exception(exc))
     assert CARD not in text and f"card {MASK} declined" in text
+
+
+def test_records_imported_alone_still_mask_their_repr() -> None:
+    """The storage layer does not import the run layer's masking; importing a record
+    (which imports the package) installs it, so no fresh process logs a record unmasked."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import oncegraph.storage.records as r, oncegraph.runs.masking as m; "
+        "print(r._REPR == [m.masked_repr])"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert out.stdout.strip() == "True", out.stderr

@@ -38,7 +38,13 @@ from typing import Any
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ledger.masks import declared_mask, registered, remember, remembered
 from oncegraph.runs.views import StateSnapshot
-from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, RunRecord
+from oncegraph.storage.records import (
+    AuditRecord,
+    EffectPayload,
+    EffectRecord,
+    RunRecord,
+    mask_reprs_with,
+)
 
 MASK = "***"
 MIN_SECRET = 4  # shorter masked values are masked in their field, not inside free text
@@ -387,6 +393,8 @@ def masked_repr(record: Any) -> str:
         + ")"
     )
 
+
+mask_reprs_with(masked_repr)  # every record's repr in this process goes through it
 
 class _FieldsMasked:
     """A record's fields, masked (for :func:`masked_repr`)."""

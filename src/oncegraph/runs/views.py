@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oncegraph.storage.records import CheckpointRecord
+from oncegraph.storage.records import CheckpointRecord, _masked_repr
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +22,7 @@ class StateSnapshot:
     tasks: tuple[Any, ...] = ()  # the step's tasks (LangGraph's PregelTask shape)
 
     def __repr__(self) -> str:
-        from oncegraph.runs.masking import masked_repr
-
-        return masked_repr(self)
+        return _masked_repr(self)  # the run layer's masking, installed by runs.masking
 
 
 def snapshot(

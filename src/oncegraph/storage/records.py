@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -49,11 +49,23 @@ def _keep_describable(record: object, *names: str) -> None:
             object.__setattr__(record, name, error_text(value))
 
 
-def _masked_repr(record: object) -> str:
-    """A record's repr with what tools declared masked masked (it may be logged)."""
-    from oncegraph.runs.masking import masked_repr
+_REPR: list[Callable[[object], str]] = []
 
-    return masked_repr(record)
+
+def mask_reprs_with(masked: Callable[[object], str]) -> None:
+    """Install what a record's repr goes through: the run layer's masking
+    (:func:`oncegraph.runs.masking.masked_repr`, installed when it is imported, as
+    importing ``oncegraph`` does), which knows what tools declared masked. The storage
+    layer does not import it: the run layer sits above."""
+    _REPR[:] = [masked]
+
+
+def _masked_repr(record: object) -> str:
+    """A record's repr with what tools declared masked masked (it may be logged). With
+    no masking installed, the fields are left out rather than shown unmasked."""
+    if _REPR:
+        return _REPR[0](record)
+    return f"{type(record).__name__}(...)"
 
 
 def now() -> float:

@@ -57,6 +57,7 @@ from oncegraph.runtime.subgraph import (
     stream_inside,
     stream_nested,
 )
+from oncegraph.state.channels import ROOT, public
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     AuditRecord,
@@ -269,7 +270,7 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         launch: Launch | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Run to the end (or the next interrupt) and return the state. ``launch``: who the
         run is for, for a surface that acts for its callers (:mod:`oncegraph.runs.launch`:
         the run carries its actor and its start is audited)."""
@@ -291,7 +292,7 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         launch: Launch | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
             from oncegraph.runtime.subgraph import invoke_inside
@@ -641,7 +642,7 @@ class CompiledGraph:
         actor: str,
         reason: str | None = None,
         config: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked).
 
         Timeouts and ``recursion_limit`` named in ``config`` apply to this continue; the
@@ -663,7 +664,7 @@ class CompiledGraph:
         actor: str,
         reason: str | None = None,
         config: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         return run_sync(
             self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
             "resume",
@@ -764,7 +765,7 @@ class CompiledGraph:
         actor: str,
         allow_irreversible: Sequence[str] = (),
         doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """A NEW run (own thread, lineage) from a checkpoint of ``run_id``, in ``mode``:
         ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
         ``doubles``) or ``live`` (real calls; irreversible tools only if allowed)."""
@@ -789,7 +790,7 @@ class CompiledGraph:
         actor: str,
         allow_irreversible: Sequence[str] = (),
         doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         return run_sync(
             self.areplay(
                 run_id,
@@ -844,6 +845,8 @@ class CompiledGraph:
         config: ``invoke(None, returned_config)``."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
+        if values is not None and self.spec.schema.is_root:  # the state is one value
+            values = {ROOT: values}
         branch = await self.service.update_state(
             thread_id, values, checkpoint_id=checkpoint_id, as_node=as_node
         )
@@ -976,7 +979,7 @@ def _stream_shape(
                     return
                 ns, payload = payload.ns, payload.payload
                 if mode == "values":
-                    payload = dict(payload)
+                    payload = public(dict(payload))
             elif mode == "values":
                 payload = output_values(spec, payload)
             item = payload if single else (mode, payload)

@@ -214,10 +214,19 @@ class CompiledGraph:
         config: Mapping[str, Any] | None,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        context: Any = None,
     ) -> tuple[RunService, RunConfig]:
-        """The service and config of one run; a private memory store without a checkpointer."""
+        """The service and config of one run; a private memory store without a checkpointer.
+        ``context``: the run's static context (``invoke(..., context=...)``), what its
+        nodes' ``runtime.context`` is."""
         refuse_in_replay(current_task(), self.spec.name)
         cfg = self._config(config)
+        if context is not None:
+            from oncegraph.runtime.node_runtime import coerce_context
+
+            cfg = dataclasses.replace(
+                cfg, context=coerce_context(self.spec.context_schema, context)
+            )
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
             cfg = dataclasses.replace(
@@ -279,7 +288,9 @@ class CompiledGraph:
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
-        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
+        service, cfg = self._for_run(
+            config, interrupt_before, interrupt_after, kwargs.get("context")
+        )
         result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
 
@@ -305,6 +316,7 @@ class CompiledGraph:
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
                 launch=launch,
+                **kwargs,
             ),
             "invoke",
         )
@@ -370,7 +382,9 @@ class CompiledGraph:
             async for item in stream_nested(self, inside, input, shape):
                 yield item
             return
-        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
+        service, cfg = self._for_run(
+            config, interrupt_before, interrupt_after, kwargs.get("context")
+        )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         task = asyncio.ensure_future(
@@ -408,6 +422,7 @@ class CompiledGraph:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             launch=launch,
+            **kwargs,
         )
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node

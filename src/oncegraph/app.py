@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from oncegraph._cancel import cancel_and_wait
+from oncegraph.app_methods import LangGraphMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
@@ -85,7 +86,7 @@ _DIFFERS = (
 )
 
 
-class CompiledGraph:
+class CompiledGraph(LangGraphMethods):
     def __init__(
         self,
         spec: GraphSpec,
@@ -125,9 +126,6 @@ class CompiledGraph:
 
     @property
     def name(self) -> str:
-        return self.spec.name
-
-    def get_name(self) -> str:
         return self.spec.name
 
     @property
@@ -202,7 +200,7 @@ class CompiledGraph:
         self.close()
 
     def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
-        cfg = RunConfig.parse(config)
+        cfg = RunConfig.parse(self._with_default_config(config))
         if cfg.fault_plan is None:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.retry import node_retry
+from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
 from oncegraph.graph.spec import (
     BranchSpec,
     GraphSpec,
@@ -151,6 +152,10 @@ class StateGraph:
             name = getattr(node, "__name__", None) or getattr(node, "name", None)
             if isinstance(node, CompiledGraph):
                 name = node.spec.name
+            elif name is None and is_runnable(node):
+                name = runnable_name(node)
+            elif name is None and callable(node) and not isinstance(node, type):
+                name = type(node).__name__  # a callable object: its class's name
             if not isinstance(name, str):
                 raise GraphValidationError(f"cannot name node {node!r}; pass a name first")
         else:
@@ -192,8 +197,13 @@ class StateGraph:
             )
             self.nodes[name] = spec
             return self
+        if is_runnable(action):  # a LangChain Runnable (or a dict of them)
+            action = as_node(action)
         if not callable(action):
-            raise GraphValidationError(f"node {name!r}: {action!r} is not callable")
+            raise GraphValidationError(
+                f"node {name!r}: {action!r} is not callable; pass a function, a compiled "
+                "graph or a LangChain Runnable"
+            )
         spec = NodeSpec.of(name, action, timeout, inline)
         if inline and spec.is_async:
             raise GraphValidationError(

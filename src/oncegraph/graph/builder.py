@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.params import injected
 from oncegraph.graph.retry import node_retry
 from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
 from oncegraph.graph.spec import (
@@ -238,7 +239,11 @@ class StateGraph:
                 f"the error handler's node name {name!r} is already a node of the graph; "
                 "rename that node"
             )
-        return NodeSpec.of(name, fn)
+        spec = NodeSpec.of(name, fn)
+        inject = injected(fn, handler=True)
+        if inject != spec.inject:
+            spec = dataclasses.replace(spec, inject=inject, takes_config=False)
+        return spec
 
     def set_node_defaults(
         self,

@@ -2,8 +2,8 @@
 
 The first parameter is the state. A later parameter named ``config``, ``writer``,
 ``store`` or ``runtime``, or annotated ``RunnableConfig``, ``StreamWriter``,
-``BaseStore``, ``Runtime`` or ``NodeError`` (an error handler's), gets that value by
-keyword. A node whose second positional parameter is none of these gets the config
+``BaseStore``, ``Runtime`` or ``NodeError`` (an error handler's; or named ``error``),
+gets that value by keyword. A node whose second positional parameter is none of these gets the config
 there, as before (``def node(state, cfg)``). Pure: reads signatures only.
 """
 
@@ -39,9 +39,10 @@ def _annotation_kind(annotation: Any) -> str | None:
     return _BY_ANNOTATION.get(head)
 
 
-def injected(fn: Callable[..., Any]) -> tuple[tuple[str, str], ...]:
+def injected(fn: Callable[..., Any], *, handler: bool = False) -> tuple[tuple[str, str], ...]:
     """``(parameter, kind)`` for each parameter after the first that gets a value
-    injected by keyword (``kind`` in :data:`INJECTABLE`)."""
+    injected by keyword (``kind`` in :data:`INJECTABLE`); an error ``handler``'s
+    parameter named ``error`` gets the error too."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -51,6 +52,8 @@ def injected(fn: Callable[..., Any]) -> tuple[tuple[str, str], ...]:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
             continue
         kind = _annotation_kind(p.annotation) or _BY_NAME.get(p.name)
+        if kind is None and handler and p.name == "error":
+            kind = "error"
         if kind is not None:
             out.append((p.name, kind))
     return tuple(out)

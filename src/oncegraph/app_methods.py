@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from oncegraph.errors import InvalidUpdateError
-from oncegraph.graph.jsonschema import json_schema
 from oncegraph.runtime.portal import run_sync
 from oncegraph.types import StateUpdate
 
@@ -73,6 +72,8 @@ class LangGraphMethods:
 
     def get_input_jsonschema(self, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON schema of what ``invoke`` takes (the input schema, else the state's)."""
+        from oncegraph.graph.jsonschema import json_schema  # pydantic, on first use
+
         spec = self.spec
         source = spec.input_schema or spec.schema
         if spec.input_schema is None and spec.schema.source_fields is not None:
@@ -81,6 +82,8 @@ class LangGraphMethods:
 
     def get_output_jsonschema(self, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The JSON schema of what ``invoke`` returns (the output schema, else the state's)."""
+        from oncegraph.graph.jsonschema import json_schema
+
         spec = self.spec
         return json_schema(spec.output_schema or spec.schema, self.get_name("Output"))
 

@@ -80,7 +80,11 @@ def test_the_attempt_number_counts_retries() -> None:
         return {"out": "ok"}
 
     g = StateGraph(S)
-    g.add_node("f", flaky, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.0, retry_on=ValueError))
+    g.add_node(
+        "f",
+        flaky,
+        retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.0, retry_on=ValueError),
+    )
     g.add_edge(START, "f")
     assert g.compile().invoke({"out": ""}) == {"out": "ok"}
     assert attempts == [1, 2, 3]

@@ -3,8 +3,8 @@
 The first parameter is the state. A later parameter named ``config``, ``writer``,
 ``store`` or ``runtime``, or annotated ``RunnableConfig``, ``StreamWriter``,
 ``BaseStore``, ``Runtime`` or ``NodeError`` (an error handler's; or named ``error``),
-gets that value by keyword. A node whose second positional parameter is none of these gets the config
-there, as before (``def node(state, cfg)``). Pure: reads signatures only.
+gets that value by keyword. A node whose second positional parameter is none of these
+gets the config there, as before (``def node(state, cfg)``). Pure: reads signatures.
 """
 
 from __future__ import annotations

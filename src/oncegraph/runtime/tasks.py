@@ -349,6 +349,10 @@ def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
     """What the node receives: the state, or a Send's payload (as the node's own input
     class when it declares a dataclass or pydantic one)."""
     if not task.is_send:
+        own = node.input_schema
+        if own is not None and own.kind == "typeddict" and node.subgraph is None:
+            # a node annotated with its own input schema reads that schema's fields
+            return {k: v for k, v in head.values.items() if k in own.channels}
         return spec.schema.to_node_input(head.values)
     arg = task.arg
     schema = node.input_schema

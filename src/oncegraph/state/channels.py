@@ -180,12 +180,12 @@ class StateSchema:
                     default = (lambda i: lambda: i.get_default(call_default_factory=True))(info)
                 channels[name] = _channel(name, hint, default)
             return cls(schema, channels, "pydantic")
-        if isinstance(schema, type) and issubclass(schema, dict):  # TypedDict
+        if isinstance(schema, type) and (
+            issubclass(schema, dict) or "__annotations__" in vars(schema)
+        ):  # a TypedDict, or a plain annotated class: its annotations are the fields
             hints = get_type_hints(schema, include_extras=True)
-            return cls(schema, {n: _channel(n, h, None) for n, h in hints.items()}, "typeddict")
-        if isinstance(schema, type) and "__annotations__" in vars(schema):
-            # a plain annotated class: its annotations are the fields, nodes get a dict
-            hints = get_type_hints(schema, include_extras=True)
+            if list(hints) == [ROOT]:  # LangGraph's spelling of a root-value state
+                return cls(hints[ROOT], {ROOT: _channel(ROOT, hints[ROOT], None)}, "root")
             return cls(schema, {n: _channel(n, h, None) for n, h in hints.items()}, "typeddict")
         if _is_value_type(schema):
             # LangGraph's root-value state: the whole state is one value of this type
@@ -327,13 +327,18 @@ class StateSchema:
         return [n for n, c in self.channels.items() if c.log]
 
     def to_node_input(self, values: Mapping[str, Any]) -> Any:
+        """What a node (or router) of this schema reads: the state schema's own fields
+        (not those other schemas added), as the schema's class for a dataclass or
+        pydantic state; the value itself for a root-value state."""
         if self.kind == "root":
             return values.get(ROOT)
+        own = self.source_fields
         if self.kind in ("dataclass", "pydantic"):
-            own = self.source_fields
             if own is not None:
                 return self.source(**{k: v for k, v in values.items() if k in own})
             return self.source(**values)
+        if own is not None:
+            return {k: v for k, v in values.items() if k in own}
         return dict(values)
 
     def to_update(self, node: str, value: Any) -> Mapping[str, Any]:
@@ -341,6 +346,8 @@ class StateSchema:
         if value is None:
             return {}
         if self.kind == "root":  # the node's return is the new value (or the reducer's update)
+            if isinstance(value, Mapping) and len(value) == 1 and ROOT in value:
+                return value  # already the update of the one channel
             return {ROOT: value}
         if isinstance(value, Mapping):
             return value

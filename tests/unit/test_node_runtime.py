@@ -27,6 +27,7 @@ def test_runtime_carries_the_context_a_writer_and_where_the_node_runs() -> None:
         runtime.stream_writer({"custom": runtime.context.user})
         info = runtime.execution_info
         assert isinstance(info, ExecutionInfo)
+        assert isinstance(info.node_first_attempt_time, float)
         assert info.run_id is not None and info.run_id.startswith("run_")
         assert get_runtime(Ctx).context is runtime.context
         return {"out": runtime.context.user}

@@ -105,6 +105,7 @@ def runtime_of(ctx: TaskContext, attempt: int = 1) -> Runtime[Any]:
         thread_id=ctx.thread_id,
         run_id=ctx.run_id,
         node_attempt=attempt,
+        node_first_attempt_time=ctx.first_attempt_at,
     )
     return Runtime(context=ctx.config.context, stream_writer=writer, execution_info=info)
 

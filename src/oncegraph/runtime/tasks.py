@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -162,6 +163,8 @@ async def _outcome(
     while True:
         attempt += 1
         ctx.attempt = attempt
+        if attempt == 1:
+            ctx.first_attempt_at = time.time()
         try:
             value = await _run(spec, node, ctx, head, task)
             if ctx.interrupt_raised is not None:

@@ -90,11 +90,8 @@ class TestPgConformance(CheckpointerConformance):
             await store.aclose()
 
 
-class TestPgUnpreparedConformance(TestPgConformance):
-    """The whole contract with ``prepared_statements=False`` (behind PgBouncer's
-    transaction pooling): the step's statements themselves, in one message."""
-
-    OPTIONS = {"prepared_statements": False}
+# The whole contract with prepared_statements=False runs behind a real PgBouncer in
+# transaction pooling: test_pgbouncer.py's TestPgBouncerConformance.
 
 
 async def reap(procs: list[asyncio.subprocess.Process]) -> None:

@@ -9,7 +9,7 @@ detected, not mis-matched.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 
@@ -76,6 +76,51 @@ def test_a_compatible_deploy_continues_a_paused_run(checkpointer: Checkpointer) 
     v2 = g.compile(checkpointer=checkpointer)
     out = v2.invoke(Command(resume="yes"), {"thread_id": T})
     assert out["paid"] == "paid 10.0" and paid == ["v2:10.0"]
+
+
+class Routed(TypedDict):
+    amount: float
+    approved: bool
+    paid: str
+
+
+class RoutedV2(Routed):
+    # NotRequired under ``from __future__ import annotations`` (this module): Python 3.11
+    # lists the field in __required_keys__, but it is optional and the deploy compatible
+    note: NotRequired[str]
+
+
+def routed_graph(schema: Any, version: str, paid: list[str]) -> StateGraph:
+    def ask(state: dict[str, Any]) -> dict[str, Any]:
+        return {"approved": interrupt(f"pay {state['amount']}?") == "yes"}
+
+    def pay(state: dict[str, Any]) -> dict[str, Any]:
+        paid.append(f"v{version}:{state['amount']}")
+        return {"paid": f"paid {state['amount']}"}
+
+    def route(state: dict[str, Any]) -> str:
+        return "pay" if state["approved"] else END
+
+    g = StateGraph(schema, name="routed", version=version)
+    g.add_node("ask", ask)
+    g.add_node("pay", pay)
+    g.add_edge(START, "ask")
+    g.add_conditional_edges("ask", route, ["pay", END])
+    g.add_edge("pay", END)
+    return g
+
+
+def test_a_compatible_deploy_of_a_routed_graph_with_a_not_required_field_continues(
+    checkpointer: Checkpointer,
+) -> None:
+    """The stored shape comes back from the database as JSON: a router's path map read
+    back must equal the same path map built by the new version's code."""
+    paid: list[str] = []
+    v1 = routed_graph(Routed, "1", paid).compile(checkpointer=checkpointer)
+    assert "__interrupt__" in v1.invoke({"amount": 5.0, "paid": ""}, {"thread_id": T})
+    v2 = routed_graph(RoutedV2, "2", paid).compile(checkpointer=checkpointer)
+    out = v2.invoke(Command(resume="yes"), {"thread_id": T})
+    assert out["paid"] == "paid 5.0" and paid == ["v2:5.0"]
 
 
 def test_an_incompatible_deploy_is_refused_with_the_options(checkpointer: Checkpointer) -> None:

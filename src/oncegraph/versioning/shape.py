@@ -8,6 +8,7 @@ what a deploy changed that a run standing on the old shape would notice.
 
 from __future__ import annotations
 
+import json
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -80,7 +81,11 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any], stands_on: Sequence[
 
 
 def _canon(value: Any) -> Any:
-    return repr(value) if value is not None else None
+    """One spelling of a branch list, whether it was just built (tuples) or read back from
+    a run's stored shape (JSON lists), so a deploy is not refused for a change of spelling."""
+    if value is None:
+        return None
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _hints(source: Any) -> dict[str, Any]:
@@ -92,7 +97,20 @@ def _hints(source: Any) -> dict[str, Any]:
 
 def _optional_fields(source: Any, kind: str) -> set[str]:
     if kind == "typeddict":
-        return set(getattr(source, "__optional_keys__", ()))
+        optional = set(getattr(source, "__optional_keys__", ()))
+        # Under ``from __future__ import annotations`` Python 3.11 counts a ``NotRequired``
+        # field as required (its annotation is a string then); the resolved hints still say.
+        try:
+            hints = typing.get_type_hints(source, include_extras=True)
+        except Exception:  # hints that cannot be resolved: the class's own word only
+            return optional
+        for name, hint in hints.items():
+            origin = typing.get_origin(hint)
+            if origin is typing.NotRequired:
+                optional.add(name)
+            elif origin is typing.Required:
+                optional.discard(name)
+        return optional
     if kind == "pydantic":
         fields = getattr(source, "model_fields", {})
         return {n for n, f in fields.items() if not f.is_required()}

@@ -110,6 +110,50 @@ HELD_BY_OTHERS = f"""EXISTS (
 )"""
 
 
+SESSION_SHARED = (
+    "this PostgreSQL address does not keep a session per connection (a transaction-pooling "
+    "proxy such as PgBouncer with pool_mode=transaction): a run's lock taken on it can be "
+    "taken a second time by another process, which could run the run twice. Give the "
+    "database's direct address for the connections that hold a session: "
+    "PgCheckpointer(proxy_dsn, prepared_statements=False, session_dsn=direct_dsn)"
+)
+
+
+async def check_session_kept(
+    conn: psycopg.AsyncConnection[Any], dsn: str, connect_timeout: float
+) -> None:
+    """Raise :class:`~oncegraph.errors.ConfigError` unless ``conn`` holds a server session
+    of its own, as session advisory locks (and LISTEN) need.
+
+    Behind a transaction-pooling proxy, each statement of a connection may run on another
+    server session, and two client connections may share one: a probe key locked on
+    ``conn`` is then either gone by its next statement (another backend answers) or
+    granted to a second connection as well (the same backend, re-entrant). Either shows.
+    """
+    from oncegraph.errors import ConfigError
+
+    probe = "SELECT pg_backend_pid(), pg_try_advisory_lock(hashtextextended(%s, 0))"
+    key = f"oncegraph-session-check:{id(conn)}:{asyncio.get_running_loop().time()}"
+    row = await (await conn.execute(probe, (key,))).fetchone()
+    again = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+    shared = not row or not row[1] or not again or again[0] != row[0]
+    if not shared:
+        other = await psycopg.AsyncConnection.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=max(1, round(connect_timeout)),
+            prepare_threshold=None,
+        )
+        try:
+            got = await (await other.execute(probe, (key,))).fetchone()
+            shared = bool(got and got[1])
+        finally:
+            await other.close()
+    await conn.execute("SELECT pg_advisory_unlock_all()")
+    if shared:
+        raise ConfigError(SESSION_SHARED)
+
+
 class LockSession:
     """One connection holding this process's run locks (for one store and loop)."""
 
@@ -131,12 +175,20 @@ class LockSession:
 
     @classmethod
     async def open(
-        cls, dsn: str, *, connect_timeout: float, timeout: float | None
+        cls, dsn: str, *, connect_timeout: float, timeout: float | None, verify: bool = False
     ) -> LockSession:
+        """``verify``: first prove that ``dsn`` keeps a session of its own (see
+        :func:`check_session_kept`); a store that may sit behind a pooling proxy asks it."""
         conn = await psycopg.AsyncConnection.connect(
             dsn, autocommit=True, connect_timeout=max(1, round(connect_timeout)),
             prepare_threshold=None,
         )
+        if verify:
+            try:
+                await check_session_kept(conn, dsn, connect_timeout)
+            except BaseException:
+                await conn.close()
+                raise
         if timeout:
             try:  # PostgreSQL 14+: the server ends the session once it stops pinging
                 await conn.execute(f"SET idle_session_timeout = {max(1, round(timeout * 1000))}")

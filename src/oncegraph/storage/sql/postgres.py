@@ -183,7 +183,11 @@ class PgCheckpointer(SqlStore):
     migration is an error naming the fix. ``prepared_statements=False`` is for a
     transaction-pooling proxy (PgBouncer ``pool_mode=transaction``), which cannot keep a
     session's prepared statements: nothing is prepared then, by oncegraph or by psycopg,
-    at the cost of a parse and plan per statement.
+    at the cost of a parse and plan per statement. Such a proxy cannot hold a session
+    either, which the run locks and the workers' ``LISTEN`` need: give the database's
+    direct address as ``session_dsn=`` (it defaults to ``postgres_dsn``). With
+    ``prepared_statements=False`` the store first checks that the session address keeps
+    a session, and refuses a proxy's with an error naming ``session_dsn``.
 
     ``claim_timeout`` (seconds, default 30): a process holding a run that stays silent
     that long (paused, partitioned, its loop blocked) is treated as gone and the run may
@@ -218,6 +222,7 @@ class PgCheckpointer(SqlStore):
         prepared_statements: bool = True,
         claim_timeout: float | None = 30.0,
         encryption: EncryptionKeys | None = None,
+        session_dsn: str | None = None,
     ) -> None:
         if not postgres_dsn:
             raise ConfigError("PgCheckpointer needs a DSN, e.g. postgresql://user@host/db")
@@ -226,6 +231,8 @@ class PgCheckpointer(SqlStore):
         if cache is not None and redis_url is not None:
             raise ConfigError("give PgCheckpointer either redis_url or cache, not both")
         self._dsn = postgres_dsn
+        self.session_dsn = session_dsn or postgres_dsn
+        """Where the connections that keep a session go: run locks, LISTEN."""
         self._where = describe_dsn(postgres_dsn)
         self.min_size = min_size
         self.max_size = max_size
@@ -465,7 +472,10 @@ class PgCheckpointer(SqlStore):
         self._opening_here()
         with mapped("connect", self._where):
             return await LockSession.open(
-                self._dsn, connect_timeout=self.connect_timeout, timeout=self.claim_timeout
+                self.session_dsn,
+                connect_timeout=self.connect_timeout,
+                timeout=self.claim_timeout,
+                verify=not self.prepared_statements,
             )
 
     # -- the dialect's hooks (store_port) -----------------------------------------------

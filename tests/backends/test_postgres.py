@@ -581,7 +581,7 @@ async def test_statements_lost_again_name_the_switch(fresh_dsn: str) -> None:
             for (name,) in await cur.fetchall():
                 if name.startswith("og_"):
                     await conn.execute(f"DEALLOCATE {name}", prepare=False)
-        store._steps = ForgetfulWriter()
+        store._commits.steps = ForgetfulWriter()
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         with pytest.raises(StorageError, match=r"prepared_statements=False") as caught:
             await store.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))

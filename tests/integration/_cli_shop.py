@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from oncegraph import current_effect, declare_crash_point, tool
+from oncegraph import Reconciled, current_effect, declare_crash_point, tool
 from oncegraph.app import CompiledGraph
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.prebuilt.models.scripted import ScriptedModel
@@ -33,10 +33,20 @@ def store(db: str) -> Any:
     return SqliteCheckpointer(db)
 
 
-def build(db: str, provider_url: str) -> CompiledGraph:
+def build(db: str, provider_url: str, *, reconcile: bool = False) -> CompiledGraph:
+    """``reconcile``: the refund asks the provider by its key (its dashboard)."""
     client = ProviderClient(provider_url)
 
-    @tool(effect="irreversible", recipient="payments", mask=["card"])
+    def look(record: Any) -> Reconciled:
+        found = client.find_by_key(record.effect_id)
+        return Reconciled.done(str(found["id"])) if found else Reconciled.not_done()
+
+    @tool(
+        effect="irreversible",
+        recipient="payments",
+        mask=["card"],
+        reconcile=look if reconcile else None,
+    )
     def refund(order_id: str, card: str) -> str:
         """Refund an order to a card."""
         charged = client.charge(
@@ -52,4 +62,8 @@ def build(db: str, provider_url: str) -> CompiledGraph:
 
 def app() -> CompiledGraph:
     """The factory ``--app`` names (built from the environment when the CLI loads it)."""
-    return build(os.environ["CLI_SHOP_DB"], os.environ["CLI_SHOP_PROVIDER"])
+    return build(
+        os.environ["CLI_SHOP_DB"],
+        os.environ["CLI_SHOP_PROVIDER"],
+        reconcile=os.environ.get("CLI_SHOP_RECONCILE") == "1",
+    )

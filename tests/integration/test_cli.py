@@ -148,7 +148,9 @@ def test_prune_dry_run_counts_and_deletes_nothing(tmp_path: Path) -> None:
     assert dry["dry_run"] is True and dry["threads"] == 3 and dry["checkpoints"] > 0
     assert checkpoints() == before  # nothing deleted
     assert "would delete" in ok("db", "prune", "-d", str(db), "--dry-run").stdout
-    done = as_json("db", "prune", "-d", str(db))
+    assert as_json("db", "prune", "-d", str(db))["dry_run"] is True  # the default
+    assert checkpoints() == before
+    done = as_json("db", "prune", "-d", str(db), "--yes", "--allow-unreplayable")
     assert done["checkpoints"] == dry["checkpoints"] and done["task_writes"] == dry["task_writes"]
     assert checkpoints() == before - dry["checkpoints"]
     assert as_json("db", "prune", "-d", str(db), "--dry-run")["checkpoints"] == 0
@@ -184,7 +186,7 @@ def _bad_inputs(tmp: Path) -> list[tuple[list[str], tuple[str, ...], int]]:
         (["show", "run_nope", "-d", str(good)], ("run_nope",), 1),
         (["show", "-d", str(good)], ("RUN",), 2),
         (["effect", "eff_nope", "-d", str(good)], ("eff_nope", "oncegraph effects"), 1),
-        (["effects", "-d", str(good)], ("--run",), 2),
+        (["effects", "-d", str(good), "--status", "stuck"], ("--status", "stuck"), 2),
         (["continue", "run_x", "-d", str(good)], ("No such option: -d",), 2),
         (["continue", "run_x"], ("--app",), 2),
         (["continue", "run_x", "--app", "no_such_module:app"], ("no_such_module",), 2),

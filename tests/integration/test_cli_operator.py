@@ -10,6 +10,7 @@ provider (a real HTTP server counting effects per key). Every command is a real
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -106,10 +107,9 @@ def test_find_resolve_continue_redeliver_replay_branch(
                       env=app_env)
     assert preview["payload"] == {"order_id": "1042", "card": "***"}
     assert preview["recipient"] == "payments" and preview["dedup"] == f"same key {effect_id}"
-    assert_user_error(
-        og("redeliver", effect_id, "--reason", "r", "--json", "--app", APP, env=app_env),
-        "--yes",
-    )
+    refused = og("redeliver", effect_id, "--reason", "r", "--json", "--app", APP, env=app_env)
+    assert refused.returncode == 2  # under --json, the error is JSON on stdout
+    assert "--yes" in json.loads(refused.stdout)["error"]["message"]
     assert client.stats()["replayed"] == 0
     before = len(as_json("effect", effect_id, env=env)["attempts"])
     ok("redeliver", effect_id, "--reason", "customer asked", "--app", APP, env=app_env,

@@ -17,11 +17,11 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from oncegraph.cli import output as o
-from oncegraph.cli.database import Database, check_postgres, choose
+from oncegraph.cli.database import Database, check_postgres
 from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
-from oncegraph.cli.session import DatabaseFileOpt, DatabaseOpt, JsonOpt, PgOpt, SqliteOpt
+from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, where_options
 
 
 def _version(value: bool) -> None:
@@ -98,23 +98,14 @@ def demo(
     raise typer.Exit(run_demo(db, crash_at))
 
 
-def _db(database: str | None, database_file: Path | None, sqlite: Path | None,
-        postgres: str | None) -> Database:
-    found = choose(database, database_file, sqlite, postgres)
-    assert found is not None
-    return found
-
-
 @db_app.command("migrate")
+@where_options(with_app=False)
 def db_migrate(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     as_json: JsonOpt = False,
 ) -> None:
     """Create or migrate the schema (creates a SQLite file on purpose; safe while others run)."""
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     if target.kind == "postgres":
         check_postgres(target.where, schema=False)
     with _progress() as progress:
@@ -127,11 +118,9 @@ def db_migrate(
 
 
 @db_app.command("verify")
+@where_options(with_app=False)
 def db_verify(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -139,7 +128,7 @@ def db_verify(
     reordered record is named); exit 1 if either needs attention. An encrypted database
     needs its keys (--keys-file) to check the records chained under them."""
     keys = read_keys(keys_file)
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     if target.kind == "postgres":
         check_postgres(target.where, schema=False)
     state = _schema(target, migrate=False)
@@ -189,11 +178,9 @@ def _verify_audit(target: Database, keys: Any) -> Any:
 
 
 @db_app.command("encrypt")
+@where_options(with_app=False)
 def db_encrypt(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
     current: CurrentOpt = None,
     batch: Annotated[int, typer.Option("--batch", min=1, help="rows per transaction")] = 500,
@@ -209,7 +196,7 @@ def db_encrypt(
             "the same EncryptionKeys the app opens its store with)",
             code=2,
         )
-    target = _db(database, database_file, sqlite, postgres)
+    target = where.db()
     from oncegraph.cli.database import check_sqlite
     from oncegraph.errors import StorageError
     from oncegraph.storage.sql import reseal
@@ -263,11 +250,9 @@ def _schema(target: Database, *, migrate: bool) -> Any:
 
 
 @db_app.command("prune")
+@where_options(with_app=False)
 def db_prune(
-    database: DatabaseOpt = None,
-    database_file: DatabaseFileOpt = None,
-    sqlite: SqliteOpt = None,
-    postgres: PgOpt = None,
+    where: Where = ANYWHERE,
     keep: Annotated[
         int, typer.Option("--keep", min=1, help="checkpoints to keep per thread (>= 1)")
     ] = 1,
@@ -280,48 +265,114 @@ def db_prune(
         ),
     ] = None,
     thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
+    yes: Annotated[
+        bool,
+        typer.Option("--yes", "-y", help="delete (without it: a dry run that deletes nothing)"),
+    ] = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="count what would be deleted; delete nothing")
+        bool,
+        typer.Option("--dry-run", help="count what would be deleted; delete nothing (the default)"),
+    ] = False,
+    allow_unreplayable: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unreplayable",
+            help="delete even what a replay of a kept run needs (those runs can no longer "
+            "be replayed)",
+        ),
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Retention: delete old checkpoints (and old finished effects); open runs keep theirs."""
-    from oncegraph.cli.database import open_store
+    """Retention: delete old checkpoints (and old finished effects); open runs keep theirs.
 
-    store = open_store(_db(database, database_file, sqlite, postgres))
+    A dry run unless --yes. A prune that would delete what a replay of a kept run needs
+    (its checkpoints, its recorded effects) is refused unless --allow-unreplayable."""
+    from oncegraph.cli.database import open_store
+    from oncegraph.runs.retention import replay_losses
+
+    if yes and dry_run:
+        raise CliError("--dry-run deletes nothing; drop --yes, or drop --dry-run to delete", 2)
+    dry_run = not yes
+    store = open_store(where.db())
     older = None if effects_older_than_days is None else effects_older_than_days * 86400
 
     with _progress() as progress:
-        task = progress.add_task("pruning" + (" (dry run)" if dry_run else ""), total=None)
+        looking = progress.add_task("looking at what replays need", total=None)
+
+        def looked(tid: str) -> None:
+            progress.advance(looking)
+            done = progress.tasks[looking].completed
+            progress.update(looking, description=f"what replays need: {done:.0f} threads")
+
+        task = progress.add_task(
+            "pruning" + (" (dry run)" if dry_run else ""), total=None, visible=False
+        )
 
         def advance(_: Any) -> None:
+            progress.update(task, visible=True)
             progress.advance(task)
-            done = progress.tasks[0].completed
+            done = progress.tasks[task].completed
             progress.update(task, description=f"pruning: {done:.0f} threads")
 
         async def go() -> Any:
             try:
                 await store.setup()
-                return await store.prune(
+                loss = await replay_losses(
+                    store,
                     keep_checkpoints=keep,
                     effects_older_than=older,
                     thread_id=thread,
-                    dry_run=dry_run,
+                    on_thread=looked,
+                )
+                progress.update(looking, visible=False)
+                refused = bool(loss.runs) and not dry_run and not allow_unreplayable
+                report = await store.prune(
+                    keep_checkpoints=keep,
+                    effects_older_than=older,
+                    thread_id=thread,
+                    dry_run=dry_run or refused,
                     on_thread=advance,
                 )
+                return loss, report, refused
             finally:
                 await store.aclose()
 
-        report = asyncio.run(go())
-    if as_json:
-        o.emit_json({**o.plain(report), "dry_run": dry_run})
-        return
-    verb = "would delete" if dry_run else "deleted"
-    console.print(
-        f"{'dry run: ' if dry_run else ''}pruned {report.threads} threads: {verb} "
-        f"{report.checkpoints} checkpoints, {report.task_writes} task writes, "
-        f"{report.effects} effect records (log entries are kept)"
-    )
+        loss, report, refused = asyncio.run(go())
+    lost = loss.runs
+    if as_json and refused:
+        pass  # the error below is the answer (one JSON document)
+    elif as_json:
+        o.emit_json(
+            {
+                **o.plain(report),
+                "dry_run": dry_run or refused,
+                "refused": refused,
+                "unreplayable_runs": lost,
+            }
+        )
+    else:
+        verb = "would delete" if dry_run or refused else "deleted"
+        console.print(
+            f"{'dry run: ' if dry_run else ''}pruned {report.threads} threads: {verb} "
+            f"{report.checkpoints} checkpoints, {report.task_writes} task writes, "
+            f"{report.effects} effect records (log entries are kept)"
+        )
+        if lost:
+            shown = ", ".join(lost[:10]) + (f" and {len(lost) - 10} more" if len(lost) > 10 else "")
+            console.print(
+                literal(
+                    f"{len(lost)} run(s) could no longer be replayed after it (it deletes "
+                    f"their checkpoints or recorded effects): {shown}"
+                )
+            )
+        if dry_run:
+            console.print("nothing was deleted (a dry run): pass --yes to delete")
+    if refused:
+        raise CliError(
+            f"nothing was deleted: this prune would delete what a replay of {len(lost)} kept "
+            "run(s) needs. Keep more checkpoints (--keep N), prune one thread (--thread), or "
+            "pass --allow-unreplayable to delete it anyway"
+        )
 
 
 @app.command("probe-recipient")
@@ -346,19 +397,40 @@ def probe_recipient_cmd(
     not safe for the write class.
     """
     import json
+    import time
 
     from oncegraph.testing.recipient import field_id, http_sender, probe_recipient
 
     try:
         headers = dict(_header(line) for line in h or [])
         delays = [float(x) for x in retention.split(",") if x.strip()]
-        report = probe_recipient(
-            http_sender(url, header=header, headers=headers),
-            payload=json.loads(payload),
-            changed_payload=json.loads(changed_payload),
-            result_id=field_id(id_field),
-            retention=delays,
-        )
+        sender = http_sender(url, header=header, headers=headers)
+        with _progress() as progress:  # on stderr, gone when done: the report is stdout's
+            task = progress.add_task("probing the recipient", total=None)
+            sent = 0
+
+            def send(body: Any, key: str) -> Any:
+                nonlocal sent
+                sent += 1
+                progress.update(task, description=f"probing the recipient: request {sent}")
+                return sender(body, key)
+
+            def sleep(seconds: float) -> None:
+                progress.update(
+                    task,
+                    description=f"waiting {seconds:.0f} s to see whether the recipient still "
+                    "knows the key",
+                )
+                time.sleep(seconds)
+
+            report = probe_recipient(
+                send,
+                payload=json.loads(payload),
+                changed_payload=json.loads(changed_payload),
+                result_id=field_id(id_field),
+                retention=delays,
+                sleep=sleep,
+            )
     except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
         raise CliError(str(exc), code=2) from None
     console.print(report.describe(), highlight=False, markup=False)
@@ -374,10 +446,12 @@ def _header(line: str) -> tuple[str, str]:
 
 
 def _register_subcommands() -> None:
-    from oncegraph.cli import operate, views, worker_cmd
+    from oncegraph.cli import control, operate, threads, views, worker_cmd
 
     views.register(app)
+    threads.register(app)
     operate.register(app)
+    control.register(app)
     worker_cmd.register(app)
 
 

@@ -14,17 +14,15 @@ import typer
 from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
+    ANYWHERE,
     ActorOpt,
     AppOpt,
-    DatabaseFileOpt,
-    DatabaseOpt,
     JsonOpt,
-    PgOpt,
     ReasonOpt,
-    SqliteOpt,
     Where,
     actor,
     run,
+    where_options,
 )
 from oncegraph.cli.views import shown_effect
 
@@ -86,6 +84,7 @@ def register(app: typer.Typer) -> None:
         _ran(result, as_json, "continued run")
 
     @app.command()
+    @where_options()
     def resolve(
         effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
         outcome: Annotated[
@@ -100,16 +99,11 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="the recipient's id for it (with done)")
         ] = None,
         who: ActorOpt = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """Record what you checked at the recipient for an uncertain (pending) effect."""
         value = None if result is None else _json_arg("--result", result)
-        where = Where(database, database_file, sqlite, postgres, app_)
         record = run(
             where,
             lambda s: s.resolve_effect(
@@ -122,7 +116,7 @@ def register(app: typer.Typer) -> None:
             ),
         )
         if as_json:
-            o.emit_json(shown_effect(record, app_ is not None))
+            o.emit_json(shown_effect(record, where.app is not None))
             return
         o.fields([("resolved effect", record.effect_id), ("status", record.status)])
         o.console.print(f"continue its run with: oncegraph continue {record.run_id} --app ...")

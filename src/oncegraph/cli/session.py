@@ -1,9 +1,10 @@
 """The options every operator command shares, and how a command gets its run service.
 
-Read-only commands (``runs``, ``show``, ``effects``, ``effect``, ``audit``, ``resolve``)
-work from the database alone: a read-only :class:`~oncegraph.runs.service.RunService`
-over the store. Commands that run the graph (``continue``, ``replay``, ``branch``,
-``redeliver``, ``history``) need the app: ``--app module:attr`` (or ``file.py:attr``)
+Read commands (``runs``, ``show``, ``threads``, ``state``, ``history``, ``effects``,
+``effect``, ``audit``) and the commands that run no code (``resolve``, ``abandon``) work
+from the database alone: a read-only :class:`~oncegraph.runs.service.RunService` over
+the store. Commands that run the graph (``start``, ``continue``, ``check``, ``replay``,
+``branch``, ``redeliver``) need the app: ``--app module:attr`` (or ``file.py:attr``)
 names the compiled graph, whose own checkpointer is the database. With ``--app`` the
 payloads of effects are shown with each tool's ``mask`` fields masked; without it the
 masks are unknown, so payloads are not shown at all.
@@ -12,16 +13,18 @@ masks are unknown, so payloads are not shown at all.
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
+import inspect
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from oncegraph.cli.database import ENV, check_store, choose, open_store
+from oncegraph.cli.database import ENV, Database, check_store, choose, open_store
 from oncegraph.cli.output import CliError
 from oncegraph.errors import ConfigError
 from oncegraph.runtime.config import caller_id
@@ -84,6 +87,61 @@ class Where:
     postgres: str | None = None
     app: str | None = None
 
+    def db(self) -> Database:
+        """The database named (one of --database, --database-file, --sqlite, --postgres,
+        or ``$ONCEGRAPH_DATABASE``)."""
+        found = choose(self.database, self.database_file, self.sqlite, self.postgres)
+        assert found is not None
+        return found
+
+
+ANYWHERE = Where()
+"""A command's ``where`` default (:func:`where_options` always passes the one named)."""
+
+# The option block that says where a command's runs live, defined once: a command taking
+# ``where: Where`` gets these options (``with_app``: --app too) from :func:`where_options`.
+_DB_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("database", DatabaseOpt),
+    ("database_file", DatabaseFileOpt),
+    ("sqlite", SqliteOpt),
+    ("postgres", PgOpt),
+)
+_APP_OPTION: tuple[str, Any] = ("app", AppOpt)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def where_options(*, with_app: bool = True) -> Callable[[F], F]:
+    """Give a command the shared ``--database/--database-file/--sqlite/--postgres`` (and
+    ``--app``) options in place of its ``where: Where`` parameter, and call it with the
+    :class:`Where` they name."""
+    block = (*_DB_OPTIONS, _APP_OPTION) if with_app else _DB_OPTIONS
+
+    def wrap(command: F) -> F:
+        own = inspect.signature(command, eval_str=True)
+        kept = [p for p in own.parameters.values() if p.name != "where"]
+        at = list(own.parameters).index("where")  # the options stand where it stood
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=hint)
+            for name, hint in block
+        ]
+        kept = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in kept]  # typer names all
+
+        @functools.wraps(command)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            where = Where(**{name: kwargs.pop(name) for name, _ in block})
+            return command(*args, where=where, **kwargs)
+
+        shown = [*kept[:at], *added, *kept[at:]]
+        call.__signature__ = own.replace(parameters=shown)  # type: ignore[attr-defined]
+        call.__annotations__ = {
+            **{p.name: p.annotation for p in kept},
+            **dict(block),
+            "return": own.return_annotation,
+        }
+        return call  # type: ignore[return-value]
+
+    return wrap
+
 
 CLI_PREFIX = "cli:"
 
@@ -139,11 +197,9 @@ def service_for(where: Where, *, needs_app: str | None = None) -> RunService:
             "path/to/file.py:attr) naming the compiled graph",
             code=2,
         )
-    db = choose(where.database, where.database_file, where.sqlite, where.postgres)
-    assert db is not None
     from oncegraph.runs.service import RunService
 
-    return RunService(None, open_store(db))
+    return RunService(None, open_store(where.db()))
 
 
 def run(
@@ -162,6 +218,7 @@ def run(
 
 
 __all__ = [
+    "ANYWHERE",
     "ActorOpt",
     "AppOpt",
     "DatabaseFileOpt",
@@ -174,4 +231,5 @@ __all__ = [
     "actor",
     "run",
     "service_for",
+    "where_options",
 ]

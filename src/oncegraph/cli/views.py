@@ -1,5 +1,6 @@
 """Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect ID``,
-``audit``. They call the run service's views; none reads a store directly.
+``audit``. They call the run service's views; none reads a store directly; none needs
+the app's code (``--app`` adds what only the graph knows: masks, decoded states).
 
 Everything they print is masked (:func:`masked_for`): with ``--app``, by the tools'
 ``mask=[...]`` fields and the values their effects were given in them; without it the
@@ -16,6 +17,7 @@ import typer
 from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
+    ANYWHERE,
     AppOpt,
     DatabaseFileOpt,
     DatabaseOpt,
@@ -24,9 +26,10 @@ from oncegraph.cli.session import (
     SqliteOpt,
     Where,
     run,
+    where_options,
 )
 from oncegraph.errors import ForeignRunError, RunNotFoundError
-from oncegraph.runs.holders import Holder, holder
+from oncegraph.runs.holders import Holder, holder, holders
 from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import (
     AuditRecord,
@@ -85,6 +88,7 @@ async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @where_options()
     def runs(
         status: Annotated[
             list[str] | None,
@@ -96,28 +100,20 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(metavar="RUN", help="the runs listed after this run (the next page)"),
         ] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """List runs, newest first (needs_review ones are the operator's to act on);
         --before RUN goes on after a page's last run."""
         statuses = _statuses(status, RunStatus, "--status")
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> tuple[list[RunRecord], set[str]]:
             got = await service.runs(
                 thread_id=thread, statuses=statuses, limit=limit, before=before
             )
             masker = await masked_for(service, (r.thread_id for r in got))
-            crashed = set()
-            for r in got:
-                held = await holder(service.store, r)
-                if held is not None and held.crashed:
-                    crashed.add(r.run_id)
+            held = await holders(service.store, got)
+            crashed = {run_id for run_id, h in held.items() if h.crashed}
             return [masker.run(r) for r in got], crashed
 
         found, crashed = run(where, listed)
@@ -136,17 +132,13 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def show(
         run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run id")],
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """One run: its record, its parent (a replay or branch), effects and audit entries."""
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def go(
             service: RunService,
@@ -164,7 +156,7 @@ def register(app: typer.Typer) -> None:
             )
 
         record, held, effects, audit = run(where, go)
-        masked = app_ is not None
+        masked = where.app is not None
         if as_json:
             o.emit_json(
                 {
@@ -224,19 +216,53 @@ def register(app: typer.Typer) -> None:
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
+        database: DatabaseOpt = None,
+        database_file: DatabaseFileOpt = None,
+        sqlite: SqliteOpt = None,
+        postgres: PgOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
-        """A thread's checkpoints, newest first (needs --app: states are read by the graph)."""
-        where = Where(app=app_)
+        """A thread's checkpoints, newest first (from the database alone; with --app the
+        states too, read by the graph and masked)."""
+        where = Where(database, database_file, sqlite, postgres, app_)
         from oncegraph.runs import reading
+        from oncegraph.runs.stored import raw_history
 
+        if app_ is None:
+            records = run(
+                where, lambda s: raw_history(s.context, thread_id, run_id=run_id, limit=limit)
+            )
+            if as_json:
+                o.emit_json(
+                    [
+                        {
+                            "checkpoint_id": c.checkpoint_id,
+                            "run_id": c.run_id,
+                            "step": c.step,
+                            "source": c.metadata.get("source", ""),
+                            "next": list(c.next),
+                            "created_at": c.created_at,
+                        }
+                        for c in records
+                    ]
+                )
+                return
+            o.table(
+                ("step", "checkpoint_id", "run_id", "source", "next", "created"),
+                (
+                    (c.step, c.checkpoint_id, c.run_id, c.metadata.get("source", ""),
+                     ",".join(c.next), o.when(c.created_at))
+                    for c in records
+                ),
+                ids=("checkpoint_id", "run_id"),
+            )
+            return
         snaps = run(
             where,  # the masked history, as get_state_history shows it
             lambda s: _collected(
                 reading.history(s.context, thread_id, run_id=run_id, limit=limit)
             ),
-            needs_app="history",
         )
         if as_json:
             o.emit_json(snaps)
@@ -259,6 +285,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def effects(
         run_id: Annotated[str | None, typer.Option("--run", help="the run's effects")] = None,
         thread: Annotated[str | None, typer.Option(help="the thread's effects")] = None,
@@ -266,18 +293,25 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
         ] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        tool: Annotated[
+            str | None, typer.Option(help="across runs: only this tool's (or model:NAME)")
+        ] = None,
+        recipient: Annotated[
+            str | None, typer.Option(help="across runs: recipients containing this")
+        ] = None,
+        since_hours: Annotated[
+            float | None, typer.Option(min=0, help="across runs: only the last N hours'")
+        ] = None,
+        limit: Annotated[int, typer.Option(min=1, help="across runs: at most this many")] = 100,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
-        """The effect log of a run or a thread, oldest first."""
+        """The effect log of a run or a thread, oldest first; with neither, across runs,
+        newest first, with how many need review and how many are pending."""
         if run_id is None and thread is None:
-            raise CliError("pass --run RUN_ID or --thread THREAD_ID", code=2)
+            _effect_log(where, status, tool, recipient, since_hours, limit, as_json)
+            return
         statuses = _statuses(status, EffectStatus, "--status")
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> list[EffectRecord]:
             got = await service.effects(run_id=run_id, thread_id=thread, statuses=statuses)
@@ -286,24 +320,20 @@ def register(app: typer.Typer) -> None:
 
         found = run(where, listed)
         if as_json:
-            o.emit_json([shown_effect(e, app_ is not None) for e in found])
+            o.emit_json([shown_effect(e, where.app is not None) for e in found])
             return
         _effects_table(found)
 
     @app.command()
+    @where_options()
     def effect(
         effect_id: Annotated[str, typer.Argument(metavar="ID", help="the effect id")],
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """One effect: status, attempts, request hash, provider reference, masked payload."""
-        where = Where(database, database_file, sqlite, postgres, app_)
         record = run(where, lambda s: _one_effect(s, effect_id))
-        masked = app_ is not None
+        masked = where.app is not None
         if as_json:
             o.emit_json(shown_effect(record, masked))
             return
@@ -335,6 +365,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def audit(
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         thread: Annotated[str | None, typer.Option(help="only this thread's")] = None,
@@ -342,15 +373,10 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="only actions on this run or effect id")
         ] = None,
         limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 100,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """The audit log (operator actions and interrupt answers), newest first."""
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> list[AuditRecord]:
             got = await service.audit(
@@ -380,11 +406,82 @@ async def _one_effect(service: RunService, effect_id: str) -> EffectRecord:
     return (await masked_for(service, (record.thread_id,))).effect(record)
 
 
+def _effect_log(
+    where: Where,
+    status: list[str] | None,
+    tool: str | None,
+    recipient: str | None,
+    since_hours: float | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """``effects`` across runs (:meth:`~oncegraph.runs.service.RunService.effect_log`)."""
+    import time
+
+    from oncegraph.errors import ConfigError
+    from oncegraph.runs.effectlog import EffectQuery
+
+    wanted = tuple(p.strip() for v in status or () for p in v.split(",") if p.strip())
+    try:
+        query = EffectQuery(
+            statuses=wanted or None,
+            tool=tool,
+            recipient=recipient,
+            since=None if since_hours is None else time.time() - since_hours * 3600,
+            limit=limit,
+        )
+    except ConfigError as exc:
+        raise CliError(f"--status: {exc}", code=2) from None
+
+    async def listed(service: RunService) -> Any:
+        log = await service.effect_log(query)
+        masker = await masked_for(service, {e.effect.thread_id for e in log.effects})
+        return log, [masker.effect(e.effect) for e in log.effects]
+
+    log, shown = run(where, listed)
+    masked = where.app is not None
+    if as_json:
+        o.emit_json(
+            {
+                "needs_review": log.needs_review,
+                "pending": log.pending,
+                "matched": log.matched,
+                "effects": [
+                    {**shown_effect(e, masked), "needs_review": item.needs_review,
+                     "run_status": item.run_status}
+                    for e, item in zip(shown, log.effects, strict=True)
+                ],
+            }
+        )
+        return
+    o.console.print(f"{log.needs_review} need review, {log.pending} pending")
+    o.table(
+        ("when", "effect_id", "type", "status", "attempts", "recipient", "run_id"),
+        (
+            (o.when(e.created_at), e.effect_id, e.effect_type,
+             "needs review" if item.needs_review else e.status, _attempts(e),
+             e.recipient or "", e.run_id)
+            for e, item in zip(shown, log.effects, strict=True)
+        ),
+        ids=("effect_id", "run_id"),
+    )
+    if log.matched > len(shown):
+        o.console.print(f"the newest {len(shown)} of {log.matched}; narrow with --since-hours")
+
+
+def _attempts(e: EffectRecord) -> str:
+    """An effect's attempts; a pending one with none may still have reached its recipient
+    (the run stopped during the call), so it never reads as "never tried"."""
+    if e.attempts:
+        return str(len(e.attempts))
+    return "none recorded" if e.status == EffectStatus.PENDING else "0"
+
+
 def _effects_table(found: list[EffectRecord]) -> None:
     o.table(
         ("effect_id", "type", "class", "status", "attempts", "recipient"),
         (
-            (e.effect_id, e.effect_type, e.effect_class, e.status, len(e.attempts),
+            (e.effect_id, e.effect_type, e.effect_class, e.status, _attempts(e),
              e.recipient or "")
             for e in found
         ),

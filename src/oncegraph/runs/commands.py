@@ -32,6 +32,7 @@ from oncegraph.errors import (
     RunNotFoundError,
     RunStateError,
 )
+from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_audit_id
 from oncegraph.ledger import calls, machine
 from oncegraph.ledger.integrity import check_found
@@ -102,6 +103,17 @@ def required(name: str, value: str | None) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{name} is required: say who acts and why (it goes to the audit log)")
     return value
+
+
+def tools_of(spec: GraphSpec | None) -> dict[str, Any]:
+    """The graph's tools (those of its ToolNodes), by name; none for no graph."""
+    found: dict[str, Any] = {}
+    for node in spec.nodes.values() if spec is not None else ():
+        tools = getattr(node.fn, "tools", None)
+        if isinstance(tools, Mapping):
+            for name, tool in tools.items():
+                found.setdefault(name, tool)  # the first node's, as a redelivery finds it
+    return found
 
 
 class Commands:
@@ -312,11 +324,9 @@ class Commands:
         )
 
     def _tool_for(self, record: EffectRecord) -> Any:
-        spec = self.ctx.graph
-        for node in spec.nodes.values():
-            tools = getattr(node.fn, "tools", None)
-            if isinstance(tools, Mapping) and record.effect_type in tools:
-                return tools[record.effect_type]
+        tool = tools_of(self.ctx.graph).get(record.effect_type)
+        if tool is not None:
+            return tool
         raise ConfigError(
             f"effect {record.effect_id} was made by {record.effect_type!r}, which is not a "
             "tool of this graph; only tools (ToolNode) can be redelivered. Redeliver from "
@@ -436,4 +446,5 @@ __all__ = [
     "EffectCheck",
     "Redelivered",
     "RedeliveryPreview",
+    "tools_of",
 ]

@@ -37,6 +37,7 @@ from oncegraph.runtime.engine import Head
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.subgraph import run_subgraph_node
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
 from oncegraph.storage.records import RunRecord, RunStatus, ThreadRecord
 
@@ -224,7 +225,15 @@ class RunContext:
         """A driver of one run of this graph, under ``claim``."""
         spec, heads = self.graph_heads()
         return Driver(
-            spec, self.store, heads, cfg, emit, claim, replay=replay, sync_pool=self.sync_pool
+            spec,
+            self.store,
+            heads,
+            cfg,
+            emit,
+            claim,
+            replay=replay,
+            sync_pool=self.sync_pool,
+            subgraphs=run_subgraph_node,
         )
 
     async def drive(self, driver: Driver, head: Head, run: RunRecord) -> RunResult:

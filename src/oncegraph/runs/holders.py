@@ -11,9 +11,11 @@ lock is gone or the lease has run out.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.protocols import Checkpointer, RunLock
 from oncegraph.storage.records import RunRecord, RunStatus, now
 
 
@@ -65,4 +67,43 @@ async def holder(store: Checkpointer, run: RunRecord) -> Holder | None:
     )
 
 
-__all__ = ["Holder", "holder", "holder_alive"]
+async def holders(
+    store: Checkpointer, runs: Iterable[RunRecord], *, looks: int | None = None
+) -> dict[str, Holder]:
+    """The holders of the ``running`` runs among ``runs`` (of the first ``looks`` of them
+    with no live lease; ``None``: all), by run id, in one pass: the locks are tried
+    together, so a store that batches its lock requests (PostgreSQL's lock session) asks
+    once for the whole listing, and every lock taken to look is given back at once."""
+    running = [r for r in runs if r.status is RunStatus.RUNNING]
+    at = now()
+    leased = {
+        r.run_id for r in running if r.lease_expires_at is not None and r.lease_expires_at > at
+    }
+    unleased = [r for r in running if r.run_id not in leased]
+    tried = unleased if looks is None else unleased[:looks]
+    locks = await asyncio.gather(*(store.lock_run(r.run_id) for r in tried), return_exceptions=True)
+    await _give_back(
+        [lock for lock in locks if lock is not None and not isinstance(lock, BaseException)]
+    )
+    for lock in locks:
+        if isinstance(lock, BaseException):
+            raise lock
+    free = {r.run_id for r, lock in zip(tried, locks, strict=True) if lock is not None}
+    looked = leased | {r.run_id for r in tried}
+    return {
+        r.run_id: Holder(
+            owner=r.lease_owner,
+            alive=r.run_id not in free,
+            lease_expires_at=r.lease_expires_at,
+            last_write=r.updated_at,
+        )
+        for r in running
+        if r.run_id in looked
+    }
+
+
+async def _give_back(locks: list[RunLock]) -> None:
+    await asyncio.gather(*(lock.release() for lock in locks))
+
+
+__all__ = ["Holder", "holder", "holder_alive", "holders"]

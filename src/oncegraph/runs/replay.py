@@ -132,7 +132,7 @@ class Replays:
     async def branch(
         self,
         run_id: str,
-        checkpoint_id: str | None,
+        checkpoint_id: str | None = None,
         *,
         patch: Mapping[str, Any],
         reason: str,

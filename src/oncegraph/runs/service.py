@@ -4,6 +4,11 @@ Every surface calls it (the compiled app, the worker, the CLI, the HTTP server);
 them touches a store directly. A service belongs to one graph (``spec``; ``None`` for a
 read-only service, e.g. the CLI's listings) and one store.
 
+The service keeps the lifecycle; each other operation is written once, in the helper
+module that owns it (``listing``, ``stopping``, ``retention``, ``commands``, ``replay``;
+each takes the narrow :class:`~oncegraph.runs.context.RunContext`, never the service),
+and opened here as a door with its own signature (:mod:`oncegraph.runs.doors`).
+
 Lifecycle (guarantee 9): :meth:`RunService.run` starts a new run, continues an unfinished one
 (keeping its ``run_id``) or answers an interrupt, as :mod:`oncegraph.runs.lifecycle`
 decides from the input; :meth:`RunService.execute` continues one named run (a worker,
@@ -24,81 +29,63 @@ run stops, or, if a call outlived its step, when that call ends.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import copy
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from oncegraph.errors import (
-    ConfigError,
-    NoRunToResumeError,
-    RunNotFoundError,
-    RunStateError,
-)
-from oncegraph.graph.io import input_update
+from oncegraph.errors import ConfigError
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.hitl.command import Command
-from oncegraph.ids import new_run_id
-from oncegraph.runs import answers, audits, claims, reading
+from oncegraph.runs import (
+    answering,
+    answers,
+    audits,
+    claims,
+    creating,
+    handles,
+    listing,
+    reading,
+    retention,
+    starting,
+    stopping,
+)
 from oncegraph.runs.commands import (
     NO_ANSWER,
     Commands,
-    EffectCheck,
-    Redelivered,
-    RedeliveryPreview,
     required,
 )
-from oncegraph.runs.context import STARTED, RunContext, RunResult
-from oncegraph.runs.launch import LAUNCH_KEY, Launch
+from oncegraph.runs.context import RunContext, RunResult
+from oncegraph.runs.creating import input_json
+from oncegraph.runs.doors import door
+from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
+from oncegraph.runs.handles import RunHandle
+from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import (
-    FINAL_STATUSES,
     AnswerInterrupt,
     ContinueRun,
     continuable,
     plan_start,
     thread_of,
 )
+from oncegraph.runs.listing import EFFECTS_PAGE
 from oncegraph.runs.masking import Masker, Masks
-from oncegraph.runs.replay import Branch, Replays
-from oncegraph.runs.scope import Scope, listing_filters
+from oncegraph.runs.replay import Replays
+from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
-from oncegraph.runtime.config import RunConfig, lookup_id
-from oncegraph.runtime.driver import Driver, Emit, ignore, moved_on_error
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.runtime.engine import Head
 from oncegraph.runtime.executor import ThreadPool
-from oncegraph.runtime.moves import next_answer, open_interrupts
-from oncegraph.storage.protocols import Checkpointer, Pruner
+from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     AuditRecord,
     EffectRecord,
-    EffectStatus,
-    PruneReport,
     RunRecord,
     RunStatus,
-    TaskWrite,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
-
-EFFECTS_PAGE = 500
-"""Effect records an ``effects()`` listing returns unless asked for another ``limit``."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunHandle:
-    """A run :meth:`RunService.start` started: its ids at once, its end with :meth:`result`."""
-
-    run_id: str
-    thread_id: str
-    task: asyncio.Task[RunResult]
-
-    async def result(self) -> RunResult:
-        """How the run call ended (what :meth:`RunService.run` returns, or its error)."""
-        return await self.task
 
 
 class RunService:
@@ -207,21 +194,7 @@ class RunService:
         is never continued (a replay is a new run). Audited as ``continue``."""
         required("actor", actor)
         run = await self.get_run(run_id)
-        if run.status in FINAL_STATUSES:
-            raise NoRunToResumeError(
-                f"run {run_id} is {run.status}; Continue is only for an unfinished run. To "
-                "run it again, create a new run from its history with "
-                "app.replay(run_id, mode='evidence' | 'simulation' | 'live', reason=...)"
-            )
-        if run.status is RunStatus.INTERRUPTED and answer is NO_ANSWER:
-            raise NoRunToResumeError(
-                f"run {run_id} is waiting for an answer to interrupt(); continue it with "
-                "resume(run_id, answer=<answer>, actor=...)"
-            )
-        if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
-            raise NoRunToResumeError(
-                f"run {run_id} is {run.status}, not waiting for an answer; continue it without one"
-            )
+        answering.check_resumable(run, answer)
         cfg = config or RunConfig.from_stored(run.config, run.thread_id)
         audit = audits.for_run(
             run,
@@ -234,61 +207,11 @@ class RunService:
             return await self._answer(run, answer, cfg, emit, audit=audit)
         return await self._continue(run, cfg, emit, audit=audit, parked_too=True)
 
-    async def resolve_effect(
-        self,
-        effect_id: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        result: Any = None,
-        provider_reference: str | None = None,
-    ) -> EffectRecord:
-        """Record what the operator found at the recipient of an uncertain effect
-        (:meth:`Commands.resolve_effect`)."""
-        return await Commands(self.context).resolve_effect(
-            effect_id,
-            outcome,
-            actor=actor,
-            reason=reason,
-            result=result,
-            provider_reference=provider_reference,
-        )
-
-    async def check_effect(
-        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
-    ) -> EffectCheck:
-        """Ask the recipient again about an uncertain effect (:meth:`Commands.check_effect`)."""
-        return await Commands(self.context).check_effect(effect_id, actor=actor, reason=reason)
-
-    async def redeliver(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        new_key: bool = False,
-        confirm: str | None = None,
-    ) -> RedeliveryPreview | Redelivered:
-        """Preview a redelivery, then send exactly once with ``confirm``
-        (:meth:`Commands.redeliver`)."""
-        return await Commands(self.context).redeliver(
-            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
-        )
-
-    async def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | AuditRecord | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
-        """Audit records, newest first, masked (:meth:`Commands.audit`)."""
-        return await Commands(self.context).audit(
-            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
-        )
+    # the effect commands and the audit view, written once in runs/commands.py
+    resolve_effect = door(Commands, Commands.resolve_effect)
+    check_effect = door(Commands, Commands.check_effect)
+    redeliver = door(Commands, Commands.redeliver)
+    audit = door(Commands, Commands.audit)
 
     async def effect(self, effect_id: str) -> EffectRecord:
         """One effect record as an operator sees it: within this service's scope (another
@@ -298,104 +221,13 @@ class RunService:
 
     # -- replay and branch (runs/replay.py) -------------------------------------------------
 
-    async def replay(
-        self,
-        run_id: str,
-        *,
-        checkpoint_id: str | None = None,
-        mode: str = "evidence",
-        reason: str,
-        actor: str,
-        allow_irreversible: Iterable[str] = (),
-        doubles: Mapping[str, Callable[..., Any]] | None = None,
-        emit: Emit = ignore,
-        new_run_id: str | None = None,
-    ) -> RunResult:
-        """A new run from a checkpoint of ``run_id``, run in ``mode`` (:meth:`Replays.replay`)."""
-        return await Replays(self.context).replay(
-            run_id,
-            checkpoint_id=checkpoint_id,
-            mode=mode,
-            reason=reason,
-            actor=actor,
-            allow_irreversible=allow_irreversible,
-            doubles=doubles,
-            emit=emit,
-            new_run_id=new_run_id,
-        )
+    replay = door(Replays, Replays.replay)
+    branch = door(Replays, Replays.branch)
+    update_state = door(Replays, Replays.update_state)
 
-    async def branch(
-        self,
-        run_id: str,
-        checkpoint_id: str | None = None,
-        *,
-        patch: Mapping[str, Any],
-        reason: str,
-        actor: str,
-        as_node: str | None = None,
-        new_run_id: str | None = None,
-    ) -> Branch:
-        """A paused run from the patched state of a checkpoint (:meth:`Replays.branch`)."""
-        return await Replays(self.context).branch(
-            run_id,
-            checkpoint_id,
-            patch=patch,
-            reason=reason,
-            actor=actor,
-            as_node=as_node,
-            new_run_id=new_run_id,
-        )
+    # -- retention (runs/retention.py) -------------------------------------------------------
 
-    async def update_state(
-        self,
-        thread_id: str,
-        values: Mapping[str, Any],
-        *,
-        checkpoint_id: str | None = None,
-        as_node: str | None = None,
-        actor: str = "update_state",
-        reason: str = "update_state",
-    ) -> Branch:
-        """LangGraph's ``update_state``, as a branch (:meth:`Replays.update_state`)."""
-        return await Replays(self.context).update_state(
-            thread_id,
-            values,
-            checkpoint_id=checkpoint_id,
-            as_node=as_node,
-            actor=actor,
-            reason=reason,
-        )
-
-    # -- retention --------------------------------------------------------------------------
-
-    async def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-    ) -> PruneReport:
-        """Retention: delete checkpoints and finished effect records no open run needs.
-
-        Delegates to the store's :meth:`~oncegraph.storage.protocols.Pruner.prune` (the
-        head, the newest ``keep_checkpoints`` and unfinished runs' checkpoints stay; log
-        entries are never deleted); ``effects_older_than`` is in seconds; ``thread_id``
-        (one of this service's threads) prunes that thread only."""
-        store = self.store
-        if not isinstance(store, Pruner):
-            raise ConfigError(
-                f"{type(store).__name__} cannot prune (it has no prune() method); use "
-                "InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer, or add "
-                "prune() (oncegraph.storage.protocols.Pruner) to your store"
-            )
-        await self.setup()
-        if thread_id is not None:
-            await self.context.check_thread(thread_id)
-        return await store.prune(
-            keep_checkpoints=keep_checkpoints,
-            effects_older_than=effects_older_than,
-            thread_id=thread_id,
-        )
+    prune = door(None, retention.prune)
 
     # -- the lifecycle -------------------------------------------------------------------
 
@@ -408,22 +240,12 @@ class RunService:
         its actor and gets a start record in the audit log; a continue is the audited
         Continue; an answer is recorded with the actor. ``input`` is read as LangGraph
         reads it on a paused run first (:func:`oncegraph.runs.answers.route`)."""
-        _, heads = self.context.graph_heads()
+        self.context.graph_heads()  # a read-only service runs nothing: ConfigError
         input = await answers.route(self.context, cfg, input)
         thread_id = thread_of(cfg)
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
-        wanted = cfg.configurable.get("checkpoint_id")
-        if wanted and (thread is None or thread.head_checkpoint_id != wanted):
-            raise ConfigError(
-                "config names a checkpoint_id: running from an old checkpoint is not a "
-                "continue (a replay is a new run), and it never runs live silently. Create "
-                "a new run from it with app.replay(run_id, checkpoint_id=..., "
-                "mode='evidence' | 'simulation' | 'live', reason=..., actor=...), or with a "
-                "changed state with "
-                "app.branch(run_id, checkpoint_id, patch=..., reason=..., actor=...) / "
-                "app.update_state(config, values)"
-            )
+        starting.refuse_old_checkpoint(cfg, thread)
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
@@ -448,22 +270,7 @@ class RunService:
             # an operator gave up on the latest run; an earlier one may still be running
             await claims.thread_free(self.store, thread_id, "")
         run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING, launch=launch)
-        if launch is not None and launch.run_id and await self.store.get_run(run.run_id):
-            raise ConfigError(  # the store refuses it too; this says why, on every store
-                f"run {run.run_id} exists already: Launch(run_id=...) names a NEW run (a "
-                "fresh oncegraph.ids.new_run_id()); nothing was started"
-            )
-        claim = await claims.new(self.store, run)
-        driver = self.context.make_driver(cfg, emit, claim)
-        try:
-            # the thread row read above: its version is checked by the commit (a run that
-            # started on the thread meanwhile makes it a StaleStateError, as before)
-            head = await driver.commit_input(await heads.at(thread_id, thread), run, new=True)
-            if launch is not None:  # before its first node runs
-                await self.store.append_audit(_start_audit(launch, run))
-            return await self.context.drive(driver, head, run)
-        finally:
-            await claim.release()
+        return await starting.begin(self.context, run, thread, cfg, emit, launch)
 
     async def start(
         self, input: Any, cfg: RunConfig, emit: Emit = ignore, *, launch: Launch | None = None
@@ -472,26 +279,7 @@ class RunService:
         (a new run committed, a continue or an answer claimed), with its id. A call
         refused before that raises here, and nothing started. Cancelled while it waits,
         it cancels the run call too (a run that started stays resumable)."""
-        loop = asyncio.get_running_loop()
-        known: asyncio.Future[RunRecord] = loop.create_future()
-
-        def started(run: RunRecord) -> None:
-            if not known.done():
-                known.set_result(run)
-
-        context = contextvars.copy_context()
-        context.run(STARTED.set, started)
-        task = loop.create_task(self.run(input, cfg, emit, launch=launch), context=context)
-        either: set[asyncio.Future[Any]] = {known, task}
-        try:
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-        except BaseException:
-            task.cancel()
-            raise
-        if not known.done():  # it ended before it went on: refused (or nothing to drive)
-            started(task.result().run)
-        run = known.result()
-        return RunHandle(run.run_id, run.thread_id, task)
+        return await handles.start(lambda: self.run(input, cfg, emit, launch=launch))
 
     async def _continue_for(
         self, launch: Launch, run: RunRecord, cfg: RunConfig, emit: Emit
@@ -529,7 +317,7 @@ class RunService:
                 # writing it again would cost a commit on the way to the first step
                 await driver.set_status(run, RunStatus.RUNNING, None)
             head = await self._migrate_if(verdict, run, claim, head) or head
-            return await self._start_or_go_on(driver, run, head)
+            return await starting.start_or_go_on(self.context, driver, run, head)
         finally:
             await claim.release()
 
@@ -562,27 +350,9 @@ class RunService:
         driver = self.context.make_driver(cfg, emit, claim, await self.context.policy(run))
         try:
             await self._migrate_if(verdict, run, claim)
-            return await self._start_or_go_on(driver, run)
+            return await starting.start_or_go_on(self.context, driver, run)
         finally:
             await claim.release()
-
-    async def _start_or_go_on(
-        self, driver: Driver, run: RunRecord, head: Head | None = None
-    ) -> RunResult:
-        """Start ``run`` (a queued run: its input first) or go on from its head (``head``:
-        just read under the claim; else read here)."""
-        if head is None:
-            _, heads = self.context.graph_heads()
-            head = await heads.load(run.thread_id)
-        if head.checkpoint.run_id != run.run_id:  # queued: it never started
-            if await self.store.list_checkpoints(run.thread_id, run_id=run.run_id, limit=1):
-                # it did start, and another run's steps came after its own: going on from
-                # there would redo its work on that run's state (a lost compare-and-swap)
-                error = moved_on_error(run.run_id, run.thread_id, "it cannot go on")
-                await driver.set_status(run, RunStatus.FAILED, str(error))
-                raise error
-            head = await driver.commit_input(head, run, new=False)
-        return await self.context.drive(driver, head, run)
 
     async def _answer(
         self,
@@ -593,71 +363,20 @@ class RunService:
         *,
         audit: AuditRecord | None = None,
     ) -> RunResult:
-        spec, heads = self.context.graph_heads()
         cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
             return await self._previous(verdict)._answer(run, answer, cfg, emit, audit=audit)
-        lock = await self.store.lock_run(run.run_id)
-        if lock is None:
-            raise await claims.busy_error(self.store, run.run_id)
-        claim: Claim | None = None
+        held = await answering.take(self.context, run, answer, cfg, audit)
+        claim = held.claim
         try:
-            found = await self.store.get_run(run.run_id)
-            if found is None or found.status is not RunStatus.INTERRUPTED:
-                raise NoRunToResumeError(
-                    f"run {run.run_id} is no longer waiting for an answer "
-                    f"({found.status if found else 'gone'}); nothing was answered"
-                )
-            head = await heads.load(run.thread_id)
-            cp = head.checkpoint
-            writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
-            waiting = open_interrupts(writes)
-            if not waiting:
-                raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-            task = next_answer(spec.order, waiting)
-            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
-            question = waiting[task]
-            # Who approved what: the question, the answer and the actor, kept for good.
-            audit = audits.for_run(
-                run,
-                "answer",
-                audit_id=audit.audit_id if audit else None,
-                actor=audit.actor if audit else str(cfg.configurable.get("actor") or "invoke"),
-                reason=audit.reason if audit else None,
-                details={
-                    "node": task,
-                    "index": question.idx,
-                    "step": cp.step + 1,
-                    "checkpoint_id": cp.checkpoint_id,
-                    "question": question.value,
-                    "answer": answer,
-                },
+            head = await self._migrate_if(verdict, held.run, claim) or held.head
+            await self.store.put_task_write(  # the question moved with a migrated head
+                held.write(answer, head), run_id=run.run_id, fence=claim.token
             )
-            taken = await self.store.fence_run(
-                run.run_id,
-                expected_token=found.fencing_token,
-                owner=self.owner,
-                status=RunStatus.RUNNING,
-                audit=audit,
-            )
-            if taken is None:
-                raise await claims.busy_error(self.store, run.run_id)
-            claim = Claim(run.run_id, taken.fencing_token, lock)
-        finally:
-            if claim is None:
-                await lock.release()
-        try:
-            migrated = await self._migrate_if(verdict, taken, claim)
-            if migrated is not None:  # the question moved to the migrated head
-                head, cp = migrated, migrated.checkpoint
-            await self.store.put_task_write(
-                TaskWrite(run.thread_id, cp.checkpoint_id, task, "resume", answered, answer),
-                run_id=run.run_id,
-                fence=claim.token,
-            )
-            driver = self.context.make_driver(cfg, emit, claim, await self.context.policy(taken))
-            return await self.context.drive(driver, head, taken)
+            policy = await self.context.policy(held.run)
+            driver = self.context.make_driver(cfg, emit, claim, policy)
+            return await self.context.drive(driver, head, held.run)
         finally:
             await claim.release()
 
@@ -666,197 +385,28 @@ class RunService:
 
         Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
         wait forever, so it is refused before anything is written."""
-        thread_id = thread_of(cfg)
-        await self.setup()
-        await self.context.check_thread(thread_id)
-        if not getattr(self.store, "queues_runs", False):
-            raise ConfigError(
-                f"submit() queues a run for workers, and no worker takes runs from "
-                f"{type(self.store).__name__}: it would wait forever. Workers need PostgreSQL: "
-                "compile(checkpointer=PgCheckpointer('postgresql://...')) and run "
-                "`oncegraph worker module:app`; or run it here with app.invoke(input, config)"
-            )
-        run = self._new_run(thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit")
-        await self.store.create_run(run)
-        return run
+        return await creating.submit(self.context, *self._identity(), input, cfg)
 
-    async def abandon(
-        self,
-        thread_id: str,
-        *,
-        reason: str = "abandoned",
-        actor: str = "operator",
-        run_id: str | None = None,
-    ) -> RunRecord:
-        """Give up on the thread's unfinished run (``run_id``: that run of the thread, say
-        one that stopped because another run of the thread moved on); new input may
-        follow. Nothing is deleted.
-
-        The operator's decision wins: the run's token is bumped, so a process still
-        working on it is fenced out (its next write fails, it starts no new attempt)."""
-        await self.setup()
-        latest = await self.context.check_thread(thread_id)
-        if run_id is not None:
-            latest = await self.context.run_on(thread_id, run_id)
-
-        def unfinished(run: RunRecord | None) -> RunRecord:
-            if run is None or run.status in FINAL_STATUSES:
-                raise RunNotFoundError(f"thread {thread_id!r} has no unfinished run to abandon")
-            return run
-
-        run = unfinished(latest)
-        return await claims.overrule(
-            self.store,
-            run.run_id,
-            owner=f"operator:{self.owner}",
-            status=RunStatus.ABANDONED,
-            error=reason,
-            check=unfinished,
-            audit=audits.for_run(
-                run, "abandon", actor=actor, reason=reason, details={"before": str(run.status)}
-            ),
-        )
-
-    async def cancel(
-        self, run_id: str, *, reason: str = "cancelled", actor: str = "submitter"
-    ) -> RunRecord:
-        """Abandon queued run ``run_id`` if no worker has claimed it yet: a compare-and-set
-        on its fencing token while it is ``queued`` (a worker's claim bumps the token, so
-        a run a worker took is never abandoned under it: that is :meth:`abandon`), kept in
-        the audit log with its actor and reason."""
-        run = await self.get_run(run_id)
-        for _ in range(3):  # a claim and a release may move the token between read and CAS
-            if run.status is not RunStatus.QUEUED:
-                break
-            taken = await self.store.fence_run(
-                run.run_id,
-                expected_token=run.fencing_token,
-                owner=None,
-                status=RunStatus.ABANDONED,
-                error=reason,
-                audit=audits.for_run(
-                    run, "cancel", actor=actor, reason=reason, details={"before": str(run.status)}
-                ),
-            )
-            if taken is not None:
-                return taken
-            run = await self.get_run(run_id)  # a worker claimed it meanwhile
-        raise RunStateError(
-            f"run {run.run_id} cannot be cancelled: it is {run.status}, not queued (a worker "
-            "has claimed it, or it has ended). A running run is stopped by an operator: "
-            "app.abandon(config, reason=...) fences the worker out."
-        )
+    # giving up on a run (runs/stopping.py)
+    abandon = door(None, stopping.abandon)
+    cancel = door(None, stopping.cancel)
 
     # -- views -----------------------------------------------------------------------------
 
-    async def runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        statuses: Sequence[RunStatus] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: str | RunRecord | None = None,
-    ) -> list[RunRecord]:
-        """Runs newest first: this app's only (a tenant-bound service: its tenant's only);
-        ``tenant`` filters an unbound service's listing by tenant; ``parent_run_id``
-        lists the runs made from that run (its replays and branches); ``before`` (a run,
-        or its id: a page's last) lists the runs after it, the next page."""
-        if thread_id is not None:
-            thread_id = lookup_id("thread_id", thread_id)
+    runs = door(None, listing.runs)
+    run_view = door(None, listing.run_view)
+    effects = door(None, listing.effects)
+    get_state = door(None, reading.stored_state)
+
+    async def effect_log(self, query: EffectQuery | None = None) -> EffectLog:
+        """The effect log across runs, newest first, masked, with the counts of effects
+        that need review and that are pending (:mod:`oncegraph.runs.effectlog`)."""
         await self.setup()
-        app_id, tenant = listing_filters(self.scope, tenant)
-        found = await self.store.list_runs(
-            thread_id=thread_id,
-            statuses=statuses,
-            limit=limit,
-            app_id=app_id,
-            tenant=tenant,
-            parent_run_id=parent_run_id,
-            before=None if before is None else await self._position(before),
-        )
-        masker = await self.masker(thread_ids={r.thread_id for r in found})
-        return [masker.run(r) for r in found]  # inputs and errors masked
 
-    async def _position(self, before: str | RunRecord) -> tuple[float, str]:
-        """Where a listing goes on after ``before`` (a run, or its id): the stored run's
-        ``(created_at, run_id)`` (a page's last run names it, masked or not), refused
-        for a run this service may not see (guarantee 15), as an unknown run is."""
-        run_id = before.run_id if isinstance(before, RunRecord) else before
-        if not isinstance(run_id, str) or not run_id:
-            raise ConfigError(
-                f"before must be a run or a run id (a page's last run); got {before!r}"
-            )
-        run = await self.store.get_run(run_id)
-        if run is None:
-            raise RunNotFoundError(
-                f"no run {run_id!r} to list runs after (before=...); it may have been "
-                "pruned: list from the newest again (no before)"
-            )
-        self.check_run(run)
-        return run.created_at, run.run_id
+        async def masker(thread_ids: Iterable[str]) -> Masker:
+            return await self.masker(thread_ids=thread_ids)
 
-    async def run_view(self, run_id: str) -> RunRecord:
-        """:meth:`get_run` as an operator sees it (input and error masked); the run
-        service's own reads use :meth:`get_run`."""
-        run = await self.get_run(run_id)
-        return (await self.masker(thread_ids=(run.thread_id,))).run(run)
-
-    async def effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        tenant: str | None = None,
-        limit: int | None = EFFECTS_PAGE,
-        offset: int = 0,
-        masked: bool = True,
-    ) -> list[EffectRecord]:
-        """Effect records, oldest first, with each tool's ``mask=[...]`` fields masked;
-        only those of this app's runs (of its tenant's, when bound to one); ``limit`` of
-        them (``None``: all) from ``offset`` on."""
-        if run_id is None and thread_id is None:
-            raise ConfigError("effects() needs run_id=... or thread_id=...")
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise ConfigError(f"limit must be a non-negative integer or None; got {limit!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ConfigError(f"offset must be a non-negative integer; got {offset!r}")
-        await self.setup()
-        if run_id is not None:
-            await self.get_run(run_id)  # another app's run is refused, not listed empty
-        elif thread_id is not None:
-            await self.context.check_thread(thread_id)
-        app_id, tenant = listing_filters(self.scope, tenant)
-        records = await self.store.list_effects(
-            run_id=run_id,
-            thread_id=thread_id,
-            statuses=statuses,
-            app_id=app_id,
-            tenant=tenant,
-            limit=limit,
-            offset=offset,
-        )
-        if not masked:  # an admin's view (the caller decides who may see payloads)
-            return records
-        partial = (
-            statuses is not None or offset > 0 or (limit is not None and len(records) >= limit)
-        )
-        if partial:  # every effect of the listing's scope tells its secrets
-            masker = await self.masker(
-                thread_ids=() if thread_id is None else (thread_id,),
-                run_ids=() if run_id is None or thread_id is not None else (run_id,),
-            )
-        else:
-            masker = Masker(self.masks).learn_effects(records)
-        return [masker.effect(r) for r in records]
-
-    async def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-        """The thread's snapshot at ``checkpoint_id`` (default: its head), as stored."""
-        return await reading.stored_state(self.context, thread_id, checkpoint_id)
+        return await effect_log(self.store, self.scope, query or EffectQuery(), masker)
 
     def history(
         self,
@@ -927,6 +477,12 @@ class RunService:
         assert self.versions is not None
         return await self.versions.migrate(self.context, run, head, claim, verdict)
 
+    def _identity(self) -> tuple[GraphIdentity, Any]:
+        """The graph's identity and the state's shape its new runs carry."""
+        self.context.graph_heads()  # a read-only service has no graph: ConfigError
+        assert self.identity is not None
+        return self.identity, self.versions.shape if self.versions else None
+
     def _new_run(
         self,
         thread_id: str,
@@ -934,29 +490,11 @@ class RunService:
         cfg: RunConfig,
         *,
         status: RunStatus,
-        reason: str = "invoke",
         launch: Launch | None = None,
     ) -> RunRecord:
-        spec, _ = self.context.graph_heads()
-        assert self.identity is not None
-        config = {**cfg.to_json(), "shape": self.versions.shape if self.versions else None}
-        if launch is not None:
-            config[LAUNCH_KEY] = launch.info()
-        return RunRecord(
-            run_id=launch.run_id if launch is not None and launch.run_id else new_run_id(),
-            thread_id=thread_id,
-            status=status,
-            workflow_name=self.identity.name,
-            workflow_version=self.identity.version,
-            state_schema_version=self.identity.state_schema_version,
-            graph_fingerprint=self.identity.fingerprint,
-            launch_reason=reason,
-            input=input_json(input, spec),
-            config=config,
-            lease_owner=self.owner if status is RunStatus.RUNNING else None,
-            fencing_token=1 if status is RunStatus.RUNNING else 0,
-            app_id=self.scope.app_id if self.scope is not None else spec.name,
-            tenant=self.scope.tenant if self.scope is not None else None,
+        identity, shape = self._identity()
+        return creating.new_run(
+            self.context, identity, shape, thread_id, input, cfg, status=status, launch=launch
         )
 
 
@@ -968,27 +506,4 @@ def continuable_or_latest(thread_id: str, latest: RunRecord | None) -> RunRecord
     return latest
 
 
-def _start_audit(launch: Launch, run: RunRecord) -> AuditRecord:
-    return audits.for_run(
-        run,
-        "start",
-        actor=launch.actor,
-        reason=launch.reason,
-        details={
-            "launch_reason": run.launch_reason,
-            **({"request_key": launch.request_key} if launch.request_key else {}),
-        },
-    )
-
-
-def input_json(value: Any, spec: GraphSpec) -> Any:
-    """The run's input as stored: a dict of state updates (validated against the schema)."""
-    if isinstance(value, Command):
-        raise ConfigError(
-            "Command(update=..., goto=...) as input is not supported; pass a dict of state "
-            "updates, None to continue, or Command(resume=...) to answer an interrupt"
-        )
-    return spec.schema.encode_update(input_update(spec, value))
-
-
-__all__ = ["RunHandle", "RunResult", "RunService", "input_json"]
+__all__ = ["EFFECTS_PAGE", "RunHandle", "RunResult", "RunService", "input_json"]

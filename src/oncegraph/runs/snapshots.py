@@ -30,7 +30,7 @@ from oncegraph.runtime.driver import task_id
 from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.state.channels import public
-from oncegraph.storage.records import TaskWrite
+from oncegraph.storage.records import TaskWrite, WriteKind
 
 INPUT_SUFFIX = ".input"
 
@@ -86,7 +86,7 @@ def shape(
         for i in snap.interrupts
         if isinstance(i, Mapping) and not is_breakpoint(i.get("node", ""), i.get("value"))
     )
-    finished = {w.task: w for w in writes if w.kind == "writes"}
+    finished = {w.task: w for w in writes if w.kind == WriteKind.WRITES}
     tasks = []
     for key, node, path in task_keys(spec, snap):
         result = None

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph import observe
+from oncegraph._retrying import attempts
 from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
@@ -87,7 +88,7 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
-from oncegraph.runtime.tasks import run_task
+from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.state.channels import ROOT
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
@@ -98,6 +99,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
+    WriteKind,
 )
 
 log = logging.getLogger("oncegraph.driver")
@@ -145,6 +147,9 @@ class Driver:
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
+    # Runs a node that is a compiled graph (oncegraph.runtime.subgraph.run_subgraph_node),
+    # given by whoever makes the driver: the subgraph runner builds drivers itself.
+    subgraphs: RunSubgraph | None = None
     # Intents the last commit wrote for the next step's calls (oncegraph.ledger.planned)
     _planned: dict[str, EffectRecord] = field(default_factory=dict)
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
@@ -270,11 +275,14 @@ class Driver:
         if debug:
             self._emit_tasks(head, plan)
         if len(contexts) == 1:
-            outcomes = [await run_task(self.spec, contexts[0], head, save, plan.todo[0])]
+            task = plan.todo[0]
+            outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
             runs = zip(contexts, plan.todo, strict=True)
             outcomes = list(
-                await asyncio.gather(*(run_task(self.spec, c, head, save, t) for c, t in runs))
+                await asyncio.gather(
+                    *(run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs)
+                )
             )
         if debug:
             self._emit_results(cp, outcomes)
@@ -378,7 +386,9 @@ class Driver:
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
-                TaskWrite(run.thread_id, cp.checkpoint_id, task, "interrupt", index, value),
+                TaskWrite(
+                    run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value
+                ),
                 run_id=run.run_id,
                 fence=self.fence,
             )
@@ -411,19 +421,20 @@ class Driver:
         parent = self.parent
         assert parent is not None
         writes = list(writes)
-        consumed = int(cp.metadata.get("answers", 0)) + sum(w.kind == "resume" for w in writes)
+        given = sum(w.kind == WriteKind.RESUME for w in writes)
+        consumed = int(cp.metadata.get("answers", 0)) + given
         order = self.spec.order
         while self.answer_base + consumed < len(parent.resume_values):
             waiting = open_interrupts(writes)
             if not waiting:
                 break
             task = next_answer(order, waiting)
-            answered = sum(1 for w in writes if w.kind == "resume" and w.task == task)
+            answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
             write = TaskWrite(
                 run.thread_id,
                 cp.checkpoint_id,
                 task,
-                "resume",
+                WriteKind.RESUME,
                 answered,
                 parent.resume_values[self.answer_base + consumed],
             )
@@ -525,7 +536,7 @@ class Driver:
                 ctx.checkpoint_thread,
                 ctx.checkpoint_id,
                 ctx.task_key,
-                "writes",
+                WriteKind.WRITES,
                 0,
                 encode_result(self.spec, result),
             ),
@@ -541,24 +552,23 @@ class Driver:
         """Commit with retries on transient store errors; a lost CAS is final (guarantee 8).
         Returns what the store says of the planned intents it inserted (None: unknown)."""
         inserted: int | None = None
-        for attempt, delay in enumerate((*COMMIT_RETRY_DELAYS, None)):
+        async for attempt in attempts(COMMIT_RETRY_DELAYS, self.config.sleep):
             try:
                 inserted = await self.store.commit(commit)
                 break
             except StaleStateError:
-                if attempt and await self._landed(commit):
+                if attempt.number > 1 and await self._landed(commit):
                     break  # an earlier attempt committed before its connection failed
                 raise
             except StorageError as exc:
                 if type(exc) is not StorageError:
                     raise
-                if delay is None:
+                if attempt.last:
                     log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
                     raise StorageError(
                         f"{exc}. The step was not recorded: no node or tool after it ran; the "
                         "run can be resumed from its last checkpoint once the store is back."
                     ) from exc
-                await self.config.sleep(delay)
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
         return inserted

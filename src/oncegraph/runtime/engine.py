@@ -48,7 +48,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
-from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite
+from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite, WriteKind
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
@@ -436,7 +436,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     resumes: dict[str, list[Any]] = {}
     answered = 0
     for w in task_writes:
-        if w.kind == "writes" and w.task in nodes:  # a finished sibling, typed again
+        if w.kind == WriteKind.WRITES and w.task in nodes:  # a finished sibling, typed again
             try:
                 if not isinstance(w.value, dict) or not isinstance(w.value.get("goto"), list):
                     raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
@@ -449,12 +449,12 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
                     thread_id=w.thread_id,
                     run_id=cp.run_id,
                 ) from exc
-        elif w.kind == "resume":
+        elif w.kind == WriteKind.RESUME:
             resumes.setdefault(w.task, []).append(w.value)
             answered += 1
     asked: dict[str, dict[int, Any]] = {}
     for w in task_writes:
-        if w.kind == "interrupt":
+        if w.kind == WriteKind.INTERRUPT:
             asked.setdefault(w.task, {})[w.idx] = w.value
     return StepPlan(
         todo=tuple(t for t in tasks if t.key not in done),

@@ -24,7 +24,7 @@ from oncegraph.errors import RecursionLimitError
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import BREAKPOINT, Interrupt, StepPlan, Task
-from oncegraph.storage.records import CheckpointRecord, TaskWrite
+from oncegraph.storage.records import CheckpointRecord, TaskWrite, WriteKind
 
 # -- between steps: breakpoints and the recursion limit -------------------------------------
 
@@ -74,7 +74,7 @@ def breakpoint_at(
 
 def passed_breakpoint(task_writes: Iterable[TaskWrite]) -> bool:
     """Whether the breakpoint at this step was answered (continued past) already."""
-    return any(w.task == BREAKPOINT and w.kind == "resume" for w in task_writes)
+    return any(w.task == BREAKPOINT and w.kind == WriteKind.RESUME for w in task_writes)
 
 
 def next_move(
@@ -115,14 +115,14 @@ def next_move(
 
 def open_interrupts(writes: Sequence[TaskWrite]) -> dict[str, TaskWrite]:
     """Tasks still waiting for an answer: interrupted, not finished, not yet answered."""
-    finished = {w.task for w in writes if w.kind == "writes"}
+    finished = {w.task for w in writes if w.kind == WriteKind.WRITES}
     answers: dict[str, int] = {}
     for w in writes:
-        if w.kind == "resume":
+        if w.kind == WriteKind.RESUME:
             answers[w.task] = answers.get(w.task, 0) + 1
     waiting: dict[str, TaskWrite] = {}
     for w in writes:
-        open_ = w.kind == "interrupt" and w.task not in finished
+        open_ = w.kind == WriteKind.INTERRUPT and w.task not in finished
         if open_ and w.idx >= answers.get(w.task, 0) and w.idx >= _idx(waiting.get(w.task)):
             waiting[w.task] = w
     return waiting

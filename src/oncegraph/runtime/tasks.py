@@ -29,6 +29,7 @@ from typing import Any
 
 from oncegraph._waiting import wait_done
 from oncegraph.errors import (
+    ConfigError,
     GraphInterrupt,
     InterruptSwallowedError,
     LeaseLostError,
@@ -49,6 +50,9 @@ from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
+# Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
+# maker, so this module needs no import of the subgraph runner (which builds a driver).
+RunSubgraph = Callable[[Any, GraphSpec, TaskContext, Head, Task], Awaitable[Any]]
 
 
 async def run_task(
@@ -57,9 +61,10 @@ async def run_task(
     head: Head,
     save: Save | None,
     task: Task | None = None,
+    subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     """Run task ``task`` (node ``ctx.node_name``) on ``head``'s state; never raises
-    except on cancellation."""
+    except on cancellation. ``subgraphs`` runs a node that is a compiled graph."""
     task = task or Task(ctx.node_name, ctx.node_name)
     node = spec.nodes[task.node]
     streamed = _count_messages(ctx)
@@ -68,7 +73,9 @@ async def run_task(
     if events:
         ctx.emit("events", _event("node_start", ctx))
     try:
-        outcome = await _outcome(spec, node, ctx, head, save, task, streamed is not None)
+        outcome = await _outcome(
+            spec, node, ctx, head, save, task, streamed is not None, subgraphs
+        )
     finally:
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
@@ -157,6 +164,7 @@ async def _outcome(
     save: Save | None,
     task: Task,
     messages: bool = False,
+    subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     key = task.key if task.key != task.node else ""
     attempt = 0
@@ -166,7 +174,7 @@ async def _outcome(
         if attempt == 1:
             ctx.first_attempt_at = time.time()
         try:
-            value = await _run(spec, node, ctx, head, task)
+            value = await _run(spec, node, ctx, head, task, subgraphs)
             if ctx.interrupt_raised is not None:
                 raise InterruptSwallowedError(
                     f"node {task.node!r} caught the interrupt signal (a bare except or except "
@@ -202,7 +210,7 @@ async def _outcome(
             if await _retry(node, ctx, exc, attempt):
                 continue
             if node.error_handler is not None and _retryable(exc):
-                return await _handled(spec, node, ctx, head, save, task, exc)
+                return await _handled(spec, node, ctx, head, save, task, exc, subgraphs)
             return TaskOutcome(task.node, error=exc, task=key)
 
 
@@ -214,6 +222,7 @@ async def _handled(
     save: Save | None,
     task: Task,
     exc: Exception,
+    subgraphs: RunSubgraph | None,
 ) -> TaskOutcome:
     """The outcome of ``node``'s error handler after the node failed with ``exc``: its
     update (and ``Command`` routing) stand for the node's, under the handler's name, so
@@ -225,7 +234,7 @@ async def _handled(
     ctx.interrupt_count = 0
     ctx.interrupt_raised = None
     try:
-        value = await _run(spec, handler, ctx, head, task, _failed(node.name, exc))
+        value = await _run(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
     except GraphInterrupt as gi:
         return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
     except _ParkSignal as sig:
@@ -317,12 +326,16 @@ async def _run(
     ctx: TaskContext,
     head: Head,
     task: Task,
+    subgraphs: RunSubgraph | None,
     error: NodeError | None = None,
 ) -> Any:
     if node.subgraph is not None:
-        from oncegraph.runtime.subgraph import run_subgraph_node
-
-        return await run_subgraph_node(node.subgraph, spec, ctx, head, task)
+        if subgraphs is None:
+            raise ConfigError(
+                f"node {task.node!r} is a compiled graph, and this driver was made without "
+                "a subgraph runner; make drivers with RunContext.make_driver"
+            )
+        return await subgraphs(node.subgraph, spec, ctx, head, task)
     state = _input(spec, node, head, task)
     args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
     kwargs = _injected(node, ctx, error) if node.inject else {}

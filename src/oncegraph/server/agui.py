@@ -23,7 +23,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from oncegraph.server import bodies, idempotency, operations, sse
+from oncegraph.server import bodies, idempotency, operations, schemas, sse
 from oncegraph.server.auth import Role
 from oncegraph.server.context import graph, need, served, shown, visible_thread
 from oncegraph.server.encode import Shown
@@ -192,8 +192,8 @@ async def _stream(
 async def run(request: Request) -> Response:
     """``POST /api/agui``: run the app for an AG-UI client."""
     body = await bodies.json_object(request)
-    thread_id = bodies.required_text(body, "threadId")
-    client_run_id = bodies.required_text(body, "runId")
+    ids = bodies.model(schemas.AguiRun, body)
+    thread_id, client_run_id = ids.threadId, ids.runId
     principal = need(request, Role.OPERATOR)
     thread_id = visible_thread(principal, thread_id, acting=True)
     bound = idempotency.bound_run(request)

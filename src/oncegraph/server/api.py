@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from oncegraph import __version__ as _version
-from oncegraph.server import agui, bodies, idempotency, operations, schemas, sse, tenancy
+from oncegraph.server import agui, bodies, idempotency, operations, sse, tenancy
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     SCAN,
@@ -307,25 +306,23 @@ def _audit_position(raw: str | None) -> float | tuple[float, str] | None:
 # -- commands -------------------------------------------------------------------------------
 
 
-async def _body(
-    request: Request, shape: type[BaseModel], role: Role, *, empty_ok: bool = False
-) -> dict[str, Any]:
-    """The command's JSON body, its fields checked against ``shape`` once the caller is
-    known to hold ``role`` (a caller without it is refused, whatever the fields say)."""
+async def _body(request: Request, role: Role, *, empty_ok: bool = False) -> dict[str, Any]:
+    """The command's JSON body, once the caller is known to hold ``role`` (a caller
+    without it is refused, whatever the fields say); the command checks its fields
+    against its model (:mod:`oncegraph.server.schemas`)."""
     body = await bodies.json_object(request, empty_ok=empty_ok)
     need(request, role)
-    bodies.model(shape, body)
     return body
 
 
 async def start_run(request: Request) -> Response:
-    body = await _body(request, schemas.StartBody, Role.OPERATOR)
+    body = await _body(request, Role.OPERATOR)
     result = await operations.start(request, request.path_params["thread_id"], body)
     return JSONResponse(result, status_code=200 if "error" in result or body.get("wait") else 202)
 
 
 async def start_and_stream(request: Request) -> Response:
-    body = await _body(request, schemas.StartBody, Role.OPERATOR)
+    body = await _body(request, Role.OPERATOR)
     principal, stream, _ = await operations.launch(request, request.path_params["thread_id"], body)
     hub = served(request).hub
     view = await shown(request, principal, stream.thread_id)
@@ -363,14 +360,13 @@ async def run_events(request: Request) -> Response:
 
 def _command(
     op: Any,
-    shape: type[BaseModel],
     *names: str,
     role: Role = Role.OPERATOR,
     status: int = 200,
     binds_run: bool = False,
 ) -> Any:
     async def handler(request: Request) -> Response:
-        body = await _body(request, shape, role, empty_ok=True)
+        body = await _body(request, role, empty_ok=True)
         result = await op(request, *(request.path_params[n] for n in names), body)
         return JSONResponse(result, status_code=status)
 
@@ -390,39 +386,37 @@ routes = [
     Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
     Route(
         "/api/runs/{run_id}/continue",
-        _command(operations.continue_run, schemas.ContinueBody, "run_id"),
+        _command(operations.continue_run, "run_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/replay",
-        _command(operations.replay, schemas.ReplayBody, "run_id", status=201, binds_run=True),
+        _command(operations.replay, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/branch",
-        _command(operations.branch, schemas.BranchBody, "run_id", status=201, binds_run=True),
+        _command(operations.branch, "run_id", status=201, binds_run=True),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/abandon",
-        _command(operations.abandon, schemas.AbandonBody, "run_id"),
+        _command(operations.abandon, "run_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/resolve",
-        _command(operations.resolve, schemas.ResolveBody, "run_id", "effect_id"),
+        _command(operations.resolve, "run_id", "effect_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/check",
-        _command(operations.check, schemas.CheckBody, "run_id", "effect_id"),
+        _command(operations.check, "run_id", "effect_id"),
         methods=["POST"],
     ),
     Route(
         "/api/runs/{run_id}/effects/{effect_id}/redeliver",
-        _command(
-            operations.redeliver, schemas.RedeliverBody, "run_id", "effect_id", role=Role.ADMIN
-        ),
+        _command(operations.redeliver, "run_id", "effect_id", role=Role.ADMIN),
         methods=["POST"],
     ),
     Route("/api/threads", list_threads, methods=["GET"]),

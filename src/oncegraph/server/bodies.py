@@ -2,8 +2,9 @@
 
 A route reads its body with :func:`json_object` (the API) or :func:`form` (the UI);
 both count the bytes as they arrive and stop at the server's limit (413), so a body
-sent without ``Content-Length`` is bounded too. Field readers (:func:`text`,
-:func:`choice`, ...) name the field and what it should be.
+sent without ``Content-Length`` is bounded too. A command's fields are checked against
+its model (:func:`model`, :mod:`oncegraph.server.schemas`): a bad one is a 400 that
+names the field and what it should be.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from starlette.requests import Request
 
 from oncegraph.server.limits import too_large
 from oncegraph.server.problems import ApiError, bad_request
+from oncegraph.server.schemas import MAX_TEXT
 
-MAX_TEXT = 10_000
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -87,6 +88,8 @@ def _first_problem(shape: type[BaseModel], exc: ValidationError) -> str:
         )
     if kind == "missing":
         return f"{name!r} is required"
+    if kind == "string_too_short" and error.get("ctx", {}).get("min_length") == 1:
+        return f"{name!r} must not be empty"
     got = error.get("input")
     if kind.endswith("_type"):
         return f"{name!r} must be {_JSON_TYPES.get(kind, kind)}; got {_json_type(got)}"
@@ -126,25 +129,8 @@ def _nested(shape: type[BaseModel], loc: tuple[Any, ...]) -> Sequence[str]:
     return list(shape.model_fields)
 
 
-def only(body: Mapping[str, Any], allowed: Sequence[str]) -> None:
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise bad_request(
-            f"unknown field(s) {', '.join(map(repr, unknown))}; this request takes "
-            f"{', '.join(allowed)}"
-        )
-
-
-def text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise bad_request(f"{name!r} is required (a non-empty string)")
-        return None
-    if not isinstance(value, str):
-        raise bad_request(f"{name!r} must be a string; got {type(value).__name__}")
-    if required and not value.strip():
-        raise bad_request(f"{name!r} must not be empty")
+def _text(name: str, value: str) -> str:
+    """A query parameter's text: as a body's text field is checked."""
     if len(value) > MAX_TEXT:
         raise bad_request(f"{name!r} is longer than {MAX_TEXT} characters")
     if any(ord(c) < 32 and c not in "\t\n\r" for c in value) or "\x7f" in value:
@@ -153,44 +139,6 @@ def text(body: Mapping[str, Any], name: str, *, required: bool = False) -> str |
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise bad_request(f"{name!r} is not valid Unicode text") from None
-    return value
-
-
-def required_text(body: Mapping[str, Any], name: str) -> str:
-    value = text(body, name, required=True)
-    assert value is not None
-    return value
-
-
-def choice(body: Mapping[str, Any], name: str, options: Sequence[str], default: str) -> str:
-    value = body.get(name, default)
-    if value not in options:
-        raise bad_request(f"{name!r} must be one of {', '.join(options)}; got {value!r}")
-    return str(value)
-
-
-def flag(body: Mapping[str, Any], name: str) -> bool:
-    value = body.get(name, False)
-    if not isinstance(value, bool):
-        raise bad_request(f"{name!r} must be true or false; got {value!r}")
-    return value
-
-
-def strings(body: Mapping[str, Any], name: str) -> list[str]:
-    value = body.get(name, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise bad_request(f"{name!r} must be a list of strings")
-    return list(value)
-
-
-def obj(body: Mapping[str, Any], name: str, *, required: bool = False) -> dict[str, Any] | None:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise bad_request(f"{name!r} is required (a JSON object)")
-        return None
-    if not isinstance(value, dict):
-        raise bad_request(f"{name!r} must be a JSON object; got {type(value).__name__}")
     return value
 
 
@@ -207,21 +155,7 @@ def query_text(request: Request, name: str) -> str | None:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return None
-    return text({name: raw}, name)
+    return _text(name, raw)
 
 
-__all__ = [
-    "choice",
-    "flag",
-    "form",
-    "json_object",
-    "limit",
-    "model",
-    "obj",
-    "only",
-    "query_text",
-    "read",
-    "required_text",
-    "strings",
-    "text",
-]
+__all__ = ["form", "json_object", "limit", "model", "parse_form", "query_text", "read"]

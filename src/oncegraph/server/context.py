@@ -22,7 +22,8 @@ from starlette.requests import Request
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, RunNotFoundError
-from oncegraph.runs.holders import Holder, holder
+from oncegraph.runs.holders import Holder
+from oncegraph.runs.holders import holders as find_holders
 from oncegraph.runs.masking import Masker
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
@@ -33,7 +34,7 @@ from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
 from oncegraph.storage.records import RunRecord
 
-# How many running runs of one listing have their holder looked up (a lock try each).
+# How many running runs of one listing have their liveness lock tried (together).
 HOLDER_LOOKS = 50
 # How many runs one read of a listing takes at most (a page, a run's children).
 SCAN = 1000
@@ -192,17 +193,10 @@ async def visible_run(request: Request, principal: Principal, run_id: str) -> Ru
 
 
 async def holders(request: Request, runs: Iterable[RunRecord]) -> dict[str, Holder]:
-    """The holders of the ``running`` runs among ``runs`` (the first :data:`HOLDER_LOOKS`
-    of them), by run id: whether the process running each is still there."""
-    store = served(request).graph.store
-    found: dict[str, Holder] = {}
-    for run in runs:
-        if len(found) >= HOLDER_LOOKS:
-            break
-        held = await holder(store, run)
-        if held is not None:
-            found[run.run_id] = held
-    return found
+    """The holders of the ``running`` runs among ``runs`` (locks tried for the first
+    :data:`HOLDER_LOOKS` of them), by run id: whether the process running each is still
+    there (:func:`oncegraph.runs.holders.holders`, one pass)."""
+    return await find_holders(served(request).graph.store, runs, looks=HOLDER_LOOKS)
 
 
 async def visible_runs(

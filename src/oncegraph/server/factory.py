@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
-from oncegraph.server import api, openapi, ui
+from oncegraph.server import api, openapi, ui, ui_effects
 from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served, masked_message, request_masker
 from oncegraph.server.forms import parse_origins
@@ -152,6 +152,7 @@ def create_app(
             Route("/openapi.json", _openapi, methods=["GET"]),
             *api.routes,
             *ui.routes,
+            *ui_effects.routes,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={

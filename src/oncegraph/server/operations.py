@@ -23,7 +23,7 @@ from oncegraph.ids import new_run_id
 from oncegraph.runs.commands import NO_ANSWER, Redelivered
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import FINAL_STATUSES
-from oncegraph.server import bodies, idempotency
+from oncegraph.server import bodies, idempotency, schemas
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     children_of,
@@ -36,7 +36,7 @@ from oncegraph.server.context import (
 )
 from oncegraph.server.encode import Shown, jsonable
 from oncegraph.server.hub import RUN_OUTCOMES, RunStream, finished, stopped
-from oncegraph.server.problems import ApiError, bad_request, from_exception, not_found
+from oncegraph.server.problems import ApiError, from_exception, not_found
 from oncegraph.storage.records import EffectRecord, RunRecord, RunStatus
 
 REPLAY_MODES = ("evidence", "simulation", "live")
@@ -65,12 +65,11 @@ async def _node_failed(request: Request, run_id: str, exc: BaseException) -> boo
     return run.status is RunStatus.FAILED
 
 
-def run_config(body: Mapping[str, Any]) -> dict[str, Any]:
-    config = bodies.obj(body, "config") or {}
-    bodies.only(config, CONFIG_KEYS)
-    if "configurable" in config and not isinstance(config["configurable"], dict):
-        raise bad_request("'config.configurable' must be a JSON object")
-    return dict(config)
+def run_config(start: schemas.StartBody) -> dict[str, Any]:
+    """The run settings a start names (only those it names: the others are the app's)."""
+    if start.config is None:
+        return {}
+    return start.config.model_dump(exclude_unset=True)
 
 
 async def launch(
@@ -83,13 +82,11 @@ async def launch(
     before) gets that run: followed here if this server runs it, taken over if the
     process that ran it is gone (:meth:`RunHub.resume`), as it is if it stopped."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("input", "config", "wait"))
+    start = bodies.model(schemas.StartBody, body)
     thread_id = visible_thread(principal, thread_id, acting=True)
-    config = run_config(body)
-    wait = bodies.flag(body, "wait")
-    input = body.get("input")
-    if input is not None and not isinstance(input, dict):
-        raise bad_request("'input' must be a JSON object of state updates, or null to continue")
+    config = run_config(start)
+    wait = start.wait
+    input = start.input
     hub = served(request).hub
     app = graph(request)
     if input is None:
@@ -98,7 +95,8 @@ async def launch(
             if done is not None:
                 return principal, stopped(done), wait
         reason = "continued by a start with input null"
-        launch = Launch(principal.actor, reason=reason, configured="config" in body)
+        configured = "config" in start.model_fields_set
+        launch = Launch(principal.actor, reason=reason, configured=configured)
         return principal, await hub.start(thread_id, None, config, app, launch=launch), wait
     bound = idempotency.bound_run(request)
     if bound is not None:
@@ -186,10 +184,10 @@ def _stopped_on(run: RunRecord) -> dict[str, Any] | None:
 
 async def continue_run(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("reason", "answer"))
-    reason = bodies.text(body, "reason")
+    asked = bodies.model(schemas.ContinueBody, body)
+    reason = asked.reason
     run = await visible_run(request, principal, run_id)
-    answer = body.get("answer", NO_ANSWER)
+    answer = asked.answer if "answer" in asked.model_fields_set else NO_ANSWER
     service = graph(request).service
     out: dict[str, Any] = {}
     if idempotency.retried(request) and _went_on_since(request, run):
@@ -228,11 +226,9 @@ def _went_on_since(request: Request, run: RunRecord) -> bool:
 
 async def replay(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("mode", "reason", "checkpoint_id", "allow_irreversible"))
-    mode = bodies.choice(body, "mode", REPLAY_MODES, "evidence")
-    reason = bodies.required_text(body, "reason")
-    checkpoint_id = bodies.text(body, "checkpoint_id")
-    allow = bodies.strings(body, "allow_irreversible")
+    asked = bodies.model(schemas.ReplayBody, body)
+    mode, reason, checkpoint_id = asked.mode, asked.reason, asked.checkpoint_id
+    allow = asked.allow_irreversible
     parent = await visible_run(request, principal, run_id)
     service = graph(request).service
     started = time.time()
@@ -313,12 +309,13 @@ async def _newest_child(
 
 async def branch(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("patch", "reason", "checkpoint_id", "as_node"))
-    patch = bodies.obj(body, "patch", required=True)
-    assert patch is not None
-    reason = bodies.required_text(body, "reason")
-    checkpoint_id = bodies.text(body, "checkpoint_id")
-    as_node = bodies.text(body, "as_node")
+    asked = bodies.model(schemas.BranchBody, body)
+    patch, reason, checkpoint_id, as_node = (
+        asked.patch,
+        asked.reason,
+        asked.checkpoint_id,
+        asked.as_node,
+    )
     parent = await visible_run(request, principal, run_id)
     bound = idempotency.bound_run(request)
     made_before = await stored_run(request, bound) if bound is not None else None
@@ -370,8 +367,7 @@ async def _branched(request: Request, principal: Principal, run: RunRecord) -> d
 
 async def abandon(request: Request, run_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("reason",))
-    reason = bodies.required_text(body, "reason")
+    reason = bodies.model(schemas.AbandonBody, body).reason
     run = await visible_run(request, principal, run_id)
     if idempotency.retried(request) and _went_on_since(request, run):
         return {"run": (await shown(request, principal)).run(run)}  # the first one's abandon
@@ -404,17 +400,15 @@ async def resolve(
     request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("outcome", "reason", "result", "provider_reference"))
-    outcome = bodies.choice(body, "outcome", ("done", "not_done"), "")
-    reason = bodies.required_text(body, "reason")
-    reference = bodies.text(body, "provider_reference")
+    asked = bodies.model(schemas.ResolveBody, body)
+    outcome, reason, reference = asked.outcome, asked.reason, asked.provider_reference
     record = await effect_of(request, principal, run_id, effect_id)
     done = await graph(request).aresolve_effect(
         record.effect_id,
         outcome,
         actor=principal.actor,
         reason=reason,
-        result=body.get("result"),
+        result=asked.result,
         provider_reference=reference or None,
     )
     return {"effect": (await shown(request, principal)).effect(done)}
@@ -425,8 +419,7 @@ async def check(
 ) -> dict[str, Any]:
     """Ask the recipient again about an uncertain effect (its tool's probe or reconcile)."""
     principal = need(request, Role.OPERATOR, cookie=_ui(request))
-    bodies.only(body, ("reason",))
-    reason = bodies.text(body, "reason") or "asked the recipient"
+    reason = bodies.model(schemas.CheckBody, body).reason or "asked the recipient"
     record = await effect_of(request, principal, run_id, effect_id)
     found = await graph(request).acheck_effect(
         record.effect_id, actor=principal.actor, reason=reason
@@ -439,10 +432,8 @@ async def redeliver(
     request: Request, run_id: str, effect_id: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     principal = need(request, Role.ADMIN, cookie=_ui(request))
-    bodies.only(body, ("reason", "new_key", "confirm"))
-    reason = bodies.required_text(body, "reason")
-    new_key = bodies.flag(body, "new_key")
-    confirm = bodies.text(body, "confirm")
+    asked = bodies.model(schemas.RedeliverBody, body)
+    reason, new_key, confirm = asked.reason, asked.new_key, asked.confirm
     record = await effect_of(request, principal, run_id, effect_id)
     outcome = await graph(request).aredeliver(
         record.effect_id,

@@ -126,11 +126,20 @@ class AguiMessage(BaseModel):
     content: str
 
 
-class AguiInput(BaseModel):
-    """AG-UI's RunAgentInput (the fields this server reads)."""
+class AguiRun(BaseModel):
+    """The ids of an AG-UI run (checked first; the messages are read one by one)."""
+
+    model_config = ConfigDict(strict=True)
 
     threadId: Reason
     runId: Reason
+
+
+class AguiInput(AguiRun):
+    """AG-UI's RunAgentInput (the fields this server reads)."""
+
+    model_config = ConfigDict(strict=False)
+
     messages: list[AguiMessage]
     state: Any = None
     tools: list[dict[str, Any]] = Field(default_factory=list)
@@ -240,6 +249,8 @@ __all__ = [
     "REQUESTS",
     "RESPONSES",
     "AbandonBody",
+    "AguiInput",
+    "AguiRun",
     "Audit",
     "BranchBody",
     "CheckBody",

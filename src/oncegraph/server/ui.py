@@ -27,14 +27,18 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2
+import markupsafe
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import OnceGraphError
+from oncegraph.graph.constants import END, START
+from oncegraph.runs.commands import tools_of
+from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runs.masking import MASK
 from oncegraph.runs.signing import UI_FORMS
-from oncegraph.server import bodies, flash, forms, operations
+from oncegraph.server import bodies, flash, forms, graphsvg, operations
 from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
 from oncegraph.server.auth import COOKIE, Principal, Role
 from oncegraph.server.context import (
@@ -306,7 +310,7 @@ async def run_page(request: Request, me: Principal) -> Response:
     found = await history(request, {"thread_id": run.thread_id, "run_id": run.run_id})
     snaps = [view.snapshot(s) for s in reversed(found)]  # oldest first
     effects = [view.effect(e) for e in await app.aeffects(run_id=run.run_id)]
-    tools = _tools(app)
+    tools = tools_of(app.service.spec)
     for e in effects:
         e["commands"] = _effect_commands(e, tools.get(e["effect_type"]))
     audit = [view.audit(a) for a in await app.aaudit(run_id=run.run_id, limit=50)]
@@ -338,6 +342,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         else []
     )
     sealed = request.cookies.get(flash.COOKIE)
+    picture = graphsvg.svg(app.get_graph(), _current(run, snaps, questions, crashed))
     message = flash.unseal(
         await _ui_key(request), key_of(request, cookie=True), run.run_id, sealed, at=now()
     )
@@ -363,25 +368,29 @@ async def run_page(request: Request, me: Principal) -> Response:
         can_admin=me.can(Role.ADMIN),
         continuable=run.status in CONTINUABLE or crashed,
         interrupted=run.status is RunStatus.INTERRUPTED,
-        unfinished=run.status not in (RunStatus.COMPLETED, RunStatus.ABANDONED),
+        unfinished=run.status not in FINAL_STATUSES,
         uncertain=UNCERTAIN,
         modes=operations.REPLAY_MODES,
         message=message,
+        picture=markupsafe.Markup(picture),  # every name in it is escaped
+        live=run.status in (RunStatus.RUNNING, RunStatus.QUEUED) and not crashed,
     )
     if sealed is not None:  # shown once (or not at all: not ours, another run's, too old)
         shown_page.delete_cookie(flash.COOKIE, path="/ui/")
     return shown_page
 
 
-def _tools(app: Any) -> dict[str, Any]:
-    """The graph's tools (of its ToolNodes), by name."""
-    spec = getattr(app.service, "spec", None)
-    found: dict[str, Any] = {}
-    for node in getattr(spec, "nodes", {}).values():
-        tools = getattr(node.fn, "tools", None)
-        if isinstance(tools, dict):
-            found.update(tools)
-    return found
+def _current(
+    run: Any, snaps: list[dict[str, Any]], questions: list[dict[str, Any]], crashed: bool
+) -> list[str]:
+    """Where the run is in its graph: the node(s) it waits in or runs next; END once it
+    completed."""
+    if run.status is RunStatus.COMPLETED:
+        return [END]
+    asked = [q["node"] for q in questions if q.get("node")]
+    if asked:
+        return asked
+    return list(snaps[-1]["next"]) if snaps else [START]
 
 
 def _effect_commands(effect: dict[str, Any], tool: Any) -> dict[str, bool]:
@@ -459,6 +468,12 @@ async def _to_run(request: Request, run_id: str, message: str) -> Response:
     return response
 
 
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """A command's body from a form: a field the form did not send is left out (a
+    required one is then named as missing, not as the wrong type)."""
+    return {name: value for name, value in body.items() if value is not None}
+
+
 def _outcome_text(result: dict[str, Any], done: str) -> str:
     error = result.get("error")
     status = result["run"]["status"]
@@ -494,7 +509,7 @@ async def do_resolve(request: Request, me: Principal, form: dict[str, str]) -> R
         body["provider_reference"] = form["provider_reference"]
     if form.get("result"):
         body["result"] = _json_field(form["result"], "result")
-    result = await operations.resolve(request, run_id, effect_id, body)
+    result = await operations.resolve(request, run_id, effect_id, _given(body))
     effect = result["effect"]
     done = f"Effect {effect['effect_id']} resolved: {effect['status']}."
     return await _to_run(request, run_id, done)
@@ -503,7 +518,7 @@ async def do_resolve(request: Request, me: Principal, form: dict[str, str]) -> R
 async def do_replay(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
     body = {"mode": form.get("mode", "evidence"), "reason": form.get("reason")}
-    result = await operations.replay(request, run_id, body)
+    result = await operations.replay(request, run_id, _given(body))
     return await _to_run(
         request, result["run"]["run_id"], _outcome_text(result, f"Replay ({body['mode']}) created")
     )
@@ -517,7 +532,7 @@ async def do_branch(request: Request, me: Principal, form: dict[str, str]) -> Re
     }
     if form.get("checkpoint_id"):
         body["checkpoint_id"] = form["checkpoint_id"]
-    result = await operations.branch(request, run_id, body)
+    result = await operations.branch(request, run_id, _given(body))
     return await render(request, me, "branch.html", 201, parent_run_id=run_id, result=result)
 
 
@@ -547,7 +562,7 @@ async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) ->
         "new_key": form.get("new_key") == "1",
         "confirm": form.get("token"),
     }
-    result = await operations.redeliver(request, run_id, effect_id, body)
+    result = await operations.redeliver(request, run_id, effect_id, _given(body))
     effect = result["effect"]
     done = f"Effect {effect['effect_id']} redelivered: {effect['status']}."
     return await _to_run(request, run_id, done)
@@ -555,7 +570,7 @@ async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) ->
 
 async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
-    result = await operations.abandon(request, run_id, {"reason": form.get("reason")})
+    result = await operations.abandon(request, run_id, _given({"reason": form.get("reason")}))
     return await _to_run(request, run_id, f"Abandoned; the run is {result['run']['status']}.")
 
 

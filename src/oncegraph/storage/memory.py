@@ -12,128 +12,69 @@ builds every row before it changes anything, all under one lock, so a failed com
 writes nothing. The lock is a :class:`threading.Lock` (never held across an await), so
 the store is usable from several event loops and threads. Nothing is durable.
 
+The tables and their shared state are :mod:`.memory_tables`; idempotency keys
+(:mod:`.memory_requests`) and retention (:mod:`.memory_retention`) are parts of the
+store written on their own.
+
 Run liveness locks (:meth:`lock_run`) live in the store object: the store exists in one
 process only, so they die with it.
 """
 
 from __future__ import annotations
 
-import secrets
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from oncegraph.errors import (
-    LeaseLostError,
-    RunNotFoundError,
-    StaleStateError,
-    StorageError,
-)
+from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
-from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.lifecycle import Closing
+from oncegraph.storage.memory_requests import RequestTables
+from oncegraph.storage.memory_retention import Retention
+from oncegraph.storage.memory_tables import (
+    CP_RUN,
+    CP_VERSION,
+    EFFECT_CREATED,
+    EFFECT_MUTABLE,
+    EFFECT_REQUEST,
+    EFFECT_RESULT,
+    EFFECT_RUN,
+    EFFECT_STATUS,
+    EFFECT_THREAD,
+    EFFECT_TYPE,
+    EFFECT_VERSION,
+    RUN_ERROR,
+    RUN_EXPIRES,
+    RUN_FENCE,
+    RUN_OWNER,
+    RUN_PARENT,
+    RUN_STATUS,
+    RUN_THREAD,
+    RUN_UPDATED,
+    Row,
+    audit_before,
+    fence_of,
+    owned,
+    run_order,
+    with_changes,
+)
 from oncegraph.storage.records import (
-    PRUNABLE_EFFECT_RUN_STATUSES,
-    PRUNABLE_EFFECT_STATUSES,
-    UNFINISHED_STATUSES,
     AuditRecord,
     CheckpointRecord,
     EffectPayload,
     EffectRecord,
     EffectStatus,
-    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
     TaskWrite,
     ThreadRecord,
     now,
-    prune_effects_cutoff,
 )
-from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import rows
-from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.request_keys import REQUEST_COLUMNS
-
-_RUN_STATUS = S.RUN_COLUMNS.index("status")
-_RUN_ERROR = S.RUN_COLUMNS.index("error")
-_RUN_FENCE = S.RUN_COLUMNS.index("fencing_token")
-_RUN_OWNER = S.RUN_COLUMNS.index("lease_owner")
-_RUN_EXPIRES = S.RUN_COLUMNS.index("lease_expires_at")
-_RUN_UPDATED = S.RUN_COLUMNS.index("updated_at")
-_RUN_CREATED = S.RUN_COLUMNS.index("created_at")
-_RUN_THREAD = S.RUN_COLUMNS.index("thread_id")
-_RUN_APP = S.RUN_COLUMNS.index("app_id")
-_RUN_WORKFLOW = S.RUN_COLUMNS.index("workflow_name")
-_RUN_PARENT = S.RUN_COLUMNS.index("parent_run_id")
-_RUN_TENANT = S.RUN_COLUMNS.index("tenant")
-_CP_RUN = S.CHECKPOINT_COLUMNS.index("run_id")
-_CP_VERSION = S.CHECKPOINT_COLUMNS.index("version")
-_EFFECT_MUTABLE = tuple(S.EFFECT_COLUMNS.index(c) for c in S.EFFECT_MUTABLE_COLUMNS)
-_EFFECT_RUN = S.EFFECT_COLUMNS.index("run_id")
-_EFFECT_THREAD = S.EFFECT_COLUMNS.index("thread_id")
-_EFFECT_TYPE = S.EFFECT_COLUMNS.index("effect_type")
-_EFFECT_REQUEST = S.EFFECT_COLUMNS.index("request")
-_EFFECT_RESULT = S.EFFECT_COLUMNS.index("result")
-_EFFECT_STATUS = S.EFFECT_COLUMNS.index("status")
-_EFFECT_CREATED = S.EFFECT_COLUMNS.index("created_at")
-_EFFECT_UPDATED = S.EFFECT_COLUMNS.index("updated_at")
-_EFFECT_VERSION = S.EFFECT_COLUMNS.index("row_version")
-_KEEP_RUN_STATUSES = frozenset(str(s) for s in UNFINISHED_STATUSES)
-_PRUNE_EFFECT_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_STATUSES)
-_PRUNE_EFFECT_RUN_STATUSES = frozenset(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
-
-Row = tuple[Any, ...]
 
 
-def _with(row: Row, changes: dict[int, Any]) -> Row:
-    return tuple(changes.get(i, v) for i, v in enumerate(row))
-
-
-def _run_order(row: Row) -> tuple[Any, ...]:
-    """(created_at, run_id): runs are listed newest first in this order, reversed."""
-    return (row[_RUN_CREATED], row[0])
-
-
-def _audit_before(row: Row, before: float | tuple[float, str]) -> bool:
-    """Is the audit ``row`` listed after ``before`` (an ``at``, or ``(at, audit_id)``)?"""
-    return (row[1], row[0]) < before if isinstance(before, tuple) else row[1] < before
-
-
-def _owned(row: Row, app_id: str | None, tenant: str | None) -> bool:
-    """Does the run ``row`` belong to ``app_id`` and ``tenant`` (None: any)?"""
-    app = row[_RUN_APP] if row[_RUN_APP] is not None else row[_RUN_WORKFLOW]
-    return (app_id is None or app == app_id) and (tenant is None or row[_RUN_TENANT] == tenant)
-
-
-class InMemoryCheckpointer(Closing):
+class InMemoryCheckpointer(RequestTables, Retention, Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
-
-    def __init__(self, *, encryption: EncryptionKeys | None = None) -> None:
-        self.rows = rows.Rows(encryption)  # the row codec (encryption here is for tests)
-        self._lock = threading.Lock()
-        self._threads: dict[str, Row] = {}
-        self._runs: dict[str, Row] = {}
-        # run ids by thread, in insertion order (a run's thread never changes, and runs are
-        # never deleted): listing a thread's runs reads its runs, not every run
-        self._thread_runs: dict[str, list[str]] = {}
-        # each thread's latest run: the one this store placed last in the thread (its
-        # insertion order, never a submitter's clock), what starting a run reads
-        self._latest_run: dict[str, str] = {}
-        self._checkpoints: dict[tuple[str, str], Row] = {}
-        self._logs: dict[tuple[str, str], dict[int, str]] = {}
-        self._task_writes: dict[tuple[str, str], dict[tuple[str, str, int], Row]] = {}
-        self._effects: dict[str, Row] = {}
-        self._held: set[str] = set()
-        self._audit: dict[str, Row] = {}
-        self._requests: dict[tuple[str, str], Row] = {}  # idempotency keys by (scope, key)
-        # The key of the ledger's request hashes: random per store (the store lives in one
-        # process, so every writer of it shares the key).
-        self._hash_key = secrets.token_bytes(32)
-        # The audit chain (oncegraph.storage.auditchain): (number, MAC, audit id) in order.
-        self._audit_chain: list[tuple[int, str, str]] = []
-        self._chain_db_key = secrets.token_bytes(32)
-        self._chain_key = chain.chain_key(self._chain_db_key, self.rows.encryption)
 
     async def request_hash_key(self) -> bytes:
         """The key of the ledger's request hashes (:mod:`oncegraph.ledger.keys`)."""
@@ -173,10 +114,7 @@ class InMemoryCheckpointer(Closing):
             else:
                 existing_run = self._runs.get(run_id)
             if commit.fence is not None or commit.run_status is not None:
-                if existing_run is None:
-                    raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-                if commit.fence is not None and existing_run[_RUN_FENCE] != commit.fence:
-                    raise LeaseLostError(rows.lease_message(run_id, commit.fence))
+                rows.check_run(run_id, fence_of(existing_run), commit.fence)
             if (commit.thread_id, cp.checkpoint_id) in self._checkpoints:
                 raise StorageError(
                     f"checkpoint {cp.checkpoint_id!r} already exists; nothing was written"
@@ -200,16 +138,16 @@ class InMemoryCheckpointer(Closing):
                 self._add_run(run_row)
             if commit.run_status is not None:
                 row = self._runs[run_id]
-                self._runs[run_id] = _with(
+                self._runs[run_id] = with_changes(
                     row,
                     {
-                        _RUN_STATUS: str(commit.run_status),
-                        _RUN_ERROR: self.rows.error_param(run_id, commit.run_error),
-                        _RUN_UPDATED: ts,
+                        RUN_STATUS: str(commit.run_status),
+                        RUN_ERROR: self.rows.error_param(run_id, commit.run_error),
+                        RUN_UPDATED: ts,
                     },
                 )
             elif commit.fence is not None:
-                self._runs[run_id] = _with(self._runs[run_id], {_RUN_UPDATED: ts})
+                self._runs[run_id] = with_changes(self._runs[run_id], {RUN_UPDATED: ts})
             self._checkpoints[(commit.thread_id, cp.checkpoint_id)] = cp_row
             for thread_id, channel, seq, value in log_rows:
                 self._logs.setdefault((thread_id, channel), {})[seq] = value
@@ -265,10 +203,10 @@ class InMemoryCheckpointer(Closing):
                 row
                 for (tid, _), row in self._checkpoints.items()
                 if tid == thread_id
-                and (run_id is None or row[_CP_RUN] == run_id)
-                and (before_version is None or row[_CP_VERSION] < before_version)
+                and (run_id is None or row[CP_RUN] == run_id)
+                and (before_version is None or row[CP_VERSION] < before_version)
             ]
-        found.sort(key=lambda r: r[_CP_VERSION], reverse=True)
+        found.sort(key=lambda r: r[CP_VERSION], reverse=True)
         if limit is not None:
             found = found[: max(limit, 0)]
         return [self.rows.checkpoint_from_row(r) for r in found]
@@ -304,7 +242,7 @@ class InMemoryCheckpointer(Closing):
             self._add_run(row)
 
     def _add_run(self, row: Row) -> None:  # with self._lock held; a new run id
-        thread_id = row[_RUN_THREAD]
+        thread_id = row[RUN_THREAD]
         self._runs[row[0]] = row
         self._thread_runs.setdefault(thread_id, []).append(row[0])
         self._latest_run[thread_id] = row[0]  # a thread's runs in the order they came
@@ -326,24 +264,20 @@ class InMemoryCheckpointer(Closing):
             row = self._runs.get(run_id)
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} does not exist")
-            if fence is not None and row[_RUN_FENCE] != fence:
+            if fence is not None and row[RUN_FENCE] != fence:
                 raise LeaseLostError(rows.lease_message(run_id, fence))
-            self._runs[run_id] = _with(
+            self._runs[run_id] = with_changes(
                 row,
                 {
-                    _RUN_STATUS: str(status),
-                    _RUN_ERROR: self.rows.error_param(run_id, error),
-                    _RUN_UPDATED: now(),
+                    RUN_STATUS: str(status),
+                    RUN_ERROR: self.rows.error_param(run_id, error),
+                    RUN_UPDATED: now(),
                 },
             )
 
     def _check_fence(self, run_id: str, fence: int) -> None:
         """Raise unless ``run_id`` holds ``fence``; call under the lock."""
-        row = self._runs.get(run_id)
-        if row is None:
-            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-        if row[_RUN_FENCE] != fence:
-            raise LeaseLostError(rows.lease_message(run_id, fence))
+        rows.check_run(run_id, fence_of(self._runs.get(run_id)), fence)
 
     async def lock_run(self, run_id: str) -> _MemoryRunLock | None:
         with self._lock:
@@ -368,23 +302,22 @@ class InMemoryCheckpointer(Closing):
     ) -> RunRecord | None:
         audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
-            if audit_row is not None and audit_row[0] in self._audit:
-                raise StorageError(f"audit record {audit_row[0]!r} already exists")
+            self._refuse_known_audit(audit_row)
             row = self._runs.get(run_id)
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} does not exist")
-            if row[_RUN_FENCE] != expected_token:
+            if row[RUN_FENCE] != expected_token:
                 return None
             changes: dict[int, Any] = {
-                _RUN_FENCE: expected_token + 1,
-                _RUN_OWNER: owner,
-                _RUN_EXPIRES: None,
-                _RUN_UPDATED: now(),
+                RUN_FENCE: expected_token + 1,
+                RUN_OWNER: owner,
+                RUN_EXPIRES: None,
+                RUN_UPDATED: now(),
             }
             if status is not None:
-                changes[_RUN_STATUS] = str(status)
-                changes[_RUN_ERROR] = self.rows.error_param(run_id, error)
-            row = self._runs[run_id] = _with(row, changes)
+                changes[RUN_STATUS] = str(status)
+                changes[RUN_ERROR] = self.rows.error_param(run_id, error)
+            row = self._runs[run_id] = with_changes(row, changes)
             if audit is not None and audit_row is not None:
                 self._link_audit(audit, audit_row)
         return self.rows.run_from_row(row)
@@ -412,13 +345,13 @@ class InMemoryCheckpointer(Closing):
             found = [
                 row
                 for row in candidates
-                if (wanted is None or row[_RUN_STATUS] in wanted)
-                and _owned(row, app_id, tenant)
-                and (parent_run_id is None or row[_RUN_PARENT] == parent_run_id)
-                and (thread_id is not None or before is None or _run_order(row) < before)
+                if (wanted is None or row[RUN_STATUS] in wanted)
+                and owned(row, app_id, tenant)
+                and (parent_run_id is None or row[RUN_PARENT] == parent_run_id)
+                and (thread_id is not None or before is None or run_order(row) < before)
             ]
         if thread_id is None:
-            found.sort(key=_run_order, reverse=True)
+            found.sort(key=run_order, reverse=True)
         return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------
@@ -428,7 +361,7 @@ class InMemoryCheckpointer(Closing):
         if old is None:
             self._effects[row[0]] = row
         else:
-            self._effects[row[0]] = _with(old, {i: row[i] for i in _EFFECT_MUTABLE})
+            self._effects[row[0]] = with_changes(old, {i: row[i] for i in EFFECT_MUTABLE})
 
     async def begin_effect(
         self, record: EffectRecord, *, fence: int | None = None
@@ -456,12 +389,11 @@ class InMemoryCheckpointer(Closing):
         row = self.rows.effect_to_params(record)
         audit_row = self.rows.audit_to_params(audit) if audit is not None else None
         with self._lock:
-            if audit_row is not None and audit_row[0] in self._audit:
-                raise StorageError(f"audit record {audit_row[0]!r} already exists")
+            self._refuse_known_audit(audit_row)
             if fence is not None:
                 self._check_fence(record.run_id, fence)
             old = self._effects.get(record.effect_id)
-            stored = 0 if old is None else int(old[_EFFECT_VERSION])
+            stored = 0 if old is None else int(old[EFFECT_VERSION])
             if stored != record.row_version - 1:
                 raise StaleStateError(rows.effect_cas_message(record.effect_id, stored))
             self._upsert_effect(row)
@@ -473,9 +405,14 @@ class InMemoryCheckpointer(Closing):
     async def append_audit(self, record: AuditRecord) -> None:
         row = self.rows.audit_to_params(record)
         with self._lock:
-            if record.audit_id in self._audit:
-                raise StorageError(f"audit record {record.audit_id!r} already exists")
+            self._refuse_known_audit(row)
             self._link_audit(record, row)
+
+    def _refuse_known_audit(self, row: Row | None) -> None:
+        """An audit record is appended once: one already on file is refused (under the
+        lock, before anything is written)."""
+        if row is not None and row[0] in self._audit:
+            raise StorageError(f"audit record {row[0]!r} already exists")
 
     def _link_audit(self, record: AuditRecord, row: Row) -> None:
         """Store ``record`` as the next link of the audit chain (under the lock)."""
@@ -512,57 +449,15 @@ class InMemoryCheckpointer(Closing):
                 if (run_id is None or r[6] == run_id)
                 and (thread_id is None or r[7] == thread_id)
                 and (target_id is None or r[5] == target_id)
-                and (before is None or _audit_before(r, before))
+                and (before is None or audit_before(r, before))
                 and (
                     (app_id is None and tenant is None)
                     or r[6] not in self._runs  # no run, or one this store does not hold
-                    or _owned(self._runs[r[6]], app_id, tenant)
+                    or owned(self._runs[r[6]], app_id, tenant)
                 )
             ]
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
         return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]
-
-    # -- idempotency keys ----------------------------------------------------------------
-
-    async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
-        row = self.rows.request_to_params(record)
-        with self._lock:
-            found = self._requests.get((record.scope, record.key))
-            if found is not None and found[_REQUEST_EXPIRES] > record.created_at:
-                return self.rows.request_from_row(found), False
-            self._requests[(record.scope, record.key)] = row
-        return self.rows.request_from_row(row), True
-
-    async def get_request(self, scope: str, key: str) -> IdempotencyRecord | None:
-        with self._lock:
-            found = self._requests.get((scope, key))
-        return None if found is None else self.rows.request_from_row(found)
-
-    async def finish_request(
-        self, record: IdempotencyRecord, *, status_code: int, response: Mapping[str, Any]
-    ) -> bool:
-        answer = self.rows.response_param(record.scope, record.key, response)
-        with self._lock:
-            found = self._requests.get((record.scope, record.key))
-            if found is None or not _same_claim(found, record):
-                return False
-            self._requests[(record.scope, record.key)] = _with(
-                found, {_REQUEST_STATUS: status_code, _REQUEST_RESPONSE: answer}
-            )
-            return True
-
-    async def release_request(self, record: IdempotencyRecord) -> None:
-        with self._lock:
-            found = self._requests.get((record.scope, record.key))
-            if found is not None and _same_claim(found, record):
-                del self._requests[(record.scope, record.key)]
-
-    async def prune_requests(self, *, before: float) -> int:
-        with self._lock:
-            doomed = [k for k, r in self._requests.items() if r[_REQUEST_EXPIRES] <= before]
-            for k in doomed:
-                del self._requests[k]
-        return len(doomed)
 
     async def list_effects(
         self,
@@ -598,19 +493,19 @@ class InMemoryCheckpointer(Closing):
             found = [
                 row
                 for row in self._effects.values()
-                if (run_id is None or row[_EFFECT_RUN] == run_id)
-                and (thread_id is None or row[_EFFECT_THREAD] == thread_id)
-                and (threads is None or row[_EFFECT_THREAD] in threads)
-                and (wanted is None or row[_EFFECT_STATUS] in wanted)
+                if (run_id is None or row[EFFECT_RUN] == run_id)
+                and (thread_id is None or row[EFFECT_THREAD] == thread_id)
+                and (threads is None or row[EFFECT_THREAD] in threads)
+                and (wanted is None or row[EFFECT_STATUS] in wanted)
                 and (
                     not scoped
                     or (
-                        (owner := self._runs.get(row[_EFFECT_RUN])) is not None
-                        and _owned(owner, app_id, tenant)
+                        (owner := self._runs.get(row[EFFECT_RUN])) is not None
+                        and owned(owner, app_id, tenant)
                     )
                 )
             ]
-        found.sort(key=lambda r: (r[_EFFECT_CREATED], r[0]))
+        found.sort(key=lambda r: (r[EFFECT_CREATED], r[0]))
         return found
 
     async def list_effect_payloads(
@@ -624,90 +519,10 @@ class InMemoryCheckpointer(Closing):
         found = self._effect_rows(run_id, thread_id, thread_ids=thread_ids)
         return [
             self.rows.payload_from_row(
-                (r[0], r[_EFFECT_TYPE], r[_EFFECT_REQUEST], r[_EFFECT_RESULT] if results else None)
+                (r[0], r[EFFECT_TYPE], r[EFFECT_REQUEST], r[EFFECT_RESULT] if results else None)
             )
             for r in found
         ]
-
-    # -- retention --------------------------------------------------------------------
-
-    async def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-        dry_run: bool = False,
-        on_thread: Callable[[PruneReport], None] | None = None,
-    ) -> PruneReport:
-        """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
-        with the same rules as the SQL statements of the prune."""
-        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
-        with self._lock:
-            thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
-        report = PruneReport()
-        for tid in thread_ids:
-            with self._lock:
-                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
-            if on_thread is not None:
-                on_thread(one)
-            report = report.plus(one)
-        return report
-
-    def _prune_thread(
-        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
-    ) -> PruneReport:
-        """Prune one thread (``dry_run``: count only); call under the lock."""
-        thread = self._threads.get(thread_id)
-        if thread is None:
-            return PruneReport()
-        version, head = int(thread[1]), thread[2]
-
-        def kept_run(run_id: str) -> bool:
-            run = self._runs.get(run_id)
-            return run is not None and run[_RUN_STATUS] in _KEEP_RUN_STATUSES
-
-        doomed = [
-            cid
-            for (tid, cid), row in self._checkpoints.items()
-            if tid == thread_id
-            and row[_CP_VERSION] <= version - keep
-            and cid != head
-            and not kept_run(row[_CP_RUN])
-        ]
-        writes = 0
-        for cid in doomed:
-            if dry_run:
-                writes += len(self._task_writes.get((thread_id, cid), {}))
-                continue
-            del self._checkpoints[(thread_id, cid)]
-            writes += len(self._task_writes.pop((thread_id, cid), {}))
-        effects = 0
-        if cutoff is not None:
-            for effect_id, row in list(self._effects.items()):
-                run = self._runs.get(row[_EFFECT_RUN])
-                if (
-                    row[_EFFECT_THREAD] == thread_id
-                    and row[_EFFECT_UPDATED] < cutoff
-                    and row[_EFFECT_STATUS] in _PRUNE_EFFECT_STATUSES
-                    and run is not None
-                    and run[_RUN_STATUS] in _PRUNE_EFFECT_RUN_STATUSES
-                ):
-                    if not dry_run:
-                        del self._effects[effect_id]
-                    effects += 1
-        return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)
-
-
-_REQUEST_STATUS = REQUEST_COLUMNS.index("status_code")
-_REQUEST_RESPONSE = REQUEST_COLUMNS.index("response")
-_REQUEST_CREATED = REQUEST_COLUMNS.index("created_at")
-_REQUEST_EXPIRES = REQUEST_COLUMNS.index("expires_at")
-
-
-def _same_claim(row: Row, record: IdempotencyRecord) -> bool:
-    """Is ``row`` the in-flight claim ``record`` made (not a later claim of its key)?"""
-    return row[_REQUEST_STATUS] is None and row[_REQUEST_CREATED] == record.created_at
 
 
 class _MemoryRunLock:

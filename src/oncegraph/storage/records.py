@@ -181,19 +181,24 @@ class LogEntry:
         return _masked_repr(self)
 
 
+class WriteKind(StrEnum):
+    """What a :class:`TaskWrite` holds (stored as these strings)."""
+
+    WRITES = "writes"  # a finished sibling's update, kept so only unfinished siblings re-run
+    INTERRUPT = "interrupt"  # a pending interrupt value
+    RESUME = "resume"  # an answer to it
+
+
 @slot_init
 @dataclass(frozen=True, slots=True)
 class TaskWrite:
-    """A write that belongs to one task of the step after ``checkpoint_id``.
-
-    ``kind`` is ``writes`` (a finished sibling's update, kept so only unfinished siblings
-    re-run), ``interrupt`` (a pending interrupt value) or ``resume`` (an answer).
-    """
+    """A write that belongs to one task of the step after ``checkpoint_id``; ``kind``
+    says what it holds (:class:`WriteKind`)."""
 
     thread_id: str
     checkpoint_id: str
     task: str
-    kind: str
+    kind: WriteKind
     idx: int
     value: Any
     created_at: float = field(default_factory=now)

@@ -56,7 +56,43 @@ function once(form) {
   });
 }
 
+// An unfinished run's page follows the run's events (Server-Sent Events from this
+// server): after each, the page's live parts are read again and swapped in, unless the
+// operator is typing in a form there; once the run stops, the page reloads in full.
+const LIVE_EVENTS = ["checkpoint", "values", "updates", "custom", "tasks", "error", "gap"];
+
+function follow(marker) {
+  let dirty = false;
+  let timer = null;
+  document.addEventListener("input", () => { dirty = true; });
+  async function refresh() {
+    timer = null;
+    const answer = await fetch(window.location.pathname, { credentials: "same-origin" });
+    if (!answer.ok) return;
+    const fresh = new DOMParser().parseFromString(await answer.text(), "text/html");
+    for (const part of document.querySelectorAll("[data-live][id]")) {
+      if (dirty && part.querySelector("form")) continue;
+      const next = fresh.getElementById(part.id);
+      if (next) part.replaceWith(document.importNode(next, true));
+    }
+    for (const form of document.querySelectorAll("form[data-command=branch]")) branchPreview(form);
+    for (const form of document.querySelectorAll("form.command")) once(form);
+    document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
+  }
+  const source = new EventSource(marker.dataset.events);
+  for (const name of LIVE_EVENTS) {
+    source.addEventListener(name, () => { if (timer === null) timer = setTimeout(refresh, 250); });
+  }
+  source.addEventListener("end", () => {
+    source.close();
+    if (!dirty) window.location.reload();
+    else refresh();
+  });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const marker = document.getElementById("live");
+  if (marker && window.EventSource) follow(marker);
   for (const form of document.querySelectorAll("form[data-command=branch]")) branchPreview(form);
   for (const form of document.querySelectorAll("form.command")) once(form);
 });

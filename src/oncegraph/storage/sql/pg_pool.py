@@ -139,4 +139,51 @@ class Pool(AsyncConnectionPool):
                 raise asyncio.CancelledError  # the task swallowed our cancellation
 
 
-__all__ = ["Pool", "check_dsn", "describe_dsn", "duplicate_message", "mapped"]
+async def open_pool(
+    dsn: str,
+    where: str,
+    *,
+    min_size: int,
+    max_size: int,
+    pool_timeout: float,
+    connect_timeout: float,
+    prepared_statements: bool,
+) -> Pool:
+    """A pool of autocommit connections to ``dsn``, open (its first connection made)."""
+    check_dsn(dsn)
+    pool = Pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        open=False,
+        timeout=pool_timeout,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": max(1, round(connect_timeout)),
+            # psycopg prepares a statement after 5 runs; None: never (a pooling proxy)
+            "prepare_threshold": 5 if prepared_statements else None,
+        },
+        name="oncegraph",
+    )
+    try:
+        with mapped("connect", where):
+            await pool.open(wait=True, timeout=connect_timeout)
+    except BaseException:
+        await pool.close()
+        raise
+    return pool
+
+
+async def close_pool(pool: AsyncConnectionPool) -> None:
+    await pool.close()
+
+
+__all__ = [
+    "Pool",
+    "check_dsn",
+    "close_pool",
+    "describe_dsn",
+    "duplicate_message",
+    "mapped",
+    "open_pool",
+]

@@ -1,4 +1,5 @@
-"""The run queue's statements on ``oncegraph_runs``: claim, renew and release leases.
+"""The run queue's statements on ``oncegraph_runs``: a queued run's notice, and the claim,
+renew and release of leases.
 
 This is PostgreSQL's side of the distributed worker (:mod:`oncegraph.worker.queue` keeps
 the worker's loop and says which runs an app's worker may claim): a claim is ONE
@@ -16,6 +17,14 @@ from typing import Any
 from oncegraph.storage.records import RunStatus
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.pg_locks import HELD_BY_OTHERS
+
+# Workers LISTEN on this channel; a queued run is announced in the transaction that
+# inserts it, so the notice is delivered exactly when the run becomes visible.
+RUNS_CHANNEL = "oncegraph_runs"
+RUN_INSERT_NOTIFY = (
+    f"WITH ins AS ({S.RUN_INSERT} RETURNING run_id) "
+    f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
+)
 
 Read = Callable[[str, str, Any], Awaitable[list[Any]]]
 """``(op, sql, params)`` -> rows, on the store's pool (driver errors mapped)."""
@@ -174,4 +183,12 @@ class PgRunQueue:
         return await self._write("release", RELEASE, (run_id, owner, token)) == 1
 
 
-__all__ = ["CLAIM", "RELEASE", "RENEW", "RENEW_MANY", "PgRunQueue"]
+__all__ = [
+    "CLAIM",
+    "RELEASE",
+    "RENEW",
+    "RENEW_MANY",
+    "RUNS_CHANNEL",
+    "RUN_INSERT_NOTIFY",
+    "PgRunQueue",
+]

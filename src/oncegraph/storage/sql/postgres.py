@@ -39,8 +39,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from functools import lru_cache
-from typing import Any, NoReturn
+from typing import Any
 
 try:
     import psycopg
@@ -58,15 +57,7 @@ from oncegraph._loopbound import (
     is_home,
     running_loop,
 )
-from oncegraph.errors import (
-    ConfigError,
-    LeaseLostError,
-    RunNotFoundError,
-    StaleStateError,
-    StorageError,
-    StorageFullError,
-)
-from oncegraph.storage import auditchain as chain
+from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
@@ -77,37 +68,24 @@ from oncegraph.storage.records import (
     ThreadRecord,
     now,
 )
-from oncegraph.storage.sql import migrate as M
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
-from oncegraph.storage.sql.pg_group import CommitGroups, Pending
+from oncegraph.storage.sql.migrate import verify as verify_state
+from oncegraph.storage.sql.pg_commit import StepCommits, check_run
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
-from oncegraph.storage.sql.pg_pool import Pool, check_dsn, describe_dsn, duplicate_message, mapped
-from oncegraph.storage.sql.pg_queue import PgRunQueue
+from oncegraph.storage.sql.pg_pool import close_pool, describe_dsn, mapped, open_pool
+from oncegraph.storage.sql.pg_queue import RUN_INSERT_NOTIFY, RUNS_CHANNEL, PgRunQueue
 from oncegraph.storage.sql.pg_reads import SharedReads
+from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY, apply_missing, read_version
 from oncegraph.storage.sql.pg_step import StepWriter
-from oncegraph.storage.sql.schema import LATEST_VERSION, SCHEMA_TABLE
+from oncegraph.storage.sql.pg_tx import FENCED, PgTx, pg
 from oncegraph.storage.sql.store import SqlStore
 from oncegraph.storage.sql.store_port import Fence, Tx
 
 log = logging.getLogger("oncegraph.storage.postgres")
 
 
-@lru_cache(maxsize=512)
-def _pg(sql: str) -> str:
-    """A shared statement (``?`` placeholders) in psycopg's style, converted once."""
-    return S.to_format_params(sql)
-
-
-# A fenced write is the same statement with the run's token checked in it (the fence's
-# ``run_id, token`` appended to its parameters): one statement, no read before it.
-_FENCED = {
-    S.TASK_WRITE_UPSERT: S.TASK_WRITE_UPSERT_FENCED,
-    S.EFFECT_INSERT: S.EFFECT_INSERT_FENCED,
-    S.EFFECT_UPSERT_FIRST: S.EFFECT_UPSERT_FIRST_FENCED,
-    S.EFFECT_UPDATE_CAS: S.EFFECT_UPDATE_CAS_FENCED,
-}
 # Params: an array of distinct thread ids. THREAD_OPENING's row for each, in their order
 # (the shared read of runs starting together: pg_reads).
 _THREAD_OPENINGS = (
@@ -119,56 +97,7 @@ _THREAD_OPENINGS = (
     f"WHERE l.thread_id = q.thread_id {S.THREAD_ORDER} LIMIT 1) r "
     "ON TRUE ORDER BY q.i"
 )
-THREAD_OPENINGS = _pg(_THREAD_OPENINGS)
-# Workers LISTEN on this channel; a queued run is announced in the transaction that
-# inserts it, so the notice is delivered exactly when the run becomes visible.
-RUNS_CHANNEL = "oncegraph_runs"
-_RUN_INSERT_NOTIFY = (
-    f"WITH ins AS ({S.RUN_INSERT} RETURNING run_id) "
-    f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
-)
-_RUN_EXISTS = _pg(S.RUN_EXISTS)
-THREAD_VERSION = "SELECT version FROM oncegraph_threads WHERE thread_id = %s"
-INSERT_VERSION = _pg(M.INSERT_VERSION)
-# PostgreSQL's own: the migration lock, and the version read that tolerates a
-# database the schema table was never created in.
-ADVISORY_XACT_LOCK = "SELECT pg_advisory_xact_lock(%s)"
-SCHEMA_TABLE_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
-# "oncegraph" in ASCII, as a signed 64-bit advisory lock key shared by all processes.
-MIGRATION_LOCK_KEY = int.from_bytes(b"\x00oncegrph", "big", signed=True)
-
-
-class _Tx:
-    """A transaction on one connection (:class:`~.store_port.Tx`)."""
-
-    __slots__ = ("conn", "discarded")
-
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.conn = conn
-        self.discarded = False
-
-    async def one(self, sql: str, params: Sequence[Any]) -> Any:
-        cur = await self.conn.execute(_pg(sql), params)
-        return await cur.fetchone()
-
-    async def all(self, sql: str, params: Sequence[Any]) -> list[Any]:
-        cur = await self.conn.execute(_pg(sql), params)
-        return await cur.fetchall()
-
-    async def count(self, sql: str, params: Sequence[Any]) -> int:
-        cur = await self.conn.execute(_pg(sql), params)
-        return cur.rowcount
-
-    async def count_many(self, sql: str, seq: Sequence[Sequence[Any]]) -> int:
-        cur = self.conn.cursor()
-        await cur.executemany(_pg(sql), seq)
-        return cur.rowcount
-
-    async def lock_audit(self) -> None:
-        await self.conn.execute(chain.PG_LOCK)  # a transaction advisory lock
-
-    def discard(self) -> None:
-        self.discarded = True
+THREAD_OPENINGS = pg(_THREAD_OPENINGS)
 
 
 class PgCheckpointer(SqlStore):
@@ -253,8 +182,9 @@ class PgCheckpointer(SqlStore):
         self.claim_timeout = claim_timeout
         # PostgreSQL's planner counts statuses: its listing does not.
         self._init_port(rows.Rows(encryption), count_statuses=False)
-        self._steps = StepWriter(prepared=prepared_statements, codec=self.rows)
-        self.commit_groups = CommitGroups(self._write_group, self._write_one)
+        steps = StepWriter(prepared=prepared_statements, codec=self.rows)
+        self._commits = StepCommits(self._connection, self._where, steps)
+        self.commit_groups = self._commits.groups
         self.thread_reads: SharedReads[str, tuple[ThreadRecord | None, RunRecord | None]] = (
             SharedReads(self._open_thread_alone, self._open_threads, self._thread_opening)
         )
@@ -275,14 +205,14 @@ class PgCheckpointer(SqlStore):
         await self.commit_groups.drain()
         await self.thread_reads.drain()
         await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
-        await self._pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
+        await self._pools.aclose_all(close_pool, suppress=(psycopg.Error,))
 
     async def aclose_home(self) -> None:
         """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
         await self.commit_groups.drain()
         await self.thread_reads.drain()
         await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
-        await self._pools.aclose_current(_close_pool, suppress=(psycopg.Error,))
+        await self._pools.aclose_current(close_pool, suppress=(psycopg.Error,))
 
     async def migrate(self) -> SchemaState:
         """Apply the missing migrations; returns the (now current) schema state.
@@ -309,13 +239,8 @@ class PgCheckpointer(SqlStore):
         pool = await self._pool()
         with mapped("verify", self._where):
             async with pool.connection() as conn:
-                cur = await conn.execute(SCHEMA_TABLE_EXISTS, (SCHEMA_TABLE,))
-                exists = await cur.fetchone()
-                current = 0
-                if exists is not None and exists[0]:
-                    cur = await conn.execute(M.SELECT_VERSION)
-                    current = M.version_from_row(await cur.fetchone())
-        return M.verify(current, f"PostgreSQL {self._where}")
+                current = await read_version(conn)
+        return verify_state(current, self._label)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -326,95 +251,6 @@ class PgCheckpointer(SqlStore):
         ts = now()
         await self._ready()
         return await self.commit_groups.commit(commit, ts)
-
-    async def _write_group(self, items: list[Pending]) -> None:
-        """Commit the steps of ``items`` together, or each on its own once that failed
-        (nothing of it was committed); settle each one's answer (:mod:`.pg_group`)."""
-        pool = await self._ready()
-        with mapped("commit", self._where):
-            async with pool.connection() as conn:
-                if len(items) > 1:
-                    try:
-                        counts = await self._steps.send_many(
-                            conn, [(p.commit, p.ts) for p in items]
-                        )
-                    except psycopg.Error:
-                        if conn.broken:
-                            raise  # its outcome is unknown: each request gets the error
-                        self.commit_groups.stats.retried += 1
-                    else:
-                        for p, inserted in zip(items, counts, strict=True):
-                            if not p.answer.done():
-                                p.answer.set_result(inserted)
-                        return
-                for p in items:
-                    await self._commit_alone(conn, p)
-
-    async def _write_one(self, commit: StepCommit, ts: float) -> int:
-        """One step on its own, in the caller's task (nothing else of this loop is in
-        flight)."""
-        pool = await self._ready()
-        with mapped("commit", self._where):
-            async with pool.connection() as conn:
-                return await self._send_step(conn, commit, ts)
-
-    async def _commit_alone(self, conn: psycopg.AsyncConnection[Any], p: Pending) -> None:
-        try:
-            inserted = await self._send_step(conn, p.commit, p.ts)
-        except Exception as exc:
-            if not p.answer.done():
-                p.answer.set_exception(exc)
-        else:
-            if not p.answer.done():
-                p.answer.set_result(inserted)
-
-    async def _send_step(
-        self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, ts: float
-    ) -> int:
-        """Send one step (one round trip); a refusal is explained from what the database
-        holds now."""
-        with mapped("commit", self._where):
-            try:
-                return await self._steps.send(conn, commit, ts)
-            except psycopg.Error as exc:
-                await self._explain_failed_commit(conn, commit, exc)
-
-    async def _explain_failed_commit(
-        self, conn: psycopg.AsyncConnection[Any], commit: StepCommit, exc: psycopg.Error
-    ) -> NoReturn:
-        """The commit was rolled back: say why, from what the database holds now."""
-        if isinstance(exc, pg_errors.DiskFull):  # no check failed: the disk did
-            cause = " ".join(str(exc).split())
-            cause = f"PostgreSQL at {self._where} is out of disk space ({cause})"
-            raise StorageFullError(rows.full_message(commit, cause)) from exc
-        cur = await conn.execute(THREAD_VERSION, (commit.thread_id,), prepare=False)
-        row = await cur.fetchone()
-        current = 0 if row is None else int(row[0])
-        if current != commit.expected_version:  # the CAS is what failed
-            raise StaleStateError(rows.stale_message(commit)) from exc
-        creates = commit.new_run is not None and commit.new_run.run_id == commit.checkpoint.run_id
-        if not creates and (commit.fence is not None or commit.run_status is not None):
-            # (a run this commit inserts is missing because the commit failed: not the why)
-            try:
-                await self._raise_run_check(conn, commit.checkpoint.run_id, commit.fence)
-            except (RunNotFoundError, LeaseLostError) as found:
-                raise found from exc
-            except StorageError:
-                pass  # the run is fine: the failure was elsewhere
-        if isinstance(exc, pg_errors.UniqueViolation):
-            raise StorageError(duplicate_message(exc, commit)) from exc
-        raise exc
-
-    async def _raise_run_check(
-        self, conn: psycopg.AsyncConnection[Any], run_id: str, fence: int | None
-    ) -> None:
-        cur = await conn.execute(_RUN_EXISTS, (run_id,), prepare=False)
-        row = await cur.fetchone()
-        if row is None:
-            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-        if fence is not None and int(row[0]) != fence:
-            raise LeaseLostError(rows.lease_message(run_id, fence))
-        raise StorageError(f"run {run_id!r} could not be updated; nothing was written")
 
     async def open_thread(self, thread_id: str) -> tuple[ThreadRecord | None, RunRecord | None]:
         """The thread and its latest run, read in one statement; runs of this loop that
@@ -431,15 +267,6 @@ class PgCheckpointer(SqlStore):
 
     def _thread_opening(self, row: Any) -> tuple[ThreadRecord | None, RunRecord | None]:
         return self.rows.thread_opening_from_row(row)
-
-    async def _check_run(self, conn: psycopg.AsyncConnection[Any], run_id: str, fence: int) -> None:
-        """Raise if ``run_id`` is unknown or no longer held with ``fence``."""
-        cur = await conn.execute(_RUN_EXISTS, (run_id,), prepare=False)
-        row = await cur.fetchone()
-        if row is None:
-            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-        if int(row[0]) != fence:
-            raise LeaseLostError(rows.lease_message(run_id, fence))
 
     async def lock_run(self, run_id: str) -> PgRunLock | None:
         """The lock lives on this loop's lock session (no hop to another thread). A call
@@ -485,25 +312,35 @@ class PgCheckpointer(SqlStore):
         return f"PostgreSQL {self._where}"
 
     def _run_insert(self, run: RunRecord) -> str:
-        return _RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else S.RUN_INSERT
+        return RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else S.RUN_INSERT
+
+    @contextlib.asynccontextmanager
+    async def _connection(
+        self, op: str, cls: type[StorageError] = StorageError, *, duplicate: str | None = None
+    ) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection of this loop's pool for ``op``: driver errors become ``cls``, a
+        unique violation ``StorageError(duplicate)`` when that is given."""
+        pool = await self._ready()
+        try:
+            with mapped(op, self._where, cls):
+                async with pool.connection() as conn:
+                    yield conn
+        except StorageError as exc:
+            if duplicate is not None and isinstance(exc.__cause__, pg_errors.UniqueViolation):
+                raise StorageError(duplicate) from exc.__cause__
+            raise
 
     async def _fetchall(
         self, op: str, sql: str, params: Sequence[Any], cls: type[StorageError] = StorageError
     ) -> list[Any]:
-        pool = await self._ready()
-        with mapped(op, self._where, cls):
-            async with pool.connection() as conn:
-                cur = await conn.execute(_pg(sql), params)
-                return await cur.fetchall()
+        async with self._connection(op, cls) as conn:
+            return await (await conn.execute(pg(sql), params)).fetchall()
 
     async def _fetchone(
         self, op: str, sql: str, params: Sequence[Any], cls: type[StorageError] = StorageError
     ) -> Any:
-        pool = await self._ready()
-        with mapped(op, self._where, cls):
-            async with pool.connection() as conn:
-                cur = await conn.execute(_pg(sql), params)
-                return await cur.fetchone()
+        async with self._connection(op, cls) as conn:
+            return await (await conn.execute(pg(sql), params)).fetchone()
 
     async def _write(
         self,
@@ -518,26 +355,19 @@ class PgCheckpointer(SqlStore):
         """One statement (fenced in itself); zero rows of a fenced write is explained
         (unknown run, lost fence) or returned."""
         if fence is not None:
-            sql, params = _FENCED[sql], (*params, *fence)
+            sql, params = FENCED[sql], (*params, *fence)
         key = None if audit is None else await self._chain_key()
-        pool = await self._ready()
-        try:
-            with mapped(op, self._where):
-                async with pool.connection() as conn:
-                    if audit is None:
-                        count = (await conn.execute(_pg(sql), params)).rowcount
-                    else:
-                        async with conn.transaction():
-                            count = (await conn.execute(_pg(sql), params)).rowcount
-                            if count and key is not None:
-                                await self._append_audit_in_tx(_Tx(conn), audit, key)
-                    if count == 0 and fence is not None:
-                        await self._check_run(conn, *fence)
-                    return count
-        except StorageError as exc:
-            if duplicate is not None and isinstance(exc.__cause__, pg_errors.UniqueViolation):
-                raise StorageError(duplicate) from exc.__cause__
-            raise
+        async with self._connection(op, duplicate=duplicate) as conn:
+            if audit is None:
+                count = (await conn.execute(pg(sql), params)).rowcount
+            else:
+                async with conn.transaction():
+                    count = (await conn.execute(pg(sql), params)).rowcount
+                    if count and key is not None:
+                        await self._append_audit_in_tx(PgTx(conn), audit, key)
+            if count == 0 and fence is not None:
+                await check_run(conn, *fence)
+            return count
 
     async def _first_writer(
         self,
@@ -551,33 +381,24 @@ class PgCheckpointer(SqlStore):
         cls: type[StorageError] = StorageError,
     ) -> tuple[bool, Any]:
         if fence is not None:
-            insert, params = _FENCED[insert], (*params, *fence)
-        pool = await self._ready()
-        with mapped(op, self._where, cls):
-            async with pool.connection() as conn:
-                cur = await conn.execute(_pg(insert), params)
-                if await cur.fetchone() is not None:
-                    return True, None
-                if fence is not None:  # fenced out, or the row exists?
-                    await self._check_run(conn, *fence)
-                # ON CONFLICT waited for the first writer to commit: its row is visible.
-                cur = await conn.execute(_pg(select), key)
-                return False, await cur.fetchone()
+            insert, params = FENCED[insert], (*params, *fence)
+        async with self._connection(op, cls) as conn:
+            cur = await conn.execute(pg(insert), params)
+            if await cur.fetchone() is not None:
+                return True, None
+            if fence is not None:  # fenced out, or the row exists?
+                await check_run(conn, *fence)
+            # ON CONFLICT waited for the first writer to commit: its row is visible.
+            cur = await conn.execute(pg(select), key)
+            return False, await cur.fetchone()
 
     @contextlib.asynccontextmanager
     async def _transaction(self, op: str, *, duplicate: str | None = None) -> AsyncIterator[Tx]:
-        pool = await self._ready()
-        try:
-            with mapped(op, self._where):
-                async with pool.connection() as conn, conn.transaction():
-                    tx = _Tx(conn)
-                    yield tx
-                    if tx.discarded:
-                        raise psycopg.Rollback()  # counted, not written
-        except StorageError as exc:
-            if duplicate is not None and isinstance(exc.__cause__, pg_errors.UniqueViolation):
-                raise StorageError(duplicate) from exc.__cause__
-            raise
+        async with self._connection(op, duplicate=duplicate) as conn, conn.transaction():
+            tx = PgTx(conn)
+            yield tx
+            if tx.discarded:
+                raise psycopg.Rollback()  # counted, not written
 
     def run_queue(self) -> PgRunQueue:
         """This store's run queue: the claim, renew and release statements workers use
@@ -585,17 +406,12 @@ class PgCheckpointer(SqlStore):
         return PgRunQueue(self._queue_read, self._queue_write)
 
     async def _queue_read(self, op: str, sql: str, params: Any) -> list[Any]:
-        pool = await self._ready()
-        with mapped(op, self._where):
-            async with pool.connection() as conn:
-                cur = await conn.execute(sql, params)
-                return await cur.fetchall()
+        async with self._connection(op) as conn:
+            return await (await conn.execute(sql, params)).fetchall()
 
     async def _queue_write(self, op: str, sql: str, params: Any) -> int:
-        pool = await self._ready()
-        with mapped(op, self._where):
-            async with pool.connection() as conn:
-                return (await conn.execute(sql, params)).rowcount
+        async with self._connection(op) as conn:
+            return (await conn.execute(sql, params)).rowcount
 
     # -- plumbing ------------------------------------------------------------------------
 
@@ -634,51 +450,22 @@ class PgCheckpointer(SqlStore):
 
     async def _open_pool(self) -> AsyncConnectionPool:
         self._opening_here()
-        check_dsn(self._dsn)
-        pool = Pool(
+        return await open_pool(
             self._dsn,
+            self._where,
             min_size=self.min_size,
             max_size=self.max_size,
-            open=False,
-            timeout=self.pool_timeout,
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": max(1, round(self.connect_timeout)),
-                # psycopg prepares a statement after 5 runs; None: never (see __init__)
-                "prepare_threshold": 5 if self.prepared_statements else None,
-            },
-            name="oncegraph",
+            pool_timeout=self.pool_timeout,
+            connect_timeout=self.connect_timeout,
+            prepared_statements=self.prepared_statements,
         )
-        try:
-            with mapped("connect", self._where):
-                await pool.open(wait=True, timeout=self.connect_timeout)
-        except BaseException:
-            await pool.close()
-            raise
-        return pool
 
     async def _migrate(self) -> int:
         """Apply what is missing under the advisory lock; returns how many were applied."""
         pool = await self._pool()
-        where = f"PostgreSQL {self._where}"
         with mapped("migrate", self._where):
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute(ADVISORY_XACT_LOCK, (MIGRATION_LOCK_KEY,))
-                await conn.execute(M.CREATE_VERSION_TABLE)
-                cur = await conn.execute(M.SELECT_VERSION)
-                current = M.version_from_row(await cur.fetchone())
-                steps = M.plan(current, where)
-                for migration in steps:
-                    for statement in migration.statements("postgres"):
-                        await conn.execute(statement)
-                    await conn.execute(INSERT_VERSION, migration.version_params())
-        if steps:
-            log.info("migrated %s from schema version %d to %d", where, current, LATEST_VERSION)
-        return len(steps)
-
-
-async def _close_pool(pool: AsyncConnectionPool) -> None:
-    await pool.close()
+            async with pool.connection() as conn:
+                return await apply_missing(conn, self._label)
 
 
 async def _close_session(session: LockSession) -> None:
@@ -694,7 +481,7 @@ def _drop_home(pools: LoopBound[AsyncConnectionPool], sessions: LoopBound[LockSe
 
     async def close() -> None:
         await sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
-        await pools.aclose_all(_close_pool, suppress=(psycopg.Error,))
+        await pools.aclose_all(close_pool, suppress=(psycopg.Error,))
 
     with contextlib.suppress(RuntimeError):
         asyncio.run_coroutine_threadsafe(close(), loop)
@@ -737,4 +524,11 @@ async def _once(dsn: str, op: str) -> SchemaState:
         await store.aclose()
 
 
-__all__ = ["MIGRATION_LOCK_KEY", "PgCheckpointer", "migrate", "verify"]
+__all__ = [
+    "MIGRATION_LOCK_KEY",
+    "RUNS_CHANNEL",
+    "THREAD_OPENINGS",
+    "PgCheckpointer",
+    "migrate",
+    "verify",
+]

@@ -38,11 +38,7 @@ class StepWrite:
 def check_run(conn: sqlite3.Connection, run_id: str, fence: int | None) -> None:
     """In a write transaction, before any write: the run exists and (``fence``) is still
     held with that token; else ``RunNotFoundError`` / ``LeaseLostError``."""
-    row = conn.execute(S.RUN_EXISTS, (run_id,)).fetchone()
-    if row is None:
-        raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-    if fence is not None and int(row[0]) != fence:
-        raise LeaseLostError(rows.lease_message(run_id, fence))
+    rows.check_run(run_id, conn.execute(S.RUN_EXISTS, (run_id,)).fetchone(), fence)
 
 
 # Each run update, also checking the thread's version (its parameters, then thread_id and
@@ -147,9 +143,8 @@ def _update_run_in_tx(
     """Status/fence update inside an open transaction; raises on zero rows."""
     if conn.execute(*run_update(run_id, status, error, fence, ts)).rowcount == 1:
         return
-    if conn.execute(S.RUN_EXISTS, (run_id,)).fetchone() is None:
-        raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-    assert fence is not None
+    check_run(conn, run_id, fence)  # no such run, or the token moved on
+    assert fence is not None  # an unfenced update of an existing run changes its row
     raise LeaseLostError(rows.lease_message(run_id, fence))
 
 

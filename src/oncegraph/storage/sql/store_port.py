@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
-from oncegraph.errors import LeaseLostError, RunNotFoundError, StorageError
+from oncegraph.errors import StorageError
 from oncegraph.storage import auditchain as chain
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.records import AuditRecord, now
@@ -181,11 +181,7 @@ class SqlPort(Closing):
 
     async def _explain_run(self, op: str, run_id: str, fence: int | None) -> None:
         """A run update changed no row: say why (no such run, a lost fence)."""
-        row = await self._fetchone(op, S.RUN_EXISTS, (run_id,))
-        if row is None:
-            raise RunNotFoundError(f"run {run_id!r} does not exist; nothing was written")
-        if fence is not None and int(row[0]) != fence:
-            raise LeaseLostError(rows.lease_message(run_id, fence))
+        rows.check_run(run_id, await self._fetchone(op, S.RUN_EXISTS, (run_id,)), fence)
         raise StorageError(f"run {run_id!r} could not be updated; nothing was written")
 
 

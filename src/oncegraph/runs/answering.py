@@ -1,0 +1,125 @@
+"""Answering an interrupted run: what an operator's Continue may do with a run, and the
+claim an answer is given under (the run locked, still waiting, its question read, its
+token fenced with the audited answer), for the run service's ``resume`` and ``run``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oncegraph.errors import NoRunToResumeError
+from oncegraph.runs import audits, claims
+from oncegraph.runs.commands import NO_ANSWER
+from oncegraph.runs.context import RunContext
+from oncegraph.runs.lifecycle import FINAL_STATUSES
+from oncegraph.runtime.claim import Claim
+from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.engine import Head
+from oncegraph.runtime.moves import next_answer, open_interrupts
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, TaskWrite, WriteKind
+
+
+def check_resumable(run: RunRecord, answer: Any) -> None:
+    """May an operator's Continue go on with ``run`` (with ``answer``, or
+    :data:`NO_ANSWER`)? Raises ``NoRunToResumeError`` saying what to do instead."""
+    run_id = run.run_id
+    if run.status in FINAL_STATUSES:
+        raise NoRunToResumeError(
+            f"run {run_id} is {run.status}; Continue is only for an unfinished run. To "
+            "run it again, create a new run from its history with "
+            "app.replay(run_id, mode='evidence' | 'simulation' | 'live', reason=...)"
+        )
+    if run.status is RunStatus.INTERRUPTED and answer is NO_ANSWER:
+        raise NoRunToResumeError(
+            f"run {run_id} is waiting for an answer to interrupt(); continue it with "
+            "resume(run_id, answer=<answer>, actor=...)"
+        )
+    if answer is not NO_ANSWER and run.status is not RunStatus.INTERRUPTED:
+        raise NoRunToResumeError(
+            f"run {run_id} is {run.status}, not waiting for an answer; continue it without one"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Answering:
+    """An answer's claim: the run as fenced (``running``), the head its question stands
+    on, the task asked and how many answers that task got before."""
+
+    claim: Claim
+    run: RunRecord
+    head: Head
+    task: str
+    answered: int
+
+    def write(self, answer: Any, head: Head | None = None) -> TaskWrite:
+        """The answer's task write, on ``head`` (a migrated head; default: the one read)."""
+        cp = (head or self.head).checkpoint
+        run = self.run
+        return TaskWrite(
+            run.thread_id, cp.checkpoint_id, self.task, WriteKind.RESUME, self.answered, answer
+        )
+
+
+async def take(
+    ctx: RunContext,
+    run: RunRecord,
+    answer: Any,
+    cfg: RunConfig,
+    audit: AuditRecord | None = None,
+) -> Answering:
+    """Hold ``run`` to answer its next open interrupt: its lock, then one fence that sets
+    it ``running`` with the audit record of who answered what (``audit``: its id, actor
+    and reason). ``RunBusyError`` if another process holds it; ``NoRunToResumeError`` if
+    it is no longer waiting."""
+    spec, heads = ctx.graph_heads()
+    lock = await ctx.store.lock_run(run.run_id)
+    if lock is None:
+        raise await claims.busy_error(ctx.store, run.run_id)
+    try:
+        found = await ctx.store.get_run(run.run_id)
+        if found is None or found.status is not RunStatus.INTERRUPTED:
+            raise NoRunToResumeError(
+                f"run {run.run_id} is no longer waiting for an answer "
+                f"({found.status if found else 'gone'}); nothing was answered"
+            )
+        head = await heads.load(run.thread_id)
+        cp = head.checkpoint
+        writes = await ctx.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+        waiting = open_interrupts(writes)
+        if not waiting:
+            raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
+        task = next_answer(spec.order, waiting)
+        answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
+        question = waiting[task]
+        # Who approved what: the question, the answer and the actor, kept for good.
+        record = audits.for_run(
+            run,
+            "answer",
+            audit_id=audit.audit_id if audit else None,
+            actor=audit.actor if audit else str(cfg.configurable.get("actor") or "invoke"),
+            reason=audit.reason if audit else None,
+            details={
+                "node": task,
+                "index": question.idx,
+                "step": cp.step + 1,
+                "checkpoint_id": cp.checkpoint_id,
+                "question": question.value,
+                "answer": answer,
+            },
+        )
+        taken = await ctx.store.fence_run(
+            run.run_id,
+            expected_token=found.fencing_token,
+            owner=ctx.owner,
+            status=RunStatus.RUNNING,
+            audit=record,
+        )
+        if taken is None:
+            raise await claims.busy_error(ctx.store, run.run_id)
+    except BaseException:
+        await lock.release()
+        raise
+    return Answering(Claim(run.run_id, taken.fencing_token, lock), taken, head, task, answered)
+
+
+__all__ = ["Answering", "check_resumable", "take"]

@@ -1,0 +1,94 @@
+"""Retention (``prune``) of the in-memory store, by the rules of the SQL statements
+of the prune."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from oncegraph.storage.memory_tables import (
+    CP_RUN,
+    CP_VERSION,
+    EFFECT_RUN,
+    EFFECT_STATUS,
+    EFFECT_THREAD,
+    EFFECT_UPDATED,
+    KEEP_RUN_STATUSES,
+    PRUNE_EFFECT_RUN_STATUSES,
+    PRUNE_EFFECT_STATUSES,
+    RUN_STATUS,
+    Tables,
+)
+from oncegraph.storage.records import PruneReport, prune_effects_cutoff
+
+
+class Retention(Tables):
+    """Prune a thread at a time, one lock hold each."""
+
+    # -- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+        dry_run: bool = False,
+        on_thread: Callable[[PruneReport], None] | None = None,
+    ) -> PruneReport:
+        """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
+        with the same rules as the SQL statements of the prune."""
+        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        with self._lock:
+            thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
+        report = PruneReport()
+        for tid in thread_ids:
+            with self._lock:
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+            if on_thread is not None:
+                on_thread(one)
+            report = report.plus(one)
+        return report
+
+    def _prune_thread(
+        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+    ) -> PruneReport:
+        """Prune one thread (``dry_run``: count only); call under the lock."""
+        thread = self._threads.get(thread_id)
+        if thread is None:
+            return PruneReport()
+        version, head = int(thread[1]), thread[2]
+
+        def kept_run(run_id: str) -> bool:
+            run = self._runs.get(run_id)
+            return run is not None and run[RUN_STATUS] in KEEP_RUN_STATUSES
+
+        doomed = [
+            cid
+            for (tid, cid), row in self._checkpoints.items()
+            if tid == thread_id
+            and row[CP_VERSION] <= version - keep
+            and cid != head
+            and not kept_run(row[CP_RUN])
+        ]
+        writes = 0
+        for cid in doomed:
+            if dry_run:
+                writes += len(self._task_writes.get((thread_id, cid), {}))
+                continue
+            del self._checkpoints[(thread_id, cid)]
+            writes += len(self._task_writes.pop((thread_id, cid), {}))
+        effects = 0
+        if cutoff is not None:
+            for effect_id, row in list(self._effects.items()):
+                run = self._runs.get(row[EFFECT_RUN])
+                if (
+                    row[EFFECT_THREAD] == thread_id
+                    and row[EFFECT_UPDATED] < cutoff
+                    and row[EFFECT_STATUS] in PRUNE_EFFECT_STATUSES
+                    and run is not None
+                    and run[RUN_STATUS] in PRUNE_EFFECT_RUN_STATUSES
+                ):
+                    if not dry_run:
+                        del self._effects[effect_id]
+                    effects += 1
+        return PruneReport(threads=1, checkpoints=len(doomed), task_writes=writes, effects=effects)

@@ -1,0 +1,116 @@
+"""Column orders (the INSERT parameter order is the SELECT row order) and the small
+builders of statement text every table family uses.
+
+Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
+contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+"""
+
+from __future__ import annotations
+
+# -- column orders (INSERT parameter order == SELECT row order) ----------------------
+
+THREAD_COLUMNS = ("thread_id", "version", "head_checkpoint_id", "updated_at")
+
+RUN_COLUMNS = (
+    "run_id",
+    "thread_id",
+    "status",
+    "workflow_name",
+    "workflow_version",
+    "state_schema_version",
+    "graph_fingerprint",
+    "parent_run_id",
+    "parent_checkpoint_id",
+    "launch_reason",
+    "mode",
+    "input",
+    "config",
+    "error",
+    "lease_owner",
+    "lease_expires_at",
+    "fencing_token",
+    "created_at",
+    "updated_at",
+    "app_id",
+    "tenant",
+)
+
+CHECKPOINT_COLUMNS = (
+    "checkpoint_id",
+    "thread_id",
+    "run_id",
+    "step",
+    "version",
+    "parent_checkpoint_id",
+    "channel_values",
+    "logs",
+    "next_nodes",
+    "metadata",
+    "created_at",
+)
+
+LOG_COLUMNS = ("thread_id", "channel", "seq", "value")
+
+TASK_WRITE_COLUMNS = ("thread_id", "checkpoint_id", "task", "kind", "idx", "value", "created_at")
+
+EFFECT_COLUMNS = (
+    "effect_id",
+    "effect_type",
+    "effect_class",
+    "command_id",
+    "run_id",
+    "thread_id",
+    "node",
+    "request_hash",
+    "status",
+    "checkpoint_id",
+    "request",
+    "recipient",
+    "attempts",
+    "provider_reference",
+    "result",
+    "error",
+    "created_at",
+    "updated_at",
+    "row_version",
+)
+
+AUDIT_COLUMNS = (
+    "audit_id",
+    "at",
+    "actor",
+    "action",
+    "target_kind",
+    "target_id",
+    "run_id",
+    "thread_id",
+    "reason",
+    "details",
+)
+
+# Columns an effect result may change (guarantee 3); identity and request are fixed at insert.
+EFFECT_MUTABLE_COLUMNS = (
+    "status",
+    "attempts",
+    "provider_reference",
+    "result",
+    "error",
+    "updated_at",
+    "row_version",
+)
+
+
+def cols(columns: tuple[str, ...], prefix: str = "") -> str:
+    return ", ".join(prefix + c for c in columns)
+
+
+def marks(columns: tuple[str, ...]) -> str:
+    return ", ".join("?" for _ in columns)
+
+
+def insert_into(table: str, columns: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({cols(columns)}) VALUES ({marks(columns)})"
+
+
+# A LIMIT that means "all rows" in both dialects (PostgreSQL rejects negative limits).
+NO_LIMIT = 2**62

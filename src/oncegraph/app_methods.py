@@ -87,6 +87,17 @@ class LangGraphMethods:
         spec = self.spec
         return json_schema(spec.output_schema or spec.schema, self.get_name("Output"))
 
+    def get_context_jsonschema(self) -> dict[str, Any] | None:
+        """The JSON schema of the run's context (``StateGraph(..., context_schema=...)``),
+        or None without one."""
+        from oncegraph.graph.jsonschema import json_schema
+        from oncegraph.state.channels import StateSchema
+
+        context = self.spec.context_schema
+        if context is None:
+            return None
+        return json_schema(StateSchema.of(context), self.get_name("Context"))
+
     # -- bulk updates ----------------------------------------------------------------------
 
     async def abulk_update_state(

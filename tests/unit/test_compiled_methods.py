@@ -65,6 +65,20 @@ def test_json_schemas_of_input_and_output() -> None:
     assert set(schema["properties"]) == {"n", "note"} and schema["required"] == ["n"]
 
 
+def test_the_context_schema_as_json() -> None:
+    @dataclasses.dataclass
+    class Ctx:
+        user: str
+        lang: str = "en"
+
+    g = StateGraph(S, context_schema=Ctx)
+    g.add_node("n", lambda s: None)
+    g.add_edge(START, "n")
+    schema = g.compile().get_context_jsonschema()
+    assert schema is not None and schema["required"] == ["user"]
+    assert _graph().get_context_jsonschema() is None
+
+
 def test_a_dataclass_schema_is_optional_where_it_has_defaults() -> None:
     @dataclasses.dataclass
     class D:

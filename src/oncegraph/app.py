@@ -91,12 +91,17 @@ class CompiledGraph(LangGraphMethods):
         self,
         spec: GraphSpec,
         *,
-        checkpointer: Checkpointer | None,
+        checkpointer: Checkpointer | bool | None,
         migrations: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
         previous_versions: Mapping[str, Any] | None = None,
         sync_threads: int | None = None,
     ) -> None:
         self.spec = spec
+        # compile(checkpointer=True): a subgraph that keeps its own state across the calls
+        # of its parent's thread (runtime.subgraph); it has no store of its own
+        self.stateful = checkpointer is True
+        if isinstance(checkpointer, bool):
+            checkpointer = None
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}

@@ -368,6 +368,26 @@ class GraphInterrupt(BaseException):
         self.index = index
 
 
+class ParentCommand(Exception):
+    """A node of a subgraph returned ``Command(graph=Command.PARENT, ...)``: the subgraph
+    stops, and the task of the parent graph that ran it ends with that command (its
+    update applied to the parent's state, its ``goto`` routing the parent). ``args[0]``
+    is the command. It reaches the caller only when the graph that got it has no parent.
+    """
+
+    def __init__(self, command: Any) -> None:
+        super().__init__(command)
+        self.command = command
+
+    def __str__(self) -> str:
+        return (
+            f"{self.command!r} was returned by a node of a graph that does not run as a "
+            "subgraph, so there is no parent graph to update or route: add this graph to "
+            "a parent as a node (or call it inside a parent's node), or return the "
+            "Command without graph=Command.PARENT"
+        )
+
+
 class _ParkSignal(BaseException):
     """Raised by the ledger to park the run as ``needs_review`` (guarantee 5)."""
 
@@ -409,6 +429,7 @@ __all__ = [
     "NondeterminismError",
     "OnceGraphError",
     "OnceGraphWarning",
+    "ParentCommand",
     "PayloadTooLargeError",
     "PlaintextError",
     "RecursionLimitError",

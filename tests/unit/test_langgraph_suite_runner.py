@@ -63,14 +63,14 @@ def test_langgraph_names_land_on_oncegraphs_documented_objects(redirected: None)
 
 
 def test_a_name_without_equivalent_imports_and_fails_when_used(redirected: None) -> None:
-    from langgraph.func import task  # type: ignore
+    from langgraph.channels import LastValue  # type: ignore
     from langgraph.pregel import Pregel  # type: ignore
     from langgraph.types import _private_helper  # type: ignore
 
-    assert lg_shim.is_placeholder(task) and lg_shim.is_placeholder(_private_helper)
+    assert lg_shim.is_placeholder(LastValue) and lg_shim.is_placeholder(_private_helper)
     with pytest.raises(lg_shim.NoOncegraphEquivalentError) as called:
-        task(lambda: 1)
-    assert str(called.value) == "no oncegraph equivalent: langgraph.func.task (used: call)"
+        LastValue(int)
+    assert str(called.value) == "no oncegraph equivalent: langgraph.channels.LastValue (used: call)"
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="used: subscript"):
         Pregel[int]
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="used: isinstance"):
@@ -135,3 +135,11 @@ def test_the_deselect_list_names_only_selected_files() -> None:
     assert len(selection.FILES) == 19
     for names in listed.values():
         assert len(names) == len(set(names)), "a deselected test is listed twice"
+
+
+def test_the_functional_api_resolves_to_its_twin(redirected: None) -> None:
+    from langgraph.func import entrypoint, task  # type: ignore
+
+    import oncegraph.func
+
+    assert entrypoint is oncegraph.func.entrypoint and task is oncegraph.func.task

@@ -22,6 +22,10 @@ class Command(Generic[N]):
     Passed to ``invoke`` by the caller: ``Command(resume=answer)`` answers the pending
     ``interrupt()`` of the thread's interrupted run.
 
+    A node of a subgraph may return ``Command(graph=Command.PARENT, update=..., goto=...)``:
+    the subgraph stops there, and the parent's task that ran it ends with that update
+    and routing instead of the subgraph's output.
+
     Generic in the names it may go to, as in LangGraph: a node annotated
     ``-> Command[Literal["a", "b"]]`` declares those targets (``get_graph()`` draws them).
     """
@@ -34,12 +38,22 @@ class Command(Generic[N]):
     PARENT: ClassVar[str] = "__parent__"
 
     def __post_init__(self) -> None:
-        if self.graph is not None:
+        if self.graph is not None and self.graph != Command.PARENT:
             raise ConfigError(
-                f"Command(graph={self.graph!r}) is not supported: a subgraph's node cannot "
-                "route its parent; return the update from the subgraph and route with the "
-                "parent's edges"
+                f"Command(graph={self.graph!r}) is not supported: a node may update and "
+                "route its own graph (leave graph out) or its parent graph "
+                "(graph=Command.PARENT)"
             )
+
+    def __repr__(self) -> str:  # the fields given, as LangGraph shows a Command
+        fields = (
+            ("graph", self.graph, self.graph is not None),
+            ("update", self.update, self.update is not None),
+            ("resume", self.resume, self.has_resume),
+            ("goto", self.goto, self.goto is not None),
+        )
+        shown = [f"{name}={value!r}" for name, value, given in fields if given]
+        return f"Command({', '.join(shown)})"
 
     @property
     def has_resume(self) -> bool:

@@ -250,7 +250,8 @@ class RunContext:
         except Exception as exc:
             await self.mask_error(run, exc)
             raise
-        return RunResult(run, dict(head.values), tuple(driver.interrupts))
+        values = driver.shown if driver.shown is not None else head.values
+        return RunResult(run, dict(values), tuple(driver.interrupts))
 
     async def with_answers(self, policy: ReplayPolicy) -> ReplayPolicy:
         """``policy`` with the interrupt answers the replayed run got, by node and step,

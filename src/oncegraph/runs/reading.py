@@ -10,6 +10,7 @@ fields are masked (:mod:`oncegraph.runs.masking`). Each takes a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -20,9 +21,9 @@ from oncegraph.runs.masking import Masker
 from oncegraph.runs.scope import check_checkpoints
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
-from oncegraph.runtime.engine import empty_head
+from oncegraph.runtime.engine import TaskResult, empty_head, with_finished
 from oncegraph.runtime.moves import open_interrupts
-from oncegraph.runtime.subgraph import child_thread
+from oncegraph.runtime.subgraph import child_place
 from oncegraph.storage.records import CheckpointRecord
 
 HISTORY_PAGE = 50
@@ -107,6 +108,8 @@ async def state(
     else:
         snap = await stored_state(ctx, thread_id, checkpoint_id)
         shaped = await _shaped(ctx.graph, ctx, snap, thread_id, subgraphs, "")
+        if checkpoint_id is None:
+            shaped = _with_finished_tasks(ctx.graph, shaped)
     if not masked:
         return shaped
     return _mask(await ctx.masker(thread_ids=(thread_id,)), shaped)
@@ -152,6 +155,21 @@ async def history(
         yield _mask(masker, item)
 
 
+def _with_finished_tasks(spec: GraphSpec, snap: StateSnapshot) -> StateSnapshot:
+    """The thread's state now, as LangGraph shows it: a step that stopped (a sibling
+    failed or interrupted) with some of its tasks finished has their writes applied to
+    the values, and ``next`` names only the tasks still to run (the stored checkpoint,
+    read by its id, is as it was)."""
+    done = [TaskResult(t.name, t.result) for t in snap.tasks if t.result is not None]
+    if not done:
+        return snap
+    return dataclasses.replace(
+        snap,
+        values=with_finished(spec, snap.values, done),
+        next=tuple(t.name for t in snap.tasks if t.result is None),
+    )
+
+
 def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:
     """``snap`` as a person may see it: every masked field masked (guarantee 14), its values
     known from the thread's effects and from the tool calls in the snapshot itself."""
@@ -192,9 +210,15 @@ async def _shaped(
         child = spec.nodes[node].subgraph if node in spec.nodes else None
         if child is None:
             continue
-        thread = child_thread(snap.config["thread_id"], key, cp_id)
-        element = f"{key}:{int(snap.metadata.get('step', -1)) + 1}"
-        child_ns = f"{ns}|{element}" if ns else element
+        thread, elements = child_place(
+            getattr(child, "stateful", False),
+            snap.config["thread_id"],
+            key,
+            node,
+            cp_id,
+            int(snap.metadata.get("step", -1)) + 1,
+        )
+        child_ns = "|".join((ns, *elements) if ns else elements)
         if not subgraphs:
             states[key] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": child_ns}}
             continue

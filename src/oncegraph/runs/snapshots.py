@@ -41,7 +41,7 @@ class PregelTask(NamedTuple):
     id: str
     name: str
     path: tuple[Any, ...]
-    error: Exception | None = None
+    error: Exception | str | None = None  # from a stored step: the error's repr
     interrupts: tuple[Interrupt, ...] = ()
     state: Any = None  # a subgraph's StateSnapshot (subgraphs=True), or its config
     result: Any = None
@@ -87,6 +87,9 @@ def shape(
         if isinstance(i, Mapping) and not is_breakpoint(i.get("node", ""), i.get("value"))
     )
     finished = {w.task: w for w in writes if w.kind == WriteKind.WRITES}
+    errors = {
+        w.task: w.value for w in writes if w.kind == WriteKind.ERROR and w.task not in finished
+    }
     tasks = []
     for key, node, path in task_keys(spec, snap):
         result = None
@@ -97,6 +100,7 @@ def shape(
                 id=task_id(cp_id or "", key),
                 name=node,
                 path=path,
+                error=errors.get(key),
                 interrupts=tuple(i for i in interrupts if i.node == key),
                 state=(states or {}).get(key),
                 result=result,

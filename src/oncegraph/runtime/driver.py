@@ -45,6 +45,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     NeedsReviewError,
     OnceGraphError,
+    ParentCommand,
     StaleStateError,
     StorageError,
     ThreadMovedOnError,
@@ -74,6 +75,7 @@ from oncegraph.runtime.engine import (
     encode_result,
     plan_step,
     tasks_of,
+    with_finished,
 )
 from oncegraph.runtime.executor import ThreadPool
 from oncegraph.runtime.heads import Heads
@@ -139,6 +141,7 @@ class Driver:
     answer_base: int = 0
     root_thread: str = ""
     stopped: bool = False  # an interrupt or a breakpoint paused the run
+    shown: dict[str, Any] | None = None  # the state an interrupted step leaves the caller
     steps: int = 0  # steps counted against recursion_limit in this call
     _consumed: int = 0
     _loop_thread: int = 0
@@ -194,16 +197,21 @@ class Driver:
         self._emit_step(nxt, head.checkpoint, ())
         return nxt
 
-    async def start_nested(self, head: Head, run: RunRecord, update: Mapping[str, Any]) -> Head:
-        """A subgraph's input checkpoint on its own thread (no run record, no status)."""
+    async def start_nested(
+        self, head: Head, run: RunRecord, update: Mapping[str, Any], *, call: str | None = None
+    ) -> Head:
+        """A subgraph's input checkpoint on its own thread (no run record, no status).
+        ``call``: the parent task's call of a stateful subgraph, kept in the metadata of
+        every checkpoint of the call (so a resumed call knows its own head)."""
         nxt, entries, _ = advance(
             self.spec,
             head,
             run.run_id,
             [TaskResult(START, update)],
-            step=-1,
+            step=head.checkpoint.step + 1 if head.checkpoint.checkpoint_id else -1,
             source="input",
             config=self._router_config(run),
+            meta={"call": call} if call is not None else None,
         )
         await self._commit(
             StepCommit(
@@ -289,6 +297,8 @@ class Driver:
         meta = None
         if self.parent is not None:  # the parent's answers this subgraph used so far
             meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
+            if "call" in cp.metadata:  # a stateful subgraph's call (start_nested)
+                meta["call"] = cp.metadata["call"]
         decision = decide(
             self.spec,
             head,
@@ -374,15 +384,40 @@ class Driver:
             await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
             raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
         if isinstance(decision, Fail):
+            await self._keep_error(decision, head, run)
             if self.parent is not None:
                 raise decision.error
             await self.set_status(run, RunStatus.FAILED, _failure_text(decision))
             raise _as_raised(decision, run)
         if isinstance(decision, Interrupt):
-            return await self._interrupt(decision, head, run)
+            return await self._interrupt(decision, head, run, plan)
         return await self._commit_step(decision, head, run, staged)
 
-    async def _interrupt(self, decision: Interrupt, head: Head, run: RunRecord) -> Head:
+    async def _keep_error(self, decision: Fail, head: Head, run: RunRecord) -> None:
+        """The failed task's error, kept with its step's writes (the state's view shows it
+        on the task; the step's commit, when it runs again, clears it). A subgraph's
+        command for its parent is no error."""
+        if decision.applying or not decision.task or isinstance(decision.error, ParentCommand):
+            return
+        error = decision.error  # as the run's error text is kept: in its words
+        write = TaskWrite(
+            run.thread_id,
+            head.checkpoint.checkpoint_id,
+            decision.task,
+            WriteKind.ERROR,
+            0,
+            repr(error)[:2000],
+        )
+        try:
+            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
+        except StorageError as exc:  # a view's detail: the run's own status decides below
+            log.warning(
+                "run %s: the error of task %s was not kept: %s", run.run_id, write.task, exc
+            )
+
+    async def _interrupt(
+        self, decision: Interrupt, head: Head, run: RunRecord, plan: StepPlan
+    ) -> Head:
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
@@ -393,6 +428,10 @@ class Driver:
                 fence=self.fence,
             )
         self.stopped = True
+        if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
+            for r in decision.done:
+                if (r.task or r.node) not in plan.done:
+                    self.emit("updates", {r.node: dict(r.update)})
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it
@@ -402,12 +441,17 @@ class Driver:
             self.parent.interrupt_raised = (value, index)
             raise GraphInterrupt(value, index)
         await self.set_status(run, RunStatus.INTERRUPTED, None)
+        # what the caller gets: the state with the writes of the step's finished tasks
+        # (kept as task writes, applied when the step commits), as LangGraph returns it
+        self.shown = with_finished(self.spec, head.values, decision.done)
         if decision.breakpoint:
             self.emit("updates", {"__interrupt__": ()})
-            return head
-        for task, value, index in decision.waits:
-            self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
-        self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+        else:
+            for task, value, index in decision.waits:
+                self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
+            self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+        if any(r.update for r in decision.done) and wants(self.emit, "values"):
+            self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head
 
     async def _hand_down_answers(

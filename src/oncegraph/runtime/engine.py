@@ -340,6 +340,20 @@ def advance(
     return Head(checkpoint, writes.values), entries, writes
 
 
+def with_finished(
+    spec: GraphSpec, values: Mapping[str, Any], results: Sequence[TaskResult]
+) -> dict[str, Any]:
+    """``values`` with the writes of a step's finished tasks applied (what LangGraph
+    shows of a step that stopped with some of its tasks done; nothing is committed).
+    Writes that do not apply (a sibling's bad update) leave ``values`` as they are."""
+    if not results:
+        return dict(values)
+    try:
+        return apply_writes(spec.schema, values, [(r.node, r.update) for r in results]).values
+    except Exception:  # the step's commit reports it when the step runs again
+        return dict(values)
+
+
 def empty_head(spec: GraphSpec, thread_id: str) -> Head:
     """The state of a thread that has no checkpoint yet."""
     logs = {c: 0 for c in spec.schema.log_channels()}
@@ -504,6 +518,7 @@ class Fail:
     error: BaseException
     applying: bool = False  # True: the nodes ran; applying their writes (or routing) failed
     nodes: tuple[str, ...] = ()  # with ``applying``: the nodes whose writes were applied
+    task: str = ""  # the failed task's key (not ``applying``)
 
     @property
     def description(self) -> str:
@@ -516,6 +531,7 @@ class Interrupt:
     breakpoint is one wait whose task is :data:`BREAKPOINT`."""
 
     waits: tuple[tuple[str, Any, int], ...]
+    done: tuple[TaskResult, ...] = ()  # the step's finished tasks' writes, in task order
 
     @property
     def breakpoint(self) -> bool:
@@ -578,14 +594,16 @@ def decide(
                 return Park(*o.park)
         for o in outcomes:
             if o.error is not None:
-                return Fail(o.node, o.error)
-        waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
-        if waits:
-            return Interrupt(waits)
+                return Fail(o.node, o.error, task=o.key)
         done = dict(plan.done)
         for o in outcomes:
+            if o.result is not None:
+                done[o.key] = o.result
+        waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
+        if waits:
+            return Interrupt(waits, tuple(done[t.key] for t in tasks if t.key in done))
+        for o in outcomes:
             assert o.result is not None, f"task {o.key!r} has no outcome"
-            done[o.key] = o.result
         results = tuple(done[t.key] for t in tasks)
     try:
         nxt, entries, _ = advance(
@@ -636,4 +654,5 @@ __all__ = [
     "plan_step",
     "route",
     "tasks_of",
+    "with_finished",
 ]

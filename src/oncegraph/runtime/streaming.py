@@ -60,14 +60,14 @@ def wants(emit: Emit, mode: str) -> bool:
     return modes is None or mode in modes
 
 
-def namespaced(emit: Emit, element: str) -> Emit:
-    """An emit for a subgraph run under namespace ``element`` of ``emit``'s graph."""
+def namespaced(emit: Emit, *elements: str) -> Emit:
+    """An emit for a subgraph run under namespace ``elements`` of ``emit``'s graph."""
 
     def child(mode: str, payload: Any) -> None:
         if isinstance(payload, FromSubgraph):
-            emit(mode, FromSubgraph((element, *payload.ns), payload.payload))
+            emit(mode, FromSubgraph((*elements, *payload.ns), payload.payload))
         else:
-            emit(mode, FromSubgraph((element,), payload))
+            emit(mode, FromSubgraph(elements, payload))
 
     return keeping(modes_of(emit), child)
 

@@ -24,6 +24,23 @@ a nested :class:`~oncegraph.runtime.driver.Driver` INSIDE the parent task:
 The parent's state (or a ``Send`` payload) is the child's input, limited to the fields
 the child's input schema has; the child's output (its output schema's fields) is the
 parent task's update, limited to the parent's fields.
+
+A node of the child that returns ``Command(graph=Command.PARENT, ...)`` stops the child
+there (its step is not committed; its finished calls are recorded first, as for any
+step that does not commit): the command is raised as ``ParentCommand`` out of the
+child's driver, and the parent's task that ran the child ends with it as its own
+``Command`` (``runtime.tasks``), at whatever depth: the nearest enclosing graph gets it.
+
+A child compiled with ``checkpointer=True`` is STATEFUL: its thread is
+``<parent thread>|<node>`` for every call (not one per call), so its state carries over
+from one call of the parent's thread to the next (the new input goes on top of it, with
+the reducers), and its namespace is the node's name, as in LangGraph. Each of its
+checkpoints carries the call it belongs to (``metadata["call"]``: run, parent
+checkpoint, task, n), so a call resumed after a crash, an interrupt or a retry continues
+its own head instead of adding its input again, and another run from the same parent
+checkpoint (a replay, a branch) makes a new call. A branch's thread starts its stateful
+subgraph from the state it had on the branch's source thread when the branch's
+checkpoint was current (its newest checkpoint made before that one, by ``created_at``).
 """
 
 from __future__ import annotations
@@ -54,6 +71,22 @@ def child_thread(thread_id: str, task: str, checkpoint_id: str, n: int = 0) -> s
     return f"{thread_id}|{task}:{checkpoint_id}{f'#{n}' if n else ''}"
 
 
+def child_place(
+    stateful: bool, thread_id: str, task: str, node: str, checkpoint_id: str, step: int, n: int = 0
+) -> tuple[str, tuple[str, ...]]:
+    """Where the ``n``-th subgraph task ``task`` (of node ``node``, at parent checkpoint
+    ``checkpoint_id`` of step ``step - 1``) runs keeps its checkpoints, and the elements it
+    adds to the namespace, as LangGraph names them: ``("<task>:<step>",)`` for the first,
+    ``("<task>:<step>", "<n>")`` for the n-th; a stateful subgraph's (``compile(
+    checkpointer=True)``) thread is the same for every call on the parent's thread, and
+    its namespace is the node's name."""
+    if stateful:
+        where = f"{thread_id}|{node}{f'#{n}' if n else ''}"
+        return where, (node, str(n)) if n else (node,)
+    element = f"{task}:{step}"
+    return child_thread(thread_id, task, checkpoint_id, n), (element, str(n)) if n else (element,)
+
+
 async def run_subgraph_node(
     child: CompiledGraph, parent: GraphSpec, ctx: TaskContext, head: Head, task: Task
 ) -> Any:
@@ -79,19 +112,21 @@ async def run_nested(
     n = ctx.subgraph_calls
     ctx.subgraph_calls += 1
     suffix = f"#{n}" if n else ""
-    element = f"{ctx.task_key}:{ctx.step}{suffix}"
-    thread = child_thread(ctx.checkpoint_thread, ctx.task_key, ctx.checkpoint_id, n)
+    stateful = getattr(child, "stateful", False)
+    thread, elements = child_place(
+        stateful, ctx.checkpoint_thread, ctx.task_key, ctx.node_name, ctx.checkpoint_id, ctx.step, n
+    )
     heads = Heads(spec, ctx.store)
     driver = Driver(
         spec,
         ctx.store,
         heads,
         ctx.config,
-        tee(namespaced(ctx.emit, element), also),
+        tee(namespaced(ctx.emit, *elements), also),
         ctx.claim,
         replay=ctx.replay,  # a replay's mode holds at every depth
         scope=f"{ctx.node}:{ctx.step}{suffix}",
-        ns=(*ctx.ns, element),
+        ns=(*ctx.ns, *elements),
         parent=ctx,
         answer_base=ctx.interrupt_count,
         root_thread=ctx.thread_id,
@@ -99,11 +134,42 @@ async def run_nested(
     )
     run = RunRecord(run_id=ctx.run_id, thread_id=thread, status=RunStatus.RUNNING)
     head = await heads.load(thread)
-    if not head.checkpoint.checkpoint_id:  # first time: its input checkpoint
-        head = await driver.start_nested(head, run, _child_input(spec, source))
+    # A stateful subgraph's thread outlives this call: its head is this call's (resumed
+    # after a crash, an interrupt or a retry) only when this call started it; otherwise
+    # this call's input goes onto the state its earlier calls left.
+    call = f"{ctx.run_id}:{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
+    cp = head.checkpoint
+    if call is not None and not cp.checkpoint_id:  # a branch's first call: its source's state
+        seed = await _state_at_branch(ctx, heads, thread)
+        if seed is not None:
+            head = await driver.start_nested(head, run, seed, call=f"branch:{call}")
+            cp = head.checkpoint
+    if not cp.checkpoint_id or (call is not None and cp.metadata.get("call") != call):
+        head = await driver.start_nested(head, run, _child_input(spec, source), call=call)
     head = await driver.run(head, run)
     ctx.interrupt_count = driver.answer_base + int(head.checkpoint.metadata.get("answers", 0))
     return output_values(spec, head.values)
+
+
+async def _state_at_branch(ctx: TaskContext, heads: Heads, thread: str) -> dict[str, Any] | None:
+    """The state a stateful subgraph had, on the thread a branch was made from, when the
+    branch's checkpoint was current (None: this run is no branch, or it had none): its
+    newest checkpoint made before that checkpoint."""
+    store = ctx.store
+    run = await store.get_run(ctx.run_id)
+    if run is None or not run.parent_run_id or not run.parent_checkpoint_id:
+        return None
+    origin = await store.get_run(run.parent_run_id)
+    if origin is None or origin.thread_id == ctx.thread_id:
+        return None
+    at = await store.get_checkpoint(origin.thread_id, run.parent_checkpoint_id)
+    if at is None:
+        return None
+    source = origin.thread_id + thread[len(ctx.thread_id) :]
+    for cp in await store.list_checkpoints(source):  # newest first
+        if cp.created_at < at.created_at:
+            return await heads.materialize(cp)
+    return None
 
 
 def _child_input(spec: GraphSpec, source: Any) -> Mapping[str, Any]:
@@ -228,6 +294,7 @@ def refuse_in_replay(ctx: TaskContext | None, name: str) -> None:
 
 
 __all__ = [
+    "child_place",
     "child_thread",
     "invoke_inside",
     "on_task_loop",

@@ -22,6 +22,7 @@ status, record what finished under the fence), and the run is claimed again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +37,7 @@ from oncegraph.errors import (
     NodeError,
     NodeTimeoutError,
     OnceGraphError,
+    ParentCommand,
     StorageError,
     ToolTimeoutError,
     _CrashSignal,
@@ -174,7 +176,15 @@ async def _outcome(
         if attempt == 1:
             ctx.first_attempt_at = time.time()
         try:
-            value = await _run(spec, node, ctx, head, task, subgraphs)
+            try:
+                value = await _run(spec, node, ctx, head, task, subgraphs)
+            except ParentCommand as sent:  # a subgraph this task ran routes this graph
+                value = dataclasses.replace(sent.command, graph=None)
+            if isinstance(value, Command) and value.graph is not None:
+                # for the graph that runs this one as a subgraph: this graph's step stops
+                # (the driver records the task's finished calls first), its parent's
+                # task ends with the command; at the top level it is the run's error
+                return TaskOutcome(task.node, error=ParentCommand(value), task=key)
             if ctx.interrupt_raised is not None:
                 raise InterruptSwallowedError(
                     f"node {task.node!r} caught the interrupt signal (a bare except or except "

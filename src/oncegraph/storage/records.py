@@ -187,6 +187,7 @@ class WriteKind(StrEnum):
     WRITES = "writes"  # a finished sibling's update, kept so only unfinished siblings re-run
     INTERRUPT = "interrupt"  # a pending interrupt value
     RESUME = "resume"  # an answer to it
+    ERROR = "error"  # a failed task's error, shown on its task in the state's view
 
 
 @slot_init

@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Self
 
 from oncegraph._cancel import cancel_and_wait
+from oncegraph.app_methods import LangGraphMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
@@ -59,6 +60,7 @@ from oncegraph.runtime.subgraph import (
     stream_inside,
     stream_nested,
 )
+from oncegraph.state.channels import ROOT, public
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     AuditRecord,
@@ -86,7 +88,7 @@ _DIFFERS = (
 )
 
 
-class CompiledGraph:
+class CompiledGraph(LangGraphMethods):
     def __init__(
         self,
         spec: GraphSpec,
@@ -131,9 +133,6 @@ class CompiledGraph:
 
     @property
     def name(self) -> str:
-        return self.spec.name
-
-    def get_name(self) -> str:
         return self.spec.name
 
     @property
@@ -208,7 +207,7 @@ class CompiledGraph:
         self.close()
 
     def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
-        cfg = RunConfig.parse(config)
+        cfg = RunConfig.parse(self._with_default_config(config))
         if cfg.fault_plan is None:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:
@@ -220,10 +219,19 @@ class CompiledGraph:
         config: Mapping[str, Any] | None,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        context: Any = None,
     ) -> tuple[RunService, RunConfig]:
-        """The service and config of one run; a private memory store without a checkpointer."""
+        """The service and config of one run; a private memory store without a checkpointer.
+        ``context``: the run's static context (``invoke(..., context=...)``), what its
+        nodes' ``runtime.context`` is."""
         refuse_in_replay(current_task(), self.spec.name)
         cfg = self._config(config)
+        if context is not None:
+            from oncegraph.runtime.node_runtime import coerce_context
+
+            cfg = dataclasses.replace(
+                cfg, context=coerce_context(self.spec.context_schema, context)
+            )
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
             cfg = dataclasses.replace(
@@ -276,7 +284,7 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         launch: Launch | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Run to the end (or the next interrupt) and return the state. ``launch``: who the
         run is for, for a surface that acts for its callers (:mod:`oncegraph.runs.launch`:
         the run carries its actor and its start is audited)."""
@@ -285,7 +293,9 @@ class CompiledGraph:
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
-        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
+        service, cfg = self._for_run(
+            config, interrupt_before, interrupt_after, kwargs.get("context")
+        )
         result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
 
@@ -298,7 +308,7 @@ class CompiledGraph:
         interrupt_after: str | Sequence[str] | None = None,
         launch: Launch | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> Any:
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
             from oncegraph.runtime.subgraph import invoke_inside
@@ -311,6 +321,7 @@ class CompiledGraph:
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
                 launch=launch,
+                **kwargs,
             ),
             "invoke",
         )
@@ -376,7 +387,9 @@ class CompiledGraph:
             async for item in stream_nested(self, inside, input, shape):
                 yield item
             return
-        service, cfg = self._for_run(config, interrupt_before, interrupt_after)
+        service, cfg = self._for_run(
+            config, interrupt_before, interrupt_after, kwargs.get("context")
+        )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         task = asyncio.ensure_future(
@@ -414,6 +427,7 @@ class CompiledGraph:
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             launch=launch,
+            **kwargs,
         )
         task = current_task()
         if task is not None and self.checkpointer is None:  # a subgraph of the running node
@@ -648,7 +662,7 @@ class CompiledGraph:
         actor: str,
         reason: str | None = None,
         config: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked).
 
         Timeouts and ``recursion_limit`` named in ``config`` apply to this continue; the
@@ -670,7 +684,7 @@ class CompiledGraph:
         actor: str,
         reason: str | None = None,
         config: Mapping[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Any:
         return run_sync(
             self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
             "resume",
@@ -859,6 +873,8 @@ class CompiledGraph:
         with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
+        if values is not None and self.spec.schema.is_root:  # the state is one value
+            values = {ROOT: values}
         fork = await self.service.update_state(
             thread_id,
             values,
@@ -998,7 +1014,7 @@ def _stream_shape(
                     return
                 ns, payload = payload.ns, payload.payload
                 if mode == "values":
-                    payload = dict(payload)
+                    payload = public(dict(payload))
             elif mode == "values":
                 payload = output_values(spec, payload)
             item = payload if single else (mode, payload)

@@ -297,11 +297,16 @@ class MissingRecordError(EffectError):
 
 
 class NodeError(OnceGraphError):
-    """A node raised; the run is marked failed and can be resumed."""
+    """A node raised; the run is marked failed and can be resumed.
 
-    def __init__(self, message: str, *, node: str = "") -> None:
+    An error handler (``add_node(..., error_handler=fn)``) is given one through a
+    parameter annotated ``NodeError``: ``.node`` names the node that failed for good,
+    ``.error`` is what it raised."""
+
+    def __init__(self, message: str, *, node: str = "", error: BaseException | None = None) -> None:
         super().__init__(message)
         self.node = node
+        self.error = error
 
 
 class NodeTimeoutError(NodeError, TimeoutError):

@@ -1,7 +1,10 @@
 """LangGraph's ``langgraph.types`` names, for code that imports them from there:
 ``Send``, ``Command``, ``interrupt``, ``Interrupt``, ``RetryPolicy`` (a NODE retry
 policy in LangGraph's shape; tools take :class:`oncegraph.EffectRetry`),
-``StreamWriter``, ``StateSnapshot`` and ``PregelTask``."""
+``StreamWriter``, ``StateSnapshot``, ``StateUpdate`` (an update of ``bulk_update_state``)
+and ``PregelTask``."""
+
+from typing import Any, NamedTuple
 
 from oncegraph.config import StreamWriter
 from oncegraph.graph.retry import RetryPolicy
@@ -10,6 +13,15 @@ from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.interrupt import Interrupt, interrupt
 
+
+class StateUpdate(NamedTuple):
+    """One update of ``bulk_update_state``: the values, the node they stand for."""
+
+    values: dict[str, Any] | None
+    as_node: str | None = None
+    task_id: str | None = None
+
+
 __all__ = [
     "Command",
     "Interrupt",
@@ -17,6 +29,7 @@ __all__ = [
     "RetryPolicy",
     "Send",
     "StateSnapshot",
+    "StateUpdate",
     "StreamWriter",
     "interrupt",
 ]

@@ -179,6 +179,7 @@ def test_langgraph_modules_have_their_names() -> None:
         "RetryPolicy",
         "Send",
         "StateSnapshot",
+        "StateUpdate",
         "StreamWriter",
         "interrupt",
     }

@@ -179,8 +179,9 @@ def test_async_router_is_refused() -> None:
 
 
 def test_bad_state_schema_names_the_fix() -> None:
+    # a value, not a type: neither a schema of fields nor a root-value type
     with pytest.raises(ConfigError, match="TypedDict, a dataclass or a pydantic model"):
-        StateGraph(int)
+        StateGraph(42)
 
 
 def test_graph_validation_error_is_a_config_error() -> None:

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.params import injected
 from oncegraph.graph.retry import node_retry
+from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
 from oncegraph.graph.spec import (
     BranchSpec,
     GraphSpec,
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from oncegraph.storage.protocols import Checkpointer
 
 _RESERVED = frozenset({START, END})
+DEFAULT_ERROR_HANDLER = "__default_error_handler__"
+"""The node name of the error handler given to ``set_node_defaults(error_handler=...)``."""
 
 
 def _input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
@@ -111,6 +115,7 @@ class StateGraph:
         destinations: Sequence[str] | Mapping[str, str] | None = None,
         metadata: Mapping[str, Any] | None = None,
         defer: bool = False,
+        error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
         """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
 
@@ -127,6 +132,12 @@ class StateGraph:
         raises (:mod:`oncegraph.graph.retry`); ``input_schema`` types the node's input
         (``Send`` payloads); ``destinations`` names where its ``Command(goto=...)`` may go
         (drawn by ``get_graph()``); ``metadata`` is accepted and kept out of the run.
+
+        ``error_handler``: a function called when the node fails for good (after its
+        retries), with the state and, to a parameter annotated ``NodeError``, the node
+        and its error; what it returns (an update, a ``Command`` to route) stands for the
+        node's result, and the node's own edges do not fire. oncegraph's own verdicts (an
+        effect whose outcome is unknown, a lost lease) are never handed to it.
         """
         from oncegraph.app import CompiledGraph
 
@@ -142,6 +153,10 @@ class StateGraph:
             name = getattr(node, "__name__", None) or getattr(node, "name", None)
             if isinstance(node, CompiledGraph):
                 name = node.spec.name
+            elif name is None and is_runnable(node):
+                name = runnable_name(node)
+            elif name is None and callable(node) and not isinstance(node, type):
+                name = type(node).__name__  # a callable object: its class's name
             if not isinstance(name, str):
                 raise GraphValidationError(f"cannot name node {node!r}; pass a name first")
         else:
@@ -163,6 +178,7 @@ class StateGraph:
             )
         retry = node_retry(name, retry_policy)
         drawn = tuple(destinations or ())
+        handler = self._handler(f"__error_handler__{name}", error_handler)
         if isinstance(action, CompiledGraph):
             if inline:
                 raise GraphValidationError(f"node {name!r}: a subgraph cannot be inline")
@@ -178,11 +194,17 @@ class StateGraph:
                 subgraph=action,
                 input_schema=child.input_schema or child.schema,
                 destinations=drawn,
+                error_handler=handler,
             )
             self.nodes[name] = spec
             return self
+        if is_runnable(action):  # a LangChain Runnable (or a dict of them)
+            action = as_node(action)
         if not callable(action):
-            raise GraphValidationError(f"node {name!r}: {action!r} is not callable")
+            raise GraphValidationError(
+                f"node {name!r}: {action!r} is not callable; pass a function, a compiled "
+                "graph or a LangChain Runnable"
+            )
         spec = NodeSpec.of(name, action, timeout, inline)
         if inline and spec.is_async:
             raise GraphValidationError(
@@ -200,11 +222,83 @@ class StateGraph:
             else _input_schema_of(action, self.schema.source)
         )
         self.nodes[name] = dataclasses.replace(
-            spec, retry=retry, input_schema=own, destinations=drawn
+            spec, retry=retry, input_schema=own, destinations=drawn, error_handler=handler
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
         return self
+
+    def _handler(self, name: str, fn: Callable[..., Any] | None) -> NodeSpec | None:
+        """The node spec of an error handler (named as LangGraph names it)."""
+        if fn is None:
+            return None
+        if not callable(fn):
+            raise GraphValidationError(f"error_handler={fn!r} is not callable; pass a function")
+        if name in self.nodes:
+            raise GraphValidationError(
+                f"the error handler's node name {name!r} is already a node of the graph; "
+                "rename that node"
+            )
+        spec = NodeSpec.of(name, fn)
+        inject = injected(fn, handler=True)
+        if inject != spec.inject:
+            spec = dataclasses.replace(spec, inject=inject, takes_config=False)
+        return spec
+
+    def set_node_defaults(
+        self,
+        *,
+        retry_policy: Any = None,
+        error_handler: Callable[..., Any] | None = None,
+        timeout: float | None = None,
+        cache_policy: Any = None,
+    ) -> StateGraph:
+        """Defaults for every node that does not set its own (applied at ``compile``):
+        ``retry_policy`` and ``timeout`` apply to error handlers too, ``error_handler``
+        to the other nodes only (a handler that fails fails the run)."""
+        if cache_policy is not None:
+            raise GraphValidationError(
+                "set_node_defaults(cache_policy=...) is not supported: oncegraph does not cache "
+                "node results; leave cache_policy out"
+            )
+        if retry_policy is not None:
+            self._defaults = {**self._defaults, "retry_policy": retry_policy}
+        if error_handler is not None:
+            self._defaults = {**self._defaults, "error_handler": error_handler}
+        if timeout is not None:
+            self._defaults = {**self._defaults, "timeout": timeout}
+        return self
+
+    _defaults: Mapping[str, Any] = {}
+
+    def _with_defaults(self) -> dict[str, NodeSpec]:
+        """The nodes with :meth:`set_node_defaults` applied where they set nothing."""
+        if not self._defaults:
+            return dict(self.nodes)
+        retry_policy = self._defaults.get("retry_policy")
+        timeout = self._defaults.get("timeout")
+        default_handler = None
+        if self._defaults.get("error_handler") is not None:
+            default_handler = self._handler(DEFAULT_ERROR_HANDLER, self._defaults["error_handler"])
+
+        def filled(spec: NodeSpec) -> NodeSpec:
+            changes: dict[str, Any] = {}
+            if retry_policy is not None and spec.retry is None:
+                changes["retry"] = node_retry(spec.name, retry_policy)
+            if timeout is not None and spec.timeout is None and not spec.inline:
+                changes["timeout"] = timeout
+            return dataclasses.replace(spec, **changes) if changes else spec
+
+        if default_handler is not None:
+            default_handler = filled(default_handler)
+        out: dict[str, NodeSpec] = {}
+        for name, spec in self.nodes.items():
+            spec = filled(spec)
+            handler = spec.error_handler or default_handler
+            if handler is not None:
+                spec = dataclasses.replace(spec, error_handler=filled(handler))
+            out[name] = spec
+        return out
 
     def add_sequence(
         self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]
@@ -275,6 +369,14 @@ class StateGraph:
     def set_entry_point(self, node: str) -> StateGraph:
         return self.add_edge(START, node)
 
+    def set_conditional_entry_point(
+        self,
+        path: Callable[..., Any],
+        path_map: Mapping[Hashable, str] | Sequence[str] | None = None,
+    ) -> StateGraph:
+        """Route the run's first step with ``path`` (a conditional edge from START)."""
+        return self.add_conditional_edges(START, path, path_map)
+
     def set_finish_point(self, node: str) -> StateGraph:
         return self.add_edge(node, END)
 
@@ -316,7 +418,7 @@ class StateGraph:
                         )
         return GraphSpec(
             schema=self.schema,
-            nodes=dict(self.nodes),
+            nodes=self._with_defaults(),
             edges={k: tuple(v) for k, v in self.edges.items()},
             branches={k: tuple(v) for k, v in self.branches.items()},
             name=self.name,

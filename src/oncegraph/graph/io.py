@@ -14,7 +14,7 @@ from typing import Any
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.state.channels import StateSchema
+from oncegraph.state.channels import ROOT, StateSchema
 
 INTERRUPT_KEY = "__interrupt__"
 
@@ -26,6 +26,8 @@ def _name(schema: StateSchema) -> str:
 def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
     """The caller's ``value`` as the update the run starts with."""
     schema = spec.input_schema or spec.schema
+    if schema.is_root:  # the state is one value: the input is that value
+        return {ROOT: value}
     is_instance = schema.kind in ("dataclass", "pydantic") and isinstance(value, schema.source)
     if not isinstance(value, Mapping) and not is_instance:
         raise InvalidUpdateError(
@@ -44,9 +46,12 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
     return update
 
 
-def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of the final state a run returns (``__interrupt__`` always included)."""
+def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> Any:
+    """The part of the final state a run returns (``__interrupt__`` always included);
+    a root-value state's value itself."""
     schema = spec.output_schema
+    if (schema or spec.schema).is_root:
+        return values.get(ROOT)
     if schema is None:
         return dict(values)
     out = {k: v for k, v in values.items() if k in schema.channels}

@@ -80,6 +80,11 @@ class NodeSpec:
     subgraph: Any = None  # a CompiledGraph run as this node, under the parent's run
     input_schema: StateSchema | None = None
     destinations: tuple[str, ...] = ()  # drawn as edges (add_node(destinations=...))
+    # (parameter, kind) given by keyword: config, writer, store, runtime, error
+    # (:mod:`oncegraph.graph.params`)
+    inject: tuple[tuple[str, str], ...] = ()
+    # add_node(error_handler=...): runs when the node fails for good (after its retries)
+    error_handler: NodeSpec | None = None
 
     @classmethod
     def of(
@@ -89,9 +94,13 @@ class NodeSpec:
         timeout: float | None = None,
         inline: bool = False,
     ) -> NodeSpec:
+        from oncegraph.graph.params import injected
+
         target = fn if inspect.isroutine(fn) else type(fn).__call__
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
-        return cls(name, fn, is_async, positional_params(fn) >= 2, timeout, inline)
+        inject = injected(fn)
+        takes_config = not inject and positional_params(fn) >= 2
+        return cls(name, fn, is_async, takes_config, timeout, inline, inject=inject)
 
 
 @dataclass(frozen=True, slots=True)

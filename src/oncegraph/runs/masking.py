@@ -284,6 +284,8 @@ class Masker:
             return out
         if isinstance(value, list):
             return [self._walk(v) for v in value]
+        if isinstance(value, StateSnapshot):  # a subgraph's, in a task: keep its run id
+            return self.snapshot(value)
         if isinstance(value, tuple):
             items = [self._walk(v) for v in value]
             return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
@@ -329,8 +331,7 @@ class Masker:
     def snapshot(self, snap: StateSnapshot) -> StateSnapshot:
         if not self.active:
             return snap
-        masked: StateSnapshot = dataclasses.replace(
-            snap,
+        masked: StateSnapshot = snap._replace(
             values=self._walk(snap.values),
             metadata=self._walk(snap.metadata),
             interrupts=self._walk(snap.interrupts),
@@ -409,6 +410,8 @@ class _FieldsMasked:
 def _fields_of(record: Any) -> dict[str, Any]:
     if isinstance(record, _FieldsMasked):
         return record.values
+    if isinstance(record, StateSnapshot):
+        return {**record._asdict(), "run_id": record.run_id}
     if record is None or not dataclasses.is_dataclass(record):
         return {}
     return {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.repr}

@@ -10,7 +10,6 @@ fields are masked (:mod:`oncegraph.runs.masking`). Each takes a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -163,8 +162,7 @@ def _with_finished_tasks(spec: GraphSpec, snap: StateSnapshot) -> StateSnapshot:
     done = [TaskResult(t.name, t.result) for t in snap.tasks if t.result is not None]
     if not done:
         return snap
-    return dataclasses.replace(
-        snap,
+    return snap._replace(
         values=with_finished(spec, snap.values, done),
         next=tuple(t.name for t in snap.tasks if t.result is None),
     )

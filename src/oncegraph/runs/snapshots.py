@@ -20,7 +20,6 @@ into what LangGraph code reads:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -30,6 +29,7 @@ from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.driver import task_id
 from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
+from oncegraph.state.channels import public
 from oncegraph.storage.records import TaskWrite, WriteKind
 
 INPUT_SUFFIX = ".input"
@@ -109,8 +109,8 @@ def shape(
     parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     if snap.metadata.get("source") == "input" and cp_id and not ns:
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
-    return dataclasses.replace(
-        snap,
+    return snap._replace(
+        values=public(snap.values),
         config=lg_config(thread_id, cp_id, ns),
         parent_config=lg_config(thread_id, parent, ns) if parent else None,
         interrupts=interrupts,
@@ -132,10 +132,10 @@ def input_snapshot(
     cp_id = str(loop_snap.config.get("checkpoint_id", "")) + INPUT_SUFFIX
     step = int(loop_snap.metadata.get("step", -1)) - 1
     return StateSnapshot(
-        values=before,
+        values=public(before),
         next=(START,),
         config=lg_config(thread_id, cp_id),
-        metadata={"source": "input", "step": step, "writes": {START: dict(update)}},
+        metadata={"source": "input", "step": step, "writes": {START: public(dict(update))}},
         created_at=loop_snap.created_at,
         parent_config=lg_config(thread_id, before_id) if before_id else None,
         run_id=loop_snap.run_id,

@@ -94,7 +94,7 @@ class Submitted:
 
     # -- result ----------------------------------------------------------------------------
 
-    async def aresult(self, timeout: float | None = None) -> dict[str, Any]:
+    async def aresult(self, timeout: float | None = None) -> Any:
         """Wait (up to ``timeout`` seconds; None: as long as it takes) until the run ends,
         then return its output as ``invoke`` does, or raise what ended it."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -113,10 +113,10 @@ class Submitted:
             await asyncio.sleep(pause)
             wait = min(wait * 2, _MAX_WAIT)
 
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
+    def result(self, timeout: float | None = None) -> Any:
         return run_sync(self.aresult(timeout), "result")
 
-    async def _outcome(self, run: RunRecord) -> dict[str, Any]:
+    async def _outcome(self, run: RunRecord) -> Any:
         from oncegraph.runs import reading
 
         if run.status is RunStatus.FAILED:
@@ -136,6 +136,8 @@ class Submitted:
         if not found:
             raise RunStateError(f"run {run.run_id} is {run.status} but has no checkpoint")
         snap = await reading.state(ctx, run.thread_id, found[0].checkpoint_id)
+        if ctx.graph.schema.is_root:  # the state is one value: that value
+            return snap.values
         values = dict(snap.values)
         if run.status is RunStatus.INTERRUPTED:
             values["__interrupt__"] = list(snap.interrupts)

@@ -178,6 +178,9 @@ class RunConfig:
     # The stored settings (STORED) this call named; the others are defaults, which a
     # continue of a stored run replaces with the run's own (going_on).
     given: frozenset[str] = frozenset()
+    # invoke(..., context=...): the run's static context (a node's ``runtime.context``);
+    # this call's only, never stored, as in LangGraph
+    context: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:

@@ -63,6 +63,8 @@ class TaskContext:
     task: str = ""  # the task's key in its step ("" = node)
     ns: tuple[str, ...] = ()  # the subgraph namespace the task runs in (() = top level)
     subgraph_calls: int = 0  # graphs this task ran as subgraphs so far (their order)
+    attempt: int = 1  # which attempt of the node this is (a retry policy's: 2, 3, ...)
+    first_attempt_at: float | None = None  # when its first attempt started (time.time())
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
     # always the caller's thread, so effects are listed under the conversation).
     graph_thread: str = ""

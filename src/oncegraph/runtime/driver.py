@@ -91,6 +91,7 @@ from oncegraph.runtime.moves import (
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
+from oncegraph.state.channels import ROOT
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -658,8 +659,9 @@ class Driver:
     ) -> None:
         emit = self.emit
         if wants(emit, "updates"):
+            root = self.spec.schema.is_root  # a root-value state: the value itself
             for r in results:
-                emit("updates", {r.node: dict(r.update)})
+                emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
         if wants(emit, "values"):
             emit("values", head.values)
         if wants(emit, "debug"):

@@ -395,15 +395,19 @@ def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, An
     goto: list[str | Send] = []
     for item in stored.get("goto", ()):
         goto.append(decode_send(spec, item) if isinstance(item, Mapping) else str(item))
-    return TaskResult(node, update, tuple(goto), task if task != node else "")
+    by = str(stored.get("by") or node)  # an error handler's result stands for its node's
+    return TaskResult(by, update, tuple(goto), task if task != by else "")
 
 
 def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
     """What :func:`decode_result` reads back."""
-    return {
+    out = {
         "update": spec.schema.encode_update(result.update),
         "goto": [encode_send(spec, g) if isinstance(g, Send) else g for g in result.goto],
     }
+    if result.node not in spec.nodes:  # an error handler's (add_node(error_handler=...))
+        out["by"] = result.node
+    return out
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

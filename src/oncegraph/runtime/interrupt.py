@@ -14,7 +14,7 @@ and ``.id``), in ``result["__interrupt__"]``, the ``updates`` stream and
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph._json import canonical
@@ -30,12 +30,16 @@ class Interrupt:
     (the same in every view and after a restart); ``node`` names the task that asked
     and ``index`` which of its questions this is. JSON-storable: plain fields only
     (:meth:`to_json`); ``interrupt["value"]`` reads a field too, as the dict form did.
+
+    Equal to LangGraph's ``Interrupt(value=, id=)``: two interrupts are equal when their
+    value and id are; ``node`` and ``index`` are extra information, kept out of equality
+    (and of the repr).
     """
 
     value: Any
-    id: str
-    node: str = ""
-    index: int = 0
+    id: str = ""
+    node: str = field(default="", compare=False, repr=False)
+    index: int = field(default=0, compare=False, repr=False)
 
     @classmethod
     def of(cls, checkpoint_id: str, task: str, index: int, value: Any) -> Interrupt:

@@ -89,19 +89,23 @@ def child_place(
 
 async def run_subgraph_node(
     child: CompiledGraph, parent: GraphSpec, ctx: TaskContext, head: Head, task: Task
-) -> dict[str, Any]:
-    """The update a subgraph node gives its parent."""
-    source = task.arg if task.is_send else head.values
-    out = await run_nested(child, ctx, source)
+) -> Any:
+    """What a subgraph node returns to its parent (its update)."""
     schema = parent.schema
-    if schema.kind == "dict":
+    source = task.arg if task.is_send else head.values
+    if schema.is_root and not task.is_send:
+        source = schema.to_node_input(source)
+    out = await run_nested(child, ctx, source)
+    if schema.is_root or not isinstance(out, Mapping):  # a value, returned as a node's
         return out
+    if schema.kind == "dict":
+        return dict(out)
     return {k: v for k, v in out.items() if k in schema.channels}
 
 
 async def run_nested(
     child: CompiledGraph, ctx: TaskContext, source: Any, also: Emit | None = None
-) -> dict[str, Any]:
+) -> Any:
     """Run ``child`` to its end inside task ``ctx``; its output values. Its events reach
     the parent's stream (namespaced) and, when given, ``also`` (as a top-level run's)."""
     spec = child.spec
@@ -204,7 +208,7 @@ def refuse_on_task_loop(ctx: TaskContext, api: str) -> None:
         )
 
 
-def invoke_inside(child: CompiledGraph, ctx: TaskContext, source: Any) -> dict[str, Any]:
+def invoke_inside(child: CompiledGraph, ctx: TaskContext, source: Any) -> Any:
     """``child.invoke(...)`` called by a sync node (in a worker thread): run it as a
     subgraph on the run's loop and wait."""
     return on_task_loop(ctx, run_nested(child, ctx, source), "invoke")

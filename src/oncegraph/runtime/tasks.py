@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -33,6 +34,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     InterruptSwallowedError,
     LeaseLostError,
+    NodeError,
     NodeTimeoutError,
     OnceGraphError,
     ParentCommand,
@@ -46,6 +48,7 @@ from oncegraph.hitl.command import Command
 from oncegraph.runtime import executor
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
@@ -169,6 +172,9 @@ async def _outcome(
     attempt = 0
     while True:
         attempt += 1
+        ctx.attempt = attempt
+        if attempt == 1:
+            ctx.first_attempt_at = time.time()
         try:
             try:
                 value = await _run(spec, node, ctx, head, task, subgraphs)
@@ -211,8 +217,57 @@ async def _outcome(
                     f"{type(exc).__name__} instead; let GraphInterrupt propagate",
                     node=task.node,
                 )
-            if not await _retry(node, ctx, exc, attempt):
-                return TaskOutcome(task.node, error=exc, task=key)
+            if await _retry(node, ctx, exc, attempt):
+                continue
+            if node.error_handler is not None and _retryable(exc):
+                return await _handled(spec, node, ctx, head, save, task, exc, subgraphs)
+            return TaskOutcome(task.node, error=exc, task=key)
+
+
+async def _handled(
+    spec: GraphSpec,
+    node: NodeSpec,
+    ctx: TaskContext,
+    head: Head,
+    save: Save | None,
+    task: Task,
+    exc: Exception,
+    subgraphs: RunSubgraph | None,
+) -> TaskOutcome:
+    """The outcome of ``node``'s error handler after the node failed with ``exc``: its
+    update (and ``Command`` routing) stand for the node's, under the handler's name, so
+    the failed node's own edges do not fire. oncegraph's own errors (a ledger verdict, a
+    lost lease) never reach a handler: they stop the run as before."""
+    handler = node.error_handler
+    assert handler is not None
+    key = task.key if task.key != task.node else ""
+    ctx.interrupt_count = 0
+    ctx.interrupt_raised = None
+    try:
+        value = await _run(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
+    except GraphInterrupt as gi:
+        return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
+    except _ParkSignal as sig:
+        return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
+    except _CrashSignal as sig:
+        return TaskOutcome(task.node, crash=sig, task=key)
+    except Exception as failed:
+        if _lost_lease(ctx, failed):
+            await _record_finished(ctx)
+            return TaskOutcome(task.node, crash=failed, task=key)
+        return TaskOutcome(task.node, error=failed, task=key)
+    if isinstance(value, Command):
+        update = spec.schema.to_update(handler.name, value.update)
+        result = TaskResult(handler.name, update, value.goto_nodes(), task.key)
+    else:
+        result = TaskResult(handler.name, spec.schema.to_update(handler.name, value), (), task.key)
+    if save is not None:
+        await save(ctx, result)
+    return TaskOutcome(task.node, result=result, task=key)
+
+
+def _failed(node: str, exc: Exception) -> NodeError:
+    return NodeError(f"node {node!r} failed: {exc!r}", node=node, error=exc)
 
 
 def _lost_lease(ctx: TaskContext, exc: Exception) -> bool:
@@ -282,6 +337,7 @@ async def _run(
     head: Head,
     task: Task,
     subgraphs: RunSubgraph | None,
+    error: NodeError | None = None,
 ) -> Any:
     if node.subgraph is not None:
         if subgraphs is None:
@@ -292,15 +348,37 @@ async def _run(
         return await subgraphs(node.subgraph, spec, ctx, head, task)
     state = _input(spec, node, head, task)
     args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
+    kwargs = _injected(node, ctx, error) if node.inject else {}
     if node.inline:  # on the loop thread: no hand-off, no timeout
-        return node.fn(*args)
-    return await _call(node, ctx, args)
+        return node.fn(*args, **kwargs)
+    return await _call(node, ctx, args, kwargs)
+
+
+def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict[str, Any]:
+    """The values of the node's injected parameters (:mod:`oncegraph.graph.params`)."""
+    out: dict[str, Any] = {}
+    for name, kind in node.inject:
+        if kind == "config":
+            out[name] = node_config(ctx)
+        elif kind == "runtime":
+            out[name] = runtime_of(ctx, ctx.attempt)
+        elif kind == "writer":
+            out[name] = runtime_of(ctx).stream_writer
+        elif kind == "error":
+            out[name] = error
+        else:  # store: oncegraph has none (state is in the checkpointer)
+            out[name] = None
+    return out
 
 
 def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
     """What the node receives: the state, or a Send's payload (as the node's own input
     class when it declares a dataclass or pydantic one)."""
     if not task.is_send:
+        own = node.input_schema
+        if own is not None and own.kind == "typeddict" and node.subgraph is None:
+            # a node annotated with its own input schema reads that schema's fields
+            return {k: v for k, v in head.values.items() if k in own.channels}
         return spec.schema.to_node_input(head.values)
     arg = task.arg
     schema = node.input_schema
@@ -309,16 +387,18 @@ def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
     return arg
 
 
-async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
+async def _call(
+    node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Any:
     """Await a coroutine node, or a sync node in a worker thread, under its timeout."""
     timeout = node.timeout if node.timeout is not None else ctx.config.node_timeout
     if not node.is_async:
-        return await _call_in_thread(node, ctx, args, timeout)
+        return await _call_in_thread(node, ctx, args, kwargs, timeout)
     if timeout is None:
-        return await node.fn(*args)
+        return await node.fn(*args, **kwargs)
     try:
         async with asyncio.timeout(timeout) as cm:
-            return await node.fn(*args)
+            return await node.fn(*args, **kwargs)
     except TimeoutError as exc:
         if cm.expired():
             raise _timed_out(ctx, timeout) from exc
@@ -326,14 +406,18 @@ async def _call(node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...]) -> Any:
 
 
 async def _call_in_thread(
-    node: NodeSpec, ctx: TaskContext, args: tuple[Any, ...], timeout: float | None
+    node: NodeSpec,
+    ctx: TaskContext,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    timeout: float | None,
 ) -> Any:
     """A sync node in the worker pool; a timeout stops waiting, the thread cannot be
     stopped (it is reported to the pool as abandoned). Cancelled, the wait stops and a
     call that has not started yet is not made."""
     pool = executor.current()
     pool.check_room(f"node {ctx.node_name!r}")
-    thread, call = pool.start(functools.partial(node.fn, *args))
+    thread, call = pool.start(functools.partial(node.fn, *args, **kwargs))
     if timeout is None:
         return await call
     try:

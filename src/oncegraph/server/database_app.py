@@ -58,8 +58,8 @@ class DatabaseApp(CompiledGraph):
     def name(self) -> str:
         return NAME
 
-    def get_name(self) -> str:
-        return NAME
+    def get_name(self, suffix: str | None = None) -> str:
+        return f"{NAME}{suffix}" if suffix else NAME
 
     @property
     def app_id(self) -> str:
@@ -86,6 +86,7 @@ class DatabaseApp(CompiledGraph):
         config: Mapping[str, Any] | None,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
+        context: Any = None,
     ) -> NoReturn:
         raise needs_app("start or continue a run")
 

@@ -39,6 +39,9 @@ from oncegraph.state.reducers import (
 
 Reducer = Callable[[Any, Any], Any]
 
+ROOT = "__root__"
+"""The one channel of a root-value state (``StateGraph(Annotated[list, add])``)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Channel:
@@ -107,6 +110,22 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
     return Channel(name, reducer, log, default, codec)
 
 
+def _is_value_type(tp: Any) -> bool:
+    """Whether ``tp`` names a type of value: a class (``list``, ``str``), a generic alias
+    (``list[str]``) or an ``Annotated`` one."""
+    if get_origin(tp) is typing.Annotated:
+        return _is_value_type(get_args(tp)[0])
+    return isinstance(tp, type) or get_origin(tp) is not None
+
+
+def public(update: Mapping[str, Any]) -> Any:
+    """A root-value state's update or values as LangGraph shows them: the value itself;
+    any other state's as given."""
+    if len(update) == 1 and ROOT in update:
+        return update[ROOT]
+    return update
+
+
 def _zero_of(tp: Any) -> Callable[[], Any] | None:
     """A reducer field's start value: the type's zero (``int() == 0``) when it has one."""
     origin = get_origin(tp) or tp
@@ -121,7 +140,7 @@ class StateSchema:
 
     source: Any
     channels: Mapping[str, Channel]
-    kind: str  # typeddict | dataclass | pydantic | dict
+    kind: str  # typeddict | dataclass | pydantic | dict | root
     source_fields: frozenset[str] | None = None  # the source's own fields, when merged
     log_names: frozenset[str] = field(init=False)
     typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
@@ -161,12 +180,21 @@ class StateSchema:
                     default = (lambda i: lambda: i.get_default(call_default_factory=True))(info)
                 channels[name] = _channel(name, hint, default)
             return cls(schema, channels, "pydantic")
-        if isinstance(schema, type) and issubclass(schema, dict):  # TypedDict
+        if isinstance(schema, type) and (
+            issubclass(schema, dict) or "__annotations__" in vars(schema)
+        ):  # a TypedDict, or a plain annotated class: its annotations are the fields
             hints = get_type_hints(schema, include_extras=True)
+            if list(hints) == [ROOT]:  # LangGraph's spelling of a root-value state
+                return cls(hints[ROOT], {ROOT: _channel(ROOT, hints[ROOT], None)}, "root")
             return cls(schema, {n: _channel(n, h, None) for n, h in hints.items()}, "typeddict")
+        if _is_value_type(schema):
+            # LangGraph's root-value state: the whole state is one value of this type
+            # (``Annotated[list, add]``: a list the nodes' returns are appended to)
+            return cls(schema, {ROOT: _channel(ROOT, schema, None)}, "root")
         raise ConfigError(
             f"cannot use {schema!r} as a state schema; pass a TypedDict, a dataclass or a "
-            "pydantic model class"
+            "pydantic model class, or a value type (list[str], Annotated[list, operator.add]) "
+            "for a state that is one value"
         )
 
     def with_fields_of(self, *others: StateSchema | None) -> StateSchema:
@@ -188,6 +216,11 @@ class StateSchema:
             self.kind,
             source_fields=self.source_fields or frozenset(self.channels),
         )
+
+    @property
+    def is_root(self) -> bool:
+        """Whether the state is one value (a root-value schema), not a set of fields."""
+        return self.kind == "root"
 
     def channel(self, name: str) -> Channel:
         found = self.channels.get(name)
@@ -294,17 +327,28 @@ class StateSchema:
         return [n for n, c in self.channels.items() if c.log]
 
     def to_node_input(self, values: Mapping[str, Any]) -> Any:
+        """What a node (or router) of this schema reads: the state schema's own fields
+        (not those other schemas added), as the schema's class for a dataclass or
+        pydantic state; the value itself for a root-value state."""
+        if self.kind == "root":
+            return values.get(ROOT)
+        own = self.source_fields
         if self.kind in ("dataclass", "pydantic"):
-            own = self.source_fields
             if own is not None:
                 return self.source(**{k: v for k, v in values.items() if k in own})
             return self.source(**values)
+        if own is not None:
+            return {k: v for k, v in values.items() if k in own}
         return dict(values)
 
     def to_update(self, node: str, value: Any) -> Mapping[str, Any]:
         """A node's return value as a mapping of channel -> update."""
         if value is None:
             return {}
+        if self.kind == "root":  # the node's return is the new value (or the reducer's update)
+            if isinstance(value, Mapping) and len(value) == 1 and ROOT in value:
+                return value  # already the update of the one channel
+            return {ROOT: value}
         if isinstance(value, Mapping):
             return value
         if self.kind != "typeddict" and isinstance(value, self.source):

@@ -1,0 +1,125 @@
+"""The compiled graph's LangGraph methods: ``with_config``, ``copy``,
+``get_input_jsonschema`` / ``get_output_jsonschema``, ``bulk_update_state``,
+``astream_events``."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, Any, NotRequired, TypedDict
+
+import pytest
+
+from oncegraph import START, StateGraph
+from oncegraph.errors import InvalidUpdateError, RecursionLimitError
+from oncegraph.storage.checkpointer import SqliteCheckpointer
+from oncegraph.types import StateUpdate
+
+
+class S(TypedDict):
+    n: int
+    note: NotRequired[str]
+
+
+def _graph(checkpointer: Any = None) -> Any:
+    g = StateGraph(S)
+    g.add_node("inc", lambda s: {"n": s["n"] + 1})
+    g.add_node("again", lambda s: {"n": s["n"] + 1})
+    g.add_edge(START, "inc")
+    g.add_edge("inc", "again")
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_with_config_is_a_copy_whose_calls_start_from_that_config() -> None:
+    app = _graph()
+    limited = app.with_config(recursion_limit=2)
+    assert limited is not app and limited.spec is app.spec
+    with pytest.raises(RecursionLimitError):
+        limited.invoke({"n": 0})
+    assert app.invoke({"n": 0}) == {"n": 2}  # the original is unchanged
+    assert limited.invoke({"n": 0}, {"recursion_limit": 10}) == {"n": 2}  # the call wins
+
+
+def test_copy_keeps_the_spec_and_sets_what_it_is_given() -> None:
+    app = _graph()
+    twin = app.copy()
+    assert twin is not app and twin.spec is app.spec
+    assert twin.invoke({"n": 1}) == {"n": 3}
+
+
+def test_json_schemas_of_input_and_output() -> None:
+    class In(TypedDict):
+        n: int
+
+    class Out(TypedDict):
+        total: Annotated[int, "the result"]
+
+    g = StateGraph(S, input_schema=In, output_schema=Out)
+    g.add_node("n", lambda s: {"total": s["n"]})
+    g.add_edge(START, "n")
+    app = g.compile()
+    assert app.get_input_jsonschema()["required"] == ["n"]
+    assert set(app.get_output_jsonschema()["properties"]) == {"total"}
+    plain = _graph()
+    schema = plain.get_input_jsonschema()
+    assert set(schema["properties"]) == {"n", "note"} and schema["required"] == ["n"]
+
+
+def test_the_context_schema_as_json() -> None:
+    @dataclasses.dataclass
+    class Ctx:
+        user: str
+        lang: str = "en"
+
+    g = StateGraph(S, context_schema=Ctx)
+    g.add_node("n", lambda s: None)
+    g.add_edge(START, "n")
+    schema = g.compile().get_context_jsonschema()
+    assert schema is not None and schema["required"] == ["user"]
+    assert _graph().get_context_jsonschema() is None
+
+
+def test_a_dataclass_schema_is_optional_where_it_has_defaults() -> None:
+    @dataclasses.dataclass
+    class D:
+        a: str
+        b: int | None
+        c: list[int] = dataclasses.field(default_factory=list)
+        d: str = dataclasses.field(default=...)  # type: ignore[assignment]
+
+    g = StateGraph(D)
+    g.add_node("n", lambda s: None)
+    g.add_edge(START, "n")
+    schema = g.compile().get_input_jsonschema()
+    assert set(schema["required"]) == {"a", "d"}
+    assert set(schema["properties"]) == {"a", "b", "c", "d"}
+
+
+def test_bulk_update_state_applies_each_update_and_checks_them(tmp_path: Path) -> None:
+    app = _graph(SqliteCheckpointer(str(tmp_path / "runs.db")))
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"n": 0}, cfg)
+    last = app.bulk_update_state(
+        cfg, [[StateUpdate({"n": 10}, "inc")], [StateUpdate({"note": "x"}, "again")]]
+    )
+    assert app.get_state(last).values == {"n": 10, "note": "x"}
+    with pytest.raises(ValueError, match="No supersteps provided"):
+        app.bulk_update_state(cfg, [])
+    with pytest.raises(ValueError, match="No updates provided"):
+        app.bulk_update_state(cfg, [[], []])
+    with pytest.raises(InvalidUpdateError, match="as_node"):
+        app.bulk_update_state(cfg, [[StateUpdate({"n": 1}), StateUpdate({"n": 2})]])
+
+
+async def test_astream_events_wraps_the_updates_stream() -> None:
+    app = _graph()
+    events = [e async for e in app.astream_events({"n": 0}, version="v2")]
+    assert [e["event"] for e in events] == [
+        "on_chain_start",
+        "on_chain_stream",
+        "on_chain_stream",
+        "on_chain_end",
+    ]
+    assert events[1]["data"]["chunk"] == {"inc": {"n": 1}}
+    assert events[-1]["data"]["output"] == {"n": 2}
+    assert all(e["parent_ids"] == [] for e in events)

@@ -720,14 +720,18 @@ def test_cli_db_prune(fresh_dsn: str) -> None:
 
     tid, runs, effect = asyncio.run(seed())
     runner = CliRunner()
-    done = runner.invoke(cli, ["db", "prune", "--postgres", fresh_dsn, "--keep", "2"])
+    dry = runner.invoke(cli, ["db", "prune", "--postgres", fresh_dsn, "--keep", "2"])
+    assert dry.exit_code == 0, dry.output
+    assert "would delete 4 checkpoints" in dry.output and "nothing was deleted" in dry.output
+    yes = ["--yes", "--allow-unreplayable"]  # the replays of the pruned runs are given up
+    done = runner.invoke(cli, ["db", "prune", "--postgres", fresh_dsn, "--keep", "2", *yes])
     assert done.exit_code == 0, done.output
     assert "deleted 4 checkpoints" in done.output
     effects_left = sql(fresh_dsn, "SELECT effect_id FROM oncegraph_effects")
     assert effects_left == [(effect.effect_id,)]  # no --effects-older-than-days: kept
     done = runner.invoke(
         cli,
-        ["db", "prune", "--postgres", fresh_dsn, "--effects-older-than-days", "1"],
+        ["db", "prune", "--postgres", fresh_dsn, "--effects-older-than-days", "1", *yes],
     )
     assert done.exit_code == 0, done.output
     assert "deleted 1 checkpoints" in done.output and "1 effect records" in done.output

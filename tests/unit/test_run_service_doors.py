@@ -23,7 +23,6 @@ DOORS = [
     ("audit", Commands.audit),
     ("replay", Replays.replay),
     ("branch", Replays.branch),
-    ("update_state", Replays.update_state),
     ("runs", listing.runs),
     ("run_view", listing.run_view),
     ("effects", listing.effects),

@@ -44,13 +44,20 @@ class CliError(ClickException):
 
 
 def plain(value: Any) -> Any:
-    """``value`` as JSON-able data: dataclasses as dicts, enums as values, tuples as lists."""
+    """``value`` as JSON-able data: dataclasses and named tuples as dicts, enums as values,
+    tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Enum):
         return plain(value.value)
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a named tuple: by field
+        fields = {str(k): plain(v) for k, v in value._asdict().items()}
+        run_id = getattr(value, "run_id", None)  # a snapshot's run, outside the tuple
+        if run_id is not None:
+            fields["run_id"] = run_id
+        return fields
     if isinstance(value, list | tuple | set | frozenset):
         return [plain(v) for v in value]
     if isinstance(value, bytes):

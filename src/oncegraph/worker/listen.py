@@ -116,7 +116,7 @@ async def listen_for_runs(
     while True:
         try:
             conn = await psycopg.AsyncConnection.connect(
-                store.session_dsn,  # LISTEN needs a session: never a pooling proxy's
+                store.session_conninfo(),  # LISTEN needs a session: never a proxy's
                 autocommit=True,
                 connect_timeout=max(1, round(store.connect_timeout)),
                 prepare_threshold=None,

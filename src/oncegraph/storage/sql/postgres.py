@@ -160,8 +160,7 @@ class PgCheckpointer(SqlStore):
         if cache is not None and redis_url is not None:
             raise ConfigError("give PgCheckpointer either redis_url or cache, not both")
         self._dsn = postgres_dsn
-        self.session_dsn = session_dsn or postgres_dsn
-        """Where the connections that keep a session go: run locks, LISTEN."""
+        self._session_dsn = session_dsn or postgres_dsn  # run locks, LISTEN (may hold a password)
         self._where = describe_dsn(postgres_dsn)
         self.min_size = min_size
         self.max_size = max_size
@@ -188,6 +187,12 @@ class PgCheckpointer(SqlStore):
         self.thread_reads: SharedReads[str, tuple[ThreadRecord | None, RunRecord | None]] = (
             SharedReads(self._open_thread_alone, self._open_threads, self._thread_opening)
         )
+
+    def session_conninfo(self) -> str:
+        """Where the connections that keep a session go (the run locks, a worker's
+        ``LISTEN``): ``session_dsn`` if given, else the store's DSN. It may hold a
+        password: never log it."""
+        return self._session_dsn
 
     def __repr__(self) -> str:
         return f"PgCheckpointer({self._where})"
@@ -299,7 +304,7 @@ class PgCheckpointer(SqlStore):
         self._opening_here()
         with mapped("connect", self._where):
             return await LockSession.open(
-                self.session_dsn,
+                self._session_dsn,
                 connect_timeout=self.connect_timeout,
                 timeout=self.claim_timeout,
                 verify=not self.prepared_statements,

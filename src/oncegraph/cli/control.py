@@ -15,17 +15,15 @@ from oncegraph.cli import output as o
 from oncegraph.cli.operate import _json_arg, _ran
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
+    ANYWHERE,
     ActorOpt,
     AppOpt,
-    DatabaseFileOpt,
-    DatabaseOpt,
     JsonOpt,
-    PgOpt,
     ReasonOpt,
-    SqliteOpt,
     Where,
     actor,
     run,
+    where_options,
 )
 from oncegraph.cli.views import shown_effect
 
@@ -83,21 +81,17 @@ def register(app: typer.Typer) -> None:
         _ran(result, as_json, "started run")
 
     @app.command()
+    @where_options()
     def abandon(
         run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to give up on")],
         reason: ReasonOpt,
         who: ActorOpt = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """Give up on an unfinished run: nothing is deleted, new input may follow on its
         thread; a process still working on it is fenced out."""
         by = actor(who)
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def go(service: RunService) -> RunRecord:
             found = await service.get_run(run_id)

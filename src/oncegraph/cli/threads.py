@@ -11,16 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from oncegraph.cli import output as o
-from oncegraph.cli.session import (
-    AppOpt,
-    DatabaseFileOpt,
-    DatabaseOpt,
-    JsonOpt,
-    PgOpt,
-    SqliteOpt,
-    Where,
-    run,
-)
+from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, run, where_options
 from oncegraph.cli.views import _statuses, masked_for
 from oncegraph.storage.records import RunStatus
 
@@ -34,22 +25,18 @@ MAX_SCAN = 20_000  # runs read at most for one listing
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @where_options()
     def threads(
         status: Annotated[
             list[str] | None,
             typer.Option("--status", help="only threads whose latest run has this status"),
         ] = None,
         limit: Annotated[int, typer.Option(min=1, help="at most this many threads")] = 50,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """List threads by their latest run, newest first, with how many runs each has."""
         wanted = {str(s) for s in _statuses(status, RunStatus, "--status") or ()}
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def listed(service: RunService) -> list[dict[str, Any]]:
             latest: dict[str, RunRecord] = {}
@@ -102,21 +89,17 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @where_options()
     def state(
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         checkpoint: Annotated[
             str | None, typer.Option(help="the state at this checkpoint (default: now)")
         ] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """A thread's state now (or at a checkpoint): its values, what runs next, and
         which run wrote it."""
-        where = Where(database, database_file, sqlite, postgres, app_)
 
         async def read(service: RunService) -> dict[str, Any]:
             if service.spec is not None:

@@ -18,12 +18,7 @@ from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
     ANYWHERE,
-    AppOpt,
-    DatabaseFileOpt,
-    DatabaseOpt,
     JsonOpt,
-    PgOpt,
-    SqliteOpt,
     Where,
     run,
     where_options,
@@ -212,24 +207,20 @@ def register(app: typer.Typer) -> None:
             _audit_table(audit)
 
     @app.command()
+    @where_options()
     def history(
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
-        database: DatabaseOpt = None,
-        database_file: DatabaseFileOpt = None,
-        sqlite: SqliteOpt = None,
-        postgres: PgOpt = None,
-        app_: AppOpt = None,
+        where: Where = ANYWHERE,
         as_json: JsonOpt = False,
     ) -> None:
         """A thread's checkpoints, newest first (from the database alone; with --app the
         states too, read by the graph and masked)."""
-        where = Where(database, database_file, sqlite, postgres, app_)
         from oncegraph.runs import reading
         from oncegraph.runs.stored import raw_history
 
-        if app_ is None:
+        if where.app is None:
             records = run(
                 where, lambda s: raw_history(s.context, thread_id, run_id=run_id, limit=limit)
             )

@@ -28,6 +28,7 @@ from oncegraph.runs import audits, claims
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.forks import StateChange, fork
 from oncegraph.runs.launch import LAUNCH_KEY
+from oncegraph.runs.replayed import MadeRun
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.runtime.engine import Head
@@ -43,25 +44,13 @@ from oncegraph.storage.records import (
 
 
 @dataclass(frozen=True, slots=True)
-class Branch:
+class Branch(MadeRun):
     """A paused run on its own thread, and the state diff its patch made: the handle of
     the run (``run_id``, ``thread_id``, ``status``; ``result`` is None, nothing ran yet)."""
 
     run: RunRecord
     checkpoint_id: str
     diff: tuple[StateChange, ...]
-
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self.run.thread_id
-
-    @property
-    def status(self) -> str:
-        return str(self.run.status)
 
     @property
     def result(self) -> None:

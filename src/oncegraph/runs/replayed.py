@@ -25,12 +25,11 @@ _OLD_SHAPE = (
 )
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class ReplayRun(Mapping[str, Any]):
-    """The run a replay made (see the module docstring)."""
+class MadeRun:
+    """What a handle of a run a command made says of it, read off its ``run`` record."""
 
+    __slots__ = ()
     run: RunRecord
-    result: dict[str, Any]
 
     @property
     def run_id(self) -> str:
@@ -42,8 +41,16 @@ class ReplayRun(Mapping[str, Any]):
 
     @property
     def status(self) -> str:
-        """The run's status when the replay call returned."""
+        """The run's status when the command returned."""
         return str(self.run.status)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ReplayRun(MadeRun, Mapping[str, Any]):
+    """The run a replay made (see the module docstring)."""
+
+    run: RunRecord
+    result: dict[str, Any]
 
     @property
     def parent_run_id(self) -> str | None:

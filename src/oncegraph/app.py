@@ -11,14 +11,7 @@ Called from inside a running node, a graph compiled without a checkpointer runs 
 SUBGRAPH of that node's run (:mod:`oncegraph.runtime.subgraph`): its steps and effects
 are kept under the parent run, so a crash never repeats them.
 
-Streams follow LangGraph: ``stream_mode`` defaults to ``"updates"`` (one chunk per
-task, ``{node: update}``; an interrupt as ``{"__interrupt__": (Interrupt, ...)}``);
-``"values"`` (the state after each step, the input step included), ``"messages"``
-(``(message chunk, metadata)`` from model adapters), ``"custom"`` (what nodes write
-with ``get_stream_writer()``), ``"debug"`` (``{"step", "timestamp", "type",
-"payload"}``) and ``"events"`` (oncegraph's node, tool and effect events). A list of
-modes yields ``(mode, chunk)``; ``subgraphs=True`` yields ``(namespace, chunk)`` (or
-``(namespace, mode, chunk)``), with the subgraphs' chunks too.
+Streams follow LangGraph; their shapes are in :mod:`oncegraph.runtime.shapes`.
 """
 
 from __future__ import annotations
@@ -31,18 +24,16 @@ from typing import Any, Self
 
 from oncegraph._cancel import cancel_and_wait
 from oncegraph.app_methods import LangGraphMethods
+from oncegraph.app_operator import OperatorMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
 from oncegraph.runs import reading
-from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
-from oncegraph.runs.replay import Branch
-from oncegraph.runs.replayed import ReplayRun
-from oncegraph.runs.service import EFFECTS_PAGE, RunHandle, RunService
+from oncegraph.runs.service import RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
@@ -53,28 +44,18 @@ from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.portal import iterate_sync, run_sync
-from oncegraph.runtime.streaming import Emit, FromSubgraph, keeping
+from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
 from oncegraph.runtime.subgraph import (
     on_task_loop,
     refuse_in_replay,
     stream_inside,
     stream_nested,
 )
-from oncegraph.state.channels import ROOT, public
+from oncegraph.state.channels import ROOT
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
-    AuditRecord,
-    EffectRecord,
-    EffectStatus,
-    PruneReport,
     RunRecord,
-    RunStatus,
 )
-
-STREAM_MODES = frozenset({"values", "updates", "events", "messages", "custom", "debug"})
-# Modes whose chunks from subgraphs reach a stream without subgraphs=True (as LangGraph
-# streams every model token, and oncegraph every tool and effect event).
-_ALWAYS_NESTED = frozenset({"messages", "events"})
 
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
@@ -88,7 +69,7 @@ _DIFFERS = (
 )
 
 
-class CompiledGraph(LangGraphMethods):
+class CompiledGraph(LangGraphMethods, OperatorMethods):
     def __init__(
         self,
         spec: GraphSpec,
@@ -381,7 +362,7 @@ class CompiledGraph(LangGraphMethods):
     ) -> AsyncIterator[Any]:
         """The run's chunks as it goes (``stream_mode``); ``launch`` as for
         :meth:`ainvoke`."""
-        shape = _stream_shape(self.spec, stream_mode, subgraphs)
+        shape = stream_shape(self.spec, stream_mode, subgraphs)
         inside = current_task()
         if inside is not None and self.checkpointer is None:  # a subgraph of the running node
             async for item in stream_nested(self, inside, input, shape):
@@ -451,7 +432,7 @@ class CompiledGraph(LangGraphMethods):
         ``subgraphs``) goes to ``put``; ``launch`` as for :meth:`ainvoke`."""
         refuse_in_replay(current_task(), self.spec.name)
         service = self.service
-        emit = ignore if put is None else _stream_shape(self.spec, stream_mode, subgraphs)(put)
+        emit = ignore if put is None else stream_shape(self.spec, stream_mode, subgraphs)(put)
         try:
             return await service.start(input, self._config(config), emit, launch=launch)
         except UnfinishedRunError as exc:
@@ -545,322 +526,6 @@ class CompiledGraph(LangGraphMethods):
             "get_state_history",
         )
 
-    async def aruns(
-        self,
-        *,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: str | RunRecord | None = None,
-    ) -> list[RunRecord]:
-        """This app's runs, newest first (a tenant-bound app: its tenant's only);
-        ``tenant`` filters by tenant; ``parent_run_id`` keeps the runs made from that run
-        (its replays and branches); ``before`` (a run or its id, a page's last) lists
-        the runs after it: ``app.runs(limit=50, before=page[-1])`` is the next page,
-        read from where the last ended."""
-        statuses = None
-        if status is not None:
-            statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
-        return await self.service.runs(
-            thread_id=thread_id,
-            statuses=statuses,
-            limit=limit,
-            tenant=tenant,
-            parent_run_id=parent_run_id,
-            before=before,
-        )
-
-    def runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: str | RunRecord | None = None,
-    ) -> list[RunRecord]:
-        return run_sync(
-            self.aruns(
-                thread_id=thread_id,
-                status=status,
-                limit=limit,
-                tenant=tenant,
-                parent_run_id=parent_run_id,
-                before=before,
-            ),
-            "runs",
-        )
-
-    async def aget_run(self, run_id: str) -> RunRecord:
-        return await self.service.run_view(run_id)
-
-    def get_run(self, run_id: str) -> RunRecord:
-        return run_sync(self.aget_run(run_id), "get_run")
-
-    async def aeffects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        tenant: str | None = None,
-        limit: int | None = EFFECTS_PAGE,
-        offset: int = 0,
-        masked: bool = True,
-    ) -> list[EffectRecord]:
-        """Effect records of this app's runs (masked), oldest first; ``tenant`` keeps
-        those of that tenant's runs (a tenant-bound app: its own only); ``limit`` of them
-        (default 500, ``None`` for all) from ``offset`` on. ``masked=False`` shows the
-        payloads as recorded (for an admin's view: the caller decides who sees them)."""
-        statuses = None
-        if status is not None:
-            statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
-        return await self.service.effects(
-            run_id=run_id,
-            thread_id=thread_id,
-            statuses=statuses,
-            tenant=tenant,
-            limit=limit,
-            offset=offset,
-            masked=masked,
-        )
-
-    def effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        tenant: str | None = None,
-        limit: int | None = EFFECTS_PAGE,
-        offset: int = 0,
-        masked: bool = True,
-    ) -> list[EffectRecord]:
-        return run_sync(
-            self.aeffects(
-                run_id=run_id,
-                thread_id=thread_id,
-                status=status,
-                tenant=tenant,
-                limit=limit,
-                offset=offset,
-                masked=masked,
-            ),
-            "effects",
-        )
-
-    # -- operator --------------------------------------------------------------------------
-
-    async def aresume(
-        self,
-        run_id: str,
-        *,
-        answer: Any = NO_ANSWER,
-        actor: str,
-        reason: str | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked).
-
-        Timeouts and ``recursion_limit`` named in ``config`` apply to this continue; the
-        others are the run's stored ones, as for ``invoke(None, config)``."""
-        cfg = None
-        if config is not None:
-            run = await self.service.get_run(run_id)
-            cfg = self._config({**config, "thread_id": run.thread_id})
-        result = await self.service.resume(
-            run_id, answer=answer, actor=actor, reason=reason, config=cfg
-        )
-        return output_values(self.spec, result.output())
-
-    def resume(
-        self,
-        run_id: str,
-        *,
-        answer: Any = NO_ANSWER,
-        actor: str,
-        reason: str | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> Any:
-        return run_sync(
-            self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
-            "resume",
-        )
-
-    async def aresolve_effect(
-        self,
-        effect_id: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        result: Any = None,
-        provider_reference: str | None = None,
-    ) -> EffectRecord:
-        """Record what an operator found at the recipient of an uncertain effect."""
-        return await self.service.resolve_effect(
-            effect_id,
-            outcome,
-            actor=actor,
-            reason=reason,
-            result=result,
-            provider_reference=provider_reference,
-        )
-
-    def resolve_effect(
-        self,
-        effect_id: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        result: Any = None,
-        provider_reference: str | None = None,
-    ) -> EffectRecord:
-        return run_sync(
-            self.aresolve_effect(
-                effect_id,
-                outcome,
-                actor=actor,
-                reason=reason,
-                result=result,
-                provider_reference=provider_reference,
-            ),
-            "resolve_effect",
-        )
-
-    async def acheck_effect(
-        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
-    ) -> EffectCheck:
-        """Ask the recipient again about an uncertain effect (an ``accepted`` one through
-        its tool's ``probe``, a ``pending`` one through ``reconcile``); the answer is
-        recorded on the effect and in the audit log. See :class:`EffectCheck`."""
-        return await self.service.check_effect(effect_id, actor=actor, reason=reason)
-
-    def check_effect(
-        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
-    ) -> EffectCheck:
-        return run_sync(self.acheck_effect(effect_id, actor=actor, reason=reason), "check_effect")
-
-    async def aredeliver(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        new_key: bool = False,
-        confirm: str | None = None,
-    ) -> RedeliveryPreview | Redelivered:
-        """Preview a redelivery (nothing sent), then send exactly once with ``confirm``."""
-        return await self.service.redeliver(
-            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
-        )
-
-    def redeliver(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        new_key: bool = False,
-        confirm: str | None = None,
-    ) -> RedeliveryPreview | Redelivered:
-        return run_sync(
-            self.aredeliver(
-                effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
-            ),
-            "redeliver",
-        )
-
-    async def areplay(
-        self,
-        run_id: str,
-        *,
-        checkpoint_id: str | None = None,
-        mode: str = "evidence",
-        reason: str,
-        actor: str,
-        allow_irreversible: Sequence[str] = (),
-        doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> ReplayRun:
-        """A NEW run (own thread, lineage) from a checkpoint of ``run_id``, in ``mode``:
-        ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
-        ``doubles``) or ``live`` (real calls; irreversible tools only if allowed).
-
-        Returns the new run's handle (:class:`~oncegraph.runs.replayed.ReplayRun`:
-        ``run_id``, ``status``, ``result``); its ``launch_reason`` is ``reason``."""
-        result = await self.service.replay(
-            run_id,
-            checkpoint_id=checkpoint_id,
-            mode=mode,
-            reason=reason,
-            actor=actor,
-            allow_irreversible=allow_irreversible,
-            doubles=doubles,
-        )
-        ended = await self.service.run_view(result.run.run_id)  # as get_run shows it
-        return ReplayRun(ended, output_values(self.spec, result.output()))
-
-    def replay(
-        self,
-        run_id: str,
-        *,
-        checkpoint_id: str | None = None,
-        mode: str = "evidence",
-        reason: str,
-        actor: str,
-        allow_irreversible: Sequence[str] = (),
-        doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> ReplayRun:
-        return run_sync(
-            self.areplay(
-                run_id,
-                checkpoint_id=checkpoint_id,
-                mode=mode,
-                reason=reason,
-                actor=actor,
-                allow_irreversible=allow_irreversible,
-                doubles=doubles,
-            ),
-            "replay",
-        )
-
-    async def abranch(
-        self,
-        run_id: str,
-        checkpoint_id: str | None = None,
-        *,
-        patch: Mapping[str, Any],
-        reason: str,
-        actor: str,
-        as_node: str | None = None,
-    ) -> Branch:
-        """A paused run on its own thread from the patched state; the diff; nothing runs
-        until ``resume(branch.run.run_id)``."""
-        return await self.service.branch(
-            run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
-        )
-
-    def branch(
-        self,
-        run_id: str,
-        checkpoint_id: str | None = None,
-        *,
-        patch: Mapping[str, Any],
-        reason: str,
-        actor: str,
-        as_node: str | None = None,
-    ) -> Branch:
-        return run_sync(
-            self.abranch(
-                run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
-            ),
-            "branch",
-        )
-
     async def aupdate_state(
         self,
         config: Mapping[str, Any],
@@ -892,86 +557,6 @@ class CompiledGraph(LangGraphMethods):
     ) -> dict[str, Any]:
         return run_sync(self.aupdate_state(config, values, as_node), "update_state")
 
-    async def aaudit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | AuditRecord | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
-        """The append-only audit log, newest first; ``before``: the last record seen
-        (``audit(before=page[-1])`` is the next page), or a time (the records older)."""
-        return await self.service.audit(
-            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
-        )
-
-    def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | AuditRecord | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
-        return run_sync(
-            self.aaudit(
-                run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
-            ),
-            "audit",
-        )
-
-    async def aabandon(
-        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
-    ) -> RunRecord:
-        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
-        run_id = config.get("run_id") or (config.get("configurable") or {}).get("run_id")
-        return await self.service.abandon(
-            self._thread(config), reason=reason, actor=actor, run_id=run_id
-        )
-
-    def abandon(
-        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
-    ) -> RunRecord:
-        return run_sync(self.aabandon(config, reason=reason, actor=actor), "abandon")
-
-    async def aprune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-    ) -> PruneReport:
-        """Retention: delete checkpoints and finished effect records no open run needs.
-
-        See :meth:`oncegraph.runs.service.RunService.prune`: the head, the newest
-        ``keep_checkpoints`` and unfinished runs' checkpoints stay; log entries are never
-        deleted; ``effects_older_than`` is in seconds.
-        """
-        return await self.service.prune(
-            keep_checkpoints=keep_checkpoints,
-            effects_older_than=effects_older_than,
-            thread_id=thread_id,
-        )
-
-    def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-    ) -> PruneReport:
-        return run_sync(
-            self.aprune(
-                keep_checkpoints=keep_checkpoints,
-                effects_older_than=effects_older_than,
-                thread_id=thread_id,
-            ),
-            "prune",
-        )
-
 
 def _checkpoint_id(config: Mapping[str, Any] | None) -> str | None:
     """``checkpoint_id`` from the top level of ``config`` or its ``configurable``."""
@@ -991,40 +576,6 @@ def _configs(
             "or one per input"
         )
     return configs
-
-
-def _stream_shape(
-    spec: GraphSpec, stream_mode: str | Sequence[str], subgraphs: bool
-) -> Callable[[Callable[[Any], None]], Emit]:
-    """The emit of a stream of ``spec``'s graph in ``stream_mode``: ``shape(put)`` turns
-    each event the run emits into the item the stream yields (LangGraph's shapes) and
-    hands it to ``put``; events of modes not asked for are dropped (and not built)."""
-    single = isinstance(stream_mode, str)
-    modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
-    if not modes or not modes <= STREAM_MODES:
-        raise ConfigError(f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}")
-
-    def shape(put: Callable[[Any], None]) -> Emit:
-        def emit(mode: str, payload: Any) -> None:
-            if mode not in modes:
-                return
-            ns: tuple[str, ...] = ()
-            if isinstance(payload, FromSubgraph):
-                if not subgraphs and mode not in _ALWAYS_NESTED:
-                    return
-                ns, payload = payload.ns, payload.payload
-                if mode == "values":
-                    payload = public(dict(payload))
-            elif mode == "values":
-                payload = output_values(spec, payload)
-            item = payload if single else (mode, payload)
-            if subgraphs:
-                item = (ns, item) if single else (ns, mode, payload)
-            put(item)
-
-        return keeping(modes, emit)
-
-    return shape
 
 
 __all__ = ["STREAM_MODES", "CompiledGraph", "StateSnapshot"]

@@ -26,9 +26,10 @@ from typing import Any, NamedTuple
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.views import StateSnapshot
-from oncegraph.runtime.driver import task_id
-from oncegraph.runtime.engine import decode_result, decode_send, is_breakpoint
+from oncegraph.runtime.engine import decode_result, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
+from oncegraph.runtime.sends import decode_send
+from oncegraph.runtime.stepevents import task_id
 from oncegraph.state.channels import public
 from oncegraph.storage.records import TaskWrite, WriteKind
 

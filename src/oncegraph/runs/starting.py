@@ -9,8 +9,9 @@ from oncegraph.runs import claims, creating
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.launch import Launch
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.driver import Driver, Emit, moved_on_error
+from oncegraph.runtime.driver import Driver, Emit
 from oncegraph.runtime.engine import Head
+from oncegraph.runtime.failures import moved_on_error
 from oncegraph.storage.records import RunRecord, RunStatus, ThreadRecord
 
 

@@ -32,7 +32,6 @@ would exceed the limit is refused before it runs (the run fails, resumable).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -68,16 +67,15 @@ from oncegraph.runtime.engine import (
     Park,
     StepPlan,
     Task,
-    TaskOutcome,
     TaskResult,
     advance,
     decide,
     encode_result,
     plan_step,
-    tasks_of,
     with_finished,
 )
 from oncegraph.runtime.executor import ThreadPool
+from oncegraph.runtime.failures import as_raised, failure_text, moved_on_error
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.moves import (
@@ -89,9 +87,9 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.runtime.streaming import debug_event, keeping, modes_of, wants
+from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
+from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
-from oncegraph.state.channels import ROOT
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -194,7 +192,7 @@ class Driver:
             nxt,
         )
         self.steps = 1  # LangGraph counts the input step against recursion_limit
-        self._emit_step(nxt, head.checkpoint, ())
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, ())
         return nxt
 
     async def start_nested(
@@ -224,7 +222,7 @@ class Driver:
             nxt,
         )
         self.steps = 1
-        self._emit_step(nxt, head.checkpoint, ())
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, ())
         return nxt
 
     # -- the loop --------------------------------------------------------------------------
@@ -281,7 +279,7 @@ class Driver:
         save = None if plan.alone else self._save_task
         debug = wants(self.emit, "debug")
         if debug:
-            self._emit_tasks(head, plan)
+            emit_tasks(self.emit, head, plan)
         if len(contexts) == 1:
             task = plan.todo[0]
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
@@ -293,7 +291,7 @@ class Driver:
                 )
             )
         if debug:
-            self._emit_results(cp, outcomes)
+            emit_results(self.emit, cp, outcomes)
         meta = None
         if self.parent is not None:  # the parent's answers this subgraph used so far
             meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
@@ -387,8 +385,8 @@ class Driver:
             await self._keep_error(decision, head, run)
             if self.parent is not None:
                 raise decision.error
-            await self.set_status(run, RunStatus.FAILED, _failure_text(decision))
-            raise _as_raised(decision, run)
+            await self.set_status(run, RunStatus.FAILED, failure_text(decision))
+            raise as_raised(decision, run)
         if isinstance(decision, Interrupt):
             return await self._interrupt(decision, head, run, plan)
         return await self._commit_step(decision, head, run, staged)
@@ -526,7 +524,7 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        self._emit_step(nxt, head.checkpoint, decision.results)
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, decision.results)
         return nxt
 
     async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
@@ -654,145 +652,10 @@ class Driver:
             "recursion_limit": self.config.recursion_limit,
         }
 
-    def _emit_step(
-        self, head: Head, parent: CheckpointRecord, results: tuple[TaskResult, ...]
-    ) -> None:
-        emit = self.emit
-        if wants(emit, "updates"):
-            root = self.spec.schema.is_root  # a root-value state: the value itself
-            for r in results:
-                emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
-        if wants(emit, "values"):
-            emit("values", head.values)
-        if wants(emit, "debug"):
-            emit(
-                "debug",
-                debug_event(head.checkpoint.step + 1, "checkpoint", self._debug_cp(head, parent)),
-            )
-
-    def _debug_cp(self, head: Head, parent: CheckpointRecord) -> dict[str, Any]:
-        cp = head.checkpoint
-        thread = self.root_thread or cp.thread_id
-        ns = "|".join(self.ns)
-
-        def config(checkpoint_id: str) -> dict[str, Any]:
-            return {
-                "configurable": {
-                    "thread_id": thread,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
-
-        return {
-            "config": config(cp.checkpoint_id),
-            "parent_config": config(parent.checkpoint_id) if parent.checkpoint_id else None,
-            "values": dict(head.values),
-            "metadata": dict(cp.metadata, step=cp.step),
-            "next": list(cp.next),
-            "tasks": [
-                {
-                    "id": task_id(cp.checkpoint_id, t.key),
-                    "name": t.node,
-                    "interrupts": (),
-                    "state": None,
-                }
-                for t in tasks_of(self.spec, cp)
-            ],
-        }
-
-    def _emit_tasks(self, head: Head, plan: StepPlan) -> None:
-        cp = head.checkpoint
-        for t in plan.todo:
-            self.emit(
-                "debug",
-                debug_event(
-                    cp.step + 2,
-                    "task",
-                    {
-                        "id": task_id(cp.checkpoint_id, t.key),
-                        "name": t.node,
-                        "input": t.arg if t.is_send else dict(head.values),
-                        "triggers": [t.key],
-                    },
-                ),
-            )
-
-    def _emit_results(self, cp: CheckpointRecord, outcomes: list[TaskOutcome]) -> None:
-        for o in outcomes:
-            interrupts = []
-            if o.interrupt is not None:
-                interrupts.append(
-                    InterruptValue.of(
-                        cp.checkpoint_id, o.key, o.interrupt[1], o.interrupt[0]
-                    ).to_json()
-                )
-            self.emit(
-                "debug",
-                debug_event(
-                    cp.step + 2,
-                    "task_result",
-                    {
-                        "id": task_id(cp.checkpoint_id, o.key),
-                        "name": o.node,
-                        "error": None if o.error is None else repr(o.error),
-                        "result": dict(o.result.update) if o.result is not None else {},
-                        "interrupts": interrupts,
-                    },
-                ),
-            )
+    @property
+    def _where(self) -> tuple[str | None, tuple[str, ...]]:
+        """The root thread (None: this driver's own) and the namespace, for stream events."""
+        return self.root_thread, tuple(self.ns)
 
 
-def task_id(checkpoint_id: str, key: str) -> str:
-    """A task's stable id: the same in every view, stream and process."""
-    return hashlib.sha256(f"{checkpoint_id}:{key}".encode()).hexdigest()[:32]
-
-
-def _failure_text(decision: Fail) -> str:
-    if decision.applying:
-        return f"applying the writes of {', '.join(decision.nodes)} failed: {decision.description}"
-    return f"node {decision.node!r} raised {decision.description}"
-
-
-def _as_raised(decision: Fail, run: RunRecord) -> BaseException:
-    """The error the caller gets: oncegraph's own errors as they are; a node's own
-    exception as itself (``except ValueError`` around ``invoke`` catches it, as in
-    LangGraph), with the run id attached as ``oncegraph_run_id`` and a note saying the
-    run is failed and how to continue it."""
-    error = decision.error
-    if isinstance(error, OnceGraphError):
-        return error
-    if getattr(error, "oncegraph_run_id", None) != run.run_id:
-        where = (
-            f"applying the writes of {', '.join(decision.nodes)}"
-            if decision.applying
-            else f"node {decision.node!r}"
-        )
-        try:
-            error.oncegraph_run_id = run.run_id  # type: ignore[attr-defined]
-            error.oncegraph_node = decision.node  # type: ignore[attr-defined]
-        except AttributeError:  # an exception class with __slots__: the note still says it
-            pass
-        error.add_note(
-            f"oncegraph: {where} raised this; run {run.run_id} on thread "
-            f"{run.thread_id!r} is failed and can be continued with invoke(None, config) "
-            "or abandoned with app.abandon(config)"
-        )
-    return error
-
-
-def moved_on_error(run_id: str, thread_id: str, what: str) -> ThreadMovedOnError:
-    """The error of a run whose thread moved on to another run's state (see
-    :class:`ThreadMovedOnError`); ``what``: what was not done."""
-    return ThreadMovedOnError(
-        f"run {run_id} stopped: another run of thread {thread_id!r} committed after this "
-        f"run's last step, so {what} (nothing of it was written). The run is failed and "
-        "never goes on from the other run's state, which would redo its work there; its "
-        "effect log keeps what it did. Abandon it (app.abandon({'thread_id': "
-        f"{thread_id!r}, 'run_id': {run_id!r}}}, reason=...)) and send its input again, or "
-        "replay it from its own checkpoints (app.replay(run_id, ...)).",
-        run_id=run_id,
-    )
-
-
-__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore", "moved_on_error", "task_id"]
+__all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore"]

@@ -40,15 +40,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from oncegraph._json import dumps_state, loads
 from oncegraph._slots import slot_init
-from oncegraph.errors import ConfigError, GraphValidationError, InvalidUpdateError, corrupt
+from oncegraph.errors import ConfigError, GraphValidationError, corrupt
 from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime.logkeys import stored_channel
-from oncegraph.state.channels import StateSchema, StepWrites, apply_writes
+from oncegraph.runtime.sends import decode_send, encode_send
+from oncegraph.state.channels import StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite, WriteKind
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
@@ -99,56 +99,6 @@ class Head:
     @property
     def version(self) -> int:
         return self.checkpoint.version
-
-
-# -- sends: payloads as stored -------------------------------------------------------------
-
-
-def _send_schema(spec: GraphSpec, node: str) -> StateSchema:
-    return spec.nodes[node].input_schema or spec.schema
-
-
-def encode_send(spec: GraphSpec, send: Send) -> dict[str, Any]:
-    """``send`` as stored in a checkpoint: its payload encoded by the target node's input
-    schema when it is state-shaped (a dict of the schema's fields, or an instance of the
-    schema's class), else as JSON that comes back as itself (or a clear error)."""
-    if send.node not in spec.nodes:
-        raise GraphValidationError(
-            f"Send({send.node!r}, ...) names no node of the graph; nodes: {sorted(spec.nodes)}"
-        )
-    schema = _send_schema(spec, send.node)
-    arg = send.arg
-    try:
-        if schema.kind in ("dataclass", "pydantic") and isinstance(arg, schema.source):
-            update = schema.to_update(send.node, arg)
-            return {"node": send.node, "as": "instance", "arg": schema.encode_update(update)}
-        if (
-            isinstance(arg, Mapping)
-            and arg
-            and all(
-                isinstance(k, str) and (k in schema.channels or schema.kind == "dict") for k in arg
-            )
-        ):
-            # as JSON gives it back, so this process hands the task what a resumed one would
-            stored = loads(dumps_state(schema.encode_update(arg)))
-            return {"node": send.node, "as": "state", "arg": stored}
-        plain = loads(dumps_state(arg))
-    except InvalidUpdateError as exc:
-        raise InvalidUpdateError(f"the payload of Send({send.node!r}, ...): {exc}") from exc
-    return {"node": send.node, "as": "json", "arg": plain}
-
-
-def decode_send(spec: GraphSpec, stored: Mapping[str, Any]) -> Send:
-    """A send stored by :func:`encode_send`, with its payload typed again."""
-    node = str(stored["node"])
-    kind = stored.get("as", "json")
-    arg = stored.get("arg")
-    if kind in ("state", "instance") and node in spec.nodes:
-        schema = _send_schema(spec, node)
-        arg = schema.decode_update(arg or {})
-        if kind == "instance":
-            arg = schema.source(**arg)
-    return Send(node, arg)
 
 
 _PULLED: dict[tuple[str, ...], tuple[Task, ...]] = {}

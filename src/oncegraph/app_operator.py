@@ -1,0 +1,444 @@
+"""The compiled graph's operator methods, mixed into :class:`~oncegraph.app.CompiledGraph`:
+the listings (``runs``, ``get_run``, ``effects``, ``audit``) and the commands an operator
+gives a run or an effect (``resume``, ``resolve_effect``, ``check_effect``, ``redeliver``,
+``replay``, ``branch``, ``abandon``, ``prune``).
+
+Each is one call of the app's :class:`~oncegraph.runs.service.RunService`, the one door
+every surface (app, CLI, server, worker) goes through; the sync method is the async one
+run through the portal, never a twin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.graph.io import output_values
+from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.replay import Branch
+from oncegraph.runs.replayed import ReplayRun
+from oncegraph.runs.service import EFFECTS_PAGE, RunService
+from oncegraph.runtime.portal import run_sync
+from oncegraph.storage.records import (
+    AuditRecord,
+    EffectRecord,
+    EffectStatus,
+    PruneReport,
+    RunRecord,
+    RunStatus,
+)
+
+if TYPE_CHECKING:
+    from oncegraph.graph.spec import GraphSpec
+    from oncegraph.runtime.config import RunConfig
+
+
+class OperatorMethods:
+    """The operator's listings and commands on a compiled graph."""
+
+    spec: GraphSpec
+
+    if TYPE_CHECKING:
+
+        @property
+        def service(self) -> RunService: ...
+
+        def _config(self, config: Mapping[str, Any] | None) -> RunConfig: ...
+
+        def _thread(self, config: Mapping[str, Any] | None) -> str: ...
+
+    async def aruns(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+        parent_run_id: str | None = None,
+        before: str | RunRecord | None = None,
+    ) -> list[RunRecord]:
+        """This app's runs, newest first (a tenant-bound app: its tenant's only);
+        ``tenant`` filters by tenant; ``parent_run_id`` keeps the runs made from that run
+        (its replays and branches); ``before`` (a run or its id, a page's last) lists
+        the runs after it: ``app.runs(limit=50, before=page[-1])`` is the next page,
+        read from where the last ended."""
+        statuses = None
+        if status is not None:
+            statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
+        return await self.service.runs(
+            thread_id=thread_id,
+            statuses=statuses,
+            limit=limit,
+            tenant=tenant,
+            parent_run_id=parent_run_id,
+            before=before,
+        )
+
+    def runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 100,
+        tenant: str | None = None,
+        parent_run_id: str | None = None,
+        before: str | RunRecord | None = None,
+    ) -> list[RunRecord]:
+        return run_sync(
+            self.aruns(
+                thread_id=thread_id,
+                status=status,
+                limit=limit,
+                tenant=tenant,
+                parent_run_id=parent_run_id,
+                before=before,
+            ),
+            "runs",
+        )
+
+    async def aget_run(self, run_id: str) -> RunRecord:
+        return await self.service.run_view(run_id)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return run_sync(self.aget_run(run_id), "get_run")
+
+    async def aeffects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
+        limit: int | None = EFFECTS_PAGE,
+        offset: int = 0,
+        masked: bool = True,
+    ) -> list[EffectRecord]:
+        """Effect records of this app's runs (masked), oldest first; ``tenant`` keeps
+        those of that tenant's runs (a tenant-bound app: its own only); ``limit`` of them
+        (default 500, ``None`` for all) from ``offset`` on. ``masked=False`` shows the
+        payloads as recorded (for an admin's view: the caller decides who sees them)."""
+        statuses = None
+        if status is not None:
+            statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
+        return await self.service.effects(
+            run_id=run_id,
+            thread_id=thread_id,
+            statuses=statuses,
+            tenant=tenant,
+            limit=limit,
+            offset=offset,
+            masked=masked,
+        )
+
+    def effects(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        tenant: str | None = None,
+        limit: int | None = EFFECTS_PAGE,
+        offset: int = 0,
+        masked: bool = True,
+    ) -> list[EffectRecord]:
+        return run_sync(
+            self.aeffects(
+                run_id=run_id,
+                thread_id=thread_id,
+                status=status,
+                tenant=tenant,
+                limit=limit,
+                offset=offset,
+                masked=masked,
+            ),
+            "effects",
+        )
+
+    # -- operator --------------------------------------------------------------------------
+
+    async def aresume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Continue run ``run_id`` (interrupted with ``answer``, failed, crashed, parked).
+
+        Timeouts and ``recursion_limit`` named in ``config`` apply to this continue; the
+        others are the run's stored ones, as for ``invoke(None, config)``."""
+        cfg = None
+        if config is not None:
+            run = await self.service.get_run(run_id)
+            cfg = self._config({**config, "thread_id": run.thread_id})
+        result = await self.service.resume(
+            run_id, answer=answer, actor=actor, reason=reason, config=cfg
+        )
+        return output_values(self.spec, result.output())
+
+    def resume(
+        self,
+        run_id: str,
+        *,
+        answer: Any = NO_ANSWER,
+        actor: str,
+        reason: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Any:
+        return run_sync(
+            self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
+            "resume",
+        )
+
+    async def aresolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        """Record what an operator found at the recipient of an uncertain effect."""
+        return await self.service.resolve_effect(
+            effect_id,
+            outcome,
+            actor=actor,
+            reason=reason,
+            result=result,
+            provider_reference=provider_reference,
+        )
+
+    def resolve_effect(
+        self,
+        effect_id: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        result: Any = None,
+        provider_reference: str | None = None,
+    ) -> EffectRecord:
+        return run_sync(
+            self.aresolve_effect(
+                effect_id,
+                outcome,
+                actor=actor,
+                reason=reason,
+                result=result,
+                provider_reference=provider_reference,
+            ),
+            "resolve_effect",
+        )
+
+    async def acheck_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        """Ask the recipient again about an uncertain effect (an ``accepted`` one through
+        its tool's ``probe``, a ``pending`` one through ``reconcile``); the answer is
+        recorded on the effect and in the audit log. See :class:`EffectCheck`."""
+        return await self.service.check_effect(effect_id, actor=actor, reason=reason)
+
+    def check_effect(
+        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
+    ) -> EffectCheck:
+        return run_sync(self.acheck_effect(effect_id, actor=actor, reason=reason), "check_effect")
+
+    async def aredeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        """Preview a redelivery (nothing sent), then send exactly once with ``confirm``."""
+        return await self.service.redeliver(
+            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+        )
+
+    def redeliver(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        new_key: bool = False,
+        confirm: str | None = None,
+    ) -> RedeliveryPreview | Redelivered:
+        return run_sync(
+            self.aredeliver(
+                effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+            ),
+            "redeliver",
+        )
+
+    async def areplay(
+        self,
+        run_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        mode: str = "evidence",
+        reason: str,
+        actor: str,
+        allow_irreversible: Sequence[str] = (),
+        doubles: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> ReplayRun:
+        """A NEW run (own thread, lineage) from a checkpoint of ``run_id``, in ``mode``:
+        ``evidence`` (recorded results only), ``simulation`` (tools' ``simulate`` or
+        ``doubles``) or ``live`` (real calls; irreversible tools only if allowed).
+
+        Returns the new run's handle (:class:`~oncegraph.runs.replayed.ReplayRun`:
+        ``run_id``, ``status``, ``result``); its ``launch_reason`` is ``reason``."""
+        result = await self.service.replay(
+            run_id,
+            checkpoint_id=checkpoint_id,
+            mode=mode,
+            reason=reason,
+            actor=actor,
+            allow_irreversible=allow_irreversible,
+            doubles=doubles,
+        )
+        ended = await self.service.run_view(result.run.run_id)  # as get_run shows it
+        return ReplayRun(ended, output_values(self.spec, result.output()))
+
+    def replay(
+        self,
+        run_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        mode: str = "evidence",
+        reason: str,
+        actor: str,
+        allow_irreversible: Sequence[str] = (),
+        doubles: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> ReplayRun:
+        return run_sync(
+            self.areplay(
+                run_id,
+                checkpoint_id=checkpoint_id,
+                mode=mode,
+                reason=reason,
+                actor=actor,
+                allow_irreversible=allow_irreversible,
+                doubles=doubles,
+            ),
+            "replay",
+        )
+
+    async def abranch(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        patch: Mapping[str, Any],
+        reason: str,
+        actor: str,
+        as_node: str | None = None,
+    ) -> Branch:
+        """A paused run on its own thread from the patched state; the diff; nothing runs
+        until ``resume(branch.run.run_id)``."""
+        return await self.service.branch(
+            run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
+        )
+
+    def branch(
+        self,
+        run_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        patch: Mapping[str, Any],
+        reason: str,
+        actor: str,
+        as_node: str | None = None,
+    ) -> Branch:
+        return run_sync(
+            self.abranch(
+                run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
+            ),
+            "branch",
+        )
+
+    async def aaudit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        """The append-only audit log, newest first; ``before``: the last record seen
+        (``audit(before=page[-1])`` is the next page), or a time (the records older)."""
+        return await self.service.audit(
+            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+        )
+
+    def audit(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        target_id: str | None = None,
+        before: float | tuple[float, str] | AuditRecord | None = None,
+        limit: int = 100,
+    ) -> list[AuditRecord]:
+        return run_sync(
+            self.aaudit(
+                run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
+            ),
+            "audit",
+        )
+
+    async def aabandon(
+        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
+    ) -> RunRecord:
+        """Give up on the thread's unfinished run; new input may follow. Nothing is deleted."""
+        run_id = config.get("run_id") or (config.get("configurable") or {}).get("run_id")
+        return await self.service.abandon(
+            self._thread(config), reason=reason, actor=actor, run_id=run_id
+        )
+
+    def abandon(
+        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
+    ) -> RunRecord:
+        return run_sync(self.aabandon(config, reason=reason, actor=actor), "abandon")
+
+    async def aprune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        """Retention: delete checkpoints and finished effect records no open run needs.
+
+        See :meth:`oncegraph.runs.service.RunService.prune`: the head, the newest
+        ``keep_checkpoints`` and unfinished runs' checkpoints stay; log entries are never
+        deleted; ``effects_older_than`` is in seconds.
+        """
+        return await self.service.prune(
+            keep_checkpoints=keep_checkpoints,
+            effects_older_than=effects_older_than,
+            thread_id=thread_id,
+        )
+
+    def prune(
+        self,
+        *,
+        keep_checkpoints: int = 1,
+        effects_older_than: float | None = None,
+        thread_id: str | None = None,
+    ) -> PruneReport:
+        return run_sync(
+            self.aprune(
+                keep_checkpoints=keep_checkpoints,
+                effects_older_than=effects_older_than,
+                thread_id=thread_id,
+            ),
+            "prune",
+        )

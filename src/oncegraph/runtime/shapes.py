@@ -1,0 +1,67 @@
+"""What a stream yields: LangGraph's chunk shapes made from the events a run emits.
+
+``stream_shape(spec, stream_mode, subgraphs)`` checks the modes asked for and returns
+``shape(put)``, the emit a run is given: each event of a mode asked for becomes the item
+the stream yields (``chunk``, ``(mode, chunk)``, ``(namespace, chunk)`` or
+``(namespace, mode, chunk)``) and goes to ``put``; events of other modes are dropped
+before anything is built for them.
+
+Streams follow LangGraph: ``stream_mode`` defaults to ``"updates"`` (one chunk per
+task, ``{node: update}``; an interrupt as ``{"__interrupt__": (Interrupt, ...)}``);
+``"values"`` (the state after each step, the input step included), ``"messages"``
+(``(message chunk, metadata)`` from model adapters), ``"custom"`` (what nodes write
+with ``get_stream_writer()``), ``"debug"`` (``{"step", "timestamp", "type",
+"payload"}``) and ``"events"`` (oncegraph's node, tool and effect events). A list of
+modes yields ``(mode, chunk)``; ``subgraphs=True`` yields ``(namespace, chunk)`` (or
+``(namespace, mode, chunk)``), with the subgraphs' chunks too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from oncegraph.errors import ConfigError
+from oncegraph.graph.io import output_values
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.streaming import Emit, FromSubgraph, keeping
+from oncegraph.state.channels import public
+
+STREAM_MODES = frozenset({"values", "updates", "events", "messages", "custom", "debug"})
+# Modes whose chunks from subgraphs reach a stream without subgraphs=True (as LangGraph
+# streams every model token, and oncegraph every tool and effect event).
+_ALWAYS_NESTED = frozenset({"messages", "events"})
+
+
+def stream_shape(
+    spec: GraphSpec, stream_mode: str | Sequence[str], subgraphs: bool
+) -> Callable[[Callable[[Any], None]], Emit]:
+    """The emit of a stream of ``spec``'s graph in ``stream_mode``: ``shape(put)`` turns
+    each event the run emits into the item the stream yields (LangGraph's shapes) and
+    hands it to ``put``; events of modes not asked for are dropped (and not built)."""
+    single = isinstance(stream_mode, str)
+    modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
+    if not modes or not modes <= STREAM_MODES:
+        raise ConfigError(f"stream_mode must be among {sorted(STREAM_MODES)}; got {stream_mode!r}")
+
+    def shape(put: Callable[[Any], None]) -> Emit:
+        def emit(mode: str, payload: Any) -> None:
+            if mode not in modes:
+                return
+            ns: tuple[str, ...] = ()
+            if isinstance(payload, FromSubgraph):
+                if not subgraphs and mode not in _ALWAYS_NESTED:
+                    return
+                ns, payload = payload.ns, payload.payload
+                if mode == "values":
+                    payload = public(dict(payload))
+            elif mode == "values":
+                payload = output_values(spec, payload)
+            item = payload if single else (mode, payload)
+            if subgraphs:
+                item = (ns, item) if single else (ns, mode, payload)
+            put(item)
+
+        return keeping(modes, emit)
+
+    return shape

@@ -37,8 +37,8 @@ from pydantic import BaseModel, ValidationError
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
+from oncegraph.tools.base import Tool, check_inline, dedup_text, effect_class
 from oncegraph.tools.schema import describe_validation_error
-from oncegraph.tools.tool import Tool, dedup_text, effect_class
 
 __all__ = ["from_langchain"]
 
@@ -105,15 +105,9 @@ def from_langchain(
         )
     parameters, model = _schema_of(base_tool)
     is_async = _native_async(base_tool, lc_tools)
-    if inline and is_async:
-        raise ConfigError(
-            f"LangChain tool {tool_name!r} has a coroutine; inline=True is for sync tools"
-        )
-    if inline and timeout is not None:
-        raise ConfigError(
-            f"LangChain tool {tool_name!r}: an inline tool cannot be timed out; pass "
-            "timeout= or inline=True, not both"
-        )
+    check_inline(
+        f"LangChain tool {tool_name!r}", inline=inline, is_async=is_async, timeout=timeout
+    )
 
     def validate(args: Mapping[str, Any]) -> dict[str, Any]:
         if model is not None:

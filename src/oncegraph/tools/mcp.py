@@ -64,7 +64,7 @@ from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.runtime.context import crash_point, current_effect
 from oncegraph.runtime.faults import declare_crash_point
 from oncegraph.storage.records import EffectClass
-from oncegraph.tools.tool import Tool, Validator, effect_class
+from oncegraph.tools.base import Tool, Validator, effect_class
 
 AFTER_MCP_CALL = declare_crash_point("after_mcp_call")  # answered; not yet recorded
 

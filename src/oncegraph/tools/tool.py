@@ -30,113 +30,24 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
-from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.ledger.masks import register as register_mask
-from oncegraph.ledger.perform import RunsOn
+from oncegraph.errors import ConfigError
 from oncegraph.ledger.retry import EffectRetry
-from oncegraph.messages import ToolSpec
-from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
+from oncegraph.tools.base import Tool, Validator, check_inline, dedup_text, effect_class
 from oncegraph.tools.docstrings import parse_docstring
 from oncegraph.tools.schema import arguments_of
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
 ToolLike: TypeAlias = "Tool | Callable[..., Any] | BaseTool"
 """What ``ReactAgent(tools=...)`` and ``ToolNode`` accept: a :class:`Tool`, a function, or
 a LangChain ``BaseTool`` (the ``langchain`` extra)."""
-
-_CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    name: str
-    fn: Callable[..., Any]
-    description: str
-    parameters: dict[str, Any]
-    param_names: tuple[str, ...]
-    effect: EffectClass = EffectClass.WRITE
-    reconcile: Callable[..., Any] | None = None
-    simulate: Callable[..., Any] | None = None
-    probe: Callable[..., Any] | None = None
-    recipient: str | Callable[[dict[str, Any]], str] | None = None
-    mask: tuple[str, ...] = ()
-    retry: EffectRetry | None = None
-    timeout: float | None = None  # overrides the run's tool_timeout
-    is_async: bool = field(default=False)
-    inline: bool = False  # a sync tool called on the event loop thread (no hand-off)
-    # JSON arguments -> the function's keyword arguments, or ToolArgumentsError;
-    # None passes the arguments on as sent
-    validator: Validator | None = None
-    # How the recipient deduplicates a repeated call without the idempotency key (a
-    # write tool whose code never reads the key must say; oncegraph.tools.keycheck)
-    dedup: str | None = None
-    # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
-    source: Callable[..., Any] | None = None
-
-    def __post_init__(self) -> None:
-        register_mask(self.name, self.mask)  # a record's repr masks these fields
-
-    @property
-    def spec(self) -> ToolSpec:
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-    def validate(self, args: Any) -> dict[str, Any]:
-        """The keyword arguments the function receives for the JSON ``args`` a model sent.
-
-        Raises :class:`~oncegraph.errors.ToolArgumentsError` (naming each bad argument).
-        """
-        if not isinstance(args, Mapping):
-            raise ToolArgumentsError(
-                self.name, f"arguments for {self.name} must be a JSON object; got {args!r}"
-            )
-        if self.validator is None:
-            return dict(args)
-        return self.validator(args)
-
-    def recipient_for(self, args: dict[str, Any]) -> str | None:
-        if callable(self.recipient):
-            return str(self.recipient(args))
-        return self.recipient
-
-    @property
-    def runs(self) -> RunsOn:
-        """Where a call runs: coroutines on the loop, sync tools in the worker pool (or on
-        the loop thread when ``inline``)."""
-        return "loop" if self.is_async else "inline" if self.inline else "thread"
-
-    def bind(self, args: dict[str, Any]) -> Callable[[], Any]:
-        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`."""
-        return functools.partial(self.fn, **args)
-
-    async def acall(self, args: dict[str, Any]) -> Any:
-        """Run the function directly, outside the ledger (coroutines on the loop, sync
-        functions in the worker pool unless inline)."""
-        if self.is_async:
-            return await self.fn(**args)
-        if self.inline:
-            return self.fn(**args)
-        return await executor.start(self.bind(args))[1]
-
-    def timeout_in(self, run_timeout: float | None) -> float | None:
-        """The timeout a call of this tool runs under: its own, else the run's; none inline."""
-        if self.inline:
-            return None
-        return self.timeout if self.timeout is not None else run_timeout
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
-
 
 def _make(
     fn: Callable[..., Any],
@@ -157,16 +68,7 @@ def _make(
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
     is_async = inspect.iscoroutinefunction(fn)
-    if inline and is_async:
-        raise ConfigError(
-            f"tool {fn!r} is a coroutine function; inline=True is for sync functions "
-            "(coroutines already run on the event loop)"
-        )
-    if inline and timeout is not None:
-        raise ConfigError(
-            f"tool {fn!r}: an inline tool runs on the event loop thread and cannot be timed "
-            "out; pass timeout= or inline=True, not both"
-        )
+    check_inline(f"tool {fn!r}", inline=inline, is_async=is_async, timeout=timeout)
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
@@ -199,26 +101,6 @@ def _make(
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
     )
-
-
-def dedup_text(dedup: Any, name: str) -> str | None:
-    """``dedup=`` as given (None), or a ConfigError naming what it must be."""
-    if dedup is None:
-        return None
-    if not isinstance(dedup, str) or not dedup.strip():
-        raise ConfigError(
-            f"tool {name!r}: dedup= says in words how the recipient deduplicates a repeated "
-            f"call without the idempotency key (e.g. \"natural key: order_id\"); got {dedup!r}"
-        )
-    return dedup.strip()
-
-
-def effect_class(effect: str | EffectClass) -> EffectClass:
-    """The tool class named by ``effect`` (``"read"``, ``"write"``, ``"irreversible"``)."""
-    key = effect.value if isinstance(effect, EffectClass) else effect
-    if key not in _CLASSES:
-        raise ConfigError(f"effect={effect!r} is not a tool class; use one of {sorted(_CLASSES)}")
-    return _CLASSES[key]
 
 
 @overload
@@ -274,3 +156,14 @@ def _is_langchain_tool(value: Any) -> bool:
     module = sys.modules.get("langchain_core.tools")
     base = getattr(module, "BaseTool", None)
     return isinstance(base, type) and isinstance(value, base)
+
+
+__all__ = [
+    "Tool",
+    "ToolLike",
+    "Validator",
+    "as_tool",
+    "dedup_text",
+    "effect_class",
+    "tool",
+]

@@ -15,8 +15,8 @@ from oncegraph.prebuilt.models.base import (
     ChatModel,
     ModelResponse,
     StreamingChatModel,
-    resolve_model,
 )
+from oncegraph.prebuilt.models.resolve import resolve_model
 from oncegraph.prebuilt.models.scripted import ScriptedModel
 
 __all__ = ["ChatModel", "ModelResponse", "ScriptedModel", "StreamingChatModel", "resolve_model"]

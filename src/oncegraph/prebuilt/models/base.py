@@ -1,4 +1,5 @@
-"""The chat-model port: ``ChatModel``, ``ModelResponse`` and ``resolve_model``.
+"""The chat-model port: ``ChatModel`` and ``ModelResponse`` (``resolve_model``, which
+picks an adapter, is in :mod:`oncegraph.prebuilt.models.resolve`).
 
 Invariants an implementer keeps:
 
@@ -25,33 +26,23 @@ Invariants an implementer keeps:
   stacked retry layers would multiply attempts and hide them from the effect record.
 
 The provider adapters live in sibling modules and import their SDK at import time;
-:func:`resolve_model` imports them lazily so that a missing SDK only matters to someone
-who asked for that provider, and then fails with the exact install command.
+:func:`~oncegraph.prebuilt.models.resolve.resolve_model` imports them lazily so that a
+missing SDK only matters to someone who asked for that provider, and then fails with the
+exact install command.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.ledger.keys import storable_id
 from oncegraph.messages import Message, ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
-
-PROVIDERS: Mapping[str, tuple[str, str]] = {
-    # provider -> (module, class)
-    "openai": ("oncegraph.prebuilt.models.openai", "OpenAIChatModel"),
-    "anthropic": ("oncegraph.prebuilt.models.anthropic", "AnthropicChatModel"),
-    "google": ("oncegraph.prebuilt.models.google", "GoogleChatModel"),
-}
 
 _RESPONSE_KEYS = frozenset(
     {"content", "tool_calls", "provider_message_id", "usage", "raw_finish_reason", "model"}
@@ -196,89 +187,6 @@ class ModelResponse:
             raw_finish_reason=_opt_str(data, "raw_finish_reason"),
             model=_opt_str(data, "model"),
         )
-
-
-def resolve_model(
-    model: str | ChatModel | BaseChatModel, provider: str | None = None, **options: Any
-) -> ChatModel:
-    """Turn ``model`` (+ ``provider``) into a :class:`ChatModel`.
-
-    - A ``ChatModel`` instance is returned as is (``options`` must then be empty).
-    - A LangChain chat model (``ChatOpenAI(...)``, any ``BaseChatModel``) is wrapped in
-      :class:`~oncegraph.prebuilt.models.langchain.LangChainChatModel`.
-    - A string is a model id for ``provider`` (``"openai"``, ``"anthropic"`` or
-      ``"google"``); with ``provider=None`` the id must start with one of those names
-      (``"google/gemini-2.5-flash"``). ``options`` go to the adapter
-      (``api_key=``, ``base_url=``, ``timeout=``, ...).
-    - A string in LangChain's ``provider:model`` form (``"openai:gpt-4o-mini"``, with
-      ``provider=None``) is built by ``langchain``'s ``init_chat_model(model,
-      **options)`` and wrapped as above.
-    - ``"scripted"`` cannot be built from a string: pass a ``ScriptedModel``.
-
-    A missing SDK raises ``ImportError`` whose message is the install command.
-    """
-    if not isinstance(model, str):
-        from oncegraph.prebuilt.models import langchain as lc
-
-        if lc.is_langchain_model(model):
-            if options:
-                raise ConfigError(
-                    f"model options {sorted(options)} only apply when the model is given by "
-                    "name; configure the LangChain model itself instead"
-                )
-            return lc.LangChainChatModel(model)
-        if lc.is_langchain_runnable(model):
-            raise ConfigError(
-                f"model is a LangChain {type(model).__name__}, not a chat model; pass the "
-                "chat model itself (e.g. ChatOpenAI(...), not ChatOpenAI(...).bind_tools(...) "
-                "or .with_retry()): the agent binds its tools, and its model_retry= does the "
-                "recorded retries"
-            )
-        if not isinstance(model, ChatModel):
-            raise ConfigError(
-                f"model must be a model id string or a ChatModel (an object with a "
-                f"'name' and an async 'generate'), got {type(model).__name__}"
-            )
-        if options:
-            raise ConfigError(
-                f"model options {sorted(options)} only apply when the model is given by "
-                "name; configure the ChatModel instance itself instead"
-            )
-        return model
-    if not model:
-        raise ConfigError("model id is empty; pass e.g. model='google/gemini-2.5-flash'")
-    if provider is None:
-        from oncegraph.prebuilt.models import langchain as lc
-
-        if lc.is_langchain_id(model):
-            return lc.init_model(model, **options)
-        prefix, sep, _ = model.partition("/")
-        if not sep or prefix.lower() not in PROVIDERS:
-            raise ConfigError(
-                f"cannot tell the provider of model {model!r}: pass provider= one of "
-                f"{sorted(PROVIDERS)} or prefix the id with it (e.g. 'openai/gpt-4o'), "
-                "or write it in LangChain's provider:model form (e.g. 'openai:gpt-4o', "
-                "with langchain installed), or pass a LangChain chat model"
-            )
-        provider = prefix
-    key = provider.lower()
-    if key == "scripted":
-        raise ConfigError(
-            "provider 'scripted' cannot be built from a string; pass "
-            "model=ScriptedModel([...]) from oncegraph.prebuilt.models"
-        )
-    if key not in PROVIDERS:
-        raise ConfigError(
-            f"unknown model provider {provider!r}; valid choices: {sorted(PROVIDERS)} "
-            "(or pass a ChatModel instance as model=)"
-        )
-    module_name, class_name = PROVIDERS[key]
-    cls = getattr(importlib.import_module(module_name), class_name)
-    try:
-        built: ChatModel = cls(model, **options)
-    except TypeError as exc:
-        raise ConfigError(f"bad option for the {key} model adapter: {exc}") from exc
-    return built
 
 
 # -- helpers shared by the adapters (not public API) ----------------------------------
@@ -433,10 +341,8 @@ def _opt_str(data: Mapping[str, Any], key: str) -> str | None:
 
 
 __all__ = [
-    "PROVIDERS",
     "ChatModel",
     "ModelResponse",
     "OnText",
     "StreamingChatModel",
-    "resolve_model",
 ]

@@ -19,7 +19,7 @@ are masked by them without a graph or a store at hand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 _REGISTERED: dict[str, tuple[str, ...]] = {}
@@ -60,6 +60,32 @@ def remember(values: Iterable[str]) -> None:
             del _REMEMBERED[next(iter(_REMEMBERED))]
 
 
+CallValues = Callable[[str, Any, tuple[str, ...]], Iterable[str]]
+"""``(effect_type, request, fields) -> the masked values in the request``."""
+_CALL_VALUES: list[CallValues] = []
+
+
+def find_call_values_with(call_values: CallValues) -> None:
+    """Install how a call's masked values are found: the run layer's masker
+    (:mod:`oncegraph.runs.masking`, installed when it is imported, as importing
+    ``oncegraph`` does), which knows every shape a tool call comes in. The ledger does not
+    import it: the run layer sits above."""
+    _CALL_VALUES[:] = [call_values]
+
+
+def remember_call(effect_type: str, request: Any, fields: Iterable[str]) -> None:
+    """Keep the masked values a call about to be made is given (for reprs and spans)."""
+    fields = tuple(fields)
+    if not (fields or declared_mask(request)[0]):
+        return
+    if not _CALL_VALUES:
+        raise RuntimeError(
+            "a masked call's values cannot be kept: nothing installed their masking; "
+            "import oncegraph (it installs oncegraph.runs.masking) before running a graph"
+        )
+    remember(_CALL_VALUES[0](effect_type, request, fields))
+
+
 def remembered() -> tuple[str, ...]:
     """The secret values this process's masked calls were given (the newest kept)."""
     return tuple(_REMEMBERED)
@@ -77,4 +103,13 @@ def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return fields, positions
 
 
-__all__ = ["declare", "declared_mask", "register", "registered", "remember", "remembered"]
+__all__ = [
+    "declare",
+    "declared_mask",
+    "find_call_values_with",
+    "register",
+    "registered",
+    "remember",
+    "remember_call",
+    "remembered",
+]

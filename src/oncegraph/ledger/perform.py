@@ -58,6 +58,7 @@ from oncegraph.ledger import calls, machine
 from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
+from oncegraph.ledger.masks import remember_call
 from oncegraph.ledger.planned import intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
@@ -606,8 +607,6 @@ async def perform(ctx: TaskContext, call: EffectCall) -> Performed:
     """Run ``call`` under the ledger's protocol; its (possibly recorded) result and id."""
     performer = _Performer(ctx, call, await hash_key(ctx.store))
     if call.mask or (isinstance(call.request, Mapping) and "mask" in call.request):
-        from oncegraph.runs.masking import remember_call
-
         remember_call(call.effect_type, call.request, call.mask)  # for reprs and spans
     with observe.effect_span(call, performer.effect_id, ctx):
         return Performed(await performer.run(), performer.effect_id)

@@ -44,7 +44,7 @@ import contextvars
 import json
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 log = logging.getLogger("oncegraph.ledger")
@@ -78,12 +78,32 @@ def capturing() -> bool:
     return os.environ.get(CAPTURE_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
+_PROCESS_MASKER: list[Callable[[], Any]] = []
+
+
+def mask_spans_with(process_masker: Callable[[], Any]) -> None:
+    """Install what makes a span's masker: the run layer's
+    (:func:`oncegraph.runs.masking.process_masker`, installed when it is imported, as
+    importing ``oncegraph`` does), which knows what tools declared masked. Tracing does
+    not import it: the run layer sits above."""
+    _PROCESS_MASKER[:] = [process_masker]
+
+
+def _process_masker() -> Any:
+    """A new masker of what this process knows; none installed is an error, never a span
+    that shows a secret unmasked."""
+    if not _PROCESS_MASKER:
+        raise RuntimeError(
+            "spans cannot be masked: nothing installed their masking; import oncegraph "
+            "(it installs oncegraph.runs.masking) before running a graph"
+        )
+    return _PROCESS_MASKER[0]()
+
+
 def _current_masker() -> Any:
     found = _masker.get(None)
     if found is None:
-        from oncegraph.runs.masking import process_masker
-
-        found = process_masker()
+        found = _process_masker()
         _masker.set(found)
     return found
 
@@ -199,9 +219,7 @@ def run_span(run: Any, values: Any = None) -> contextlib.AbstractContextManager[
 @contextlib.contextmanager
 def _run_span(t: Any, run: Any, values: Any) -> Iterator[Any]:
     """A run's span, with a masker of its own for the spans under it."""
-    from oncegraph.runs.masking import process_masker
-
-    masker = process_masker()
+    masker = _process_masker()
     try:
         masker.learn(values)
     except Exception:  # tracing must never break a run

@@ -36,7 +36,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ledger.masks import declared_mask, registered, remember, remembered
+from oncegraph.ledger.masks import (
+    declared_mask,
+    find_call_values_with,
+    registered,
+    remember_call,
+    remembered,
+)
+from oncegraph.observe.tracing import mask_spans_with
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.storage.records import (
     AuditRecord,
@@ -363,11 +370,8 @@ def process_masker() -> Masker:
     return masker
 
 
-def remember_call(effect_type: str, request: Any, fields: Iterable[str]) -> None:
-    """Keep the masked values a call about to be made is given (for reprs and spans)."""
-    fields = tuple(fields)
-    if fields or declared_mask(request)[0]:
-        remember(Masker({}).learn_call_values(effect_type, request, fields))
+def _call_values(effect_type: str, request: Any, fields: tuple[str, ...]) -> list[str]:
+    return Masker({}).learn_call_values(effect_type, request, fields)
 
 
 def masked_repr(record: Any) -> str:
@@ -396,6 +400,8 @@ def masked_repr(record: Any) -> str:
 
 
 mask_reprs_with(masked_repr)  # every record's repr in this process goes through it
+mask_spans_with(process_masker)  # every span's masker starts from it
+find_call_values_with(_call_values)  # ledger.masks.remember_call (perform) finds them so
 
 class _FieldsMasked:
     """A record's fields, masked (for :func:`masked_repr`)."""

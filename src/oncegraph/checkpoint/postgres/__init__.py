@@ -3,7 +3,9 @@ Imported on first use, so this module imports without psycopg."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from oncegraph.checkpoint._lazy import postgres_store
 
 if TYPE_CHECKING:
     from oncegraph.storage.sql.postgres import PgCheckpointer as PostgresSaver
@@ -11,9 +13,4 @@ if TYPE_CHECKING:
 __all__ = ["PostgresSaver"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PostgresSaver":
-        from oncegraph.storage import checkpointer
-
-        return checkpointer.PgCheckpointer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = postgres_store(__name__, "PostgresSaver")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from oncegraph.checkpoint._lazy import postgres_store
 
 if TYPE_CHECKING:
     from oncegraph.storage.sql.postgres import PgCheckpointer as AsyncPostgresSaver
@@ -10,9 +12,4 @@ if TYPE_CHECKING:
 __all__ = ["AsyncPostgresSaver"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "AsyncPostgresSaver":
-        from oncegraph.storage import checkpointer
-
-        return checkpointer.PgCheckpointer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = postgres_store(__name__, "AsyncPostgresSaver")

@@ -40,6 +40,7 @@ from oncegraph.runs import (
     answers,
     audits,
     claims,
+    compensating,
     creating,
     handles,
     listing,
@@ -212,6 +213,7 @@ class RunService:
     resolve_effect = door(Commands, Commands.resolve_effect)
     check_effect = door(Commands, Commands.check_effect)
     redeliver = door(Commands, Commands.redeliver)
+    compensate = door(None, compensating.compensate)
     audit = door(Commands, Commands.audit)
 
     async def effect(self, effect_id: str) -> EffectRecord:

@@ -57,6 +57,11 @@ from oncegraph.tools.tool import Tool
 PREFIX = "compensate:"
 """The command id of a compensation: ``compensate:<original effect id>:<n>``."""
 UNFINISHED = (EffectStatus.PENDING, EffectStatus.ACCEPTED)
+# The calls the refusals name, which each surface says in its own words (the CLI's flags
+# and commands, the UI's buttons: oncegraph.server.wording).
+AGAIN = "app.compensate(effect_id, ..., allow_again=True)"
+CHECK = "app.check_effect(effect_id, ...)"
+RESOLVE = "app.resolve_effect(effect_id, 'done', ...)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +153,8 @@ def _check_compensable(record: EffectRecord) -> None:
     if record.status in UNFINISHED:
         raise RunStateError(
             f"effect {record.effect_id} is {record.status}: what it did is not known yet, and "
-            "only a completed effect is compensated. Check it at the recipient first with "
-            "app.check_effect(effect_id, ...) or record what you found there with "
-            "app.resolve_effect(effect_id, 'done', ...); then compensate it"
+            f"only a completed effect is compensated. Check it at the recipient first with "
+            f"{CHECK} or record what you found there with {RESOLVE}; then compensate it"
         )
     raise RunStateError(
         f"effect {record.effect_id} is {record.status}: it did not complete, so there is "
@@ -249,8 +253,7 @@ async def compensate(
                 raise RunStateError(
                     f"effect {original.effect_id} was already compensated by "
                     f"{finished[-1].effect_id}; an effect is compensated once. To compensate "
-                    "it again on purpose, pass app.compensate(effect_id, ..., "
-                    "allow_again=True)"
+                    f"it again on purpose, pass {AGAIN}"
                 )
             number, resumed = len(done) + 1, False
             request = _request(ctx, tool, original, number, args or {})
@@ -314,10 +317,10 @@ async def compensate(
     if parked is not None:
         raise RunStateError(
             f"the compensation {new_id} of effect {original.effect_id} has an unknown "
-            f"outcome ({record.status}): {parked.split('; the run is parked')[0]}. Check it "
-            "at the recipient with app.check_effect(effect_id, ...) on the compensation, or "
-            "record what you found with app.resolve_effect(effect_id, ...); compensating "
-            "again goes on with the same compensation, never a second one"
+            f"outcome ({record.status}): {parked.split('; the run is parked')[0]}. Check the "
+            f"compensation at the recipient with {CHECK}, or record what you found with "
+            f"{RESOLVE}; compensating again goes on with the same compensation, never a "
+            "second one"
         )
     return Compensated(
         mask_effect(record, ctx.masks), mask_effect(original, ctx.masks), resumed=resumed

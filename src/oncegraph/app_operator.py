@@ -312,6 +312,14 @@ class OperatorMethods:
             "compensate",
         )
 
+    async def acompensations(self, effect_id: str) -> list[EffectRecord]:
+        """The compensations of effect ``effect_id`` (what compensated it), first one
+        first, masked; each names it as ``compensates`` (:mod:`oncegraph.runs.compensating`)."""
+        return await self.service.compensations(effect_id)
+
+    def compensations(self, effect_id: str) -> list[EffectRecord]:
+        return run_sync(self.acompensations(effect_id), "compensations")
+
     async def areplay(
         self,
         run_id: str,

@@ -58,6 +58,9 @@ def test_compensate_runs_the_refund_once_as_a_new_linked_audited_effect(shop: Sh
     assert compensating.compensates(refund) == charge.effect_id
     by = shop.app.effects(run_id=charge.run_id)
     assert compensating.links(by) == {charge.effect_id: (refund.effect_id,)}
+    (listed,) = shop.app.compensations(charge.effect_id)
+    assert listed.effect_id == refund.effect_id and listed.status is EffectStatus.COMPLETED
+    assert listed.request["original"]["args"]["card"] == "***"
     (audit,) = _audits(shop, charge.effect_id)
     assert (audit.actor, audit.reason) == ("ana", "customer cancelled")
     assert audit.details["compensation"] == refund.effect_id

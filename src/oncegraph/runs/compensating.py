@@ -26,7 +26,9 @@ Rules:
   ``compensate:<original effect id>:<n>`` (its effect id is derived from it, so two
   operators racing make the same record and one of them finds it) and it is recorded in
   the original's run: :func:`compensates` reads the original's id off it, and
-  :func:`compensated_by` lists an effect's compensations from its run's effects.
+  :func:`compensations` lists an effect's compensations (its ``compensated_by``) from its
+  run's effects: the link is kept by the compensation's own record, written with its
+  intent, so no store needs a column for it and no crash can leave one side of it.
 * **Audited**: one record (``compensate``, on the original) with the actor, the reason
   and both ids, written before the compensation's intent.
 """
@@ -110,10 +112,13 @@ async def compensations_of(store: Any, original: EffectRecord) -> list[EffectRec
     return sorted(mine, key=number_of)
 
 
-async def compensated_by(ctx: RunContext, effect_id: str) -> tuple[str, ...]:
-    """The ids of the compensations of the effect ``effect_id`` (within ``ctx``'s scope)."""
+async def compensations(ctx: RunContext, effect_id: str) -> list[EffectRecord]:
+    """The compensations of the effect ``effect_id`` (its ``compensated_by``), first one
+    first, as an operator sees them (masked; the effect within ``ctx``'s scope)."""
     original = await Commands(ctx).effect(effect_id)
-    return tuple(r.effect_id for r in await compensations_of(ctx.store, original))
+    found = await compensations_of(ctx.store, original)
+    masker = await ctx.masker(thread_ids=(original.thread_id,))
+    return [masker.effect(r) for r in found]
 
 
 def compensating_tool(spec: GraphSpec | None, record: EffectRecord) -> Tool:
@@ -336,9 +341,9 @@ __all__ = [
     "Compensated",
     "command_for",
     "compensate",
-    "compensated_by",
     "compensates",
     "compensating_tool",
+    "compensations",
     "compensations_of",
     "links",
     "number_of",

@@ -214,6 +214,7 @@ class RunService:
     check_effect = door(Commands, Commands.check_effect)
     redeliver = door(Commands, Commands.redeliver)
     compensate = door(None, compensating.compensate)
+    compensations = door(None, compensating.compensations)
     audit = door(Commands, Commands.audit)
 
     async def effect(self, effect_id: str) -> EffectRecord:

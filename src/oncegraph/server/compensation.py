@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from oncegraph.errors import ConfigError, RunStateError
-from oncegraph.runs.compensating import AGAIN, CHECK, RESOLVE, compensations_of
+from oncegraph.runs.compensating import AGAIN, CHECK, RESOLVE
 from oncegraph.server import bodies, idempotency, schemas
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import code_needed, graph, need, shown, visible_run
@@ -96,7 +96,7 @@ async def links_of(request: Request, principal: Principal, record: Any) -> dict[
     and the compensations it has (each with its status)."""
     from oncegraph.runs.compensating import compensates
 
-    found = await compensations_of(graph(request).service.store, record)
+    found = await graph(request).service.compensations(record.effect_id)
     return {
         "compensates": compensates(record),
         "compensated_by": [{"effect_id": r.effect_id, "status": str(r.status)} for r in found],

@@ -72,6 +72,12 @@ def test_compensate_asks_then_once_then_again(database: str, provider: FakeProvi
     )
     assert "compensates" in again.stdout and charge in again.stdout
     assert len([e for e in provider.effects() if e["kind"] == "ticket"]) == 2
+    shown = json.loads(ok("effect", charge, "--json", *where, env=env).stdout)
+    assert shown["compensates"] is None and len(shown["compensated_by"]) == 2
+    refund = json.loads(
+        ok("effect", shown["compensated_by"][0], "--json", "--database", database, env=env).stdout
+    )
+    assert refund["compensates"] == charge and refund["effect_type"] == "refund"
     audit = [
         a
         for a in json.loads(ok("audit", "--json", "--database", database, env=env).stdout)

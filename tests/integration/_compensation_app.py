@@ -51,6 +51,8 @@ class Shop:
             if calls_log:
                 with open(calls_log, "a", encoding="utf-8") as f:
                     f.write(key + "\n")
+            if note == "refuse":  # the provider says no: a definite failure, nothing moved
+                raise RuntimeError("the provider refused the refund")
             title = f"refund {original.result['id']} of {original.args['order_id']}"
             return client.create_ticket(title, note, idempotency_key=key)
 

@@ -88,6 +88,18 @@ def test_a_second_compensation_is_refused_unless_allowed_again(shop: Shop) -> No
     assert len(audits) == 2 and audits[0].details.get("again") is True
 
 
+def test_a_failed_compensation_does_not_count_as_one(shop: Shop) -> None:
+    charge = shop.book()
+    failed = shop.app.compensate(charge.effect_id, actor="ana", reason="r", args={"note": "refuse"})
+    assert failed.effect.status is EffectStatus.FAILED and "refused" in (failed.effect.error or "")
+    assert shop.tickets() == []
+    done = shop.app.compensate(charge.effect_id, actor="ana", reason="try again")
+    assert done.effect.status is EffectStatus.COMPLETED and not done.resumed
+    assert done.effect.request["original"]["number"] == 2 and len(shop.tickets()) == 1
+    statuses = [e.status for e in shop.app.compensations(charge.effect_id)]
+    assert statuses == [EffectStatus.FAILED, EffectStatus.COMPLETED]
+
+
 def test_only_a_completed_effect_of_a_tool_with_a_compensation_is_compensated(
     shop: Shop,
 ) -> None:

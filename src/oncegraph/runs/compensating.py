@@ -21,7 +21,8 @@ Rules:
   completed compensation refuses another. A compensation that did not finish (a crash, an
   outcome still unknown) is not a second one: compensating again goes on with THAT record,
   under the ledger's rules for its class, so a crash between its intent and its call never
-  makes it happen twice.
+  makes it happen twice. One that failed (its tool raised: nothing was undone) does not
+  count: the next compensation is allowed, as number 2.
 * **Linked both ways, kept by every store.** A compensation's command id is
   ``compensate:<original effect id>:<n>`` (its effect id is derived from it, so two
   operators racing make the same record and one of them finds it) and it is recorded in

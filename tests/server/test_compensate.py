@@ -166,3 +166,20 @@ def test_the_compensate_button_confirms_then_links_both_effects(
         op.close()
     finally:
         stop_live(live)
+
+
+def test_oncegraph_serve_hands_compensate_role_to_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from typer.testing import CliRunner
+
+    import oncegraph.server
+    from oncegraph.cli.commands import app as cli
+
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(oncegraph.server, "serve", lambda *a, **kw: seen.append(kw))
+    done = CliRunner().invoke(cli, ["serve", "some.module:app", "--compensate-role", "operator"])
+    assert done.exit_code == 0, done.output
+    assert seen[0]["compensate_role"] == "operator"
+    CliRunner().invoke(cli, ["serve", "some.module:app"])
+    assert "compensate_role" not in seen[1]  # the server's default stays in one place

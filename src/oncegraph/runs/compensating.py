@@ -251,10 +251,17 @@ async def compensate(
     try:
         done = await compensations_of(ctx.store, original)
         open_ = [r for r in done if r.status in UNFINISHED]
+        finished = [r for r in done if r.status is EffectStatus.COMPLETED]
         if open_:
-            number, request, resumed = number_of(open_[-1]), open_[-1].request, True
+            going = open_[-1]  # its own request, as recorded: the same call, taken up again
+            if going.effect_type != tool.name:
+                raise ConfigError(
+                    f"the unfinished compensation {going.effect_id} of effect "
+                    f"{original.effect_id} was made by {going.effect_type!r}, and the tool "
+                    f"now declares {tool.name!r}; finish that one first: check or resolve it"
+                )
+            number, request, resumed = number_of(going), going.request, True
         else:
-            finished = [r for r in done if r.status is EffectStatus.COMPLETED]
             if finished and not allow_again:
                 raise RunStateError(
                     f"effect {original.effect_id} was already compensated by "
@@ -305,7 +312,7 @@ async def compensate(
                 number=number,
                 tool=tool.name,
                 resumed=resumed,
-                **({"again": True} if number > 1 and not resumed else {}),
+                **({"again": True} if finished and not resumed else {}),
             )
         )
         parked: str | None = None

@@ -133,6 +133,11 @@ def test_the_compensate_button_confirms_then_links_both_effects(
         assert "refund (irreversible)" in page.inner_text("[data-field=tool]")
         assert '"card": "***"' in page.inner_text("[data-field=payload]")
         op.shot("compensate-confirm")
+        page.set_viewport_size({"width": 800, "height": 900})
+        wide = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        assert wide, "the confirmation page overflows an 800 px window"
+        op.shot("compensate-confirm-800px")
+        page.set_viewport_size({"width": 1366, "height": 900})
         form = page.locator("form[data-command=compensate-confirm]")
         form.locator("input[name=reason]").fill("customer cancelled")
         form.locator("input[name=confirmed]").check()
@@ -145,6 +150,12 @@ def test_the_compensate_button_confirms_then_links_both_effects(
         ]
         assert page.locator(f"[data-compensated-by='{refund.effect_id}']").count() == 1
         op.shot("run-compensated")
+
+        # the effect log across runs says what the refund compensates
+        page.goto("/ui/effects")
+        row = page.locator(f"tr[data-effect-id='{refund.effect_id}']")
+        assert row.locator(f"[data-compensates='{charge.effect_id}']").count() == 1
+        op.shot("effect-log")
 
         # both effects' pages link to each other; a second Compensate asks "again"
         page.goto(f"/ui/runs/{charge.run_id}/effects/{refund.effect_id}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from shop import ADMIN, KEYS, OPERATOR, VIEWER, auth
+from shop import ACME, ADMIN, KEYS, OPERATOR, VIEWER, auth
 from starlette.testclient import TestClient
 from test_ui_browser import Operator, browser  # noqa: F401 (the browser fixture)
 
@@ -99,6 +99,9 @@ def test_an_operator_may_compensate_where_the_server_says_so(comp_shop: Shop) ->
     with TestClient(app) as client:
         url = f"/api/effects/{charge.effect_id}/compensate"
         assert client.post(url, json={"reason": "r"}, headers=auth(VIEWER)).status_code == 403
+        # an operator bound to another tenant does not see this run's effect
+        foreign = client.post(url, json={"reason": "r"}, headers=auth(ACME))
+        assert foreign.status_code == 404 and _tickets(comp_shop) == 0
         done = client.post(url, json={"reason": "r"}, headers=auth(OPERATOR))
         assert done.status_code == 200, done.text
     with pytest.raises(Exception, match="compensate_role"):

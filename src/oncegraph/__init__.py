@@ -22,7 +22,7 @@ from oncegraph.runtime.context import crash_point, current_effect
 from oncegraph.runtime.faults import FaultPlan, declare_crash_point
 from oncegraph.runtime.interrupt import Interrupt, interrupt
 from oncegraph.state import MessagesState, add_messages, append
-from oncegraph.tools import EffectRetry, Tool, ToolNode, tool
+from oncegraph.tools import CompensationRequest, EffectRetry, Tool, ToolNode, tool
 
 __version__ = "0.1.0"
 
@@ -31,6 +31,7 @@ __all__ = [
     "START",
     "Accepted",
     "Command",
+    "CompensationRequest",
     "CompiledGraph",
     "Completed",
     "EffectRetry",

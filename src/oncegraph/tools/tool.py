@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.graph.inputs import ReplayClass, replay_class
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
@@ -83,6 +84,8 @@ class Tool:
     dedup: str | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
+    # What the tool is to a replay: recorded, repeat or live (oncegraph.graph.inputs)
+    replay: ReplayClass = "recorded"
 
     def __post_init__(self) -> None:
         register_mask(self.name, self.mask)  # a record's repr masks these fields
@@ -153,6 +156,7 @@ def _make(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    replay: str = "recorded",
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -198,6 +202,7 @@ def _make(
         inline=inline,
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
+        replay=replay_class(replay, f"tool {tool_name!r}"),
     )
 
 
@@ -240,6 +245,7 @@ def tool(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    replay: str = "recorded",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -1,0 +1,176 @@
+"""Replay inputs, classified: recorded facts, message ids derived from the run, and the
+replay class a node or tool declares.
+
+On memory, SQLite and PostgreSQL:
+
+* ``oncegraph.now()`` / ``uuid4()`` / ``random()`` in a node, a ``@task`` and a subgraph
+  node give the same values to a resumed node (every run path) and to a replay in each
+  mode; an evidence replay refuses a value the original run never drew;
+* a plain ``StateGraph`` node that returns id-less messages with a tool call is replayed
+  from evidence (its messages get the ids the original run gave them, so the tool call
+  finds its record);
+* a crash in a fresh OS process after an effect's intent keeps the value the node drew
+  before it (tests/integration/facts_worker.py).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from tests.conftest import RunPath
+
+import oncegraph
+from oncegraph import END, START, Command, StateGraph, ToolNode, interrupt, tool
+from oncegraph.errors import MissingRecordError
+from oncegraph.func import entrypoint, task
+from oncegraph.state import add_messages
+from oncegraph.storage.protocols import Checkpointer
+
+
+class Drawn(TypedDict, total=False):
+    seen: Annotated[list[Any], operator.add]
+    answer: str
+    inner: str
+
+
+def _draw() -> list[Any]:
+    return [oncegraph.now().isoformat(), str(oncegraph.uuid4()), oncegraph.random()]
+
+
+def _facts(app: Any, thread_id: str) -> list[Any]:
+    return [e for e in app.effects(thread_id=thread_id) if e.effect_type == "oncegraph.facts"]
+
+
+def test_a_resumed_node_gets_the_values_it_drew(
+    checkpointer: Checkpointer, run_path: RunPath
+) -> None:
+    runs: list[list[Any]] = []
+
+    def ask(state: Drawn) -> dict[str, Any]:
+        drawn = _draw()
+        runs.append(drawn)
+        return {"seen": drawn, "answer": interrupt("ok?")}
+
+    g = StateGraph(Drawn)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t-facts"}
+    run_path(app, {}, cfg)
+    out = run_path(app, Command(resume="yes"), cfg)
+    assert len(runs) == 2 and runs[0] == runs[1]  # the node ran twice, drew once
+    assert out["seen"] == runs[0] and out["answer"] == "yes"
+    (record,) = _facts(app, "t-facts")  # one record for the task, no commit of its own
+    assert record.result == {
+        "facts": {"": [["now", runs[0][0]], ["uuid4", runs[0][1]], ["random", runs[0][2]]]}
+    }
+    fresh = _draw()  # outside a run: live values
+    assert fresh[1] != runs[0][1] and isinstance(
+        oncegraph.now().tzinfo, type(oncegraph.now().tzinfo)
+    )
+
+
+def _with_subgraph(checkpointer: Checkpointer) -> Any:
+    class Inner(TypedDict, total=False):
+        inner: str
+
+    def inner_node(state: Inner) -> dict[str, Any]:
+        return {"inner": str(oncegraph.uuid4())}
+
+    inner = StateGraph(Inner)
+    inner.add_node("deep", inner_node)
+    inner.add_edge(START, "deep")
+    inner.add_edge("deep", END)
+
+    def top(state: Drawn) -> dict[str, Any]:
+        return {"seen": _draw()}
+
+    g = StateGraph(Drawn)
+    g.add_node("top", top)
+    g.add_node("sub", inner.compile())
+    g.add_edge(START, "top")
+    g.add_edge("top", "sub")
+    g.add_edge("sub", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("mode", ["evidence", "simulation", "live"])
+def test_a_replay_gets_the_values_the_run_drew(checkpointer: Checkpointer, mode: str) -> None:
+    app = _with_subgraph(checkpointer)
+    out = app.invoke({}, {"thread_id": "t-sub"})
+    assert len(out["seen"]) == 3 and out["inner"]  # drawn at the top and in the subgraph
+    run_id = app.runs(thread_id="t-sub")[0].run_id
+    replayed = app.replay(run_id, mode=mode, reason="same values?", actor="ana")
+    assert replayed.status == "completed"
+    assert replayed.result["seen"] == out["seen"]
+    assert replayed.result["inner"] == out["inner"]
+
+
+def test_a_task_gets_its_values_back_and_evidence_refuses_a_new_draw(
+    checkpointer: Checkpointer,
+) -> None:
+    extra: list[bool] = [False]
+
+    @task
+    def stamp(label: str) -> str:
+        return f"{label}:{oncegraph.uuid4()}"
+
+    @entrypoint(checkpointer=checkpointer)
+    def flow(inp: dict[str, Any]) -> dict[str, Any]:
+        first = stamp("a").result()
+        second = stamp("b").result()
+        when = oncegraph.now().isoformat()
+        if extra[0]:
+            oncegraph.random()  # the code now draws one more value than it recorded
+        return {"stamps": [first, second], "when": when}
+
+    out = flow.invoke({}, {"thread_id": "t-task"})
+    assert out["stamps"][0] != out["stamps"][1]  # each task call draws in its own scope
+    run_id = flow.runs(thread_id="t-task")[0].run_id
+    again = flow.replay(run_id, mode="evidence", reason="same?", actor="ana")
+    assert again == out
+    extra[0] = True
+    with pytest.raises(MissingRecordError, match=r"oncegraph\.random\(\).*never recorded"):
+        flow.replay(run_id, mode="evidence", reason="drawn more?", actor="ana")
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+def test_evidence_replay_of_a_plain_graph_with_id_less_messages(checkpointer: Checkpointer) -> None:
+    calls: list[str] = []
+
+    @tool(effect="read")
+    def lookup(order_id: str) -> str:
+        """Look an order up."""
+        calls.append(order_id)
+        return f"order {order_id}: delivered"
+
+    def agent(state: Chat) -> dict[str, Any]:
+        if state["messages"][-1]["role"] == "tool":
+            return {"messages": [{"role": "assistant", "content": "It was delivered."}]}
+        call = {"id": "call_1", "name": "lookup", "args": {"order_id": "1042"}}
+        return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+    def route(state: Chat) -> str:
+        return "tools" if state["messages"][-1].get("tool_calls") else END
+
+    g = StateGraph(Chat)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([lookup]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", route, ["tools", END])
+    g.add_edge("tools", "agent")
+    app = g.compile(checkpointer=checkpointer)
+    out = app.invoke(
+        {"messages": [{"role": "user", "content": "where is 1042?"}]}, {"thread_id": "t-msg"}
+    )
+    assert calls == ["1042"]
+    run_id = app.runs(thread_id="t-msg")[0].run_id
+    replayed = app.replay(run_id, mode="evidence", reason="why?", actor="ana")
+    assert calls == ["1042"]  # served from the record
+    assert replayed.result["messages"] == out["messages"]  # the same ids too

@@ -174,3 +174,34 @@ def test_evidence_replay_of_a_plain_graph_with_id_less_messages(checkpointer: Ch
     replayed = app.replay(run_id, mode="evidence", reason="why?", actor="ana")
     assert calls == ["1042"]  # served from the record
     assert replayed.result["messages"] == out["messages"]  # the same ids too
+
+
+def test_a_node_two_subgraphs_deep_gets_its_values_back_on_every_path(
+    checkpointer: Checkpointer, run_path: RunPath
+) -> None:
+    drawn: list[str] = []
+
+    class Inner(TypedDict, total=False):
+        inner: str
+        answer: str
+
+    def deep(state: Inner) -> dict[str, Any]:
+        value = str(oncegraph.uuid4())
+        drawn.append(value)
+        return {"inner": value, "answer": interrupt("ok?")}
+
+    def nest(graph: Any, name: str) -> Any:
+        g = StateGraph(Inner)
+        g.add_node(name, graph)
+        g.add_edge(START, name)
+        g.add_edge(name, END)
+        return g
+
+    app = nest(nest(nest(deep, "deep").compile(), "middle").compile(), "top").compile(
+        checkpointer=checkpointer
+    )
+    cfg = {"thread_id": "t-deep"}
+    run_path(app, {}, cfg)
+    out = run_path(app, Command(resume="yes"), cfg)
+    assert len(drawn) == 2 and drawn[0] == drawn[1]
+    assert out["inner"] == drawn[0] and out["answer"] == "yes"

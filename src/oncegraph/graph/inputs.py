@@ -18,7 +18,7 @@ it ``repeat`` if running it again is harmless, or replay in mode ``simulation``.
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from typing import Literal
 
 from oncegraph.errors import ConfigError
 
@@ -32,7 +32,7 @@ def replay_class(
 ) -> ReplayClass:
     """``value`` as a replay class for ``what`` (``"tool 'refund'"``), or a ConfigError."""
     if value in allowed:
-        return cast(ReplayClass, value)
+        return value
     if value == "recorded" and allowed == NODE_CLASSES:
         raise ConfigError(
             f"{what}: replay='recorded' is for tools and effect(); a node's own code runs "

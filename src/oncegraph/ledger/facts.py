@@ -20,8 +20,10 @@ before its own writes). So the guarantee is:
   recorded thing has seen.
 
 A task whose step this process just committed (``fresh``) cannot have facts on record,
-so it reads nothing; any other task (a resumed step, a retry, a replay) reads its record
-once, before the node runs (:func:`prepare`), so a draw never waits on the store.
+so it reads nothing; any other task (a resumed step, a replay) reads its record once,
+one point read before the node runs (:func:`prepare`), so a draw never waits on the
+store (an async node draws on the loop thread). A read that fails fails only a task
+that then draws (``LedgerUnavailableError``, resumable), never one that does not.
 A replay reads its own record first, then the original run's; an evidence replay that
 reaches a draw the original run never made refuses it (:class:`MissingRecordError`).
 """
@@ -33,7 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oncegraph.errors import MissingRecordError, NondeterminismError
+from oncegraph.errors import (
+    LeaseLostError,
+    LedgerUnavailableError,
+    MissingRecordError,
+    NondeterminismError,
+    StorageError,
+)
 from oncegraph.ledger.keys import effect_id_for
 from oncegraph.ledger.planned import intent_record
 from oncegraph.storage.records import (
@@ -65,21 +73,31 @@ class FactLog:
     saved_version: int = 0  # the row version of this run's record in the store (0: none)
     staged: EffectRecord | None = None  # the record waiting in ctx.staged_effects
     evidence: bool = False  # values come from the replayed run's record
+    unread: str | None = None  # the record could not be read (why): a draw must not guess
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def restart(self) -> None:
         """Another attempt of the task (a node retry): it reads from position 0 again."""
         self.counts.clear()
 
-    def _sync_saved(self, ctx: TaskContext) -> None:
-        """A staged record the driver took out of ``staged_effects`` was written."""
+    def _sync_saved(self, ctx: TaskContext) -> bool:
+        """Is a record staged and still waiting? One the driver took out of
+        ``staged_effects`` was written: its values are left to it (copied off here)."""
         staged = self.staged
-        if staged is not None and not any(r is staged for r in ctx.staged_effects):
-            self.saved_version = staged.row_version
-            self.staged = None
+        if staged is None:
+            return False
+        if any(r is staged for r in ctx.staged_effects):
+            return True
+        self.saved_version = staged.row_version
+        self.staged = None
+        self.values = {scope: list(v) for scope, v in self.values.items()}
+        return False
 
     def _stage(self, ctx: TaskContext) -> None:
-        self._sync_saved(ctx)
+        """Stage the record of these values, unless one is staged already: its result IS
+        ``values`` (no copy per draw), read when the driver writes it."""
+        if self._sync_saved(ctx):
+            return
         at = now()
         record = intent_record(
             key_run_id=ctx.run_id,
@@ -94,19 +112,13 @@ class FactLog:
             recipient=None,
         ).replace(
             status=EffectStatus.COMPLETED,
-            result={"facts": {scope: list(v) for scope, v in self.values.items()}},
+            result={"facts": self.values},
             attempts=(Attempt(1, at, at, AttemptOutcome.COMPLETED),),
             row_version=self.saved_version + 1,
             created_at=at,
             updated_at=at,
         )
-        staged = self.staged
-        for i, r in enumerate(ctx.staged_effects):
-            if r is staged:
-                ctx.staged_effects[i] = record
-                break
-        else:
-            ctx.staged_effects.append(record)
+        ctx.staged_effects.append(record)
         self.staged = record
 
 
@@ -136,6 +148,12 @@ def draw(ctx: TaskContext, scope: str, kind: str, make: Callable[[], Any]) -> An
                     "stable, or finish such runs on the old version (previous_versions)."
                 )
             return value
+        if log.unread is not None:
+            raise LedgerUnavailableError(
+                f"node {ctx.node_name!r} called oncegraph.{kind}(), and the values its earlier "
+                f"run recorded cannot be read ({log.unread}); a new value could differ from "
+                "one already used. The run failed and can be resumed once the store is back."
+            )
         replay = ctx.replay
         if replay is not None and replay.mode == "evidence":
             raise MissingRecordError(
@@ -160,18 +178,23 @@ async def prepare(ctx: TaskContext) -> None:
     if ctx.fresh and ctx.replay is None:
         return
     command_id = facts_command_id(ctx)
-    found = await ctx.store.get_effect(effect_id_for(ctx.run_id, FACTS, command_id))
-    log = FactLog()
-    if found is not None:
-        log.saved_version = found.row_version
-    elif ctx.replay is not None:
-        original = ctx.replay.evidence_run_id
-        found = await ctx.store.get_effect(effect_id_for(original, FACTS, command_id))
-        log.evidence = found is not None
+    log = ctx.facts = FactLog()
+    try:
+        found = await ctx.store.get_effect(effect_id_for(ctx.run_id, FACTS, command_id))
+        if found is not None:
+            log.saved_version = found.row_version
+        elif ctx.replay is not None:
+            original = ctx.replay.evidence_run_id
+            found = await ctx.store.get_effect(effect_id_for(original, FACTS, command_id))
+            log.evidence = found is not None
+    except LeaseLostError:
+        raise
+    except StorageError as exc:  # only a task that draws needs them: it fails then
+        log.unread = str(exc)
+        return
     if found is not None and isinstance(found.result, dict):
         stored = found.result.get("facts") or {}
         log.values = {str(scope): [list(item) for item in v] for scope, v in stored.items()}
-    ctx.facts = log
 
 
 async def flush(ctx: TaskContext) -> None:
@@ -181,13 +204,13 @@ async def flush(ctx: TaskContext) -> None:
     if log is None:
         return
     with log.lock:
-        log._sync_saved(ctx)
-        record = log.staged
-        if record is None:
+        if not log._sync_saved(ctx):
             return
+        record = log.staged
+        assert record is not None  # staged and waiting
         ctx.staged_effects[:] = [r for r in ctx.staged_effects if r is not record]
-        log.staged = None
-        log.saved_version = record.row_version
+        # written now: later draws go into a copy, the record keeps what it has
+        log._sync_saved(ctx)
     await ctx.store.save_effect(record, fence=ctx.fence)
 
 

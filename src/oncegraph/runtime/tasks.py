@@ -145,7 +145,7 @@ def _with_message_ids(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> 
         k: channels[k].delta(v, new_id) if k in channels and channels[k].flavor is not None else v
         for k, v in result.update.items()
     }
-    return TaskResult(result.node, update, result.goto, result.task)
+    return TaskResult(result.node, update, result.goto, result.task, shown=result.update)
 
 
 def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
@@ -185,7 +185,8 @@ async def _outcome(
     key = task.key if task.key != task.node else ""
     from oncegraph.ledger.facts import prepare  # the ledger's, reached at call time
 
-    await prepare(ctx)  # a task that may have run before: its recorded facts, read once
+    if node.subgraph is None:  # a subgraph's own tasks draw, each under its own scope
+        await prepare(ctx)  # a task that may have run before: its recorded facts, read once
     attempt = 0
     while True:
         attempt += 1

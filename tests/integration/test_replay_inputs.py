@@ -205,3 +205,50 @@ def test_a_node_two_subgraphs_deep_gets_its_values_back_on_every_path(
     out = run_path(app, Command(resume="yes"), cfg)
     assert len(drawn) == 2 and drawn[0] == drawn[1]
     assert out["inner"] == drawn[0] and out["answer"] == "yes"
+
+
+class Counting:
+    """A real store that counts the ledger writes made outside a step's commit."""
+
+    def __init__(self, inner: Checkpointer) -> None:
+        self.inner = inner
+        self.saved: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def save_effect(self, record: Any, *, fence: int | None = None) -> None:
+        self.saved.append(record.effect_type)
+        await self.inner.save_effect(record, fence=fence)
+
+
+def test_facts_ride_the_step_commit_unless_an_effect_follows(checkpointer: Checkpointer) -> None:
+    from typing import cast
+
+    counting = Counting(checkpointer)
+    sent: list[str] = []
+
+    def send(order: str) -> str:
+        sent.append(order)
+        return "sent"
+
+    def quiet(state: Drawn) -> dict[str, Any]:
+        return {"seen": _draw()}
+
+    def loud(state: Drawn) -> dict[str, Any]:
+        order = str(oncegraph.uuid4())
+        oncegraph.effect(send, order, effect_type="send")
+        return {"seen": [order]}
+
+    g = StateGraph(Drawn)
+    g.add_node("quiet", quiet)
+    g.add_node("loud", loud)
+    g.add_edge(START, "quiet")
+    g.add_edge("quiet", "loud")
+    g.add_edge("loud", END)
+    app = g.compile(checkpointer=cast(Checkpointer, counting))
+    out = app.invoke({}, {"thread_id": "t-cost"})
+    # quiet's facts went with its step's commit; loud's were written before send's intent
+    assert counting.saved == ["oncegraph.facts", "send"]
+    assert sent == [out["seen"][-1]]
+    assert len(_facts(app, "t-cost")) == 2

@@ -252,3 +252,32 @@ def test_facts_ride_the_step_commit_unless_an_effect_follows(checkpointer: Check
     assert counting.saved == ["oncegraph.facts", "send"]
     assert sent == [out["seen"][-1]]
     assert len(_facts(app, "t-cost")) == 2
+
+
+def test_a_retried_node_gets_the_values_its_failed_attempt_drew(
+    checkpointer: Checkpointer,
+) -> None:
+    from oncegraph.graph.retry import RetryPolicy
+
+    attempts: list[list[Any]] = []
+
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    def flaky(state: Drawn) -> dict[str, Any]:
+        drawn = _draw()
+        attempts.append(drawn)
+        if len(attempts) == 1:
+            raise ConnectionError("upstream hiccup")
+        return {"seen": [*drawn, oncegraph.random()]}  # one more draw than before
+
+    g = StateGraph(Drawn)
+    g.add_node("flaky", flaky, retry_policy=RetryPolicy(jitter=False))
+    g.add_edge(START, "flaky")
+    g.add_edge("flaky", END)
+    app = g.compile(checkpointer=checkpointer)
+    out = app.invoke({}, {"thread_id": "t-retry", "sleep": no_wait})
+    assert len(attempts) == 2 and attempts[0] == attempts[1]
+    assert out["seen"][:3] == attempts[0] and len(out["seen"]) == 4
+    (record,) = _facts(app, "t-retry")
+    assert [kind for kind, _ in record.result["facts"][""]] == ["now", "uuid4", "random", "random"]

@@ -72,7 +72,6 @@ class FactLog:
     counts: dict[str, int] = field(default_factory=dict)
     saved_version: int = 0  # the row version of this run's record in the store (0: none)
     staged: EffectRecord | None = None  # the record waiting in ctx.staged_effects
-    evidence: bool = False  # values come from the replayed run's record
     unread: str | None = None  # the record could not be read (why): a draw must not guess
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,6 +134,7 @@ def draw(ctx: TaskContext, scope: str, kind: str, make: Callable[[], Any]) -> An
     a recorded value of another kind at that position means the code changed."""
     log = _log(ctx)
     with log.lock:
+        log._sync_saved(ctx)  # values a written record holds are copied off before a change
         n = log.counts.get(scope, 0)
         log.counts[scope] = n + 1
         known = log.values.setdefault(scope, [])
@@ -186,7 +186,6 @@ async def prepare(ctx: TaskContext) -> None:
         elif ctx.replay is not None:
             original = ctx.replay.evidence_run_id
             found = await ctx.store.get_effect(effect_id_for(original, FACTS, command_id))
-            log.evidence = found is not None
     except LeaseLostError:
         raise
     except StorageError as exc:  # only a task that draws needs them: it fails then

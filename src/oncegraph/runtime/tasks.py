@@ -128,14 +128,20 @@ def _count_messages(ctx: TaskContext) -> list[int] | None:
     return counted
 
 
-def _with_message_ids(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> TaskResult:
+def _with_message_ids(
+    spec: GraphSpec, ctx: TaskContext, result: TaskResult, streamed: bool = False
+) -> TaskResult:
     """The messages the task returned, each with its id: an id-less one gets the id
     derived from the run (the one effects are keyed with), step, node and position, so a
     re-run or a recorded replay of the task makes the same ids (and the tool calls they
-    carry find their records); streamed messages are then the stored ones."""
+    carry find their records). ``streamed`` (the caller streams ``messages``): every
+    message is normalized here, so the streamed messages are the stored ones."""
     channels = spec.schema.channels
-    if not any(k in channels and channels[k].flavor is not None for k in result.update):
-        return result
+    if not any(
+        k in channels and channels[k].flavor is not None and (streamed or _lacks_id(v))
+        for k, v in result.update.items()
+    ):
+        return result  # every message has its id (the common case): nothing to give
     count = itertools.count()
 
     def new_id() -> str:
@@ -146,6 +152,18 @@ def _with_message_ids(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> 
         for k, v in result.update.items()
     }
     return TaskResult(result.node, update, result.goto, result.task, shown=result.update)
+
+
+def _lacks_id(update: Any) -> bool:
+    """Does a message of this update have no id (or is it not a message object yet)?"""
+    items = update if type(update) is list else [update]
+    for m in items:
+        if isinstance(m, dict):
+            if not m.get("id"):
+                return True
+        elif not getattr(m, "id", None):
+            return True
+    return False
 
 
 def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
@@ -214,7 +232,7 @@ async def _outcome(
                 result = TaskResult(task.node, update, value.goto_nodes(), key)
             else:
                 result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
-            result = _with_message_ids(spec, ctx, result)
+            result = _with_message_ids(spec, ctx, result, messages)
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)

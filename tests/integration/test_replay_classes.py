@@ -140,3 +140,34 @@ def test_replay_classes_are_checked_when_declared() -> None:
         StateGraph(Chat).add_node("a", lambda s: {}, replay="recorded")
     with pytest.raises(ConfigError, match=r"replay='sometimes' is not a replay class"):
         tool(lambda: 1, name="t", description="", replay="sometimes")
+
+
+def test_effect_declares_its_replay_class_too(checkpointer: Checkpointer) -> None:
+    from oncegraph import effect
+
+    class Total(TypedDict, total=False):
+        cents: int
+
+    computed: list[float] = []
+
+    def to_cents(amount: float) -> int:
+        computed.append(amount)
+        return int(amount * 100)
+
+    def node(state: Total) -> Total:
+        return {"cents": effect(to_cents, 2.5, effect_class="read", replay="repeat")}
+
+    g = StateGraph(Total)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    app = g.compile(checkpointer=checkpointer)
+    app.invoke({}, {"thread_id": "t-eff"})
+    run_id = app.runs(thread_id="t-eff")[0].run_id
+    replayed = app.replay(run_id, mode="evidence", reason="check", actor="ana")
+    assert replayed.result == {"cents": 250} and computed == [2.5, 2.5]  # run again
+    with pytest.raises(ConfigError, match=r"replay='never' is not a replay class"):
+        g2 = StateGraph(Total)
+        g2.add_node("n", lambda s: {"cents": effect(to_cents, 1.0, replay="never")})
+        g2.add_edge(START, "n")
+        g2.compile().invoke({})

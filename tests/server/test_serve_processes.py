@@ -45,7 +45,9 @@ def _children(pid: int) -> set[int]:
 
 
 @contextlib.contextmanager
-def _cli_serve(tmp_path: Path, *args: str) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
+def _cli_serve(
+    tmp_path: Path, *args: str
+) -> Iterator[tuple[str, subprocess.Popen[str], list[str]]]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "oncegraph.cli", "serve", *args, "--port", str(port)],
@@ -116,7 +118,9 @@ def test_two_server_processes_share_one_database_and_log_no_request_at_warning(
             assert {r["status"] for r in listed if r["run_id"] in run_ids} == {"completed"}
             for run_id in run_ids:  # one refund per run, wherever it ran
                 effects = client.get(f"/api/runs/{run_id}/effects").json()["effects"]
-                assert [e["status"] for e in effects if e["effect_type"] == "refund_order"] == ["completed"]
+                assert [e["status"] for e in effects if e["effect_type"] == "refund_order"] == [
+                    "completed"
+                ]
     (err,) = printed
     assert "GET /api/health" not in err and "POST /api/threads" not in err
 
@@ -133,7 +137,7 @@ def test_several_processes_refuse_a_store_private_to_one(tmp_path: Path) -> None
         "g.add_edge(START, 'a')\ng.add_edge('a', END)\n"
         "app = g.compile(checkpointer=InMemoryCheckpointer())\n"
     )
-    with pytest.raises(ConfigError, match="--db runs.db"):
+    with pytest.raises(ConfigError, match=r"--db runs\.db"):
         serve(f"{app}:app", workers=2, keys=f"{KEY}=admin")
     with pytest.raises(ConfigError, match="workers must be a whole number"):
         serve(f"{app}:app", workers=0)

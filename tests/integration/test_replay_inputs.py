@@ -281,3 +281,24 @@ def test_a_retried_node_gets_the_values_its_failed_attempt_drew(
     assert out["seen"][:3] == attempts[0] and len(out["seen"]) == 4
     (record,) = _facts(app, "t-retry")
     assert [kind for kind, _ in record.result["facts"][""]] == ["now", "uuid4", "random", "random"]
+
+
+def test_a_changed_draw_order_is_named_not_served(checkpointer: Checkpointer) -> None:
+    from oncegraph.errors import NondeterminismError
+
+    swapped = [False]
+
+    def ask(state: Drawn) -> dict[str, Any]:
+        first = oncegraph.now().isoformat() if swapped[0] else str(oncegraph.uuid4())
+        return {"seen": [first], "answer": interrupt("ok?")}
+
+    g = StateGraph(Drawn)
+    g.add_node("ask", ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t-order"}
+    app.invoke({}, cfg)
+    swapped[0] = True  # a deploy: the node now reads the clock where it drew an id
+    with pytest.raises(NondeterminismError, match=r"oncegraph\.now\(\).*oncegraph\.uuid4\(\)"):
+        app.invoke(Command(resume="yes"), cfg)

@@ -45,7 +45,6 @@ from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
     LedgerWriteError,
-    MissingRecordError,
     NondeterminismError,
     OnceGraphError,
     RequestMismatchError,
@@ -54,8 +53,7 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
-from oncegraph.graph.inputs import refusal
-from oncegraph.ledger import calls, facts, machine
+from oncegraph.ledger import calls, facts, machine, replayed
 from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
@@ -340,69 +338,9 @@ class _Performer:
         return await self._attempts(begun, claimed=True)
 
     async def _replayed(self, replay: ReplayPolicy) -> Any:
-        """An evidence or simulation replay: recorded results or stand-ins, never live.
-
-        By the call's replay class (:mod:`oncegraph.graph.inputs`): ``repeat`` runs again
-        (nothing recorded); a simulation uses the tool's stand-in, else the record of a
-        ``recorded`` call; a ``live`` call without either is refused."""
-        call = self.call
-        if call.replay == "repeat" and call.effect_class is not EffectClass.MODEL:
-            return machine.outcome_of(await self._again())[1]
-        simulating = replay.mode == "simulation" and call.effect_class is not EffectClass.MODEL
-        if simulating:
-            double = replay.doubles.get(call.effect_type) or call.simulate
-            if double is not None:
-                value = double(*call.args, **call.kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-                return machine.outcome_of(value)[1]
-            if call.replay == "live":
-                raise MissingRecordError(
-                    refusal(self._named, replay.evidence_run_id, simulate=True)
-                )
-        found = await self.store.get_effect(self.effect_id)
-        if found is None or found.status not in (EffectStatus.COMPLETED, EffectStatus.ACCEPTED):
-            status = "no record" if found is None else f"a {found.status} record"
-            if call.replay == "live":
-                raise MissingRecordError(
-                    refusal(self._named, replay.evidence_run_id, simulate=False)
-                    + f" (It found {status}.)"
-                )
-            if simulating:
-                raise MissingRecordError(
-                    f"this simulation replay reached {call.effect_type!r} (command "
-                    f"{call.command_id}), which has no simulate=, no double and no recorded "
-                    f"result in run {replay.evidence_run_id} ({status}); pass "
-                    f"doubles={{{call.effect_type!r}: fn}} to replay(), mark it "
-                    "replay='repeat' if calling it again is harmless, or replay in "
-                    "mode='live'"
-                )
-            raise MissingRecordError(
-                f"this evidence replay needs the recorded result of {call.effect_type!r} "
-                f"(command {call.command_id}) in run {replay.evidence_run_id}, and found "
-                f"{status}; an evidence replay never calls live. Mark it replay='repeat' "
-                "if calling it again is harmless, or replay in mode='live' or "
-                "'simulation' to run it."
-            )
-        model = self.call.effect_class is EffectClass.MODEL
-        # a model request names its checkpoint, which the replay's thread does not share
-        self._check_found(found, compare=not model)
-        if not model:
-            self._check_hash(found)
-        return found.result
-
-    @property
-    def _named(self) -> str:
-        return f"{self.call.effect_type!r} (command {self.call.command_id}, marked replay='live')"
-
-    async def _again(self) -> Any:
-        """A ``repeat`` call in a replay: the function once more, outside the ledger."""
-        runs = self.call.runs
-        if runs == "loop":
-            return await self.call.fn()
-        if runs == "inline":
-            return self.call.fn()
-        return await executor.start(self.call.fn)[1]
+        """An evidence or simulation replay: recorded results or stand-ins, never live
+        (:mod:`oncegraph.ledger.replayed`)."""
+        return await replayed.answer(self, replay)
 
     async def _run_unprotected(self) -> Any:
         """read / model: no intent commit; a recorded result is reused.

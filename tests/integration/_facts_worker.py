@@ -3,7 +3,7 @@ optionally sends them through ``effect()``, in its own OS process.
 
 Usage::
 
-    python _facts_worker.py <sqlite file | postgresql dsn> <calls log> <send|plain> <start|resume>
+    python _facts_worker.py <sqlite file | pg:DSN> <calls log> <send|plain> <start|resume>
 
 Node ``order`` draws ``oncegraph.uuid4()`` and ``oncegraph.now()``; with ``send`` it then
 makes a ``write`` effect whose request carries both (each call of its body appends one
@@ -56,8 +56,8 @@ def main(argv: list[str]) -> int:
     g.add_edge(START, "order")
     g.add_edge("order", END)
     store = (
-        PgCheckpointer(postgres_dsn=where)
-        if where.startswith("postgresql")
+        PgCheckpointer(postgres_dsn=where[3:])
+        if where.startswith("pg:")
         else SqliteCheckpointer(where)
     )
     app = g.compile(checkpointer=store)
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         for e in app.effects(thread_id="facts-thread")
         if e.effect_type == "oncegraph.facts"
     ]
-    print(json.dumps({"values": values, "facts": facts}))
+    print(json.dumps({"values": values, "facts": facts, "store": type(store).__name__}))
     return 0
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _where(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     if kind == "postgres":
-        return str(request.getfixturevalue("fresh_dsn"))
+        return "pg:" + str(request.getfixturevalue("fresh_dsn"))
     return str(tmp_path / "facts.db")
 
 
@@ -54,6 +54,7 @@ def test_values_drawn_before_an_effect_survive_a_crash_after_its_intent(
     resumed = _run(where, log, "send", "resume")
     assert resumed.returncode == 0, resumed.describe()  # type: ignore[attr-defined]
     report = resumed.json()  # type: ignore[attr-defined]
+    assert report["store"] == {"sqlite": "SqliteCheckpointer", "postgres": "PgCheckpointer"}[store]
     values = report["values"]
     assert _calls(log) == [{"order": values["order"], "at": values["at"]}]
     ((facts,),) = [[f["facts"][""]] for f in report["facts"]]

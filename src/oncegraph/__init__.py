@@ -15,6 +15,7 @@ from oncegraph.errors import (
     StaleStateError,
     UnfinishedRunError,
 )
+from oncegraph.facts import now, random, uuid4
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl import Command, Send
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
@@ -60,7 +61,10 @@ __all__ = [
     "effect",
     "get_stream_writer",
     "interrupt",
+    "now",
+    "random",
     "tool",
+    "uuid4",
 ]
 
 

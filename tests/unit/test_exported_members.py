@@ -44,7 +44,10 @@ EXPECTED = {
     "effect",
     "get_stream_writer",
     "interrupt",
+    "now",
+    "random",
     "tool",
+    "uuid4",
 }
 
 

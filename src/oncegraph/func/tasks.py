@@ -67,6 +67,13 @@ class _Scope:
 _scope: ContextVar[_Scope | None] = ContextVar("oncegraph_task_scope", default=None)
 
 
+def current_call() -> str:
+    """The command id of the ``@task`` call running here ("" in the node's own code): the
+    scope recorded facts are numbered in (:mod:`oncegraph.facts`)."""
+    scope = _scope.get()
+    return "" if scope is None else scope.command_id
+
+
 class TaskFunction(Generic[P, T]):
     """A function decorated with :func:`task`; calling it returns a future."""
 
@@ -224,6 +231,7 @@ class TaskFunction(Generic[P, T]):
             args=args,
             kwargs=kwargs,
             mask=tool.mask,
+            replay=tool.replay,
         )
 
     def _body(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.inputs import NODE_CLASSES, replay_class
 from oncegraph.graph.params import injected
 from oncegraph.graph.retry import node_retry
 from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
@@ -116,6 +117,7 @@ class StateGraph:
         metadata: Mapping[str, Any] | None = None,
         defer: bool = False,
         error_handler: Callable[..., Any] | None = None,
+        replay: str = "repeat",
     ) -> StateGraph:
         """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
 
@@ -138,6 +140,11 @@ class StateGraph:
         and its error; what it returns (an update, a ``Command`` to route) stands for the
         node's result, and the node's own edges do not fire. oncegraph's own verdicts (an
         effect whose outcome is unknown, a lost lease) are never handed to it.
+
+        ``replay``: what the node is to a replay (:mod:`oncegraph.graph.inputs`):
+        ``"repeat"`` (the default) runs it again, its recorded calls served; ``"live"``
+        says it makes requests outside its tools and ``effect()`` calls, so an evidence
+        or simulation replay refuses to run it.
         """
         from oncegraph.app import CompiledGraph
 
@@ -177,6 +184,7 @@ class StateGraph:
                 f"node {name!r}: add the compiled graph (builder.compile()), not its builder"
             )
         retry = node_retry(name, retry_policy)
+        replays = replay_class(replay, f"node {name!r}", NODE_CLASSES)
         drawn = tuple(destinations or ())
         handler = self._handler(f"__error_handler__{name}", error_handler)
         if isinstance(action, CompiledGraph):
@@ -195,6 +203,7 @@ class StateGraph:
                 input_schema=child.input_schema or child.schema,
                 destinations=drawn,
                 error_handler=handler,
+                replay=replays,
             )
             self.nodes[name] = spec
             return self
@@ -222,7 +231,12 @@ class StateGraph:
             else _input_schema_of(action, self.schema.source)
         )
         self.nodes[name] = dataclasses.replace(
-            spec, retry=retry, input_schema=own, destinations=drawn, error_handler=handler
+            spec,
+            retry=retry,
+            input_schema=own,
+            destinations=drawn,
+            error_handler=handler,
+            replay=replays,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)

@@ -85,6 +85,9 @@ class NodeSpec:
     inject: tuple[tuple[str, str], ...] = ()
     # add_node(error_handler=...): runs when the node fails for good (after its retries)
     error_handler: NodeSpec | None = None
+    # add_node(replay=...): "repeat" (run again in a replay) or "live" (requests outside
+    # the ledger: refused by a replay that must not touch the world; graph/inputs.py)
+    replay: str = "repeat"
 
     @classmethod
     def of(

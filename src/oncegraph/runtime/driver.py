@@ -429,7 +429,7 @@ class Driver:
         if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
             for r in decision.done:
                 if (r.task or r.node) not in plan.done:
-                    self.emit("updates", {r.node: dict(r.update)})
+                    self.emit("updates", {r.node: dict(r.as_returned)})
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it

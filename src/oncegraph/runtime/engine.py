@@ -67,10 +67,17 @@ class TaskResult:
     update: Mapping[str, Any]
     goto: tuple[str | Send, ...] = ()
     task: str = ""
+    # The update as the node returned it, where ``update`` gave its messages their ids
+    # (runtime/tasks.py): what the ``updates`` stream shows, as LangGraph shows it.
+    shown: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
         return self.task or self.node
+
+    @property
+    def as_returned(self) -> Mapping[str, Any]:
+        return self.update if self.shown is None else self.shown
 
 
 @slot_init

@@ -35,7 +35,8 @@ def emit_step(
     if wants(emit, "updates"):
         root = spec.schema.is_root  # a root-value state: the value itself
         for r in results:
-            emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
+            shown = r.as_returned
+            emit("updates", {r.node: shown.get(ROOT) if root else dict(shown)})
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):

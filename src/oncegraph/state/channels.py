@@ -56,10 +56,11 @@ class Channel:
     codec: Codec = PLAIN
     flavor: Flavor | None = None
 
-    def delta(self, update: Any) -> list[Any]:
-        """The log entries an update appends (log channels only)."""
+    def delta(self, update: Any, new_id: Callable[[], str] | None = None) -> list[Any]:
+        """The log entries an update appends (log channels only); ``new_id`` makes the
+        ids of messages that have none (:func:`normalize_messages`)."""
         if self.flavor is not None:
-            return normalize_messages(update, self.flavor)
+            return normalize_messages(update, self.flavor, new_id)
         return list(update) if isinstance(update, list) else [update]
 
     def extend(self, current: Any, entries: list[Any]) -> Any:

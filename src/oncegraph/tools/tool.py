@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.graph.inputs import ReplayClass, replay_class
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
@@ -86,6 +87,8 @@ class Tool:
     # How an operator undoes this tool's effect (app.compensate): another Tool, or the
     # name of a tool of the same graph (oncegraph.tools.compensation)
     compensate: Tool | str | None = None
+    # What the tool is to a replay: recorded, repeat or live (oncegraph.graph.inputs)
+    replay: ReplayClass = "recorded"
 
     def __post_init__(self) -> None:
         register_mask(self.name, self.mask)  # a record's repr masks these fields
@@ -157,6 +160,7 @@ def _make(
     inline: bool = False,
     dedup: str | None = None,
     compensate: Any = None,
+    replay: str = "recorded",
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -203,6 +207,7 @@ def _make(
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
         compensate=compensating(compensate, tool_name),
+        replay=replay_class(replay, f"tool {tool_name!r}"),
     )
 
 
@@ -263,6 +268,7 @@ def tool(
     inline: bool = False,
     dedup: str | None = None,
     compensate: Tool | Callable[..., Any] | str | None = None,
+    replay: str = "recorded",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -1,7 +1,7 @@
 """LangGraph's ``langgraph.types`` names, for code that imports them from there:
 ``Send``, ``Command``, ``interrupt``, ``Interrupt``, ``RetryPolicy`` (a NODE retry
 policy in LangGraph's shape; tools take :class:`oncegraph.EffectRetry`),
-``StreamWriter``, ``StateSnapshot``, ``StateUpdate`` (an update of ``bulk_update_state``)
+``StreamWriter``, ``Overwrite`` (bypass a reducer), ``StateSnapshot``, ``StateUpdate`` (an update of ``bulk_update_state``)
 and ``PregelTask``."""
 
 from typing import Any, NamedTuple
@@ -12,6 +12,7 @@ from oncegraph.hitl import Command, Send
 from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.interrupt import Interrupt, interrupt
+from oncegraph.state.overwrite import Overwrite
 
 
 class StateUpdate(NamedTuple):
@@ -25,6 +26,7 @@ class StateUpdate(NamedTuple):
 __all__ = [
     "Command",
     "Interrupt",
+    "Overwrite",
     "PregelTask",
     "RetryPolicy",
     "Send",

@@ -90,6 +90,7 @@ from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
+from oncegraph.runtime.updates import shown
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -429,7 +430,7 @@ class Driver:
         if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
             for r in decision.done:
                 if (r.task or r.node) not in plan.done:
-                    self.emit("updates", {r.node: dict(r.update)})
+                    self.emit("updates", {r.node: shown(r)})
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it

@@ -67,6 +67,8 @@ class TaskResult:
     update: Mapping[str, Any]
     goto: tuple[str | Send, ...] = ()
     task: str = ""
+    # a node that returned several updates (a list of Commands): the ones after the first
+    more: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -239,6 +241,14 @@ def next_nodes(
     return route(spec, values, finished).pulled
 
 
+def _writes(results: Sequence[TaskResult]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each result's updates as ``(node, update)`` pairs, in order."""
+    pairs = [(r.node, r.update) for r in results]
+    if not any(r.more for r in results):
+        return pairs
+    return [(r.node, u) for r in results for u in (r.update, *r.more)]
+
+
 def advance(
     spec: GraphSpec,
     head: Head,
@@ -256,7 +266,7 @@ def advance(
     nodes), the sends' payloads and the waiting edges' progress (``metadata``), so the
     step after it is fully decided before anything runs (guarantee 1)."""
     schema = spec.schema
-    writes = apply_writes(schema, head.values, [(r.node, r.update) for r in results])
+    writes = apply_writes(schema, head.values, _writes(results))
     routes = route(
         spec, writes.values, results, joins=head.checkpoint.metadata.get("joins"), config=config
     )
@@ -300,7 +310,7 @@ def with_finished(
     if not results:
         return dict(values)
     try:
-        return apply_writes(spec.schema, values, [(r.node, r.update) for r in results]).values
+        return apply_writes(spec.schema, values, _writes(results)).values
     except Exception:  # the step's commit reports it when the step runs again
         return dict(values)
 
@@ -346,7 +356,8 @@ def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, An
     for item in stored.get("goto", ()):
         goto.append(decode_send(spec, item) if isinstance(item, Mapping) else str(item))
     by = str(stored.get("by") or node)  # an error handler's result stands for its node's
-    return TaskResult(by, update, tuple(goto), task if task != by else "")
+    more = tuple(spec.schema.decode_update(u) for u in stored.get("more", ()))
+    return TaskResult(by, update, tuple(goto), task if task != by else "", more)
 
 
 def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
@@ -357,6 +368,8 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
     }
     if result.node not in spec.nodes:  # an error handler's (add_node(error_handler=...))
         out["by"] = result.node
+    if result.more:
+        out["more"] = [spec.schema.encode_update(u) for u in result.more]
     return out
 
 

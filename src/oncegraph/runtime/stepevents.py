@@ -13,7 +13,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.state.channels import ROOT
+from oncegraph.runtime.updates import shown
 from oncegraph.storage.records import CheckpointRecord
 
 
@@ -35,7 +35,7 @@ def emit_step(
     if wants(emit, "updates"):
         root = spec.schema.is_root  # a root-value state: the value itself
         for r in results:
-            emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
+            emit("updates", {r.node: shown(r, root)})
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):

@@ -50,6 +50,7 @@ from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
+from oncegraph.runtime.updates import result_of
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -131,7 +132,7 @@ def _with_message_ids(spec: GraphSpec, result: TaskResult) -> TaskResult:
         k: channels[k].delta(v) if k in channels and channels[k].flavor is not None else v
         for k, v in result.update.items()
     }
-    return TaskResult(result.node, update, result.goto, result.task)
+    return TaskResult(result.node, update, result.goto, result.task, result.more)
 
 
 def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
@@ -191,11 +192,7 @@ async def _outcome(
                     "BaseException?) and returned normally; let GraphInterrupt propagate",
                     node=task.node,
                 )
-            if isinstance(value, Command):
-                update = spec.schema.to_update(task.node, value.update)
-                result = TaskResult(task.node, update, value.goto_nodes(), key)
-            else:
-                result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
+            result = result_of(spec, task.node, value, key)
             if messages:  # ids given once, so the streamed messages are the stored ones
                 result = _with_message_ids(spec, result)
             if save is not None:
@@ -256,11 +253,7 @@ async def _handled(
             await _record_finished(ctx)
             return TaskOutcome(task.node, crash=failed, task=key)
         return TaskOutcome(task.node, error=failed, task=key)
-    if isinstance(value, Command):
-        update = spec.schema.to_update(handler.name, value.update)
-        result = TaskResult(handler.name, update, value.goto_nodes(), task.key)
-    else:
-        result = TaskResult(handler.name, spec.schema.to_update(handler.name, value), (), task.key)
+    result = result_of(spec, handler.name, value, task.key)
     if save is not None:
         await save(ctx, result)
     return TaskOutcome(task.node, result=result, task=key)

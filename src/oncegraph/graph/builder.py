@@ -363,7 +363,10 @@ class StateGraph:
         else:
             mapping = None
         takes_config = positional_params(path) >= 2
-        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping, takes_config))
+        target = path if inspect.isroutine(path) else type(path).__call__
+        is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
+        branch = BranchSpec(source, path, mapping, takes_config, is_async)
+        self.branches.setdefault(source, []).append(branch)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:

@@ -109,6 +109,7 @@ class BranchSpec:
     router: Callable[..., Any]
     path_map: Mapping[str, str] | None
     takes_config: bool = False  # the router is ``(state, config)``
+    is_async: bool = False  # a coroutine function: awaited by the driver before routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +142,10 @@ class GraphSpec:
     # compile(interrupt_before=..., interrupt_after=...): node names, or ("*",) for all
     interrupt_before: tuple[str, ...] = ()
     interrupt_after: tuple[str, ...] = ()
+
+    @property
+    def async_routers(self) -> bool:
+        return any(b.is_async for bs in self.branches.values() for b in bs)
 
     @property
     def routers_take_config(self) -> bool:

@@ -87,6 +87,7 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.routers import routed_input, routed_step
 from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
@@ -146,6 +147,7 @@ class Driver:
     _loop_thread: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _plain_routers: bool = False
+    _async_routers: bool = False  # some conditional edge is async (runtime.routers)
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
@@ -160,6 +162,7 @@ class Driver:
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
+        self._async_routers = self.spec.async_routers
 
     @property
     def fence(self) -> int | None:
@@ -178,6 +181,7 @@ class Driver:
             step=-1,
             source="input",
             config=self._router_config(run),
+            routed=await routed_input(self, head, update, run),
         )
         status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
         await self._commit(
@@ -211,6 +215,7 @@ class Driver:
             source="input",
             config=self._router_config(run),
             meta={"call": call} if call is not None else None,
+            routed=await routed_input(self, head, update, run),
         )
         await self._commit(
             StepCommit(
@@ -298,14 +303,17 @@ class Driver:
             meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
             if "call" in cp.metadata:  # a stateful subgraph's call (start_nested)
                 meta["call"] = cp.metadata["call"]
+        config = self._router_config(run)
+        routed = await routed_step(self, head, plan, outcomes, config)
         decision = decide(
             self.spec,
             head,
             plan,
             outcomes,
             run_id=run.run_id,
-            config=self._router_config(run),
+            config=config,
             meta=meta,
+            routed=routed,
         )
         staged = [e for ctx in contexts for e in ctx.staged_effects]
         return await self._execute(decision, head, run, staged, plan)

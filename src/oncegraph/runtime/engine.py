@@ -146,14 +146,18 @@ def _targets(
     node: str,
     values: Mapping[str, Any],
     config: Mapping[str, Any] | None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> list[str | Send]:
     out: list[str | Send] = list(spec.edges.get(node, ()))
-    for branch in spec.branches.get(node, ()):
-        state = spec.schema.to_node_input(values)
-        if branch.takes_config:
-            picked = branch.router(state, dict(config or {}))
+    for index, branch in enumerate(spec.branches.get(node, ())):
+        if routed is not None and (node, index) in routed:  # an async router, awaited
+            picked = routed[(node, index)]
+            if isinstance(picked, RouterFailed):
+                raise picked.error
+        elif branch.takes_config:
+            picked = branch.router(spec.schema.to_node_input(values), dict(config or {}))
         else:
-            picked = branch.router(state)
+            picked = branch.router(spec.schema.to_node_input(values))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -180,6 +184,13 @@ def _targets(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class RouterFailed:
+    """An async router that raised (awaited before the step's pure decision)."""
+
+    error: Exception
+
+
 @slot_init
 @dataclass(frozen=True, slots=True)
 class Routes:
@@ -198,12 +209,14 @@ def route(
     *,
     joins: Mapping[str, Sequence[str]] | None = None,
     config: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> Routes:
-    """The next step's tasks after ``finished`` ran and ``values`` is the new state."""
+    """The next step's tasks after ``finished`` ran and ``values`` is the new state.
+    ``routed``: what the async routers picked, by ``(node, branch index)``."""
     found: set[str] = set()
     sends: list[Send] = []
     for task in finished:
-        for target in (*_targets(spec, task.node, values, config), *task.goto):
+        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
             if isinstance(target, Send):
                 if target.node not in spec.nodes:
                     raise GraphValidationError(
@@ -259,6 +272,7 @@ def advance(
     source: str,
     config: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> tuple[Head, list[LogEntry], StepWrites]:
     """Apply ``results`` to ``head`` and build the next checkpoint (not yet committed).
 
@@ -268,7 +282,12 @@ def advance(
     schema = spec.schema
     writes = apply_writes(schema, head.values, _writes(results))
     routes = route(
-        spec, writes.values, results, joins=head.checkpoint.metadata.get("joins"), config=config
+        spec,
+        writes.values,
+        results,
+        joins=head.checkpoint.metadata.get("joins"),
+        config=config,
+        routed=routed,
     )
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
@@ -532,6 +551,7 @@ def decide(
     run_id: str,
     config: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> Decision:
     """The step's verdict from its tasks' outcomes (see the module docstring).
 
@@ -579,6 +599,7 @@ def decide(
             source="loop",
             config=config,
             meta=meta,
+            routed=routed,
         )
     except Exception as exc:  # a bad update or a failing router: the run fails, resumable
         nodes = tuple(dict.fromkeys(r.node for r in results))
@@ -601,6 +622,7 @@ __all__ = [
     "Head",
     "Interrupt",
     "Park",
+    "RouterFailed",
     "Routes",
     "StepPlan",
     "Task",

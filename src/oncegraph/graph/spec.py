@@ -85,6 +85,7 @@ class NodeSpec:
     inject: tuple[tuple[str, str], ...] = ()
     # add_node(error_handler=...): runs when the node fails for good (after its retries)
     error_handler: NodeSpec | None = None
+    cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
 
     @classmethod
     def of(
@@ -142,6 +143,7 @@ class GraphSpec:
     # compile(interrupt_before=..., interrupt_after=...): node names, or ("*",) for all
     interrupt_before: tuple[str, ...] = ()
     interrupt_after: tuple[str, ...] = ()
+    cache: Any = None  # compile(cache=...): where cached node results live (oncegraph.cache)
 
     @property
     def async_routers(self) -> bool:

@@ -69,6 +69,7 @@ class TaskResult:
     task: str = ""
     # a node that returned several updates (a list of Commands): the ones after the first
     more: tuple[Mapping[str, Any], ...] = ()
+    cached: bool = False  # served from the node cache (add_node(cache_policy=...))
 
     @property
     def key(self) -> str:

@@ -35,7 +35,10 @@ def emit_step(
     if wants(emit, "updates"):
         root = spec.schema.is_root  # a root-value state: the value itself
         for r in results:
-            emit("updates", {r.node: shown(r, root)})
+            chunk = {r.node: shown(r, root)}
+            if r.cached:
+                chunk["__metadata__"] = {"cached": True}
+            emit("updates", chunk)
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):

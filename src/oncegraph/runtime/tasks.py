@@ -45,7 +45,7 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
-from oncegraph.runtime import executor
+from oncegraph.runtime import executor, nodecache
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
@@ -170,6 +170,14 @@ async def _outcome(
     subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     key = task.key if task.key != task.node else ""
+    entry = None
+    if node.cache_policy is not None:
+        entry = nodecache.cache_key(spec, node, _input(spec, node, head, task))
+        hit = await nodecache.lookup(spec, entry, key, task.node) if entry else None
+        if hit is not None:
+            if save is not None:
+                await save(ctx, hit)
+            return TaskOutcome(task.node, result=hit, task=key)
     attempt = 0
     while True:
         attempt += 1
@@ -195,6 +203,8 @@ async def _outcome(
             result = result_of(spec, task.node, value, key)
             if messages:  # ids given once, so the streamed messages are the stored ones
                 result = _with_message_ids(spec, result)
+            if entry is not None:
+                await nodecache.store(spec, node, entry, ctx, result)
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)

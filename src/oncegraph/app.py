@@ -139,8 +139,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         return bound
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
-        """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
-        return GraphView.of(self.spec)
+        """The graph's nodes and edges (``.draw_mermaid()`` draws them); ``xray``: draw
+        subgraph nodes as their graphs (True: all levels, a number: that many)."""
+        return GraphView.of(self.spec, xray)
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -49,9 +49,11 @@ def _is_list_of_updates(spec: GraphSpec, value: Any) -> bool:
 
 def shown(result: TaskResult, root: bool = False) -> Any:
     """A result as the ``updates`` stream shows it: the update (a list of them when the
-    node returned several; a root-value state's value itself)."""
+    node returned several; None when it wrote nothing; a root-value state's value)."""
     if result.more:
         return [dict(u) for u in (result.update, *result.more)]
+    if not result.update:
+        return None  # the node wrote nothing (returned None or {}), as LangGraph shows it
     return result.update.get(ROOT) if root else dict(result.update)
 
 

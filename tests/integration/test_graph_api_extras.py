@@ -203,3 +203,33 @@ def test_cache_entries_live_for_their_ttl_and_a_sqlite_cache_outlives_its_object
     app_with(SqliteCache(path), None).invoke({"items": [], "total": 0})
     app_with(SqliteCache(path), None).invoke({"items": [], "total": 0})
     assert len(calls) == 3
+
+
+def test_a_plain_task_is_cached_by_its_arguments_and_still_recorded(
+    checkpointer: Checkpointer, cache: Any
+) -> None:
+    from oncegraph.func import entrypoint, task
+    from oncegraph.types import interrupt
+
+    calls: list[int] = []
+
+    @task(cache_policy=CachePolicy())
+    def double(x: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    @entrypoint(checkpointer=checkpointer, cache=cache)
+    def flow(inp: dict[str, Any]) -> dict[str, Any]:
+        first = double(inp["x"]).result()
+        answer = interrupt("ok?")
+        return {"out": [first, double(inp["x"]).result(), answer]}
+
+    for _ in range(2):  # a second thread finds the first one's results in the cache
+        cfg = _cfg()
+        flow.invoke({"x": 3}, cfg)
+        assert flow.invoke(Command(resume="yes"), cfg) == {"out": [6, 6, "yes"]}
+    assert calls == [3]
+    double.clear_cache(cache)
+    cfg = _cfg()
+    flow.invoke({"x": 3}, cfg)
+    assert calls == [3, 3]

@@ -52,8 +52,8 @@ class CachePolicy:
     key_func: Callable[..., Hashable] = default_cache_key
     ttl: float | None = None
 
-    def key(self, value: Any) -> str:
-        made = self.key_func(value)
+    def key(self, *args: Any, **kwargs: Any) -> str:
+        made = self.key_func(*args, **kwargs)
         if isinstance(made, bytes):
             return hashlib.sha256(made).hexdigest()
         return str(made)

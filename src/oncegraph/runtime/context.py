@@ -68,6 +68,7 @@ class TaskContext:
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
     # always the caller's thread, so effects are listed under the conversation).
     graph_thread: str = ""
+    cache: Any = None  # compile(cache=...): the node cache its @task calls may use
 
     @property
     def node_name(self) -> str:

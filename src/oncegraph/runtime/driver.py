@@ -350,6 +350,7 @@ class Driver:
             task=task.key,
             ns=self.ns,
             graph_thread=run.thread_id if self.root_thread else "",
+            cache=self.spec.cache,
         )
 
     @property

@@ -185,6 +185,7 @@ class StateGraph:
         retry = node_retry(name, retry_policy)
         policy = checked_policy(name, cache_policy)
         drawn = tuple(destinations or ())
+        labels = tuple(destinations.values()) if isinstance(destinations, Mapping) else ()
         handler = self._handler(f"__error_handler__{name}", error_handler)
         if isinstance(action, CompiledGraph):
             if inline:
@@ -201,6 +202,7 @@ class StateGraph:
                 subgraph=action,
                 input_schema=child.input_schema or child.schema,
                 destinations=drawn,
+                destination_labels=labels,
                 error_handler=handler,
                 cache_policy=policy,
             )
@@ -234,6 +236,7 @@ class StateGraph:
             retry=retry,
             input_schema=own,
             destinations=drawn,
+            destination_labels=labels,
             error_handler=handler,
             cache_policy=policy,
         )

@@ -80,6 +80,7 @@ class NodeSpec:
     subgraph: Any = None  # a CompiledGraph run as this node, under the parent's run
     input_schema: StateSchema | None = None
     destinations: tuple[str, ...] = ()  # drawn as edges (add_node(destinations=...))
+    destination_labels: tuple[str | None, ...] = ()  # their labels (a destinations dict)
     # (parameter, kind) given by keyword: config, writer, store, runtime, error
     # (:mod:`oncegraph.graph.params`)
     inject: tuple[tuple[str, str], ...] = ()

@@ -21,7 +21,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, Literal, NamedTuple, get_args, get_origin
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.constants import END, START
@@ -39,8 +39,9 @@ class Node:
     metadata: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Edge:
+class Edge(NamedTuple):
+    """An edge; equal to LangGraph's drawing ``Edge`` of the same fields."""
+
     source: str
     target: str
     data: str | None = None  # the router's key, when it differs from the target
@@ -89,8 +90,11 @@ def _declared(spec: GraphSpec) -> list[Edge]:
     for name, node in spec.nodes.items():
         goto = _return_annotation(node.fn)
         names = _literal_names(goto) if get_origin(goto) is Command else None
-        for dst in (*(names or ()), *node.destinations):
+        for dst in names or ():
             edges.add(Edge(name, dst, None, True))
+        labels = node.destination_labels or (None,) * len(node.destinations)
+        for dst, label in zip(node.destinations, labels, strict=True):
+            edges.add(Edge(name, dst, label if label != dst else None, True))
     return sorted(edges, key=lambda e: (e.source, e.target, e.conditional, e.data or ""))
 
 
@@ -198,11 +202,11 @@ class GraphView:
         moved: list[Edge] = []
         for e in self.edges:
             if e.source == name and tail is not None:
-                e = replace(e, source=prefixed(tail.id))
+                e = e._replace(source=prefixed(tail.id))
             if e.target == name and head is not None:
-                e = replace(e, target=prefixed(head.id))
+                e = e._replace(target=prefixed(head.id))
             moved.append(e)
-        moved += [replace(e, source=prefixed(e.source), target=prefixed(e.target)) for e in edges]
+        moved += [e._replace(source=prefixed(e.source), target=prefixed(e.target)) for e in edges]
         return GraphView(out, moved)
 
     # -- output ----------------------------------------------------------------------------

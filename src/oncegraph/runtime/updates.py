@@ -38,11 +38,10 @@ def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
 
 def _is_list_of_updates(spec: GraphSpec, value: Any) -> bool:
     """A list (or tuple) holding a ``Command``: LangGraph's several updates of one task.
-    (In a root-value state a list is the state's value.)"""
+    (In a root-value state a list without one is the state's value.)"""
     return (
         isinstance(value, (list, tuple))
         and bool(value)
-        and not spec.schema.is_root
         and any(isinstance(v, Command) for v in value)
     )
 
@@ -51,7 +50,7 @@ def shown(result: TaskResult, root: bool = False) -> Any:
     """A result as the ``updates`` stream shows it: the update (a list of them when the
     node returned several; None when it wrote nothing; a root-value state's value)."""
     if result.more:
-        return [dict(u) for u in (result.update, *result.more)]
+        return [u.get(ROOT) if root else dict(u) for u in (result.update, *result.more)]
     if not result.update:
         return None  # the node wrote nothing (returned None or {}), as LangGraph shows it
     return result.update.get(ROOT) if root else dict(result.update)

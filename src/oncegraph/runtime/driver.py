@@ -87,7 +87,7 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.runtime.routers import routed_input, routed_step
+from oncegraph.runtime.routers import routed_input, routed_step, router_config
 from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
@@ -304,7 +304,9 @@ class Driver:
             if "call" in cp.metadata:  # a stateful subgraph's call (start_nested)
                 meta["call"] = cp.metadata["call"]
         config = self._router_config(run)
-        routed = await routed_step(self, head, plan, outcomes, config)
+        routed = None
+        if self._async_routers:  # awaited before the pure decision (runtime.routers)
+            routed = await routed_step(self, head, plan, outcomes, config)
         decision = decide(
             self.spec,
             head,
@@ -652,15 +654,7 @@ class Driver:
         """What a router that takes ``(state, config)`` receives (None: no router does)."""
         if self._plain_routers:
             return None
-        thread = self.root_thread or run.thread_id
-        configurable = dict(self.config.configurable)
-        return {
-            "thread_id": thread,
-            "run_id": run.run_id,
-            **configurable,
-            "configurable": {**configurable, "thread_id": thread, "run_id": run.run_id},
-            "recursion_limit": self.config.recursion_limit,
-        }
+        return router_config(self.config, self.root_thread or run.thread_id, run.run_id)
 
     @property
     def _where(self) -> tuple[str | None, tuple[str, ...]]:

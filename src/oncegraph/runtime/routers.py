@@ -1,4 +1,5 @@
-"""Async routers: a conditional edge whose function is a coroutine function.
+"""Routers' inputs, and async routers: a conditional edge whose function is a coroutine
+function.
 
 The engine decides a step purely, and a pure function cannot await; so before the
 decision the driver awaits each async router of the step's finished tasks on the state
@@ -26,7 +27,20 @@ from oncegraph.runtime.engine import (
 )
 
 if TYPE_CHECKING:
+    from oncegraph.runtime.config import RunConfig
     from oncegraph.storage.records import RunRecord
+
+
+def router_config(config: RunConfig, thread: str, run_id: str) -> dict[str, Any]:
+    """What a router that takes ``(state, config)`` receives."""
+    configurable = dict(config.configurable)
+    return {
+        "thread_id": thread,
+        "run_id": run_id,
+        **configurable,
+        "configurable": {**configurable, "thread_id": thread, "run_id": run_id},
+        "recursion_limit": config.recursion_limit,
+    }
 
 
 class _Driver(Protocol):
@@ -93,4 +107,4 @@ async def routed(
     return out or None
 
 
-__all__ = ["routed", "routed_input", "routed_step"]
+__all__ = ["routed", "routed_input", "routed_step", "router_config"]

@@ -233,3 +233,25 @@ def test_a_plain_task_is_cached_by_its_arguments_and_still_recorded(
     cfg = _cfg()
     flow.invoke({"x": 3}, cfg)
     assert calls == [3, 3]
+
+
+def test_a_steps_updates_stream_as_each_task_finishes(checkpointer: Checkpointer) -> None:
+    import threading
+
+    released = threading.Event()
+
+    def slow(state: Items) -> dict[str, Any]:
+        assert released.wait(10)  # let go once "fast" finished and was shown
+        return {"items": ["slow"]}
+
+    g = StateGraph(Items)
+    g.add_node("slow", slow)
+    g.add_node("fast", lambda s: {"items": ["fast"]})
+    g.add_edge(START, "slow")
+    g.add_edge(START, "fast")
+    app = g.compile(checkpointer=checkpointer)
+    seen: list[str] = []
+    for chunk in app.stream({"items": [], "total": 0}, _cfg(), stream_mode="updates"):
+        seen.extend(chunk)
+        released.set()
+    assert seen == ["fast", "slow"]  # graph order would be slow, fast

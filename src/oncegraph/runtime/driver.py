@@ -88,10 +88,9 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.routers import routed_input, routed_step, router_config
-from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
+from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks, emit_update
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
-from oncegraph.runtime.updates import shown
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
@@ -159,6 +158,7 @@ class Driver:
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
     _task_emit: Emit | None = None  # what _task_emit_fn made, for the emit it was made for
     _task_emit_of: Emit | None = None
+    _streamed: set[str] = field(default_factory=set)  # this step's tasks shown as they ended
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -283,6 +283,7 @@ class Driver:
         self._loop = loop
         contexts = [self._context(task, cp, plan, run, loop) for task in plan.todo]
         save = None if plan.alone else self._save_task
+        self._streamed = set()
         debug = wants(self.emit, "debug")
         if debug:
             emit_tasks(self.emit, head, plan)
@@ -440,8 +441,8 @@ class Driver:
         self.stopped = True
         if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
             for r in decision.done:
-                if (r.task or r.node) not in plan.done:
-                    self.emit("updates", {r.node: shown(r)})
+                if r.key not in plan.done and r.key not in self._streamed:
+                    emit_update(self.emit, self.spec, r)
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it
@@ -536,7 +537,8 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, decision.results)
+        cp, done = head.checkpoint, decision.results
+        emit_step(self.emit, self.spec, self._where, nxt, cp, done, self._streamed)
         return nxt
 
     async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
@@ -597,6 +599,9 @@ class Driver:
             run_id=ctx.run_id,
             fence=self.fence,
         )
+        if wants(self.emit, "updates"):  # its writes are kept: shown now, as it finished
+            emit_update(self.emit, self.spec, result)
+            self._streamed.add(result.key)
 
     async def _save_staged(self, staged: list[Any]) -> None:
         for record in staged:

@@ -409,7 +409,9 @@ class StateGraph:
             )
         for src, targets in self.edges.items():
             if src not in known:
-                raise GraphValidationError(f"edge from unknown node {src!r}; add_node it first")
+                raise GraphValidationError(
+                    f"Found edge starting at unknown node {src!r}; add_node it first"
+                )
             for dst in targets:
                 if dst not in known:
                     raise GraphValidationError(

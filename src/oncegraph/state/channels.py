@@ -19,6 +19,7 @@ back in a fresh process as the type that was written.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import typing
 from collections.abc import Callable, Mapping
@@ -100,6 +101,21 @@ def _is_list_type(tp: Any) -> bool:
     return tp is list or get_origin(tp) is list
 
 
+def _checked_reducer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` if it can take the current value and an update (two positional values)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: trusted
+        return fn
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return fn
+    raise ConfigError(
+        f"Invalid reducer for state field {name!r}: {getattr(fn, '__name__', fn)!r} takes "
+        f"{len(positional)} positional value(s); a reducer takes two, (current, update)"
+    )
+
+
 def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel:
     reducer: Reducer | None = None
     base = hint
@@ -107,7 +123,7 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         base, *meta = get_args(hint)
         for item in meta:
             if callable(item):
-                reducer = item
+                reducer = _checked_reducer(name, item)
     log = reducer is add_messages or (reducer in (operator.add, append) and _is_list_type(base))
     if log and default is None:
         default = list
@@ -472,7 +488,8 @@ def apply_writes(
             else:
                 if key in written_by:
                     raise InvalidUpdateError(
-                        f"nodes {written_by[key]!r} and {node!r} both wrote {key!r} in one "
+                        f"At key {key!r}: nodes {written_by[key]!r} and {node!r} both wrote "
+                        f"{key!r} in one "
                         f"step; give {key!r} a reducer with Annotated[..., reducer] or write "
                         "it from one node"
                     )

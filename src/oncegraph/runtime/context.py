@@ -71,6 +71,7 @@ class TaskContext:
     graph_thread: str = ""
     # The clock readings, random numbers and ids the task drew (oncegraph.ledger.facts).
     facts: FactLog | None = None
+    cache: Any = None  # compile(cache=...): the node cache its @task calls may use
 
     @property
     def node_name(self) -> str:

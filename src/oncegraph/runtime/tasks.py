@@ -48,11 +48,12 @@ from oncegraph.errors import (
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
-from oncegraph.runtime import executor
+from oncegraph.runtime import executor, nodecache
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
+from oncegraph.runtime.updates import result_of
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -151,7 +152,9 @@ def _with_message_ids(
         k: channels[k].delta(v, new_id) if k in channels and channels[k].flavor is not None else v
         for k, v in result.update.items()
     }
-    return TaskResult(result.node, update, result.goto, result.task, shown=result.update)
+    return TaskResult(
+        result.node, update, result.goto, result.task, shown=result.update, more=result.more
+    )
 
 
 def _lacks_id(update: Any) -> bool:
@@ -201,6 +204,14 @@ async def _outcome(
     subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     key = task.key if task.key != task.node else ""
+    entry = None
+    if node.cache_policy is not None:
+        entry = nodecache.cache_key(spec, node, _input(spec, node, head, task))
+        hit = await nodecache.lookup(spec, entry, key, task.node) if entry else None
+        if hit is not None:
+            if save is not None:
+                await save(ctx, hit)
+            return TaskOutcome(task.node, result=hit, task=key)
     from oncegraph.ledger.facts import prepare  # the ledger's, reached at call time
 
     if node.subgraph is None:  # a subgraph's own tasks draw, each under its own scope
@@ -227,12 +238,10 @@ async def _outcome(
                     "BaseException?) and returned normally; let GraphInterrupt propagate",
                     node=task.node,
                 )
-            if isinstance(value, Command):
-                update = spec.schema.to_update(task.node, value.update)
-                result = TaskResult(task.node, update, value.goto_nodes(), key)
-            else:
-                result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
+            result = result_of(spec, task.node, value, key)
             result = _with_message_ids(spec, ctx, result, messages)
+            if entry is not None:
+                await nodecache.store(spec, node, entry, ctx, result)
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)
@@ -291,11 +300,7 @@ async def _handled(
             await _record_finished(ctx)
             return TaskOutcome(task.node, crash=failed, task=key)
         return TaskOutcome(task.node, error=failed, task=key)
-    if isinstance(value, Command):
-        update = spec.schema.to_update(handler.name, value.update)
-        result = TaskResult(handler.name, update, value.goto_nodes(), task.key)
-    else:
-        result = TaskResult(handler.name, spec.schema.to_update(handler.name, value), (), task.key)
+    result = result_of(spec, handler.name, value, task.key)
     result = _with_message_ids(spec, ctx, result)
     if save is not None:
         await save(ctx, result)

@@ -15,7 +15,7 @@ Layers, highest first (a module may import its own layer and any layer below it)
 
     surfaces  cli, server, worker, testing, __main__
     facade    app, app_*, the package root, loading, func, and LangGraph's module twins
-              (config, types, constants, checkpoint: re-exports)
+              (config, types, constants, checkpoint: re-exports), facts
     runs      runs
     prebuilt  prebuilt
     tools     tools
@@ -53,7 +53,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("surfaces", ("cli", "server", "worker", "testing", "__main__")),
     (
         "facade",
-        ("", "app", "app_*", "loading", "func", "checkpoint", "config", "types", "constants"),
+        (
+            "",
+            "app",
+            "app_*",
+            "loading",
+            "func",
+            "checkpoint",
+            "config",
+            "types",
+            "constants",
+            "facts",
+        ),
     ),
     ("runs", ("runs",)),
     ("prebuilt", ("prebuilt",)),

@@ -166,6 +166,23 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        compensate_role: Annotated[
+            str | None,
+            typer.Option(
+                "--compensate-role",
+                help="who may compensate an effect: admin (the default) or operator",
+                show_default=False,
+            ),
+        ] = None,
+        workers: Annotated[
+            int,
+            typer.Option(
+                "--workers",
+                min=1,
+                help="server processes on the one database (SQLite file or PostgreSQL); "
+                "request-rate limits hold per process",
+            ),
+        ] = 1,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
@@ -196,6 +213,7 @@ def register(app: typer.Typer) -> None:
                 ("idempotency_window", idempotency_window),
                 ("recover_every", recover_every),
                 ("keepalive", keepalive),
+                ("compensate_role", compensate_role),
             )
             if value is not None
         }
@@ -207,6 +225,8 @@ def register(app: typer.Typer) -> None:
             port=port,
             database=chosen.where if chosen is not None else None,
             origins=origin or None,
+            workers=workers,
+            log_level=log_level,
             **limits,
             **given,
         )

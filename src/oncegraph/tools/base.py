@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.graph.inputs import ReplayClass
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
@@ -51,6 +52,11 @@ class Tool:
     dedup: str | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
+    # How an operator undoes this tool's effect (app.compensate): another Tool, or the
+    # name of a tool of the same graph (oncegraph.tools.compensation)
+    compensate: Tool | str | None = None
+    # What the tool is to a replay: recorded, repeat or live (oncegraph.graph.inputs)
+    replay: ReplayClass = "recorded"
 
     def __post_init__(self) -> None:
         register_mask(self.name, self.mask)  # a record's repr masks these fields

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError
+from oncegraph.graph.inputs import replay_class
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.base import Tool, Validator, check_inline, dedup_text, effect_class
@@ -64,6 +65,8 @@ def _make(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    compensate: Any = None,
+    replay: str = "recorded",
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -100,6 +103,25 @@ def _make(
         inline=inline,
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
+        compensate=compensating(compensate, tool_name),
+        replay=replay_class(replay, f"tool {tool_name!r}"),
+    )
+
+
+def compensating(value: Any, name: str) -> Tool | str | None:
+    """``compensate=`` as a Tool (a function is made one), a tool's name, or None; any
+    other value is a ConfigError naming what it must be."""
+    if value is None or isinstance(value, Tool):
+        return value
+    if isinstance(value, str):
+        if not value.strip():
+            raise ConfigError(f"tool {name!r}: compensate= names a tool; got an empty name")
+        return value.strip()
+    if callable(value):
+        return as_tool(value)
+    raise ConfigError(
+        f"tool {name!r}: compensate= is the tool that undoes its effect (a Tool, a function "
+        f"or the name of a tool of the graph); got {value!r}"
     )
 
 
@@ -122,6 +144,8 @@ def tool(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    compensate: Tool | Callable[..., Any] | str | None = None,
+    replay: str = "recorded",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -163,6 +187,7 @@ __all__ = [
     "ToolLike",
     "Validator",
     "as_tool",
+    "compensating",
     "dedup_text",
     "effect_class",
     "tool",

@@ -105,7 +105,7 @@ async def links_of(request: Request, principal: Principal, record: Any) -> dict[
 
 def compensation_paths(effect_id: dict[str, Any]) -> dict[str, Any]:
     """The OpenAPI path of the command (its body's schema is the model's)."""
-    from oncegraph.server.openapi import COMMAND_ERRORS, IDEMPOTENCY_KEY
+    from oncegraph.server.openapi_errors import COMMAND_ERRORS, IDEMPOTENCY_KEY
 
     ok = {
         "type": "object",

@@ -140,7 +140,7 @@ async def run_nested(
     # this call's input goes onto the state its earlier calls left.
     call = f"{ctx.run_id}:{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
     if call is not None:  # a time travel run's first call: the state of that time
-        head = await back_to_replay_point(ctx, spec, heads, thread, head)
+        head = await back_to_replay_point(ctx, spec, heads, thread, head, call)
     cp = head.checkpoint
     if call is not None and not cp.checkpoint_id:  # a branch's first call: its source's state
         seed = await _state_at_branch(ctx, heads, thread)

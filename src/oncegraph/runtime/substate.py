@@ -31,33 +31,49 @@ TIME_TRAVEL = "time_travel"
 (the same value as ``oncegraph.runs.timetravel.TIME_TRAVEL``)."""
 
 
-async def replay_point(ctx: TaskContext) -> str | None:
-    """The checkpoint of the parent's thread that this task's run went back to (None: the
-    run is no time travel on its own thread)."""
+STARTS = "subgraph_starts"
+"""The key of a time travel run's stored config naming, per subgraph thread, the
+checkpoint its first call starts from (``oncegraph.runs.subtravel.STARTS``)."""
+
+_NEXT_STEP_KEYS = ("sends", "joins")  # what a checkpoint says about the step after it
+
+
+async def replay_point(ctx: TaskContext) -> tuple[str, dict[str, str]] | None:
+    """The checkpoint of the parent's thread that this task's run went back to, and the
+    subgraph checkpoints it named to start from (None: the run is no time travel)."""
     run = await ctx.store.get_run(ctx.run_id)
     if run is None or run.launch_reason != TIME_TRAVEL or not run.parent_checkpoint_id:
         return None
-    return run.parent_checkpoint_id
+    starts = run.config.get(STARTS) if isinstance(run.config, dict) else None
+    return run.parent_checkpoint_id, dict(starts or {})
 
 
 async def back_to_replay_point(
-    ctx: TaskContext, spec: GraphSpec, heads: Heads, thread: str, head: Head
+    ctx: TaskContext, spec: GraphSpec, heads: Heads, thread: str, head: Head, call: str
 ) -> Head:
-    """The head a stateful subgraph's call on ``thread`` starts from (see the module
-    docstring): ``head`` itself, or a new head holding the state of the replay point."""
+    """The head a stateful subgraph's call ``call`` on ``thread`` starts from (see the
+    module docstring): ``head`` itself, or a new head holding the state of the replay
+    point, or, when the run went back to one of this subgraph's own checkpoints, a copy
+    of that checkpoint that this call goes on from (its next nodes run again)."""
     cp = head.checkpoint
     if not cp.checkpoint_id or cp.run_id == ctx.run_id:  # nothing yet, or visited already
         return head
-    point = await replay_point(ctx)
-    if point is None:
+    found = await replay_point(ctx)
+    if found is None:
         return head
+    point, starts = found
     source: CheckpointRecord | None = None
-    for old in await ctx.store.list_checkpoints(thread):  # newest first
-        if old.checkpoint_id < point:  # ids sort by the time they were made
-            source = old
-            break
-    if source is not None and source.checkpoint_id == cp.checkpoint_id:
-        return head  # the head is already the state of that time
+    start = starts.get(thread)
+    if start is not None:
+        source = await ctx.store.get_checkpoint(thread, start)
+    if source is None:
+        for old in await ctx.store.list_checkpoints(thread):  # newest first
+            if old.checkpoint_id < point:  # ids sort by the time they were made
+                source = old
+                break
+        if source is not None and source.checkpoint_id == cp.checkpoint_id:
+            return head  # the head is already the state of that time
+    resumed = start is not None and source is not None
     branch = head.version + 1  # unique on the thread: the version this commit makes
     counts = dict(logkeys.counts(source.logs)) if source is not None else {}
     logs = logkeys.branched(
@@ -82,14 +98,19 @@ async def back_to_replay_point(
         parent_checkpoint_id=cp.checkpoint_id,
         values=dict(source.values) if source is not None else {},
         logs=logs,
-        next=(),
+        next=tuple(source.next) if resumed and source is not None else (),
         metadata={
             "source": "fork",
-            "call": f"replay:{ctx.run_id}:{point}",
+            "call": call if resumed else f"replay:{ctx.run_id}:{point}",
             "forked_from": {
                 "thread_id": thread,
                 "checkpoint_id": source.checkpoint_id if source is not None else None,
             },
+            **(
+                {k: source.metadata[k] for k in _NEXT_STEP_KEYS if k in source.metadata}
+                if resumed and source is not None
+                else {}
+            ),
         },
     )
     await ctx.store.commit(
@@ -106,4 +127,4 @@ async def back_to_replay_point(
     return restored
 
 
-__all__ = ["TIME_TRAVEL", "back_to_replay_point", "replay_point"]
+__all__ = ["STARTS", "TIME_TRAVEL", "back_to_replay_point", "replay_point"]

@@ -35,7 +35,6 @@ from oncegraph.runtime.substate import STARTS
 from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, StepCommit
 
 
-
 def sub_thread(thread_id: str, ns: str) -> str:
     """The thread a stateful subgraph of namespace ``ns`` keeps its checkpoints on."""
     return f"{thread_id}|{ns}"

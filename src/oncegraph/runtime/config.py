@@ -280,11 +280,11 @@ class RunConfig:
 
 
 __all__ = [
-    "NODE_FINISHED",
     "DEFAULT_NODE_TIMEOUT",
     "DEFAULT_RECURSION_LIMIT",
     "DEFAULT_TOOL_GRACE",
     "DEFAULT_TOOL_TIMEOUT",
+    "NODE_FINISHED",
     "STORED",
     "TOP_LEVEL",
     "RunConfig",

@@ -13,7 +13,8 @@ Per step::
 
 Invariants: a step's next tasks (nodes and Send payloads) are committed before they run
 (guarantee 1); the commit is a compare-and-swap on the thread version carrying the run's
-fence (guarantee 8); stream events of a step are emitted only after its commit; every write
+fence (guarantee 8); stream events of a step are emitted only after its commit (a task of
+a step of several: after its kept writes, as LangGraph streams it); every write
 carries ``fence`` so a writer that lost the run writes nothing. Crash points sit on the
 transitions: ``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect
 results rode the commit) -> ``after_checkpoint``.
@@ -87,7 +88,7 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
+from oncegraph.runtime.stepevents import emit_finished, emit_results, emit_step, emit_tasks
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.keys import hash_key
@@ -156,6 +157,7 @@ class Driver:
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
     _task_emit: Emit | None = None  # what _task_emit_fn made, for the emit it was made for
     _task_emit_of: Emit | None = None
+    _shown_early: set[str] = field(default_factory=set)  # updates streamed at task end
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -272,6 +274,9 @@ class Driver:
         if move is not None:
             return await self._execute(move, head, run, [], plan)
         self.steps += 1
+        if plan.done and wants(self.emit, "updates"):  # finished in an earlier attempt
+            self._shown_early.update(plan.done)
+            emit_finished(self.emit, self.spec, plan.done.values(), cached=True)
         loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._loop = loop
@@ -428,7 +433,8 @@ class Driver:
         self.stopped = True
         if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
             for r in decision.done:
-                if (r.task or r.node) not in plan.done:
+                key = r.task or r.node
+                if key not in plan.done and key not in self._shown_early:
                     self.emit("updates", {r.node: dict(r.update)})
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
@@ -524,7 +530,9 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, decision.results)
+        shown, self._shown_early = self._shown_early, set()
+        results = [r for r in decision.results if (r.task or r.node) not in shown]
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, results)
         return nxt
 
     async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
@@ -585,6 +593,9 @@ class Driver:
             run_id=ctx.run_id,
             fence=self.fence,
         )
+        if wants(self.emit, "updates"):  # kept: it may be streamed now, before its step ends
+            self._shown_early.add(ctx.task_key)
+            emit_finished(self.emit, self.spec, (result,))
 
     async def _save_staged(self, staged: list[Any]) -> None:
         for record in staged:

@@ -1,12 +1,13 @@
 """The stream events of a step, built from what the step committed: the ``updates`` and
 ``values`` chunks, and the ``debug`` stream's ``checkpoint``, ``task`` and
-``task_result`` events (LangGraph's shapes). Emitted only after the step's commit, so a
-stream never shows what was not written."""
+``task_result`` events (LangGraph's shapes). Emitted only after the step's commit (a
+task of a step of several: after its writes are kept, :func:`emit_finished`), so a stream
+never shows what was not written."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
@@ -45,6 +46,21 @@ def emit_step(
                 head.checkpoint.step + 1, "checkpoint", debug_checkpoint(spec, where, head, parent)
             ),
         )
+
+
+def emit_finished(
+    emit: Emit, spec: GraphSpec, results: Iterable[TaskResult], *, cached: bool = False
+) -> None:
+    """The ``updates`` chunks of tasks whose writes are kept before their step commits:
+    a sibling that just finished (streamed at once, as LangGraph streams it), or, on a
+    step resumed, one that finished in an earlier attempt (``cached``, as LangGraph
+    marks it: ``{"__metadata__": {"cached": True}}``)."""
+    root = spec.schema.is_root
+    for r in results:
+        chunk: dict[str, Any] = {r.node: r.update.get(ROOT) if root else dict(r.update)}
+        if cached:
+            chunk["__metadata__"] = {"cached": True}
+        emit("updates", chunk)
 
 
 def debug_checkpoint(
@@ -129,4 +145,11 @@ def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcom
         )
 
 
-__all__ = ["debug_checkpoint", "emit_results", "emit_step", "emit_tasks", "task_id"]
+__all__ = [
+    "debug_checkpoint",
+    "emit_finished",
+    "emit_results",
+    "emit_step",
+    "emit_tasks",
+    "task_id",
+]

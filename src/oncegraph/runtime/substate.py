@@ -76,9 +76,7 @@ async def back_to_replay_point(
     resumed = start is not None and source is not None
     branch = head.version + 1  # unique on the thread: the version this commit makes
     counts = dict(logkeys.counts(source.logs)) if source is not None else {}
-    logs = logkeys.branched(
-        {c: counts.get(c, 0) for c in spec.schema.log_channels()}, branch
-    )
+    logs = logkeys.branched({c: counts.get(c, 0) for c in spec.schema.log_channels()}, branch)
     log: list[LogEntry] = []
     if source is not None:
         for channel, count in logkeys.counts(source.logs):  # the prefix it stands on

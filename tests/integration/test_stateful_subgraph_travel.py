@@ -20,7 +20,7 @@ import pytest
 from oncegraph import END, START, Command, FaultPlan, StateGraph, effect, interrupt
 from oncegraph.app import CompiledGraph
 from oncegraph.constants import CONFIG_KEY_NODE_FINISHED
-from oncegraph.errors import _CrashSignal
+from oncegraph.errors import UnfinishedRunError, _CrashSignal
 from oncegraph.storage.protocols import Checkpointer
 
 RunPath = Callable[..., dict[str, Any]]
@@ -239,3 +239,21 @@ def test_on_node_finished_hears_every_finished_node_at_every_depth() -> None:
     assert "__interrupt__" in out
     # the grandchild graph finished as the child's node "gc"; "c" and "ask" did not finish
     assert finished == ["p", "g", "gc"]
+
+
+def test_a_waiting_run_is_answered_through_its_subgraphs_config_and_never_edited(
+    checkpointer: Checkpointer,
+) -> None:
+    called: list[str] = []
+    app = _asking(checkpointer, called)
+    cfg = {"thread_id": "t"}
+    app.invoke({"value": []}, cfg)
+    sub_config = app.get_state(cfg, subgraphs=True).tasks[0].state.config
+    # an edit of the subgraph would change what the waiting run goes on from: refused
+    with pytest.raises(UnfinishedRunError):
+        app.update_state(sub_config, {"value": ["edited"]})
+    assert app.get_state(cfg, subgraphs=True).tasks[0].state.config == sub_config
+    # the config of where the thread stands answers the waiting run itself
+    out = app.invoke(Command(resume="yes"), sub_config)
+    assert "ask:yes" in out["value"] and out["value"][-1] == "post:post"
+    assert [r.launch_reason for r in app.runs(thread_id="t")].count("time_travel") == 0

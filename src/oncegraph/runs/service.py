@@ -72,7 +72,7 @@ from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
-from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state
+from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state, refuse_unfinished
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -259,8 +259,12 @@ class RunService:
         as_node: str | None = None,
     ) -> dict[str, Any]:
         """``update_state`` on a stateful subgraph's checkpoint: a fork of it with the
-        edit on the subgraph's thread; its config (:mod:`oncegraph.runs.subtravel`)."""
+        edit on the subgraph's thread; its config (:mod:`oncegraph.runs.subtravel`). As
+        for the parent's checkpoints, a thread whose latest run is unfinished is refused:
+        the edit would change what that run goes on from."""
         await self.setup()
+        _, latest = await self.context.open_thread(thread_id)
+        refuse_unfinished(thread_id, latest)
         return await subtravel.update(self.context, thread_id, ns, checkpoint_id, values, as_node)
 
     # -- retention (runs/retention.py) -------------------------------------------------------

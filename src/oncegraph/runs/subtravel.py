@@ -6,8 +6,10 @@ subgraph's namespace and its checkpoint id: ``{"thread_id": t, "checkpoint_ns": 
 "checkpoint_id": c}`` (``"mid|inner"`` for one nested in another). Such a config works
 where a parent's checkpoint does:
 
-* ``invoke(None, sub_config)`` (or with ``Command(resume=...)``) goes back to the
-  parent's checkpoint whose step called the subgraph (each of the subgraph's
+* ``invoke(None, sub_config)`` (or with ``Command(resume=...)``) naming where the
+  thread stands (the subgraph's head, called by the parent's head) goes on as with the
+  thread's own config; any other goes back to the parent's checkpoint whose step called
+  the subgraph (each of the subgraph's
   checkpoints records that call), as a time travel run of the parent (a NEW run with
   lineage, :mod:`oncegraph.runs.timetravel`), and the subgraph's call in that run starts
   from ``c`` itself (its nodes after ``c`` run again), each enclosing subgraph from the
@@ -76,6 +78,8 @@ async def resolve(
         called_from = _called_from(cp)
         outer = thread.rsplit("|", 1)[0]
         if outer == thread_id:
+            if await _all_heads(ctx, {**starts, outer: called_from}):
+                return called_from, {}  # where the thread stands: no going back
             return called_from, starts
         found = await ctx.store.get_checkpoint(outer, called_from)
         if found is None:
@@ -85,6 +89,15 @@ async def resolve(
             )
         starts[outer] = found.checkpoint_id
         cp, thread = found, outer
+
+
+async def _all_heads(ctx: RunContext, named: Mapping[str, str]) -> bool:
+    """Whether each of ``named`` (thread: checkpoint id) is its thread's head."""
+    for thread, cp_id in named.items():
+        record = await ctx.store.get_thread(thread)
+        if record is None or record.head_checkpoint_id != cp_id:
+            return False
+    return True
 
 
 def subgraph_spec(spec: GraphSpec, ns: str) -> GraphSpec:

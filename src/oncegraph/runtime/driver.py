@@ -530,8 +530,10 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        shown, self._shown_early = self._shown_early, set()
-        results = [r for r in decision.results if (r.task or r.node) not in shown]
+        results = decision.results
+        if self._shown_early:  # streamed when their writes were kept: not again
+            shown, self._shown_early = self._shown_early, set()
+            results = tuple(r for r in results if (r.task or r.node) not in shown)
         emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, results)
         return nxt
 

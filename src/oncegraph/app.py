@@ -548,6 +548,11 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
+        ns = (config.get("configurable") or {}).get("checkpoint_ns")
+        if ns:  # a stateful subgraph's checkpoint (runs/subtravel.py)
+            return await self.service.update_subgraph_state(
+                thread_id, str(ns), values, checkpoint_id=checkpoint_id, as_node=as_node
+            )
         if values is not None and self.spec.schema.is_root:  # the state is one value
             values = {ROOT: values}
         fork = await self.service.update_state(

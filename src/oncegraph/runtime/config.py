@@ -48,6 +48,10 @@ Sleep = Callable[[float], Awaitable[Any]]
 _IDENTITY = frozenset({"thread_id", "run_id"})
 # The settings stored with a run, which a continue of it keeps unless the call names them.
 STORED = ("node_timeout", "tool_timeout", "tool_grace", "recursion_limit")
+NODE_FINISHED = "on_node_finished"
+"""``config["configurable"]["on_node_finished"]``: a callable this call hands each node's
+name to when the node finishes (returns; not when it interrupts or fails), at every depth
+of subgraphs; an observer only (it is never stored, and its errors are the caller's)."""
 _CONTROL = frozenset({*STORED, "fault_plan", "sleep"})
 # LangChain's RunnableConfig keys (``recursion_limit``, ``configurable`` and ``run_id``
 # are read above) and oncegraph's ``actor`` (who answers an interrupt): handed to nodes.
@@ -280,6 +284,7 @@ __all__ = [
     "DEFAULT_RECURSION_LIMIT",
     "DEFAULT_TOOL_GRACE",
     "DEFAULT_TOOL_TIMEOUT",
+    "NODE_FINISHED",
     "STORED",
     "TOP_LEVEL",
     "RunConfig",

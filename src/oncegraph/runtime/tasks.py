@@ -49,6 +49,7 @@ from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
 from oncegraph.runtime import executor, nodecache
+from oncegraph.runtime.config import NODE_FINISHED
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
@@ -86,6 +87,8 @@ async def run_task(
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
         _emit_messages(spec, ctx, outcome.result)
+    if outcome.result is not None and NODE_FINISHED in ctx.config.configurable:
+        ctx.config.configurable[NODE_FINISHED](task.node)
     if events:
         status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
         ctx.emit("events", {**_event("node_end", ctx), "status": status})

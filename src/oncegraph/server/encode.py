@@ -202,6 +202,11 @@ class Shown:
             "last_attempt": self.value(preview.last_attempt),
             "dedup": preview.dedup,
             "key": preview.key,
+            "dedup_method": preview.dedup_method,
+            "past_dedup_window": preview.past_dedup_window,
+            "warning": preview.warning,
+            "recipient_answer": self.text(preview.recipient_answer),
+            "recipient_has_it": preview.recipient_has_it,
         }
 
     def runs(

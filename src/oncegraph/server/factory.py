@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
-from oncegraph.server import api, openapi, ui, ui_effects
+from oncegraph.server import api, openapi, ui, ui_effects, ui_redeliver
 from oncegraph.server.auth import key_ring
 from oncegraph.server.context import Served, masked_message, request_masker
 from oncegraph.server.database_app import has_code
@@ -157,6 +157,7 @@ def create_app(
             *api.routes,
             *ui.routes,
             *ui_effects.routes,
+            *ui_redeliver.routes,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={

@@ -448,17 +448,6 @@ def _question(shown: Any) -> dict[str, Any]:
     }
 
 
-async def redeliver_page(request: Request, me: Principal) -> Response:
-    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    new_key = request.query_params.get("new_key") == "1"
-    preview = await operations.redeliver(
-        request, run_id, effect_id, {"reason": "preview (nothing sent)", "new_key": new_key}
-    )
-    return await render(
-        request, me, "redeliver.html", run_id=run_id, preview=preview["preview"], new_key=new_key
-    )
-
-
 # -- commands -------------------------------------------------------------------------------
 
 
@@ -560,26 +549,6 @@ async def do_check(request: Request, me: Principal, form: dict[str, str]) -> Res
     )
 
 
-async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) -> Response:
-    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    if form.get("confirmed") != "yes":
-        raise bad_request("tick the confirmation box to redeliver; nothing was sent")
-    if not form.get("token"):
-        raise bad_request(
-            "the confirmation from the preview is missing, so nothing was sent: open "
-            "Redeliver effect again and confirm from its page"
-        )
-    body = {
-        "reason": form.get("reason"),
-        "new_key": form.get("new_key") == "1",
-        "confirm": form.get("token"),
-    }
-    result = await operations.redeliver(request, run_id, effect_id, _given(body))
-    effect = result["effect"]
-    done = f"Effect {effect['effect_id']} redelivered: {effect['status']}."
-    return await _to_run(request, run_id, done)
-
-
 async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
     result = await operations.abandon(request, run_id, _given({"reason": form.get("reason")}))
@@ -651,13 +620,7 @@ routes = [
     Route("/ui/runs/{run_id}/abandon", command(do_abandon), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", command(do_resolve), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/check", command(do_check), methods=["POST"]),
-    Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
-    ),
-    Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", command(do_redeliver), methods=["POST"]
-    ),
-]
+]  # Redeliver effect's pages: oncegraph.server.ui_redeliver
 
 
 def _made_by(audit: list[dict[str, Any]], parent_run_id: str | None) -> str | None:

@@ -30,6 +30,7 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 import sys
@@ -42,6 +43,7 @@ from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
+from oncegraph.runs.redelivery import window_seconds
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.docstrings import parse_docstring
@@ -54,6 +56,9 @@ Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
 ToolLike: TypeAlias = "Tool | Callable[..., Any] | BaseTool"
 """What ``ReactAgent(tools=...)`` and ``ToolNode`` accept: a :class:`Tool`, a function, or
 a LangChain ``BaseTool`` (the ``langchain`` extra)."""
+
+UNSAID: Any = object()
+"""``dedup_window=`` not given: how long the recipient keeps a key is unknown."""
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
 
@@ -81,6 +86,10 @@ class Tool:
     # How the recipient deduplicates a repeated call without the idempotency key (a
     # write tool whose code never reads the key must say; oncegraph.tools.keycheck)
     dedup: str | None = None
+    # How long the recipient keeps an idempotency key, in seconds (None: forever); only
+    # meaningful when ``dedup_window_said`` (oncegraph.runs.redelivery)
+    dedup_window: float | None = None
+    dedup_window_said: bool = False
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
 
@@ -153,6 +162,7 @@ def _make(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    dedup_window: Any = UNSAID,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -198,7 +208,15 @@ def _make(
         inline=inline,
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
+        **window_fields(dedup_window, tool_name),
     )
+
+
+def window_fields(dedup_window: Any, name: str) -> dict[str, Any]:
+    """The Tool fields of ``dedup_window=`` (not given: unknown)."""
+    if dedup_window is UNSAID:
+        return {}
+    return {"dedup_window": window_seconds(dedup_window, name), "dedup_window_said": True}
 
 
 def dedup_text(dedup: Any, name: str) -> str | None:
@@ -240,6 +258,7 @@ def tool(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    dedup_window: float | datetime.timedelta | None = ...,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -92,8 +92,7 @@ def test_inside_the_window_the_same_key_is_merged_past_it_the_flag_is_needed(
         assert first.recipient_answer.startswith("unknown")  # it asked reconcile first
         assert first.status is EffectStatus.PENDING
         assert first.dedup_method.startswith(
-            "same key; the recipient merges requests with this key for 0.4 s; the last "
-            "attempt was "
+            "same key; the recipient merges requests with this key for 0.4 s; the last attempt was "
         )
         assert not first.past_dedup_window and first.warning is None
         (asked,) = [e for e in shop.app.effects(thread_id=T) if e.effect_id == effect_id]
@@ -157,9 +156,7 @@ def test_an_unknown_window_warns_until_probe_recipient_measured_one(
         shop = Windowed(checkpointer, provider, UNSAID)
         effect_id = shop.parked()
         unknown = shop.preview(effect_id)
-        assert "this tool does not say how long its recipient keeps a key" in (
-            unknown.dedup_method
-        )
+        assert "this tool does not say how long its recipient keeps a key" in (unknown.dedup_method)
         assert unknown.past_dedup_window and unknown.warning is not None
         with pytest.raises(PastDedupWindowError):
             shop.app.redeliver(effect_id, actor="ana", reason="r", confirm=unknown.token)
@@ -168,9 +165,7 @@ def test_an_unknown_window_warns_until_probe_recipient_measured_one(
         store = shop.app.checkpointer
         run_sync(store.append_audit(measured_audit("refund", 3600.0, "cli:ops")), "audit")
         measured = shop.preview(effect_id)
-        assert "merges requests with this key for 60 min (measured on " in (
-            measured.dedup_method
-        )
+        assert "merges requests with this key for 60 min (measured on " in (measured.dedup_method)
         assert not measured.past_dedup_window
         shop.app.redeliver(effect_id, actor="ana", reason="r", confirm=measured.token)
         assert shop.performed() == 1, "merged by the recipient: no second refund"

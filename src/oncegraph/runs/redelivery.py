@@ -115,8 +115,7 @@ def judge(
     if new_key:
         return Judgement(
             "a new key: the recipient treats this as a new request, so its dedup window does "
-            "not apply; if the first send arrived, this one is a second, separate request"
-            + also,
+            "not apply; if the first send arrived, this one is a second, separate request" + also,
             False,
         )
     sent = sends(record.attempts)
@@ -125,9 +124,7 @@ def judge(
         ago = f"; the last attempt was {duration(max(0.0, at - sent[-1].started_at))} ago"
         if len(sent) > 1:
             ago += f", the first {duration(max(0.0, at - sent[0].started_at))} ago"
-    source = (
-        f" (measured on {_date(window.measured_at)})" if window.measured_at is not None else ""
-    )
+    source = f" (measured on {_date(window.measured_at)})" if window.measured_at is not None else ""
     if not window.known:
         return Judgement(
             "same key; this tool does not say how long its recipient keeps a key" + ago + also,
@@ -137,9 +134,7 @@ def judge(
             "dedup_window= on the tool, or record a measurement with probe-recipient.",
         )
     if window.seconds is None:
-        return Judgement(
-            f"same key; the recipient keeps keys forever{source}" + ago + also, False
-        )
+        return Judgement(f"same key; the recipient keeps keys forever{source}" + ago + also, False)
     words = (
         f"same key; the recipient merges requests with this key for "
         f"{duration(window.seconds)}{source}" + ago + also

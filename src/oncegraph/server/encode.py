@@ -145,6 +145,7 @@ class Shown:
             "request": self.value(record.request),
             "result": self.value(record.result),
             "provider_reference": self.text(record.provider_reference),
+            "source_version": self.text(record.source_version),
             # a tool's own exception may quote its arguments: withheld with the payloads
             "error": WITHHELD if self.blind and record.error else self.text(record.error),
             "attempts": [self._attempt(a) for a in record.attempts],

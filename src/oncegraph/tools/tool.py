@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.masks import register as register_mask
+from oncegraph.ledger.outcomes import Accepted, Completed
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
@@ -90,6 +91,8 @@ class Tool:
     # meaningful when ``dedup_window_said`` (oncegraph.runs.redelivery)
     dedup_window: float | None = None
     dedup_window_said: bool = False
+    # A read tool's result -> the version of the source it read (stored on the effect)
+    source_version: Callable[[Any], Any] | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
 
@@ -125,8 +128,19 @@ class Tool:
         return "loop" if self.is_async else "inline" if self.inline else "thread"
 
     def bind(self, args: dict[str, Any]) -> Callable[[], Any]:
-        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`."""
-        return functools.partial(self.fn, **args)
+        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`
+        (its result carries the ``source_version`` the tool computes, if it does)."""
+        call = functools.partial(self.fn, **args)
+        version = self.source_version
+        if version is None:
+            return call
+        if self.is_async:
+
+            async def versioned_async() -> Any:
+                return with_version(await call(), version)
+
+            return versioned_async
+        return lambda: with_version(call(), version)
 
     async def acall(self, args: dict[str, Any]) -> Any:
         """Run the function directly, outside the ledger (coroutines on the loop, sync
@@ -163,6 +177,7 @@ def _make(
     inline: bool = False,
     dedup: str | None = None,
     dedup_window: Any = UNSAID,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -180,6 +195,12 @@ def _make(
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
+    if source_version is not None and not callable(source_version):
+        raise ConfigError(
+            f"tool {tool_name!r}: source_version= is a function of the tool's result that "
+            "returns the version of what it read (e.g. lambda row: row['etag']); got "
+            f"{source_version!r}"
+        )
     doc = parse_docstring(inspect.getdoc(fn))
     if description is None:
         description = doc.description
@@ -209,7 +230,25 @@ def _make(
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
         **window_fields(dedup_window, tool_name),
+        source_version=source_version,
     )
+
+
+def with_version(value: Any, version: Callable[[Any], Any]) -> Any:
+    """A tool's return value with the source version ``version`` computes from its result
+    (a :class:`Completed` that names one already, or an :class:`Accepted`, as it is)."""
+    if isinstance(value, Accepted) or (
+        isinstance(value, Completed) and value.source_version is not None
+    ):
+        return value
+    if isinstance(value, Completed):
+        found = version(value.result)
+        return Completed(value.result, value.provider_reference, _version_text(found))
+    return Completed(value, None, _version_text(version(value)))
+
+
+def _version_text(found: Any) -> str | None:
+    return None if found is None else str(found)
 
 
 def window_fields(dedup_window: Any, name: str) -> dict[str, Any]:
@@ -259,6 +298,7 @@ def tool(
     inline: bool = False,
     dedup: str | None = None,
     dedup_window: float | datetime.timedelta | None = ...,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

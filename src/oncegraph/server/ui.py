@@ -363,6 +363,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         crashed=crashed,
         questions=questions,
         approval=questions[0]["approval"] if len(questions) == 1 else None,
+        approval_hash=questions[0]["request_hash"] if len(questions) == 1 else None,
         timeline=timeline,
         effects=effects,
         audit=audit,
@@ -432,7 +433,10 @@ def _question(shown: Any) -> dict[str, Any]:
                 "n": n,
                 "name": r.get("name"),
                 "description": r.get("description"),
-                "args": r.get("args") or {},
+                "args": r.get("masked_args") or r.get("args") or {},
+                "effect_id": r.get("effect_id"),
+                "recipient": r.get("recipient"),
+                "request_hash": r.get("request_hash"),
                 "allowed": allowed.get(r.get("name")) or ["approve", "edit", "reject"],
             }
             for n, r in enumerate(value["action_requests"])
@@ -445,6 +449,7 @@ def _question(shown: Any) -> dict[str, Any]:
         "text": text if isinstance(text, str) else (value if isinstance(value, str) else None),
         "error": value.get("error") if isinstance(value, dict) else None,
         "approval": approval,
+        "request_hash": value.get("request_hash") if isinstance(value, dict) else None,
     }
 
 
@@ -593,7 +598,10 @@ async def _decisions(
                 f"choose Approve, Edit or Reject for call {n + 1} ({asked_call.get('name')}); "
                 "nothing was done"
             )
-    return {"decisions": decisions, "approver": me.actor}
+    answer: dict[str, Any] = {"decisions": decisions, "approver": me.actor}
+    if form.get("request_hash"):  # the request the page showed: a changed one is refused
+        answer["request_hash"] = form["request_hash"]
+    return answer
 
 
 def _json_field(text: str, name: str) -> Any:

@@ -6,6 +6,11 @@ Plain functions work as tools unchanged (class ``write``). ``@tool(effect=...)``
           mask=["card"], retry=EffectRetry(max_attempts=1))
     def charge(order_id: str, amount: float) -> dict: ...
 
+``dedup_window=`` says how long the recipient keeps an idempotency key (seconds or a
+``timedelta``; ``None``: forever; not given: unknown), which a redelivery's preview
+states and checks (:mod:`oncegraph.runs.redelivery`); ``source_version=fn`` computes the
+version of what a read tool read from its result, kept on the effect.
+
 ``reconcile(effect_record)`` asks the provider what happened to an UNKNOWN effect and
 returns a :class:`~oncegraph.ledger.outcomes.Reconciled`; ``simulate(**args)`` stands in
 for the tool in simulation replays; ``probe(effect_record)`` checks an ``accepted``

@@ -41,6 +41,7 @@ from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
+    served_model,
     synthetic_call_id,
     tool_result_text,
 )
@@ -221,6 +222,7 @@ class LangChainChatModel:
             provider_message_id=message_id,
             usage=usage,
             raw_finish_reason=finish if isinstance(finish, str) else None,
+            model_version=served_model(metadata.get("model_name") or metadata.get("model")),
         )
 
 

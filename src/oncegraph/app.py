@@ -201,6 +201,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
         context: Any = None,
+        control: Any = None,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer.
         ``context``: the run's static context (``invoke(..., context=...)``), what its
@@ -213,6 +214,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             cfg = dataclasses.replace(
                 cfg, context=coerce_context(self.spec.context_schema, context)
             )
+        if control is not None:
+            cfg = dataclasses.replace(cfg, control=control)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
             cfg = dataclasses.replace(
@@ -275,7 +278,11 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
 
             return await run_nested(self, task, input)
         service, cfg = self._for_run(
-            config, interrupt_before, interrupt_after, kwargs.get("context")
+            config,
+            interrupt_before,
+            interrupt_after,
+            kwargs.get("context"),
+            kwargs.get("control"),
         )
         result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
@@ -369,7 +376,11 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
                 yield item
             return
         service, cfg = self._for_run(
-            config, interrupt_before, interrupt_after, kwargs.get("context")
+            config,
+            interrupt_before,
+            interrupt_after,
+            kwargs.get("context"),
+            kwargs.get("control"),
         )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()

@@ -152,6 +152,19 @@ class RunFailedError(RunStateError):
         self.run_id = run_id
 
 
+class GraphDrained(RunStateError):
+    """The caller's ``RunControl`` asked the run to drain: the step that was running
+    finished and was committed, no later step started. The run is unfinished and
+    resumable: ``invoke(None, config)`` goes on from where it stopped."""
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        super().__init__(
+            f"the run was drained ({reason}) before its next step; continue it with "
+            "invoke(None, config) on the same thread"
+        )
+        self.reason = reason
+
+
 class NeedsReviewError(RunStateError):
     """The run is parked as ``needs_review``; an operator must act before it goes on."""
 
@@ -412,6 +425,7 @@ __all__ = [
     "EffectFailedError",
     "EffectOutcomeUnknownError",
     "EncryptionKeyError",
+    "GraphDrained",
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",

@@ -181,6 +181,8 @@ class RunConfig:
     # invoke(..., context=...): the run's static context (a node's ``runtime.context``);
     # this call's only, never stored, as in LangGraph
     context: Any = None
+    # invoke(..., control=RunControl()): this call's drain switch (oncegraph.runtime.control)
+    control: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:

@@ -125,6 +125,16 @@ def _count_messages(ctx: TaskContext) -> list[int] | None:
     return counted
 
 
+def with_pushed(result: TaskResult, pushed: list[tuple[str, Any]]) -> TaskResult:
+    """``result`` with the messages its node pushed while running before its own."""
+    update = dict(result.update)
+    for key, message in reversed(pushed):
+        given = update.get(key)
+        rest = [] if given is None else given if isinstance(given, list) else [given]
+        update[key] = [message, *rest]
+    return TaskResult(result.node, update, result.goto, result.task)
+
+
 def _with_message_ids(spec: GraphSpec, result: TaskResult) -> TaskResult:
     channels = spec.schema.channels
     update = {
@@ -173,6 +183,8 @@ async def _outcome(
     while True:
         attempt += 1
         ctx.attempt = attempt
+        if ctx.pushed:
+            ctx.pushed = []  # a failed attempt's pushed messages are not kept
         if attempt == 1:
             ctx.first_attempt_at = time.time()
         try:
@@ -196,6 +208,8 @@ async def _outcome(
                 result = TaskResult(task.node, update, value.goto_nodes(), key)
             else:
                 result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
+            if ctx.pushed:
+                result = with_pushed(result, ctx.pushed)
             if messages:  # ids given once, so the streamed messages are the stored ones
                 result = _with_message_ids(spec, result)
             if save is not None:

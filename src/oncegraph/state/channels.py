@@ -34,7 +34,9 @@ from oncegraph.state.reducers import (
     add_messages,
     append,
     merge_messages,
+    messages_format,
     normalize_messages,
+    uniform,
 )
 
 Reducer = Callable[[Any, Any], Any]
@@ -55,17 +57,24 @@ class Channel:
     default: Callable[[], Any] | None
     codec: Codec = PLAIN
     flavor: Flavor | None = None
+    format: str | None = None  # add_messages(format=...): the shape messages are kept in
 
     def delta(self, update: Any) -> list[Any]:
         """The log entries an update appends (log channels only)."""
         if self.flavor is not None:
-            return normalize_messages(update, self.flavor)
+            entries = normalize_messages(update, self.flavor)
+            if self.format is not None:
+                from oncegraph.state.msgformat import formatted
+
+                entries = formatted(self.format, entries)
+            return entries
         return list(update) if isinstance(update, list) else [update]
 
     def extend(self, current: Any, entries: list[Any]) -> Any:
         """The value after appending ``entries`` (from :meth:`delta`) to ``current``."""
         if self.flavor is not None:
-            return merge_messages(current or [], entries)
+            merged = merge_messages(current or [], entries)
+            return uniform(merged, entries) if self.flavor == "as_given" else merged
         assert self.reducer is not None
         return self.reducer(current or [], entries)
 
@@ -78,7 +87,8 @@ class Channel:
         if self.flavor == "dict":
             return merge_messages(onto or [], [MessageDict(e) for e in entries])
         if self.flavor is not None:  # decoded by the message codec already
-            return merge_messages(onto or [], entries)
+            merged = merge_messages(onto or [], entries)
+            return uniform(merged, entries) if self.flavor == "as_given" else merged
         return entries if onto is None else [*onto, *entries]
 
 
@@ -99,6 +109,12 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         default = list
     elif reducer is not None and default is None:
         default = _zero_of(base)
+    fmt = messages_format(reducer)
+    if fmt is not None:  # add_messages(format=...): LangChain messages in that shape
+        if default is None:
+            default = list
+        kept = lcmessages.MessageCodec(name)
+        return Channel(name, reducer, True, default, kept, "langchain", fmt)
     if reducer is add_messages:
         item = element_type(base)
         if item is AsGiven:

@@ -323,7 +323,24 @@ class NodeError(OnceGraphError):
 
 
 class NodeTimeoutError(NodeError, TimeoutError):
-    """The node ran longer than ``node_timeout``."""
+    """The node ran longer than ``node_timeout``, or an attempt hit its
+    ``TimeoutPolicy``: ``.kind`` is ``"run"`` (the wall-clock cap) or ``"idle"`` (no
+    progress for ``idle_timeout``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str = "",
+        error: BaseException | None = None,
+        kind: str = "run",
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        super().__init__(message, node=node, error=error)
+        self.kind = kind
+        self.run_timeout = run_timeout
+        self.idle_timeout = idle_timeout
 
 
 class InterruptSwallowedError(NodeError):

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from oncegraph.config import StreamWriter
 from oncegraph.graph.retry import RetryPolicy
+from oncegraph.graph.timeouts import TimeoutPolicy
 from oncegraph.hitl import Command, Send
 from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
@@ -31,5 +32,6 @@ __all__ = [
     "StateSnapshot",
     "StateUpdate",
     "StreamWriter",
+    "TimeoutPolicy",
     "interrupt",
 ]

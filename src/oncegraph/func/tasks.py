@@ -37,6 +37,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from oncegraph.errors import ConfigError, GraphInterrupt
 from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
 from oncegraph.graph.retry import NodeRetry, node_retry
+from oncegraph.graph.timeouts import capped, task_timeout
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import EffectRetry
@@ -80,7 +81,7 @@ class TaskFunction(Generic[P, T]):
         recipient: str | None,
         reconcile: Callable[..., Any] | None,
         probe: Callable[..., Any] | None,
-        timeout: float | None,
+        timeout: Any,
         mask: Sequence[str],
         tool: Any = None,
     ) -> None:
@@ -96,12 +97,14 @@ class TaskFunction(Generic[P, T]):
         self.recipient = recipient
         self.reconcile = reconcile
         self.probe = probe
-        self.timeout = timeout
         self.mask = tuple(mask)
         self.tool = tool
         self._returns: Any = None  # the return annotation's TypeAdapter, False for none
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
+        )
+        self.timeout, self.policy = task_timeout(
+            self.name, timeout, self.is_async, plain=effect is None and tool is None
         )
         functools.update_wrapper(self, fn)
 
@@ -241,6 +244,7 @@ class TaskFunction(Generic[P, T]):
         retry = self.retry
         plain = self.effect is None and self.tool is None
         name = self.name
+        policy = self.policy
 
         def counted(value: Any, before: int) -> Any:
             used = ctx.interrupt_count - before
@@ -259,7 +263,11 @@ class TaskFunction(Generic[P, T]):
                     while True:
                         attempt += 1
                         try:
-                            value = await fn(*args, **kwargs)  # type: ignore[misc]
+                            if policy is not None:
+                                call = fn(*args, **kwargs)
+                                value = await capped(policy, name, call)  # type: ignore[arg-type]
+                            else:
+                                value = await fn(*args, **kwargs)  # type: ignore[misc]
                             return counted(value, before)
                         except Exception as exc:
                             if not _again(retry, exc, attempt):
@@ -390,7 +398,7 @@ def task(
     name: str | None = None,
     retry_policy: Any = None,
     cache_policy: Any = None,
-    timeout: float | None = None,
+    timeout: Any = None,
     effect: str | None = None,
     recipient: str | None = None,
     reconcile: Callable[..., Any] | None = None,
@@ -406,7 +414,7 @@ def task(
     name: str | None = None,
     retry_policy: Any = None,
     cache_policy: Any = None,
-    timeout: float | None = None,
+    timeout: Any = None,
     effect: str | None = None,
     recipient: str | None = None,
     reconcile: Callable[..., Any] | None = None,

@@ -23,6 +23,7 @@ from oncegraph.graph.spec import (
     breakpoint_names,
     positional_params,
 )
+from oncegraph.graph.timeouts import check_async, split
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class StateGraph:
         node: str | Callable[..., Any],
         action: Callable[..., Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: Any = None,
         inline: bool = False,
         retry_policy: Any = None,
         input_schema: Any = None,
@@ -117,7 +118,9 @@ class StateGraph:
         defer: bool = False,
         error_handler: Callable[..., Any] | None = None,
     ) -> StateGraph:
-        """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
+        """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node
+        (seconds), or is LangGraph's ``TimeoutPolicy(run_timeout=, idle_timeout=)`` for a
+        coroutine node (:mod:`oncegraph.graph.timeouts`).
 
         Sync nodes run in a worker thread, so a timeout can be enforced and a slow node
         does not stall other runs on the event loop. ``inline=True`` calls a sync node on
@@ -141,6 +144,7 @@ class StateGraph:
         """
         from oncegraph.app import CompiledGraph
 
+        timeout, policy = split(str(node) if isinstance(node, str) else "", timeout)
         if defer:
             raise GraphValidationError(
                 "add_node(defer=True) is not supported; join the branches with "
@@ -196,7 +200,7 @@ class StateGraph:
                 destinations=drawn,
                 error_handler=handler,
             )
-            self.nodes[name] = spec
+            self.nodes[name] = dataclasses.replace(spec, timeout_policy=policy) if policy else spec
             return self
         if is_runnable(action):  # a LangChain Runnable (or a dict of them)
             action = as_node(action)
@@ -222,7 +226,12 @@ class StateGraph:
             else _input_schema_of(action, self.schema.source)
         )
         self.nodes[name] = dataclasses.replace(
-            spec, retry=retry, input_schema=own, destinations=drawn, error_handler=handler
+            spec,
+            retry=retry,
+            input_schema=own,
+            destinations=drawn,
+            error_handler=handler,
+            timeout_policy=policy,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
@@ -250,7 +259,7 @@ class StateGraph:
         *,
         retry_policy: Any = None,
         error_handler: Callable[..., Any] | None = None,
-        timeout: float | None = None,
+        timeout: Any = None,
         cache_policy: Any = None,
     ) -> StateGraph:
         """Defaults for every node that does not set its own (applied at ``compile``):
@@ -266,7 +275,7 @@ class StateGraph:
         if error_handler is not None:
             self._defaults = {**self._defaults, "error_handler": error_handler}
         if timeout is not None:
-            self._defaults = {**self._defaults, "timeout": timeout}
+            self._defaults = {**self._defaults, "timeout": split("default", timeout)}
         return self
 
     _defaults: Mapping[str, Any] = {}
@@ -285,8 +294,9 @@ class StateGraph:
             changes: dict[str, Any] = {}
             if retry_policy is not None and spec.retry is None:
                 changes["retry"] = node_retry(spec.name, retry_policy)
-            if timeout is not None and spec.timeout is None and not spec.inline:
-                changes["timeout"] = timeout
+            unset = spec.timeout is None and spec.timeout_policy is None
+            if timeout is not None and unset and not spec.inline:
+                changes["timeout"], changes["timeout_policy"] = timeout
             return dataclasses.replace(spec, **changes) if changes else spec
 
         if default_handler is not None:
@@ -418,7 +428,7 @@ class StateGraph:
                         )
         return GraphSpec(
             schema=self.schema,
-            nodes=self._with_defaults(),
+            nodes=_checked(self._with_defaults()),
             edges={k: tuple(v) for k, v in self.edges.items()},
             branches={k: tuple(v) for k, v in self.branches.items()},
             name=self.name,
@@ -503,6 +513,11 @@ class StateGraph:
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
         return breakpoint_names(what, names, self.nodes)
+
+
+def _checked(nodes: dict[str, NodeSpec]) -> dict[str, NodeSpec]:
+    check_async(nodes)
+    return nodes
 
 
 def _caller_level() -> int:

@@ -85,6 +85,9 @@ class NodeSpec:
     inject: tuple[tuple[str, str], ...] = ()
     # add_node(error_handler=...): runs when the node fails for good (after its retries)
     error_handler: NodeSpec | None = None
+    # add_node(timeout=TimeoutPolicy(...)): run/idle timeouts of each attempt
+    # (oncegraph.graph.timeouts); ``timeout`` above is then its run_timeout
+    timeout_policy: Any = None
 
     @classmethod
     def of(

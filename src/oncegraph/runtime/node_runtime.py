@@ -123,10 +123,23 @@ def runtime_of(ctx: TaskContext, attempt: int = 1) -> Runtime[Any]:
     return Runtime(
         context=config.context,
         stream_writer=writer,
+        heartbeat=_heartbeat_of(ctx),
         execution_info=info,
         server_info=server_info_of(config.configurable),
         control=config.control,
     )
+
+
+def _heartbeat_of(ctx: TaskContext) -> Callable[[], None]:
+    """``runtime.heartbeat``: tells an idle timeout the node is alive (read when called,
+    so a runtime made before the attempt's watch started still reaches it)."""
+
+    def heartbeat() -> None:
+        beat = ctx.heartbeat
+        if beat is not None:
+            beat()
+
+    return heartbeat
 
 
 def get_runtime(context_schema: type[ContextT] | None = None) -> Runtime[ContextT]:

@@ -360,6 +360,23 @@ async def _run(
                 "a subgraph runner; make drivers with RunContext.make_driver"
             )
         return await subgraphs(node.subgraph, spec, ctx, head, task)
+    if node.timeout_policy is not None:  # an attempt under run/idle timeouts
+        from oncegraph.graph.timeouts import watched
+
+        return await watched(
+            node.timeout_policy, ctx, lambda: _called(spec, node, ctx, head, task, error)
+        )
+    return await _called(spec, node, ctx, head, task, error)
+
+
+async def _called(
+    spec: GraphSpec,
+    node: NodeSpec,
+    ctx: TaskContext,
+    head: Head,
+    task: Task,
+    error: NodeError | None,
+) -> Any:
     state = _input(spec, node, head, task)
     args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
     kwargs = _injected(node, ctx, error) if node.inject else {}

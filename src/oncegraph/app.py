@@ -38,7 +38,7 @@ from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
-from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.config import RunConfig, thread_sleep
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
@@ -202,6 +202,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         interrupt_after: str | Sequence[str] | None = None,
         context: Any = None,
         control: Any = None,
+        sync: bool = False,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer.
         ``context``: the run's static context (``invoke(..., context=...)``), what its
@@ -216,6 +217,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             )
         if control is not None:
             cfg = dataclasses.replace(cfg, control=control)
+        if sync and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
+            cfg = dataclasses.replace(cfg, sleep=thread_sleep)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
             cfg = dataclasses.replace(
@@ -283,6 +286,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             interrupt_after,
             kwargs.get("context"),
             kwargs.get("control"),
+            bool(kwargs.get("_sync")),
         )
         result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
@@ -309,6 +313,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
                 launch=launch,
+                _sync=True,
                 **kwargs,
             ),
             "invoke",
@@ -381,6 +386,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             interrupt_after,
             kwargs.get("context"),
             kwargs.get("control"),
+            bool(kwargs.get("_sync")),
         )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -419,6 +425,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             launch=launch,
+            _sync=True,
             **kwargs,
         )
         task = current_task()

@@ -270,9 +270,10 @@ class TaskFunction(Generic[P, T]):
                                 value = await fn(*args, **kwargs)  # type: ignore[misc]
                             return counted(value, before)
                         except Exception as exc:
-                            if not _again(retry, exc, attempt):
+                            chosen = _again(retry, exc, attempt)
+                            if chosen is None:
                                 raise
-                            await ctx.config.sleep(retry.delay(attempt))  # type: ignore[union-attr]
+                            await ctx.config.sleep(chosen.delay(attempt))
                 except GraphInterrupt:
                     if plain:
                         raise
@@ -292,9 +293,10 @@ class TaskFunction(Generic[P, T]):
                     try:
                         return counted(fn(*args, **kwargs), before)
                     except Exception as exc:
-                        if not _again(retry, exc, attempt):
+                        chosen = _again(retry, exc, attempt)
+                        if chosen is None:
                             raise
-                        delay = retry.delay(attempt)  # type: ignore[union-attr]
+                        delay = chosen.delay(attempt)
                         asyncio.run_coroutine_threadsafe(_pause(ctx, delay), ctx.loop).result()
             except GraphInterrupt:
                 if plain:
@@ -327,8 +329,10 @@ def _name_of(fn: Any) -> str:
     return str(name) if name else type(fn).__name__
 
 
-def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> bool:
-    return retry is not None and attempt < retry.max_attempts and retry.retries(exc)
+def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> NodeRetry | None:
+    """The policy that retries ``exc`` after try ``attempt``; None when none does."""
+    chosen = retry.chosen(exc) if retry is not None else None
+    return chosen if chosen is not None and attempt < chosen.max_attempts else None
 
 
 def _bind(

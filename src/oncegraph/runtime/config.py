@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import time
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -277,6 +278,13 @@ class RunConfig:
         }
 
 
+async def thread_sleep(seconds: float) -> None:
+    """A sync run's wait between retries: ``time.sleep`` in a worker thread (as
+    LangGraph's sync runs wait), so the event loop goes on serving other runs."""
+    if seconds > 0:
+        await asyncio.to_thread(time.sleep, seconds)
+
+
 __all__ = [
     "DEFAULT_NODE_TIMEOUT",
     "DEFAULT_RECURSION_LIMIT",
@@ -287,5 +295,6 @@ __all__ = [
     "RunConfig",
     "Sleep",
     "caller_id",
+    "thread_sleep",
     "lookup_id",
 ]

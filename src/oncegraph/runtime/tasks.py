@@ -322,10 +322,8 @@ def _retryable(exc: Exception) -> bool:
 
 async def _retry(node: NodeSpec, ctx: TaskContext, exc: Exception, attempt: int) -> bool:
     """Prepare another attempt of the node after ``exc``; False when none is due."""
-    policy = node.retry
-    if policy is None or attempt >= policy.max_attempts:
-        return False
-    if not _retryable(exc) or not policy.retries(exc):
+    policy = node.retry.chosen(exc) if node.retry is not None else None
+    if policy is None or attempt >= policy.max_attempts or not _retryable(exc):
         return False
     for record in ctx.staged_effects:  # a result the failed attempt recorded stays recorded
         await ctx.store.save_effect(record, fence=ctx.fence)

@@ -295,6 +295,6 @@ __all__ = [
     "RunConfig",
     "Sleep",
     "caller_id",
-    "thread_sleep",
     "lookup_id",
+    "thread_sleep",
 ]

@@ -105,3 +105,22 @@ async def test_pushed_messages_stream_once_and_are_stored(path: str) -> None:
     values = [c[1] for c in chunks if c[0] == "values"][-1]
     assert [m.id for m in values["messages"]] == ["1", "2"]
     assert streamed[0] == "1" and streamed.count("1") == 1
+
+
+def test_messages_mode_does_not_stream_again_what_the_state_had() -> None:
+    def first(state: S) -> dict[str, Any]:
+        return {"messages": [AIMessage("hi", id="a1")]}
+
+    def echo(state: S) -> dict[str, Any]:  # returns the state it read, plus one new
+        return {"messages": [*state["messages"], AIMessage("new", id="a2")]}
+
+    g = StateGraph(S)
+    g.add_node("first", first)
+    g.add_node("echo", echo)
+    g.add_edge(START, "first")
+    g.add_edge("first", "echo")
+    chunks = list(g.compile().stream({"messages": [("user", "q")]}, stream_mode="messages"))
+    assert [(m.id, meta["langgraph_node"]) for m, meta in chunks] == [
+        ("a1", "first"),
+        ("a2", "echo"),
+    ]

@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import functools
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -50,6 +51,7 @@ from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
+from oncegraph.state import lcmessages as lc
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -81,7 +83,7 @@ async def run_task(
     finally:
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
-        _emit_messages(spec, ctx, outcome.result)
+        _emit_messages(spec, ctx, outcome.result, head)
     if events:
         status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
         ctx.emit("events", {**_event("node_end", ctx), "status": status})
@@ -144,15 +146,21 @@ def _with_message_ids(spec: GraphSpec, result: TaskResult) -> TaskResult:
     return TaskResult(result.node, update, result.goto, result.task)
 
 
-def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
+def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult, head: Head) -> None:
     """LangGraph's ``messages`` mode also yields the messages a node returns (a model
-    called without token streaming, a tool's answer), each once, at the node's end."""
+    called without token streaming, a tool's answer), each once, at the node's end: a
+    message already in the state the node read (a node returning the state it got) is
+    not new and is not streamed again."""
     meta = stream_metadata(ctx)
     for key, value in result.update.items():
         channel = spec.schema.channels.get(key)
         if channel is None or channel.flavor is None:
             continue
+        had = head.values.get(key) or ()
+        known = {lc.message_id(m) for m in had} if had else set()
         for message in value if isinstance(value, list) else channel.delta(value):
+            if known and lc.message_id(message) in known:
+                continue
             kind = message.get("type") if isinstance(message, Mapping) else None
             kind = kind or getattr(message, "type", None)
             if kind != "remove":
@@ -468,13 +476,21 @@ def _timed_out(ctx: TaskContext, timeout: float) -> NodeTimeoutError:
     )
 
 
+def langchain_run_id(ctx: TaskContext) -> uuid.UUID:
+    """The UUID a LangChain Runnable called with task ``ctx``'s config runs under."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"oncegraph:{ctx.run_id}:{ctx.checkpoint_id}:{ctx.node}")
+
+
 def node_config(ctx: TaskContext) -> dict[str, Any]:
     """The ``config`` a node (or router) that takes two parameters receives.
 
     LangGraph's shape (``config["configurable"]["thread_id"]`` and the caller's own
     ``configurable`` keys, ``config["metadata"]["langgraph_node"]``, ...), plus the
-    flat keys oncegraph always gave (``config["thread_id"]``, ``config["run_id"]``,
-    ``config["node"]``, ``config["step"]`` and each ``configurable`` key)."""
+    flat keys oncegraph always gave (``config["thread_id"]``, ``config["node"]``,
+    ``config["step"]`` and each ``configurable`` key). The run's id is
+    ``config["configurable"]["run_id"]``; the flat ``config["run_id"]`` is a UUID made
+    from it and the task (the same on every attempt and resume), because LangChain
+    reads that key as the id of the Runnable run a node passes its config to."""
     thread = ctx.thread_id
     ns = "|".join(ctx.ns)
     configurable = {
@@ -486,7 +502,7 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
     }
     return {
         "thread_id": thread,
-        "run_id": ctx.run_id,
+        "run_id": langchain_run_id(ctx),
         "node": ctx.node_name,
         "step": ctx.step,
         **ctx.config.configurable,

@@ -70,6 +70,10 @@ _DIFFERS = (
 
 
 class CompiledGraph(LangGraphMethods, OperatorMethods):
+    # compile(store=...): what a node's ``store`` parameter gets (``store`` below is the
+    # checkpointer's)
+    node_store: Any = None
+
     def __init__(
         self,
         spec: GraphSpec,
@@ -217,6 +221,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             )
         if control is not None:
             cfg = dataclasses.replace(cfg, control=control)
+        if self.node_store is not None:
+            cfg = dataclasses.replace(cfg, store=self.node_store)
         if sync and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
             cfg = dataclasses.replace(cfg, sleep=thread_sleep)
         if interrupt_before is not None or interrupt_after is not None:

@@ -490,10 +490,15 @@ class StateGraph:
         from oncegraph.app import CompiledGraph
         from oncegraph.tools.keycheck import check_tools
 
-        if store is not None or cache is not None:
+        if cache is not None:
             raise GraphValidationError(
-                "compile(store=..., cache=...) is not supported: oncegraph keeps state in the "
+                "compile(cache=...) is not supported: oncegraph keeps state in the "
                 "checkpointer and side effects in its ledger; pass checkpointer=... only"
+            )
+        if store is not None and not (hasattr(store, "put") and hasattr(store, "get")):
+            raise GraphValidationError(
+                f"compile(store={store!r}): a store has get/put/search (for example "
+                "oncegraph.store.memory.InMemoryStore())"
             )
         if name is not None:
             self.name = name
@@ -503,13 +508,15 @@ class StateGraph:
         self._breakpoints_after = self._breakpoint_names("interrupt_after", interrupt_after)
         spec = self.validate()
         check_tools(spec.nodes, strict=strict, stacklevel=_caller_level() + 1)
-        return CompiledGraph(
+        app = CompiledGraph(
             spec,
             checkpointer=checkpointer,
             migrations=migrations,
             previous_versions=previous_versions,
             sync_threads=sync_threads,
         )
+        app.node_store = store  # a node's ``store`` / ``runtime.store`` (oncegraph.store)
+        return app
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
         return breakpoint_names(what, names, self.nodes)

@@ -184,6 +184,8 @@ class RunConfig:
     context: Any = None
     # invoke(..., control=RunControl()): this call's drain switch (oncegraph.runtime.control)
     control: Any = None
+    # compile(store=...): the key-value store a node's ``store`` parameter gets
+    store: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:

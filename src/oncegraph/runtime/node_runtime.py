@@ -3,8 +3,9 @@
 A node that declares ``runtime: Runtime[Ctx]`` (or calls :func:`get_runtime`) gets the
 run's ``context`` (``invoke(..., context=Ctx(...))``, coerced to the graph's
 ``context_schema``), a ``stream_writer`` for ``stream_mode="custom"`` and
-``execution_info`` (thread, run, checkpoint, task and attempt). ``store`` is always
-``None``: oncegraph keeps state in the checkpointer and side effects in its ledger.
+``execution_info`` (thread, run, checkpoint, task and attempt), ``store`` (the app's
+``compile(store=...)``, else ``None``), ``server_info``, ``control`` (the caller's
+``RunControl``) and ``heartbeat()`` (progress, for an idle timeout).
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def runtime_of(ctx: TaskContext, attempt: int = 1) -> Runtime[Any]:
     config = ctx.config
     return Runtime(
         context=config.context,
+        store=config.store,
         stream_writer=writer,
         heartbeat=_heartbeat_of(ctx),
         execution_info=info,

@@ -403,8 +403,8 @@ def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict
             out[name] = runtime_of(ctx).stream_writer
         elif kind == "error":
             out[name] = error
-        else:  # store: oncegraph has none (state is in the checkpointer)
-            out[name] = None
+        else:  # store: the app's key-value store (compile(store=...)), if any
+            out[name] = ctx.config.store
     return out
 
 

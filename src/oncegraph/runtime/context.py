@@ -68,6 +68,8 @@ class TaskContext:
     # push_message(...): (state key, message) the node wrote while running, added to
     # its update when it returns (oncegraph.graph.message.push_message)
     pushed: list[tuple[str, Any]] = field(default_factory=list)
+    # LangChain callbacks of the running node (oncegraph.runtime.lcstream), in its config
+    callbacks: tuple[Any, ...] = ()
     # runtime.heartbeat(): set while an attempt runs under an idle timeout
     heartbeat: Callable[[], None] | None = None
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is

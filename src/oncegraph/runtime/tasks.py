@@ -49,6 +49,7 @@ from oncegraph.hitl.command import Command
 from oncegraph.runtime import executor
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.state import lcmessages as lc
@@ -384,11 +385,19 @@ async def _called(
     error: NodeError | None,
 ) -> Any:
     state = _input(spec, node, head, task)
-    args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
-    kwargs = _injected(node, ctx, error) if node.inject else {}
-    if node.inline:  # on the loop thread: no hand-off, no timeout
-        return node.fn(*args, **kwargs)
-    return await _call(node, ctx, args, kwargs)
+    handler = token_handler(ctx, stream_metadata(ctx))  # None unless tokens are streamed
+    ctx.callbacks = () if handler is None else (handler,)
+    token = None if handler is None else child_config(node_config(ctx))
+    try:
+        args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
+        kwargs = _injected(node, ctx, error) if node.inject else {}
+        if node.inline:  # on the loop thread: no hand-off, no timeout
+            return node.fn(*args, **kwargs)
+        return await _call(node, ctx, args, kwargs)
+    finally:
+        if handler is not None:
+            reset_child(token)
+            ctx.callbacks = ()
 
 
 def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict[str, Any]:
@@ -500,7 +509,7 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
         "checkpoint_id": ctx.checkpoint_id,
         "checkpoint_ns": ns,
     }
-    return {
+    config = {
         "thread_id": thread,
         "run_id": langchain_run_id(ctx),
         "node": ctx.node_name,
@@ -510,6 +519,9 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
         "metadata": stream_metadata(ctx),
         "recursion_limit": ctx.config.recursion_limit,
     }
+    if ctx.callbacks:  # the node's LangChain token stream (oncegraph.runtime.lcstream)
+        config["callbacks"] = list(ctx.callbacks)
+    return config
 
 
 __all__ = ["Save", "node_config", "run_task", "stream_metadata"]

@@ -472,6 +472,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         behind it instead of failing, and its input is kept in the run record. Needs
         PostgreSQL (workers claim from it; a NOTIFY in the same transaction wakes them):
         elsewhere it is refused with ``ConfigError``.
+
+        ``submit(Command(resume=answer), config)`` answers the thread's waiting run here
+        (audited, under the run's lock) and queues it: a worker goes on from the answer.
         """
         refuse_in_replay(current_task(), self.spec.name)
         self._thread(config)

@@ -124,3 +124,12 @@ def test_messages_mode_does_not_stream_again_what_the_state_had() -> None:
         ("a1", "first"),
         ("a2", "echo"),
     ]
+
+
+def test_a_dict_message_equals_the_langchain_message_it_reads_like() -> None:
+    from oncegraph.messages import MessageDict
+
+    mine = MessageDict(role="user", content="hi", id="1")
+    assert mine == HumanMessage("hi", id="1") and [mine] == [HumanMessage("hi", id="1")]
+    assert mine != HumanMessage("hi", id="2") and mine != AIMessage("hi", id="1")
+    assert mine == {"role": "user", "content": "hi", "id": "1"}

@@ -343,6 +343,11 @@ class NodeTimeoutError(NodeError, TimeoutError):
         self.idle_timeout = idle_timeout
 
 
+class NodeCancelledError(NodeError):
+    """A node's own code raised ``asyncio.CancelledError`` while nobody cancelled the run:
+    a failure of that node (the run is failed and can be continued), not a silent stop."""
+
+
 class InterruptSwallowedError(NodeError):
     """A node caught oncegraph's interrupt signal instead of letting it propagate."""
 
@@ -455,6 +460,7 @@ __all__ = [
     "MissingRecordError",
     "NeedsReviewError",
     "NoRunToResumeError",
+    "NodeCancelledError",
     "NodeError",
     "NodeTimeoutError",
     "NondeterminismError",

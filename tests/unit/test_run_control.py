@@ -163,3 +163,24 @@ def test_an_async_node_cancelled_with_the_run_does_not_finish() -> None:
         assert finished == []
 
     asyncio.run(main())
+
+
+async def test_a_node_raising_cancelled_error_itself_fails_the_run() -> None:
+    from oncegraph.errors import NodeCancelledError
+
+    async def ok(state: S) -> dict[str, Any]:
+        return {"first": "ok"}
+
+    async def boom(state: S) -> dict[str, Any]:
+        raise asyncio.CancelledError("raised by the node")
+
+    g = StateGraph(S)
+    g.add_node("ok", ok)
+    g.add_node("boom", boom)
+    g.add_edge(START, "ok")
+    g.add_edge(START, "boom")
+    app = g.compile(checkpointer=InMemoryCheckpointer())
+    with pytest.raises(NodeCancelledError) as caught:
+        await app.ainvoke({}, {"thread_id": "t"})
+    assert caught.value.node == "boom"
+    assert app.runs(thread_id="t")[0].status.value == "failed"

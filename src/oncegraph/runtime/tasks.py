@@ -35,6 +35,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     InterruptSwallowedError,
     LeaseLostError,
+    NodeCancelledError,
     NodeError,
     NodeTimeoutError,
     OnceGraphError,
@@ -201,6 +202,16 @@ async def _outcome(
                 value = await _run(spec, node, ctx, head, task, subgraphs)
             except ParentCommand as sent:  # a subgraph this task ran routes this graph
                 value = dataclasses.replace(sent.command, graph=None)
+            except asyncio.CancelledError as cancelled:
+                running = asyncio.current_task()
+                if running is None or running.cancelling():
+                    raise  # the run (or its step) is being cancelled: stop
+                raise NodeCancelledError(  # the node's own code raised it: a failure
+                    f"node {task.node!r} raised asyncio.CancelledError itself ({cancelled}); "
+                    "raise another exception to fail the node, or let the run be cancelled",
+                    node=task.node,
+                    error=cancelled,
+                ) from cancelled
             if isinstance(value, Command) and value.graph is not None:
                 # for the graph that runs this one as a subgraph: this graph's step stops
                 # (the driver records the task's finished calls first), its parent's

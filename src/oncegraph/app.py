@@ -89,6 +89,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         self.stateful = checkpointer is True
         if isinstance(checkpointer, bool):
             checkpointer = None
+        if checkpointer is not None and not callable(getattr(checkpointer, "commit", None)):
+            raise TypeError(
+                f"Invalid checkpointer provided: {type(checkpointer).__name__} is not a "
+                "checkpointer; pass InMemoryCheckpointer(), SqliteCheckpointer(path) or "
+                "PgCheckpointer(dsn) (or True for a subgraph that keeps its own state)"
+            )
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}
@@ -143,8 +149,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         return bound
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
-        """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
-        return GraphView.of(self.spec)
+        """The graph's nodes and edges (``.draw_mermaid()`` draws them); ``xray``: draw
+        subgraph nodes as their graphs (True: all levels, a number: that many)."""
+        return GraphView.of(self.spec, xray)
 
     # -- plumbing --------------------------------------------------------------------------
 

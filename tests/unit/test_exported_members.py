@@ -44,7 +44,10 @@ EXPECTED = {
     "effect",
     "get_stream_writer",
     "interrupt",
+    "now",
+    "random",
     "tool",
+    "uuid4",
 }
 
 
@@ -173,14 +176,17 @@ def test_langgraph_modules_have_their_names() -> None:
     import oncegraph.types
 
     assert set(oncegraph.types.__all__) == {
+        "CachePolicy",
         "Command",
         "Interrupt",
+        "Overwrite",
         "PregelTask",
         "RetryPolicy",
         "Send",
         "StateSnapshot",
         "StateUpdate",
         "StreamWriter",
+        "TimeoutPolicy",
         "interrupt",
     }
     assert set(oncegraph.config.__all__) == {"StreamWriter", "get_config", "get_stream_writer"}

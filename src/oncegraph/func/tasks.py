@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from oncegraph.errors import ConfigError, GraphInterrupt
+from oncegraph.func import taskcache
 from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
+from oncegraph.graph.caching import checked_policy
 from oncegraph.graph.retry import NodeRetry, node_retry
 from oncegraph.graph.timeouts import capped, task_timeout
 from oncegraph.ledger.keys import next_command_id
@@ -68,6 +70,19 @@ class _Scope:
 _scope: ContextVar[_Scope | None] = ContextVar("oncegraph_task_scope", default=None)
 
 
+def current_call() -> str:
+    """The command id of the ``@task`` call running here ("" in the node's own code): the
+    scope recorded facts are numbered in (:mod:`oncegraph.facts`)."""
+    scope = _scope.get()
+    return "" if scope is None else scope.command_id
+
+
+def _nested() -> int:
+    """How many tasks the running task call has called so far."""
+    scope = _scope.get()
+    return scope.calls if scope is not None else 0
+
+
 class TaskFunction(Generic[P, T]):
     """A function decorated with :func:`task`; calling it returns a future."""
 
@@ -84,6 +99,7 @@ class TaskFunction(Generic[P, T]):
         timeout: Any,
         mask: Sequence[str],
         tool: Any = None,
+        cache_policy: Any = None,
     ) -> None:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise GeneratorNotSupportedError(
@@ -99,6 +115,7 @@ class TaskFunction(Generic[P, T]):
         self.probe = probe
         self.mask = tuple(mask)
         self.tool = tool
+        self.cache_policy = checked_policy(f"@task {self.name!r}", cache_policy)
         self._returns: Any = None  # the return annotation's TypeAdapter, False for none
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
@@ -122,6 +139,13 @@ class TaskFunction(Generic[P, T]):
             return self._returns.validate_python(value)
         except Exception:  # the annotation does not describe the stored value: as stored
             return value
+
+    def clear_cache(self, cache: Any) -> None:
+        """Drop this task's results from ``cache`` (the entrypoint's ``cache=``)."""
+        cache.clear([taskcache.namespace(self.name)])
+
+    async def aclear_cache(self, cache: Any) -> None:
+        await cache.aclear([taskcache.namespace(self.name)])
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
@@ -227,6 +251,7 @@ class TaskFunction(Generic[P, T]):
             args=args,
             kwargs=kwargs,
             mask=tool.mask,
+            replay=tool.replay,
         )
 
     def _body(
@@ -245,6 +270,7 @@ class TaskFunction(Generic[P, T]):
         plain = self.effect is None and self.tool is None
         name = self.name
         policy = self.policy
+        entry = taskcache.entry(ctx, self, args, kwargs) if plain else None
 
         def counted(value: Any, before: int) -> Any:
             used = ctx.interrupt_count - before
@@ -263,11 +289,17 @@ class TaskFunction(Generic[P, T]):
                     while True:
                         attempt += 1
                         try:
+                            if entry is not None:
+                                hit = await taskcache.aget(ctx, entry)
+                                if hit is not taskcache.MISS:
+                                    return counted(self._decode(hit), before)
                             if policy is not None:
                                 call = fn(*args, **kwargs)
                                 value = await capped(policy, name, call)  # type: ignore[arg-type]
                             else:
                                 value = await fn(*args, **kwargs)  # type: ignore[misc]
+                            if entry is not None and taskcache.storable(ctx, before, _nested()):
+                                await taskcache.aput(ctx, self, entry, value)
                             return counted(value, before)
                         except Exception as exc:
                             chosen = _again(retry, exc, attempt)
@@ -291,7 +323,14 @@ class TaskFunction(Generic[P, T]):
                 while True:
                     attempt += 1
                     try:
-                        return counted(fn(*args, **kwargs), before)
+                        if entry is not None:
+                            hit = taskcache.get(ctx, entry)
+                            if hit is not taskcache.MISS:
+                                return counted(self._decode(hit), before)
+                        value = fn(*args, **kwargs)
+                        if entry is not None and taskcache.storable(ctx, before, _nested()):
+                            taskcache.put(ctx, self, entry, value)
+                        return counted(value, before)
                     except Exception as exc:
                         chosen = _again(retry, exc, attempt)
                         if chosen is None:
@@ -434,8 +473,10 @@ def task(
     parked for review). ``recipient``, ``probe`` and ``mask`` as for ``@tool``.
     ``retry_policy`` retries the function inside one recorded call (LangGraph's
     ``RetryPolicy``). A ``@tool`` passed to ``task`` keeps its own class and hooks.
-    ``cache_policy`` is accepted for LangGraph's signature: a finished call is already
-    served from its record inside its run.
+    ``cache_policy``: a plain task's result is cached by its arguments in the
+    entrypoint's ``cache=`` (a call served from the cache is still recorded as the
+    task's result; a task with an effect class is never cached, see
+    :mod:`oncegraph.func.taskcache`).
     """
     if effect is not None and effect not in _EFFECTS:
         raise ConfigError(f"@task(effect={effect!r}); use None, 'read', 'write' or 'irreversible'")
@@ -472,6 +513,7 @@ def task(
             probe=probe,
             timeout=timeout,
             mask=mask,
+            cache_policy=cache_policy,
         )
 
     return make(fn) if fn is not None else make

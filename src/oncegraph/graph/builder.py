@@ -11,7 +11,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
+from oncegraph.graph.caching import checked_cache, checked_policy
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.inputs import NODE_CLASSES, replay_class
 from oncegraph.graph.params import injected
 from oncegraph.graph.retry import node_retry
 from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
@@ -117,6 +119,8 @@ class StateGraph:
         metadata: Mapping[str, Any] | None = None,
         defer: bool = False,
         error_handler: Callable[..., Any] | None = None,
+        replay: str = "repeat",
+        cache_policy: Any = None,
     ) -> StateGraph:
         """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node
         (seconds), or is LangGraph's ``TimeoutPolicy(run_timeout=, idle_timeout=)`` for a
@@ -141,10 +145,18 @@ class StateGraph:
         and its error; what it returns (an update, a ``Command`` to route) stands for the
         node's result, and the node's own edges do not fire. oncegraph's own verdicts (an
         effect whose outcome is unknown, a lost lease) are never handed to it.
+
+        ``replay``: what the node is to a replay (:mod:`oncegraph.graph.inputs`):
+        ``"repeat"`` (the default) runs it again, its recorded calls served; ``"live"``
+        says it makes requests outside its tools and ``effect()`` calls, so an evidence
+        or simulation replay refuses to run it.
+        ``cache_policy``: a :class:`~oncegraph.cache.CachePolicy`; in a graph compiled
+        with ``cache=``, the node's result for an input it already ran on is served from
+        the cache (never for a run that performed an effect: :mod:`oncegraph.cache.base`).
         """
         from oncegraph.app import CompiledGraph
 
-        timeout, policy = split(str(node) if isinstance(node, str) else "", timeout)
+        timeout, timing = split(str(node) if isinstance(node, str) else "", timeout)
         if defer:
             raise GraphValidationError(
                 "add_node(defer=True) is not supported; join the branches with "
@@ -181,7 +193,10 @@ class StateGraph:
                 f"node {name!r}: add the compiled graph (builder.compile()), not its builder"
             )
         retry = node_retry(name, retry_policy)
+        replays = replay_class(replay, f"node {name!r}", NODE_CLASSES)
+        policy = checked_policy(name, cache_policy)
         drawn = tuple(destinations or ())
+        labels = tuple(destinations.values()) if isinstance(destinations, Mapping) else ()
         handler = self._handler(f"__error_handler__{name}", error_handler)
         if isinstance(action, CompiledGraph):
             if inline:
@@ -198,9 +213,12 @@ class StateGraph:
                 subgraph=action,
                 input_schema=child.input_schema or child.schema,
                 destinations=drawn,
+                destination_labels=labels,
                 error_handler=handler,
+                replay=replays,
+                cache_policy=policy,
             )
-            self.nodes[name] = dataclasses.replace(spec, timeout_policy=policy) if policy else spec
+            self.nodes[name] = dataclasses.replace(spec, timeout_policy=timing) if timing else spec
             return self
         if is_runnable(action):  # a LangChain Runnable (or a dict of them)
             action = as_node(action)
@@ -230,8 +248,11 @@ class StateGraph:
             retry=retry,
             input_schema=own,
             destinations=drawn,
+            destination_labels=labels,
             error_handler=handler,
-            timeout_policy=policy,
+            cache_policy=policy,
+            replay=replays,
+            timeout_policy=timing,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
@@ -266,10 +287,8 @@ class StateGraph:
         ``retry_policy`` and ``timeout`` apply to error handlers too, ``error_handler``
         to the other nodes only (a handler that fails fails the run)."""
         if cache_policy is not None:
-            raise GraphValidationError(
-                "set_node_defaults(cache_policy=...) is not supported: oncegraph does not cache "
-                "node results; leave cache_policy out"
-            )
+            checked_policy("set_node_defaults", cache_policy)
+            self._defaults = {**self._defaults, "cache_policy": cache_policy}
         if retry_policy is not None:
             self._defaults = {**self._defaults, "retry_policy": retry_policy}
         if error_handler is not None:
@@ -286,6 +305,7 @@ class StateGraph:
             return dict(self.nodes)
         retry_policy = self._defaults.get("retry_policy")
         timeout = self._defaults.get("timeout")
+        cache_policy = self._defaults.get("cache_policy")
         default_handler = None
         if self._defaults.get("error_handler") is not None:
             default_handler = self._handler(DEFAULT_ERROR_HANDLER, self._defaults["error_handler"])
@@ -297,6 +317,8 @@ class StateGraph:
             unset = spec.timeout is None and spec.timeout_policy is None
             if timeout is not None and unset and not spec.inline:
                 changes["timeout"], changes["timeout_policy"] = timeout
+            if cache_policy is not None and spec.cache_policy is None:
+                changes["cache_policy"] = cache_policy
             return dataclasses.replace(spec, **changes) if changes else spec
 
         if default_handler is not None:
@@ -373,7 +395,10 @@ class StateGraph:
         else:
             mapping = None
         takes_config = positional_params(path) >= 2
-        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping, takes_config))
+        target = path if inspect.isroutine(path) else type(path).__call__
+        is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
+        branch = BranchSpec(source, path, mapping, takes_config, is_async)
+        self.branches.setdefault(source, []).append(branch)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
@@ -399,7 +424,9 @@ class StateGraph:
             )
         for src, targets in self.edges.items():
             if src not in known:
-                raise GraphValidationError(f"edge from unknown node {src!r}; add_node it first")
+                raise GraphValidationError(
+                    f"Found edge starting at unknown node {src!r}; add_node it first"
+                )
             for dst in targets:
                 if dst not in known:
                     raise GraphValidationError(
@@ -442,6 +469,7 @@ class StateGraph:
             joins=tuple(self.joins),
             interrupt_before=self._breakpoints,
             interrupt_after=self._breakpoints_after,
+            cache=self._cache,
         )
 
     def _own_fields(self) -> StateSchema | None:
@@ -449,6 +477,7 @@ class StateGraph:
         added = len(self.schema.channels) > len(self.state_schema.channels)
         return self.state_schema if added else None
 
+    _cache: Any = None
     _breakpoints: tuple[str, ...] = ()
     _breakpoints_after: tuple[str, ...] = ()
 
@@ -490,16 +519,12 @@ class StateGraph:
         from oncegraph.app import CompiledGraph
         from oncegraph.tools.keycheck import check_tools
 
-        if cache is not None:
-            raise GraphValidationError(
-                "compile(cache=...) is not supported: oncegraph keeps state in the "
-                "checkpointer and side effects in its ledger; pass checkpointer=... only"
-            )
         if store is not None and not (hasattr(store, "put") and hasattr(store, "get")):
             raise GraphValidationError(
                 f"compile(store={store!r}): a store has get/put/search (for example "
                 "oncegraph.store.memory.InMemoryStore())"
             )
+        self._cache = checked_cache(cache)
         if name is not None:
             self.name = name
         if version is not None:

@@ -41,6 +41,7 @@ from oncegraph.runs import (
     answers,
     audits,
     claims,
+    compensating,
     creating,
     handles,
     listing,
@@ -213,6 +214,8 @@ class RunService:
     resolve_effect = door(Commands, Commands.resolve_effect)
     check_effect = door(Commands, Commands.check_effect)
     redeliver = door(Commands, Commands.redeliver)
+    compensate = door(None, compensating.compensate)
+    compensations = door(None, compensating.compensations)
     audit = door(Commands, Commands.audit)
 
     async def effect(self, effect_id: str) -> EffectRecord:

@@ -6,20 +6,28 @@ stream never shows what was not written."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.state.channels import ROOT
+from oncegraph.runtime.updates import shown
 from oncegraph.storage.records import CheckpointRecord
 
 
 def task_id(checkpoint_id: str, key: str) -> str:
     """A task's stable id: the same in every view, stream and process."""
     return hashlib.sha256(f"{checkpoint_id}:{key}".encode()).hexdigest()[:32]
+
+
+def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
+    """One task's ``updates`` event (a root-value state's value itself)."""
+    chunk = {result.node: shown(result, spec.schema.is_root)}
+    if result.cached:
+        chunk["__metadata__"] = {"cached": True}
+    emit("updates", chunk)
 
 
 def emit_step(
@@ -29,13 +37,15 @@ def emit_step(
     head: Head,
     parent: CheckpointRecord,
     results: Sequence[TaskResult],
+    streamed: Collection[str] = (),
 ) -> None:
     """A committed step's ``updates``, ``values`` and ``debug`` checkpoint events;
-    ``where``: the root thread (None: this one) and the namespace."""
+    ``where``: the root thread (None: this one) and the namespace; ``streamed``: the
+    tasks whose update was emitted already, as they finished (:func:`emit_update`)."""
     if wants(emit, "updates"):
-        root = spec.schema.is_root  # a root-value state: the value itself
         for r in results:
-            emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
+            if r.key not in streamed:
+                emit_update(emit, spec, r)
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):

@@ -36,7 +36,7 @@ def _lc_message_id() -> str:
     return str(uuid.uuid4())
 
 
-def _coerce_message(value: Any) -> MessageDict:
+def _coerce_message(value: Any, new_id: Callable[[], str] = new_message_id) -> MessageDict:
     if isinstance(value, (dict, Mapping)):  # a dict skips the ABC check
         message = MessageDict(value)
         role = message.get("role")
@@ -60,21 +60,21 @@ def _coerce_message(value: Any) -> MessageDict:
     if not message.get("id"):
         if message["role"] == "remove":
             raise InvalidUpdateError("a message removal needs the 'id' of the message to remove")
-        message["id"] = new_message_id()
+        message["id"] = new_id()
     return message
 
 
-def _coerce_langchain(value: Any) -> Any:
+def _coerce_langchain(value: Any, new_id: Callable[[], str] | None = None) -> Any:
     message = lc.to_langchain(value)
-    if not message.id:
-        message = lc.with_id(message, _lc_message_id())
+    if not message.id:  # LangChain's id shape, unless the task derives one
+        message = lc.with_id(message, (new_id or _lc_message_id)())
     return message
 
 
-def _coerce_as_given(value: Any) -> Any:
+def _coerce_as_given(value: Any, new_id: Callable[[], str] | None = None) -> Any:
     if lc.is_message(value):
-        return value if value.id else lc.with_id(value, _lc_message_id())
-    return _coerce_message(value)
+        return value if value.id else lc.with_id(value, (new_id or _lc_message_id)())
+    return _coerce_message(value, new_id or new_message_id)
 
 
 _COERCE = {"dict": _coerce_message, "langchain": _coerce_langchain, "as_given": _coerce_as_given}
@@ -90,11 +90,16 @@ def _items(update: Any) -> list[Any]:
     return [update]
 
 
-def normalize_messages(update: Any, flavor: Flavor = "dict") -> list[Any]:
+def normalize_messages(
+    update: Any, flavor: Flavor = "dict", new_id: Callable[[], str] | None = None
+) -> list[Any]:
     """The update as a list of messages of ``flavor``, each with an id (assigned here,
-    once, if missing)."""
+    once, if missing: ``new_id()``, a fresh random id by default; a task passes ids
+    derived from its run, step, node and position, so a re-run makes the same ones)."""
     coerce = _COERCE[flavor]
-    return [coerce(m) for m in _items(update)]
+    if new_id is None:
+        return [coerce(m) for m in _items(update)]
+    return [coerce(m, new_id) for m in _items(update)]
 
 
 class _Messages(list[Any]):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import time
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -185,6 +186,10 @@ class RunConfig:
     # invoke(..., context=...): the run's static context (a node's ``runtime.context``);
     # this call's only, never stored, as in LangGraph
     context: Any = None
+    # invoke(..., control=RunControl()): this call's drain switch (oncegraph.runtime.control)
+    control: Any = None
+    # compile(store=...): the key-value store a node's ``store`` parameter gets
+    store: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -279,6 +284,13 @@ class RunConfig:
         }
 
 
+async def thread_sleep(seconds: float) -> None:
+    """A sync run's wait between retries: ``time.sleep`` in a worker thread (as
+    LangGraph's sync runs wait), so the event loop goes on serving other runs."""
+    if seconds > 0:
+        await asyncio.to_thread(time.sleep, seconds)
+
+
 __all__ = [
     "DEFAULT_NODE_TIMEOUT",
     "DEFAULT_RECURSION_LIMIT",
@@ -291,4 +303,5 @@ __all__ = [
     "Sleep",
     "caller_id",
     "lookup_id",
+    "thread_sleep",
 ]

@@ -58,6 +58,7 @@ from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
+from oncegraph.runtime.control import check_drain
 from oncegraph.runtime.engine import (
     BREAKPOINT,
     Commit,
@@ -243,9 +244,14 @@ class Driver:
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
             self.emit("values", head.values)
         pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
+        # the caller's drain switch, checked between steps (the root run's only: a
+        # subgraph's steps belong to its parent's running step)
+        control = self.config.control if self.parent is None else None
         try:
             with observe.run_span(run, head.values):
                 while head.checkpoint.next:
+                    if control is not None:
+                        check_drain(control, bool(head.checkpoint.next))
                     with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
                         head = await self._step(head, run)
                     if self.stopped:

@@ -67,6 +67,10 @@ _PROVIDER_PACKAGES = {
     "groq": "langchain-groq",
 }
 
+# This adapter streams its deltas itself (on_text): the node's LangChain token handler
+# (oncegraph.runtime.lcstream) leaves its calls alone, so no token is streamed twice.
+_OWN_STREAM: Any = {"tags": ["nostream"]}
+
 
 def is_langchain_model(value: Any) -> bool:
     """True for a LangChain ``BaseChatModel`` (False, without importing, if LangChain
@@ -158,7 +162,7 @@ class LangChainChatModel:
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
     ) -> ModelResponse:
         runnable = self._runnable(tools)
-        answer = await runnable.ainvoke(to_langchain_messages(messages))
+        answer = await runnable.ainvoke(to_langchain_messages(messages), _OWN_STREAM)
         return self.from_langchain(answer)
 
     async def generate_stream(
@@ -166,7 +170,7 @@ class LangChainChatModel:
     ) -> ModelResponse:
         runnable = self._runnable(tools)
         whole: Any = None
-        async for chunk in runnable.astream(to_langchain_messages(messages)):
+        async for chunk in runnable.astream(to_langchain_messages(messages), _OWN_STREAM):
             text = _text(chunk.content)
             if text:
                 on_text(text)

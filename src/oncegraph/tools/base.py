@@ -16,13 +16,17 @@ from typing import Any
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.graph.inputs import ReplayClass
 from oncegraph.ledger.masks import register as register_mask
+from oncegraph.ledger.outcomes import Accepted, Completed
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
+from oncegraph.runs.redelivery import window_seconds
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
 
 Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
+UNSAID: Any = object()
+"""``dedup_window=`` not given: how long the recipient keeps a key is unknown."""
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
 
@@ -50,6 +54,12 @@ class Tool:
     # How the recipient deduplicates a repeated call without the idempotency key (a
     # write tool whose code never reads the key must say; oncegraph.tools.keycheck)
     dedup: str | None = None
+    # How long the recipient keeps an idempotency key, in seconds (None: forever); only
+    # meaningful when ``dedup_window_said`` (oncegraph.runs.redelivery)
+    dedup_window: float | None = None
+    dedup_window_said: bool = False
+    # A read tool's result -> the version of the source it read (stored on the effect)
+    source_version: Callable[[Any], Any] | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
     # How an operator undoes this tool's effect (app.compensate): another Tool, or the
@@ -90,8 +100,19 @@ class Tool:
         return "loop" if self.is_async else "inline" if self.inline else "thread"
 
     def bind(self, args: dict[str, Any]) -> Callable[[], Any]:
-        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`."""
-        return functools.partial(self.fn, **args)
+        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`
+        (its result carries the ``source_version`` the tool computes, if it does)."""
+        call = functools.partial(self.fn, **args)
+        version = self.source_version
+        if version is None:
+            return call
+        if self.is_async:
+
+            async def versioned_async() -> Any:
+                return with_version(await call(), version)
+
+            return versioned_async
+        return lambda: with_version(call(), version)
 
     async def acall(self, args: dict[str, Any]) -> Any:
         """Run the function directly, outside the ledger (coroutines on the loop, sync
@@ -112,6 +133,30 @@ class Tool:
         return self.fn(*args, **kwargs)
 
 
+def with_version(value: Any, version: Callable[[Any], Any]) -> Any:
+    """A tool's return value with the source version ``version`` computes from its result
+    (a :class:`Completed` that names one already, or an :class:`Accepted`, as it is)."""
+    if isinstance(value, Accepted) or (
+        isinstance(value, Completed) and value.source_version is not None
+    ):
+        return value
+    if isinstance(value, Completed):
+        found = version(value.result)
+        return Completed(value.result, value.provider_reference, _version_text(found))
+    return Completed(value, None, _version_text(version(value)))
+
+
+def _version_text(found: Any) -> str | None:
+    return None if found is None else str(found)
+
+
+def window_fields(dedup_window: Any, name: str) -> dict[str, Any]:
+    """The Tool fields of ``dedup_window=`` (not given: unknown)."""
+    if dedup_window is UNSAID:
+        return {}
+    return {"dedup_window": window_seconds(dedup_window, name), "dedup_window_said": True}
+
+
 def dedup_text(dedup: Any, name: str) -> str | None:
     """``dedup=`` as given (None), or a ConfigError naming what it must be."""
     if dedup is None:
@@ -119,7 +164,7 @@ def dedup_text(dedup: Any, name: str) -> str | None:
     if not isinstance(dedup, str) or not dedup.strip():
         raise ConfigError(
             f"tool {name!r}: dedup= says in words how the recipient deduplicates a repeated "
-            f'call without the idempotency key (e.g. "natural key: order_id"); got {dedup!r}'
+            f"call without the idempotency key (e.g. \"natural key: order_id\"); got {dedup!r}"
         )
     return dedup.strip()
 
@@ -147,4 +192,13 @@ def check_inline(what: str, *, inline: bool, is_async: bool, timeout: float | No
         )
 
 
-__all__ = ["Tool", "Validator", "check_inline", "dedup_text", "effect_class"]
+__all__ = [
+    "UNSAID",
+    "Tool",
+    "Validator",
+    "check_inline",
+    "dedup_text",
+    "effect_class",
+    "window_fields",
+    "with_version",
+]

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
-from oncegraph.tools.base import Tool, check_inline, dedup_text, effect_class
+from oncegraph.tools.base import UNSAID, Tool, check_inline, dedup_text, effect_class, window_fields
 from oncegraph.tools.schema import describe_validation_error
 
 __all__ = ["from_langchain"]
@@ -89,6 +89,7 @@ def from_langchain(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    dedup_window: Any = UNSAID,
 ) -> Tool:
     """A :class:`Tool` that calls the LangChain tool ``base_tool``; the options are those
     of :func:`oncegraph.tool`."""
@@ -150,6 +151,7 @@ def from_langchain(
         retry=retry,
         timeout=timeout,
         dedup=dedup_text(dedup, tool_name),
+        **window_fields(dedup_window, tool_name),
         source=_source(base_tool, is_async),
     )
 

@@ -6,6 +6,11 @@ Plain functions work as tools unchanged (class ``write``). ``@tool(effect=...)``
           mask=["card"], retry=EffectRetry(max_attempts=1))
     def charge(order_id: str, amount: float) -> dict: ...
 
+``dedup_window=`` says how long the recipient keeps an idempotency key (seconds or a
+``timedelta``; ``None``: forever; not given: unknown), which a redelivery's preview
+states and checks (:mod:`oncegraph.runs.redelivery`); ``source_version=fn`` computes the
+version of what a read tool read from its result, kept on the effect.
+
 ``reconcile(effect_record)`` asks the provider what happened to an UNKNOWN effect and
 returns a :class:`~oncegraph.ledger.outcomes.Reconciled`; ``simulate(**args)`` stands in
 for the tool in simulation replays; ``probe(effect_record)`` checks an ``accepted``
@@ -30,6 +35,7 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import sys
 from collections.abc import Callable, Sequence
@@ -39,7 +45,16 @@ from oncegraph.errors import ConfigError
 from oncegraph.graph.inputs import replay_class
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
-from oncegraph.tools.base import Tool, Validator, check_inline, dedup_text, effect_class
+from oncegraph.tools.base import (
+    UNSAID,
+    Tool,
+    Validator,
+    check_inline,
+    dedup_text,
+    effect_class,
+    window_fields,
+    with_version,
+)
 from oncegraph.tools.docstrings import parse_docstring
 from oncegraph.tools.schema import arguments_of
 
@@ -67,6 +82,8 @@ def _make(
     dedup: str | None = None,
     compensate: Any = None,
     replay: str = "recorded",
+    dedup_window: Any = UNSAID,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -75,6 +92,12 @@ def _make(
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
+    if source_version is not None and not callable(source_version):
+        raise ConfigError(
+            f"tool {tool_name!r}: source_version= is a function of the tool's result that "
+            "returns the version of what it read (e.g. lambda row: row['etag']); got "
+            f"{source_version!r}"
+        )
     doc = parse_docstring(inspect.getdoc(fn))
     if description is None:
         description = doc.description
@@ -105,6 +128,8 @@ def _make(
         dedup=dedup_text(dedup, tool_name),
         compensate=compensating(compensate, tool_name),
         replay=replay_class(replay, f"tool {tool_name!r}"),
+        **window_fields(dedup_window, tool_name),
+        source_version=source_version,
     )
 
 
@@ -146,6 +171,8 @@ def tool(
     dedup: str | None = None,
     compensate: Tool | Callable[..., Any] | str | None = None,
     replay: str = "recorded",
+    dedup_window: float | datetime.timedelta | None = ...,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -183,6 +210,7 @@ def _is_langchain_tool(value: Any) -> bool:
 
 
 __all__ = [
+    "UNSAID",
     "Tool",
     "ToolLike",
     "Validator",
@@ -191,4 +219,6 @@ __all__ = [
     "dedup_text",
     "effect_class",
     "tool",
+    "window_fields",
+    "with_version",
 ]

@@ -231,8 +231,12 @@ async def _before_input(
     ctx: RunContext, thread_id: str, snap: StateSnapshot, older: StateSnapshot | None
 ) -> StateSnapshot:
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
-    if parent_id is None:  # a thread's first: its lists empty, as LangGraph's channels show them
-        values: dict[str, Any] = {c: [] for c in ctx.graph.schema.log_channels()}
+    if parent_id is None:  # a thread's first: its reducer fields at their start (0, [])
+        values: dict[str, Any] = {
+            name: channel.default()
+            for name, channel in ctx.graph.schema.channels.items()
+            if channel.default is not None and (channel.log or channel.reducer is not None)
+        }
     elif older is not None and older.config.get("checkpoint_id") == parent_id:
         values = dict(older.values)
     else:

@@ -15,7 +15,8 @@ into what LangGraph code reads:
   with ``subgraphs=True``;
 * history: each run's input is shown as LangGraph shows it, as a checkpoint of its own
   before the input was applied (``next == ("__start__",)``, ``metadata["source"] ==
-  "input"``), with the id ``<input checkpoint id>.input``.
+  "input"``), with the id ``<input checkpoint id>.input``; the stored input checkpoint
+  (the input applied) is then the loop's first, ``metadata["source"] == "loop"``.
 """
 
 from __future__ import annotations
@@ -108,9 +109,13 @@ def shape(
             )
         )
     parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
-    if snap.metadata.get("source") == "input" and cp_id and not ns:
+    metadata = snap.metadata
+    if metadata.get("source") == "input" and cp_id and not ns:
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
+        # ...and this one, the input applied, is the first step of the loop
+        metadata = {**metadata, "source": "loop"}
     return snap._replace(
+        metadata=metadata,
         values=public(snap.values),
         config=lg_config(thread_id, cp_id, ns),
         parent_config=lg_config(thread_id, parent, ns) if parent else None,

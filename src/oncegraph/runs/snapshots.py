@@ -62,7 +62,7 @@ class SnapshotConfig(dict[str, Any]):
             return conf[key]
         raise KeyError(key)
 
-    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: str, default: Any = None) -> Any:
         try:
             return self[key]
         except KeyError:

@@ -22,6 +22,7 @@ from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_k
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.engine import TaskResult, empty_head, with_finished
 from oncegraph.runtime.moves import open_interrupts
+from oncegraph.runtime.stepevents import start_values
 from oncegraph.runtime.subgraph import child_place
 from oncegraph.storage.records import CheckpointRecord
 
@@ -232,11 +233,7 @@ async def _before_input(
 ) -> StateSnapshot:
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     if parent_id is None:  # a thread's first: its reducer fields at their start (0, [])
-        values: dict[str, Any] = {
-            name: channel.default()
-            for name, channel in ctx.graph.schema.channels.items()
-            if channel.default is not None and (channel.log or channel.reducer is not None)
-        }
+        values: dict[str, Any] = start_values(ctx.graph.schema)
     elif older is not None and older.config.get("checkpoint_id") == parent_id:
         values = dict(older.values)
     else:

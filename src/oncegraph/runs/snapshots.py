@@ -31,11 +31,9 @@ from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.engine import decode_result, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.sends import decode_send
-from oncegraph.runtime.stepevents import task_id
+from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
 from oncegraph.state.channels import public
 from oncegraph.storage.records import TaskWrite, WriteKind
-
-INPUT_SUFFIX = ".input"
 
 
 class PregelTask(NamedTuple):
@@ -74,18 +72,6 @@ def lg_config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> Snapsh
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return SnapshotConfig(configurable=conf)
-
-
-_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "call", "forked_from"})
-"""Checkpoint metadata the run keeps for itself (what the next step needs, lineage the
-run records hold): not part of LangGraph's metadata."""
-
-
-def lg_metadata(metadata: Mapping[str, Any], step: int, source: str) -> dict[str, Any]:
-    """LangGraph's metadata of a checkpoint: ``source``, ``step`` (LangGraph numbers the
-    input checkpoint -1, so a stored step ``n`` shows as ``n + 1``), ``parents``."""
-    shown = {k: v for k, v in metadata.items() if k not in _INTERNAL_METADATA}
-    return {**shown, "source": source, "step": step, "parents": {}}
 
 
 def iso_time(created_at: float | str | None) -> str | None:

@@ -121,7 +121,7 @@ async def fork(
         checkpoint_id=new_checkpoint_id(),
         thread_id=run.thread_id,
         run_id=run.run_id,
-        step=cp.step,
+        step=cp.step if as_node is None else cp.step + 1,  # a node's write is a step
         version=version,
         parent_checkpoint_id=parent,
         values=stored,

@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 import pytest
+from tests.conftest import RunPath
 
 from oncegraph import START, StateGraph, interrupt
 from oncegraph.errors import UnfinishedRunError
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
 from oncegraph.types import StateUpdate
-from tests.conftest import RunPath
 
 
 class State(TypedDict):
@@ -106,7 +106,7 @@ def test_an_update_as_input_never_drops_a_run_waiting_for_an_answer(
     cfg = {"configurable": {"thread_id": "t"}}
     app.invoke({"foo": "in"}, cfg)
     before = list(app.get_state_history(cfg))
-    with pytest.raises(UnfinishedRunError, match="app.branch"):
+    with pytest.raises(UnfinishedRunError, match=r"app\.branch"):
         app.update_state(cfg, {"foo": "new turn"}, as_node="__input__")
     assert list(app.get_state_history(cfg)) == before
     (run,) = app.runs(thread_id="t")

@@ -409,9 +409,8 @@ class RunService:
         claim = held.claim
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
-            await self.store.put_task_write(  # the question moved with a migrated head
-                held.write(answer, head), run_id=run.run_id, fence=claim.token
-            )
+            for write in held.writes(answer, head):  # the question moved with a migrated head
+                await self.store.put_task_write(write, run_id=run.run_id, fence=claim.token)
             policy = await self.context.policy(held.run)
             driver = self.context.make_driver(cfg, emit, claim, policy)
             return await self.context.drive(driver, head, held.run)

@@ -12,6 +12,7 @@ run completed, one effect each (counted in a file).
 
     python benchmarks/http_bench.py --stores sqlite,postgres
     python benchmarks/http_bench.py --stores sqlite --runs 500 --concurrency 16
+    python benchmarks/http_bench.py --stores postgres --workers 1,2   # oncegraph serve --workers N
 
 One JSON line per result on stdout. The server, the client and the database share this
 machine's cores: compare figures of one run, and quote them only from a quiet machine.
@@ -55,8 +56,11 @@ def _port() -> int:
 
 
 @contextlib.contextmanager
-def server(kind: str, folder: Path, keys: list[str]) -> Iterator[tuple[str, Path]]:
-    """``oncegraph serve`` on a fresh store; yields its base URL and the effects log."""
+def server(
+    kind: str, folder: Path, keys: list[str], workers: int = 1
+) -> Iterator[tuple[str, Path]]:
+    """``oncegraph serve`` (``workers`` processes) on a fresh store; yields its base URL and
+    the effects log."""
     app = folder / "httpapp.py"
     app.write_text(APP.format(here=str(HERE)))
     log = folder / "effects.log"
@@ -72,7 +76,7 @@ def server(kind: str, folder: Path, keys: list[str]) -> Iterator[tuple[str, Path
             "ONCEGRAPH_API_KEYS": ",".join(f"{k}=operator#bench{i}" for i, k in enumerate(keys)),
         }
         argv = [sys.executable, "-m", "oncegraph", "serve", f"{app}:app", "--port", str(port)]
-        argv += ["--database", database, "--log-level", "warning"]
+        argv += ["--database", database, "--log-level", "warning", "--workers", str(workers)]
         out = stack.enter_context(open(folder / "server.log", "wb"))
         proc = subprocess.Popen(argv, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
@@ -178,11 +182,11 @@ def _check(url: str, key: str, log: Path, expected: int) -> dict[str, int]:
     return {"completed": completed, "effects": effects, "expected": expected}
 
 
-def measure(kind: str, runs: int, concurrencies: list[int], readers: int) -> None:
+def measure(kind: str, runs: int, concurrencies: list[int], readers: int, workers: int = 1) -> None:
     keys = [secrets.token_urlsafe(24) for _ in range(max([*concurrencies, 64]) + 1)]
     with (
         tempfile.TemporaryDirectory(prefix="bench_http_") as tmp,
-        server(kind, Path(tmp), keys) as (url, log),
+        server(kind, Path(tmp), keys, workers) as (url, log),
     ):
         total = 0
         for conc in concurrencies:
@@ -191,6 +195,7 @@ def measure(kind: str, runs: int, concurrencies: list[int], readers: int) -> Non
             emit(
                 store=kind,
                 phase="starts",
+                workers=workers,
                 n=runs,
                 concurrency=conc,
                 seconds=round(seconds, 3),
@@ -213,6 +218,7 @@ def measure(kind: str, runs: int, concurrencies: list[int], readers: int) -> Non
             emit(
                 store=kind,
                 phase="reads-under-writes",
+                workers=workers,
                 n=runs,
                 concurrency=64,
                 readers=readers,
@@ -233,10 +239,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--concurrency", default="1,16,64")
     parser.add_argument("--readers", type=int, default=50)
+    parser.add_argument(
+        "--workers", default="1", help="server processes, a list: 1,2 measures each in turn"
+    )
     args = parser.parse_args()
     conc = [int(c) for c in args.concurrency.split(",") if c]
     for kind in args.stores.split(","):
-        measure(kind, args.runs, conc, args.readers)
+        for workers in (int(w) for w in args.workers.split(",") if w):
+            measure(kind, args.runs, conc, args.readers, workers)
 
 
 if __name__ == "__main__":

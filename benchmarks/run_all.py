@@ -132,6 +132,9 @@ def collect(rounds: int, quick: bool, sink: Any) -> tuple[dict[str, Any], list[d
         # processes back to back; the table shows every round and the verdict the medians
         for r in range(WORKER_ROUNDS):
             keep(run("oncegraph", [*og, "--workloads", "workers", "--stores", "postgres"]), round=r)
+        # the HTTP path: oncegraph serve with 1 and 2 processes, runs and reads under writes
+        http = [sys.executable, str(HERE / "http_bench.py"), "--stores", "sqlite,postgres"]
+        keep(run("oncegraph", [*http, "--runs", str(HTTP_RUNS), "--workers", "1,2"]))
         keep(run("langgraph", [py["langgraph"], str(PEERS / "langgraph_toolloop.py"), *once]))
         keep(run("dbos", [py["dbos"], str(PEERS / "dbos_toolloop.py"), *once]))
         # the many-threads workload, same runs and concurrencies as oncegraph's `threads`
@@ -146,6 +149,9 @@ def collect(rounds: int, quick: bool, sink: Any) -> tuple[dict[str, Any], list[d
         )
     info["load_after"] = sh("cat /proc/loadavg")
     return info, results
+
+
+HTTP_RUNS = int(os.environ.get("BENCH_HTTP_RUNS", "500"))
 
 
 def _find(rows: list[dict[str, Any]], **keys: Any) -> dict[str, Any] | None:
@@ -598,6 +604,7 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 f"- worker processes: runs/s does not fall as processes are added "
                 f"(within 10%, medians): {ok} ({seq} runs/s)"
             )
+    out += _http_section(og, threads, verdicts)
     lat = [r for r in og if r["workload"] == "latency"]
     if lat:
         out += [
@@ -631,6 +638,62 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     )
     out += ["", "### Budget", "", *verdicts, "", "Versions: " + "; ".join(versions) + "."]
     return "\n".join(out) + "\n"
+
+
+def _http_section(
+    og: list[dict[str, Any]], threads: list[dict[str, Any]], verdicts: list[str]
+) -> list[str]:
+    """The HTTP path's table, and its two budget lines: runs/s through the server at
+    concurrency 64 within 3x of the library's (the many-threads workload, same store), and
+    reads' p99 under 100 ms while 64 writers start runs."""
+    http = [r for r in og if r["workload"] == "http"]
+    if not http:
+        return []
+    out = [
+        "",
+        "### The HTTP path (`oncegraph serve`, one model turn + one tool call per run)",
+        "",
+        "`POST /api/threads/{id}/runs` with `wait: true`; then 50 readers of "
+        "`GET /api/runs?limit=50` while 64 writers start runs. Checks: every run completed, "
+        "one effect each.",
+        "",
+        "| store | processes | phase | concurrency | runs/s | p50 ms | p99 ms | read p50 ms "
+        "| read p99 ms | completed / expected | effects |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in http:
+        out.append(
+            f"| {r['store']} | {r.get('workers', 1)} | {r['phase']} | {r['concurrency']} "
+            f"| {r['runs_per_s']:,.1f} | {r['p50_ms']} | {r['p99_ms']} "
+            f"| {r.get('read_p50_ms', '-')} | {r.get('read_p99_ms', '-')} "
+            f"| {r['completed']} / {r['expected']} | {r['effects']} |"
+        )
+    for store in sorted({r["store"] for r in http}):
+        at64 = [
+            r
+            for r in http
+            if r["store"] == store and r["phase"] == "starts" and r["concurrency"] == 64
+        ]
+        library = _at(threads, store, 64)
+        if at64 and library:
+            best = max(at64, key=lambda r: r["runs_per_s"])
+            lib = _median_by(library, "runs_per_s")["runs_per_s"]
+            ok = "MET" if best["runs_per_s"] * 3 >= lib else "NOT MET"
+            verdicts.append(
+                f"- {store}: the HTTP path within 3x of the library's runs/s at concurrency "
+                f"64: {ok} ({best['runs_per_s']:,.0f} runs/s with {best.get('workers', 1)} "
+                f"process(es) vs {lib:,.0f}: {lib / best['runs_per_s']:.1f}x)"
+            )
+        reads = [r for r in http if r["store"] == store and r["phase"] == "reads-under-writes"]
+        if reads:
+            best = min(reads, key=lambda r: r["read_p99_ms"] or float("inf"))
+            p99 = best["read_p99_ms"]
+            ok = "MET" if p99 is not None and p99 < 100 else "NOT MET"
+            verdicts.append(
+                f"- {store}: reads' p99 under 100 ms while 64 writers start runs: {ok} "
+                f"({p99} ms with {best.get('workers', 1)} process(es))"
+            )
+    return out
 
 
 def main() -> None:

@@ -312,7 +312,14 @@ def test_serve_hands_its_options_to_the_server(tmp_path: Path) -> None:
         [
             (
                 "examples.app:app",
-                {"host": "127.0.0.1", "port": 9000, "database": None, "origins": None},
+                {
+                    "host": "127.0.0.1",
+                    "port": 9000,
+                    "database": None,
+                    "origins": None,
+                    "workers": 1,
+                    "log_level": "INFO",
+                },
             )
         ]
     )
@@ -320,5 +327,8 @@ def test_serve_hands_its_options_to_the_server(tmp_path: Path) -> None:
         "m:app", "--origin", "https://ops.example.com"
     )
     assert "'database': 'runs.db'" in serve("m:app", "--database", "runs.db")
+    assert "'workers': 3, 'log_level': 'WARNING'" in serve(
+        "m:app", "--workers", "3", "--log-level", "warning"
+    )
     assert "'database': 'postgresql://u:pw@db/og'" in serve("m:app", "--database-file", str(holder))
     assert "'database': 'from-env.db'" in serve("m:app", ONCEGRAPH_DATABASE="from-env.db")

@@ -166,6 +166,15 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        workers: Annotated[
+            int,
+            typer.Option(
+                "--workers",
+                min=1,
+                help="server processes on the one database (SQLite file or PostgreSQL); "
+                "request-rate limits hold per process",
+            ),
+        ] = 1,
         log_format: LogFormatOpt = "text",
         log_level: LogLevelOpt = "INFO",
     ) -> None:
@@ -207,6 +216,8 @@ def register(app: typer.Typer) -> None:
             port=port,
             database=chosen.where if chosen is not None else None,
             origins=origin or None,
+            workers=workers,
+            log_level=log_level,
             **limits,
             **given,
         )

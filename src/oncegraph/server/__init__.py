@@ -53,6 +53,8 @@ def serve(
     port: int = 8000,
     database: str | None = None,
     keys: Any = None,
+    workers: int = 1,
+    log_level: str = "INFO",
     **options: Any,
 ) -> None:
     """Serve the compiled graph ``target`` names (``"module:attr"`` or
@@ -63,7 +65,10 @@ def serve(
     ``database``: a SQLite path or a ``postgresql://`` DSN (default: the app's own
     checkpointer, or SQLite ``oncegraph.db``). ``keys``: API keys and roles (see
     :func:`oncegraph.server.auth.key_ring`; default ``ONCEGRAPH_API_KEYS``, else a
-    generated admin key printed at start-up). Other options go to :func:`create_app`.
+    generated admin key printed at start-up). ``workers``: server processes on the one
+    store (:mod:`oncegraph.server.processes`). ``log_level``: the lowest level the server
+    logs; each request is logged at ``INFO`` (so ``"WARNING"`` logs no request). Other
+    options go to :func:`create_app`.
     """
     _require()
     import uvicorn
@@ -71,22 +76,51 @@ def serve(
     from oncegraph.errors import ConfigError
     from oncegraph.server.loading import compiled, database_only, load_target
 
-    if target is not None:
-        graph = compiled(load_target(target), database)
-    elif database is not None:
-        graph = database_only(database)
-    else:
+    level = logging.getLevelName(str(log_level).upper())
+    if not isinstance(level, int):
+        raise ConfigError(f"log_level must be DEBUG, INFO, WARNING or ERROR; got {log_level!r}")
+    access_log = level <= logging.INFO  # a request is logged at INFO
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be a whole number >= 1; got {workers!r}")
+    if target is None and database is None:
         raise ConfigError(
             "nothing to serve: name the app (module:attr or file.py:attr), or a database "
             "to open without the app's code (database='runs.db' or a postgresql:// URL)"
         )
+    if workers > 1:
+        from oncegraph.server.processes import serve_processes
+
+        serve_processes(
+            target,
+            database,
+            host=host,
+            port=port,
+            workers=workers,
+            keys=keys,
+            options=options,
+            log_level=logging.getLevelName(level),
+            access_log=access_log,
+        )
+        return
+    if target is not None:
+        graph = compiled(load_target(target), database)
+    else:
+        assert database is not None
+        graph = database_only(database)
     # Logging set up by the caller (the CLI's --log-format json) is kept as it is; uvicorn
     # configures its own only where nobody did.
     asgi = create_app(graph, keys=keys, **options)
-    if logging.getLogger().handlers:
-        uvicorn.run(asgi, host=host, port=port, log_level="info", log_config=None)
-    else:
-        uvicorn.run(asgi, host=host, port=port, log_level="info")
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = uvicorn.Config(
+        asgi,
+        host=host,
+        port=port,
+        log_level=logging.getLevelName(level).lower(),
+        access_log=access_log,
+        log_config=None if logging.getLogger().handlers else LOGGING_CONFIG,
+    )
+    uvicorn.Server(config).run()
 
 
 __all__ = ["create_app", "serve"]

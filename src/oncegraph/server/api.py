@@ -32,6 +32,7 @@ from oncegraph.server.context import (
     visible_runs,
     visible_thread,
 )
+from oncegraph.server.offloop import json_page
 from oncegraph.server.problems import ApiError, bad_request, not_found
 from oncegraph.storage.records import EffectStatus, RunRecord, RunStatus
 
@@ -99,8 +100,8 @@ async def list_runs(request: Request) -> Response:
     )
     following = runs[-1].run_id if len(runs) == limit else None
     runs.sort(key=lambda r: (STATUS_ORDER.get(r.status, 9), -r.created_at))
-    shown_runs = (await shown(request, p)).runs(runs, await holders(request, runs))
-    return JSONResponse({"runs": shown_runs, "next": following})
+    view, held = await shown(request, p), await holders(request, runs)
+    return await json_page(len(runs), lambda: {"runs": view.runs(runs, held), "next": following})
 
 
 async def get_run(request: Request) -> Response:
@@ -133,7 +134,7 @@ async def run_history(request: Request) -> Response:
         request, {"thread_id": run.thread_id, "run_id": run.run_id}, limit=bodies.limit(request)
     )
     view = await shown(request, p)
-    return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
+    return await json_page(len(snaps), lambda: {"history": [view.snapshot(s) for s in snaps]})
 
 
 async def run_effects(request: Request) -> Response:
@@ -148,7 +149,7 @@ async def run_effects(request: Request) -> Response:
         offset=offset,
         masked=not view.unmasked,
     )
-    return JSONResponse({"effects": [view.effect(e) for e in found]})
+    return await json_page(len(found), lambda: {"effects": [view.effect(e) for e in found]})
 
 
 async def run_effect(request: Request) -> Response:
@@ -164,7 +165,7 @@ async def run_audit(request: Request) -> Response:
     run = await visible_run(request, p, request.path_params["run_id"])
     found = await graph(request).aaudit(run_id=run.run_id, limit=bodies.limit(request))
     view = await shown(request, p)
-    return JSONResponse({"audit": [view.audit(a) for a in found]})
+    return await json_page(len(found), lambda: {"audit": [view.audit(a) for a in found]})
 
 
 async def list_threads(request: Request) -> Response:
@@ -246,7 +247,7 @@ async def thread_history(request: Request) -> Response:
     thread_id = visible_thread(p, request.path_params["thread_id"])
     snaps = await history(request, {"thread_id": thread_id}, limit=bodies.limit(request))
     view = await shown(request, p, thread_id)
-    return JSONResponse({"history": [view.snapshot(s) for s in snaps]})
+    return await json_page(len(snaps), lambda: {"history": [view.snapshot(s) for s in snaps]})
 
 
 async def thread_effects(request: Request) -> Response:
@@ -261,7 +262,7 @@ async def thread_effects(request: Request) -> Response:
         offset=offset,
         masked=not view.unmasked,
     )
-    return JSONResponse({"effects": [view.effect(e) for e in found]})
+    return await json_page(len(found), lambda: {"effects": [view.effect(e) for e in found]})
 
 
 async def audit(request: Request) -> Response:
@@ -287,7 +288,9 @@ async def audit(request: Request) -> Response:
         a for a in found if p.tenant is None or (a.thread_id and tenancy.allows(p, a.thread_id))
     ]
     view = await shown(request, p, *{a.thread_id for a in kept if a.thread_id})
-    return JSONResponse({"audit": [view.audit(a) for a in kept], "next": following})
+    return await json_page(
+        len(kept), lambda: {"audit": [view.audit(a) for a in kept], "next": following}
+    )
 
 
 def _audit_position(raw: str | None) -> float | tuple[float, str] | None:

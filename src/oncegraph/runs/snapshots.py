@@ -175,7 +175,14 @@ def input_snapshot(
         parent_config=lg_config(thread_id, before_id) if before_id else None,
         run_id=loop_snap.run_id,
         interrupts=(),
-        tasks=(PregelTask(task_id(cp_id, START), START, ("__pregel_pull", START)),),
+        tasks=(
+            PregelTask(
+                task_id(cp_id, START),
+                START,
+                ("__pregel_pull", START),
+                result=public(dict(update)) if update else None,  # the input, as it wrote
+            ),
+        ),
     )
 
 

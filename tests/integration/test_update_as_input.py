@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from tests.conftest import RunPath
 
-from oncegraph import START, StateGraph, interrupt
+from oncegraph import START, Command, Send, StateGraph, interrupt
 from oncegraph.errors import UnfinishedRunError
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
@@ -111,3 +112,45 @@ def test_an_update_as_input_never_drops_a_run_waiting_for_an_answer(
     assert list(app.get_state_history(cfg)) == before
     (run,) = app.runs(thread_id="t")
     assert run.status is RunStatus.INTERRUPTED
+
+
+class Fan(TypedDict):
+    foo: str
+    tasks: Annotated[list[int], operator.add]
+
+
+def test_a_superstep_of_updates_is_one_step_and_a_command_routes_its_sends(
+    checkpointer: Checkpointer,
+) -> None:
+    ran: list[int] = []
+
+    def mapper(state: Fan) -> Command:
+        return Command(goto=[Send("task", {"index": i}) for i in range(2)], update={"foo": "map"})
+
+    def task(arg: dict[str, Any]) -> dict[str, Any]:
+        ran.append(arg["index"])
+        return {"tasks": [arg["index"] * 10]}
+
+    g = StateGraph(Fan)
+    g.add_node("map", mapper)
+    g.add_node("task", task)
+    g.add_edge(START, "map")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    sends = Command(goto=[Send("task", {"index": i}) for i in range(2)], update={"foo": "map"})
+    app.bulk_update_state(
+        cfg,
+        [
+            [StateUpdate({"foo": "in"}, "__input__")],
+            [StateUpdate(sends, "map")],
+        ],
+    )
+    state = app.get_state(cfg)
+    assert state.next == ("task", "task") and state.values == {"foo": "map", "tasks": []}
+    app.bulk_update_state(
+        cfg, [[StateUpdate({"tasks": [0]}, "task"), StateUpdate({"tasks": [1]}, "task")]]
+    )
+    state = app.get_state(cfg)
+    assert state.values == {"foo": "map", "tasks": [0, 1]} and state.next == ()
+    assert len(list(app.get_state_history(cfg))) == 4  # input entry, input, map, tasks
+    assert ran == []  # every step written by hand

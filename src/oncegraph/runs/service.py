@@ -30,7 +30,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError
@@ -235,6 +235,7 @@ class RunService:
         actor: str = "update_state",
         reason: str = "update_state",
         allow_irreversible: Iterable[str] = (),
+        also: Sequence[tuple[Any, str]] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a new paused run on the same thread whose head
         has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
@@ -246,6 +247,7 @@ class RunService:
             actor=actor,
             reason=reason,
             allow_irreversible=allow_irreversible,
+            also=also,
         )
 
     # -- retention (runs/retention.py) -------------------------------------------------------

@@ -38,7 +38,7 @@ runs nothing (LangGraph's "replay from the final checkpoint").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,7 @@ from oncegraph.runs.snapshots import INPUT_SUFFIX
 from oncegraph.runs.updates import start_by_update, starts_a_turn
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit
+from oncegraph.runtime.engine import TaskResult
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
@@ -216,14 +217,23 @@ class TimeTravel:
         actor: str = "update_state",
         reason: str = "update_state",
         allow_irreversible: Iterable[str] = (),
+        also: Sequence[tuple[Any, str]] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a checkpoint with the edit becomes the thread's
         head, under a new ``paused`` run (see the module docstring); ``allow_irreversible``
-        (from the call's config) is what that live run may send."""
+        (from the call's config) is what that live run may send. ``values`` may be a
+        ``Command`` (its update, and its ``goto`` / ``Send`` routes); ``also``: more
+        ``(values, as_node)`` written in the same step (a superstep of
+        ``bulk_update_state``)."""
         spec, heads = self.ctx.graph_heads()
         await self.ctx.setup()
         thread, latest = await self.ctx.open_thread(thread_id)
         if starts_a_turn(thread, as_node):  # an input, or a new thread's first checkpoint
+            if also:
+                raise ConfigError(
+                    "a superstep of several updates goes on a thread's head; start the "
+                    "thread with an update of its own first (as_node='__input__')"
+                )
             return await start_by_update(
                 self,
                 thread_id,
@@ -249,13 +259,21 @@ class TimeTravel:
                 )
             writer = None
         else:
-            if values is not None and not isinstance(values, Mapping):
-                raise ConfigError(f"values must be a dict of state fields; got {values!r}")
-            if as_node is not None and as_node not in spec.nodes and as_node != START:
-                raise ConfigError(
-                    f"as_node {as_node!r} is not a node of this graph; nodes: {sorted(spec.nodes)}"
-                )
+            for v, node in ((values, as_node), *also):
+                if v is not None and not isinstance(v, Mapping | Command):
+                    raise ConfigError(f"values must be a dict of state fields; got {v!r}")
+                if node is not None and node not in spec.nodes and node != START:
+                    raise ConfigError(
+                        f"as_node {node!r} is not a node of this graph; nodes: {sorted(spec.nodes)}"
+                    )
             writer = as_node or last_writer(spec, cp)
+        results = (
+            ()
+            if copy or writer is None
+            else tuple(_result(spec, node, v) for v, node in ((values, writer), *also))
+        )
+        if not also and not isinstance(values, Command):
+            results = ()  # one node's fields: fork's patch as that node
         editing = (
             latest is not None
             and latest.status is RunStatus.PAUSED
@@ -282,10 +300,11 @@ class TimeTravel:
             cp,
             run,
             source="fork" if copy else "update",
-            patch=None if copy else dict(values or {}),
+            patch=None if copy or results else dict(values or {}),
             as_node=writer,
             thread=thread,
             sibling=copy,
+            results=results,
         )
         done = not made.checkpoint.next  # nothing left to run: the edit is the run's end
         if done and new:
@@ -414,6 +433,13 @@ class TimeTravel:
             run_id=run.run_id,
             fence=token,
         )
+
+
+def _result(spec: GraphSpec, node: str, values: Any) -> TaskResult:
+    """What ``node`` writes in an update: a dict of fields, or a ``Command``."""
+    if isinstance(values, Command):
+        return TaskResult(node, spec.schema.to_update(node, values.update), values.goto_nodes())
+    return TaskResult(node, spec.schema.to_update(node, dict(values or {})))
 
 
 def _is_input_of(

@@ -7,10 +7,12 @@ Workloads (``--workloads``, comma-separated):
   compatible`` (version 2 adds an optional state field, a change the paused runs do not stand
   on) or ``--deploy migrate`` (version 2 raises the state schema version and registers a
   migration for version 1). Every run is answered (approve) by the NEW version and completes:
-  1, 2 and 4 processes (``--procs``) each answer their share of the threads with
-  ``ainvoke(Command(resume=...))``, 64 at a time, as the servers answering approvals would
-  (an answer cannot be queued for the workers today: ``submit`` takes new input only).
-  Reported: seconds to
+  on SQLite, 1, 2 and 4 processes (``--procs``) each answer their share of the threads with
+  ``ainvoke(Command(resume=...))``, 64 at a time, as the servers answering approvals would;
+  on PostgreSQL, one process queues every answer (``submit(Command(resume=...))``, 64 at a
+  time: the answer recorded, the run queued) while 1, 2 and 4 ``Worker`` processes
+  (concurrency 64 each) go on with the runs; the clock runs from the first answer to the
+  last run completed. Reported: seconds to
   pause them all, database bytes per paused run, seconds and runs/s to answer them all, and
   the checks: runs not completed afterwards (stranded) and refunds at the provider (a file
   each refund appends a line to) minus runs (twice). Each process count starts from the same
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -170,6 +173,38 @@ async def _answer_share(kind: str, where: str, deploy: str, share: list[int]) ->
         await store.aclose()
 
 
+async def _queue_answers(where: str, deploy: str, runs: int) -> None:
+    """PostgreSQL: queue every thread's answer for the workers (nothing runs here)."""
+    store = open_store("postgres", where)
+    try:
+        app = compiled(store, 2, deploy)
+
+        async def answer(i: int) -> None:
+            await app.asubmit(Command(resume="yes"), {"thread_id": f"refund-{i}"})
+
+        await _gather_batches(list(range(runs)), answer)
+    finally:
+        await store.aclose()
+
+
+async def _work(where: str, deploy: str) -> None:
+    """One worker process (the new version) until its parent says stop on stdin."""
+    from oncegraph.worker import Worker
+
+    store = open_store("postgres", where)
+    try:
+        app = compiled(store, 2, deploy)
+        worker = Worker(app, concurrency=BATCH, lease_seconds=60, poll_seconds=1)
+        serving = asyncio.create_task(worker.run_forever())
+        await asyncio.wait_for(worker.listening.wait(), 60)
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.readline)  # "stop", or the parent's end
+        worker.stop()
+        await serving
+    finally:
+        await store.aclose()
+
+
 def _child(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, __file__, *args],
@@ -253,12 +288,22 @@ def copy_of(kind: str, paused: dict[str, Any], folder: Path, procs: int) -> Iter
 
 def answer_all(kind: str, where: str, runs: int, deploy: str, procs: int, log: Path) -> dict:
     env = {"BENCH_EFFECT_LOG": str(log)}
-    shares = [list(range(p, runs, procs)) for p in range(procs)]
-    children = [
-        _child(["_answer", kind, where, deploy, json.dumps(share)], env) for share in shares
-    ]
+    if kind == "postgres":  # the answers queued here, the runs carried on by workers
+        children = [_child(["_work", where, deploy], env) for _ in range(procs)]
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"worker {child.pid} did not start")
+        begin = time.perf_counter()
+        asyncio.run(_queue_answers(where, deploy, runs))
+    else:
+        shares = [list(range(p, runs, procs)) for p in range(procs)]
+        children = [
+            _child(["_answer", kind, where, deploy, json.dumps(share)], env) for share in shares
+        ]
     try:
-        begin = _start_together(children)
+        if kind != "postgres":
+            begin = _start_together(children)
         deadline = begin + 3600
         while True:
             counts = _counts(kind, where)
@@ -270,6 +315,10 @@ def answer_all(kind: str, where: str, runs: int, deploy: str, procs: int, log: P
         seconds = time.perf_counter() - begin
     finally:
         for child in children:
+            if kind == "postgres" and child.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    child.stdin.write("stop\n")
+                    child.stdin.flush()
             child.wait(120)
     counts = _counts(kind, where)
     refunds = len(log.read_text().splitlines()) if log.exists() else 0
@@ -299,6 +348,7 @@ def paused(kind: str, runs: int, deploy: str, procs_list: list[int]) -> None:
                     got["seconds"],
                     deploy=deploy,
                     processes=procs,
+                    answered_by="workers" if kind == "postgres" else "ainvoke",
                     runs_per_s=round(runs / got["seconds"], 1),
                     pause_seconds=round(made["pause_seconds"], 2),
                     bytes_per_paused_run=round(size["bytes"] / runs),
@@ -387,6 +437,9 @@ def main() -> None:
         print("ready", flush=True)
         sys.stdin.readline()
         asyncio.run(_answer_share(kind, where, deploy, json.loads(share)))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "_work":
+        asyncio.run(_work(sys.argv[2], sys.argv[3]))
         return
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--workloads", default="paused,idle")

@@ -15,6 +15,7 @@ from oncegraph.errors import (
     StaleStateError,
     UnfinishedRunError,
 )
+from oncegraph.facts import now, random, uuid4
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.hitl import Command, Send
 from oncegraph.ledger import Accepted, Completed, Reconciled, aeffect, effect
@@ -22,7 +23,7 @@ from oncegraph.runtime.context import crash_point, current_effect
 from oncegraph.runtime.faults import FaultPlan, declare_crash_point
 from oncegraph.runtime.interrupt import Interrupt, interrupt
 from oncegraph.state import MessagesState, add_messages, append
-from oncegraph.tools import EffectRetry, Tool, ToolNode, tool
+from oncegraph.tools import CompensationRequest, EffectRetry, Tool, ToolNode, tool
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,7 @@ __all__ = [
     "START",
     "Accepted",
     "Command",
+    "CompensationRequest",
     "CompiledGraph",
     "Completed",
     "EffectRetry",
@@ -59,7 +61,10 @@ __all__ = [
     "effect",
     "get_stream_writer",
     "interrupt",
+    "now",
+    "random",
     "tool",
+    "uuid4",
 ]
 
 

@@ -85,6 +85,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         self.stateful = checkpointer is True
         if isinstance(checkpointer, bool):
             checkpointer = None
+        if checkpointer is not None and not callable(getattr(checkpointer, "commit", None)):
+            raise TypeError(
+                f"Invalid checkpointer provided: {type(checkpointer).__name__} is not a "
+                "checkpointer; pass InMemoryCheckpointer(), SqliteCheckpointer(path) or "
+                "PgCheckpointer(dsn) (or True for a subgraph that keeps its own state)"
+            )
         self.checkpointer = checkpointer
         self.fingerprint = spec.fingerprint()
         previous = {str(v): _spec_of(g) for v, g in (previous_versions or {}).items()}
@@ -139,8 +145,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         return bound
 
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
-        """The graph's nodes and edges (``.draw_mermaid()`` draws them)."""
-        return GraphView.of(self.spec)
+        """The graph's nodes and edges (``.draw_mermaid()`` draws them); ``xray``: draw
+        subgraph nodes as their graphs (True: all levels, a number: that many)."""
+        return GraphView.of(self.spec, xray)
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -448,6 +455,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         behind it instead of failing, and its input is kept in the run record. Needs
         PostgreSQL (workers claim from it; a NOTIFY in the same transaction wakes them):
         elsewhere it is refused with ``ConfigError``.
+
+        ``submit(Command(resume=answer), config)`` answers the thread's waiting run here
+        (audited, under the run's lock) and queues it: a worker goes on from the answer.
         """
         refuse_in_replay(current_task(), self.spec.name)
         self._thread(config)

@@ -1,7 +1,8 @@
 """The compiled graph's LangGraph-compatible extras, mixed into
 :class:`~oncegraph.app.CompiledGraph`: ``with_config`` / ``copy``,
 ``get_input_jsonschema`` / ``get_output_jsonschema``, ``get_name``,
-``bulk_update_state`` / ``abulk_update_state`` and ``astream_events``.
+``bulk_update_state`` / ``abulk_update_state``, ``astream_events`` and
+``clear_cache`` / ``aclear_cache`` (the node cache).
 
 Each is built on the app's own run paths and state updates, so the guarantees of those
 hold here too (a bulk update is a sequence of ``update_state`` calls; an event stream
@@ -63,6 +64,23 @@ class LangGraphMethods:
         if not self._default_config:
             return config
         return merge_configs(self._default_config, config)
+
+    # -- the node cache ------------------------------------------------------------------
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Drop the cached results (``compile(cache=...)``) of ``nodes`` (None: all of
+        this graph's cached nodes)."""
+        cache = self.spec.cache
+        if cache is None:
+            return
+        names = [n for n, s in self.spec.nodes.items() if s.cache_policy is not None]
+        if nodes is not None:
+            names = [n for n in names if n in set(nodes)]
+        await cache.aclear([(self.spec.name, n) for n in names])
+
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """The sync twin of :meth:`aclear_cache`."""
+        run_sync(self.aclear_cache(nodes))
 
     # -- schemas ---------------------------------------------------------------------------
 

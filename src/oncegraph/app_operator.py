@@ -1,6 +1,7 @@
 """The compiled graph's operator methods, mixed into :class:`~oncegraph.app.CompiledGraph`:
 the listings (``runs``, ``get_run``, ``effects``, ``audit``) and the commands an operator
 gives a run or an effect (``resume``, ``resolve_effect``, ``check_effect``, ``redeliver``,
+``compensate``,
 ``replay``, ``branch``, ``abandon``, ``prune``).
 
 Each is one call of the app's :class:`~oncegraph.runs.service.RunService`, the one door
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.graph.io import output_values
 from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.compensating import Compensated
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.replayed import ReplayRun
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
@@ -276,6 +278,47 @@ class OperatorMethods:
             ),
             "redeliver",
         )
+
+    async def acompensate(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        allow_again: bool = False,
+        args: Mapping[str, Any] | None = None,
+    ) -> Compensated:
+        """Undo the completed effect ``effect_id`` with its tool's compensating tool
+        (``@tool(compensate=...)``), run as a new effect of its own class and policy,
+        linked both ways and audited; at most once unless ``allow_again``. ``args``: the
+        compensating tool's own arguments. See :mod:`oncegraph.runs.compensating`."""
+        return await self.service.compensate(
+            effect_id, actor=actor, reason=reason, allow_again=allow_again, args=args
+        )
+
+    def compensate(
+        self,
+        effect_id: str,
+        *,
+        actor: str,
+        reason: str,
+        allow_again: bool = False,
+        args: Mapping[str, Any] | None = None,
+    ) -> Compensated:
+        return run_sync(
+            self.acompensate(
+                effect_id, actor=actor, reason=reason, allow_again=allow_again, args=args
+            ),
+            "compensate",
+        )
+
+    async def acompensations(self, effect_id: str) -> list[EffectRecord]:
+        """The compensations of effect ``effect_id`` (what compensated it), first one
+        first, masked; each names it as ``compensates`` (:mod:`oncegraph.runs.compensating`)."""
+        return await self.service.compensations(effect_id)
+
+    def compensations(self, effect_id: str) -> list[EffectRecord]:
+        return run_sync(self.acompensations(effect_id), "compensations")
 
     async def areplay(
         self,

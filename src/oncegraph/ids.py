@@ -11,6 +11,7 @@ across processes to the millisecond.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -112,6 +113,15 @@ def new_checkpoint_id() -> CheckpointId:
 
 def new_message_id() -> str:
     return "msg_" + _ulid()
+
+
+def derived_message_id(run_id: str, node: str, step: int, n: int) -> str:
+    """The id of the ``n``-th id-less message task ``node`` returned at ``step`` of run
+    ``run_id``: a digest of those four, so a re-run of the task (a resume, a retry, a
+    recorded replay keyed by the original run) gives its messages the same ids, and the
+    tool calls they carry find their records."""
+    raw = f"{run_id}:{node}:{step}:{n}".encode("utf-8", "surrogatepass")
+    return "msg_" + hashlib.sha256(raw).hexdigest()[:26]
 
 
 def new_task_id() -> str:

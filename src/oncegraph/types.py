@@ -1,17 +1,20 @@
 """LangGraph's ``langgraph.types`` names, for code that imports them from there:
 ``Send``, ``Command``, ``interrupt``, ``Interrupt``, ``RetryPolicy`` (a NODE retry
 policy in LangGraph's shape; tools take :class:`oncegraph.EffectRetry`),
-``StreamWriter``, ``StateSnapshot``, ``StateUpdate`` (an update of ``bulk_update_state``)
-and ``PregelTask``."""
+``StreamWriter``, ``CachePolicy`` (node caching), ``Overwrite`` (bypass a reducer),
+``StateSnapshot``, ``StateUpdate`` (an update of ``bulk_update_state``) and
+``PregelTask``."""
 
 from typing import Any, NamedTuple
 
+from oncegraph.cache.base import CachePolicy
 from oncegraph.config import StreamWriter
 from oncegraph.graph.retry import RetryPolicy
 from oncegraph.hitl import Command, Send
 from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.interrupt import Interrupt, interrupt
+from oncegraph.state.overwrite import Overwrite
 
 
 class StateUpdate(NamedTuple):
@@ -23,8 +26,10 @@ class StateUpdate(NamedTuple):
 
 
 __all__ = [
+    "CachePolicy",
     "Command",
     "Interrupt",
+    "Overwrite",
     "PregelTask",
     "RetryPolicy",
     "Send",

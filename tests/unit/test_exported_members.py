@@ -44,7 +44,10 @@ EXPECTED = {
     "effect",
     "get_stream_writer",
     "interrupt",
+    "now",
+    "random",
     "tool",
+    "uuid4",
 }
 
 
@@ -173,8 +176,10 @@ def test_langgraph_modules_have_their_names() -> None:
     import oncegraph.types
 
     assert set(oncegraph.types.__all__) == {
+        "CachePolicy",
         "Command",
         "Interrupt",
+        "Overwrite",
         "PregelTask",
         "RetryPolicy",
         "Send",

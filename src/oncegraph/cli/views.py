@@ -24,6 +24,7 @@ from oncegraph.cli.session import (
     where_options,
 )
 from oncegraph.errors import ForeignRunError, RunNotFoundError
+from oncegraph.runs import compensating
 from oncegraph.runs.holders import Holder, holder, holders
 from oncegraph.runs.masking import Masker
 from oncegraph.storage.records import (
@@ -323,10 +324,13 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """One effect: status, attempts, request hash, provider reference, masked payload."""
-        record = run(where, lambda s: _one_effect(s, effect_id))
+        record, undone_by = run(where, lambda s: _effect_and_links(s, effect_id))
         masked = where.app is not None
+        compensates = compensating.compensates(record)
         if as_json:
-            o.emit_json(shown_effect(record, masked))
+            shown = shown_effect(record, masked)
+            shown.update(compensates=compensates, compensated_by=undone_by)
+            o.emit_json(shown)
             return
         o.fields(
             [
@@ -344,6 +348,10 @@ def register(app: typer.Typer) -> None:
                 ("result", o.payload(record.result) if masked else _HIDDEN),
             ]
         )
+        if compensates:
+            o.fields([("compensates", compensates)])
+        if undone_by:
+            o.fields([("compensated by", ", ".join(undone_by))])
         if record.error:
             o.fields([("error", record.error)])
         o.table(
@@ -381,6 +389,12 @@ def register(app: typer.Typer) -> None:
             o.emit_json(found)
             return
         _audit_table(found)
+
+
+async def _effect_and_links(service: RunService, effect_id: str) -> tuple[EffectRecord, list[str]]:
+    """The effect (as :func:`_one_effect`) and the ids of its compensations."""
+    record = await _one_effect(service, effect_id)
+    return record, [r.effect_id for r in await service.compensations(effect_id)]
 
 
 async def _one_effect(service: RunService, effect_id: str) -> EffectRecord:

@@ -166,6 +166,14 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        compensate_role: Annotated[
+            str | None,
+            typer.Option(
+                "--compensate-role",
+                help="who may compensate an effect: admin (the default) or operator",
+                show_default=False,
+            ),
+        ] = None,
         workers: Annotated[
             int,
             typer.Option(
@@ -205,6 +213,7 @@ def register(app: typer.Typer) -> None:
                 ("idempotency_window", idempotency_window),
                 ("recover_every", recover_every),
                 ("keepalive", keepalive),
+                ("compensate_role", compensate_role),
             )
             if value is not None
         }

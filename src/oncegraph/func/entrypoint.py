@@ -331,7 +331,9 @@ class entrypoint:  # LangGraph's name
         builder.add_node(name, node, retry_policy=self.retry_policy, timeout=self.timeout)
         builder.add_edge(START, name)
         builder.add_edge(name, END)
-        graph = builder.compile(checkpointer=self.checkpointer, store=self.store, name=name)
+        graph = builder.compile(
+            checkpointer=self.checkpointer, store=self.store, cache=self.cache, name=name
+        )
         flow = Entrypoint(graph, name, fn)
         flow.context_schema = self.context_schema
         return flow

@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from oncegraph.errors import ConfigError, GraphInterrupt
+from oncegraph.func import taskcache
 from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
+from oncegraph.graph.caching import checked_policy
 from oncegraph.graph.retry import NodeRetry, node_retry
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
@@ -67,6 +69,19 @@ class _Scope:
 _scope: ContextVar[_Scope | None] = ContextVar("oncegraph_task_scope", default=None)
 
 
+def current_call() -> str:
+    """The command id of the ``@task`` call running here ("" in the node's own code): the
+    scope recorded facts are numbered in (:mod:`oncegraph.facts`)."""
+    scope = _scope.get()
+    return "" if scope is None else scope.command_id
+
+
+def _nested() -> int:
+    """How many tasks the running task call has called so far."""
+    scope = _scope.get()
+    return scope.calls if scope is not None else 0
+
+
 class TaskFunction(Generic[P, T]):
     """A function decorated with :func:`task`; calling it returns a future."""
 
@@ -83,6 +98,7 @@ class TaskFunction(Generic[P, T]):
         timeout: float | None,
         mask: Sequence[str],
         tool: Any = None,
+        cache_policy: Any = None,
     ) -> None:
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             raise GeneratorNotSupportedError(
@@ -99,6 +115,7 @@ class TaskFunction(Generic[P, T]):
         self.timeout = timeout
         self.mask = tuple(mask)
         self.tool = tool
+        self.cache_policy = checked_policy(f"@task {self.name!r}", cache_policy)
         self._returns: Any = None  # the return annotation's TypeAdapter, False for none
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
@@ -119,6 +136,13 @@ class TaskFunction(Generic[P, T]):
             return self._returns.validate_python(value)
         except Exception:  # the annotation does not describe the stored value: as stored
             return value
+
+    def clear_cache(self, cache: Any) -> None:
+        """Drop this task's results from ``cache`` (the entrypoint's ``cache=``)."""
+        cache.clear([taskcache.namespace(self.name)])
+
+    async def aclear_cache(self, cache: Any) -> None:
+        await cache.aclear([taskcache.namespace(self.name)])
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
@@ -224,6 +248,7 @@ class TaskFunction(Generic[P, T]):
             args=args,
             kwargs=kwargs,
             mask=tool.mask,
+            replay=tool.replay,
         )
 
     def _body(
@@ -241,6 +266,7 @@ class TaskFunction(Generic[P, T]):
         retry = self.retry
         plain = self.effect is None and self.tool is None
         name = self.name
+        entry = taskcache.entry(ctx, self, args, kwargs) if plain else None
 
         def counted(value: Any, before: int) -> Any:
             used = ctx.interrupt_count - before
@@ -259,7 +285,13 @@ class TaskFunction(Generic[P, T]):
                     while True:
                         attempt += 1
                         try:
+                            if entry is not None:
+                                hit = await taskcache.aget(ctx, entry)
+                                if hit is not taskcache.MISS:
+                                    return counted(self._decode(hit), before)
                             value = await fn(*args, **kwargs)  # type: ignore[misc]
+                            if entry is not None and taskcache.storable(ctx, before, _nested()):
+                                await taskcache.aput(ctx, self, entry, value)
                             return counted(value, before)
                         except Exception as exc:
                             if not _again(retry, exc, attempt):
@@ -282,7 +314,14 @@ class TaskFunction(Generic[P, T]):
                 while True:
                     attempt += 1
                     try:
-                        return counted(fn(*args, **kwargs), before)
+                        if entry is not None:
+                            hit = taskcache.get(ctx, entry)
+                            if hit is not taskcache.MISS:
+                                return counted(self._decode(hit), before)
+                        value = fn(*args, **kwargs)
+                        if entry is not None and taskcache.storable(ctx, before, _nested()):
+                            taskcache.put(ctx, self, entry, value)
+                        return counted(value, before)
                     except Exception as exc:
                         if not _again(retry, exc, attempt):
                             raise
@@ -422,8 +461,10 @@ def task(
     parked for review). ``recipient``, ``probe`` and ``mask`` as for ``@tool``.
     ``retry_policy`` retries the function inside one recorded call (LangGraph's
     ``RetryPolicy``). A ``@tool`` passed to ``task`` keeps its own class and hooks.
-    ``cache_policy`` is accepted for LangGraph's signature: a finished call is already
-    served from its record inside its run.
+    ``cache_policy``: a plain task's result is cached by its arguments in the
+    entrypoint's ``cache=`` (a call served from the cache is still recorded as the
+    task's result; a task with an effect class is never cached, see
+    :mod:`oncegraph.func.taskcache`).
     """
     if effect is not None and effect not in _EFFECTS:
         raise ConfigError(f"@task(effect={effect!r}); use None, 'read', 'write' or 'irreversible'")
@@ -460,6 +501,7 @@ def task(
             probe=probe,
             timeout=timeout,
             mask=mask,
+            cache_policy=cache_policy,
         )
 
     return make(fn) if fn is not None else make

@@ -11,7 +11,9 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import GraphValidationError
+from oncegraph.graph.caching import checked_cache, checked_policy
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.inputs import NODE_CLASSES, replay_class
 from oncegraph.graph.params import injected
 from oncegraph.graph.retry import node_retry
 from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
@@ -116,6 +118,8 @@ class StateGraph:
         metadata: Mapping[str, Any] | None = None,
         defer: bool = False,
         error_handler: Callable[..., Any] | None = None,
+        replay: str = "repeat",
+        cache_policy: Any = None,
     ) -> StateGraph:
         """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
 
@@ -138,6 +142,14 @@ class StateGraph:
         and its error; what it returns (an update, a ``Command`` to route) stands for the
         node's result, and the node's own edges do not fire. oncegraph's own verdicts (an
         effect whose outcome is unknown, a lost lease) are never handed to it.
+
+        ``replay``: what the node is to a replay (:mod:`oncegraph.graph.inputs`):
+        ``"repeat"`` (the default) runs it again, its recorded calls served; ``"live"``
+        says it makes requests outside its tools and ``effect()`` calls, so an evidence
+        or simulation replay refuses to run it.
+        ``cache_policy``: a :class:`~oncegraph.cache.CachePolicy`; in a graph compiled
+        with ``cache=``, the node's result for an input it already ran on is served from
+        the cache (never for a run that performed an effect: :mod:`oncegraph.cache.base`).
         """
         from oncegraph.app import CompiledGraph
 
@@ -177,7 +189,10 @@ class StateGraph:
                 f"node {name!r}: add the compiled graph (builder.compile()), not its builder"
             )
         retry = node_retry(name, retry_policy)
+        replays = replay_class(replay, f"node {name!r}", NODE_CLASSES)
+        policy = checked_policy(name, cache_policy)
         drawn = tuple(destinations or ())
+        labels = tuple(destinations.values()) if isinstance(destinations, Mapping) else ()
         handler = self._handler(f"__error_handler__{name}", error_handler)
         if isinstance(action, CompiledGraph):
             if inline:
@@ -194,7 +209,10 @@ class StateGraph:
                 subgraph=action,
                 input_schema=child.input_schema or child.schema,
                 destinations=drawn,
+                destination_labels=labels,
                 error_handler=handler,
+                replay=replays,
+                cache_policy=policy,
             )
             self.nodes[name] = spec
             return self
@@ -222,7 +240,14 @@ class StateGraph:
             else _input_schema_of(action, self.schema.source)
         )
         self.nodes[name] = dataclasses.replace(
-            spec, retry=retry, input_schema=own, destinations=drawn, error_handler=handler
+            spec,
+            retry=retry,
+            input_schema=own,
+            destinations=drawn,
+            destination_labels=labels,
+            error_handler=handler,
+            cache_policy=policy,
+            replay=replays,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
@@ -257,10 +282,8 @@ class StateGraph:
         ``retry_policy`` and ``timeout`` apply to error handlers too, ``error_handler``
         to the other nodes only (a handler that fails fails the run)."""
         if cache_policy is not None:
-            raise GraphValidationError(
-                "set_node_defaults(cache_policy=...) is not supported: oncegraph does not cache "
-                "node results; leave cache_policy out"
-            )
+            checked_policy("set_node_defaults", cache_policy)
+            self._defaults = {**self._defaults, "cache_policy": cache_policy}
         if retry_policy is not None:
             self._defaults = {**self._defaults, "retry_policy": retry_policy}
         if error_handler is not None:
@@ -277,6 +300,7 @@ class StateGraph:
             return dict(self.nodes)
         retry_policy = self._defaults.get("retry_policy")
         timeout = self._defaults.get("timeout")
+        cache_policy = self._defaults.get("cache_policy")
         default_handler = None
         if self._defaults.get("error_handler") is not None:
             default_handler = self._handler(DEFAULT_ERROR_HANDLER, self._defaults["error_handler"])
@@ -287,6 +311,8 @@ class StateGraph:
                 changes["retry"] = node_retry(spec.name, retry_policy)
             if timeout is not None and spec.timeout is None and not spec.inline:
                 changes["timeout"] = timeout
+            if cache_policy is not None and spec.cache_policy is None:
+                changes["cache_policy"] = cache_policy
             return dataclasses.replace(spec, **changes) if changes else spec
 
         if default_handler is not None:
@@ -363,7 +389,10 @@ class StateGraph:
         else:
             mapping = None
         takes_config = positional_params(path) >= 2
-        self.branches.setdefault(source, []).append(BranchSpec(source, path, mapping, takes_config))
+        target = path if inspect.isroutine(path) else type(path).__call__
+        is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
+        branch = BranchSpec(source, path, mapping, takes_config, is_async)
+        self.branches.setdefault(source, []).append(branch)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
@@ -389,7 +418,9 @@ class StateGraph:
             )
         for src, targets in self.edges.items():
             if src not in known:
-                raise GraphValidationError(f"edge from unknown node {src!r}; add_node it first")
+                raise GraphValidationError(
+                    f"Found edge starting at unknown node {src!r}; add_node it first"
+                )
             for dst in targets:
                 if dst not in known:
                     raise GraphValidationError(
@@ -432,6 +463,7 @@ class StateGraph:
             joins=tuple(self.joins),
             interrupt_before=self._breakpoints,
             interrupt_after=self._breakpoints_after,
+            cache=self._cache,
         )
 
     def _own_fields(self) -> StateSchema | None:
@@ -439,6 +471,7 @@ class StateGraph:
         added = len(self.schema.channels) > len(self.state_schema.channels)
         return self.state_schema if added else None
 
+    _cache: Any = None
     _breakpoints: tuple[str, ...] = ()
     _breakpoints_after: tuple[str, ...] = ()
 
@@ -480,11 +513,12 @@ class StateGraph:
         from oncegraph.app import CompiledGraph
         from oncegraph.tools.keycheck import check_tools
 
-        if store is not None or cache is not None:
+        if store is not None:
             raise GraphValidationError(
-                "compile(store=..., cache=...) is not supported: oncegraph keeps state in the "
+                "compile(store=...) is not supported: oncegraph keeps state in the "
                 "checkpointer and side effects in its ledger; pass checkpointer=... only"
             )
+        self._cache = checked_cache(cache)
         if name is not None:
             self.name = name
         if version is not None:

@@ -80,11 +80,16 @@ class NodeSpec:
     subgraph: Any = None  # a CompiledGraph run as this node, under the parent's run
     input_schema: StateSchema | None = None
     destinations: tuple[str, ...] = ()  # drawn as edges (add_node(destinations=...))
+    destination_labels: tuple[str | None, ...] = ()  # their labels (a destinations dict)
     # (parameter, kind) given by keyword: config, writer, store, runtime, error
     # (:mod:`oncegraph.graph.params`)
     inject: tuple[tuple[str, str], ...] = ()
     # add_node(error_handler=...): runs when the node fails for good (after its retries)
     error_handler: NodeSpec | None = None
+    # add_node(replay=...): "repeat" (run again in a replay) or "live" (requests outside
+    # the ledger: refused by a replay that must not touch the world; graph/inputs.py)
+    replay: str = "repeat"
+    cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
 
     @classmethod
     def of(
@@ -109,6 +114,7 @@ class BranchSpec:
     router: Callable[..., Any]
     path_map: Mapping[str, str] | None
     takes_config: bool = False  # the router is ``(state, config)``
+    is_async: bool = False  # a coroutine function: awaited by the driver before routing
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +147,11 @@ class GraphSpec:
     # compile(interrupt_before=..., interrupt_after=...): node names, or ("*",) for all
     interrupt_before: tuple[str, ...] = ()
     interrupt_after: tuple[str, ...] = ()
+    cache: Any = None  # compile(cache=...): where cached node results live (oncegraph.cache)
+
+    @property
+    def async_routers(self) -> bool:
+        return any(b.is_async for bs in self.branches.values() for b in bs)
 
     @property
     def routers_take_config(self) -> bool:

@@ -1,10 +1,18 @@
 """``app.get_graph()``: a drawable view of a compiled graph (nodes and edges).
 
-Edges come from the graph's shape only: static edges are solid; a conditional edge is
-dotted and goes to its ``path_map`` targets, else to the ``Literal[...]`` its router's
-return annotation names, else to every node and END (the router may pick any); a node
-annotated ``-> Command[Literal["a", "b"]]`` gets dotted edges to those names. Nothing
-runs to draw it.
+Edges come from the graph's shape only (nothing runs to draw it), drawn as LangGraph
+draws them: static edges are solid; a conditional edge is dotted and goes to its
+``path_map`` targets (labelled with the key when it differs from the target), else to
+the ``Literal[...]`` its router's return annotation names; a node annotated ``->
+Command[Literal["a", "b"]]`` (or given ``destinations=``) gets dotted edges to those
+names. A router with neither draws no edge. Edges are listed sorted; a node that is
+the target of an edge and the source of none gets a solid edge to END; a graph with no
+such node and no edge to END gets a dotted one from the node its last step runs
+(:func:`_last_step`). ``get_graph(xray=True)`` (or a depth) draws each subgraph node as
+its own graph, its node ids prefixed ``<node>:``.
+
+``draw_mermaid()`` writes Mermaid text (:mod:`oncegraph.graph.mermaid`); ``to_json()``
+the ``{"nodes": [...], "edges": [...]}`` form of the same view.
 """
 
 from __future__ import annotations
@@ -12,23 +20,28 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple, get_args, get_origin
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 
+_STEP_LIMIT = 250  # steps the drawing's walk follows (a loop is walked this far)
+
 
 @dataclass(frozen=True, slots=True)
 class Node:
     id: str
     name: str
+    kind: str = "function"  # function | graph (a subgraph node) | None for END
+    metadata: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(NamedTuple):
+    """An edge; equal to LangGraph's drawing ``Edge`` of the same fields."""
+
     source: str
     target: str
     data: str | None = None  # the router's key, when it differs from the target
@@ -58,78 +71,202 @@ def _return_annotation(fn: Callable[..., Any]) -> Any:
         return getattr(target, "__annotations__", {}).get("return")
 
 
+def _declared(spec: GraphSpec) -> list[Edge]:
+    """Every edge the graph declares (edges to END from add_edge are left to the
+    termini rule, as LangGraph draws them)."""
+    edges: set[Edge] = set()
+    for src, targets in spec.edges.items():
+        edges.update(Edge(src, dst) for dst in targets if dst != END)
+    for join in spec.joins:
+        edges.update(Edge(src, join.target) for src in join.sources)
+    for src, branches in spec.branches.items():
+        for branch in branches:
+            if branch.path_map is not None:
+                for key, dst in branch.path_map.items():
+                    edges.add(Edge(src, dst, key if key != dst else None, True))
+                continue
+            for dst in _literal_names(_return_annotation(branch.router)) or ():
+                edges.add(Edge(src, dst, None, True))
+    for name, node in spec.nodes.items():
+        goto = _return_annotation(node.fn)
+        names = _literal_names(goto) if get_origin(goto) is Command else None
+        for dst in names or ():
+            edges.add(Edge(name, dst, None, True))
+        labels = node.destination_labels or (None,) * len(node.destinations)
+        for dst, label in zip(node.destinations, labels, strict=True):
+            edges.add(Edge(name, dst, label if label != dst else None, True))
+    return sorted(edges, key=lambda e: (e.source, e.target, e.conditional, e.data or ""))
+
+
+def _last_step(spec: GraphSpec, edges: list[Edge]) -> set[str]:
+    """The nodes the last step of a walk from START runs (each edge fires; a waiting
+    edge once all its sources ran), stopping when no node is next or at the limit."""
+    out: dict[str, set[str]] = {}
+    for e in edges:
+        out.setdefault(e.source, set()).add(e.target)
+    joined = {(s, j.target) for j in spec.joins for s in j.sources}
+    seen: dict[str, set[str]] = {j.target: set() for j in spec.joins}
+    step, ran = {START}, {START}
+    for _ in range(_STEP_LIMIT):
+        nxt: set[str] = set()
+        for src in step:
+            for dst in out.get(src, ()):
+                if (src, dst) in joined:
+                    seen[dst].add(src)
+                    sources = {s for j in spec.joins if j.target == dst for s in j.sources}
+                    if seen[dst] >= sources:
+                        seen[dst] = set()
+                        nxt.add(dst)
+                elif dst != END:
+                    nxt.add(dst)
+        if not nxt:
+            break
+        step, ran = nxt, nxt
+    return ran
+
+
 @dataclass(frozen=True, slots=True)
 class GraphView:
     nodes: dict[str, Node]
     edges: list[Edge]
+    _first: str | None = field(default=None, compare=False)
 
     @classmethod
-    def of(cls, spec: GraphSpec) -> GraphView:
-        names = [START, *spec.nodes, END]
-        nodes = {n: Node(n, n) for n in names}
-        edges: list[Edge] = []
-        for src, targets in spec.edges.items():
-            edges.extend(Edge(src, dst) for dst in targets)
-        for src, branches in spec.branches.items():
-            for branch in branches:
-                if branch.path_map is not None:
-                    for key, dst in branch.path_map.items():
-                        edges.append(Edge(src, dst, key if key != dst else None, True))
-                    continue
-                picked = _literal_names(_return_annotation(branch.router))
-                for dst in picked if picked is not None else [*spec.nodes, END]:
-                    edges.append(Edge(src, dst, None, True))
+    def of(cls, spec: GraphSpec, xray: bool | int = False) -> GraphView:
+        nodes = {START: Node(START, START)}
         for name, node in spec.nodes.items():
-            goto = _return_annotation(node.fn)
-            if get_origin(goto) is Command:
-                for dst in _literal_names(goto) or []:
-                    edges.append(Edge(name, dst, None, True))
-        used = {e.source for e in edges} | {e.target for e in edges}
-        if END not in used:
-            del nodes[END]
-        return cls(nodes, edges)
+            nodes[name] = Node(name, name, "graph" if node.subgraph is not None else "function")
+        edges = _declared(spec)
+        targets = {e.target for e in edges if e.target != END}
+        termini = sorted(targets - {e.source for e in edges})
+        has_end = any(e.target == END for e in edges)
+        edges += [Edge(src, END) for src in termini]
+        if not termini and not has_end:
+            last = _last_step(spec, edges)
+            if len(last) == 1 and START not in last:
+                edges.append(Edge(next(iter(last)), END, None, True))
+        if any(e.target == END for e in edges):
+            nodes[END] = Node(END, END, "")
+        view = cls(nodes, edges)
+        if xray:
+            depth = xray if isinstance(xray, int) and xray is not True else True
+            for name, node in spec.nodes.items():
+                if node.subgraph is not None:
+                    inner = depth if depth is True else int(depth) - 1
+                    view = view._expanded(name, GraphView.of(node.subgraph.spec, inner))
+        return view
 
-    def draw_mermaid(self) -> str:
-        """Mermaid flowchart text (paste it into any Mermaid renderer)."""
-        lines = ["graph TD;"]
-        for node in self.nodes.values():
-            if node.id in (START, END):
-                lines.append(f"\t{node.id}([<p>{node.name}</p>]):::{_cls(node.id)}")
-            elif node.id.isidentifier():
-                lines.append(f"\t{node.id}({node.name})")
-            else:
-                lines.append(f'\t{_mid(node.id)}("{node.name}")')
+    # -- first and last nodes ------------------------------------------------------------
+
+    def first_node(self, exclude: tuple[str, ...] = ()) -> Node | None:
+        """The one node no edge (from outside ``exclude``) goes to; None when not one."""
+        targets = {e.target for e in self.edges if e.source not in exclude}
+        found = [n for n in self.nodes.values() if n.id not in exclude and n.id not in targets]
+        return found[0] if len(found) == 1 else None
+
+    def last_node(self, exclude: tuple[str, ...] = ()) -> Node | None:
+        """The one node no edge (to outside ``exclude``) leaves; None when not one."""
+        sources = {e.source for e in self.edges if e.target not in exclude}
+        found = [n for n in self.nodes.values() if n.id not in exclude and n.id not in sources]
+        return found[0] if len(found) == 1 else None
+
+    def _expanded(self, name: str, inner: GraphView) -> GraphView:
+        """This view with node ``name`` replaced by the subgraph ``inner`` (ids
+        prefixed ``name:``); the subgraph's START / END are dropped when another node
+        stands alone first / last without them."""
+        first, last = inner.first_node(), inner.last_node()
+        if len(inner.nodes) <= 1 or name not in self.nodes or first is None or last is None:
+            return self
+        nodes, edges = dict(inner.nodes), list(inner.edges)
+        if inner.first_node((first.id,)) is not None:
+            nodes.pop(first.id)
+            edges = [e for e in edges if first.id not in (e.source, e.target)]
+        trimmed = GraphView(nodes, edges)
+        last = trimmed.last_node()
+        if last is not None and trimmed.last_node((last.id,)) is not None:
+            nodes.pop(last.id)
+            edges = [e for e in edges if last.id not in (e.source, e.target)]
+        inner = GraphView(nodes, edges)
+        head, tail = inner.first_node(), inner.last_node()
+
+        def prefixed(node_id: str) -> str:
+            return f"{name}:{node_id}"
+
+        out = {k: v for k, v in self.nodes.items() if k != name}
+        out.update(
+            {
+                prefixed(k): replace(v, id=prefixed(k), name=prefixed(v.name))
+                for k, v in nodes.items()
+            }
+        )
+        moved: list[Edge] = []
         for e in self.edges:
-            src, dst = _mid(e.source), _mid(e.target)
-            if not e.conditional:
-                lines.append(f"\t{src} --> {dst};")
-            elif e.data is not None:
-                lines.append(f"\t{src} -. &nbsp;{e.data}&nbsp; .-> {dst};")
-            else:
-                lines.append(f"\t{src} -.-> {dst};")
-        lines += [
-            "\tclassDef default fill:#f2f0ff,line-height:1.2",
-            "\tclassDef first fill-opacity:0",
-            "\tclassDef last fill:#bfb6fc",
-        ]
-        return "\n".join(lines) + "\n"
+            if e.source == name and tail is not None:
+                e = e._replace(source=prefixed(tail.id))
+            if e.target == name and head is not None:
+                e = e._replace(target=prefixed(head.id))
+            moved.append(e)
+        moved += [e._replace(source=prefixed(e.source), target=prefixed(e.target)) for e in edges]
+        return GraphView(out, moved)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, list[dict[str, Any]]]:
+        """``{"nodes": [{"id", "type", "data"}], "edges": [{"source", "target",
+        "data"?, "conditional"?}]}``: END has no data; a node's data names what runs
+        it (``["oncegraph", "node"]`` a function, ``["oncegraph", "graph"]`` a
+        subgraph) and the node's name."""
+        nodes: list[dict[str, Any]] = []
+        for node in self.nodes.values():
+            if node.id == END:
+                nodes.append({"id": node.id})
+                continue
+            kind = "graph" if node.kind == "graph" else "node"
+            entry: dict[str, Any] = {
+                "id": node.id,
+                "type": "runnable",
+                "data": {"id": ["oncegraph", kind], "name": node.name},
+            }
+            if node.metadata:
+                entry["metadata"] = dict(node.metadata)
+            nodes.append(entry)
+        edges: list[dict[str, Any]] = []
+        for e in self.edges:
+            item: dict[str, Any] = {"source": e.source, "target": e.target}
+            if e.data is not None:
+                item["data"] = e.data
+            if e.conditional:
+                item["conditional"] = True
+            edges.append(item)
+        return {"nodes": nodes, "edges": edges}
+
+    def draw_mermaid(
+        self,
+        *,
+        with_styles: bool = True,
+        curve_style: Any = "linear",
+        wrap_label_n_words: int = 9,
+        **_: Any,
+    ) -> str:
+        """Mermaid flowchart text (paste it into any Mermaid renderer);
+        ``with_styles=False`` gives the edges only."""
+        from oncegraph.graph.mermaid import mermaid
+
+        first, last = self.first_node(), self.last_node()
+        return mermaid(
+            self,
+            first=first.id if first else None,
+            last=last.id if last else None,
+            with_styles=with_styles,
+            curve=str(getattr(curve_style, "value", curve_style)),
+            wrap=wrap_label_n_words,
+        )
 
     def draw_mermaid_png(self, *args: Any, **kwargs: Any) -> bytes:
         raise ConfigError(
             "draw_mermaid_png() needs an online Mermaid renderer, which oncegraph does not "
             "call; render app.get_graph().draw_mermaid() with any Mermaid tool instead"
         )
-
-
-def _cls(node: str) -> str:
-    return "first" if node == START else "last"
-
-
-def _mid(node: str) -> str:
-    """A Mermaid-safe id (node names may hold spaces or dashes)."""
-    if node.isidentifier():
-        return node
-    return "n_" + "".join(c if c.isalnum() else f"_{ord(c):x}_" for c in node)
 
 
 __all__ = ["Edge", "GraphView", "Node"]

@@ -3,6 +3,9 @@
 Commands are numbered by position in the node: ``<node>:<step>:<n>``, so the n-th effect
 of a re-run node finds the n-th record. Keep the order of effects in a node stable.
 
+``replay="recorded" | "repeat" | "live"`` says what the effect is to a replay
+(:mod:`oncegraph.graph.inputs`; ``recorded`` by default).
+
 ``mask=["card"]`` masks those arguments (by parameter name, positional or keyword, and
 keys of that name at any depth) and result keys in every view, as ``@tool(mask=...)``
 does; the effect's stored request carries the declaration
@@ -18,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError
+from oncegraph.graph.inputs import replay_class
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.masks import declare
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
@@ -39,6 +43,7 @@ def _call(
     retry: RetryPolicy | None,
     timeout: float | None,
     mask: Sequence[str],
+    replay: str = "recorded",
 ) -> EffectCall:
     try:
         cls = EffectClass(effect_class)
@@ -64,6 +69,7 @@ def _call(
         reconcile=reconcile,
         retry=retry,
         timeout=timeout if timeout is not None else ctx.config.tool_timeout,
+        replay=replay_class(replay, f"effect {effect_type or getattr(fn, '__name__', fn)!r}"),
     )
 
 
@@ -105,6 +111,7 @@ async def aeffect(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     mask: Sequence[str] = (),
+    replay: str = "recorded",
     **kwargs: Any,
 ) -> Any:
     ctx = _ctx()
@@ -120,6 +127,7 @@ async def aeffect(
         retry=retry,
         timeout=timeout,
         mask=mask,
+        replay=replay,
     )
     try:
         return (await perform(ctx, call)).result
@@ -137,6 +145,7 @@ def effect(
     retry: RetryPolicy | None = None,
     timeout: float | None = None,
     mask: Sequence[str] = (),
+    replay: str = "recorded",
     **kwargs: Any,
 ) -> Any:
     """Sync twin-free entry for sync nodes (they run in a worker thread)."""
@@ -162,6 +171,7 @@ def effect(
         retry=retry,
         timeout=timeout,
         mask=mask,
+        replay=replay,
     )
     future = asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop)
     try:

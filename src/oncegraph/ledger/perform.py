@@ -45,7 +45,6 @@ from oncegraph.errors import (
     LeaseLostError,
     LedgerUnavailableError,
     LedgerWriteError,
-    MissingRecordError,
     NondeterminismError,
     OnceGraphError,
     RequestMismatchError,
@@ -54,7 +53,7 @@ from oncegraph.errors import (
     ToolTimeoutError,
     _ParkSignal,
 )
-from oncegraph.ledger import calls, machine
+from oncegraph.ledger import calls, facts, machine, replayed
 from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
@@ -112,6 +111,8 @@ class EffectCall:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     mask: tuple[str, ...] = ()  # the tool's secret fields: masked in traces
+    # What the call is to a replay (oncegraph.graph.inputs): recorded, repeat or live
+    replay: str = "recorded"
 
 
 class ToolFailed(Exception):
@@ -214,6 +215,7 @@ class _Performer:
         """Commit the next version of ``record`` (compare-and-set, fenced); retried with
         backoff, then fail loudly (guarantee 7). ``sent``: the tool may have acted already."""
         new = machine.next_version(record, now())
+        await facts.flush(self.ctx)  # what the node drew before: durable first
         async for attempt in attempts(RECORD_RETRY_DELAYS, self.ctx.config.sleep):
             try:
                 await self.store.save_effect(new, fence=self.ctx.fence)
@@ -285,6 +287,7 @@ class _Performer:
             if found is not None:
                 return await self._from_plan(found)
         self.ctx.crash_point("before_intent")
+        await facts.flush(self.ctx)  # the request may carry a value the node drew
         intent = machine.intent(self._new_record(EffectStatus.PENDING, ()), now())
         try:
             stored, created = await self.store.begin_effect(intent, fence=self.ctx.fence)
@@ -335,35 +338,9 @@ class _Performer:
         return await self._attempts(begun, claimed=True)
 
     async def _replayed(self, replay: ReplayPolicy) -> Any:
-        """An evidence or simulation replay: recorded results or stand-ins, never live."""
-        if replay.mode == "simulation" and self.call.effect_class is not EffectClass.MODEL:
-            double = replay.doubles.get(self.call.effect_type) or self.call.simulate
-            if double is None:
-                raise MissingRecordError(
-                    f"this simulation replay reached {self.call.effect_type!r} (command "
-                    f"{self.call.command_id}), which has no simulate= and no double; pass "
-                    f"doubles={{{self.call.effect_type!r}: fn}} to replay(), or replay in "
-                    "mode='evidence'"
-                )
-            value = double(*self.call.args, **self.call.kwargs)
-            if inspect.isawaitable(value):
-                value = await value
-            return machine.outcome_of(value)[1]
-        found = await self.store.get_effect(self.effect_id)
-        if found is None or found.status not in (EffectStatus.COMPLETED, EffectStatus.ACCEPTED):
-            status = "no record" if found is None else f"a {found.status} record"
-            raise MissingRecordError(
-                f"this evidence replay needs the recorded result of {self.call.effect_type!r} "
-                f"(command {self.call.command_id}) in run {replay.evidence_run_id}, and found "
-                f"{status}; an evidence replay never calls live. Replay in mode='live' or "
-                "'simulation' to run it."
-            )
-        model = self.call.effect_class is EffectClass.MODEL
-        # a model request names its checkpoint, which the replay's thread does not share
-        self._check_found(found, compare=not model)
-        if not model:
-            self._check_hash(found)
-        return found.result
+        """An evidence or simulation replay: recorded results or stand-ins, never live
+        (:mod:`oncegraph.ledger.replayed`)."""
+        return await replayed.answer(self, replay)
 
     async def _run_unprotected(self) -> Any:
         """read / model: no intent commit; a recorded result is reused.

@@ -113,6 +113,10 @@ def tools_of(spec: GraphSpec | None) -> dict[str, Any]:
         if isinstance(tools, Mapping):
             for name, tool in tools.items():
                 found.setdefault(name, tool)  # the first node's, as a redelivery finds it
+    for tool in list(found.values()):  # a compensating tool given as a Tool, not a name
+        undo = getattr(tool, "compensate", None)
+        if undo is not None and not isinstance(undo, str):
+            found.setdefault(undo.name, undo)  # its effects are checked and resolved too
     return found
 
 

@@ -63,6 +63,17 @@ async def submit(
     thread_id = thread_of(cfg)
     await ctx.setup()
     await ctx.check_thread(thread_id)
+    require_queue(ctx)
+    run = new_run(
+        ctx, identity, shape, thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit"
+    )
+    await ctx.store.create_run(run)
+    return run
+
+
+def require_queue(ctx: RunContext) -> None:
+    """Refuse, before anything is written, to queue work on a store no worker takes runs
+    from: it would wait forever."""
     if not getattr(ctx.store, "queues_runs", False):
         raise ConfigError(
             f"submit() queues a run for workers, and no worker takes runs from "
@@ -70,11 +81,6 @@ async def submit(
             "compile(checkpointer=PgCheckpointer('postgresql://...')) and run "
             "`oncegraph worker module:app`; or run it here with app.invoke(input, config)"
         )
-    run = new_run(
-        ctx, identity, shape, thread_id, input, cfg, status=RunStatus.QUEUED, reason="submit"
-    )
-    await ctx.store.create_run(run)
-    return run
 
 
 def start_audit(launch: Launch, run: RunRecord) -> AuditRecord:

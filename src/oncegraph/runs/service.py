@@ -33,13 +33,15 @@ import copy
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
-from oncegraph.errors import ConfigError, RunNotFoundError
+from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.command import Command
 from oncegraph.runs import (
     answering,
     answers,
     audits,
     claims,
+    compensating,
     creating,
     handles,
     listing,
@@ -212,6 +214,8 @@ class RunService:
     resolve_effect = door(Commands, Commands.resolve_effect)
     check_effect = door(Commands, Commands.check_effect)
     redeliver = door(Commands, Commands.redeliver)
+    compensate = door(None, compensating.compensate)
+    compensations = door(None, compensating.compensations)
     audit = door(Commands, Commands.audit)
 
     async def effect(self, effect_id: str) -> EffectRecord:
@@ -421,10 +425,53 @@ class RunService:
 
     async def submit(self, input: Any, cfg: RunConfig) -> RunRecord:
         """Queue a run for the workers; a thread runs its runs one at a time, in order.
+        ``Command(resume=answer)`` answers the thread's waiting run and queues it, so a
+        worker goes on with it (:meth:`_queue_answer`).
 
         Only a store workers claim from (PostgreSQL) takes it: anywhere else the run would
         wait forever, so it is refused before anything is written."""
+        if isinstance(input, Command) and input.has_resume:
+            creating.require_queue(self.context)
+            input = await answers.route(self.context, cfg, input)
+            thread_id = thread_of(cfg)
+            await self.setup()
+            _, latest = await self.context.open_thread(thread_id)
+            start = plan_start(thread_id, input, latest)
+            if not isinstance(start, AnswerInterrupt):
+                raise NoRunToResumeError(
+                    f"thread {thread_id!r} has no run waiting for an answer; nothing was "
+                    "queued. submit(input, config) queues new input"
+                )
+            return await self._queue_answer(start.run, start.answer, cfg)
         return await creating.submit(self.context, *self._identity(), input, cfg)
+
+    async def _queue_answer(self, run: RunRecord, answer: Any, cfg: RunConfig) -> RunRecord:
+        """The answer recorded now, as an answer given here is (the run's lock, its next
+        open question, the audited answer with its actor, a migrated head first), and the
+        run queued instead of driven: a worker claims it and goes on from the answer."""
+        verdict = await self._verdict(run)
+        if verdict.kind == "previous":
+            return await self._previous(verdict)._queue_answer(run, answer, cfg)
+        actor = str(cfg.configurable.get("actor") or "submit")
+        asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
+        held = await answering.take(self.context, run, answer, cfg, asked)
+        claim = held.claim
+        try:
+            head = await self._migrate_if(verdict, held.run, claim) or held.head
+            await self.store.put_task_write(
+                held.write(answer, head), run_id=run.run_id, fence=claim.token
+            )
+            queued = await self.store.fence_run(
+                run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
+            )
+        finally:
+            await claim.release()
+        if queued is None:  # another process took it between the answer and the queueing
+            raise await claims.busy_error(self.store, run.run_id)
+        announce = getattr(self.store, "announce_queued", None)
+        if announce is not None:  # wake a listening worker now, not at its next poll
+            await announce(run.run_id)
+        return queued
 
     # giving up on a run (runs/stopping.py)
     abandon = door(None, stopping.abandon)

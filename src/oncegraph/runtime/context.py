@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import ConfigError
 
 if TYPE_CHECKING:
+    from oncegraph.ledger.facts import FactLog
     from oncegraph.runtime.claim import Claim
     from oncegraph.runtime.config import RunConfig
     from oncegraph.runtime.faults import FaultPlan
@@ -68,6 +69,9 @@ class TaskContext:
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
     # always the caller's thread, so effects are listed under the conversation).
     graph_thread: str = ""
+    # The clock readings, random numbers and ids the task drew (oncegraph.ledger.facts).
+    facts: FactLog | None = None
+    cache: Any = None  # compile(cache=...): the node cache its @task calls may use
 
     @property
     def node_name(self) -> str:

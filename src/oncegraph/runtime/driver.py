@@ -87,7 +87,8 @@ from oncegraph.runtime.moves import (
     open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
-from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks
+from oncegraph.runtime.routers import routed_input, routed_step, router_config
+from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks, emit_update
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.keys import hash_key
@@ -145,6 +146,7 @@ class Driver:
     _loop_thread: int = 0
     _loop: asyncio.AbstractEventLoop | None = None
     _plain_routers: bool = False
+    _async_routers: bool = False  # some conditional edge is async (runtime.routers)
     # The app's own pool for sync nodes and tools (compile(sync_threads=N)); None: the
     # process pool (a nested driver runs inside its parent's context, so inherits it).
     sync_pool: ThreadPool | None = None
@@ -156,9 +158,11 @@ class Driver:
     _planned_written: bool = False  # the store inserted every one of them (rows = records)
     _task_emit: Emit | None = None  # what _task_emit_fn made, for the emit it was made for
     _task_emit_of: Emit | None = None
+    _streamed: set[str] = field(default_factory=set)  # this step's tasks shown as they ended
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
+        self._async_routers = self.spec.async_routers
 
     @property
     def fence(self) -> int | None:
@@ -177,6 +181,7 @@ class Driver:
             step=-1,
             source="input",
             config=self._router_config(run),
+            routed=await routed_input(self, head, update, run),
         )
         status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
         await self._commit(
@@ -210,6 +215,7 @@ class Driver:
             source="input",
             config=self._router_config(run),
             meta={"call": call} if call is not None else None,
+            routed=await routed_input(self, head, update, run),
         )
         await self._commit(
             StepCommit(
@@ -277,6 +283,7 @@ class Driver:
         self._loop = loop
         contexts = [self._context(task, cp, plan, run, loop) for task in plan.todo]
         save = None if plan.alone else self._save_task
+        self._streamed = set()
         debug = wants(self.emit, "debug")
         if debug:
             emit_tasks(self.emit, head, plan)
@@ -297,14 +304,19 @@ class Driver:
             meta = {"answers": int(cp.metadata.get("answers", 0)) + plan.answered}
             if "call" in cp.metadata:  # a stateful subgraph's call (start_nested)
                 meta["call"] = cp.metadata["call"]
+        config = self._router_config(run)
+        routed = None
+        if self._async_routers:  # awaited before the pure decision (runtime.routers)
+            routed = await routed_step(self, head, plan, outcomes, config)
         decision = decide(
             self.spec,
             head,
             plan,
             outcomes,
             run_id=run.run_id,
-            config=self._router_config(run),
+            config=config,
             meta=meta,
+            routed=routed,
         )
         staged = [e for ctx in contexts for e in ctx.staged_effects]
         return await self._execute(decision, head, run, staged, plan)
@@ -341,6 +353,7 @@ class Driver:
             task=task.key,
             ns=self.ns,
             graph_thread=run.thread_id if self.root_thread else "",
+            cache=self.spec.cache,
         )
 
     @property
@@ -428,8 +441,8 @@ class Driver:
         self.stopped = True
         if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
             for r in decision.done:
-                if (r.task or r.node) not in plan.done:
-                    self.emit("updates", {r.node: dict(r.update)})
+                if r.key not in plan.done and r.key not in self._streamed:
+                    emit_update(self.emit, self.spec, r)
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it
@@ -524,7 +537,8 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, decision.results)
+        cp, done = head.checkpoint, decision.results
+        emit_step(self.emit, self.spec, self._where, nxt, cp, done, self._streamed)
         return nxt
 
     async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
@@ -585,6 +599,9 @@ class Driver:
             run_id=ctx.run_id,
             fence=self.fence,
         )
+        if wants(self.emit, "updates"):  # its writes are kept: shown now, as it finished
+            emit_update(self.emit, self.spec, result)
+            self._streamed.add(result.key)
 
     async def _save_staged(self, staged: list[Any]) -> None:
         for record in staged:
@@ -642,15 +659,7 @@ class Driver:
         """What a router that takes ``(state, config)`` receives (None: no router does)."""
         if self._plain_routers:
             return None
-        thread = self.root_thread or run.thread_id
-        configurable = dict(self.config.configurable)
-        return {
-            "thread_id": thread,
-            "run_id": run.run_id,
-            **configurable,
-            "configurable": {**configurable, "thread_id": thread, "run_id": run.run_id},
-            "recursion_limit": self.config.recursion_limit,
-        }
+        return router_config(self.config, self.root_thread or run.thread_id, run.run_id)
 
     @property
     def _where(self) -> tuple[str | None, tuple[str, ...]]:

@@ -67,10 +67,20 @@ class TaskResult:
     update: Mapping[str, Any]
     goto: tuple[str | Send, ...] = ()
     task: str = ""
+    # a node that returned several updates (a list of Commands): the ones after the first
+    more: tuple[Mapping[str, Any], ...] = ()
+    cached: bool = False  # served from the node cache (add_node(cache_policy=...))
+    # The update as the node returned it, where ``update`` gave its messages their ids
+    # (runtime/tasks.py): what the ``updates`` stream shows, as LangGraph shows it.
+    shown: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
         return self.task or self.node
+
+    @property
+    def as_returned(self) -> Mapping[str, Any]:
+        return self.update if self.shown is None else self.shown
 
 
 @slot_init
@@ -144,14 +154,18 @@ def _targets(
     node: str,
     values: Mapping[str, Any],
     config: Mapping[str, Any] | None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> list[str | Send]:
     out: list[str | Send] = list(spec.edges.get(node, ()))
-    for branch in spec.branches.get(node, ()):
-        state = spec.schema.to_node_input(values)
-        if branch.takes_config:
-            picked = branch.router(state, dict(config or {}))
+    for index, branch in enumerate(spec.branches.get(node, ())):
+        if routed is not None and (node, index) in routed:  # an async router, awaited
+            picked = routed[(node, index)]
+            if isinstance(picked, RouterFailed):
+                raise picked.error
+        elif branch.takes_config:
+            picked = branch.router(spec.schema.to_node_input(values), dict(config or {}))
         else:
-            picked = branch.router(state)
+            picked = branch.router(spec.schema.to_node_input(values))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -178,6 +192,13 @@ def _targets(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class RouterFailed:
+    """An async router that raised (awaited before the step's pure decision)."""
+
+    error: Exception
+
+
 @slot_init
 @dataclass(frozen=True, slots=True)
 class Routes:
@@ -196,12 +217,14 @@ def route(
     *,
     joins: Mapping[str, Sequence[str]] | None = None,
     config: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> Routes:
-    """The next step's tasks after ``finished`` ran and ``values`` is the new state."""
+    """The next step's tasks after ``finished`` ran and ``values`` is the new state.
+    ``routed``: what the async routers picked, by ``(node, branch index)``."""
     found: set[str] = set()
     sends: list[Send] = []
     for task in finished:
-        for target in (*_targets(spec, task.node, values, config), *task.goto):
+        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
             if isinstance(target, Send):
                 if target.node not in spec.nodes:
                     raise GraphValidationError(
@@ -239,6 +262,14 @@ def next_nodes(
     return route(spec, values, finished).pulled
 
 
+def _writes(results: Sequence[TaskResult]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each result's updates as ``(node, update)`` pairs, in order."""
+    pairs = [(r.node, r.update) for r in results]
+    if not any(r.more for r in results):
+        return pairs
+    return [(r.node, u) for r in results for u in (r.update, *r.more)]
+
+
 def advance(
     spec: GraphSpec,
     head: Head,
@@ -249,6 +280,7 @@ def advance(
     source: str,
     config: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> tuple[Head, list[LogEntry], StepWrites]:
     """Apply ``results`` to ``head`` and build the next checkpoint (not yet committed).
 
@@ -256,9 +288,14 @@ def advance(
     nodes), the sends' payloads and the waiting edges' progress (``metadata``), so the
     step after it is fully decided before anything runs (guarantee 1)."""
     schema = spec.schema
-    writes = apply_writes(schema, head.values, [(r.node, r.update) for r in results])
+    writes = apply_writes(schema, head.values, _writes(results))
     routes = route(
-        spec, writes.values, results, joins=head.checkpoint.metadata.get("joins"), config=config
+        spec,
+        writes.values,
+        results,
+        joins=head.checkpoint.metadata.get("joins"),
+        config=config,
+        routed=routed,
     )
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
@@ -300,7 +337,7 @@ def with_finished(
     if not results:
         return dict(values)
     try:
-        return apply_writes(spec.schema, values, [(r.node, r.update) for r in results]).values
+        return apply_writes(spec.schema, values, _writes(results)).values
     except Exception:  # the step's commit reports it when the step runs again
         return dict(values)
 
@@ -346,7 +383,8 @@ def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, An
     for item in stored.get("goto", ()):
         goto.append(decode_send(spec, item) if isinstance(item, Mapping) else str(item))
     by = str(stored.get("by") or node)  # an error handler's result stands for its node's
-    return TaskResult(by, update, tuple(goto), task if task != by else "")
+    more = tuple(spec.schema.decode_update(u) for u in stored.get("more", ()))
+    return TaskResult(by, update, tuple(goto), task if task != by else "", more)
 
 
 def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
@@ -357,6 +395,8 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
     }
     if result.node not in spec.nodes:  # an error handler's (add_node(error_handler=...))
         out["by"] = result.node
+    if result.more:
+        out["more"] = [spec.schema.encode_update(u) for u in result.more]
     return out
 
 
@@ -519,6 +559,7 @@ def decide(
     run_id: str,
     config: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
 ) -> Decision:
     """The step's verdict from its tasks' outcomes (see the module docstring).
 
@@ -566,6 +607,7 @@ def decide(
             source="loop",
             config=config,
             meta=meta,
+            routed=routed,
         )
     except Exception as exc:  # a bad update or a failing router: the run fails, resumable
         nodes = tuple(dict.fromkeys(r.node for r in results))
@@ -588,6 +630,7 @@ __all__ = [
     "Head",
     "Interrupt",
     "Park",
+    "RouterFailed",
     "Routes",
     "StepPlan",
     "Task",

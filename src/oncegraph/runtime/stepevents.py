@@ -6,7 +6,7 @@ stream never shows what was not written."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from oncegraph.graph.constants import START
@@ -14,7 +14,8 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.state.channels import ROOT, StateSchema, public
+from oncegraph.runtime.updates import shown
+from oncegraph.state.channels import StateSchema, public
 from oncegraph.storage.records import CheckpointRecord
 
 
@@ -48,6 +49,14 @@ def start_values(schema: StateSchema) -> dict[str, Any]:
     }
 
 
+def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
+    """One task's ``updates`` event (a root-value state's value itself)."""
+    chunk = {result.node: shown(result, spec.schema.is_root)}
+    if result.cached:
+        chunk["__metadata__"] = {"cached": True}
+    emit("updates", chunk)
+
+
 def emit_step(
     emit: Emit,
     spec: GraphSpec,
@@ -55,17 +64,19 @@ def emit_step(
     head: Head,
     parent: CheckpointRecord,
     results: Sequence[TaskResult],
+    streamed: Collection[str] = (),
     *,
     before: Mapping[str, Any] | None = None,
 ) -> None:
     """A committed step's ``updates``, ``values`` and ``debug`` checkpoint events;
-    ``where``: the root thread (None: this one) and the namespace; ``before``: for a
-    run's input checkpoint, the values before the input (LangGraph shows that state as
-    a checkpoint of its own, as the history does)."""
+    ``where``: the root thread (None: this one) and the namespace; ``streamed``: the
+    tasks whose update was emitted already, as they finished (:func:`emit_update`);
+    ``before``: for a run's input checkpoint, the values before the input (LangGraph
+    shows that state as a checkpoint of its own, as the history does)."""
     if wants(emit, "updates"):
-        root = spec.schema.is_root  # a root-value state: the value itself
         for r in results:
-            emit("updates", {r.node: r.update.get(ROOT) if root else dict(r.update)})
+            if r.key not in streamed:
+                emit_update(emit, spec, r)
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -34,6 +35,7 @@ from oncegraph.errors import (
     GraphInterrupt,
     InterruptSwallowedError,
     LeaseLostError,
+    MissingRecordError,
     NodeError,
     NodeTimeoutError,
     OnceGraphError,
@@ -45,11 +47,13 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
-from oncegraph.runtime import executor
+from oncegraph.ids import derived_message_id
+from oncegraph.runtime import executor, nodecache
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
+from oncegraph.runtime.updates import result_of
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -125,13 +129,44 @@ def _count_messages(ctx: TaskContext) -> list[int] | None:
     return counted
 
 
-def _with_message_ids(spec: GraphSpec, result: TaskResult) -> TaskResult:
+def _with_message_ids(
+    spec: GraphSpec, ctx: TaskContext, result: TaskResult, streamed: bool = False
+) -> TaskResult:
+    """The messages the task returned, each with its id: an id-less one gets the id
+    derived from the run (the one effects are keyed with), step, node and position, so a
+    re-run or a recorded replay of the task makes the same ids (and the tool calls they
+    carry find their records). ``streamed`` (the caller streams ``messages``): every
+    message is normalized here, so the streamed messages are the stored ones."""
     channels = spec.schema.channels
+    if not any(
+        k in channels and channels[k].flavor is not None and (streamed or _lacks_id(v))
+        for k, v in result.update.items()
+    ):
+        return result  # every message has its id (the common case): nothing to give
+    count = itertools.count()
+
+    def new_id() -> str:
+        return derived_message_id(ctx.key_run_id, ctx.node, ctx.step, next(count))
+
     update = {
-        k: channels[k].delta(v) if k in channels and channels[k].flavor is not None else v
+        k: channels[k].delta(v, new_id) if k in channels and channels[k].flavor is not None else v
         for k, v in result.update.items()
     }
-    return TaskResult(result.node, update, result.goto, result.task)
+    return TaskResult(
+        result.node, update, result.goto, result.task, shown=result.update, more=result.more
+    )
+
+
+def _lacks_id(update: Any) -> bool:
+    """Does a message of this update have no id (or is it not a message object yet)?"""
+    items = update if type(update) is list else [update]
+    for m in items:
+        if isinstance(m, dict):
+            if not m.get("id"):
+                return True
+        elif not getattr(m, "id", None):
+            return True
+    return False
 
 
 def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
@@ -169,6 +204,18 @@ async def _outcome(
     subgraphs: RunSubgraph | None = None,
 ) -> TaskOutcome:
     key = task.key if task.key != task.node else ""
+    entry = None
+    if node.cache_policy is not None:
+        entry = nodecache.cache_key(spec, node, _input(spec, node, head, task))
+        hit = await nodecache.lookup(spec, entry, key, task.node) if entry else None
+        if hit is not None:
+            if save is not None:
+                await save(ctx, hit)
+            return TaskOutcome(task.node, result=hit, task=key)
+    from oncegraph.ledger.facts import prepare  # the ledger's, reached at call time
+
+    if node.subgraph is None:  # a subgraph's own tasks draw, each under its own scope
+        await prepare(ctx)  # a task that may have run before: its recorded facts, read once
     attempt = 0
     while True:
         attempt += 1
@@ -191,13 +238,10 @@ async def _outcome(
                     "BaseException?) and returned normally; let GraphInterrupt propagate",
                     node=task.node,
                 )
-            if isinstance(value, Command):
-                update = spec.schema.to_update(task.node, value.update)
-                result = TaskResult(task.node, update, value.goto_nodes(), key)
-            else:
-                result = TaskResult(task.node, spec.schema.to_update(task.node, value), (), key)
-            if messages:  # ids given once, so the streamed messages are the stored ones
-                result = _with_message_ids(spec, result)
+            result = result_of(spec, task.node, value, key)
+            result = _with_message_ids(spec, ctx, result, messages)
+            if entry is not None:
+                await nodecache.store(spec, node, entry, ctx, result)
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)
@@ -256,11 +300,8 @@ async def _handled(
             await _record_finished(ctx)
             return TaskOutcome(task.node, crash=failed, task=key)
         return TaskOutcome(task.node, error=failed, task=key)
-    if isinstance(value, Command):
-        update = spec.schema.to_update(handler.name, value.update)
-        result = TaskResult(handler.name, update, value.goto_nodes(), task.key)
-    else:
-        result = TaskResult(handler.name, spec.schema.to_update(handler.name, value), (), task.key)
+    result = result_of(spec, handler.name, value, task.key)
+    result = _with_message_ids(spec, ctx, result)
     if save is not None:
         await save(ctx, result)
     return TaskOutcome(task.node, result=result, task=key)
@@ -320,6 +361,8 @@ async def _retry(node: NodeSpec, ctx: TaskContext, exc: Exception, attempt: int)
     ctx.interrupt_count = 0
     ctx.interrupt_raised = None
     ctx.subgraph_calls = 0
+    if ctx.facts is not None:  # the next attempt gets the values this one drew
+        ctx.facts.restart()
     ctx.fresh = False  # the failed attempt may have recorded effects
     delay = policy.delay(attempt)
     ctx.emit(
@@ -339,6 +382,16 @@ async def _run(
     subgraphs: RunSubgraph | None,
     error: NodeError | None = None,
 ) -> Any:
+    replay = ctx.replay
+    if node.replay == "live" and replay is not None and replay.recorded:
+        raise MissingRecordError(
+            f"this {replay.mode} replay reached node {node.name!r}, marked replay='live': it "
+            "makes requests outside its tools and effect() calls, which run "
+            f"{replay.evidence_run_id} did not record, and a replay in this mode never calls "
+            "live. Fix: move those requests into a tool or effect() so they are recorded, "
+            "mark the node replay='repeat' if running it again is harmless, or replay in "
+            "mode='live'."
+        )
     if node.subgraph is not None:
         if subgraphs is None:
             raise ConfigError(

@@ -15,7 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from oncegraph import __version__ as _version
-from oncegraph.server import agui, bodies, idempotency, operations, sse, tenancy
+from oncegraph.server import agui, bodies, compensation, idempotency, operations, sse, tenancy
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
     SCAN,
@@ -447,5 +447,7 @@ routes = [
         methods=["POST"],
     ),
 ]
+
+routes += compensation.routes  # POST /api/effects/{effect_id}/compensate
 
 __all__ = ["RUN_STATUSES", "STATUS_ORDER", "routes"]

@@ -21,6 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from oncegraph.runs.compensating import compensates
 from oncegraph.runs.holders import Holder
 from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import Masker, mask_value
@@ -152,6 +153,7 @@ class Shown:
             "last_attempt": self._attempt(last) if last is not None else None,
             "created_at": record.created_at,
             "updated_at": record.updated_at,
+            "compensates": compensates(record),
         }
 
     def _attempt(self, attempt: Any) -> Any:

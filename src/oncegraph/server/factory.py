@@ -28,8 +28,9 @@ from starlette.types import ASGIApp
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
-from oncegraph.server import api, openapi, ui, ui_effects
+from oncegraph.server import api, openapi, ui, ui_compensate, ui_effects
 from oncegraph.server.auth import key_ring
+from oncegraph.server.compensation import compensation_role
 from oncegraph.server.context import Served, masked_message, request_masker
 from oncegraph.server.database_app import has_code
 from oncegraph.server.forms import parse_origins
@@ -98,6 +99,7 @@ def create_app(
     recover_every: float | None = RECOVER_EVERY,
     recover: bool = True,
     keepalive: float = KEEPALIVE,
+    compensate_role: str = "admin",
 ) -> ASGIApp:
     """The server's ASGI app for ``graph`` (which must have a checkpointer), or for a
     database alone (a :class:`~oncegraph.server.database_app.DatabaseApp`: what needs
@@ -114,7 +116,8 @@ def create_app(
     answers every retry for that long; 24 h). ``recover``: take over, at start-up and
     then every ``recover_every`` seconds (None: at start-up only), the app's runs a dead
     process left ``running`` (:mod:`oncegraph.server.recovery`). ``keepalive``: seconds
-    of silence before an event stream sends a comment line.
+    of silence before an event stream sends a comment line. ``compensate_role``: who may
+    compensate an effect (``"admin"``, or ``"operator"``).
     """
     if not isinstance(graph, CompiledGraph):
         raise ConfigError(f"create_app() needs a compiled graph; got {type(graph).__name__}")
@@ -157,6 +160,7 @@ def create_app(
             *api.routes,
             *ui.routes,
             *ui_effects.routes,
+            *ui_compensate.routes,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={
@@ -168,6 +172,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.served = Served(graph, ring, hub)
+    app.state.compensate_role = compensation_role(compensate_role)
     app.state.keys = keys_kept
     app.state.recovery = recovery
     app.state.max_body = max_body

@@ -152,6 +152,7 @@ TEXT = {"type": "string", "maxLength": schemas.MAX_TEXT}
 
 def document() -> dict[str, Any]:
     from oncegraph.server.api import EFFECT_STATUSES, RUN_STATUSES
+    from oncegraph.server.compensation import compensation_paths
 
     run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
     run_out = _keyed("run", _ref("Run"))
@@ -409,6 +410,7 @@ def document() -> dict[str, Any]:
             ],
         ),
     }
+    paths.update(compensation_paths(effect_id))
     return {
         "openapi": "3.1.0",
         "info": {

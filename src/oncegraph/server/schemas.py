@@ -203,6 +203,7 @@ class Effect(BaseModel):
     recipient: str | None = None
     provider_reference: str | None = None
     attempts: list[dict[str, Any]]
+    compensates: str | None = Field(None, description="the effect this one compensates")
 
 
 class Snapshot(BaseModel):
@@ -222,6 +223,18 @@ class Audit(BaseModel):
     at: float
 
 
+class CompensateBody(_Body):
+    """Undo a completed effect with its tool's compensating tool (a new effect)."""
+
+    reason: Reason
+    allow_again: bool = Field(
+        False, description="compensate an effect that was already compensated"
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="the compensating tool's own arguments"
+    )
+
+
 REQUESTS: tuple[type[BaseModel], ...] = (
     StartBody,
     ContinueBody,
@@ -232,6 +245,7 @@ REQUESTS: tuple[type[BaseModel], ...] = (
     CheckBody,
     RedeliverBody,
     AguiInput,
+    CompensateBody,
 )
 RESPONSES: tuple[type[BaseModel], ...] = (Error, Outcome, Run, Effect, Snapshot, Audit)
 
@@ -261,6 +275,7 @@ __all__ = [
     "Audit",
     "BranchBody",
     "CheckBody",
+    "CompensateBody",
     "ContinueBody",
     "Effect",
     "Error",

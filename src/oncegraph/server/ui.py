@@ -38,9 +38,10 @@ from oncegraph.runs.commands import tools_of
 from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runs.masking import MASK
 from oncegraph.runs.signing import UI_FORMS
-from oncegraph.server import bodies, flash, forms, graphsvg, operations
+from oncegraph.server import bodies, compensation, flash, forms, graphsvg, operations
 from oncegraph.server.api import RUN_STATUSES, STATUS_ORDER
 from oncegraph.server.auth import COOKIE, Principal, Role
+from oncegraph.server.compensation import compensable
 from oncegraph.server.context import (
     caller,
     children_of,
@@ -113,6 +114,7 @@ async def render(
     """A page for a logged-in ``me``: its forms carry the login's token."""
     token = forms.token(await _ui_key(request), key_of(request, cookie=True) or "")
     values.setdefault("database_only", not served(request).has_code)
+    values.setdefault("can_compensate", me.can(compensation.role(request)))
     return page(name, http_status, me=me, csrf=token, **values)
 
 
@@ -415,6 +417,7 @@ def _effect_commands(effect: dict[str, Any], tool: Any) -> dict[str, bool]:
         "resolve": status in UNCERTAIN,
         "check": status in UNCERTAIN and getattr(tool, hook, None) is not None,
         "redeliver": tool is not None and effect["effect_class"] in SENT,
+        "compensate": compensable(effect, tool),
     }
 
 

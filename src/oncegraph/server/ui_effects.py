@@ -25,7 +25,7 @@ from starlette.routing import Route
 from oncegraph.errors import ConfigError
 from oncegraph.runs.commands import tools_of
 from oncegraph.runs.effectlog import NEEDS_REVIEW, STATUSES, EffectQuery
-from oncegraph.server import operations, sse
+from oncegraph.server import compensation, operations, sse
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import graph, served, shown, visible_run
 from oncegraph.server.problems import ApiError, bad_request
@@ -156,6 +156,7 @@ async def effect_page(request: Request, me: Principal) -> Response:
             "probe": getattr(tool, "probe", None) is not None,
         },
         known_tool=tool is not None,
+        links=await compensation.links_of(request, me, record),
     )
 
 

@@ -22,6 +22,8 @@ BUTTONS = {
     "acheck_effect": "Check at recipient",
     "redeliver_effect": "Redeliver effect",
     "aredeliver_effect": "Redeliver effect",
+    "compensate": "Compensate",
+    "acompensate": "Compensate",
     "abandon": "Abandon run",
     "aabandon": "Abandon run",
     "replay": "Create replay",

@@ -19,6 +19,7 @@ back in a fresh process as the type that was written.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import typing
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from oncegraph.errors import ConfigError, InvalidUpdateError
 from oncegraph.messages import AsGiven, MessageDict
 from oncegraph.state import lcmessages
 from oncegraph.state.codec import PLAIN, Codec, codec_for, element_type
+from oncegraph.state.overwrite import OVERWRITE, Overwrite, overwritten
 from oncegraph.state.reducers import (
     Flavor,
     add_messages,
@@ -56,10 +58,11 @@ class Channel:
     codec: Codec = PLAIN
     flavor: Flavor | None = None
 
-    def delta(self, update: Any) -> list[Any]:
-        """The log entries an update appends (log channels only)."""
+    def delta(self, update: Any, new_id: Callable[[], str] | None = None) -> list[Any]:
+        """The log entries an update appends (log channels only); ``new_id`` makes the
+        ids of messages that have none (:func:`normalize_messages`)."""
         if self.flavor is not None:
-            return normalize_messages(update, self.flavor)
+            return normalize_messages(update, self.flavor, new_id)
         return list(update) if isinstance(update, list) else [update]
 
     def extend(self, current: Any, entries: list[Any]) -> Any:
@@ -79,11 +82,39 @@ class Channel:
             return merge_messages(onto or [], [MessageDict(e) for e in entries])
         if self.flavor is not None:  # decoded by the message codec already
             return merge_messages(onto or [], entries)
+        if any(_is_reset(e) for e in entries):
+            value = [] if onto is None else list(onto)
+            for e in entries:
+                if _is_reset(e):
+                    value = list(e[OVERWRITE])
+                else:
+                    value.append(e)
+            return value
         return entries if onto is None else [*onto, *entries]
+
+
+def _is_reset(entry: Any) -> bool:
+    """A log's reset entry (an ``Overwrite`` of the field), as stored."""
+    return type(entry) is dict and len(entry) == 1 and OVERWRITE in entry
 
 
 def _is_list_type(tp: Any) -> bool:
     return tp is list or get_origin(tp) is list
+
+
+def _checked_reducer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` if it can take the current value and an update (two positional values)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: trusted
+        return fn
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params):
+        return fn
+    raise ConfigError(
+        f"Invalid reducer for state field {name!r}: {getattr(fn, '__name__', fn)!r} takes "
+        f"{len(positional)} positional value(s); a reducer takes two, (current, update)"
+    )
 
 
 def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel:
@@ -93,7 +124,7 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         base, *meta = get_args(hint)
         for item in meta:
             if callable(item):
-                reducer = item
+                reducer = _checked_reducer(name, item)
     log = reducer is add_messages or (reducer in (operator.add, append) and _is_list_type(base))
     if log and default is None:
         default = list
@@ -283,7 +314,10 @@ class StateSchema:
         if channel not in self.typed_logs:
             return entries
         decode = self.channels[channel].codec.decode
-        return [decode(e) for e in entries]
+        return [
+            {OVERWRITE: [decode(x) for x in e[OVERWRITE]]} if _is_reset(e) else decode(e)
+            for e in entries
+        ]
 
     def encode_update(self, update: Mapping[str, Any]) -> dict[str, Any]:
         """A node's (or the caller's) update as stored in a task write or a run's input.
@@ -295,6 +329,11 @@ class StateSchema:
         out: dict[str, Any] = {}
         for key, value in update.items():
             channel = self.channel(key)
+            if channel.reducer is not None and channel.flavor is None:
+                is_overwrite, inner = overwritten(value)
+                if is_overwrite:  # stored in its JSON form, the value as declared
+                    out[key] = {OVERWRITE: self.encode_update({key: inner})[key]}
+                    continue
             if channel.log:
                 out[key] = (
                     self.encode_entries(key, channel.delta(value))
@@ -312,6 +351,11 @@ class StateSchema:
         out: dict[str, Any] = {}
         for key, value in stored.items():
             channel = self.channel(key)
+            if channel.reducer is not None and channel.flavor is None:
+                is_overwrite, inner = overwritten(value)
+                if is_overwrite:
+                    out[key] = Overwrite(self.decode_update({key: inner})[key])
+                    continue
             if channel.log:
                 out[key] = self.decode_entries(key, value) if key in self.typed_logs else value
             elif value is None or channel.codec.plain:
@@ -355,9 +399,28 @@ class StateSchema:
             if self.kind == "pydantic":  # the set fields, as objects (not dumped to dicts)
                 return {name: getattr(value, name) for name in value.model_fields_set}
             return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        fields = getattr(type(value), "model_fields", None)
+        if isinstance(fields, dict):  # another pydantic model: its fields of the state
+            kept = value.model_fields_set
+            return {
+                k: v
+                for k in self.channels
+                if k in fields
+                and (
+                    (v := getattr(value, k)) is not None
+                    or fields[k].default is not None
+                    or k in kept
+                )
+            }
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {
+                f.name: getattr(value, f.name)
+                for f in dataclasses.fields(value)
+                if f.name in self.channels
+            }
         raise InvalidUpdateError(
             f"node {node!r} returned {type(value).__name__}; a node must return a dict of "
-            "state updates, a Command, or None"
+            "state updates, a Command, a list of Commands, or None"
         )
 
 
@@ -389,10 +452,14 @@ def apply_writes(
     new = dict(values)
     log: list[tuple[str, Any]] = []
     written_by: dict[str, str] = {}
+    replaced: dict[str, str] = {}  # field -> the node that overwrote it (Overwrite)
     for node, update in writes:
         for key, value in update.items():
             channel = schema.channel(key)
             if channel.log:
+                if key in replaced or (channel.flavor is None and overwritten(value)[0]):
+                    _overwrite_log(channel, node, value, new, log, replaced)
+                    continue
                 entries = channel.delta(value)
                 if schema.kind == "pydantic" and key in schema.typed_logs:
                     coerce = getattr(channel.codec, "coerce", None)
@@ -401,6 +468,18 @@ def apply_writes(
                 log.extend((key, e) for e in entries)
                 new[key] = channel.extend(new.get(key), entries)
             elif channel.reducer is not None:
+                is_overwrite, replacement = overwritten(value)
+                if is_overwrite or key in replaced:
+                    if is_overwrite and key in replaced:
+                        raise InvalidUpdateError(
+                            f"Can receive only one Overwrite value per super-step: nodes "
+                            f"{replaced[key]!r} and {node!r} both overwrote {key!r}; let one "
+                            "node overwrite it"
+                        )
+                    if is_overwrite:
+                        replaced[key] = node
+                        new[key] = replacement
+                    continue  # after an overwrite, the step's other writes are dropped
                 if key in new:
                     new[key] = channel.reducer(new[key], value)
                 elif channel.default is not None:
@@ -410,7 +489,8 @@ def apply_writes(
             else:
                 if key in written_by:
                     raise InvalidUpdateError(
-                        f"nodes {written_by[key]!r} and {node!r} both wrote {key!r} in one "
+                        f"At key {key!r}: nodes {written_by[key]!r} and {node!r} both wrote "
+                        f"{key!r} in one "
                         f"step; give {key!r} a reducer with Annotated[..., reducer] or write "
                         "it from one node"
                     )
@@ -421,5 +501,41 @@ def apply_writes(
     if schema.typed_logs:
         typed = schema.typed_logs
         chans = schema.channels
-        stored_log = [(k, chans[k].codec.encode(e) if k in typed else e) for k, e in log]
+        stored_log = [
+            (k, chans[k].codec.encode(e) if k in typed and not isinstance(e, Overwrite) else e)
+            for k, e in log
+        ]
+    if replaced:  # an overwrite of a log is a reset entry in it
+        stored_log = [_stored_reset(schema, k, e) for k, e in stored_log]
     return StepWrites(new, log, changed, schema.encode_values(new), stored_log)
+
+
+def _overwrite_log(
+    channel: Channel,
+    node: str,
+    value: Any,
+    new: dict[str, Any],
+    log: list[tuple[str, Any]],
+    replaced: dict[str, str],
+) -> None:
+    """An ``Overwrite`` of a log field (a list with ``operator.add``): the log gets a reset
+    entry holding the new entries; the step's later plain writes of the field are dropped."""
+    key = channel.name
+    is_overwrite, inner = overwritten(value)
+    if not is_overwrite:
+        return  # a plain write after the step's overwrite: dropped, as LangGraph does
+    if key in replaced:
+        raise InvalidUpdateError(
+            f"Can receive only one Overwrite value per super-step: nodes {replaced[key]!r} "
+            f"and {node!r} both overwrote {key!r}; let one node overwrite it"
+        )
+    replaced[key] = node
+    entries = channel.delta(inner)
+    log.append((key, Overwrite(entries)))
+    new[key] = list(entries)
+
+
+def _stored_reset(schema: StateSchema, key: str, entry: Any) -> tuple[str, Any]:
+    if not isinstance(entry, Overwrite):
+        return key, entry
+    return key, {OVERWRITE: schema.encode_entries(key, list(entry.value))}

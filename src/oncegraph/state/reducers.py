@@ -14,7 +14,7 @@ does), dicts otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from oncegraph.errors import InvalidUpdateError
@@ -25,7 +25,7 @@ from oncegraph.state import lcmessages as lc
 Flavor = Literal["dict", "langchain", "as_given"]
 
 
-def _coerce_message(value: Any) -> MessageDict:
+def _coerce_message(value: Any, new_id: Callable[[], str] = new_message_id) -> MessageDict:
     if isinstance(value, (dict, Mapping)):  # a dict skips the ABC check
         message = MessageDict(value)
         role = message.get("role")
@@ -49,21 +49,21 @@ def _coerce_message(value: Any) -> MessageDict:
     if not message.get("id"):
         if message["role"] == "remove":
             raise InvalidUpdateError("a message removal needs the 'id' of the message to remove")
-        message["id"] = new_message_id()
+        message["id"] = new_id()
     return message
 
 
-def _coerce_langchain(value: Any) -> Any:
+def _coerce_langchain(value: Any, new_id: Callable[[], str] = new_message_id) -> Any:
     message = lc.to_langchain(value)
     if not message.id:
-        message = lc.with_id(message, new_message_id())
+        message = lc.with_id(message, new_id())
     return message
 
 
-def _coerce_as_given(value: Any) -> Any:
+def _coerce_as_given(value: Any, new_id: Callable[[], str] = new_message_id) -> Any:
     if lc.is_message(value):
-        return value if value.id else lc.with_id(value, new_message_id())
-    return _coerce_message(value)
+        return value if value.id else lc.with_id(value, new_id())
+    return _coerce_message(value, new_id)
 
 
 _COERCE = {"dict": _coerce_message, "langchain": _coerce_langchain, "as_given": _coerce_as_given}
@@ -79,11 +79,16 @@ def _items(update: Any) -> list[Any]:
     return [update]
 
 
-def normalize_messages(update: Any, flavor: Flavor = "dict") -> list[Any]:
+def normalize_messages(
+    update: Any, flavor: Flavor = "dict", new_id: Callable[[], str] | None = None
+) -> list[Any]:
     """The update as a list of messages of ``flavor``, each with an id (assigned here,
-    once, if missing)."""
+    once, if missing: ``new_id()``, a fresh random id by default; a task passes ids
+    derived from its run, step, node and position, so a re-run makes the same ones)."""
     coerce = _COERCE[flavor]
-    return [coerce(m) for m in _items(update)]
+    if new_id is None:
+        return [coerce(m) for m in _items(update)]
+    return [coerce(m, new_id) for m in _items(update)]
 
 
 class _Messages(list[Any]):

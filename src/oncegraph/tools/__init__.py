@@ -3,11 +3,20 @@
 from typing import Any
 
 from oncegraph.ledger.retry import EffectRetry
+from oncegraph.tools.compensation import CompensationRequest
 from oncegraph.tools.limits import ToolLimits
 from oncegraph.tools.node import ToolNode
 from oncegraph.tools.tool import Tool, as_tool, tool
 
-__all__ = ["EffectRetry", "Tool", "ToolLimits", "ToolNode", "as_tool", "tool"]
+__all__ = [
+    "CompensationRequest",
+    "EffectRetry",
+    "Tool",
+    "ToolLimits",
+    "ToolNode",
+    "as_tool",
+    "tool",
+]
 
 
 def renamed_retry_policy(module: str) -> type[EffectRetry]:

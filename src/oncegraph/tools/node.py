@@ -232,6 +232,7 @@ class ToolNode:
             timeout=tool.timeout_in(ctx.config.tool_timeout),
             fold=fold,
             mask=tool.mask,
+            replay=tool.replay,
         )
         try:
             result = (await perform(ctx, effect_call)).result

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.graph.inputs import ReplayClass, replay_class
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
@@ -83,6 +84,11 @@ class Tool:
     dedup: str | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
+    # How an operator undoes this tool's effect (app.compensate): another Tool, or the
+    # name of a tool of the same graph (oncegraph.tools.compensation)
+    compensate: Tool | str | None = None
+    # What the tool is to a replay: recorded, repeat or live (oncegraph.graph.inputs)
+    replay: ReplayClass = "recorded"
 
     def __post_init__(self) -> None:
         register_mask(self.name, self.mask)  # a record's repr masks these fields
@@ -153,6 +159,8 @@ def _make(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    compensate: Any = None,
+    replay: str = "recorded",
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -198,6 +206,25 @@ def _make(
         inline=inline,
         validator=arguments.validate,
         dedup=dedup_text(dedup, tool_name),
+        compensate=compensating(compensate, tool_name),
+        replay=replay_class(replay, f"tool {tool_name!r}"),
+    )
+
+
+def compensating(value: Any, name: str) -> Tool | str | None:
+    """``compensate=`` as a Tool (a function is made one), a tool's name, or None; any
+    other value is a ConfigError naming what it must be."""
+    if value is None or isinstance(value, Tool):
+        return value
+    if isinstance(value, str):
+        if not value.strip():
+            raise ConfigError(f"tool {name!r}: compensate= names a tool; got an empty name")
+        return value.strip()
+    if callable(value):
+        return as_tool(value)
+    raise ConfigError(
+        f"tool {name!r}: compensate= is the tool that undoes its effect (a Tool, a function "
+        f"or the name of a tool of the graph); got {value!r}"
     )
 
 
@@ -240,6 +267,8 @@ def tool(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    compensate: Tool | Callable[..., Any] | str | None = None,
+    replay: str = "recorded",
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -26,6 +26,10 @@ RUN_INSERT_NOTIFY = (
     f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
 )
 
+# Params: channel, run_id. A run made ``queued`` by an update (an answer queued for the
+# workers) is announced after its transaction, so the notice comes once it is visible.
+ANNOUNCE = "SELECT pg_notify(%s, %s)"
+
 Read = Callable[[str, str, Any], Awaitable[list[Any]]]
 """``(op, sql, params)`` -> rows, on the store's pool (driver errors mapped)."""
 Write = Callable[[str, str, Any], Awaitable[int]]
@@ -184,6 +188,7 @@ class PgRunQueue:
 
 
 __all__ = [
+    "ANNOUNCE",
     "CLAIM",
     "RELEASE",
     "RENEW",

@@ -75,7 +75,7 @@ from oncegraph.storage.sql.migrate import verify as verify_state
 from oncegraph.storage.sql.pg_commit import StepCommits, check_run
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
 from oncegraph.storage.sql.pg_pool import close_pool, describe_dsn, mapped, open_pool
-from oncegraph.storage.sql.pg_queue import RUN_INSERT_NOTIFY, RUNS_CHANNEL, PgRunQueue
+from oncegraph.storage.sql.pg_queue import ANNOUNCE, RUN_INSERT_NOTIFY, RUNS_CHANNEL, PgRunQueue
 from oncegraph.storage.sql.pg_reads import SharedReads
 from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY, apply_missing, read_version
 from oncegraph.storage.sql.pg_step import StepWriter
@@ -409,6 +409,11 @@ class PgCheckpointer(SqlStore):
         """This store's run queue: the claim, renew and release statements workers use
         (:mod:`oncegraph.storage.sql.pg_queue`)."""
         return PgRunQueue(self._queue_read, self._queue_write)
+
+    async def announce_queued(self, run_id: str) -> None:
+        """Wake the listening workers for a run that became ``queued`` by an update (an
+        answer queued for them), as a submitted run's insert does."""
+        await self._queue_read("announce_queued", ANNOUNCE, (RUNS_CHANNEL, run_id))
 
     async def _queue_read(self, op: str, sql: str, params: Any) -> list[Any]:
         async with self._connection(op) as conn:

@@ -3,7 +3,10 @@
 ``interrupt_on={"refund_order": True}`` pauses the run before any call of a turn that
 wants ``refund_order``: the caller gets the proposed call and answers with a decision
 (approve, edit the arguments, or reject with a reason for the model) and who made it.
-Every decision is kept in the run's state under ``approvals``.
+Every decision is kept in the run's state under ``approvals``. The request names the
+exact call (its effect id, recipient, masked arguments) and carries a ``request_hash``;
+an answer that names it approves that request and no other. An edit is a new request,
+with the edited arguments, that is approved in its turn before anything is sent.
 
 Runs offline (a ScriptedModel plays the model): python examples/support_agent_approval.py
 """
@@ -77,9 +80,20 @@ def main() -> None:
         out = app.invoke({"messages": [{"role": "user", "content": "Refund order 1042."}]}, config)
         question = out["__interrupt__"][0].value
         (action,) = question["action_requests"]
-        print(f"[{name}] asks: {action['name']} {action['args']}")
-        answer = {"decisions": [decision], "approver": APPROVERS[name]}
+        shown = f"{action['name']} {action['masked_args']} (effect {action['effect_id'][:12]})"
+        print(f"[{name}] asks: {shown}")
+        answer = {
+            "decisions": [decision],
+            "approver": APPROVERS[name],
+            "request_hash": question["request_hash"],  # what this answer decides on
+        }
         out = app.invoke(Command(resume=answer), config)
+        if "__interrupt__" in out:  # the edit: the edited call is asked about on its own
+            edited = out["__interrupt__"][0].value
+            print(f"[{name}] asks again: {edited['action_requests'][0]['args']}")
+            approve = {"decisions": [{"type": "approve"}], "approver": APPROVERS[name]}
+            approve["request_hash"] = edited["request_hash"]
+            out = app.invoke(Command(resume=approve), config)
         print(f"[{name}] model: {out['messages'][-1]['content']}")
         for record in out["approvals"]:
             print(

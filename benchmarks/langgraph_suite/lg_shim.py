@@ -48,6 +48,9 @@ RENAMES: dict[tuple[str, str], str] = {
     ("langgraph.checkpoint.base", "BaseCheckpointSaver"): f"{_CHECKPOINTER}:Checkpointer",
     ("langgraph.constants", "START"): "oncegraph.graph:START",
     ("langgraph.constants", "END"): "oncegraph.graph:END",
+    ("langgraph._internal._constants", "CONFIG_KEY_NODE_FINISHED"): (
+        "oncegraph.constants:CONFIG_KEY_NODE_FINISHED"
+    ),
     ("langgraph.prebuilt", "ToolNode"): "oncegraph.tools:ToolNode",
     ("langgraph.prebuilt.tool_node", "ToolNode"): "oncegraph.tools:ToolNode",
     ("langgraph.prebuilt", "tools_condition"): "oncegraph.prebuilt.agent:tools_condition",

@@ -38,7 +38,7 @@ from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
-from oncegraph.runtime.config import RunConfig
+from oncegraph.runtime.config import RunConfig, thread_sleep
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
@@ -70,6 +70,10 @@ _DIFFERS = (
 
 
 class CompiledGraph(LangGraphMethods, OperatorMethods):
+    # compile(store=...): what a node's ``store`` parameter gets (``store`` below is the
+    # checkpointer's)
+    node_store: Any = None
+
     def __init__(
         self,
         spec: GraphSpec,
@@ -208,6 +212,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
         context: Any = None,
+        control: Any = None,
+        sync: bool = False,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer.
         ``context``: the run's static context (``invoke(..., context=...)``), what its
@@ -220,6 +226,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             cfg = dataclasses.replace(
                 cfg, context=coerce_context(self.spec.context_schema, context)
             )
+        if control is not None:
+            cfg = dataclasses.replace(cfg, control=control)
+        if self.node_store is not None:
+            cfg = dataclasses.replace(cfg, store=self.node_store)
+        if sync and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
+            cfg = dataclasses.replace(cfg, sleep=thread_sleep)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
             cfg = dataclasses.replace(
@@ -282,7 +294,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
 
             return await run_nested(self, task, input)
         service, cfg = self._for_run(
-            config, interrupt_before, interrupt_after, kwargs.get("context")
+            config,
+            interrupt_before,
+            interrupt_after,
+            kwargs.get("context"),
+            kwargs.get("control"),
+            bool(kwargs.get("_sync")),
         )
         result = await self._run(input, cfg, service, launch=launch)
         return output_values(self.spec, result.output())
@@ -309,6 +326,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
                 interrupt_before=interrupt_before,
                 interrupt_after=interrupt_after,
                 launch=launch,
+                _sync=True,
                 **kwargs,
             ),
             "invoke",
@@ -376,7 +394,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
                 yield item
             return
         service, cfg = self._for_run(
-            config, interrupt_before, interrupt_after, kwargs.get("context")
+            config,
+            interrupt_before,
+            interrupt_after,
+            kwargs.get("context"),
+            kwargs.get("control"),
+            bool(kwargs.get("_sync")),
         )
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
@@ -415,6 +438,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
             launch=launch,
+            _sync=True,
             **kwargs,
         )
         task = current_task()
@@ -562,6 +586,16 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             return {ROOT: values} if values is not None and root else values
 
         (values, as_node), *rest = updates
+        ns = (config.get("configurable") or {}).get("checkpoint_ns")
+        if ns:  # a stateful subgraph's checkpoint (runs/subtravel.py)
+            if rest:
+                raise ConfigError(
+                    "a superstep of several updates is for the graph's own checkpoints; "
+                    "update a subgraph's state one update at a time"
+                )
+            return await self.service.update_subgraph_state(
+                thread_id, str(ns), values, checkpoint_id=checkpoint_id, as_node=as_node
+            )
         fork = await self.service.update_state(
             thread_id,
             wrapped(values),

@@ -257,10 +257,18 @@ class OperatorMethods:
         reason: str,
         new_key: bool = False,
         confirm: str | None = None,
+        past_dedup_window: bool = False,
     ) -> RedeliveryPreview | Redelivered:
-        """Preview a redelivery (nothing sent), then send exactly once with ``confirm``."""
+        """Preview a redelivery (nothing sent; the recipient is asked first where the tool
+        can ask it), then send exactly once with ``confirm``. A same-key send after the
+        recipient's dedup window, or with none known, needs ``past_dedup_window=True``."""
         return await self.service.redeliver(
-            effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+            effect_id,
+            actor=actor,
+            reason=reason,
+            new_key=new_key,
+            confirm=confirm,
+            past_dedup_window=past_dedup_window,
         )
 
     def redeliver(
@@ -271,10 +279,16 @@ class OperatorMethods:
         reason: str,
         new_key: bool = False,
         confirm: str | None = None,
+        past_dedup_window: bool = False,
     ) -> RedeliveryPreview | Redelivered:
         return run_sync(
             self.aredeliver(
-                effect_id, actor=actor, reason=reason, new_key=new_key, confirm=confirm
+                effect_id,
+                actor=actor,
+                reason=reason,
+                new_key=new_key,
+                confirm=confirm,
+                past_dedup_window=past_dedup_window,
             ),
             "redeliver",
         )

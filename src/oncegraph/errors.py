@@ -159,6 +159,19 @@ class RunFailedError(RunStateError):
         self.run_id = run_id
 
 
+class GraphDrained(RunStateError):
+    """The caller's ``RunControl`` asked the run to drain: the step that was running
+    finished and was committed, no later step started. The run is unfinished and
+    resumable: ``invoke(None, config)`` goes on from where it stopped."""
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        super().__init__(
+            f"the run was drained ({reason}) before its next step; continue it with "
+            "invoke(None, config) on the same thread"
+        )
+        self.reason = reason
+
+
 class NeedsReviewError(RunStateError):
     """The run is parked as ``needs_review``; an operator must act before it goes on."""
 
@@ -317,7 +330,29 @@ class NodeError(OnceGraphError):
 
 
 class NodeTimeoutError(NodeError, TimeoutError):
-    """The node ran longer than ``node_timeout``."""
+    """The node ran longer than ``node_timeout``, or an attempt hit its
+    ``TimeoutPolicy``: ``.kind`` is ``"run"`` (the wall-clock cap) or ``"idle"`` (no
+    progress for ``idle_timeout``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str = "",
+        error: BaseException | None = None,
+        kind: str = "run",
+        run_timeout: float | None = None,
+        idle_timeout: float | None = None,
+    ) -> None:
+        super().__init__(message, node=node, error=error)
+        self.kind = kind
+        self.run_timeout = run_timeout
+        self.idle_timeout = idle_timeout
+
+
+class NodeCancelledError(NodeError):
+    """A node's own code raised ``asyncio.CancelledError`` while nobody cancelled the run:
+    a failure of that node (the run is failed and can be continued), not a silent stop."""
 
 
 class InterruptSwallowedError(NodeError):
@@ -420,6 +455,7 @@ __all__ = [
     "EffectFailedError",
     "EffectOutcomeUnknownError",
     "EncryptionKeyError",
+    "GraphDrained",
     "GraphInterrupt",
     "GraphRecursionError",
     "GraphValidationError",
@@ -432,6 +468,7 @@ __all__ = [
     "MissingRecordError",
     "NeedsReviewError",
     "NoRunToResumeError",
+    "NodeCancelledError",
     "NodeError",
     "NodeTimeoutError",
     "NondeterminismError",

@@ -10,6 +10,7 @@ messages are :class:`MessageDict`: dicts that also read like LangChain messages
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal, NotRequired, TypedDict
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -54,6 +55,11 @@ ROLE_ALIASES = {
 }
 
 
+def _is_langchain(value: object) -> bool:
+    module = sys.modules.get("langchain_core.messages")
+    return module is not None and isinstance(value, module.BaseMessage)
+
+
 class MessageDict(dict[str, Any]):
     """A chat message as a plain dict that also reads like a LangChain message.
 
@@ -65,6 +71,22 @@ class MessageDict(dict[str, Any]):
     """
 
     __slots__ = ()
+    __hash__ = None  # a dict: unhashable
+
+    def __eq__(self, other: object) -> bool:
+        """As a dict's; against a LangChain message, equal when that message as our dict
+        is (role, content, id, name, tool calls), as LangGraph code compares them."""
+        if isinstance(other, dict) or not _is_langchain(other):
+            return dict.__eq__(self, other)
+        from oncegraph.state.lcmessages import to_message_dict
+
+        mine, theirs = dict(self), dict(to_message_dict(other))
+        mine_id = mine.pop("id", None)
+        theirs.pop("id", None)
+        return bool(mine_id == getattr(other, "id", None)) and mine == theirs
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
 
     @property
     def role(self) -> str:

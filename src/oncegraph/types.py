@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from oncegraph.cache.base import CachePolicy
 from oncegraph.config import StreamWriter
 from oncegraph.graph.retry import RetryPolicy
+from oncegraph.graph.timeouts import TimeoutPolicy
 from oncegraph.hitl import Command, Send
 from oncegraph.runs.snapshots import PregelTask
 from oncegraph.runs.views import StateSnapshot
@@ -36,5 +37,6 @@ __all__ = [
     "StateSnapshot",
     "StateUpdate",
     "StreamWriter",
+    "TimeoutPolicy",
     "interrupt",
 ]

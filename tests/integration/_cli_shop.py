@@ -4,6 +4,10 @@ path or a PostgreSQL DSN), ``CLI_SHOP_PROVIDER`` the provider's URL.
 
 A run parks the way production parks one: the process dies inside the refund (here an
 in-process crash at ``cli_sent``), and the next resume cannot know whether it happened.
+
+The refund declares that the recipient keeps keys forever (the fake provider does, by
+default); ``CLI_SHOP_DEDUP_WINDOW=unknown`` makes it declare nothing, a number of
+seconds declares that window.
 """
 
 from __future__ import annotations
@@ -33,9 +37,15 @@ def store(db: str) -> Any:
     return SqliteCheckpointer(db)
 
 
-def build(db: str, provider_url: str, *, reconcile: bool = False) -> CompiledGraph:
-    """``reconcile``: the refund asks the provider by its key (its dashboard)."""
+def build(
+    db: str, provider_url: str, *, reconcile: bool = False, dedup_window: str = "forever"
+) -> CompiledGraph:
+    """``reconcile``: the refund asks the provider by its key (its dashboard);
+    ``dedup_window``: ``forever``, ``unknown`` or seconds."""
     client = ProviderClient(provider_url)
+    window: dict[str, Any] = {}
+    if dedup_window != "unknown":
+        window["dedup_window"] = None if dedup_window == "forever" else float(dedup_window)
 
     def look(record: Any) -> Reconciled:
         found = client.find_by_key(record.effect_id)
@@ -46,6 +56,7 @@ def build(db: str, provider_url: str, *, reconcile: bool = False) -> CompiledGra
         recipient="payments",
         mask=["card"],
         reconcile=look if reconcile else None,
+        **window,
     )
     def refund(order_id: str, card: str) -> str:
         """Refund an order to a card."""
@@ -66,4 +77,5 @@ def app() -> CompiledGraph:
         os.environ["CLI_SHOP_DB"],
         os.environ["CLI_SHOP_PROVIDER"],
         reconcile=os.environ.get("CLI_SHOP_RECONCILE") == "1",
+        dedup_window=os.environ.get("CLI_SHOP_DEDUP_WINDOW", "forever"),
     )

@@ -184,6 +184,7 @@ async def test_openai_tool_call_round_trip(make_model: MakeModel, server: WireSe
         provider_message_id="chatcmpl-1",
         usage={"input_tokens": 30, "output_tokens": 7, "total_tokens": 37},
         raw_finish_reason="tool_calls",
+        model_version="gpt-4o-mini",  # the model the provider says served it
     )
     sent = server.requests[0]
     assert sent.path == "/v1/chat/completions"
@@ -299,6 +300,7 @@ async def test_anthropic_tool_call_round_trip(make_model: MakeModel, server: Wir
         provider_message_id="msg_01",
         usage={"input_tokens": 40, "output_tokens": 9, "total_tokens": 49},
         raw_finish_reason="tool_use",
+        model_version="claude-sonnet-4-6",
     )
     sent = server.requests[0]
     assert sent.path == "/v1/messages"
@@ -658,6 +660,7 @@ STREAMED: dict[str, ModelResponse] = {
         provider_message_id="msg_01",
         usage={"input_tokens": 40, "output_tokens": 9, "total_tokens": 49},
         raw_finish_reason="tool_use",
+        model_version="claude-sonnet-4-6",
     ),
     "google": ModelResponse(
         content="Let me check that.",

@@ -42,7 +42,7 @@ class Shop:
         self.bodies: list[str] = []
         client, bodies = self.client, self.bodies
 
-        @tool(effect="irreversible", recipient="payments", mask=["card"])
+        @tool(effect="irreversible", recipient="payments", mask=["card"], dedup_window=None)
         def refund(order_id: str, card: str) -> str:
             """Refund an order to a card."""
             bodies.append(current_effect().idempotency_key)
@@ -199,7 +199,13 @@ class Checked:
             found = client.find_by_key(record.effect_id)
             return Reconciled.done(str(found["id"])) if found else Reconciled.not_done()
 
-        @tool(effect="irreversible", recipient="payments", reconcile=look, mask=["card"])
+        @tool(
+            effect="irreversible",
+            recipient="payments",
+            reconcile=look,
+            mask=["card"],
+            dedup_window=None,
+        )
         def refund(order_id: str, card: str) -> str:
             """Refund an order to a card."""
             charged = client.charge(

@@ -15,6 +15,7 @@ import json
 import operator
 import sqlite3
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -136,7 +137,8 @@ def test_node_with_config_argument_sees_ids_and_custom_keys(
     run_path(app, {"x": 0}, {"thread_id": "t", "configurable": {"user": "u1"}})
     (config,) = seen
     assert config["thread_id"] == "t" and config["node"] == "node" and config["user"] == "u1"
-    assert config["run_id"] == app.runs(thread_id="t")[0].run_id
+    assert config["configurable"]["run_id"] == app.runs(thread_id="t")[0].run_id
+    assert isinstance(config["run_id"], uuid.UUID)  # what LangChain's Runnables read
 
 
 @dataclasses.dataclass

@@ -18,6 +18,7 @@ from oncegraph.runtime.faults import crash_point
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import RunStatus
 from oncegraph.testing.provider import FakeProvider, ProviderClient
+from oncegraph.tools.tool import UNSAID
 
 USER = {"messages": [{"role": "user", "content": "refund order 1042"}]}
 CARD = "4111111111111111"
@@ -49,11 +50,21 @@ class Shop:
         checkpointer: Checkpointer,
         provider: FakeProvider,
         reconcile: Callable[..., Any] | None = None,
+        dedup_window: Any = None,
     ) -> None:
+        """``dedup_window``: what the refund declares (the fake provider keeps keys
+        forever: None); ``UNSAID`` declares nothing."""
         self.client = ProviderClient(provider.url)
         client = self.client
+        window = {} if dedup_window is UNSAID else {"dedup_window": dedup_window}
 
-        @tool(effect="irreversible", recipient="payments", mask=["card"], reconcile=reconcile)
+        @tool(
+            effect="irreversible",
+            recipient="payments",
+            mask=["card"],
+            reconcile=reconcile,
+            **window,
+        )
         def refund(order_id: str, card: str) -> str:
             """Refund an order to a card."""
             charged = client.charge(

@@ -251,10 +251,12 @@ def test_approve_asks_before_any_call_runs_and_records_the_approver(
     assert any(s.values.get("approvals") == [record] for s in history)
 
 
-def test_edit_runs_the_validated_edited_arguments(store: Checkpointer) -> None:
+def test_edit_runs_the_validated_edited_arguments_once_they_are_approved(
+    store: Checkpointer,
+) -> None:
     shop = Shop()
     app, _ = approval_app(store, shop)
-    app.invoke(USER, cfg())
+    (first,) = interrupt_values(app.invoke(USER, cfg()))
     edited = {"order_id": "1042", "amount": "40"}  # coerced to 40.0 for the tool
     answer = {
         "decisions": [
@@ -263,9 +265,23 @@ def test_edit_runs_the_validated_edited_arguments(store: Checkpointer) -> None:
                 "edited_action": {"name": "refund_order", "args": edited},
                 "approver": "bob",
             }
-        ]
+        ],
+        "request_hash": first["request_hash"],
     }
     out = app.invoke(Command(resume=answer), cfg())
+    (second,) = interrupt_values(out)  # the edit is a new request, asked on its own
+    assert shop.ran == [], "nothing runs before the edited call is approved"
+    (action,) = second["action_requests"]
+    assert action["args"] == edited and action["effect_id"] == first["action_requests"][0][
+        "effect_id"
+    ], "the same call (the same effect id), with other arguments"
+    assert second["request_hash"] != first["request_hash"]
+    stale = {"decisions": [{"type": "approve"}], "request_hash": first["request_hash"]}
+    out = app.invoke(Command(resume=stale), cfg())
+    (again,) = interrupt_values(out)
+    assert "nothing ran" in again["error"] and shop.ran == []  # the old request's approval
+    fresh = {"decisions": [{"type": "approve"}], "approver": "bob"}
+    out = app.invoke(Command(resume={**fresh, "request_hash": again["request_hash"]}), cfg())
     assert ("refund_order", {"order_id": "1042", "amount": 40.0}) in shop.ran
     assistant = out["messages"][1]
     assert assistant["tool_calls"][1]["args"] == edited, "the conversation shows what ran"
@@ -288,6 +304,8 @@ def test_an_edit_that_does_not_validate_is_asked_again(store: Checkpointer) -> N
     assert shop.ran == []
     good = {"type": "edit", "edited_action": {"name": "refund_order", "args": {**REFUND}}}
     out = app.invoke(Command(resume={"decisions": [good], "approver": "bob"}), cfg())
+    assert shop.count("refund_order") == 0  # the edited call is asked about first
+    out = app.invoke(Command(resume={"decisions": [{"type": "approve"}], "approver": "ann"}), cfg())
     assert shop.count("refund_order") == 1
     assert [r["decision"] for r in out["approvals"]] == ["edit"]
 

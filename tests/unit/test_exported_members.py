@@ -186,6 +186,7 @@ def test_langgraph_modules_have_their_names() -> None:
         "StateSnapshot",
         "StateUpdate",
         "StreamWriter",
+        "TimeoutPolicy",
         "interrupt",
     }
     assert set(oncegraph.config.__all__) == {"StreamWriter", "get_config", "get_stream_writer"}

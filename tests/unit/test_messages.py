@@ -156,16 +156,15 @@ def test_a_langchain_state_keeps_message_objects_across_storage(state: Any) -> N
     assert back[2].tool_calls[0]["args"] == {"city": "Oslo"}
 
 
-def test_messages_state_keeps_langchain_messages_and_makes_the_rest_dicts() -> None:
+def test_messages_state_is_all_langchain_once_a_langchain_message_is_in_it() -> None:
     store = InMemoryCheckpointer()
     cfg = {"thread_id": "t"}
     app = _echo_app(MessagesState, store, AIMessage("sunny", id="r"))
-    out = app.invoke(
-        {"messages": [HumanMessage("weather?", id="h"), ("user", "and tomorrow?")]}, cfg
-    )
+    out = app.invoke({"messages": [("user", "weather?"), ("user", "and tomorrow?")]}, cfg)
     first, second, reply = out["messages"]
     assert isinstance(first, HumanMessage) and isinstance(reply, AIMessage)
-    assert type(second) is MessageDict and second.content == "and tomorrow?"
+    assert type(second) is HumanMessage and second.content == "and tomorrow?"
+    assert first.id and second.id and first.id != second.id  # ids kept from the dicts
     back = _reread(MessagesState, store, cfg)
     assert back == out["messages"] and [type(m) for m in back] == [type(m) for m in out["messages"]]
 
@@ -210,7 +209,7 @@ def weather(city: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("state", "kind"), [(LangChainState, ToolMessage), (MessagesState, MessageDict)]
+    ("state", "kind"), [(LangChainState, ToolMessage), (MessagesState, ToolMessage)]
 )
 def test_tool_node_runs_the_tool_calls_of_a_langchain_ai_message(state: Any, kind: type) -> None:
     def model(s: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from oncegraph.cli.database import Database, check_postgres
 from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
-from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, where_options
+from oncegraph.cli.session import ANYWHERE, ActorOpt, JsonOpt, Where, actor, where_options
 
 
 def _version(value: bool) -> None:
@@ -376,6 +376,7 @@ def db_prune(
 
 
 @app.command("probe-recipient")
+@where_options()
 def probe_recipient_cmd(
     url: Annotated[str, typer.Argument(help="the sandbox endpoint that performs the effect")],
     payload: Annotated[str, typer.Option(help="JSON body of the probe's requests")],
@@ -390,17 +391,35 @@ def probe_recipient_cmd(
     retention: Annotated[
         str, typer.Option(help="comma-separated seconds to re-check the key after, e.g. 60,600")
     ] = "",
+    record_for: Annotated[
+        str | None,
+        typer.Option(
+            "--record-for",
+            metavar="TOOL",
+            help="keep the key retention measured for this tool in the database's audit "
+            "log; a redelivery's preview uses it when the tool declares no dedup_window",
+        ),
+    ] = None,
+    who: ActorOpt = None,
+    where: Where = ANYWHERE,
 ) -> None:
     """Check a recipient's idempotency contract (dedup, changed payload, key retention).
 
     It performs real effects: point it at a sandbox. Exit code 1 when the recipient is
-    not safe for the write class.
+    not safe for the write class. With --record-for TOOL (and the database, or --app),
+    the measured key retention is recorded for that tool.
     """
     import json
     import time
 
+    from oncegraph.cli import measured
     from oncegraph.testing.recipient import field_id, http_sender, probe_recipient
 
+    if record_for is not None:
+        if not retention.strip():
+            measured.seconds_measured(None)  # names --retention, before anything is sent
+        if where.app is None:
+            where.db()  # a database to record in, before anything is sent
     try:
         headers = dict(_header(line) for line in h or [])
         delays = [float(x) for x in retention.split(",") if x.strip()]
@@ -434,6 +453,14 @@ def probe_recipient_cmd(
     except (ValueError, OSError) as exc:  # bad JSON or numbers, refused, unreachable
         raise CliError(str(exc), code=2) from None
     console.print(report.describe(), highlight=False, markup=False)
+    if record_for is not None:
+        seconds = measured.record(where, record_for, report, actor(who))
+        console.print(
+            f"recorded for tool {record_for}: the recipient keeps a key for at least "
+            f"{seconds:.0f} s",
+            highlight=False,
+            markup=False,
+        )
     if not report.safe_for_write:
         raise typer.Exit(1)
 

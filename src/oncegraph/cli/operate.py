@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
+from rich.text import Text
 
 from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
@@ -209,12 +210,21 @@ def register(app: typer.Typer) -> None:
         preview_only: Annotated[
             bool, typer.Option("--preview", help="show what would be sent; send nothing")
         ] = False,
+        past_dedup_window: Annotated[
+            bool,
+            typer.Option(
+                "--past-dedup-window",
+                help="send with the same key even though the recipient's dedup window has "
+                "passed or is unknown (it may perform the effect a second time)",
+            ),
+        ] = False,
         who: ActorOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
     ) -> None:
         """Send an effect once more: shows what would be sent, then asks to confirm."""
         from oncegraph.runs.commands import RedeliveryPreview
+        from oncegraph.runs.redelivery import PastDedupWindowError
 
         if preview_only and yes:
             raise CliError("--preview sends nothing; drop --yes, or drop --preview to send", 2)
@@ -227,6 +237,16 @@ def register(app: typer.Typer) -> None:
                 return preview
             if not as_json:
                 _preview(preview)
+            if preview.recipient_has_it:
+                raise CliError(
+                    f"the recipient says it already has effect {effect_id}; it is recorded as "
+                    "completed, and sending it again would do it twice. Nothing was sent"
+                )
+            if preview.past_dedup_window and not past_dedup_window:
+                raise CliError(
+                    f"{preview.warning} Nothing was sent. To send it anyway, run the command "
+                    "again with --past-dedup-window (or with --new-key for a new request)"
+                )
             if not yes:
                 if as_json and not sys.stdin.isatty():
                     raise CliError(
@@ -237,9 +257,17 @@ def register(app: typer.Typer) -> None:
                 ok = await asyncio.to_thread(_confirm)
                 if not ok:
                     raise CliError("not confirmed; nothing was sent")
-            return await service.redeliver(
-                effect_id, actor=by, reason=reason, new_key=new_key, confirm=preview.token
-            )
+            try:
+                return await service.redeliver(
+                    effect_id,
+                    actor=by,
+                    reason=reason,
+                    new_key=new_key,
+                    confirm=preview.token,
+                    past_dedup_window=past_dedup_window,
+                )
+            except PastDedupWindowError as exc:  # the window passed while asking
+                raise CliError(str(exc.naming("run it again with --past-dedup-window"))) from None
 
         done = run(Where(app=app_), go, needs_app="redeliver")
         if isinstance(done, RedeliveryPreview):  # --preview
@@ -265,10 +293,18 @@ def _preview(preview: Any) -> None:
             ("payload", o.payload(preview.payload)),
             ("status", preview.status),
             ("last attempt", f"#{last.number} {last.outcome or 'no outcome'}" if last else "none"),
+            ("recipient says", preview.recipient_answer or "not asked"),
             ("dedup", preview.dedup),
+            ("dedup method", preview.dedup_method),
             ("run", preview.run_id),
         ]
     )
+    if preview.recipient_has_it:
+        o.console.print(
+            "[bold red]The recipient already has this effect: it will not be sent again.[/]"
+        )
+    elif preview.warning:
+        o.console.print(Text("WARNING: ", style="bold red") + Text(preview.warning))
 
 
 def _confirm() -> bool:

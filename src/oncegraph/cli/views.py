@@ -63,6 +63,7 @@ def _statuses(values: list[str] | None, kind: type[Any], flag: str) -> list[Any]
 def shown_effect(record: EffectRecord, masked: bool) -> dict[str, Any]:
     """An effect as JSON; without the app's masks its payloads are left out."""
     data: dict[str, Any] = o.plain(record)
+    data["source_version"] = record.source_version  # where the recorded result came from
     if not masked:
         data["request"] = data["result"] = None
         data["payload_hidden"] = True
@@ -345,6 +346,7 @@ def register(app: typer.Typer) -> None:
                 ("recipient", record.recipient or ""),
                 ("request hash", record.request_hash),
                 ("provider reference", record.provider_reference or ""),
+                ("source version", record.source_version or ""),
                 ("request", o.payload(record.request) if masked else _HIDDEN),
                 ("result", o.payload(record.result) if masked else _HIDDEN),
             ]

@@ -27,6 +27,7 @@ from oncegraph.errors import ConfigError
 from oncegraph.func.futures import asettle, open_calls, settle
 from oncegraph.func.tasks import GeneratorNotSupportedError
 from oncegraph.graph import END, START, StateGraph
+from oncegraph.graph.timeouts import entry_timeout, split
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.portal import iterate_sync, run_sync
@@ -303,7 +304,7 @@ class entrypoint:  # LangGraph's name
         context_schema: Any = None,
         cache_policy: Any = None,
         retry_policy: Any = None,
-        timeout: float | None = None,
+        timeout: Any = None,
         **kwargs: Any,
     ) -> None:
         self.checkpointer = checkpointer
@@ -311,6 +312,7 @@ class entrypoint:  # LangGraph's name
         self.cache = cache
         self.context_schema = context_schema
         self.retry_policy = retry_policy if retry_policy is not None else kwargs.get("retry")
+        split("entrypoint", timeout)  # a bad timeout is refused here, not at the first run
         self.timeout = timeout
 
     def __call__(self, fn: Callable[..., Any]) -> Entrypoint:
@@ -326,6 +328,7 @@ class entrypoint:  # LangGraph's name
                 "its first parameter (use a dict for several values)"
             )
         name = fn.__name__
+        entry_timeout(name, self.timeout, inspect.iscoroutinefunction(fn))
         node = _node(fn, tuple(p for p in _INJECTED if p in params), self.store)
         builder: StateGraph = StateGraph(_State)
         builder.add_node(name, node, retry_policy=self.retry_policy, timeout=self.timeout)

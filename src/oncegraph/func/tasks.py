@@ -39,6 +39,7 @@ from oncegraph.func import taskcache
 from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
 from oncegraph.graph.caching import checked_policy
 from oncegraph.graph.retry import NodeRetry, node_retry
+from oncegraph.graph.timeouts import capped, task_timeout
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import EffectRetry
@@ -95,7 +96,7 @@ class TaskFunction(Generic[P, T]):
         recipient: str | None,
         reconcile: Callable[..., Any] | None,
         probe: Callable[..., Any] | None,
-        timeout: float | None,
+        timeout: Any,
         mask: Sequence[str],
         tool: Any = None,
         cache_policy: Any = None,
@@ -112,13 +113,15 @@ class TaskFunction(Generic[P, T]):
         self.recipient = recipient
         self.reconcile = reconcile
         self.probe = probe
-        self.timeout = timeout
         self.mask = tuple(mask)
         self.tool = tool
         self.cache_policy = checked_policy(f"@task {self.name!r}", cache_policy)
         self._returns: Any = None  # the return annotation's TypeAdapter, False for none
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(type(fn), "__call__", None)  # noqa: B004 - a callable object's method
+        )
+        self.timeout, self.policy = task_timeout(
+            self.name, timeout, self.is_async, plain=effect is None and tool is None
         )
         functools.update_wrapper(self, fn)
 
@@ -266,6 +269,7 @@ class TaskFunction(Generic[P, T]):
         retry = self.retry
         plain = self.effect is None and self.tool is None
         name = self.name
+        policy = self.policy
         entry = taskcache.entry(ctx, self, args, kwargs) if plain else None
 
         def counted(value: Any, before: int) -> Any:
@@ -289,14 +293,19 @@ class TaskFunction(Generic[P, T]):
                                 hit = await taskcache.aget(ctx, entry)
                                 if hit is not taskcache.MISS:
                                     return counted(self._decode(hit), before)
-                            value = await fn(*args, **kwargs)  # type: ignore[misc]
+                            if policy is not None:
+                                call = fn(*args, **kwargs)
+                                value = await capped(policy, name, call)  # type: ignore[arg-type]
+                            else:
+                                value = await fn(*args, **kwargs)  # type: ignore[misc]
                             if entry is not None and taskcache.storable(ctx, before, _nested()):
                                 await taskcache.aput(ctx, self, entry, value)
                             return counted(value, before)
                         except Exception as exc:
-                            if not _again(retry, exc, attempt):
+                            chosen = _again(retry, exc, attempt)
+                            if chosen is None:
                                 raise
-                            await ctx.config.sleep(retry.delay(attempt))  # type: ignore[union-attr]
+                            await ctx.config.sleep(chosen.delay(attempt))
                 except GraphInterrupt:
                     if plain:
                         raise
@@ -323,9 +332,10 @@ class TaskFunction(Generic[P, T]):
                             taskcache.put(ctx, self, entry, value)
                         return counted(value, before)
                     except Exception as exc:
-                        if not _again(retry, exc, attempt):
+                        chosen = _again(retry, exc, attempt)
+                        if chosen is None:
                             raise
-                        delay = retry.delay(attempt)  # type: ignore[union-attr]
+                        delay = chosen.delay(attempt)
                         asyncio.run_coroutine_threadsafe(_pause(ctx, delay), ctx.loop).result()
             except GraphInterrupt:
                 if plain:
@@ -358,8 +368,10 @@ def _name_of(fn: Any) -> str:
     return str(name) if name else type(fn).__name__
 
 
-def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> bool:
-    return retry is not None and attempt < retry.max_attempts and retry.retries(exc)
+def _again(retry: NodeRetry | None, exc: Exception, attempt: int) -> NodeRetry | None:
+    """The policy that retries ``exc`` after try ``attempt``; None when none does."""
+    chosen = retry.chosen(exc) if retry is not None else None
+    return chosen if chosen is not None and attempt < chosen.max_attempts else None
 
 
 def _bind(
@@ -429,7 +441,7 @@ def task(
     name: str | None = None,
     retry_policy: Any = None,
     cache_policy: Any = None,
-    timeout: float | None = None,
+    timeout: Any = None,
     effect: str | None = None,
     recipient: str | None = None,
     reconcile: Callable[..., Any] | None = None,
@@ -445,7 +457,7 @@ def task(
     name: str | None = None,
     retry_policy: Any = None,
     cache_policy: Any = None,
-    timeout: float | None = None,
+    timeout: Any = None,
     effect: str | None = None,
     recipient: str | None = None,
     reconcile: Callable[..., Any] | None = None,

@@ -25,6 +25,7 @@ from oncegraph.graph.spec import (
     breakpoint_names,
     positional_params,
 )
+from oncegraph.graph.timeouts import check_async, split
 from oncegraph.state.channels import StateSchema
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ class StateGraph:
         node: str | Callable[..., Any],
         action: Callable[..., Any] | None = None,
         *,
-        timeout: float | None = None,
+        timeout: Any = None,
         inline: bool = False,
         retry_policy: Any = None,
         input_schema: Any = None,
@@ -121,7 +122,9 @@ class StateGraph:
         replay: str = "repeat",
         cache_policy: Any = None,
     ) -> StateGraph:
-        """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node.
+        """Add a node. ``timeout`` overrides the run's ``node_timeout`` for this node
+        (seconds), or is LangGraph's ``TimeoutPolicy(run_timeout=, idle_timeout=)`` for a
+        coroutine node (:mod:`oncegraph.graph.timeouts`).
 
         Sync nodes run in a worker thread, so a timeout can be enforced and a slow node
         does not stall other runs on the event loop. ``inline=True`` calls a sync node on
@@ -153,6 +156,7 @@ class StateGraph:
         """
         from oncegraph.app import CompiledGraph
 
+        timeout, timing = split(str(node) if isinstance(node, str) else "", timeout)
         if defer:
             raise GraphValidationError(
                 "add_node(defer=True) is not supported; join the branches with "
@@ -214,7 +218,7 @@ class StateGraph:
                 replay=replays,
                 cache_policy=policy,
             )
-            self.nodes[name] = spec
+            self.nodes[name] = dataclasses.replace(spec, timeout_policy=timing) if timing else spec
             return self
         if is_runnable(action):  # a LangChain Runnable (or a dict of them)
             action = as_node(action)
@@ -248,6 +252,7 @@ class StateGraph:
             error_handler=handler,
             cache_policy=policy,
             replay=replays,
+            timeout_policy=timing,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
@@ -275,7 +280,7 @@ class StateGraph:
         *,
         retry_policy: Any = None,
         error_handler: Callable[..., Any] | None = None,
-        timeout: float | None = None,
+        timeout: Any = None,
         cache_policy: Any = None,
     ) -> StateGraph:
         """Defaults for every node that does not set its own (applied at ``compile``):
@@ -289,7 +294,7 @@ class StateGraph:
         if error_handler is not None:
             self._defaults = {**self._defaults, "error_handler": error_handler}
         if timeout is not None:
-            self._defaults = {**self._defaults, "timeout": timeout}
+            self._defaults = {**self._defaults, "timeout": split("default", timeout)}
         return self
 
     _defaults: Mapping[str, Any] = {}
@@ -309,8 +314,9 @@ class StateGraph:
             changes: dict[str, Any] = {}
             if retry_policy is not None and spec.retry is None:
                 changes["retry"] = node_retry(spec.name, retry_policy)
-            if timeout is not None and spec.timeout is None and not spec.inline:
-                changes["timeout"] = timeout
+            unset = spec.timeout is None and spec.timeout_policy is None
+            if timeout is not None and unset and not spec.inline:
+                changes["timeout"], changes["timeout_policy"] = timeout
             if cache_policy is not None and spec.cache_policy is None:
                 changes["cache_policy"] = cache_policy
             return dataclasses.replace(spec, **changes) if changes else spec
@@ -449,7 +455,7 @@ class StateGraph:
                         )
         return GraphSpec(
             schema=self.schema,
-            nodes=self._with_defaults(),
+            nodes=_checked(self._with_defaults()),
             edges={k: tuple(v) for k, v in self.edges.items()},
             branches={k: tuple(v) for k, v in self.branches.items()},
             name=self.name,
@@ -513,10 +519,10 @@ class StateGraph:
         from oncegraph.app import CompiledGraph
         from oncegraph.tools.keycheck import check_tools
 
-        if store is not None:
+        if store is not None and not (hasattr(store, "put") and hasattr(store, "get")):
             raise GraphValidationError(
-                "compile(store=...) is not supported: oncegraph keeps state in the "
-                "checkpointer and side effects in its ledger; pass checkpointer=... only"
+                f"compile(store={store!r}): a store has get/put/search (for example "
+                "oncegraph.store.memory.InMemoryStore())"
             )
         self._cache = checked_cache(cache)
         if name is not None:
@@ -527,16 +533,23 @@ class StateGraph:
         self._breakpoints_after = self._breakpoint_names("interrupt_after", interrupt_after)
         spec = self.validate()
         check_tools(spec.nodes, strict=strict, stacklevel=_caller_level() + 1)
-        return CompiledGraph(
+        app = CompiledGraph(
             spec,
             checkpointer=checkpointer,
             migrations=migrations,
             previous_versions=previous_versions,
             sync_threads=sync_threads,
         )
+        app.node_store = store  # a node's ``store`` / ``runtime.store`` (oncegraph.store)
+        return app
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
         return breakpoint_names(what, names, self.nodes)
+
+
+def _checked(nodes: dict[str, NodeSpec]) -> dict[str, NodeSpec]:
+    check_async(nodes)
+    return nodes
 
 
 def _caller_level() -> int:

@@ -10,13 +10,17 @@ Two shapes are accepted and normalized to :class:`NodeRetry`: LangGraph's
 A retried node restarts from the top in the same step: its effects are keyed by
 position, so an effect the failed attempt recorded is served from the ledger, not sent
 again. The wait before attempt ``n + 1`` is
-``min(max_interval, initial_interval * backoff_factor ** (n - 1))``, plus up to 100%
-random jitter when ``jitter`` is set, and is slept through ``RunConfig.sleep`` (tests
-pass a fake sleeper; nothing waits for real).
+``min(max_interval, initial_interval * backoff_factor ** (n - 1))``, plus, when
+``jitter`` is set, a random ``random.uniform(0, 1)`` seconds for LangGraph's shape (as
+LangGraph adds) or up to 100% of the wait for the tool policy's, and is slept through
+``RunConfig.sleep`` (tests pass a fake sleeper; nothing waits for real). A sync run
+(``invoke``, ``stream``) waits with ``time.sleep`` in a worker thread, as LangGraph's
+sync runs do, never blocking the event loop; the async paths with ``asyncio.sleep``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,14 +84,30 @@ class NodeRetry:
     max_interval: float
     jitter: bool
     retry_on: Callable[[Exception], bool]
+    # a sequence of policies (LangGraph's ``retry_policy=(p1, p2)``): the first whose
+    # ``retry_on`` takes the error decides (its attempts, its waits); this one is the first
+    alternatives: tuple[NodeRetry, ...] = ()
+    # jitter: up to this many seconds more (LangGraph's shape: 1); None: up to the wait
+    jitter_seconds: float | None = None
 
     def retries(self, exc: Exception) -> bool:
-        return bool(self.retry_on(exc))
+        return self.chosen(exc) is not None
+
+    def chosen(self, exc: Exception) -> NodeRetry | None:
+        """The policy that handles ``exc``: this one, or the first of a sequence whose
+        ``retry_on`` takes it; None when none does."""
+        if self.alternatives:
+            return next((p for p in self.alternatives if p.retry_on(exc)), None)
+        return self if self.retry_on(exc) else None
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         base = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
-        return base + (random.uniform(0, base) if self.jitter else 0.0)
+        if not self.jitter:
+            return base
+        if self.jitter_seconds is not None:
+            return base + random.uniform(0, self.jitter_seconds)
+        return base + random.uniform(0, base)
 
 
 def _predicate(retry_on: Any) -> Callable[[Exception], bool]:
@@ -111,11 +131,11 @@ def node_retry(node: str, policy: Any) -> NodeRetry | None:
     if policy is None:
         return None
     if isinstance(policy, (list, tuple)) and not isinstance(policy, RetryPolicy):
-        if len(policy) != 1:
-            raise ConfigError(
-                f"node {node!r}: pass one retry policy (a sequence of policies chosen by "
-                "exception is not supported)"
-            )
+        if not policy:
+            raise ConfigError(f"node {node!r}: retry_policy=() names no policy; pass one")
+        if len(policy) > 1:  # chosen by the error: the first whose retry_on takes it
+            each = tuple(r for r in (node_retry(node, p) for p in policy) if r is not None)
+            return dataclasses.replace(each[0], alternatives=each)
         policy = policy[0]
     if hasattr(policy, "initial_interval"):  # LangGraph's shape (ours or LangGraph's own)
         retry = NodeRetry(
@@ -125,6 +145,7 @@ def node_retry(node: str, policy: Any) -> NodeRetry | None:
             float(policy.max_interval),
             bool(policy.jitter),
             _predicate(policy.retry_on),
+            jitter_seconds=1.0,
         )
     elif hasattr(policy, "initial_delay"):  # oncegraph's tool policy, EffectRetry
         retry = NodeRetry(

@@ -86,6 +86,9 @@ class NodeSpec:
     inject: tuple[tuple[str, str], ...] = ()
     # add_node(error_handler=...): runs when the node fails for good (after its retries)
     error_handler: NodeSpec | None = None
+    # add_node(timeout=TimeoutPolicy(...)): run/idle timeouts of each attempt
+    # (oncegraph.graph.timeouts); ``timeout`` above is then its run_timeout
+    timeout_policy: Any = None
     # add_node(replay=...): "repeat" (run again in a replay) or "live" (requests outside
     # the ledger: refused by a replay that must not touch the world; graph/inputs.py)
     replay: str = "repeat"

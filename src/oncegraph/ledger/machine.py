@@ -200,13 +200,17 @@ def begin_attempt(record: EffectRecord, at: float) -> EffectRecord:
 
 
 def end_attempt(
-    record: EffectRecord, outcome: AttemptOutcome, error: str | None, at: float
+    record: EffectRecord,
+    outcome: AttemptOutcome,
+    error: str | None,
+    at: float,
+    source_version: str | None = None,
 ) -> EffectRecord:
     """``record`` with its last attempt ended ``at`` with ``outcome`` (status unchanged)."""
     if not record.attempts:
         return record
     last = record.attempts[-1]
-    ended = Attempt(last.number, last.started_at, at, outcome, error)
+    ended = Attempt(last.number, last.started_at, at, outcome, error, source_version)
     return record.replace(attempts=(*record.attempts[:-1], ended))
 
 
@@ -216,7 +220,8 @@ def returned(
     """The tool returned ``value``: completed or accepted (:func:`outcome_of`), its
     provider reference the value's, else ``reference``; no error."""
     status, result, given = outcome_of(value)
-    ended = end_attempt(record, AttemptOutcome(status.value), None, at)
+    version = value.source_version if isinstance(value, Completed) else None
+    ended = end_attempt(record, AttemptOutcome(status.value), None, at, version)
     return ended.replace(
         status=status, result=result, provider_reference=given or reference, error=None
     )

@@ -26,10 +26,14 @@ class Accepted:
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """Return this from a tool to record a ``provider_reference`` with the result."""
+    """Return this from a tool to record a ``provider_reference`` with the result, or
+    the ``source_version`` of what a read tool read (a row version, an ETag, a
+    document's revision, the model version a provider served): kept on the effect's
+    attempt, shown with the effect, and served with the result by an evidence replay."""
 
     result: Any = None
     provider_reference: str | None = None
+    source_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

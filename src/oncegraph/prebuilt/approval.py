@@ -46,7 +46,9 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, ToolArgumentsError
+from oncegraph.ledger.keys import hash_key
 from oncegraph.messages import Message, ToolCall
+from oncegraph.prebuilt.approval_binding import HASH, Binding, request_of, stale
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.runtime.interrupt import interrupt
 from oncegraph.state import lcmessages
@@ -150,18 +152,28 @@ class Approvals:
         """The calls (in order) that need a decision before anything runs."""
         return [c for c in calls if self.needs(c)]
 
-    def request(self, calls: Sequence[ToolCall], error: str | None = None) -> dict[str, Any]:
-        """The interrupt value the reviewer sees (LangChain's HITL request shape)."""
+    def request(
+        self,
+        calls: Sequence[ToolCall],
+        error: str | None = None,
+        binding: Binding | None = None,
+    ) -> dict[str, Any]:
+        """The interrupt value the reviewer sees (LangChain's HITL request shape); with a
+        ``binding``, each action also names its effect id, recipient, masked arguments
+        and request hash, and the request its own hash
+        (:mod:`oncegraph.prebuilt.approval_binding`)."""
         actions = []
         configs = []
         for call in calls:
             review = self._reviews[call["name"]]
+            named = binding.action(call, self._tools.get(call["name"])) if binding else {}
             actions.append(
                 {
                     "name": call["name"],
                     "args": call["args"],
-                    "description": self._describe(call, review),
+                    "description": self._describe(call, review, named.get("masked_args")),
                     "tool_call_id": call["id"],
+                    **named,
                 }
             )
             config: dict[str, Any] = {
@@ -172,22 +184,33 @@ class Approvals:
                 config["args_schema"] = self._tools[call["name"]].parameters
             configs.append(config)
         request: dict[str, Any] = {"action_requests": actions, "review_configs": configs}
+        if binding is not None:
+            request[HASH] = request_of(actions, binding.key)
         if error is not None:
             request["error"] = error
         return request
 
-    def _describe(self, call: ToolCall, review: _Review) -> str:
+    def _describe(self, call: ToolCall, review: _Review, masked: Any = None) -> str:
         if callable(review.description):
             return str(review.description(call))
         if review.description is not None:
             return review.description
-        return f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(call['args'])}"
+        shown = call["args"] if masked is None else masked  # never a masked field's value
+        return f"{self.prefix}\n\nTool: {call['name']}\nArgs: {_json.dumps_str(shown)}"
 
-    def decide(self, answer: Any, calls: Sequence[ToolCall]) -> list[Decision]:
-        """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix."""
+    def decide(
+        self,
+        answer: Any,
+        calls: Sequence[ToolCall],
+        request: Mapping[str, Any] | None = None,
+    ) -> list[Decision]:
+        """The reviewer's decisions for ``calls``, or :class:`BadAnswer` saying what to fix
+        (an answer naming another ``request`` hash than ``request``'s is one)."""
         approver: Any = None
+        if request is not None and (why := stale(answer, request)) is not None:
+            raise BadAnswer(why)
         if isinstance(answer, Mapping):
-            unknown = set(answer) - {"decisions", "approver"}
+            unknown = set(answer) - {"decisions", "approver", HASH}
             if unknown:
                 raise BadAnswer(
                     f"unknown answer key(s) {sorted(unknown)}; answer with "
@@ -350,7 +373,8 @@ class ApprovingToolNode:
         refused = self.node.refuse(ctx, messages, message_id, list(calls))
         if refused is not None:  # over a limit: nobody is asked to review what cannot run
             return {"messages": refused}
-        answers = iter(ask(self.approvals, reviewed))
+        binding = Binding(ctx.key_run_id, message_id, await hash_key(ctx.store))
+        answers = iter(ask(self.approvals, reviewed, binding))
         decisions = [next(answers) if self.approvals.needs(c) else None for c in calls]
         edits = [d.args if d is not None and d.type == "edit" else None for d in decisions]
         final_calls = [
@@ -382,15 +406,44 @@ class ApprovingToolNode:
         ]
 
 
-def ask(approvals: Approvals, reviewed: list[ToolCall]) -> list[Decision]:
-    """Interrupt until the reviewer's answer fits; each misfit is asked again with why."""
+def ask(
+    approvals: Approvals, reviewed: list[ToolCall], binding: Binding | None = None
+) -> list[Decision]:
+    """Interrupt until the reviewer's answer fits; each misfit is asked again with why.
+
+    With a ``binding``, an edit is not the final word: the edited call is asked about
+    again as a new request (its own hash), and only its approval lets it run; its
+    rejection rejects the call; another edit asks again."""
     error: str | None = None
+    pending = list(reviewed)
+    original = {c["id"]: c for c in reviewed}
+    final: dict[Any, Decision] = {}
     while True:
-        answer = interrupt(approvals.request(reviewed, error))
+        request = approvals.request(pending, error, binding)
+        answer = interrupt(request)
         try:
-            return approvals.decide(answer, reviewed)
+            decisions = approvals.decide(answer, pending, request if binding else None)
         except BadAnswer as exc:
             error = str(exc)
+            continue
+        error = None
+        again: list[ToolCall] = []
+        for decision in decisions:
+            call_id = decision.call["id"]
+            first = original[call_id]
+            if decision.type == "edit" and binding is not None:
+                again.append({**decision.call, "args": decision.args})  # a new request
+            elif decision.call is first:  # decided on as the model proposed it
+                final[call_id] = decision
+            elif decision.type == "approve":  # the edited call, approved as edited
+                final[call_id] = Decision(first, "edit", decision.approver, decision.args)
+            else:  # the edited call, rejected
+                final[call_id] = Decision(
+                    first, "reject", decision.approver, dict(first["args"]), decision.message
+                )
+        if not again:
+            return [final[c["id"]] for c in reviewed]
+        pending = again
 
 
 def _rejected(ctx: TaskContext, message_id: str, decision: Decision) -> Message:

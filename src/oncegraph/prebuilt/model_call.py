@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph import observe
+from oncegraph.ledger.outcomes import Completed
 from oncegraph.ledger.retry import DEFAULT_POLICIES, EffectRetry
 from oncegraph.messages import Message, ToolSpec
 from oncegraph.prebuilt.models import ChatModel
@@ -104,6 +105,8 @@ class ModelChain:
                 raise
             if len(self.models) > 1:
                 response = dataclasses.replace(response, model=model.name)
+            if response.model_version is not None:  # the model the provider served
+                return Completed(response.to_json(), source_version=response.model_version)
             return response.to_json()
 
         return call, tries

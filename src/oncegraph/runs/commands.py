@@ -38,7 +38,7 @@ from oncegraph.ledger import calls, machine
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import hash_key
 from oncegraph.ledger.outcomes import Reconciled, Verdict
-from oncegraph.runs import claims
+from oncegraph.runs import claims, redelivery
 from oncegraph.runs import confirm as confirmation
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import mask_effect
@@ -55,6 +55,12 @@ from oncegraph.storage.records import (
 )
 
 NO_ANSWER: Any = object()
+_ANSWERS = {
+    Verdict.DONE: "done: the recipient has this effect (recorded as completed); do not send it",
+    Verdict.ACCEPTED: "accepted: the recipient holds it and is still working on it",
+    Verdict.NOT_DONE: "not done: the recipient has no trace of it",
+    Verdict.UNKNOWN: "unknown: the recipient could not tell",
+}
 RESOLVED_DONE = AttemptOutcome.RESOLVED_DONE
 REDELIVERED = "redelivered"
 
@@ -88,6 +94,15 @@ class RedeliveryPreview:
     dedup: str  # "same key <key>" | "new key <key>"
     key: str
     expires_at: float = 0.0  # when the token stops confirming (seconds since the epoch)
+    # The dedup method in words: the recipient's window and the last attempt's age
+    # (oncegraph.runs.redelivery); ``past_dedup_window``: the window has passed or is
+    # unknown, so the send needs the operator's explicit word (``warning`` says why)
+    dedup_method: str = ""
+    past_dedup_window: bool = False
+    warning: str | None = None
+    # What the recipient said when the preview asked it (probe/reconcile), if it was asked
+    recipient_answer: str | None = None
+    recipient_has_it: bool = False  # it said done: the send is refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,10 +270,17 @@ class Commands:
         reason: str,
         new_key: bool = False,
         confirm: str | None = None,
+        past_dedup_window: bool = False,
     ) -> RedeliveryPreview | Redelivered:
         """Preview (``confirm=None``: nothing is sent), then send exactly once with the
         preview's token (``confirm=preview.token``, by the same actor, with the same
         ``new_key``); any other token is refused with ``RunStateError`` and nothing sent.
+
+        The preview first asks the recipient about an uncertain effect (the tool's probe
+        or reconcile, recorded as :meth:`check_effect` records it) and says how long the
+        recipient keeps the key (:mod:`oncegraph.runs.redelivery`). A same-key send after
+        that window, or with none known, is refused unless ``past_dedup_window=True``; a
+        send of an effect the recipient said it has is always refused.
 
         The send waits for the call to end (no timeout): the run stays held meanwhile, so
         no other attempt of the effect can start (guarantee 13)."""
@@ -266,18 +288,35 @@ class Commands:
         required("reason", reason)
         record = await self._effect(effect_id)
         tool = self._tool_for(record)
+        answer = None
+        if confirm is None:
+            answer = await self._ask_recipient(record, tool, actor, reason)
+            record = await self._effect(effect_id)  # with the answer, if it was asked
+        window = await redelivery.window_of(self.store, tool)
         key = await confirmation.key_for(self.store)
         claim = confirmation.Claim(record.effect_id, record.row_version, actor, new_key)
         if confirm is None:
             token, until = confirmation.mint(key, claim, at=confirmation.clock())
-            return self._preview(record, new_key, token, until)
+            return self._preview(record, new_key, token, until, tool, window, answer)
         expires = confirmation.check(key, confirm, claim, at=confirmation.clock())
-        preview = self._preview(record, new_key, confirm, expires)
+        preview = self._preview(record, new_key, confirm, expires, tool, window, None)
+        redelivery.refuse_if_unsafe(
+            record,
+            redelivery.Judgement(preview.dedup_method, preview.past_dedup_window, preview.warning),
+            past_dedup_window=past_dedup_window,
+        )
         kwargs = tool.validate(record.request)
         t = now()
         sending = machine.next_version(machine.redelivering(record, t), t)
         audit = _effect_audit(
-            record, actor, "redeliver", reason, before=str(record.status), dedup=preview.dedup
+            record,
+            actor,
+            "redeliver",
+            reason,
+            before=str(record.status),
+            dedup=preview.dedup,
+            dedup_method=preview.dedup_method,
+            past_dedup_window=preview.past_dedup_window,
         )
 
         async def send(token: int) -> EffectRecord:
@@ -307,11 +346,48 @@ class Commands:
         done = await self._with_run_held(record, send)
         return Redelivered(mask_effect(done, self.ctx.masks), preview)
 
+    async def _ask_recipient(
+        self, record: EffectRecord, tool: Any, actor: str, reason: str
+    ) -> str | None:
+        """Ask the recipient about an uncertain effect through the tool's hook, as
+        :meth:`check_effect` does (recorded on the effect and in the audit log); the
+        answer in words, or None when there is nothing to ask."""
+        accepted = record.status is EffectStatus.ACCEPTED
+        if record.status not in (EffectStatus.PENDING, EffectStatus.ACCEPTED):
+            return None
+        if (tool.probe if accepted else tool.reconcile) is None:
+            kind = "probe" if accepted else "reconcile"
+            return (
+                f"not asked: the tool has no {kind} hook; check at "
+                f"{record.recipient or 'the recipient'} yourself before sending"
+            )
+        try:
+            found = await self.check_effect(
+                record.effect_id, actor=actor, reason=f"before a redelivery: {reason}"
+            )
+        except Exception as exc:  # a hook that raised: say so, and ask the operator
+            return f"asking failed ({type(exc).__name__}: {exc}); check at the recipient yourself"
+        return _ANSWERS.get(found.verdict, str(found.verdict))
+
     def _preview(
-        self, record: EffectRecord, new_key: bool, token: str, expires_at: float
+        self,
+        record: EffectRecord,
+        new_key: bool,
+        token: str,
+        expires_at: float,
+        tool: Any = None,
+        window: redelivery.Window | None = None,
+        answer: str | None = None,
     ) -> RedeliveryPreview:
         number = len(record.attempts) + 1
         key = f"{record.effect_id}:redelivery:{number}" if new_key else record.effect_id
+        judged = redelivery.judge(
+            record,
+            window or redelivery.Window.unknown(),
+            new_key=new_key,
+            at=now(),
+            method=getattr(tool, "dedup", None),
+        )
         return RedeliveryPreview(
             token=token,
             effect_id=record.effect_id,
@@ -325,6 +401,11 @@ class Commands:
             dedup=("new key " if new_key else "same key ") + key,
             key=key,
             expires_at=expires_at,
+            dedup_method=judged.words,
+            past_dedup_window=judged.past_window,
+            warning=judged.warning,
+            recipient_answer=answer,
+            recipient_has_it=redelivery.recipient_has_it(record),
         )
 
     def _tool_for(self, record: EffectRecord) -> Any:

@@ -10,6 +10,7 @@ fields are masked (:mod:`oncegraph.runs.masking`). Each takes a
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -207,6 +208,8 @@ async def _shaped(
     states: dict[str, Any] = {}
     for key, node, _ in task_keys(spec, snap):
         child = spec.nodes[node].subgraph if node in spec.nodes else None
+        if child is None and node in spec.nodes:  # one the node calls (invoke inside it)
+            child = called_stateful(spec.nodes[node].fn)
         if child is None:
             continue
         thread, elements = child_place(
@@ -226,6 +229,29 @@ async def _shaped(
         if found.config.get("checkpoint_id"):
             states[key] = await _shaped(child.spec, child_ctx, found, thread_id, True, child_ns)
     return shape(spec, snap, thread_id=thread_id, writes=writes, states=states, ns=ns)
+
+
+def called_stateful(fn: Any) -> Any:
+    """The stateful subgraph (``compile(checkpointer=True)``) a node's function calls,
+    found among the names its code reads (its closure's, then its module's); None when
+    it calls none. Its state is shown as a subgraph node's (``get_state(subgraphs=True)``)."""
+    fn = inspect.unwrap(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
+    found: list[Any] = []
+    for name in code.co_freevars:
+        try:
+            found.append(cells[name].cell_contents)
+        except ValueError:  # an empty cell
+            continue
+    module = getattr(fn, "__globals__", {})
+    found.extend(module[name] for name in code.co_names if name in module)
+    for value in found:
+        if getattr(value, "stateful", False) is True and hasattr(value, "spec"):
+            return value
+    return None
 
 
 async def _before_input(

@@ -49,6 +49,7 @@ from oncegraph.runs import (
     retention,
     starting,
     stopping,
+    subtravel,
 )
 from oncegraph.runs.commands import (
     NO_ANSWER,
@@ -73,7 +74,7 @@ from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
-from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state
+from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state, refuse_unfinished
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
@@ -254,6 +255,24 @@ class RunService:
             also=also,
         )
 
+    async def update_subgraph_state(
+        self,
+        thread_id: str,
+        ns: str,
+        values: Mapping[str, Any] | None,
+        *,
+        checkpoint_id: str | None = None,
+        as_node: str | None = None,
+    ) -> dict[str, Any]:
+        """``update_state`` on a stateful subgraph's checkpoint: a fork of it with the
+        edit on the subgraph's thread; its config (:mod:`oncegraph.runs.subtravel`). As
+        for the parent's checkpoints, a thread whose latest run is unfinished is refused:
+        the edit would change what that run goes on from."""
+        await self.setup()
+        _, latest = await self.context.open_thread(thread_id)
+        refuse_unfinished(thread_id, latest)
+        return await subtravel.update(self.context, thread_id, ns, checkpoint_id, values, as_node)
+
     # -- retention (runs/retention.py) -------------------------------------------------------
 
     prune = door(None, retention.prune)
@@ -275,12 +294,19 @@ class RunService:
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
         wanted = cfg.configurable.get("checkpoint_id")
-        if wanted and thread is not None and thread.head_checkpoint_id != wanted:
+        starts = None
+        if wanted and thread is not None and cfg.configurable.get("checkpoint_ns"):
+            # a stateful subgraph's checkpoint: back to the parent's step that called it
+            ns = str(cfg.configurable["checkpoint_ns"])
+            wanted, starts = await subtravel.resolve(self.context, thread_id, ns, str(wanted))
+        if wanted and thread is not None and (starts or thread.head_checkpoint_id != wanted):
             # LangGraph's time travel: a NEW live run from a fork of that checkpoint
             travel = TimeTravel(self.context, self._travel_run)
-            cp = await travel.target(thread_id, str(wanted), input, latest)
+            cp = await travel.target(thread_id, str(wanted), input, latest, starts=starts)
             if cp is not None:
-                return await travel.run(cp, input, cfg, emit, thread, latest, launch=launch)
+                return await travel.run(
+                    cp, input, cfg, emit, thread, latest, launch=launch, starts=starts
+                )
         elif wanted and thread is None:
             raise RunNotFoundError(
                 f"thread {thread_id!r} has no checkpoint {wanted!r} (it has none yet); start "

@@ -46,7 +46,7 @@ from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
-from oncegraph.runs import audits, claims
+from oncegraph.runs import audits, claims, subtravel
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.forks import StateChange, fork, last_writer
 from oncegraph.runs.launch import Launch
@@ -139,17 +139,28 @@ class TimeTravel:
     # -- invoke(input, {"checkpoint_id": old}) ------------------------------------------------
 
     async def target(
-        self, thread_id: str, checkpoint_id: str, input: Any, latest: RunRecord | None
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        input: Any,
+        latest: RunRecord | None,
+        *,
+        starts: Mapping[str, str] | None = None,
     ) -> CheckpointRecord | None:
         """The checkpoint a call goes back to, or None when the call is no time travel:
-        an answer to the latest run's open question, which names one of its checkpoints."""
+        an answer to the latest run's open question, which names one of its checkpoints
+        (``starts``: a stateful subgraph's checkpoint, :mod:`oncegraph.runs.subtravel`;
+        also the one the latest run went back to)."""
         cp = await self.checkpoint(thread_id, checkpoint_id)
         answering = isinstance(input, Command) and input.has_resume
         if (
             answering
             and latest is not None
             and latest.status is RunStatus.INTERRUPTED
-            and cp.run_id == latest.run_id
+            and (
+                cp.run_id == latest.run_id
+                or (starts and latest.config.get(subtravel.STARTS) == dict(starts))
+            )
         ):
             return None
         return cp
@@ -164,8 +175,10 @@ class TimeTravel:
         latest: RunRecord | None,
         *,
         launch: Launch | None = None,
+        starts: Mapping[str, str] | None = None,
     ) -> RunResult:
-        """A new live run from a fork of ``cp`` (see the module docstring)."""
+        """A new live run from a fork of ``cp`` (see the module docstring); ``starts``:
+        where its stateful subgraphs' first calls start (:mod:`oncegraph.runs.subtravel`)."""
         thread_id = thread_of(cfg)
         answer: Any = None
         answering = isinstance(input, Command) and input.has_resume
@@ -180,6 +193,8 @@ class TimeTravel:
         run = self._lineage(
             self.new_run(thread_id, input, cfg, RunStatus.RUNNING, launch), origin, cp, policy
         )
+        if starts:
+            run = run.replace(config={**run.config, subtravel.STARTS: dict(starts)})
         spec, heads = self.ctx.graph_heads()
         claim = await claims.new(self.store, run)
         try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import time
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -48,6 +49,10 @@ Sleep = Callable[[float], Awaitable[Any]]
 _IDENTITY = frozenset({"thread_id", "run_id"})
 # The settings stored with a run, which a continue of it keeps unless the call names them.
 STORED = ("node_timeout", "tool_timeout", "tool_grace", "recursion_limit")
+NODE_FINISHED = "on_node_finished"
+"""``config["configurable"]["on_node_finished"]``: a callable this call hands each node's
+name to when the node finishes (returns; not when it interrupts or fails), at every depth
+of subgraphs; an observer only (it is never stored, and its errors are the caller's)."""
 _CONTROL = frozenset({*STORED, "fault_plan", "sleep"})
 # LangChain's RunnableConfig keys (``recursion_limit``, ``configurable`` and ``run_id``
 # are read above) and oncegraph's ``actor`` (who answers an interrupt): handed to nodes.
@@ -181,6 +186,10 @@ class RunConfig:
     # invoke(..., context=...): the run's static context (a node's ``runtime.context``);
     # this call's only, never stored, as in LangGraph
     context: Any = None
+    # invoke(..., control=RunControl()): this call's drain switch (oncegraph.runtime.control)
+    control: Any = None
+    # compile(store=...): the key-value store a node's ``store`` parameter gets
+    store: Any = None
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -275,15 +284,24 @@ class RunConfig:
         }
 
 
+async def thread_sleep(seconds: float) -> None:
+    """A sync run's wait between retries: ``time.sleep`` in a worker thread (as
+    LangGraph's sync runs wait), so the event loop goes on serving other runs."""
+    if seconds > 0:
+        await asyncio.to_thread(time.sleep, seconds)
+
+
 __all__ = [
     "DEFAULT_NODE_TIMEOUT",
     "DEFAULT_RECURSION_LIMIT",
     "DEFAULT_TOOL_GRACE",
     "DEFAULT_TOOL_TIMEOUT",
+    "NODE_FINISHED",
     "STORED",
     "TOP_LEVEL",
     "RunConfig",
     "Sleep",
     "caller_id",
     "lookup_id",
+    "thread_sleep",
 ]

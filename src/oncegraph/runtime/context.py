@@ -66,6 +66,13 @@ class TaskContext:
     subgraph_calls: int = 0  # graphs this task ran as subgraphs so far (their order)
     attempt: int = 1  # which attempt of the node this is (a retry policy's: 2, 3, ...)
     first_attempt_at: float | None = None  # when its first attempt started (time.time())
+    # push_message(...): (state key, message) the node wrote while running, added to
+    # its update when it returns (oncegraph.graph.message.push_message)
+    pushed: list[tuple[str, Any]] = field(default_factory=list)
+    # LangChain callbacks of the running node (oncegraph.runtime.lcstream), in its config
+    callbacks: tuple[Any, ...] = ()
+    # runtime.heartbeat(): set while an attempt runs under an idle timeout
+    heartbeat: Callable[[], None] | None = None
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
     # always the caller's thread, so effects are listed under the conversation).
     graph_thread: str = ""

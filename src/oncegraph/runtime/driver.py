@@ -13,7 +13,8 @@ Per step::
 
 Invariants: a step's next tasks (nodes and Send payloads) are committed before they run
 (guarantee 1); the commit is a compare-and-swap on the thread version carrying the run's
-fence (guarantee 8); stream events of a step are emitted only after its commit; every write
+fence (guarantee 8); stream events of a step are emitted only after its commit (a task of
+a step of several: after its kept writes, as LangGraph streams it); every write
 carries ``fence`` so a writer that lost the run writes nothing. Crash points sit on the
 transitions: ``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect
 results rode the commit) -> ``after_checkpoint``.
@@ -32,6 +33,7 @@ would exceed the limit is refused before it runs (the run fails, resumable).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -56,6 +58,7 @@ from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
+from oncegraph.runtime.control import check_drain
 from oncegraph.runtime.engine import (
     BREAKPOINT,
     Commit,
@@ -241,9 +244,14 @@ class Driver:
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
             self.emit("values", head.values)
         pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
+        # the caller's drain switch, checked between steps (the root run's only: a
+        # subgraph's steps belong to its parent's running step)
+        control = self.config.control if self.parent is None else None
         try:
             with observe.run_span(run, head.values):
                 while head.checkpoint.next:
+                    if control is not None:
+                        check_drain(control, bool(head.checkpoint.next))
                     with observe.step_span(run, head.checkpoint.step + 1, head.checkpoint.next):
                         head = await self._step(head, run)
                     if self.stopped:
@@ -278,12 +286,16 @@ class Driver:
         if move is not None:
             return await self._execute(move, head, run, [], plan)
         self.steps += 1
+        self._streamed = set()
+        if plan.done and wants(self.emit, "updates"):  # finished in an earlier attempt
+            for r in plan.done.values():
+                emit_update(self.emit, self.spec, dataclasses.replace(r, cached=True))
+                self._streamed.add(r.key)
         loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._loop = loop
         contexts = [self._context(task, cp, plan, run, loop) for task in plan.todo]
         save = None if plan.alone else self._save_task
-        self._streamed = set()
         debug = wants(self.emit, "debug")
         if debug:
             emit_tasks(self.emit, head, plan)

@@ -3,8 +3,9 @@
 A node that declares ``runtime: Runtime[Ctx]`` (or calls :func:`get_runtime`) gets the
 run's ``context`` (``invoke(..., context=Ctx(...))``, coerced to the graph's
 ``context_schema``), a ``stream_writer`` for ``stream_mode="custom"`` and
-``execution_info`` (thread, run, checkpoint, task and attempt). ``store`` is always
-``None``: oncegraph keeps state in the checkpointer and side effects in its ledger.
+``execution_info`` (thread, run, checkpoint, task and attempt), ``store`` (the app's
+``compile(store=...)``, else ``None``), ``server_info``, ``control`` (the caller's
+``RunControl``) and ``heartbeat()`` (progress, for an idle timeout).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from oncegraph.errors import ConfigError
+from oncegraph.runtime import stepevents
 from oncegraph.runtime.context import current_task
+from oncegraph.runtime.control import RunControl, ServerInfo, server_info_of
 
 if TYPE_CHECKING:
     from oncegraph.runtime.context import TaskContext
@@ -57,8 +60,8 @@ class Runtime(Generic[ContextT]):
     heartbeat: Callable[[], None] = field(default=_no_op_heartbeat)
     previous: Any = None
     execution_info: ExecutionInfo | None = None
-    server_info: Any = None
-    control: Any = None
+    server_info: ServerInfo | None = None
+    control: RunControl | None = None
 
     def merge(self, other: Runtime[ContextT]) -> Runtime[ContextT]:
         """``other``'s values where it has them, else this runtime's."""
@@ -79,6 +82,14 @@ class Runtime(Generic[ContextT]):
             control=other.control or self.control,
         )
 
+    @property
+    def drain_requested(self) -> bool:
+        return self.control.drain_requested if self.control is not None else False
+
+    @property
+    def drain_reason(self) -> str | None:
+        return self.control.drain_reason if self.control is not None else None
+
     def override(self, **overrides: Any) -> Runtime[ContextT]:
         return replace(self, **overrides)
 
@@ -98,16 +109,39 @@ def runtime_of(ctx: TaskContext, attempt: int = 1) -> Runtime[Any]:
     def writer(chunk: Any) -> None:
         emit("custom", chunk)
 
+    task_id = stepevents.task_id(ctx.checkpoint_id, ctx.task_key)
     info = ExecutionInfo(
         checkpoint_id=ctx.checkpoint_id,
-        checkpoint_ns="|".join(ctx.ns),
-        task_id=ctx.task_key,
+        # LangGraph's task namespace: the subgraph path, then ``<node>:<task id>``
+        checkpoint_ns="|".join((*ctx.ns, f"{ctx.node_name}:{task_id}")),
+        task_id=task_id,
         thread_id=ctx.thread_id,
         run_id=ctx.run_id,
         node_attempt=attempt,
         node_first_attempt_time=ctx.first_attempt_at,
     )
-    return Runtime(context=ctx.config.context, stream_writer=writer, execution_info=info)
+    config = ctx.config
+    return Runtime(
+        context=config.context,
+        store=config.store,
+        stream_writer=writer,
+        heartbeat=_heartbeat_of(ctx),
+        execution_info=info,
+        server_info=server_info_of(config.configurable),
+        control=config.control,
+    )
+
+
+def _heartbeat_of(ctx: TaskContext) -> Callable[[], None]:
+    """``runtime.heartbeat``: tells an idle timeout the node is alive (read when called,
+    so a runtime made before the attempt's watch started still reaches it)."""
+
+    def heartbeat() -> None:
+        beat = ctx.heartbeat
+        if beat is not None:
+            beat()
+
+    return heartbeat
 
 
 def get_runtime(context_schema: type[ContextT] | None = None) -> Runtime[ContextT]:
@@ -131,4 +165,11 @@ def coerce_context(schema: Any, context: Any) -> Any:
     return context
 
 
-__all__ = ["DEFAULT_RUNTIME", "ExecutionInfo", "Runtime", "get_runtime"]
+__all__ = [
+    "DEFAULT_RUNTIME",
+    "ExecutionInfo",
+    "RunControl",
+    "Runtime",
+    "ServerInfo",
+    "get_runtime",
+]

@@ -1,7 +1,8 @@
 """The stream events of a step, built from what the step committed: the ``updates`` and
 ``values`` chunks, and the ``debug`` stream's ``checkpoint``, ``task`` and
-``task_result`` events (LangGraph's shapes). Emitted only after the step's commit, so a
-stream never shows what was not written."""
+``task_result`` events (LangGraph's shapes). Emitted only after the step's commit (a
+task of a step of several: after its writes are kept, :func:`emit_update`), so a stream
+never shows what was not written."""
 
 from __future__ import annotations
 

@@ -58,6 +58,7 @@ from oncegraph.runtime.driver import Driver
 from oncegraph.runtime.engine import Head, Task
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.streaming import Emit, namespaced, tee
+from oncegraph.runtime.substate import back_to_replay_point
 from oncegraph.storage.records import RunRecord, RunStatus
 
 if TYPE_CHECKING:
@@ -138,6 +139,8 @@ async def run_nested(
     # after a crash, an interrupt or a retry) only when this call started it; otherwise
     # this call's input goes onto the state its earlier calls left.
     call = f"{ctx.run_id}:{ctx.checkpoint_id}:{ctx.task_key}{suffix}" if stateful else None
+    if call is not None:  # a time travel run's first call: the state of that time
+        head = await back_to_replay_point(ctx, spec, heads, thread, head, call)
     cp = head.checkpoint
     if call is not None and not cp.checkpoint_id:  # a branch's first call: its source's state
         seed = await _state_at_branch(ctx, heads, thread)

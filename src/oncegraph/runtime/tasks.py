@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import itertools
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ from oncegraph.errors import (
     InterruptSwallowedError,
     LeaseLostError,
     MissingRecordError,
+    NodeCancelledError,
     NodeError,
     NodeTimeoutError,
     OnceGraphError,
@@ -49,11 +51,14 @@ from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
 from oncegraph.runtime import executor, nodecache
+from oncegraph.runtime.config import NODE_FINISHED
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.updates import result_of
+from oncegraph.state import lcmessages as lc
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -85,7 +90,9 @@ async def run_task(
     finally:
         reset_task(token)
     if streamed is not None and not streamed and outcome.result is not None:
-        _emit_messages(spec, ctx, outcome.result)
+        _emit_messages(spec, ctx, outcome.result, head)
+    if outcome.result is not None and NODE_FINISHED in ctx.config.configurable:
+        ctx.config.configurable[NODE_FINISHED](task.node)
     if events:
         status = "ok" if outcome.result else "interrupted" if outcome.interrupt else "error"
         ctx.emit("events", {**_event("node_end", ctx), "status": status})
@@ -129,6 +136,16 @@ def _count_messages(ctx: TaskContext) -> list[int] | None:
     return counted
 
 
+def with_pushed(result: TaskResult, pushed: list[tuple[str, Any]]) -> TaskResult:
+    """``result`` with the messages its node pushed while running before its own."""
+    update = dict(result.update)
+    for key, message in reversed(pushed):
+        given = update.get(key)
+        rest = [] if given is None else given if isinstance(given, list) else [given]
+        update[key] = [message, *rest]
+    return dataclasses.replace(result, update=update, shown=None)
+
+
 def _with_message_ids(
     spec: GraphSpec, ctx: TaskContext, result: TaskResult, streamed: bool = False
 ) -> TaskResult:
@@ -169,15 +186,21 @@ def _lacks_id(update: Any) -> bool:
     return False
 
 
-def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult) -> None:
+def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult, head: Head) -> None:
     """LangGraph's ``messages`` mode also yields the messages a node returns (a model
-    called without token streaming, a tool's answer), each once, at the node's end."""
+    called without token streaming, a tool's answer), each once, at the node's end: a
+    message already in the state the node read (a node returning the state it got) is
+    not new and is not streamed again."""
     meta = stream_metadata(ctx)
     for key, value in result.update.items():
         channel = spec.schema.channels.get(key)
         if channel is None or channel.flavor is None:
             continue
+        had = head.values.get(key) or ()
+        known = {lc.message_id(m) for m in had} if had else set()
         for message in value if isinstance(value, list) else channel.delta(value):
+            if known and lc.message_id(message) in known:
+                continue
             kind = message.get("type") if isinstance(message, Mapping) else None
             kind = kind or getattr(message, "type", None)
             if kind != "remove":
@@ -220,6 +243,8 @@ async def _outcome(
     while True:
         attempt += 1
         ctx.attempt = attempt
+        if ctx.pushed:
+            ctx.pushed = []  # a failed attempt's pushed messages are not kept
         if attempt == 1:
             ctx.first_attempt_at = time.time()
         try:
@@ -227,6 +252,16 @@ async def _outcome(
                 value = await _run(spec, node, ctx, head, task, subgraphs)
             except ParentCommand as sent:  # a subgraph this task ran routes this graph
                 value = dataclasses.replace(sent.command, graph=None)
+            except asyncio.CancelledError as cancelled:
+                running = asyncio.current_task()
+                if running is None or running.cancelling():
+                    raise  # the run (or its step) is being cancelled: stop
+                raise NodeCancelledError(  # the node's own code raised it: a failure
+                    f"node {task.node!r} raised asyncio.CancelledError itself ({cancelled}); "
+                    "raise another exception to fail the node, or let the run be cancelled",
+                    node=task.node,
+                    error=cancelled,
+                ) from cancelled
             if isinstance(value, Command) and value.graph is not None:
                 # for the graph that runs this one as a subgraph: this graph's step stops
                 # (the driver records the task's finished calls first), its parent's
@@ -239,6 +274,8 @@ async def _outcome(
                     node=task.node,
                 )
             result = result_of(spec, task.node, value, key)
+            if ctx.pushed:
+                result = with_pushed(result, ctx.pushed)
             result = _with_message_ids(spec, ctx, result, messages)
             if entry is not None:
                 await nodecache.store(spec, node, entry, ctx, result)
@@ -349,10 +386,8 @@ def _retryable(exc: Exception) -> bool:
 
 async def _retry(node: NodeSpec, ctx: TaskContext, exc: Exception, attempt: int) -> bool:
     """Prepare another attempt of the node after ``exc``; False when none is due."""
-    policy = node.retry
-    if policy is None or attempt >= policy.max_attempts:
-        return False
-    if not _retryable(exc) or not policy.retries(exc):
+    policy = node.retry.chosen(exc) if node.retry is not None else None
+    if policy is None or attempt >= policy.max_attempts or not _retryable(exc):
         return False
     for record in ctx.staged_effects:  # a result the failed attempt recorded stays recorded
         await ctx.store.save_effect(record, fence=ctx.fence)
@@ -399,12 +434,37 @@ async def _run(
                 "a subgraph runner; make drivers with RunContext.make_driver"
             )
         return await subgraphs(node.subgraph, spec, ctx, head, task)
+    if node.timeout_policy is not None:  # an attempt under run/idle timeouts
+        from oncegraph.graph.timeouts import watched
+
+        return await watched(
+            node.timeout_policy, ctx, lambda: _called(spec, node, ctx, head, task, error)
+        )
+    return await _called(spec, node, ctx, head, task, error)
+
+
+async def _called(
+    spec: GraphSpec,
+    node: NodeSpec,
+    ctx: TaskContext,
+    head: Head,
+    task: Task,
+    error: NodeError | None,
+) -> Any:
     state = _input(spec, node, head, task)
-    args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
-    kwargs = _injected(node, ctx, error) if node.inject else {}
-    if node.inline:  # on the loop thread: no hand-off, no timeout
-        return node.fn(*args, **kwargs)
-    return await _call(node, ctx, args, kwargs)
+    handler = token_handler(ctx, stream_metadata(ctx))  # None unless tokens are streamed
+    ctx.callbacks = () if handler is None else (handler,)
+    token = None if handler is None else child_config(node_config(ctx))
+    try:
+        args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
+        kwargs = _injected(node, ctx, error) if node.inject else {}
+        if node.inline:  # on the loop thread: no hand-off, no timeout
+            return node.fn(*args, **kwargs)
+        return await _call(node, ctx, args, kwargs)
+    finally:
+        if handler is not None:
+            reset_child(token)
+            ctx.callbacks = ()
 
 
 def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict[str, Any]:
@@ -419,8 +479,8 @@ def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict
             out[name] = runtime_of(ctx).stream_writer
         elif kind == "error":
             out[name] = error
-        else:  # store: oncegraph has none (state is in the checkpointer)
-            out[name] = None
+        else:  # store: the app's key-value store (compile(store=...)), if any
+            out[name] = ctx.config.store
     return out
 
 
@@ -492,13 +552,21 @@ def _timed_out(ctx: TaskContext, timeout: float) -> NodeTimeoutError:
     )
 
 
+def langchain_run_id(ctx: TaskContext) -> uuid.UUID:
+    """The UUID a LangChain Runnable called with task ``ctx``'s config runs under."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"oncegraph:{ctx.run_id}:{ctx.checkpoint_id}:{ctx.node}")
+
+
 def node_config(ctx: TaskContext) -> dict[str, Any]:
     """The ``config`` a node (or router) that takes two parameters receives.
 
     LangGraph's shape (``config["configurable"]["thread_id"]`` and the caller's own
     ``configurable`` keys, ``config["metadata"]["langgraph_node"]``, ...), plus the
-    flat keys oncegraph always gave (``config["thread_id"]``, ``config["run_id"]``,
-    ``config["node"]``, ``config["step"]`` and each ``configurable`` key)."""
+    flat keys oncegraph always gave (``config["thread_id"]``, ``config["node"]``,
+    ``config["step"]`` and each ``configurable`` key). The run's id is
+    ``config["configurable"]["run_id"]``; the flat ``config["run_id"]`` is a UUID made
+    from it and the task (the same on every attempt and resume), because LangChain
+    reads that key as the id of the Runnable run a node passes its config to."""
     thread = ctx.thread_id
     ns = "|".join(ctx.ns)
     configurable = {
@@ -508,9 +576,9 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
         "checkpoint_id": ctx.checkpoint_id,
         "checkpoint_ns": ns,
     }
-    return {
+    config = {
         "thread_id": thread,
-        "run_id": ctx.run_id,
+        "run_id": langchain_run_id(ctx),
         "node": ctx.node_name,
         "step": ctx.step,
         **ctx.config.configurable,
@@ -518,6 +586,9 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
         "metadata": stream_metadata(ctx),
         "recursion_limit": ctx.config.recursion_limit,
     }
+    if ctx.callbacks:  # the node's LangChain token stream (oncegraph.runtime.lcstream)
+        config["callbacks"] = list(ctx.callbacks)
+    return config
 
 
 __all__ = ["Save", "node_config", "run_task", "stream_metadata"]

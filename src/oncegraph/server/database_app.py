@@ -87,6 +87,8 @@ class DatabaseApp(CompiledGraph):
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
         context: Any = None,
+        control: Any = None,
+        sync: bool = False,
     ) -> NoReturn:
         raise needs_app("start or continue a run")
 

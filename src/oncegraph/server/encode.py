@@ -147,6 +147,7 @@ class Shown:
             "request": self.value(record.request),
             "result": self.value(record.result),
             "provider_reference": self.text(record.provider_reference),
+            "source_version": self.text(record.source_version),
             # a tool's own exception may quote its arguments: withheld with the payloads
             "error": WITHHELD if self.blind and record.error else self.text(record.error),
             "attempts": [self._attempt(a) for a in record.attempts],
@@ -205,6 +206,11 @@ class Shown:
             "last_attempt": self.value(preview.last_attempt),
             "dedup": preview.dedup,
             "key": preview.key,
+            "dedup_method": preview.dedup_method,
+            "past_dedup_window": preview.past_dedup_window,
+            "warning": preview.warning,
+            "recipient_answer": self.text(preview.recipient_answer),
+            "recipient_has_it": preview.recipient_has_it,
         }
 
     def runs(

@@ -28,7 +28,7 @@ from starlette.types import ASGIApp
 
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
-from oncegraph.server import api, openapi, ui, ui_compensate, ui_effects
+from oncegraph.server import api, openapi, ui, ui_compensate, ui_effects, ui_redeliver
 from oncegraph.server.auth import key_ring
 from oncegraph.server.compensation import compensation_role
 from oncegraph.server.context import Served, masked_message, request_masker
@@ -161,6 +161,7 @@ def create_app(
             *ui.routes,
             *ui_effects.routes,
             *ui_compensate.routes,
+            *ui_redeliver.routes,
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
         exception_handlers={

@@ -23,6 +23,7 @@ from oncegraph.ids import new_run_id
 from oncegraph.runs.commands import NO_ANSWER, Redelivered
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import FINAL_STATUSES
+from oncegraph.runs.redelivery import PastDedupWindowError
 from oncegraph.server import bodies, idempotency, schemas
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import (
@@ -442,13 +443,22 @@ async def redeliver(
     asked = bodies.model(schemas.RedeliverBody, body)
     reason, new_key, confirm = asked.reason, asked.new_key, asked.confirm
     record = await effect_of(request, principal, run_id, effect_id)
-    outcome = await graph(request).aredeliver(
-        record.effect_id,
-        actor=principal.actor,
-        reason=reason,
-        new_key=new_key,
-        confirm=confirm or None,
-    )
+    try:
+        outcome = await graph(request).aredeliver(
+            record.effect_id,
+            actor=principal.actor,
+            reason=reason,
+            new_key=new_key,
+            confirm=confirm or None,
+            past_dedup_window=asked.past_dedup_window,
+        )
+    except PastDedupWindowError as exc:  # named in the caller's own surface
+        raise exc.naming(
+            "tick \"Send it although the recipient may have forgotten the key\" and press "
+            "Redeliver effect again"
+            if _ui(request)
+            else 'send the request again with "past_dedup_window": true in its body'
+        ) from None
     view = await shown(request, principal)
     if isinstance(outcome, Redelivered):
         return {

@@ -118,6 +118,11 @@ class RedeliverBody(_Body):
     reason: Reason
     new_key: bool = False
     confirm: Text | None = Field(None, description="the preview's token: send it now")
+    past_dedup_window: bool = Field(
+        False,
+        description="send with the same key although the recipient's dedup window has "
+        "passed or is unknown (the preview's past_dedup_window says when this is needed)",
+    )
 
 
 class AguiMessage(BaseModel):

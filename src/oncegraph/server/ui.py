@@ -365,6 +365,7 @@ async def run_page(request: Request, me: Principal) -> Response:
         crashed=crashed,
         questions=questions,
         approval=questions[0]["approval"] if len(questions) == 1 else None,
+        approval_hash=questions[0]["request_hash"] if len(questions) == 1 else None,
         timeline=timeline,
         effects=effects,
         audit=audit,
@@ -435,7 +436,10 @@ def _question(shown: Any) -> dict[str, Any]:
                 "n": n,
                 "name": r.get("name"),
                 "description": r.get("description"),
-                "args": r.get("args") or {},
+                "args": r.get("masked_args") or r.get("args") or {},
+                "effect_id": r.get("effect_id"),
+                "recipient": r.get("recipient"),
+                "request_hash": r.get("request_hash"),
                 "allowed": allowed.get(r.get("name")) or ["approve", "edit", "reject"],
             }
             for n, r in enumerate(value["action_requests"])
@@ -448,18 +452,8 @@ def _question(shown: Any) -> dict[str, Any]:
         "text": text if isinstance(text, str) else (value if isinstance(value, str) else None),
         "error": value.get("error") if isinstance(value, dict) else None,
         "approval": approval,
+        "request_hash": value.get("request_hash") if isinstance(value, dict) else None,
     }
-
-
-async def redeliver_page(request: Request, me: Principal) -> Response:
-    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    new_key = request.query_params.get("new_key") == "1"
-    preview = await operations.redeliver(
-        request, run_id, effect_id, {"reason": "preview (nothing sent)", "new_key": new_key}
-    )
-    return await render(
-        request, me, "redeliver.html", run_id=run_id, preview=preview["preview"], new_key=new_key
-    )
 
 
 # -- commands -------------------------------------------------------------------------------
@@ -563,26 +557,6 @@ async def do_check(request: Request, me: Principal, form: dict[str, str]) -> Res
     )
 
 
-async def do_redeliver(request: Request, me: Principal, form: dict[str, str]) -> Response:
-    run_id, effect_id = request.path_params["run_id"], request.path_params["effect_id"]
-    if form.get("confirmed") != "yes":
-        raise bad_request("tick the confirmation box to redeliver; nothing was sent")
-    if not form.get("token"):
-        raise bad_request(
-            "the confirmation from the preview is missing, so nothing was sent: open "
-            "Redeliver effect again and confirm from its page"
-        )
-    body = {
-        "reason": form.get("reason"),
-        "new_key": form.get("new_key") == "1",
-        "confirm": form.get("token"),
-    }
-    result = await operations.redeliver(request, run_id, effect_id, _given(body))
-    effect = result["effect"]
-    done = f"Effect {effect['effect_id']} redelivered: {effect['status']}."
-    return await _to_run(request, run_id, done)
-
-
 async def do_abandon(request: Request, me: Principal, form: dict[str, str]) -> Response:
     run_id = request.path_params["run_id"]
     result = await operations.abandon(request, run_id, _given({"reason": form.get("reason")}))
@@ -627,7 +601,10 @@ async def _decisions(
                 f"choose Approve, Edit or Reject for call {n + 1} ({asked_call.get('name')}); "
                 "nothing was done"
             )
-    return {"decisions": decisions, "approver": me.actor}
+    answer: dict[str, Any] = {"decisions": decisions, "approver": me.actor}
+    if form.get("request_hash"):  # the request the page showed: a changed one is refused
+        answer["request_hash"] = form["request_hash"]
+    return answer
 
 
 def _json_field(text: str, name: str) -> Any:
@@ -654,13 +631,7 @@ routes = [
     Route("/ui/runs/{run_id}/abandon", command(do_abandon), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/resolve", command(do_resolve), methods=["POST"]),
     Route("/ui/runs/{run_id}/effects/{effect_id}/check", command(do_check), methods=["POST"]),
-    Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", guarded(redeliver_page), methods=["GET"]
-    ),
-    Route(
-        "/ui/runs/{run_id}/effects/{effect_id}/redeliver", command(do_redeliver), methods=["POST"]
-    ),
-]
+]  # Redeliver effect's pages: oncegraph.server.ui_redeliver
 
 
 def _made_by(audit: list[dict[str, Any]], parent_run_id: str | None) -> str | None:

@@ -36,7 +36,9 @@ from oncegraph.state.reducers import (
     add_messages,
     append,
     merge_messages,
+    messages_format,
     normalize_messages,
+    uniform,
 )
 
 Reducer = Callable[[Any, Any], Any]
@@ -57,18 +59,25 @@ class Channel:
     default: Callable[[], Any] | None
     codec: Codec = PLAIN
     flavor: Flavor | None = None
+    format: str | None = None  # add_messages(format=...): the shape messages are kept in
 
     def delta(self, update: Any, new_id: Callable[[], str] | None = None) -> list[Any]:
         """The log entries an update appends (log channels only); ``new_id`` makes the
         ids of messages that have none (:func:`normalize_messages`)."""
         if self.flavor is not None:
-            return normalize_messages(update, self.flavor, new_id)
+            entries = normalize_messages(update, self.flavor, new_id)
+            if self.format is not None:
+                from oncegraph.state.msgformat import formatted
+
+                entries = formatted(self.format, entries)
+            return entries
         return list(update) if isinstance(update, list) else [update]
 
     def extend(self, current: Any, entries: list[Any]) -> Any:
         """The value after appending ``entries`` (from :meth:`delta`) to ``current``."""
         if self.flavor is not None:
-            return merge_messages(current or [], entries)
+            merged = merge_messages(current or [], entries)
+            return uniform(merged, entries) if self.flavor == "as_given" else merged
         assert self.reducer is not None
         return self.reducer(current or [], entries)
 
@@ -81,7 +90,8 @@ class Channel:
         if self.flavor == "dict":
             return merge_messages(onto or [], [MessageDict(e) for e in entries])
         if self.flavor is not None:  # decoded by the message codec already
-            return merge_messages(onto or [], entries)
+            merged = merge_messages(onto or [], entries)
+            return uniform(merged, entries) if self.flavor == "as_given" else merged
         if any(_is_reset(e) for e in entries):
             value = [] if onto is None else list(onto)
             for e in entries:
@@ -130,6 +140,12 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         default = list
     elif reducer is not None and default is None:
         default = _zero_of(base)
+    fmt = messages_format(reducer)
+    if fmt is not None:  # add_messages(format=...): LangChain messages in that shape
+        if default is None:
+            default = list
+        kept = lcmessages.MessageCodec(name)
+        return Channel(name, reducer, True, default, kept, "langchain", fmt)
     if reducer is add_messages:
         item = element_type(base)
         if item is AsGiven:

@@ -14,6 +14,7 @@ does), dicts otherwise.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -23,6 +24,16 @@ from oncegraph.messages import ROLE_ALIASES, MessageDict
 from oncegraph.state import lcmessages as lc
 
 Flavor = Literal["dict", "langchain", "as_given"]
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+"""The id of a removal that empties the list (``RemoveMessage(id=REMOVE_ALL_MESSAGES)``
+or ``{"role": "remove", "id": REMOVE_ALL_MESSAGES}``); the messages after it in the same
+update make the new list."""
+
+
+def _lc_message_id() -> str:
+    """A LangChain message's id, as LangChain and LangGraph make them (a UUID 4)."""
+    return str(uuid.uuid4())
 
 
 def _coerce_message(value: Any, new_id: Callable[[], str] = new_message_id) -> MessageDict:
@@ -53,17 +64,17 @@ def _coerce_message(value: Any, new_id: Callable[[], str] = new_message_id) -> M
     return message
 
 
-def _coerce_langchain(value: Any, new_id: Callable[[], str] = new_message_id) -> Any:
+def _coerce_langchain(value: Any, new_id: Callable[[], str] | None = None) -> Any:
     message = lc.to_langchain(value)
-    if not message.id:
-        message = lc.with_id(message, new_id())
+    if not message.id:  # LangChain's id shape, unless the task derives one
+        message = lc.with_id(message, (new_id or _lc_message_id)())
     return message
 
 
-def _coerce_as_given(value: Any, new_id: Callable[[], str] = new_message_id) -> Any:
+def _coerce_as_given(value: Any, new_id: Callable[[], str] | None = None) -> Any:
     if lc.is_message(value):
-        return value if value.id else lc.with_id(value, new_id())
-    return _coerce_message(value, new_id)
+        return value if value.id else lc.with_id(value, (new_id or _lc_message_id)())
+    return _coerce_message(value, new_id or new_message_id)
 
 
 _COERCE = {"dict": _coerce_message, "langchain": _coerce_langchain, "as_given": _coerce_as_given}
@@ -141,12 +152,23 @@ def _flavor_of(left: Any, incoming: list[Any]) -> Flavor:
     return "dict"
 
 
+def _missing(mid: Any) -> InvalidUpdateError:
+    return InvalidUpdateError(
+        f"cannot remove message {mid!r}: no message has that id (Attempting to delete a "
+        "message with an ID that doesn't exist); name the id of a message in the list, "
+        "or remove them all with the id REMOVE_ALL_MESSAGES"
+    )
+
+
 def merge_messages(left: Any, incoming: list[Any]) -> list[Any]:
-    """``left`` with ``incoming`` (already normalized, each with an id) merged in."""
-    base = left if isinstance(left, list) else list(left or ())
+    """``left`` with ``incoming`` (already normalized, each with an id) merged in, in
+    order. A removal of an id this merge removed already is a no-op (LangGraph's
+    duplicate removals); :data:`REMOVE_ALL_MESSAGES` empties the list so far."""
+    base = left if isinstance(left, list) else _items(left)
     current = _Messages(base)
     ids = _ids_of(base)
     current._ids = ids
+    removed: set[Any] = set()
     for message in incoming:
         if type(message) in _DICTS:  # what a dict channel holds: read without the ABCs
             mid = message.get("id")
@@ -154,11 +176,18 @@ def merge_messages(left: Any, incoming: list[Any]) -> list[Any]:
         else:
             mid = lc.message_id(message)
             removal = _is_removal(message)
+        if removal and mid == REMOVE_ALL_MESSAGES:
+            current = _Messages()
+            ids = current._ids = {}
+            continue
         at = _find(current, ids, mid)
         if removal:
             if at is None:
-                raise InvalidUpdateError(f"cannot remove message {mid!r}: no message has that id")
+                if mid in removed:
+                    continue
+                raise _missing(mid)
             del current[at]
+            removed.add(mid)
             ids = current._ids = {lc.message_id(m): i for i, m in enumerate(current)}
         elif at is None:
             ids[mid] = len(current)
@@ -169,13 +198,70 @@ def merge_messages(left: Any, incoming: list[Any]) -> list[Any]:
     return current
 
 
-def add_messages(left: Any, right: Any) -> list[Any]:
-    """Append ``right`` to ``left``; a message whose id exists replaces it in place."""
+def uniform(merged: list[Any], entries: list[Any]) -> list[Any]:
+    """An ``as_given`` list in one shape: once a LangChain message is in it (LangChain is
+    loaded and the update brought one, or the list starts with one), the dicts, strings
+    and tuples beside it are LangChain messages too, with their ids, as LangGraph keeps
+    them. Without LangChain in play it is returned as is, unscanned."""
+    if lc._module() is None or not merged:
+        return merged
+    if not (lc.is_message(merged[0]) or any(lc.is_message(e) for e in entries)):
+        return merged
+    if all(lc.is_message(m) for m in merged):
+        return merged
+    out = _Messages(lc.to_langchain(m) for m in merged)
+    out._ids = {lc.message_id(m): i for i, m in enumerate(out)}
+    return out
+
+
+def add_messages(
+    left: Any = None, right: Any = None, *, format: str | None = None
+) -> Any:
+    """Append ``right`` to ``left``; a message whose id exists replaces it in place, a
+    removal deletes the message it names (see :func:`merge_messages`).
+
+    Called with ``format`` only (``Annotated[list[AnyMessage],
+    add_messages(format="langchain-openai")]``) it returns the reducer of a message field
+    whose messages are rewritten to OpenAI's shape as they come in (content blocks of
+    other providers become OpenAI's; LangChain must be installed)."""
+    if left is None and right is None:
+        return messages_reducer(format)
+    if left is None or right is None:
+        raise InvalidUpdateError(
+            "add_messages(left, right) merges two message lists; pass both (or neither, "
+            "with format=..., for a reducer)"
+        )
     items = _items(right)
     flavor = _flavor_of(left, items)
-    if flavor == "langchain" and left and not lc.is_message(next(iter(left))):
-        left = [_coerce_langchain(m) for m in left]
-    return merge_messages(left, normalize_messages(items, flavor))
+    if flavor == "langchain":  # every message LangChain's, each with an id
+        left = [_coerce_langchain(m) for m in _items(left)]
+    merged = merge_messages(left, normalize_messages(items, flavor))
+    if format is not None:
+        from oncegraph.state.msgformat import formatted
+
+        return formatted(format, merged)
+    return merged
+
+
+def messages_reducer(format: str | None) -> Callable[[Any, Any], Any]:
+    """The reducer ``add_messages(format=...)`` returns (``format`` checked here)."""
+    if format is None:
+        return add_messages
+    from oncegraph.state.msgformat import check_format
+
+    check_format(format)
+
+    def reducer(left: Any, right: Any) -> Any:
+        return add_messages(left, right, format=format)
+
+    reducer.messages_format = format  # type: ignore[attr-defined]
+    return reducer
+
+
+def messages_format(reducer: Any) -> str | None:
+    """The ``format`` of a reducer made by ``add_messages(format=...)``, else ``None``."""
+    found = getattr(reducer, "messages_format", None)
+    return found if isinstance(found, str) else None
 
 
 def append(left: Any, right: Any) -> list[Any]:

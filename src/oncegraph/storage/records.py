@@ -253,6 +253,14 @@ class Attempt:
     # an AttemptOutcome when written by the ledger; read back from a row as its string
     outcome: str | None = None
     error: str | None = None
+    # the version of the source the result came from (Completed(source_version=...))
+    source_version: str | None = None
+
+
+# The attempts that recorded a result: the effect's source version is the last one's
+_RESULT_OUTCOMES = frozenset(
+    {"completed", "accepted", "reconciled", "resolved_done", "checked_done", "checked_accepted"}
+)
 
 
 @slot_init
@@ -285,6 +293,16 @@ class EffectRecord:
 
     def __repr__(self) -> str:
         return _masked_repr(self)
+
+    @property
+    def source_version(self) -> str | None:
+        """Where the recorded result came from: the source version the attempt that
+        recorded it reported (None when it reported none, or an operator or a hook's
+        answer recorded the result)."""
+        for attempt in reversed(self.attempts):
+            if attempt.outcome in _RESULT_OUTCOMES:
+                return attempt.source_version
+        return None
 
     def replace(self, **changes: Any) -> EffectRecord:
         """A copy with ``changes`` (what ``dataclasses.replace`` does, at about a third of

@@ -38,7 +38,7 @@ from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.schema import describe_validation_error
-from oncegraph.tools.tool import Tool, dedup_text, effect_class
+from oncegraph.tools.tool import UNSAID, Tool, dedup_text, effect_class, window_fields
 
 __all__ = ["from_langchain"]
 
@@ -89,6 +89,7 @@ def from_langchain(
     timeout: float | None = None,
     inline: bool = False,
     dedup: str | None = None,
+    dedup_window: Any = UNSAID,
 ) -> Tool:
     """A :class:`Tool` that calls the LangChain tool ``base_tool``; the options are those
     of :func:`oncegraph.tool`."""
@@ -156,6 +157,7 @@ def from_langchain(
         retry=retry,
         timeout=timeout,
         dedup=dedup_text(dedup, tool_name),
+        **window_fields(dedup_window, tool_name),
         source=_source(base_tool, is_async),
     )
 

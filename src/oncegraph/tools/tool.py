@@ -6,6 +6,11 @@ Plain functions work as tools unchanged (class ``write``). ``@tool(effect=...)``
           mask=["card"], retry=EffectRetry(max_attempts=1))
     def charge(order_id: str, amount: float) -> dict: ...
 
+``dedup_window=`` says how long the recipient keeps an idempotency key (seconds or a
+``timedelta``; ``None``: forever; not given: unknown), which a redelivery's preview
+states and checks (:mod:`oncegraph.runs.redelivery`); ``source_version=fn`` computes the
+version of what a read tool read from its result, kept on the effect.
+
 ``reconcile(effect_record)`` asks the provider what happened to an UNKNOWN effect and
 returns a :class:`~oncegraph.ledger.outcomes.Reconciled`; ``simulate(**args)`` stands in
 for the tool in simulation replays; ``probe(effect_record)`` checks an ``accepted``
@@ -30,6 +35,7 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import inspect
 import sys
@@ -40,9 +46,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.graph.inputs import ReplayClass, replay_class
 from oncegraph.ledger.masks import register as register_mask
+from oncegraph.ledger.outcomes import Accepted, Completed
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
+from oncegraph.runs.redelivery import window_seconds
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.docstrings import parse_docstring
@@ -55,6 +63,9 @@ Validator = Callable[[Mapping[str, Any]], dict[str, Any]]
 ToolLike: TypeAlias = "Tool | Callable[..., Any] | BaseTool"
 """What ``ReactAgent(tools=...)`` and ``ToolNode`` accept: a :class:`Tool`, a function, or
 a LangChain ``BaseTool`` (the ``langchain`` extra)."""
+
+UNSAID: Any = object()
+"""``dedup_window=`` not given: how long the recipient keeps a key is unknown."""
 
 _CLASSES = {c.value: c for c in EffectClass if c is not EffectClass.MODEL}
 
@@ -82,6 +93,12 @@ class Tool:
     # How the recipient deduplicates a repeated call without the idempotency key (a
     # write tool whose code never reads the key must say; oncegraph.tools.keycheck)
     dedup: str | None = None
+    # How long the recipient keeps an idempotency key, in seconds (None: forever); only
+    # meaningful when ``dedup_window_said`` (oncegraph.runs.redelivery)
+    dedup_window: float | None = None
+    dedup_window_said: bool = False
+    # A read tool's result -> the version of the source it read (stored on the effect)
+    source_version: Callable[[Any], Any] | None = None
     # The user's own function, where ``fn`` wraps it (a LangChain tool): what keycheck reads
     source: Callable[..., Any] | None = None
     # How an operator undoes this tool's effect (app.compensate): another Tool, or the
@@ -122,8 +139,19 @@ class Tool:
         return "loop" if self.is_async else "inline" if self.inline else "thread"
 
     def bind(self, args: dict[str, Any]) -> Callable[[], Any]:
-        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`."""
-        return functools.partial(self.fn, **args)
+        """The call of this tool with ``args``, for :class:`~oncegraph.ledger.EffectCall`
+        (its result carries the ``source_version`` the tool computes, if it does)."""
+        call = functools.partial(self.fn, **args)
+        version = self.source_version
+        if version is None:
+            return call
+        if self.is_async:
+
+            async def versioned_async() -> Any:
+                return with_version(await call(), version)
+
+            return versioned_async
+        return lambda: with_version(call(), version)
 
     async def acall(self, args: dict[str, Any]) -> Any:
         """Run the function directly, outside the ledger (coroutines on the loop, sync
@@ -161,6 +189,8 @@ def _make(
     dedup: str | None = None,
     compensate: Any = None,
     replay: str = "recorded",
+    dedup_window: Any = UNSAID,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Tool:
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
@@ -178,6 +208,12 @@ def _make(
     tool_name = name or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
+    if source_version is not None and not callable(source_version):
+        raise ConfigError(
+            f"tool {tool_name!r}: source_version= is a function of the tool's result that "
+            "returns the version of what it read (e.g. lambda row: row['etag']); got "
+            f"{source_version!r}"
+        )
     doc = parse_docstring(inspect.getdoc(fn))
     if description is None:
         description = doc.description
@@ -208,6 +244,8 @@ def _make(
         dedup=dedup_text(dedup, tool_name),
         compensate=compensating(compensate, tool_name),
         replay=replay_class(replay, f"tool {tool_name!r}"),
+        **window_fields(dedup_window, tool_name),
+        source_version=source_version,
     )
 
 
@@ -226,6 +264,30 @@ def compensating(value: Any, name: str) -> Tool | str | None:
         f"tool {name!r}: compensate= is the tool that undoes its effect (a Tool, a function "
         f"or the name of a tool of the graph); got {value!r}"
     )
+
+
+def with_version(value: Any, version: Callable[[Any], Any]) -> Any:
+    """A tool's return value with the source version ``version`` computes from its result
+    (a :class:`Completed` that names one already, or an :class:`Accepted`, as it is)."""
+    if isinstance(value, Accepted) or (
+        isinstance(value, Completed) and value.source_version is not None
+    ):
+        return value
+    if isinstance(value, Completed):
+        found = version(value.result)
+        return Completed(value.result, value.provider_reference, _version_text(found))
+    return Completed(value, None, _version_text(version(value)))
+
+
+def _version_text(found: Any) -> str | None:
+    return None if found is None else str(found)
+
+
+def window_fields(dedup_window: Any, name: str) -> dict[str, Any]:
+    """The Tool fields of ``dedup_window=`` (not given: unknown)."""
+    if dedup_window is UNSAID:
+        return {}
+    return {"dedup_window": window_seconds(dedup_window, name), "dedup_window_said": True}
 
 
 def dedup_text(dedup: Any, name: str) -> str | None:
@@ -269,6 +331,8 @@ def tool(
     dedup: str | None = None,
     compensate: Tool | Callable[..., Any] | str | None = None,
     replay: str = "recorded",
+    dedup_window: float | datetime.timedelta | None = ...,
+    source_version: Callable[[Any], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 

@@ -28,6 +28,7 @@ from oncegraph.prebuilt.models.base import (
     OnText,
     content_text,
     install_hint,
+    served_model,
     split_system,
     synthetic_call_id,
     tool_result_text,
@@ -141,6 +142,7 @@ def from_anthropic(response: Any) -> ModelResponse:
         provider_message_id=response.id,
         usage=usage,
         raw_finish_reason=response.stop_reason,
+        model_version=served_model(getattr(response, "model", None)),
     )
 
 

@@ -107,6 +107,10 @@ class ModelResponse:
     provider's own stop reason string, unchanged (``"tool_calls"``, ``"tool_use"``,
     ``"STOP"``...). ``model`` names the model that answered when the agent had a choice
     (fallback models); adapters leave it ``None``, and ``to_json`` omits it then.
+    ``model_version`` is the model the provider says served the turn (OpenAI's and
+    Anthropic's ``model``, Gemini's ``modelVersion``, LangChain's
+    ``response_metadata["model_name"]``): the turn's effect keeps it as its source
+    version. It is not part of ``to_json`` (the recorded result stays as it was).
     """
 
     content: str = ""
@@ -115,6 +119,7 @@ class ModelResponse:
     usage: Mapping[str, int] = field(default_factory=dict)
     raw_finish_reason: str | None = None
     model: str | None = None
+    model_version: str | None = None
 
     def __post_init__(self) -> None:
         # A provider's id with NUL or a lone surrogate would fail every commit of the
@@ -286,6 +291,11 @@ def resolve_model(
 _SYNTHETIC_ID = re.compile(r"call_[0-9]+")
 
 
+def served_model(value: Any) -> str | None:
+    """The model a provider's response says served it (``model``), when it says."""
+    return value if isinstance(value, str) and value else None
+
+
 def synthetic_call_id(index: int) -> str:
     """The id given to the ``index``-th (0-based) tool call when the provider gave none."""
     return f"call_{index + 1}"
@@ -439,4 +449,5 @@ __all__ = [
     "OnText",
     "StreamingChatModel",
     "resolve_model",
+    "served_model",
 ]

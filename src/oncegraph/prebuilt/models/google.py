@@ -34,6 +34,7 @@ from oncegraph.prebuilt.models.base import (
     content_text,
     install_hint,
     is_synthetic_call_id,
+    served_model,
     split_system,
     synthetic_call_id,
     tool_names_by_call_id,
@@ -196,6 +197,7 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             provider_message_id=response.response_id,
             usage=usage,
             raw_finish_reason=_enum_str(candidate.finish_reason),
+            model_version=served_model(getattr(response, "model_version", None)),
         )
 
 

@@ -41,6 +41,7 @@ from oncegraph.messages import Message, ToolCall, ToolSpec
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
+    served_model,
     synthetic_call_id,
     tool_result_text,
 )
@@ -65,6 +66,10 @@ _PROVIDER_PACKAGES = {
     "mistralai": "langchain-mistralai",
     "groq": "langchain-groq",
 }
+
+# This adapter streams its deltas itself (on_text): the node's LangChain token handler
+# (oncegraph.runtime.lcstream) leaves its calls alone, so no token is streamed twice.
+_OWN_STREAM: Any = {"tags": ["nostream"]}
 
 
 def is_langchain_model(value: Any) -> bool:
@@ -157,7 +162,7 @@ class LangChainChatModel:
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
     ) -> ModelResponse:
         runnable = self._runnable(tools)
-        answer = await runnable.ainvoke(to_langchain_messages(messages))
+        answer = await runnable.ainvoke(to_langchain_messages(messages), _OWN_STREAM)
         return self.from_langchain(answer)
 
     async def generate_stream(
@@ -165,7 +170,7 @@ class LangChainChatModel:
     ) -> ModelResponse:
         runnable = self._runnable(tools)
         whole: Any = None
-        async for chunk in runnable.astream(to_langchain_messages(messages)):
+        async for chunk in runnable.astream(to_langchain_messages(messages), _OWN_STREAM):
             text = _text(chunk.content)
             if text:
                 on_text(text)
@@ -221,6 +226,7 @@ class LangChainChatModel:
             provider_message_id=message_id,
             usage=usage,
             raw_finish_reason=finish if isinstance(finish, str) else None,
+            model_version=served_model(metadata.get("model_name") or metadata.get("model")),
         )
 
 

@@ -33,6 +33,7 @@ from oncegraph.prebuilt.models.base import (
     content_text,
     install_hint,
     parse_tool_args,
+    served_model,
     synthetic_call_id,
     tool_result_text,
 )
@@ -143,6 +144,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             provider_message_id=response.id,
             usage=usage,
             raw_finish_reason=choice.finish_reason,
+            model_version=served_model(getattr(response, "model", None)),
         )
 
 

@@ -14,18 +14,21 @@ from oncegraph.storage.sql.rows_codec import Row
 
 
 def attempts_json(attempts: Sequence[Attempt]) -> str:
-    return dumps_str(
-        [
-            {
-                "number": a.number,
-                "started_at": a.started_at,
-                "ended_at": a.ended_at,
-                "outcome": a.outcome,
-                "error": a.error,
-            }
-            for a in attempts
-        ]
-    )
+    """The attempts column (a ``source_version`` key only on an attempt that has one)."""
+    return dumps_str([_attempt_json(a) for a in attempts])
+
+
+def _attempt_json(a: Attempt) -> dict[str, Any]:
+    found: dict[str, Any] = {
+        "number": a.number,
+        "started_at": a.started_at,
+        "ended_at": a.ended_at,
+        "outcome": a.outcome,
+        "error": a.error,
+    }
+    if a.source_version is not None:
+        found["source_version"] = a.source_version
+    return found
 
 
 def attempts_from_json(text: Any) -> tuple[Attempt, ...]:
@@ -42,15 +45,15 @@ def attempts_from_json(text: Any) -> tuple[Attempt, ...]:
             raise ValueError(f"attempt {number} of {len(found)} is numbered {a.get('number')!r}")
         started: Any = a.get("started_at")
         ended: Any = a.get("ended_at")
-        outcome, error = a.get("outcome"), a.get("error")
+        outcome, error, version = a.get("outcome"), a.get("error"), a.get("source_version")
         if not _is_time(started):
             raise ValueError(f"attempt {number} has no start time (started_at {started!r})")
         if ended is not None and not _is_time(ended):
             raise ValueError(f"attempt {number} has an unreadable ended_at {ended!r}")
-        for name, value in (("outcome", outcome), ("error", error)):
+        for name, value in (("outcome", outcome), ("error", error), ("source_version", version)):
             if value is not None and type(value) is not str:
                 raise ValueError(f"attempt {number} has a {name} that is not text: {value!r}")
-        out.append(Attempt(number, started, ended, outcome, error))
+        out.append(Attempt(number, started, ended, outcome, error, version))
     return tuple(out)
 
 

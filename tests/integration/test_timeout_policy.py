@@ -1,0 +1,173 @@
+"""``add_node(timeout=TimeoutPolicy(...))``: run and idle timeouts of one attempt, on
+every store and run path. Progress (a streamed chunk, ``runtime.heartbeat()``) keeps an
+idle attempt alive; a cut attempt is ``NodeTimeoutError`` with its ``kind``, which a
+retry policy may retry; a tool call the cut interrupts is an unknown outcome that the
+resume calls again with the SAME idempotency key (never a fresh, blind send)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from oncegraph import END, START, StateGraph, ToolNode, add_messages, current_effect, tool
+from oncegraph.errors import ConfigError, NodeTimeoutError
+from oncegraph.func import entrypoint, task
+from oncegraph.runtime import Runtime
+from oncegraph.storage.protocols import Checkpointer
+from oncegraph.storage.records import EffectStatus
+from oncegraph.types import RetryPolicy, TimeoutPolicy
+
+SHORT = 0.05
+LONG = 30.0
+
+
+class S(TypedDict, total=False):
+    messages: Annotated[list[dict[str, Any]], add_messages]
+    x: int
+    done: str
+
+
+def _one(checkpointer: Checkpointer | None, node: Any, **kw: Any) -> Any:
+    g = StateGraph(S)
+    g.add_node("slow", node, **kw)
+    g.add_edge(START, "slow")
+    g.add_edge("slow", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_an_idle_attempt_is_cut_and_says_so(checkpointer: Checkpointer, run_path: Any) -> None:
+    async def slow(state: S) -> dict[str, Any]:
+        await asyncio.sleep(LONG)
+        return {"x": 1}
+
+    app = _one(checkpointer, slow, timeout=TimeoutPolicy(idle_timeout=SHORT))
+    with pytest.raises(NodeTimeoutError, match="no progress") as caught:
+        run_path(app, {"x": 0}, {"thread_id": "t"})
+    assert (caught.value.node, caught.value.kind, caught.value.idle_timeout) == (
+        "slow",
+        "idle",
+        SHORT,
+    )
+
+
+def test_progress_keeps_an_idle_attempt_alive_but_not_past_its_run_cap(
+    checkpointer: Checkpointer, run_path: Any
+) -> None:
+    async def beating(state: S, runtime: Runtime) -> dict[str, Any]:
+        for _ in range(6):  # 6 x 0.02 s > the idle limit, each gap well under it
+            await asyncio.sleep(0.02)
+            runtime.heartbeat()
+        return {"x": 1}
+
+    policy = TimeoutPolicy(idle_timeout=timedelta(milliseconds=80), refresh_on="heartbeat")
+    app = _one(checkpointer, beating, timeout=policy)
+    assert run_path(app, {"x": 0}, {"thread_id": "t"})["x"] == 1
+
+    capped = _one(
+        checkpointer, beating, timeout=TimeoutPolicy(run_timeout=SHORT, idle_timeout=1.0)
+    )
+    with pytest.raises(NodeTimeoutError) as caught:
+        run_path(capped, {"x": 0}, {"thread_id": "t2"})
+    assert caught.value.kind == "run"
+
+
+def test_a_timed_out_attempt_is_retried(checkpointer: Checkpointer, run_path: Any) -> None:
+    attempts: list[int] = []
+
+    async def flaky(state: S) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            await asyncio.sleep(LONG)
+        return {"x": len(attempts)}
+
+    retry = RetryPolicy(initial_interval=0, jitter=False, retry_on=NodeTimeoutError)
+    app = _one(checkpointer, flaky, timeout=TimeoutPolicy(idle_timeout=SHORT), retry_policy=retry)
+    assert run_path(app, {"x": 0}, {"thread_id": "t"})["x"] == 2
+
+
+def test_policies_are_checked_when_declared() -> None:
+    def sync_node(state: S) -> dict[str, Any]:
+        return {}
+
+    with pytest.raises(ConfigError, match="greater than 0"):
+        StateGraph(S).add_node("n", sync_node, timeout=0)
+    with pytest.raises(ConfigError, match="greater than 0"):
+        TimeoutPolicy(idle_timeout=-1)
+    g = StateGraph(S)
+    g.add_node("n", sync_node, timeout=TimeoutPolicy(idle_timeout=1))
+    g.add_edge(START, "n")
+    with pytest.raises(ConfigError, match="only supported for async nodes"):
+        g.compile()
+    with pytest.raises(ConfigError, match="only supported for async nodes"):
+        task(timeout=TimeoutPolicy(idle_timeout=1))(lambda x: x)
+    with pytest.raises(ConfigError, match="greater than 0"):
+        entrypoint(timeout=0)
+    g2 = StateGraph(S)  # a plain number stays oncegraph's timeout, fine on a sync node
+    g2.add_node("n", sync_node, timeout=5)
+    g2.add_edge(START, "n")
+    g2.compile()
+
+
+async def test_a_task_and_an_entrypoint_under_a_policy() -> None:
+    @task(timeout=TimeoutPolicy(idle_timeout=SHORT))
+    async def slow_task(x: int) -> int:
+        await asyncio.sleep(LONG)
+        return x
+
+    @entrypoint()
+    async def flow(x: int) -> int:
+        return await slow_task(x)
+
+    with pytest.raises(NodeTimeoutError):
+        await flow.ainvoke(1)
+
+    @entrypoint(timeout=TimeoutPolicy(idle_timeout=SHORT))
+    async def slow_flow(x: int) -> int:
+        await asyncio.sleep(LONG)
+        return x
+
+    with pytest.raises(NodeTimeoutError):
+        await slow_flow.ainvoke(1)
+
+
+def test_a_tool_call_cut_by_an_idle_timeout_is_called_again_with_its_key(
+    checkpointer: Checkpointer, run_path: Any
+) -> None:
+    keys: list[str] = []
+    hang = [True]
+
+    @tool(dedup="test double: changes nothing a repeat could double")
+    async def ship(order: str) -> str:
+        """Ship an order."""
+        keys.append(current_effect().idempotency_key)
+        if hang[0]:
+            await asyncio.sleep(LONG)
+        return f"shipped {order}"
+
+    async def agent(state: S) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if last["role"] == "tool":
+            return {"done": last["content"]}
+        call = {"id": "call_1", "name": "ship", "args": {"order": "o1"}}
+        return {"messages": [{"role": "assistant", "content": "", "tool_calls": [call]}]}
+
+    g = StateGraph(S)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([ship]), timeout=TimeoutPolicy(idle_timeout=SHORT))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: END if "done" in s else "tools", ["tools", END])
+    g.add_edge("tools", "agent")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"thread_id": "t", "tool_timeout": None}
+    with pytest.raises(NodeTimeoutError, match="'tools'"):
+        run_path(app, {"messages": ["go"]}, cfg)
+    (record,) = app.effects(thread_id="t")
+    assert record.status is EffectStatus.PENDING  # its outcome is unknown, not failed
+
+    hang[0] = False
+    out = run_path(app, None, cfg)
+    assert out["done"] == "shipped o1"
+    assert len(keys) == 2 and keys[0] == keys[1] == record.effect_id

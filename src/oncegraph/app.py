@@ -570,21 +570,39 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         becomes the thread's head under a NEW paused run with lineage (nothing of the
         original run is rewritten, guarantee 9; :mod:`oncegraph.runs.timetravel`); go on
         with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
+        return await self._aupdate_step(config, [(values, as_node)])
+
+    async def _aupdate_step(
+        self, config: Mapping[str, Any], updates: Sequence[tuple[Any, str | None]]
+    ) -> dict[str, Any]:
+        """``updates`` (``(values, as_node)``, several for a superstep of
+        ``bulk_update_state``) written as one step on the thread's head or ``config``'s
+        checkpoint."""
         thread_id = self._thread(config)
         checkpoint_id = _checkpoint_id(config)
+        root = self.spec.schema.is_root  # the state is one value
+
+        def wrapped(values: Any) -> Any:
+            return {ROOT: values} if values is not None and root else values
+
+        (values, as_node), *rest = updates
         ns = (config.get("configurable") or {}).get("checkpoint_ns")
         if ns:  # a stateful subgraph's checkpoint (runs/subtravel.py)
+            if rest:
+                raise ConfigError(
+                    "a superstep of several updates is for the graph's own checkpoints; "
+                    "update a subgraph's state one update at a time"
+                )
             return await self.service.update_subgraph_state(
                 thread_id, str(ns), values, checkpoint_id=checkpoint_id, as_node=as_node
             )
-        if values is not None and self.spec.schema.is_root:  # the state is one value
-            values = {ROOT: values}
         fork = await self.service.update_state(
             thread_id,
-            values,
+            wrapped(values),
             checkpoint_id=checkpoint_id,
             as_node=as_node,
             allow_irreversible=allowed_irreversible(RunConfig.parse(config)),
+            also=[(wrapped(v), str(n)) for v, n in rest],
         )
         return fork.config
 

@@ -139,9 +139,10 @@ class LangGraphMethods:
                     "superstep; give it a superstep of its own"
                 )
         current: Mapping[str, Any] = config
-        for step in supersteps:
-            for update in step:
-                current = await self.aupdate_state(current, update.values, update.as_node)  # type: ignore[attr-defined]
+        for step in supersteps:  # each superstep one step: its updates written together
+            current = await self._aupdate_step(  # type: ignore[attr-defined]
+                current, [(u.values, u.as_node) for u in step]
+            )
         return dict(current)
 
     def bulk_update_state(

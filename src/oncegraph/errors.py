@@ -11,6 +11,7 @@ Every error a user can meet derives from :class:`OnceGraphError`::
     ├── RunStateError                the run is not in a state that allows this call
     │   ├── UnfinishedRunError       new input on a thread whose run is unfinished
     │   ├── NoRunToResumeError       resume asked for, but nothing to resume
+    │   ├── AmbiguousAnswerError     one answer for several open interrupts
     │   ├── RunNotFoundError         unknown run id
     │   │   └── ForeignRunError      the run belongs to another app or tenant (guarantee 15)
     │   ├── RunBusyError             another live process holds the run right now
@@ -111,6 +112,12 @@ class UnfinishedRunError(RunStateError):
 
 class NoRunToResumeError(RunStateError):
     """A resume was asked for, but the thread has no unfinished run."""
+
+
+class AmbiguousAnswerError(RunStateError, RuntimeError):
+    """One answer (``Command(resume=value)``) for a run waiting on several interrupts:
+    which question it answers is not said, so nothing is answered (a ``RuntimeError``,
+    as LangGraph raises it)."""
 
 
 class RunNotFoundError(RunStateError, LookupError):
@@ -441,6 +448,7 @@ class _CrashSignal(BaseException):
 
 
 __all__ = [
+    "AmbiguousAnswerError",
     "ConfigError",
     "CorruptRecordError",
     "EffectError",

@@ -26,6 +26,7 @@ from oncegraph import (
 )
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
+    AmbiguousAnswerError,
     ConfigError,
     GraphInterrupt,
     InterruptSwallowedError,
@@ -293,9 +294,10 @@ def test_interrupt_outside_a_node_is_a_config_error() -> None:
         interrupt("nobody is listening")
 
 
-# Each Command(resume=...) answers the next sibling still waiting, in declaration order;
-# a finished or already-answered sibling is never answered again.
-def test_two_siblings_interrupting_in_one_step_are_answered_in_turn(
+# Siblings waiting in one step: an answer names its question (Command(resume={id: ...})),
+# a finished or already-answered sibling is never answered again, and one bare answer
+# for several open questions is refused (which one it answers is not said).
+def test_two_siblings_interrupting_in_one_step_are_answered_by_id(
     checkpointer: Checkpointer, run_path: RunPath
 ) -> None:
     def left(state: S) -> dict[str, Any]:
@@ -313,15 +315,19 @@ def test_two_siblings_interrupting_in_one_step_are_answered_in_turn(
     cfg = {"thread_id": "t"}
     first = run_path(app, {}, cfg)
     assert [i["node"] for i in first["__interrupt__"]] == ["left", "right"]
-    second = run_path(app, Command(resume=1), cfg)
-    assert [i["node"] for i in second["__interrupt__"]] == ["right"]
-    third = run_path(app, Command(resume=2), cfg)
+    with pytest.raises(AmbiguousAnswerError, match="multiple pending interrupts"):
+        run_path(app, Command(resume=1), cfg)
+    assert len(app.get_state(cfg).interrupts) == 2  # nothing was answered
+    right_id = app.get_state(cfg).interrupts[1].id
+    second = run_path(app, Command(resume={right_id: 2}), cfg)
+    assert [i["node"] for i in second["__interrupt__"]] == ["left"]
+    third = run_path(app, Command(resume=1), cfg)  # one question left: a bare answer is it
     assert "__interrupt__" not in third
-    assert third["log"] == ["left=1", "right=2"]
+    assert sorted(third["log"]) == ["left=1", "right=2"]
     assert _status(app, "t") is RunStatus.COMPLETED
 
 
-def test_resume_by_interrupt_id_answers_the_next_question_and_refuses_the_rest(
+def test_resume_by_interrupt_ids_answers_each_named_question_and_refuses_others(
     checkpointer: Checkpointer,
 ) -> None:
     def left(state: S) -> dict[str, Any]:
@@ -338,12 +344,13 @@ def test_resume_by_interrupt_id_answers_the_next_question_and_refuses_the_rest(
     app = g.compile(checkpointer=checkpointer)
     cfg = {"thread_id": "t"}
     first, second = app.invoke({}, cfg)["__interrupt__"]
-    with pytest.raises(ConfigError, match=r"one interrupt per call.*Nothing was answered"):
-        app.invoke(Command(resume={first.id: 1, second.id: 2}), cfg)
-    with pytest.raises(ConfigError, match=f"the next one first: '{first.id}'"):
-        app.invoke(Command(resume={second.id: 2}), cfg)
-    out = app.invoke(Command(resume={first.id: 1}), cfg)
-    (still,) = out["__interrupt__"]
-    assert still.node == "right"
-    out = app.invoke(Command(resume={still.id: 2}), cfg)
-    assert out["log"] == ["left=1", "right=2"]
+    with pytest.raises(ConfigError, match=r"not open.*Nothing was answered"):
+        app.invoke(Command(resume={first.id: 1, "0" * 32: 2}), cfg)
+    assert len(app.get_state(cfg).interrupts) == 2
+    out = app.invoke(Command(resume={second.id: 2, first.id: 1}), cfg)
+    assert "__interrupt__" not in out and out["log"] == ["left=1", "right=2"]
+    (answer,) = [a for a in app.audit(thread_id="t") if a.action == "answer"]
+    assert {answer.details["node"], *(x["node"] for x in answer.details["also"])} == {
+        "left",
+        "right",
+    }

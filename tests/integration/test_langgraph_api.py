@@ -243,11 +243,15 @@ def test_custom_stream_from_sync_and_async_nodes_in_order(checkpointer: Checkpoi
 def test_debug_stream_has_langgraph_shapes() -> None:
     items = list(_line(None).stream({"trail": []}, stream_mode="debug"))
     kinds = [i["type"] for i in items]
-    assert kinds == ["checkpoint"] + ["task", "task_result", "checkpoint"] * 3
+    # the state before the input (step -1), then with it (step 0), as the history shows
+    assert kinds == ["checkpoint"] * 2 + ["task", "task_result", "checkpoint"] * 3
     assert all(set(i) == {"step", "timestamp", "type", "payload"} for i in items)
-    first = items[0]["payload"]
+    assert [i["step"] for i in items[:2]] == [-1, 0]
+    before, first = items[0]["payload"], items[1]["payload"]
+    assert before["next"] == ["__start__"] and before["metadata"]["source"] == "input"
+    assert first["parent_config"] == before["config"]
     assert first["next"] == ["a"] and first["config"]["configurable"]["checkpoint_id"]
-    task, result = items[1]["payload"], items[2]["payload"]
+    task, result = items[2]["payload"], items[3]["payload"]
     assert task["name"] == "a" and task["id"] == result["id"]
     assert result["result"] == {"trail": ["a"]} and result["error"] is None
     assert items[-1]["payload"]["next"] == [] and items[-1]["payload"]["values"]["trail"] == [

@@ -70,7 +70,7 @@ def test_a_subgraph_node_updates_and_routes_its_parent(
     # goto ran the parent's node; the subgraph's node after the jump never ran
     assert out == {"log": ["in", "jumped", "parent after"]}
     assert app.runs(thread_id="t", limit=1)[0].status is RunStatus.COMPLETED
-    history = [s.metadata.get("writes") for s in app.get_state_history({"thread_id": "t"})]
+    history = [[t.name for t in s.tasks] for s in app.get_state_history({"thread_id": "t"})]
     assert ["after"] in history and ["sub"] in history
 
 

@@ -224,7 +224,7 @@ def test_fan_out_merges_writes_with_reducers(checkpointer: Checkpointer, run_pat
     history = list(app.get_state_history({"thread_id": "t"}))
     # LangGraph's shape: the run's input shows as a checkpoint of its own, last
     assert [s.next for s in history] == [(), ("d",), ("b", "c"), ("a",), ("__start__",)]
-    assert history[1].metadata["writes"] == ["b", "c"]
+    assert [t.name for t in history[2].tasks] == ["b", "c"]  # the step that wrote [1]
     # before the first input its lists are empty, as LangGraph's channels show them
     assert history[-1].values == {"hits": [], "messages": []}
     assert history[-1].metadata["source"] == "input"
@@ -484,10 +484,11 @@ def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     history = list(app.get_state_history(cfg))
     # newest first; each run's input shows as its own checkpoint, as in LangGraph
     assert [s.next for s in history] == [(), ("b",), ("a",), ("__start__",)] * 2
-    assert [s.metadata["step"] for s in history] == [1, 0, -1, -2] * 2
-    assert [s.metadata["source"] for s in history] == ["loop", "loop", "input", "input"] * 2
+    # LangGraph's numbering and metadata: the input checkpoint is step -1
+    assert [s.metadata["step"] for s in history] == [2, 1, 0, -1] * 2
+    assert [s.metadata["source"] for s in history] == ["loop", "loop", "loop", "input"] * 2
+    assert history[3].metadata == {"source": "input", "step": -1, "parents": {}}
     assert [s.values.get("x") for s in history] == [2, 1, 0, 2, 2, 1, 0, None]
-    assert history[3].metadata["writes"] == {"__start__": {"x": 0}}
     for newer, older in itertools.pairwise(history):
         assert newer.parent_config == older.config
     assert history[-1].parent_config is None
@@ -502,7 +503,7 @@ def test_get_state_and_history(checkpointer: Checkpointer) -> None:
     assert list(app.get_state_history({**cfg, "run_id": runs[1]})) == history[4:]
     assert list(app.get_state_history(cfg, limit=2)) == history[:2]
     assert list(app.get_state_history(cfg, before=history[5].config)) == history[6:]
-    assert list(app.get_state_history(cfg, filter={"step": 0})) == [history[1], history[5]]
+    assert list(app.get_state_history(cfg, filter={"step": 1})) == [history[1], history[5]]
     with pytest.raises(RunNotFoundError):
         app.get_state({**cfg, "checkpoint_id": "cp_nope"})
     with pytest.raises(RunNotFoundError):

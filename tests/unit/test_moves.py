@@ -8,6 +8,7 @@ are built by hand.
 from __future__ import annotations
 
 import dataclasses
+import unittest.mock
 from typing import Any, TypedDict
 
 import pytest
@@ -212,6 +213,15 @@ def test_only_nodes_that_plan_their_calls_are_asked_once_each() -> None:
     planners = intent_planners(spec, twice)
     assert [name for name, _ in planners] == ["b"]
     assert planners[0][1]({}) == []
+
+
+def test_a_node_that_makes_up_attributes_plans_nothing() -> None:
+    g = StateGraph(S)
+    g.add_node("m", unittest.mock.Mock(return_value={}))  # any attribute "exists" on it
+    g.add_edge(START, "m")
+    spec = g.validate()
+    cp = dataclasses.replace(_heads(_spec())[0].checkpoint, next=("m",))
+    assert intent_planners(spec, cp) == []
 
 
 @pytest.mark.parametrize("limit", [1, 2])

@@ -104,6 +104,7 @@ def register(app: typer.Typer) -> None:
         async def read(service: RunService) -> dict[str, Any]:
             if service.spec is not None:
                 from oncegraph.runs import reading
+                from oncegraph.runs.snapshots import timestamp
 
                 snap = await reading.state(service.context, thread_id, checkpoint)
                 return {
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
                     "next": list(snap.next),
                     "values": snap.values,
                     "interrupts": list(snap.interrupts),
-                    "created_at": snap.created_at,
+                    "created_at": timestamp(snap.created_at),
                     "as_stored": False,
                 }
             from oncegraph.runs.stored import raw_state

@@ -27,6 +27,7 @@ from oncegraph.errors import ForeignRunError, RunNotFoundError
 from oncegraph.runs import compensating
 from oncegraph.runs.holders import Holder, holder, holders
 from oncegraph.runs.masking import Masker
+from oncegraph.runs.snapshots import timestamp
 from oncegraph.storage.records import (
     AuditRecord,
     EffectRecord,
@@ -269,7 +270,7 @@ def register(app: typer.Typer) -> None:
                     s.run_id or "",
                     s.metadata.get("source", ""),
                     ",".join(s.next),
-                    o.when(s.created_at),
+                    o.when(timestamp(s.created_at)),
                     len(s.interrupts),
                 )
                 for s in snaps

@@ -9,6 +9,7 @@ from typing import Any
 
 from oncegraph.errors import NoRunToResumeError
 from oncegraph.runs import audits, claims
+from oncegraph.runs.answers import ByInterrupt
 from oncegraph.runs.commands import NO_ANSWER
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.lifecycle import FINAL_STATUSES
@@ -50,14 +51,25 @@ class Answering:
     head: Head
     task: str
     answered: int
+    more: tuple[tuple[str, int, Any], ...] = ()  # (task, answered, answer): by interrupt id
 
     def write(self, answer: Any, head: Head | None = None) -> TaskWrite:
         """The answer's task write, on ``head`` (a migrated head; default: the one read)."""
         cp = (head or self.head).checkpoint
         run = self.run
+        value = answer.answers[0][1] if isinstance(answer, ByInterrupt) else answer
         return TaskWrite(
-            run.thread_id, cp.checkpoint_id, self.task, WriteKind.RESUME, self.answered, answer
+            run.thread_id, cp.checkpoint_id, self.task, WriteKind.RESUME, self.answered, value
         )
+
+    def writes(self, answer: Any, head: Head | None = None) -> list[TaskWrite]:
+        """Every task write of the answer: one per question answered."""
+        cp = (head or self.head).checkpoint
+        rest = [
+            TaskWrite(self.run.thread_id, cp.checkpoint_id, task, WriteKind.RESUME, n, value)
+            for task, n, value in self.more
+        ]
+        return [self.write(answer, head), *rest]
 
 
 async def take(
@@ -88,9 +100,22 @@ async def take(
         waiting = open_interrupts(writes)
         if not waiting:
             raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
-        task = next_answer(spec.order, waiting)
-        answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
+        picked = (
+            [t for t, _ in answer.answers if t in waiting]
+            if isinstance(answer, ByInterrupt)
+            else [next_answer(spec.order, waiting)]
+        )
+        if not picked:
+            raise NoRunToResumeError(f"run {run.run_id}: the interrupts answered are not open")
+
+        def answered_of(task: str) -> int:
+            return sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
+
+        task = picked[0]
+        answered = answered_of(task)
         question = waiting[task]
+        values = dict(answer.answers) if isinstance(answer, ByInterrupt) else {task: answer}
+        more = tuple((t, answered_of(t), values[t]) for t in picked[1:])
         # Who approved what: the question, the answer and the actor, kept for good.
         record = audits.for_run(
             run,
@@ -104,7 +129,17 @@ async def take(
                 "step": cp.step + 1,
                 "checkpoint_id": cp.checkpoint_id,
                 "question": question.value,
-                "answer": answer,
+                "answer": values[task],
+                **(
+                    {
+                        "also": [
+                            {"node": t, "question": waiting[t].value, "answer": v}
+                            for t, _, v in more
+                        ]
+                    }
+                    if more
+                    else {}
+                ),
             },
         )
         taken = await ctx.store.fence_run(
@@ -119,7 +154,8 @@ async def take(
     except BaseException:
         await lock.release()
         raise
-    return Answering(Claim(run.run_id, taken.fencing_token, lock), taken, head, task, answered)
+    claim = Claim(run.run_id, taken.fencing_token, lock)
+    return Answering(claim, taken, head, task, answered, more)
 
 
 __all__ = ["Answering", "check_resumable", "take"]

@@ -2,18 +2,21 @@
 
 * ``invoke(None, config)`` on a run paused at a static breakpoint continues it, as an
   answer to the breakpoint;
-* ``Command(resume={interrupt_id: answer})`` answers that interrupt when it is the one to
-  answer next (the run service answers the thread's open questions one per call, in node
-  order); any other map of ids is refused with the order to use, never handed to one
-  node as its answer by mistake.
+* ``Command(resume={interrupt_id: answer, ...})`` answers each of those open
+  interrupts (:class:`ByInterrupt`: each answer goes to the question its id names, never
+  to another); a map naming an interrupt that is not open is refused, nothing answered;
+* ``Command(resume=answer)`` while the run waits on several interrupts is refused with
+  :class:`~oncegraph.errors.AmbiguousAnswerError` listing their ids (which question it
+  answers is not said); with one open interrupt it answers that one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from oncegraph.errors import ConfigError
+from oncegraph.errors import AmbiguousAnswerError, ConfigError
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import is_breakpoint
@@ -25,10 +28,17 @@ if TYPE_CHECKING:
     from oncegraph.runs.context import RunContext
 
 
+@dataclass(frozen=True, slots=True)
+class ByInterrupt:
+    """Answers by question: ``(task key, answer)`` for each open interrupt answered."""
+
+    answers: tuple[tuple[str, Any], ...]
+
+
 async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
     """``input`` as the run service takes it (see the module docstring)."""
-    by_id = isinstance(input, Command) and input.has_resume and is_id_map(input.resume)
-    if (input is not None and not by_id) or cfg.thread_id is None or cfg.run_id is not None:
+    answering = isinstance(input, Command) and input.has_resume
+    if (input is not None and not answering) or cfg.thread_id is None or cfg.run_id is not None:
         return input
     await ctx.setup()
     store = ctx.store
@@ -45,19 +55,28 @@ async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
         if waiting and all(is_breakpoint(t, w.value) for t, w in waiting.items()):
             return Command(resume=None)
         return input
-    order = ctx.graph.order
-    asked = [waiting[task] for task in answer_order(order, waiting)]
-    ids = [Interrupt.of(head, w.task, w.idx, w.value).id for w in asked]
+    asked = [waiting[task] for task in answer_order(ctx.graph.order, waiting)]
+    by_id = {Interrupt.of(head, w.task, w.idx, w.value).id: w.task for w in asked}
+    if not is_id_map(input.resume):
+        questions = [w for w in asked if not is_breakpoint(w.task, w.value)]
+        if len(questions) > 1:
+            raise AmbiguousAnswerError(
+                "When there are multiple pending interrupts, you must specify the interrupt "
+                f"id when resuming: {len(questions)} questions are open "
+                f"({', '.join(repr(i) for i in by_id)}). Answer them with "
+                "invoke(Command(resume={interrupt_id: answer, ...}), config), the ids from "
+                "app.get_state(config).interrupts. Nothing was answered."
+            )
+        return input
     answers = dict(input.resume)
-    if len(answers) == 1 and ids and next(iter(answers)) == ids[0]:
-        return Command(resume=answers[ids[0]])
-    if set(answers) <= set(ids):
+    unknown = [i for i in answers if i not in by_id]
+    if unknown:
         raise ConfigError(
-            f"Command(resume={{id: answer}}) answers one interrupt per call here, the "
-            f"next one first: {ids[0]!r} (node {asked[0].task!r}); the open ones, in "
-            f"order: {ids}. Nothing was answered."
+            f"Command(resume={{id: answer}}) names interrupts that are not open: {unknown}; "
+            f"the open ones: {list(by_id)} (app.get_state(config).interrupts). Nothing "
+            "was answered."
         )
-    return input
+    return Command(resume=ByInterrupt(tuple((by_id[i], a) for i, a in answers.items())))
 
 
 def is_id_map(value: Any) -> bool:
@@ -72,4 +91,4 @@ def is_id_map(value: Any) -> bool:
     )
 
 
-__all__ = ["is_id_map", "route"]
+__all__ = ["ByInterrupt", "is_id_map", "route"]

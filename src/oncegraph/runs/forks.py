@@ -17,7 +17,7 @@ run in one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +26,9 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime import logkeys
-from oncegraph.runtime.engine import TaskResult, next_nodes
+from oncegraph.runtime.engine import TaskResult, route
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.sends import encode_send
 from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunRecord, ThreadRecord
@@ -68,10 +69,13 @@ async def fork(
     as_node: str | None = None,
     thread: ThreadRecord | None = None,
     sibling: bool = False,
+    results: Sequence[TaskResult] = (),
 ) -> Forked:
     """The fork of ``cp`` for ``run`` (see the module docstring). ``thread``: the row of
     ``cp``'s own thread for a fork on the same thread (None: ``run``'s new thread);
-    ``sibling``: the fork's parent is ``cp``'s parent (LangGraph's ``__copy__``)."""
+    ``sibling``: the fork's parent is ``cp``'s parent (LangGraph's ``__copy__``);
+    ``results``: the writes of several nodes (and where they route, ``Send`` included)
+    as one step, instead of ``patch`` / ``as_node``."""
     branch = None if thread is None else thread.version + 1  # unique on the thread
     log: list[LogEntry] = []
     logs = dict(logkeys.counts(cp.logs)) if branch is None else logkeys.branched(cp.logs, branch)
@@ -82,10 +86,16 @@ async def fork(
         log.extend(LogEntry(target, seq, value) for seq, value in enumerate(entries))
     stored, nxt = dict(cp.values), cp.next
     diff: list[StateChange] = []
-    if patch or as_node is not None:
+    sends: list[Any] = []
+    if as_node is not None and not results:
+        results = (TaskResult(as_node, spec.schema.to_update(as_node, dict(patch or {}))),)
+    if patch or results:
         values = await heads.materialize(cp)
-        update = spec.schema.to_update(as_node or START, dict(patch or {}))
-        writes = apply_writes(spec.schema, values, [(as_node or "patch", update)])
+        if results:
+            pairs = [(r.node, r.update) for r in results]
+        else:  # a patch as input: the same next step
+            pairs = [("patch", spec.schema.to_update(START, dict(patch or {})))]
+        writes = apply_writes(spec.schema, values, pairs)
         for channel, value in writes.stored.items():
             if channel in writes.changed:
                 before = stored.get(channel)
@@ -98,8 +108,10 @@ async def fork(
             logs[channel] = logs.get(channel, 0) + 1
             added.setdefault(channel, []).append(value)
         diff.extend(StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items())
-        if as_node is not None:
-            nxt = next_nodes(spec, writes.values, [TaskResult(as_node, update)])
+        if results:
+            routes = route(spec, writes.values, results, joins=cp.metadata.get("joins"))
+            nxt = (*routes.pulled, *(send.node for send in routes.sends))
+            sends = [encode_send(spec, send) for send in routes.sends]
     metadata: dict[str, Any] = {
         "source": source,
         "forked_from": {
@@ -108,8 +120,10 @@ async def fork(
             "run_id": cp.run_id,
         },
     }
-    if as_node is not None:
-        metadata["writes"] = [as_node]
+    if results:
+        metadata["writes"] = [r.node for r in results]
+        if sends:
+            metadata["sends"] = sends
     else:  # the same next step: what it needs to know comes along
         metadata.update({k: cp.metadata[k] for k in _NEXT_STEP_KEYS if k in cp.metadata})
     if thread is None:
@@ -121,7 +135,7 @@ async def fork(
         checkpoint_id=new_checkpoint_id(),
         thread_id=run.thread_id,
         run_id=run.run_id,
-        step=cp.step,
+        step=cp.step + 1 if results else cp.step,  # a node's write is a step
         version=version,
         parent_checkpoint_id=parent,
         values=stored,

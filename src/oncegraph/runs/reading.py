@@ -23,6 +23,7 @@ from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_k
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.engine import TaskResult, empty_head, with_finished
 from oncegraph.runtime.moves import open_interrupts
+from oncegraph.runtime.stepevents import start_values
 from oncegraph.runtime.subgraph import child_place
 from oncegraph.storage.records import CheckpointRecord
 
@@ -257,8 +258,8 @@ async def _before_input(
     ctx: RunContext, thread_id: str, snap: StateSnapshot, older: StateSnapshot | None
 ) -> StateSnapshot:
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
-    if parent_id is None:  # a thread's first: its lists empty, as LangGraph's channels show them
-        values: dict[str, Any] = {c: [] for c in ctx.graph.schema.log_channels()}
+    if parent_id is None:  # a thread's first: its reducer fields at their start (0, [])
+        values: dict[str, Any] = start_values(ctx.graph.schema)
     elif older is not None and older.config.get("checkpoint_id") == parent_id:
         values = dict(older.values)
     else:

@@ -30,7 +30,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
@@ -240,6 +240,7 @@ class RunService:
         actor: str = "update_state",
         reason: str = "update_state",
         allow_irreversible: Iterable[str] = (),
+        also: Sequence[tuple[Any, str]] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a new paused run on the same thread whose head
         has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
@@ -251,6 +252,7 @@ class RunService:
             actor=actor,
             reason=reason,
             allow_irreversible=allow_irreversible,
+            also=also,
         )
 
     async def update_subgraph_state(
@@ -439,9 +441,8 @@ class RunService:
         claim = held.claim
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
-            await self.store.put_task_write(  # the question moved with a migrated head
-                held.write(answer, head), run_id=run.run_id, fence=claim.token
-            )
+            for write in held.writes(answer, head):  # the question moved with a migrated head
+                await self.store.put_task_write(write, run_id=run.run_id, fence=claim.token)
             policy = await self.context.policy(held.run)
             driver = self.context.make_driver(cfg, emit, claim, policy)
             return await self.context.drive(driver, head, held.run)

@@ -15,12 +15,14 @@ into what LangGraph code reads:
   with ``subgraphs=True``;
 * history: each run's input is shown as LangGraph shows it, as a checkpoint of its own
   before the input was applied (``next == ("__start__",)``, ``metadata["source"] ==
-  "input"``), with the id ``<input checkpoint id>.input``.
+  "input"``), with the id ``<input checkpoint id>.input``; the stored input checkpoint
+  (the input applied) is then the loop's first, ``metadata["source"] == "loop"``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from oncegraph.graph.constants import START
@@ -29,11 +31,9 @@ from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.engine import decode_result, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.sends import decode_send
-from oncegraph.runtime.stepevents import task_id
+from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
 from oncegraph.state.channels import public
 from oncegraph.storage.records import TaskWrite, WriteKind
-
-INPUT_SUFFIX = ".input"
 
 
 class PregelTask(NamedTuple):
@@ -48,15 +48,44 @@ class PregelTask(NamedTuple):
     result: Any = None
 
 
-def lg_config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "configurable": {"thread_id": thread_id, "checkpoint_ns": ns},
-        "thread_id": thread_id,
-    }
+class SnapshotConfig(dict[str, Any]):
+    """A checkpoint's config as LangGraph gives it, ``{"configurable": {"thread_id",
+    "checkpoint_ns", "checkpoint_id"}}`` (equal to LangGraph's); the flat keys oncegraph
+    always gave (``config["checkpoint_id"]``, ``config.get("thread_id")``) still read,
+    from ``configurable``."""
+
+    def __missing__(self, key: str) -> Any:
+        conf = dict.get(self, "configurable")
+        if isinstance(conf, Mapping) and key in conf:
+            return conf[key]
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+def lg_config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> SnapshotConfig:
+    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
-        config["configurable"]["checkpoint_id"] = checkpoint_id
-        config["checkpoint_id"] = checkpoint_id
-    return config
+        conf["checkpoint_id"] = checkpoint_id
+    return SnapshotConfig(configurable=conf)
+
+
+def iso_time(created_at: float | str | None) -> str | None:
+    """A checkpoint's time as LangGraph gives it (``ts``): ISO 8601, UTC."""
+    if created_at is None or isinstance(created_at, str):
+        return created_at
+    return datetime.fromtimestamp(created_at, UTC).isoformat()
+
+
+def timestamp(created_at: float | str | None) -> float | None:
+    """A snapshot's ``created_at`` (ISO 8601 or seconds) as seconds since the epoch."""
+    if created_at is None or isinstance(created_at, int | float):
+        return created_at
+    return datetime.fromisoformat(created_at).timestamp()
 
 
 def task_keys(spec: GraphSpec, snap: StateSnapshot) -> list[tuple[str, str, Any]]:
@@ -108,9 +137,14 @@ def shape(
             )
         )
     parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
-    if snap.metadata.get("source") == "input" and cp_id and not ns:
+    source = str(snap.metadata.get("source", "loop"))
+    if source == "input" and cp_id and not ns:
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
+        source = "loop"  # ...and this one, the input applied, is the loop's first
+    step = int(snap.metadata.get("step", -1)) + 1
     return snap._replace(
+        metadata=lg_metadata(snap.metadata, step, source),
+        created_at=iso_time(snap.created_at),
         values=public(snap.values),
         config=lg_config(thread_id, cp_id, ns),
         parent_config=lg_config(thread_id, parent, ns) if parent else None,
@@ -131,18 +165,36 @@ def input_snapshot(
     ``update``, about to run ``__start__``; ``loop_snap`` is the run's input checkpoint
     as oncegraph stores it (input applied)."""
     cp_id = str(loop_snap.config.get("checkpoint_id", "")) + INPUT_SUFFIX
-    step = int(loop_snap.metadata.get("step", -1)) - 1
+    step = int(loop_snap.metadata.get("step", -1))
     return StateSnapshot(
         values=public(before),
         next=(START,),
         config=lg_config(thread_id, cp_id),
-        metadata={"source": "input", "step": step, "writes": {START: public(dict(update))}},
-        created_at=loop_snap.created_at,
+        metadata={"source": "input", "step": step, "parents": {}},
+        created_at=iso_time(loop_snap.created_at),
         parent_config=lg_config(thread_id, before_id) if before_id else None,
         run_id=loop_snap.run_id,
         interrupts=(),
-        tasks=(PregelTask(task_id(cp_id, START), START, ("__pregel_pull", START)),),
+        tasks=(
+            PregelTask(
+                task_id(cp_id, START),
+                START,
+                ("__pregel_pull", START),
+                result=public(dict(update)) if update else None,  # the input, as it wrote
+            ),
+        ),
     )
 
 
-__all__ = ["INPUT_SUFFIX", "PregelTask", "input_snapshot", "lg_config", "shape", "task_keys"]
+__all__ = [
+    "INPUT_SUFFIX",
+    "PregelTask",
+    "SnapshotConfig",
+    "input_snapshot",
+    "iso_time",
+    "lg_config",
+    "lg_metadata",
+    "shape",
+    "task_keys",
+    "timestamp",
+]

@@ -9,7 +9,10 @@ LangGraph goes back in a thread's history two ways, and both work here as they d
 * ``update_state(config, values, as_node=None)`` on any checkpoint of the thread (its head
   by default): a checkpoint with the edit (``source="update"``; ``as_node="__copy__"``: an
   unchanged copy, ``source="fork"``) becomes the head, and ``invoke(None, config)`` (the
-  returned config or the thread's) runs what comes after it.
+  returned config or the thread's) runs what comes after it (an edit that leaves nothing
+  to run ends its run ``completed``); on a thread with no checkpoint yet, or with
+  ``as_node="__input__"``, the update is the input of a new turn
+  (:mod:`oncegraph.runs.updates`).
 
 Unlike LangGraph, each fork is a NEW run on the thread with lineage: ``parent_run_id``
 (the run the checkpoint belongs to), ``parent_checkpoint_id``, ``launch_reason=
@@ -35,11 +38,13 @@ runs nothing (LangGraph's "replay from the final checkpoint").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
+from oncegraph.graph.constants import START
+from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.runs import audits, claims, subtravel
 from oncegraph.runs.context import RunContext, RunResult
@@ -47,8 +52,10 @@ from oncegraph.runs.forks import StateChange, fork, last_writer
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.snapshots import INPUT_SUFFIX
+from oncegraph.runs.updates import start_by_update, starts_a_turn
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit
+from oncegraph.runtime.engine import TaskResult
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
@@ -225,19 +232,39 @@ class TimeTravel:
         actor: str = "update_state",
         reason: str = "update_state",
         allow_irreversible: Iterable[str] = (),
+        also: Sequence[tuple[Any, str]] = (),
     ) -> Fork:
         """LangGraph's ``update_state``: a checkpoint with the edit becomes the thread's
         head, under a new ``paused`` run (see the module docstring); ``allow_irreversible``
-        (from the call's config) is what that live run may send."""
+        (from the call's config) is what that live run may send. ``values`` may be a
+        ``Command`` (its update, and its ``goto`` / ``Send`` routes); ``also``: more
+        ``(values, as_node)`` written in the same step (a superstep of
+        ``bulk_update_state``)."""
         spec, heads = self.ctx.graph_heads()
         await self.ctx.setup()
         thread, latest = await self.ctx.open_thread(thread_id)
-        if thread is None or thread.head_checkpoint_id is None:
-            raise RunNotFoundError(
-                f"thread {thread_id!r} has no state to update yet; start it with "
-                "invoke(input, config)"
+        if starts_a_turn(thread, as_node):  # an input, or a new thread's first checkpoint
+            if also:
+                raise ConfigError(
+                    "a superstep of several updates goes on a thread's head; start the "
+                    "thread with an update of its own first (as_node='__input__')"
+                )
+            return await start_by_update(
+                self,
+                thread_id,
+                thread,
+                latest,
+                values,
+                as_node,
+                checkpoint_id=checkpoint_id,
+                actor=actor,
+                reason=reason,
             )
+        assert thread is not None and thread.head_checkpoint_id is not None
         cp = await self.checkpoint(thread_id, checkpoint_id or thread.head_checkpoint_id)
+        if as_node == START and _is_input_of(cp, latest, values, spec):
+            assert latest is not None  # LangGraph's __start__ after __input__: applied already
+            return Fork(latest, cp.checkpoint_id, ())
         copy = as_node == COPY
         if copy:
             if values is not None:
@@ -247,13 +274,21 @@ class TimeTravel:
                 )
             writer = None
         else:
-            if values is not None and not isinstance(values, Mapping):
-                raise ConfigError(f"values must be a dict of state fields; got {values!r}")
-            if as_node is not None and as_node not in spec.nodes:
-                raise ConfigError(
-                    f"as_node {as_node!r} is not a node of this graph; nodes: {sorted(spec.nodes)}"
-                )
+            for v, node in ((values, as_node), *also):
+                if v is not None and not isinstance(v, Mapping | Command):
+                    raise ConfigError(f"values must be a dict of state fields; got {v!r}")
+                if node is not None and node not in spec.nodes and node != START:
+                    raise ConfigError(
+                        f"as_node {node!r} is not a node of this graph; nodes: {sorted(spec.nodes)}"
+                    )
             writer = as_node or last_writer(spec, cp)
+        results = (
+            ()
+            if copy or writer is None
+            else tuple(_result(spec, node, v) for v, node in ((values, writer), *also))
+        )
+        if not also and not isinstance(values, Command):
+            results = ()  # one node's fields: fork's patch as that node
         editing = (
             latest is not None
             and latest.status is RunStatus.PAUSED
@@ -280,11 +315,15 @@ class TimeTravel:
             cp,
             run,
             source="fork" if copy else "update",
-            patch=None if copy else dict(values or {}),
+            patch=None if copy or results else dict(values or {}),
             as_node=writer,
             thread=thread,
             sibling=copy,
+            results=results,
         )
+        done = not made.checkpoint.next  # nothing left to run: the edit is the run's end
+        if done and new:
+            run = run.replace(status=RunStatus.COMPLETED)
         await self.store.commit(
             StepCommit(
                 thread_id=thread_id,
@@ -292,6 +331,7 @@ class TimeTravel:
                 checkpoint=made.checkpoint,
                 log=made.log,
                 new_run=run if new else None,
+                run_status=RunStatus.COMPLETED if done and not new else None,
             )
         )
         await self.store.append_audit(
@@ -408,6 +448,28 @@ class TimeTravel:
             run_id=run.run_id,
             fence=token,
         )
+
+
+def _result(spec: GraphSpec, node: str, values: Any) -> TaskResult:
+    """What ``node`` writes in an update: a dict of fields, or a ``Command``."""
+    if isinstance(values, Command):
+        return TaskResult(node, spec.schema.to_update(node, values.update), values.goto_nodes())
+    return TaskResult(node, spec.schema.to_update(node, dict(values or {})))
+
+
+def _is_input_of(
+    cp: CheckpointRecord, latest: RunRecord | None, values: Any, spec: GraphSpec
+) -> bool:
+    """Whether ``cp`` is the input checkpoint of ``latest`` (an update nobody ran yet)
+    with ``values`` as its input: an update as ``__start__`` then changes nothing."""
+    if latest is None or latest.status is not RunStatus.PAUSED or cp.run_id != latest.run_id:
+        return False
+    if cp.metadata.get("source") != "input" or not isinstance(latest.input, Mapping):
+        return False
+    try:
+        return bool(spec.schema.decode_update(latest.input) == dict(values or {}))
+    except (ValueError, TypeError):
+        return False
 
 
 async def finished_state(

@@ -13,7 +13,7 @@ class _Snapshot(NamedTuple):
     next: tuple[str, ...]
     config: dict[str, Any]
     metadata: Mapping[str, Any]
-    created_at: float | None
+    created_at: float | str | None  # seconds as stored; ISO 8601 in LangGraph's shape
     parent_config: dict[str, Any] | None
     tasks: tuple[Any, ...] = ()  # the step's tasks (LangGraph's PregelTask shape)
     interrupts: tuple[Any, ...] = ()
@@ -35,7 +35,7 @@ class StateSnapshot(_Snapshot):
         next: tuple[str, ...],
         config: dict[str, Any],
         metadata: Mapping[str, Any],
-        created_at: float | None,
+        created_at: float | str | None,
         parent_config: dict[str, Any] | None,
         tasks: tuple[Any, ...] = (),
         interrupts: tuple[Any, ...] = (),

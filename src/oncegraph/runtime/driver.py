@@ -200,7 +200,7 @@ class Driver:
             nxt,
         )
         self.steps = 1  # LangGraph counts the input step against recursion_limit
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, ())
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
         return nxt
 
     async def start_nested(
@@ -231,7 +231,7 @@ class Driver:
             nxt,
         )
         self.steps = 1
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, ())
+        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
         return nxt
 
     # -- the loop --------------------------------------------------------------------------

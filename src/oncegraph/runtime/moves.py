@@ -16,6 +16,7 @@ so each is unit-tested with plain values:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -189,7 +190,10 @@ def intent_planners(spec: GraphSpec, cp: CheckpointRecord) -> list[tuple[str, An
     found: list[tuple[str, Any]] = []
     for name in dict.fromkeys(cp.next):
         node = spec.nodes.get(name)
-        planner = getattr(node.fn, "plan_intents", None) if node is not None else None
+        # looked up statically: an object that makes up attributes on demand (a mock) has
+        # no planner unless it really defines one
+        has = node is not None and inspect.getattr_static(node.fn, "plan_intents", None)
+        planner = getattr(node.fn, "plan_intents", None) if has and node is not None else None
         if planner is not None:
             found.append((name, planner))
     return found

@@ -7,20 +7,47 @@ never shows what was not written."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
 from oncegraph.runtime.updates import shown
+from oncegraph.state.channels import StateSchema, public
 from oncegraph.storage.records import CheckpointRecord
 
 
 def task_id(checkpoint_id: str, key: str) -> str:
     """A task's stable id: the same in every view, stream and process."""
     return hashlib.sha256(f"{checkpoint_id}:{key}".encode()).hexdigest()[:32]
+
+
+INPUT_SUFFIX = ".input"
+"""The id suffix of the checkpoint LangGraph shows before a run's input is applied."""
+
+_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "call", "forked_from"})
+"""Checkpoint metadata the run keeps for itself (what the next step needs, lineage the
+run records hold): not part of LangGraph's metadata."""
+
+
+def lg_metadata(metadata: Mapping[str, Any], step: int, source: str) -> dict[str, Any]:
+    """LangGraph's metadata of a checkpoint: ``source``, ``step`` (LangGraph numbers the
+    input checkpoint -1, so a stored step ``n`` shows as ``n + 1``), ``parents``."""
+    shown = {k: v for k, v in metadata.items() if k not in _INTERNAL_METADATA}
+    return {**shown, "source": source, "step": step, "parents": {}}
+
+
+def start_values(schema: StateSchema) -> dict[str, Any]:
+    """A thread's values before its first input, as LangGraph's channels show them: each
+    reducer field at its start (``[]``, ``0``), nothing else."""
+    return {
+        name: channel.default()
+        for name, channel in schema.channels.items()
+        if channel.default is not None and (channel.log or channel.reducer is not None)
+    }
 
 
 def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
@@ -39,10 +66,14 @@ def emit_step(
     parent: CheckpointRecord,
     results: Sequence[TaskResult],
     streamed: Collection[str] = (),
+    *,
+    before: Mapping[str, Any] | None = None,
 ) -> None:
     """A committed step's ``updates``, ``values`` and ``debug`` checkpoint events;
     ``where``: the root thread (None: this one) and the namespace; ``streamed``: the
-    tasks whose update was emitted already, as they finished (:func:`emit_update`)."""
+    tasks whose update was emitted already, as they finished (:func:`emit_update`);
+    ``before``: for a run's input checkpoint, the values before the input (LangGraph
+    shows that state as a checkpoint of its own, as the history does)."""
     if wants(emit, "updates"):
         for r in results:
             if r.key not in streamed:
@@ -50,12 +81,43 @@ def emit_step(
     if wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):
-        emit(
-            "debug",
-            debug_event(
-                head.checkpoint.step + 1, "checkpoint", debug_checkpoint(spec, where, head, parent)
-            ),
-        )
+        cp = head.checkpoint
+        shown = debug_checkpoint(spec, where, head, parent)
+        if before is not None and cp.metadata.get("source") == "input":
+            first = _input_checkpoint(spec, where, head, parent, before)
+            emit("debug", debug_event(cp.step, "checkpoint", first))
+            shown["parent_config"] = first["config"]
+        emit("debug", debug_event(cp.step + 1, "checkpoint", shown))
+
+
+def _config(thread: str, ns: str, checkpoint_id: str) -> dict[str, Any]:
+    return {
+        "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+    }
+
+
+def _input_checkpoint(
+    spec: GraphSpec,
+    where: tuple[str | None, tuple[str, ...]],
+    head: Head,
+    parent: CheckpointRecord,
+    before: Mapping[str, Any],
+) -> dict[str, Any]:
+    cp = head.checkpoint
+    thread = where[0] or cp.thread_id
+    ns = "|".join(where[1])
+    cp_id = cp.checkpoint_id + INPUT_SUFFIX
+    values = dict(before) if parent.checkpoint_id else start_values(spec.schema)
+    return {
+        "config": _config(thread, ns, cp_id),
+        "parent_config": _config(thread, ns, parent.checkpoint_id)
+        if parent.checkpoint_id
+        else None,
+        "values": public(values),
+        "metadata": {"source": "input", "step": cp.step, "parents": {}},
+        "next": [START],
+        "tasks": [{"id": task_id(cp_id, START), "name": START, "interrupts": (), "state": None}],
+    }
 
 
 def debug_checkpoint(
@@ -69,31 +131,47 @@ def debug_checkpoint(
     cp = head.checkpoint
     thread = root_thread or cp.thread_id
     ns = "|".join(namespace)
-
-    def config(checkpoint_id: str) -> dict[str, Any]:
-        return {
-            "configurable": {
-                "thread_id": thread,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-            }
-        }
-
+    source = str(cp.metadata.get("source", "loop"))
+    if source == "input":
+        source = "loop"  # after LangGraph's input checkpoint, the loop's first
     return {
-        "config": config(cp.checkpoint_id),
-        "parent_config": config(parent.checkpoint_id) if parent.checkpoint_id else None,
-        "values": dict(head.values),
-        "metadata": dict(cp.metadata, step=cp.step),
+        "config": _config(thread, ns, cp.checkpoint_id),
+        "parent_config": _config(thread, ns, parent.checkpoint_id)
+        if parent.checkpoint_id
+        else None,
+        "values": public(dict(head.values)),
+        "metadata": lg_metadata(cp.metadata, cp.step + 1, source),
         "next": list(cp.next),
         "tasks": [
             {
                 "id": task_id(cp.checkpoint_id, t.key),
                 "name": t.node,
                 "interrupts": (),
-                "state": None,
+                "state": _subgraph_config(spec, thread, namespace, cp, t.key, t.node),
             }
             for t in tasks_of(spec, cp)
         ],
+    }
+
+
+def _subgraph_config(
+    spec: GraphSpec,
+    thread: str,
+    namespace: tuple[str, ...],
+    cp: CheckpointRecord,
+    key: str,
+    node: str,
+) -> dict[str, Any] | None:
+    """A subgraph task's ``state`` as the history lists it (its namespace's config)."""
+    child = spec.nodes[node].subgraph if node in spec.nodes else None
+    if child is None:
+        return None
+    from oncegraph.runtime.subgraph import child_place  # it runs drivers: imports this
+
+    stateful = getattr(child, "stateful", False)
+    _, elements = child_place(stateful, cp.thread_id, key, node, cp.checkpoint_id, cp.step + 1)
+    return {
+        "configurable": {"thread_id": thread, "checkpoint_ns": "|".join((*namespace, *elements))}
     }
 
 
@@ -141,9 +219,12 @@ def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcom
 
 
 __all__ = [
+    "INPUT_SUFFIX",
     "debug_checkpoint",
     "emit_results",
     "emit_step",
     "emit_tasks",
+    "lg_metadata",
+    "start_values",
     "task_id",
 ]

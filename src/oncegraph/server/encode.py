@@ -26,6 +26,7 @@ from oncegraph.runs.holders import Holder
 from oncegraph.runs.launch import started_by
 from oncegraph.runs.masking import Masker, mask_value
 from oncegraph.runs.replay import kind_of
+from oncegraph.runs.snapshots import timestamp
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.database_app import WITHHELD
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
@@ -185,7 +186,7 @@ class Shown:
             "next": list(snap.next),
             "config": jsonable(snap.config),
             "metadata": self.value(snap.metadata),
-            "created_at": snap.created_at,
+            "created_at": timestamp(snap.created_at),
             "parent_config": jsonable(snap.parent_config),
             "run_id": snap.run_id,
             "checkpoint_id": snap.config.get("checkpoint_id"),

@@ -36,7 +36,8 @@ for chunk in graph.stream({"topic": "ice cream"}, stream_mode="debug"):
 
 # -- checks (oncegraph's) ----------------------------------------------------------------
 assert [e["type"] for e in events] == [
-    "checkpoint",
+    "checkpoint",  # before the input (step -1)
+    "checkpoint",  # the input applied (step 0)
     "task",
     "task_result",
     "checkpoint",
@@ -44,5 +45,6 @@ assert [e["type"] for e in events] == [
     "task_result",
     "checkpoint",
 ]
-assert events[2]["payload"]["result"] == {"topic": "ice cream and cats"}
+assert [e["step"] for e in events[:2]] == [-1, 0]
+assert events[3]["payload"]["result"] == {"topic": "ice cream and cats"}
 assert events[-1]["payload"]["values"]["joke"] == "This is a joke about ice cream and cats"

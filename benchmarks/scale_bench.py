@@ -194,6 +194,12 @@ async def _work(where: str, deploy: str) -> None:
     store = open_store("postgres", where)
     try:
         app = compiled(store, 2, deploy)
+        if deploy == "compatible":
+            # A worker claims the runs its graph can run: its own fingerprint's, or a
+            # version it registers. A compatible deploy with a new version number names
+            # the old one as a previous version, as such a deploy must today.
+            previous = {"1": approval_graph(1, deploy)}
+            app = approval_graph(2, deploy).compile(checkpointer=store, previous_versions=previous)
         worker = Worker(app, concurrency=BATCH, lease_seconds=60, poll_seconds=1)
         serving = asyncio.create_task(worker.run_forever())
         await asyncio.wait_for(worker.listening.wait(), 60)

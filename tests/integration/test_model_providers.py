@@ -653,6 +653,7 @@ STREAMED: dict[str, ModelResponse] = {
         provider_message_id="chatcmpl-9",
         usage={"input_tokens": 30, "output_tokens": 7, "total_tokens": 37},
         raw_finish_reason="tool_calls",
+        model_version="gpt-4o-mini",  # as the stream's chunks name it
     ),
     "anthropic": ModelResponse(
         content="Let me check that.",

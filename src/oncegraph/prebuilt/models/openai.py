@@ -180,9 +180,10 @@ class _Choice:
 @dataclass(slots=True)
 class _Joined:
     """The chunks of one streamed completion joined into what ``from_openai`` reads
-    (``id``, ``choices[0].message``, ``usage``); only choice 0 is kept."""
+    (``id``, ``model``, ``choices[0].message``, ``usage``); only choice 0 is kept."""
 
     id: str | None = None
+    model: str | None = None  # the model that served the stream, as its chunks name it
     choices: list[_Choice] = field(default_factory=list)
     usage: Any = None
     _calls: dict[int, _Call] = field(default_factory=dict)
@@ -190,6 +191,7 @@ class _Joined:
     def add(self, chunk: Any) -> str:
         """Fold ``chunk`` in; returns its text delta ("" when it has none)."""
         self.id = self.id or chunk.id
+        self.model = self.model or getattr(chunk, "model", None)
         if chunk.usage is not None:
             self.usage = chunk.usage
         text = ""

@@ -377,6 +377,7 @@ async def test_google_tool_call_round_trip(make_model: MakeModel, server: WireSe
         provider_message_id="resp-g1",
         usage={"input_tokens": 50, "output_tokens": 11, "total_tokens": 61},
         raw_finish_reason="STOP",
+        model_version="gemini-2.5-flash-001",
     )
     sent = server.requests[0]
     assert sent.path.endswith("/models/gemini-2.5-flash:generateContent")
@@ -669,6 +670,7 @@ STREAMED: dict[str, ModelResponse] = {
         provider_message_id="resp-g1",
         usage={"input_tokens": 50, "output_tokens": 11, "total_tokens": 61},
         raw_finish_reason="STOP",
+        model_version="gemini-2.5-flash-001",
     ),
 }
 

@@ -312,6 +312,7 @@ def gemini_response(parts: list[dict[str, Any]], finish: str | None) -> dict[str
             "totalTokenCount": 61,
         },
         "responseId": "resp-g1",
+        "modelVersion": "gemini-2.5-flash-001",  # the model that served it, as Gemini says
     }
 
 

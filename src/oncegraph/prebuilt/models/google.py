@@ -153,6 +153,7 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             ],
             usage_metadata=last.usage_metadata,
             response_id=last.response_id,
+            model_version=last.model_version,
             prompt_feedback=last.prompt_feedback,
         )
         return self.from_google(joined)

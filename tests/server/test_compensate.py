@@ -74,6 +74,13 @@ def test_the_api_compensates_once_for_an_admin(comp_shop: Shop) -> None:
             url, json={"reason": "card closed", "allow_again": True}, headers=auth(ADMIN)
         )
         assert twice.status_code == 200 and _tickets(comp_shop) == 2
+        linked = client.get(
+            f"/api/runs/{charge.run_id}/effects/{charge.effect_id}", headers=auth(VIEWER)
+        ).json()["effect"]
+        assert linked["compensated_by"] == [
+            refund["effect_id"],
+            twice.json()["effect"]["effect_id"],
+        ]
 
         note = comp_shop.effect("note").effect_id
         none = client.post(

@@ -157,7 +157,10 @@ async def run_effect(request: Request) -> Response:
     record = await operations.effect_of(
         request, p, request.path_params["run_id"], request.path_params["effect_id"]
     )
-    return JSONResponse({"effect": (await shown(request, p)).effect(record)})
+    effect = (await shown(request, p)).effect(record)
+    # the other side of the link each compensation keeps: what compensated this effect
+    done_by = await graph(request).acompensations(record.effect_id)
+    return JSONResponse({"effect": {**effect, "compensated_by": [e.effect_id for e in done_by]}})
 
 
 async def run_audit(request: Request) -> Response:

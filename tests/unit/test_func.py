@@ -466,9 +466,11 @@ def test_replays_serve_tasks_and_block_irreversible_ones(checkpointer: Checkpoin
 
 def test_a_cancelled_task_call_is_cancelled_and_waited_for(checkpointer: Checkpointer) -> None:
     cancels: list[int] = []
+    started: list[int] = []  # the bodies under way: a call cancelled mid-way is left pending
 
     @task
     async def mapper(x: int) -> str:
+        started.append(x)
         try:
             await asyncio.sleep(0 if x == 0 else 5)
         except asyncio.CancelledError:
@@ -479,7 +481,10 @@ def test_a_cancelled_task_call_is_cancelled_and_waited_for(checkpointer: Checkpo
     @entrypoint(checkpointer=checkpointer)
     async def flow(xs: list[int]) -> list[str]:
         futures = [mapper(x) for x in xs]
-        await asyncio.sleep(0.05)
+        for _ in range(3000):  # until the call to cancel is under way, however slow the store
+            if 1 in started:
+                break
+            await asyncio.sleep(0.01)
         futures.pop().cancel()
         return list(await asyncio.gather(*futures))
 

@@ -82,7 +82,7 @@ def serve_processes(
 
 def from_environment() -> Any:
     """The ASGI app of one server process, made from what the supervisor handed down."""
-    from oncegraph.server import create_app
+    from oncegraph.server.factory import create_app
     from oncegraph.server.loading import compiled, database_only, load_target
 
     handed = os.environ.get(ENV)

@@ -604,10 +604,7 @@ class RunService:
         launch: Launch | None,
     ) -> RunRecord:
         """A time-travel run's record (its lineage is added by the caller)."""
-        run = self._new_run(
-            thread_id, {} if input is None else input, cfg, status=status, launch=launch
-        )
-        return run if input is not None else run.replace(input=None)
+        return self._new_run(thread_id, input, cfg, status=status, launch=launch)
 
     def _new_run(
         self,

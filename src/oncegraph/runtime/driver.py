@@ -471,9 +471,13 @@ class Driver:
         if decision.breakpoint:
             self.emit("updates", {"__interrupt__": ()})
         else:
+            by_task: dict[str, list[InterruptValue]] = {}
             for task, value, index in decision.waits:
-                self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
-            self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+                asked = InterruptValue.of(cp.checkpoint_id, task, index, value)
+                self.interrupts.append(asked)
+                by_task.setdefault(task, []).append(asked)
+            for asked_by_one in by_task.values():  # one chunk per task asking, as LangGraph
+                self.emit("updates", {"__interrupt__": tuple(asked_by_one)})
         if any(r.update for r in decision.done) and wants(self.emit, "values"):
             self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head

@@ -397,8 +397,11 @@ class StateGraph:
         takes_config = positional_params(path) >= 2
         target = path if inspect.isroutine(path) else type(path).__call__
         is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
-        branch = BranchSpec(source, path, mapping, takes_config, is_async)
+        own = _input_schema_of(path, self.schema.source)
+        branch = BranchSpec(source, path, mapping, takes_config, is_async, own)
         self.branches.setdefault(source, []).append(branch)
+        if own is not None:  # LangGraph: a router's own input schema adds its fields
+            self.schema = self.schema.with_fields_of(own)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
@@ -461,7 +464,9 @@ class StateGraph:
             name=self.name,
             version=self.version,
             state_schema_version=self.state_schema_version,
-            input_schema=self.input_schema,
+            # LangGraph: without an input schema, a run takes the state schema's own
+            # fields as input (a field only a node's schema added is not input)
+            input_schema=self.input_schema or self._own_fields(),
             # LangGraph: without an output schema, a run returns the state schema's own
             # fields, not those that input/output/node schemas added.
             output_schema=self.output_schema or self._own_fields(),

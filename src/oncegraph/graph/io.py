@@ -35,14 +35,14 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
             f"{type(value).__name__}"
         )
     update = schema.to_update(START, value)
-    if spec.input_schema is not None and schema.kind != "dict":
-        unknown = sorted(k for k in update if k not in schema.channels)
-        if unknown:
-            raise InvalidUpdateError(
-                f"input fields {unknown} are not in the graph's input schema {_name(schema)} "
-                f"(its fields: {sorted(schema.channels)}); pass only those, or add them to "
-                "the input schema"
-            )
+    # as LangGraph: keys outside the input schema are not input (a field a node's own
+    # schema added, one of the state's the input schema leaves out): dropped
+    if (
+        spec.input_schema is not None
+        and schema.kind != "dict"
+        and any(k not in schema.channels for k in update)
+    ):
+        update = {k: v for k, v in update.items() if k in schema.channels}
     return update
 
 

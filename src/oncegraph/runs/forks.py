@@ -28,6 +28,7 @@ from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime import logkeys
 from oncegraph.runtime.engine import TaskResult, route
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.routers import routed
 from oncegraph.runtime.sends import encode_send
 from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
@@ -109,7 +110,10 @@ async def fork(
             added.setdefault(channel, []).append(value)
         diff.extend(StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items())
         if results:
-            routes = route(spec, writes.values, results, joins=cp.metadata.get("joins"))
+            # the async routers of the nodes written as, awaited first (runtime.routers)
+            picked = await routed(spec, writes.values, results, None)
+            joins = cp.metadata.get("joins")
+            routes = route(spec, writes.values, results, joins=joins, routed=picked)
             nxt = (*routes.pulled, *(send.node for send in routes.sends))
             sends = [encode_send(spec, send) for send in routes.sends]
     metadata: dict[str, Any] = {

@@ -163,9 +163,9 @@ def _targets(
             if isinstance(picked, RouterFailed):
                 raise picked.error
         elif branch.takes_config:
-            picked = branch.router(spec.schema.to_node_input(values), dict(config or {}))
+            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
         else:
-            picked = branch.router(spec.schema.to_node_input(values))
+            picked = branch.router(branch.state_for(spec.schema, values))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:

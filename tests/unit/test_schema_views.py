@@ -8,7 +8,10 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pytest
+
 from oncegraph import END, START, StateGraph
+from oncegraph.errors import InvalidUpdateError
 from oncegraph.storage.protocols import Checkpointer
 
 
@@ -99,3 +102,14 @@ def test_update_state_as_a_node_with_an_async_router(checkpointer: Checkpointer)
     app.update_state(config, {"hello": "go right"}, as_node="first")
     assert app.get_state(config).next == ("right",)  # routed by the awaited router
     assert app.invoke(None, config)["seen"] == ["first", "left", "right"]
+
+
+def test_an_input_key_the_state_lacks_is_still_refused() -> None:
+    def b(state: ForB) -> dict[str, Any]:
+        return {}
+
+    builder = StateGraph(State)
+    builder.add_node("b", b)
+    builder.add_edge(START, "b")
+    with pytest.raises(InvalidUpdateError, match="typo"):
+        builder.compile().invoke({"hello": "x", "typo": 1})

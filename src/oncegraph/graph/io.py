@@ -35,14 +35,16 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
             f"{type(value).__name__}"
         )
     update = schema.to_update(START, value)
-    # as LangGraph: keys outside the input schema are not input (a field a node's own
-    # schema added, one of the state's the input schema leaves out): dropped
+    # as LangGraph: state fields outside the input schema are not input (a field only a
+    # node's schema added, one the input schema leaves out): dropped. A key the state
+    # lacks altogether is still refused where the update is encoded.
     if (
         spec.input_schema is not None
         and schema.kind != "dict"
         and any(k not in schema.channels for k in update)
     ):
-        update = {k: v for k, v in update.items() if k in schema.channels}
+        state = spec.schema.channels
+        update = {k: v for k, v in update.items() if k in schema.channels or k not in state}
     return update
 
 

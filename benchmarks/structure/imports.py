@@ -15,7 +15,8 @@ Layers, highest first (a module may import its own layer and any layer below it)
 
     surfaces  cli, server, worker, testing, __main__
     facade    app, app_*, the package root, loading, func, and LangGraph's module twins
-              (config, types, constants, checkpoint: re-exports), facts
+              (config, types, constants, checkpoint, graph.message, graph.state:
+              re-exports), facts
     runs      runs
     prebuilt  prebuilt
     tools     tools
@@ -64,6 +65,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "config",
             "types",
             "constants",
+            "graph.message",
+            "graph.state",
             "facts",
         ),
     ),

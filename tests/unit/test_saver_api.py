@@ -195,3 +195,34 @@ def test_compiled_nodes_copy() -> None:
     renamed = app.nodes["a"].copy({"timeout": 5.0})
     assert renamed.timeout == 5.0 and renamed.name == "a"
     assert app.nodes["a"].timeout is None  # the graph's own node is unchanged
+
+
+def test_what_a_tool_masks_is_masked(checkpointer: Checkpointer, tmp_path: Path) -> None:
+    from oncegraph import tool
+    from oncegraph.prebuilt.agent import ReactAgent
+    from oncegraph.prebuilt.models.scripted import ScriptedModel
+
+    card = "4111111111111111"
+
+    @tool(effect="irreversible", recipient="payments", mask=["card"])
+    def charge(order_id: str, card: str) -> str:
+        """Charge a card for an order."""
+        return f"charged card {card} for {order_id}"
+
+    def turn(messages: list[Any], tools: Any) -> Any:
+        if messages[-1]["role"] == "user":
+            args = {"order_id": "7", "card": card}
+            return {"content": "", "tool_calls": [{"name": "charge", "args": args}]}
+        return "done"
+
+    app = ReactAgent(model=ScriptedModel(turn), tools=[charge], name="maskshop").compile(
+        checkpointer=checkpointer
+    )
+    config = {"configurable": {"thread_id": "t7"}}
+    app.invoke({"messages": [{"role": "user", "content": "pay order 7"}]}, config)
+
+    shown = repr(list(checkpointer.list(config)))  # type: ignore[attr-defined]
+    assert "charged card" in shown  # the state is there...
+    assert card not in shown  # ...but never the card
+    assert card not in repr(checkpointer.get_tuple(config))  # type: ignore[attr-defined]
+    assert card not in repr(list(app.get_state_history(config)))  # as the graph's own view

@@ -11,6 +11,9 @@ This is a read-only view of oncegraph's records, made with no graph at hand:
 * ``pending_writes`` are the task writes of the step after the checkpoint, as
   ``(task_id, channel, value)``: a finished task's update one write per field, a failed
   task's error on ``ERROR``, a question on ``INTERRUPT``, an answer on ``RESUME``;
+* what a tool declared secret is masked, as in ``get_state_history`` (the masks of the
+  graphs compiled on the store in this process; with none, every tool argument the
+  thread's effects were called with);
 * a listing with no ``checkpoint_ns`` in its config also lists the checkpoints of the
   subgraphs the thread ran (their ``checkpoint_ns`` names the subgraph node), newest
   first across all of them, as LangGraph's does.
@@ -25,6 +28,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, NamedTuple
 
 from oncegraph.constants import ERROR, INTERRUPT, RESUME
+from oncegraph.runs.masking import Masker
 from oncegraph.runs.snapshots import iso_time, lg_config
 from oncegraph.runtime.logkeys import counts, stored_channel
 from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
@@ -176,7 +180,7 @@ async def get_tuple(
     if cp is None:
         return None
     found = await tuples_of(store, cp, thread, "", _Logs(store))
-    return found[-1] if want_input else found[0]
+    return masked(await _masker(store, thread), found[-1] if want_input else found[0])
 
 
 async def _subgraphs(
@@ -239,6 +243,7 @@ async def list_tuples(
     _, _, before_id = _where(before)
     skipping = before_id is not None
     given = 0
+    masker = await _masker(store, thread)
     for item in found:
         if skipping:
             skipping = item.checkpoint["id"] != before_id
@@ -248,7 +253,37 @@ async def list_tuples(
         if limit is not None and given >= limit:
             return
         given += 1
-        yield item
+        yield masked(masker, item)
+
+
+async def _masker(store: CheckpointStore, thread: str) -> Masker:
+    """What a view of ``thread`` must not show (tools' masked fields, guarantee 14): the
+    masks of the graphs compiled on this store in this process, and the values the
+    thread's effects declared secret; with no graph known, every tool argument of the
+    thread's effects counts as secret (as a view without its app masks)."""
+    masks: dict[str, tuple[str, ...]] = dict(getattr(store, "known_masks", None) or {})
+    masker = Masker(masks)
+    effects: Any = store
+    for payload in await effects.list_effect_payloads(thread_ids=[thread], results=True):
+        masker.learn_payload(payload)
+        if not masks:
+            masker.learn_arguments(payload)
+    return masker
+
+
+def masked(masker: Masker, item: CheckpointTuple) -> CheckpointTuple:
+    """``item`` as a person may see it: every masked value masked."""
+    masker.learn(item.checkpoint["channel_values"])
+    if not masker.active:
+        return item
+    checkpoint = {
+        **item.checkpoint,
+        "channel_values": masker.value(item.checkpoint["channel_values"]),
+    }
+    writes = [(t, c, masker.value(v)) for t, c, v in item.pending_writes or ()]
+    return item._replace(
+        checkpoint=checkpoint, metadata=masker.value(item.metadata), pending_writes=writes
+    )
 
 
 __all__ = ["CHECKPOINT_VERSION", "CheckpointTuple", "get_tuple", "list_tuples", "pending_writes"]

@@ -57,6 +57,14 @@ class SaverMethods:
     """LangGraph's ``BaseCheckpointSaver`` methods, over the store's own protocol."""
 
     serde: JsonSerde = JsonSerde()
+    # the masked fields of the graphs compiled on this store (CompiledGraph adds them):
+    # what the LangGraph-shaped reads mask, as the graph's own views do
+    known_masks: dict[str, tuple[str, ...]] | None = None
+
+    def remember_masks(self, masks: Mapping[str, tuple[str, ...]]) -> None:
+        """Keep ``masks`` (a graph's masked fields by effect type) for this store's reads."""
+        if masks:
+            self.known_masks = {**(self.known_masks or {}), **masks}
 
     def _store(self) -> CheckpointStore:
         return self  # type: ignore[return-value]  # mixed into a CheckpointStore

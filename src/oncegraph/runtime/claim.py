@@ -192,7 +192,7 @@ class Claim:
                 and c.get_loop() is loop
             ]
         if ours:
-            await asyncio.wait(ours, timeout=SETTLE_SECONDS)  # type: ignore[arg-type]
+            await asyncio.wait(ours, timeout=SETTLE_SECONDS)
             await asyncio.sleep(0)  # the done-callbacks start their recordings
         recording = [t for t in self._tasks if t.get_loop() is loop]
         if recording:

@@ -13,6 +13,7 @@ from oncegraph import END, START, Command, StateGraph, interrupt
 from oncegraph.channels import (
     AnyValue,
     BinaryOperatorAggregate,
+    DeltaChannel,
     EphemeralValue,
     LastValue,
     Topic,
@@ -327,3 +328,56 @@ def test_untracked_value_field_is_seen_by_nodes_but_never_stored(
     assert out["log"] == ["opened", "used secret"]
     assert out["session"] == "secret"
     assert "session" not in app.get_state(cfg()).values
+
+
+def merge(current: dict[str, str], writes: list[dict[str, str | None]]) -> dict[str, str]:
+    """A DeltaChannel's reducer: each write's files set, a None removes one."""
+    out = dict(current)
+    for w in writes:
+        for k, v in w.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+    return out
+
+
+def test_delta_channel_folds_each_step_writes_in_a_state_graph(checkpointer: Checkpointer) -> None:
+    chan = DeltaChannel(merge, dict).from_checkpoint(None)
+    assert chan.get() is None  # None is a value to start from, not "nothing"
+
+    class State(TypedDict):
+        files: Annotated[dict[str, str], DeltaChannel(merge)]
+
+    turn = [0]
+
+    def write(state: State) -> dict[str, Any]:
+        turn[0] += 1
+        return {"files": {f"/doc_{turn[0]}": "text", "/doc_1": None if turn[0] == 3 else "text"}}
+
+    builder = StateGraph(State)
+    builder.add_node("write", write)
+    builder.add_edge(START, "write")
+    app = builder.compile(checkpointer=checkpointer)
+    for _ in range(3):
+        app.invoke({"files": {}}, cfg())
+    assert app.get_state(cfg()).values["files"] == {"/doc_2": "text", "/doc_3": "text"}
+
+
+def test_map_runs_an_inner_app_on_each_item() -> None:
+    inner = Pregel(
+        nodes={"one": NodeBuilder().subscribe_only("input").do(add_one).write_to("output")},
+        channels={"input": LastValue(int), "output": LastValue(int)},
+        input_channels="input",
+        output_channels="output",
+    )
+    outer = Pregel(
+        nodes={
+            "each": NodeBuilder().subscribe_only("xs").do(inner.map()).write_to("ys"),
+            "sum": NodeBuilder().subscribe_only("ys").do(sum).write_to("total"),
+        },
+        channels={"xs": LastValue(list), "ys": LastValue(list), "total": LastValue(int)},
+        input_channels="xs",
+        output_channels="total",
+    )
+    assert outer.invoke([1, 2, 3]) == 9

@@ -267,6 +267,46 @@ class BinaryOperatorAggregate(BaseChannel):
         return None
 
 
+class DeltaChannel(BaseChannel):
+    """A value folded from its writes by ``reducer(value, writes)`` (a list of one step's
+    writes), from ``typ()``: ``Annotated[dict, DeltaChannel(merge_files)]``. LangGraph
+    stores only the writes; oncegraph stores the value (a checkpoint reads back alone)."""
+
+    def __init__(self, reducer: Callable[[Any, list[Any]], Any], typ: Any = Any) -> None:
+        super().__init__(typ)
+        self.fold = reducer
+
+    def reducer(self) -> Callable[[Any, Any], Any] | None:
+        fold = self.fold
+        return lambda current, update: fold(current, [update])
+
+    def zero(self) -> Callable[[], Any] | None:
+        base = getattr(self.typ, "__origin__", self.typ)
+        return base if isinstance(base, type) and base in (list, dict, set, str, int) else None
+
+    def from_checkpoint(self, checkpoint: Any) -> BaseChannel:
+        """A fresh channel starting from ``checkpoint`` (None is a value here, not
+        "nothing"; ``MISSING`` starts from the type's zero)."""
+        new = self.copy()
+        if checkpoint is _MISSING:
+            zero = self.zero()
+            new.value = zero() if zero is not None else _MISSING
+        else:
+            new.value = checkpoint
+        return new
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        start = self._start() if self.value is _MISSING else self.value
+        self.value = self.fold(start, list(values))
+        return True
+
+    def replay_writes(self, writes: Sequence[tuple[str, str, Any]]) -> None:
+        """Fold ``(task, channel, value)`` writes onto the value, as stored in order."""
+        self.update([w[2] for w in writes])
+
+
 def topic_add(current: Any, update: Any) -> list[Any]:
     """A topic's reducer: ``update``'s items (a list) or ``update`` added to ``current``."""
     items = update if isinstance(update, list) else [update]
@@ -281,6 +321,7 @@ __all__ = [
     "AnyValue",
     "BaseChannel",
     "BinaryOperatorAggregate",
+    "DeltaChannel",
     "EmptyChannelError",
     "EphemeralValue",
     "LastValue",

@@ -222,11 +222,32 @@ class Pregel(CompiledGraph):
             return value
         return node_function_writes(node, value)
 
+    def map(self) -> EachItem:
+        """This app as a step that runs it on each item of a list (LangChain's
+        ``Runnable.map``): ``NodeBuilder().subscribe_only("xs").do(inner.map())``."""
+        return EachItem(self)
+
     def __repr__(self) -> str:
         return (
             f"Pregel(nodes={list(self.nodes)}, channels={list(self.channels)}, "
             f"input_channels={self.input_channels!r}, output_channels={self.output_channels!r})"
         )
+
+
+class EachItem:
+    """``app.map()``: ``app`` run on each item of a list input, one after the other (so a
+    node that calls it is replayed call by call, in the same order)."""
+
+    def __init__(self, app: CompiledGraph) -> None:
+        self.app = app
+
+    def invoke(self, inputs: Sequence[Any], config: Mapping[str, Any] | None = None) -> list[Any]:
+        return [self.app.invoke(x, config) for x in inputs]
+
+    async def ainvoke(
+        self, inputs: Sequence[Any], config: Mapping[str, Any] | None = None
+    ) -> list[Any]:
+        return [await self.app.ainvoke(x, config) for x in inputs]
 
 
 def node_function_writes(node: PregelNode, output: Any) -> dict[str, Any]:

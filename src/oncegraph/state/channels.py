@@ -172,7 +172,11 @@ def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
     if isinstance(item, type) and issubclass(item, BaseChannel):
         return item(base).as_channel(name)
     if isinstance(item, BaseChannel):
-        return item.as_channel(name)
+        chan: BaseChannel = item
+        if chan.typ is Any:  # Annotated[dict, DeltaChannel(fn)]: the field's type
+            chan = chan.copy()
+            chan.typ = base
+        return chan.as_channel(name)
     return None
 
 

@@ -381,3 +381,37 @@ def test_map_runs_an_inner_app_on_each_item() -> None:
         output_channels="total",
     )
     assert outer.invoke([1, 2, 3]) == 9
+
+
+def test_a_tool_call_in_a_pregel_node_is_sent_once_across_a_resume(
+    checkpointer: Checkpointer,
+) -> None:
+    from oncegraph import tool
+    from oncegraph.func import task
+
+    sent: list[str] = []
+
+    @tool(effect="write", dedup="test double: counts its sends")
+    def send_mail(to: str) -> str:
+        """Send a mail."""
+        sent.append(to)
+        return f"sent to {to}"
+
+    send = task(send_mail)  # a tool call recorded in the effect ledger
+
+    def mail_then_ask(x: int) -> str:
+        done = send(to=f"user{x}").result()
+        return f"{done}, {interrupt('and then?')}"
+
+    app = Pregel(
+        nodes={"mail": NodeBuilder().subscribe_only("input").do(mail_then_ask).write_to("out")},
+        channels={"input": LastValue(int), "out": LastValue(str)},
+        input_channels="input",
+        output_channels=["out"],
+        checkpointer=checkpointer,
+    )
+    assert "__interrupt__" in app.invoke(2, cfg())
+    assert app.invoke(Command(resume="done"), cfg()) == {"out": "sent to user2, done"}
+    assert sent == ["user2"]  # the node ran twice; the ledger served the second call
+    (record,) = app.effects(thread_id="t1")
+    assert record.effect_type == "send_mail"

@@ -72,8 +72,18 @@ class Pregel(CompiledGraph):
         name: str = "LangGraph",
         debug: bool | None = None,
         auto_validate: bool = True,
-        **_ignored: Any,
+        stream_eager: bool = False,
+        trigger_to_nodes: Mapping[str, Sequence[str]] | None = None,
+        step_timeout: float | None = None,
     ) -> None:
+        """``debug``, ``auto_validate``, ``stream_eager`` and ``trigger_to_nodes`` are
+        LangGraph's and change nothing here (the triggers are read off the nodes, and
+        the app is always checked)."""
+        if step_timeout is not None:
+            raise GraphValidationError(
+                "Pregel(step_timeout=...) is not supported: give the nodes a timeout "
+                "(NodeBuilder().set_timeout(seconds)) instead"
+            )
         chans = dict(channels or {})
         self.channels = chans
         self.nodes = {n: built(n, node) for n, node in nodes.items()}

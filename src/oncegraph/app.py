@@ -33,6 +33,7 @@ from oncegraph.ids import new_run_id
 from oncegraph.runs import reading
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
+from oncegraph.runs.masking import masks_of
 from oncegraph.runs.service import RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
@@ -123,6 +124,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             if checkpointer is not None
             else None
         )
+        remember = getattr(checkpointer, "remember_masks", None)
+        if callable(remember):  # its LangGraph-shaped reads mask what this graph's tools do
+            remember(masks_of(spec))
 
     @property
     def name(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -93,6 +94,10 @@ class NodeSpec:
     # the ledger: refused by a replay that must not touch the world; graph/inputs.py)
     replay: str = "repeat"
     cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
+
+    def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
+        """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
+        return dataclasses.replace(self, **dict(update or {}))
 
     @classmethod
     def of(

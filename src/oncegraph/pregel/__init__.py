@@ -86,7 +86,8 @@ class Pregel(CompiledGraph):
             )
         chans = dict(channels or {})
         self.channels = chans
-        self.nodes = {n: built(n, node) for n, node in nodes.items()}
+        # the built nodes (``.nodes`` is the run loop's node specs, as on every app)
+        self.pregel_nodes = {n: built(n, node) for n, node in nodes.items()}
         self.input_channels = _names("input_channels", input_channels)
         self.output_channels = _names("output_channels", output_channels)
         self.stream_channels = (
@@ -103,7 +104,7 @@ class Pregel(CompiledGraph):
         )
         specs: dict[str, NodeSpec] = {}
         triggers: dict[str, list[str]] = {}
-        for node_name, node in self.nodes.items():
+        for node_name, node in self.pregel_nodes.items():
             specs[node_name] = self._node_spec(node_name, node, retry_policy, cache_policy)
             for chan in node.triggers:
                 triggers.setdefault(chan, []).append(node_name)
@@ -155,7 +156,7 @@ class Pregel(CompiledGraph):
                         f"{what}: {chan_name!r} is not a channel of the app (its channels: "
                         f"{sorted(chans)}); add it to channels="
                     )
-        for node_name, node in self.nodes.items():
+        for node_name, node in self.pregel_nodes.items():
             reads = [node.channels] if isinstance(node.channels, str) else list(node.channels)
             for chan_name in (*reads, *node.triggers, *(w.channel for w in node.writes)):
                 if chan_name not in chans:
@@ -227,7 +228,7 @@ class Pregel(CompiledGraph):
         return await super()._aupdate_step(config, written)
 
     def _as_written(self, value: Any, as_node: str | None) -> Any:
-        node = self.nodes.get(as_node) if as_node is not None else None
+        node = self.pregel_nodes.get(as_node) if as_node is not None else None
         if node is None or value is None:
             return value
         return node_function_writes(node, value)
@@ -239,7 +240,7 @@ class Pregel(CompiledGraph):
 
     def __repr__(self) -> str:
         return (
-            f"Pregel(nodes={list(self.nodes)}, channels={list(self.channels)}, "
+            f"Pregel(nodes={list(self.pregel_nodes)}, channels={list(self.channels)}, "
             f"input_channels={self.input_channels!r}, output_channels={self.output_channels!r})"
         )
 

@@ -396,7 +396,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
     ) -> AsyncIterator[Any]:
         """The run's chunks as it goes (``stream_mode``); ``launch`` as for
         :meth:`ainvoke`."""
-        shape = stream_shape(self.spec, stream_mode or self.stream_mode, subgraphs)
+        mode = self.stream_mode if stream_mode is None else stream_mode
+        shape = stream_shape(self.spec, mode, subgraphs)
         inside = current_task()
         if inside is not None and self.checkpointer is None:  # a subgraph of the running node
             async for item in stream_nested(self, inside, input, shape):

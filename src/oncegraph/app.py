@@ -26,6 +26,7 @@ from oncegraph._cancel import cancel_and_wait
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
+from oncegraph.graph.builder import compiles_to
 from oncegraph.graph.io import output_values, picked_output
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
@@ -57,6 +58,7 @@ from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     RunRecord,
 )
+from oncegraph.tools.keycheck import check_tools
 
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
@@ -671,3 +673,6 @@ def _configured(config: Mapping[str, Any] | None, key: str) -> Any:
         return config[key]
     inner = config.get("configurable")
     return inner.get(key) if isinstance(inner, Mapping) else None
+
+
+compiles_to(CompiledGraph, check_tools)  # what StateGraph.compile() makes

@@ -33,6 +33,12 @@ from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunRecord, ThreadRecord
 
+TIME_TRAVEL = "time_travel"
+"""The ``launch_reason`` of a run that time travel made."""
+
+COPY = "__copy__"
+"""LangGraph's ``as_node`` for an unchanged copy of a checkpoint."""
+
 # What a checkpoint's metadata says about the step after it (sends' payloads, waiting
 # edges' progress): kept by a fork that runs the same next nodes.
 _NEXT_STEP_KEYS = ("sends", "joins")
@@ -46,6 +52,26 @@ class StateChange:
     channel: str
     before: Any
     after: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """What ``update_state`` made: the run (``paused``) and its head checkpoint."""
+
+    run: RunRecord
+    checkpoint_id: str
+    diff: tuple[StateChange, ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """LangGraph's answer: the config naming the new checkpoint of the same thread."""
+        return {
+            "configurable": {
+                "thread_id": self.run.thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -96,6 +96,8 @@ _V1_2_11: dict[str, tuple[str, ...]] = {
         "test_delta_channel_overwrite_superstep_snapshots",
         "test_delta_channel_replay_after_overwrite_snapshot",
         "test_delta_channel_dict_reducer_fresh_channel",
+        # The private _get_channel of langgraph.graph.state (a field's channel object).
+        "test_delta_channel_dict_reducer_backwards_compat",
         "test_delta_channel_dict_reducer_basic_updates",
         "test_delta_channel_dict_reducer_writes_reconstruction",
         "test_delta_channel_dict_reducer_with_deletions",

@@ -27,7 +27,7 @@ from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.builder import compiles_to
-from oncegraph.graph.io import output_values
+from oncegraph.graph.io import output_values, picked_output
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
@@ -76,6 +76,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
     # compile(store=...): what a node's ``store`` parameter gets (``store`` below is the
     # checkpointer's)
     node_store: Any = None
+    # what stream() yields without stream_mode= (a Pregel app's default is "values")
+    stream_mode: str | Sequence[str] = "updates"
 
     def __init__(
         self,
@@ -308,6 +310,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             bool(kwargs.get("_sync")),
         )
         result = await self._run(input, cfg, service, launch=launch)
+        keys = kwargs.get("output_keys")
+        if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
+            return picked_output(self.spec, result.output(), keys)
         return output_values(self.spec, result.output())
 
     def invoke(
@@ -384,7 +389,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = None,
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
@@ -393,7 +398,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
     ) -> AsyncIterator[Any]:
         """The run's chunks as it goes (``stream_mode``); ``launch`` as for
         :meth:`ainvoke`."""
-        shape = stream_shape(self.spec, stream_mode, subgraphs)
+        mode = self.stream_mode if stream_mode is None else stream_mode
+        shape = stream_shape(self.spec, mode, subgraphs)
         inside = current_task()
         if inside is not None and self.checkpointer is None:  # a subgraph of the running node
             async for item in stream_nested(self, inside, input, shape):
@@ -429,7 +435,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
-        stream_mode: str | Sequence[str] = "updates",
+        stream_mode: str | Sequence[str] | None = None,
         subgraphs: bool = False,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,

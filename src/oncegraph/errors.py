@@ -85,6 +85,10 @@ class InvalidUpdateError(ConfigError):
     """A node returned a value that is not a valid state update."""
 
 
+class EmptyChannelError(OnceGraphError):
+    """A channel of a Pregel app was read before anything was written to it."""
+
+
 class ToolArgumentsError(ConfigError):
     """The arguments a model sent do not fit the tool's parameters.
 
@@ -454,6 +458,7 @@ __all__ = [
     "EffectError",
     "EffectFailedError",
     "EffectOutcomeUnknownError",
+    "EmptyChannelError",
     "EncryptionKeyError",
     "GraphDrained",
     "GraphInterrupt",

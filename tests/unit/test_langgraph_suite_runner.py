@@ -63,22 +63,24 @@ def test_langgraph_names_land_on_oncegraphs_documented_objects(redirected: None)
 
 
 def test_a_name_without_equivalent_imports_and_fails_when_used(redirected: None) -> None:
-    from langgraph.channels import LastValue  # type: ignore
-    from langgraph.pregel import Pregel  # type: ignore
+    from langgraph.channels import NamedBarrierValue  # type: ignore
+    from langgraph.pregel.remote import RemoteGraph  # type: ignore
     from langgraph.types import _private_helper  # type: ignore
 
-    assert lg_shim.is_placeholder(LastValue) and lg_shim.is_placeholder(_private_helper)
+    assert lg_shim.is_placeholder(NamedBarrierValue) and lg_shim.is_placeholder(_private_helper)
     with pytest.raises(lg_shim.NoOncegraphEquivalentError) as called:
-        LastValue(int)
-    assert str(called.value) == "no oncegraph equivalent: langgraph.channels.LastValue (used: call)"
+        NamedBarrierValue(int)
+    assert str(called.value) == (
+        "no oncegraph equivalent: langgraph.channels.NamedBarrierValue (used: call)"
+    )
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="used: subscript"):
-        Pregel[int]
+        RemoteGraph[int]
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="used: isinstance"):
-        isinstance(1, Pregel)
+        isinstance(1, RemoteGraph)
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="used: attribute nodes"):
-        Pregel.nodes  # noqa: B018
+        RemoteGraph.nodes  # noqa: B018
 
-    class Mine(Pregel):  # LangGraph's helpers subclass such names at import time
+    class Mine(RemoteGraph):  # LangGraph's helpers subclass such names at import time
         pass
 
     with pytest.raises(lg_shim.NoOncegraphEquivalentError, match="call of subclass Mine"):

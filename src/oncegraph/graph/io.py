@@ -8,7 +8,8 @@ final state. Without those schemas both are the state schema's behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import InvalidUpdateError
@@ -19,12 +20,48 @@ from oncegraph.state.channels import ROOT, StateSchema
 INTERRUPT_KEY = "__interrupt__"
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelIO:
+    """What a Pregel app (:mod:`oncegraph.pregel`) reads and returns: one channel (the
+    input is its value, the output the channel's value) or several (a dict of them).
+    ``topics``: channels whose empty list means "nothing written"."""
+
+    input: str | tuple[str, ...]
+    output: str | tuple[str, ...]
+    topics: frozenset[str] = frozenset()
+    stream: str | tuple[str, ...] | None = None  # what "values" streams (None: the output)
+
+    def update(self, value: Any) -> Mapping[str, Any]:
+        if isinstance(self.input, str):
+            return {self.input: value}
+        if not isinstance(value, Mapping):
+            raise InvalidUpdateError(
+                f"input must be a dict of the input channels {list(self.input)}; got "
+                f"{type(value).__name__}"
+            )
+        return {k: value[k] for k in self.input if k in value}
+
+    def values(self, values: Mapping[str, Any], output: str | tuple[str, ...] | None = None) -> Any:
+        out = self.output if output is None else output
+        if isinstance(out, str):
+            return values.get(out) if self._has(values, out) else None
+        picked = {k: values[k] for k in out if self._has(values, k)}
+        if INTERRUPT_KEY in values:
+            picked[INTERRUPT_KEY] = values[INTERRUPT_KEY]
+        return picked
+
+    def _has(self, values: Mapping[str, Any], key: str) -> bool:
+        return key in values and not (key in self.topics and values[key] == [])
+
+
 def _name(schema: StateSchema) -> str:
     return str(getattr(schema.source, "__name__", schema.source))
 
 
 def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
     """The caller's ``value`` as the update the run starts with."""
+    if spec.io is not None:
+        return spec.io.update(value)  # type: ignore[no-any-return]
     schema = spec.input_schema or spec.schema
     if schema.is_root:  # the state is one value: the input is that value
         return {ROOT: value}
@@ -51,6 +88,8 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
 def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> Any:
     """The part of the final state a run returns (``__interrupt__`` always included);
     a root-value state's value itself."""
+    if spec.io is not None:
+        return spec.io.values(values)
     schema = spec.output_schema
     if (schema or spec.schema).is_root:
         return values.get(ROOT)
@@ -62,4 +101,14 @@ def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> Any:
     return out
 
 
-__all__ = ["input_update", "output_values"]
+def picked_output(spec: GraphSpec, values: Mapping[str, Any], keys: str | Sequence[str]) -> Any:
+    """``invoke(output_keys=...)``: one key's value, or a dict of those keys."""
+    chosen = keys if isinstance(keys, str) else tuple(keys)
+    if spec.io is not None:
+        return spec.io.values(values, chosen)
+    if isinstance(chosen, str):
+        return values.get(chosen)
+    return {k: values[k] for k in chosen if k in values}
+
+
+__all__ = ["ChannelIO", "input_update", "output_values", "picked_output"]

@@ -166,6 +166,11 @@ class GraphSpec:
     interrupt_before: tuple[str, ...] = ()
     interrupt_after: tuple[str, ...] = ()
     cache: Any = None  # compile(cache=...): where cached node results live (oncegraph.cache)
+    # A Pregel app (oncegraph.pregel): channel -> the nodes it triggers (a node runs in the
+    # step after one that wrote a channel it subscribes to), and its input and output
+    # channels (a PregelIO); None for a StateGraph
+    triggers: Mapping[str, tuple[str, ...]] | None = None
+    io: Any = None
 
     @property
     def async_routers(self) -> bool:
@@ -193,6 +198,8 @@ class GraphSpec:
                 pm = ",".join(f"{k}={v}" for k, v in sorted((b.path_map or {}).items()))
                 parts.append(f"branch:{src}:{pm}")
         parts.append("state:" + ",".join(sorted(self.schema.channels)))
+        for chan in sorted(self.triggers or ()):
+            parts.append(f"trigger:{chan}->{','.join(sorted((self.triggers or {})[chan]))}")
         for name, node in self.nodes.items():
             if node.subgraph is not None:
                 parts.append(f"subgraph:{name}={node.subgraph.spec.fingerprint()}")

@@ -200,7 +200,9 @@ class Driver:
             ),
             nxt,
         )
-        self.steps = 1  # LangGraph counts the input step against recursion_limit
+        # LangGraph counts a graph's input step against recursion_limit (its START node
+        # runs a step); a Pregel app's input writes its channels with no step of its own
+        self.steps = 1 if self.spec.triggers is None else 0
         emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
         return nxt
 

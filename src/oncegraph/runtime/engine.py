@@ -237,6 +237,12 @@ def route(
                     f"node {task.node!r} returned Command(goto={target!r}); no such node"
                 )
             found.add(target)
+    if spec.triggers is not None:  # a Pregel app: the nodes subscribed to what was written
+        triggers = spec.triggers
+        for task in finished:
+            for update in (task.update, *task.more):
+                for chan in update:
+                    found.update(triggers.get(chan, ()))
     seen: dict[str, list[str]] = {}
     if spec.joins:
         ran = {t.node for t in finished}

@@ -56,7 +56,12 @@ def stream_shape(
                 if mode == "values":
                     payload = public(dict(payload))
             elif mode == "values":
-                payload = output_values(spec, payload)
+                if spec.io is None:
+                    payload = output_values(spec, payload)
+                else:  # a Pregel app shows its stream channels once one has a value
+                    payload = spec.io.values(payload, spec.io.stream)
+                    if payload is None or payload == {}:
+                        return
             item = payload if single else (mode, payload)
             if subgraphs:
                 item = (ns, item) if single else (ns, mode, payload)

@@ -60,6 +60,10 @@ class Channel:
     codec: Codec = PLAIN
     flavor: Flavor | None = None
     format: str | None = None  # add_messages(format=...): the shape messages are kept in
+    # a Pregel channel's life between steps (oncegraph.channels): "" kept, "drop" cleared
+    # after the step that follows its write (EphemeralValue), "empty" back to [] (Topic)
+    clears: str = ""
+    untracked: bool = False  # never stored in a checkpoint (UntrackedValue)
 
     def delta(self, update: Any, new_id: Callable[[], str] | None = None) -> list[Any]:
         """The log entries an update appends (log channels only); ``new_id`` makes the
@@ -133,6 +137,9 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)
         for item in meta:
+            made = _pregel_channel(name, base, item)
+            if made is not None:
+                return made
             if callable(item):
                 reducer = _checked_reducer(name, item)
     log = reducer is add_messages or (reducer in (operator.add, append) and _is_list_type(base))
@@ -155,6 +162,22 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
         return Channel(name, reducer, log, default, PLAIN, "dict")
     codec = codec_for(name, element_type(base) if log else base)
     return Channel(name, reducer, log, default, codec)
+
+
+def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
+    """The field's channel when its annotation names a Pregel channel
+    (``Annotated[str, UntrackedValue]`` or an instance, ``Annotated[list, Topic(str)]``)."""
+    from oncegraph.channels import BaseChannel
+
+    if isinstance(item, type) and issubclass(item, BaseChannel):
+        return item(base).as_channel(name)
+    if isinstance(item, BaseChannel):
+        chan: BaseChannel = item
+        if chan.typ is Any:  # Annotated[dict, DeltaChannel(fn)]: the field's type
+            chan = chan.copy()
+            chan.typ = base
+        return chan.as_channel(name)
+    return None
 
 
 def _is_value_type(tp: Any) -> bool:
@@ -192,10 +215,15 @@ class StateSchema:
     log_names: frozenset[str] = field(init=False)
     typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
     typed_logs: frozenset[str] = field(init=False)  # log channels with a typed codec
+    # Pregel channels cleared between steps, and those never stored (oncegraph.channels)
+    clearing: tuple[Channel, ...] = field(init=False)
+    untracked: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         chans = self.channels.values()
         set_ = object.__setattr__
+        set_(self, "clearing", tuple(c for c in chans if c.clears))
+        set_(self, "untracked", frozenset(c.name for c in chans if c.untracked))
         set_(self, "log_names", frozenset(c.name for c in chans if c.log))
         set_(self, "typed_values", tuple(c.name for c in chans if not c.log and not c.codec.plain))
         set_(self, "typed_logs", frozenset(c.name for c in chans if c.log and not c.codec.plain))
@@ -290,7 +318,7 @@ class StateSchema:
         value too, so the state in this process is what a fresh one reads back. Other
         states refuse it (:class:`InvalidUpdateError` naming the field).
         """
-        logs = self.log_names
+        logs = self.log_names | self.untracked if self.untracked else self.log_names
         stored = {k: v for k, v in values.items() if k not in logs}
         for name in self.typed_values:
             if name in stored:
@@ -466,6 +494,8 @@ def apply_writes(
     place), so a value its declared type cannot describe fails here, naming the field.
     """
     new = dict(values)
+    if schema.clearing:  # a Pregel app's channels that last only one step
+        _clear(schema.clearing, new)
     log: list[tuple[str, Any]] = []
     written_by: dict[str, str] = {}
     replaced: dict[str, str] = {}  # field -> the node that overwrote it (Overwrite)
@@ -524,6 +554,18 @@ def apply_writes(
     if replaced:  # an overwrite of a log is a reset entry in it
         stored_log = [_stored_reset(schema, k, e) for k, e in stored_log]
     return StepWrites(new, log, changed, schema.encode_values(new), stored_log)
+
+
+def _clear(channels: tuple[Channel, ...], values: dict[str, Any]) -> None:
+    """What the step before left in ``channels`` cleared: an ``EphemeralValue`` dropped,
+    a ``Topic`` that does not accumulate emptied."""
+    for channel in channels:
+        if channel.name not in values:
+            continue
+        if channel.clears == "drop":
+            del values[channel.name]
+        else:
+            values[channel.name] = []
 
 
 def _overwrite_log(

@@ -6,6 +6,7 @@ someone explicitly allowed it.
 """
 
 from oncegraph.app import CompiledGraph, StateSnapshot
+from oncegraph.checkpoint import tuples as _tuples  # noqa: F401  (installs the stores' reads)
 from oncegraph.config import get_stream_writer
 from oncegraph.errors import (
     IncompatibleVersionError,

@@ -19,7 +19,8 @@ This is a read-only view of oncegraph's records, made with no graph at hand:
   first across all of them, as LangGraph's does.
 
 Writing goes through the graph (``update_state``, ``invoke``), never through these
-tuples: see :mod:`oncegraph.storage.saver_api`.
+tuples: see :mod:`oncegraph.storage.saver_api`, whose ``get_tuple`` / ``list`` this
+module installs on import (``import oncegraph`` imports it).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from oncegraph.runtime.subgraph import child_thread
 from oncegraph.state.channels import public
 from oncegraph.storage.protocols import CheckpointStore
 from oncegraph.storage.records import CheckpointRecord, TaskWrite, WriteKind
+from oncegraph.storage.saver_api import read_tuples_with
 
 CHECKPOINT_VERSION = 4
 """``checkpoint["v"]``: the version of LangGraph's checkpoint layout these follow."""
@@ -285,5 +287,8 @@ def masked(masker: Masker, item: CheckpointTuple) -> CheckpointTuple:
         checkpoint=checkpoint, metadata=masker.value(item.metadata), pending_writes=writes
     )
 
+
+# the stores' get_tuple / list read through these (the stores sit below this module)
+read_tuples_with(get_tuple, list_tuples)
 
 __all__ = ["CHECKPOINT_VERSION", "CheckpointTuple", "get_tuple", "list_tuples", "pending_writes"]

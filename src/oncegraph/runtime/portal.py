@@ -8,17 +8,19 @@ calling the sync API) is served the same way: its loop is blocked for the call, 
 blocking call blocks it, and nothing the portal runs waits on that loop (stores keep
 one pool per loop, and the portal's loop gets its own). The one call refused is from
 the portal's own thread (a node or tool calling ``invoke``): it would wait for itself.
+The blocking itself (``run_sync``, ``iterate_sync``) lives in :mod:`oncegraph._blocking`,
+below the stores, which use it too; it is re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from oncegraph._loopbound import home_loop, is_home, submit_home
-from oncegraph.errors import ConfigError
+from oncegraph._blocking import iterate_sync, run_sync
+from oncegraph._loopbound import home_loop, submit_home
 
 T = TypeVar("T")
 
@@ -36,50 +38,4 @@ def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     return submit_home(coro)
 
 
-def _refuse_on_portal(api: str) -> None:
-    """The sync API from the portal's own thread would wait for itself: refuse it."""
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    if is_home(running):
-        raise ConfigError(
-            f"{api}() was called from oncegraph's own event loop (inside a node or tool?) and "
-            f"would wait for itself forever; use `await a{api}(...)` there, or make the node "
-            "a plain (sync) function, which runs in a worker thread"
-        )
-
-
-def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
-    try:
-        _refuse_on_portal(api)
-    except ConfigError:
-        coro.close()
-        raise
-    future = asyncio.run_coroutine_threadsafe(coro, _portal_loop())
-    try:
-        return future.result()
-    except (KeyboardInterrupt, concurrent.futures.CancelledError):
-        future.cancel()
-        raise
-
-
-def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
-    _refuse_on_portal(api)
-
-    async def step() -> tuple[bool, Any]:
-        try:
-            return True, await agen.__anext__()
-        except StopAsyncIteration:
-            return False, None
-
-    try:
-        while True:
-            more, item = run_sync(step(), api)
-            if not more:
-                return
-            yield item
-    finally:
-        aclose = getattr(agen, "aclose", None)
-        if aclose is not None:
-            run_sync(aclose(), api)
+__all__ = ["iterate_sync", "run_sync", "submit"]

@@ -13,17 +13,19 @@ recorded) as done without the graph running it, which would bypass the effect le
 Their errors name the graph's own way (``update_state``, which writes a new checkpoint
 with lineage under a run of its own).
 
-The methods import their helpers when called: the LangGraph shapes belong to the
-compatibility layer (:mod:`oncegraph.checkpoint`), which is built over the stores.
+The LangGraph shapes belong to the compatibility layer (:mod:`oncegraph.checkpoint`),
+which is built over the stores: it installs the reads (:func:`read_tuples_with`) when
+``oncegraph`` is imported, so the stores never import it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from oncegraph._blocking import iterate_sync, run_sync
 from oncegraph.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -37,6 +39,29 @@ _NO_PUT = (
     "as_node=...) makes a new checkpoint with lineage, then app.invoke(None, config) "
     "goes on from it."
 )
+
+
+#: The LangGraph-shaped reads of a store: ``(store, config)`` to its checkpoint's tuple,
+#: and ``(store, config, filter=, before=, limit=)`` to its tuples, newest first.
+GetTuple = Callable[["CheckpointStore", Mapping[str, Any]], Awaitable["CheckpointTuple | None"]]
+ListTuples = Callable[..., AsyncIterator["CheckpointTuple"]]
+_reads: tuple[GetTuple, ListTuples] | None = None
+
+
+def read_tuples_with(get_tuple: GetTuple, list_tuples: ListTuples) -> None:
+    """Install the reads behind ``get_tuple`` / ``list`` (:mod:`oncegraph.checkpoint.tuples`
+    does, when ``oncegraph`` is imported)."""
+    global _reads
+    _reads = (get_tuple, list_tuples)
+
+
+def _installed() -> tuple[GetTuple, ListTuples]:
+    if _reads is None:
+        raise ConfigError(
+            "the LangGraph-shaped checkpoint reads are not installed; import oncegraph "
+            "(or oncegraph.checkpoint.tuples) before calling get_tuple() or list()"
+        )
+    return _reads
 
 
 class JsonSerde:
@@ -71,13 +96,10 @@ class SaverMethods:
 
     async def aget_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
         """The tuple of ``config``'s checkpoint (the thread's head when it names none)."""
-        from oncegraph.checkpoint.tuples import get_tuple
-
+        get_tuple, _ = _installed()
         return await get_tuple(self._store(), config)
 
     def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
-        from oncegraph.runtime.portal import run_sync
-
         return run_sync(self.aget_tuple(config), "get_tuple")
 
     async def alist(
@@ -90,8 +112,7 @@ class SaverMethods:
     ) -> AsyncIterator[CheckpointTuple]:
         """The thread's checkpoints, newest first; with no ``checkpoint_ns`` in
         ``config``, its subgraphs' too (as LangGraph lists them)."""
-        from oncegraph.checkpoint.tuples import list_tuples
-
+        _, list_tuples = _installed()
         async for item in list_tuples(
             self._store(), config, filter=filter, before=before, limit=limit
         ):
@@ -105,8 +126,6 @@ class SaverMethods:
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        from oncegraph.runtime.portal import iterate_sync
-
         return iterate_sync(self.alist(config, filter=filter, before=before, limit=limit), "list")
 
     def get_next_version(self, current: Any, channel: Any = None) -> int:
@@ -140,8 +159,6 @@ class Opened:
         self.store = store
 
     def __enter__(self) -> Any:
-        from oncegraph.runtime.portal import run_sync
-
         run_sync(self.store.setup(), "from_conn_string")
         return self.store
 
@@ -151,8 +168,6 @@ class Opened:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        from oncegraph.runtime.portal import run_sync
-
         run_sync(self.store.aclose(), "from_conn_string")
 
     async def __aenter__(self) -> Any:
@@ -177,4 +192,4 @@ class FromConnString:
         return Opened(cls(conn_string, **kwargs))  # type: ignore[call-arg]
 
 
-__all__ = ["FromConnString", "JsonSerde", "Opened", "SaverMethods"]
+__all__ = ["FromConnString", "JsonSerde", "Opened", "SaverMethods", "read_tuples_with"]

@@ -1,0 +1,79 @@
+"""Blocking on the home loop: how sync code runs a coroutine or an async iterator.
+
+``run_sync`` hands a coroutine to the process's home loop (:func:`oncegraph._loopbound.home_loop`)
+and blocks on its result; ``iterate_sync`` walks an async iterator the same way, one item
+at a time. The sync facade (``invoke``/``stream``) and the stores' sync methods use them,
+so connection pools bound to a loop live on one loop for the life of the process.
+
+A caller whose thread already runs an event loop (a Jupyter cell, an async web handler
+calling the sync API) is served the same way: its loop is blocked for the call, as any
+blocking call blocks it, and nothing run here waits on that loop. The one call refused is
+from the home loop's own thread (a node or tool calling ``invoke``): it would wait for
+itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar
+
+from oncegraph._loopbound import home_loop, is_home
+from oncegraph.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _refuse_on_portal(api: str) -> None:
+    """The sync API from the home loop's own thread would wait for itself: refuse it."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if is_home(running):
+        raise ConfigError(
+            f"{api}() was called from oncegraph's own event loop (inside a node or tool?) and "
+            f"would wait for itself forever; use `await a{api}(...)` there, or make the node "
+            "a plain (sync) function, which runs in a worker thread"
+        )
+
+
+def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
+    """Run ``coro`` on the home loop and block until it ends (``api`` names the caller)."""
+    try:
+        _refuse_on_portal(api)
+    except ConfigError:
+        coro.close()
+        raise
+    future = asyncio.run_coroutine_threadsafe(coro, home_loop())
+    try:
+        return future.result()
+    except (KeyboardInterrupt, concurrent.futures.CancelledError):
+        future.cancel()
+        raise
+
+
+def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
+    """Walk ``agen`` on the home loop, one item per blocking step."""
+    _refuse_on_portal(api)
+
+    async def step() -> tuple[bool, Any]:
+        try:
+            return True, await agen.__anext__()
+        except StopAsyncIteration:
+            return False, None
+
+    try:
+        while True:
+            more, item = run_sync(step(), api)
+            if not more:
+                return
+            yield item
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            run_sync(aclose(), api)
+
+
+__all__ = ["iterate_sync", "run_sync"]

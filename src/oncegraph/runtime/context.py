@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError
+from oncegraph.hitl.interrupt import find_task_with
 from oncegraph.observe import logs
 
 if TYPE_CHECKING:
@@ -205,3 +206,4 @@ def _log_place() -> dict[str, Any]:
 
 
 logs.locate_with(_log_place)
+find_task_with(current_task)

@@ -47,6 +47,7 @@ from oncegraph.errors import (
     _CrashSignal,
     _ParkSignal,
 )
+from oncegraph.graph.constants import PULL, PUSH, push_path
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
@@ -114,9 +115,11 @@ def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
     }
 
 
-def _path(ctx: TaskContext) -> tuple[str, str]:
-    pushed = ctx.task_key != ctx.node_name
-    return ("__pregel_push" if pushed else "__pregel_pull", ctx.task_key)
+def _path(ctx: TaskContext) -> tuple[Any, ...]:
+    if ctx.task_key == ctx.node_name:
+        return (PULL, ctx.task_key)
+    _, _, index = ctx.task_key.rpartition(":")  # a Send's task is "<node>:<index>"
+    return push_path(int(index)) if index.isdigit() else (PUSH, ctx.task_key)
 
 
 def _count_messages(ctx: TaskContext) -> list[int] | None:

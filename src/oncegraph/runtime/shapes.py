@@ -43,11 +43,13 @@ _ALWAYS_NESTED = frozenset({"messages", "events"})
 
 
 def stream_shape(
-    spec: GraphSpec, stream_mode: str | Sequence[str], subgraphs: bool
+    spec: GraphSpec, stream_mode: str | Sequence[str], subgraphs: bool, *, saved: bool = True
 ) -> Callable[[Callable[[Any], None]], Emit]:
     """The emit of a stream of ``spec``'s graph in ``stream_mode``: ``shape(put)`` turns
     each event the run emits into the item the stream yields (LangGraph's shapes) and
-    hands it to ``put``; events of modes not asked for are dropped (and not built)."""
+    hands it to ``put``; events of modes not asked for are dropped (and not built).
+    ``saved=False``: the graph keeps no checkpoints (compiled without a checkpointer),
+    so, as in LangGraph, no checkpoint is streamed (``debug``, ``checkpoints``)."""
     single = isinstance(stream_mode, str)
     modes = {stream_mode} if isinstance(stream_mode, str) else set(stream_mode)
     if not modes or not modes <= STREAM_MODES:
@@ -58,8 +60,11 @@ def stream_shape(
 
     def shape(put: Callable[[Any], None]) -> Emit:
         def emit(mode: str, payload: Any) -> None:
-            if mode == "debug" and derived:
-                _from_debug(payload)
+            if mode == "debug" and (derived or not saved):
+                if not saved and _is_checkpoint(payload):
+                    return
+                if derived:
+                    _from_debug(payload)
             if mode not in modes:
                 return
             ns: tuple[str, ...] = ()
@@ -87,3 +92,8 @@ def stream_shape(
         return keeping(kept, emit)
 
     return shape
+
+
+def _is_checkpoint(payload: Any) -> bool:
+    event = payload.payload if isinstance(payload, FromSubgraph) else payload
+    return isinstance(event, dict) and event.get("type") == "checkpoint"

@@ -47,7 +47,7 @@ from oncegraph.errors import (
     _CrashSignal,
     _ParkSignal,
 )
-from oncegraph.graph.constants import PULL, PUSH, push_path
+from oncegraph.graph.constants import PULL, PUSH, push_path, triggers
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
@@ -108,7 +108,7 @@ def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
         "thread_id": ctx.thread_id,
         "langgraph_step": ctx.step + 1,
         "langgraph_node": ctx.node_name,
-        "langgraph_triggers": (ctx.task_key,),
+        "langgraph_triggers": triggers(ctx.node_name, ctx.task_key != ctx.node_name),
         "langgraph_path": _path(ctx),
         "langgraph_checkpoint_ns": ns,
         "checkpoint_ns": ns,

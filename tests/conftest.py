@@ -100,7 +100,7 @@ def _fold_stream(items: list[tuple[str, Any]]) -> tuple[dict[str, Any] | None, l
         if mode == "values":
             values = dict(payload)
         elif mode == "updates" and "__interrupt__" in payload:
-            interrupts = list(payload["__interrupt__"])
+            interrupts.extend(payload["__interrupt__"])  # one chunk per task asking
     return values, interrupts
 
 

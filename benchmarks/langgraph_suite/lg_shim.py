@@ -51,8 +51,10 @@ RENAMES: dict[tuple[str, str], str] = {
     ("langgraph._internal._constants", "CONFIG_KEY_NODE_FINISHED"): (
         "oncegraph.constants:CONFIG_KEY_NODE_FINISHED"
     ),
-    ("langgraph._internal._constants", "PULL"): "oncegraph.constants:PULL",
-    ("langgraph._internal._constants", "PUSH"): "oncegraph.constants:PUSH",
+    **{
+        ("langgraph._internal._constants", name): f"oncegraph.constants:{name}"
+        for name in ("PULL", "PUSH", "ERROR", "INTERRUPT", "RESUME")
+    },
     ("langgraph.prebuilt", "ToolNode"): "oncegraph.tools:ToolNode",
     ("langgraph.prebuilt.tool_node", "ToolNode"): "oncegraph.tools:ToolNode",
     ("langgraph.prebuilt", "tools_condition"): "oncegraph.prebuilt.agent:tools_condition",

@@ -15,7 +15,8 @@ Layers, highest first (a module may import its own layer and any layer below it)
 
     surfaces  cli, server, worker, testing, __main__
     facade    app, app_*, the package root, loading, func, and LangGraph's module twins
-              (config, types, constants, checkpoint: re-exports), facts
+              (config, types, constants, checkpoint, graph.message, graph.state:
+              re-exports), facts
     runs      runs
     prebuilt  prebuilt
     tools     tools
@@ -24,7 +25,8 @@ Layers, highest first (a module may import its own layer and any layer below it)
     engine    runtime.engine, runtime.moves, runtime.sends, runtime.logkeys (the pure
               step, run-level decisions and the pure helpers the step imports)
     graph     graph, hitl, state
-    storage   storage (records, protocols, the memory store, the SQL store and dialects)
+    storage   storage (records, protocols, the memory store, the SQL store and dialects),
+              cache (node-result caches) and store (the key-value store nodes read)
     floor     errors, ids, _json, messages, observe, _* helpers
 
 An import that runs and points from a lower layer to a higher one is "up-pointing"; a
@@ -63,6 +65,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "config",
             "types",
             "constants",
+            "graph.message",
+            "graph.state",
             "facts",
         ),
     ),
@@ -73,7 +77,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("driver", ("runtime", "versioning")),
     ("engine", ("runtime.engine", "runtime.moves", "runtime.sends", "runtime.logkeys")),
     ("graph", ("graph", "hitl", "state")),
-    ("storage", ("storage",)),
+    ("storage", ("storage", "cache", "store")),
     (
         "floor",
         ("errors", "ids", "_json", "messages", "observe", "_*"),

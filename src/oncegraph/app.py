@@ -26,6 +26,7 @@ from oncegraph._cancel import cancel_and_wait
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
+from oncegraph.graph.builder import compiles_to
 from oncegraph.graph.io import output_values
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
@@ -33,6 +34,7 @@ from oncegraph.ids import new_run_id
 from oncegraph.runs import reading
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
+from oncegraph.runs.masking import masks_of
 from oncegraph.runs.service import RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
@@ -56,6 +58,7 @@ from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     RunRecord,
 )
+from oncegraph.tools.keycheck import check_tools
 
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
@@ -121,6 +124,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             if checkpointer is not None
             else None
         )
+        remember = getattr(checkpointer, "remember_masks", None)
+        if callable(remember):  # its LangGraph-shaped reads mask what this graph's tools do
+            remember(masks_of(spec))
 
     @property
     def name(self) -> str:
@@ -662,3 +668,6 @@ def _configured(config: Mapping[str, Any] | None, key: str) -> Any:
         return config[key]
     inner = config.get("configurable")
     return inner.get(key) if isinstance(inner, Mapping) else None
+
+
+compiles_to(CompiledGraph, check_tools)  # what StateGraph.compile() makes

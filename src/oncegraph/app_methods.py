@@ -1,6 +1,6 @@
 """The compiled graph's LangGraph-compatible extras, mixed into
 :class:`~oncegraph.app.CompiledGraph`: ``with_config`` / ``copy``,
-``get_input_jsonschema`` / ``get_output_jsonschema``, ``get_name``,
+``nodes``, ``get_input_jsonschema`` / ``get_output_jsonschema``, ``get_name``,
 ``bulk_update_state`` / ``abulk_update_state``, ``astream_events`` and
 ``clear_cache`` / ``aclear_cache`` (the node cache).
 
@@ -21,7 +21,7 @@ from oncegraph.runtime.portal import run_sync
 from oncegraph.types import StateUpdate
 
 if TYPE_CHECKING:
-    from oncegraph.graph.spec import GraphSpec
+    from oncegraph.graph.spec import GraphSpec, NodeSpec
 
 
 def merge_configs(*configs: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -46,6 +46,11 @@ class LangGraphMethods:
     _default_config: Mapping[str, Any] = {}
 
     # -- copies ----------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[str, NodeSpec]:
+        """The graph's nodes by name (each ``.copy(update)`` gives a changed copy)."""
+        return self.spec.nodes
 
     def copy(self, update: Mapping[str, Any] | None = None) -> Self:
         """A shallow copy (the same store and spec), with ``update``'s attributes set."""

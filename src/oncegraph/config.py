@@ -8,13 +8,11 @@ parameter receives).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from oncegraph.errors import ConfigError
+from oncegraph.graph.params import StreamWriter
 from oncegraph.runtime.context import TaskContext, current_task
-
-StreamWriter = Callable[[Any], None]
 
 
 def _task(what: str) -> TaskContext:

@@ -1,10 +1,26 @@
-"""LangGraph's ``langgraph.constants`` names: ``START`` and ``END``; and the config key of
+"""LangGraph's ``langgraph.constants`` names: ``START`` and ``END``; the config key of
 a node-finished observer (``CONFIG_KEY_NODE_FINISHED``: ``{"configurable":
 {CONFIG_KEY_NODE_FINISHED: callback}}`` calls ``callback(node_name)`` each time a node
-finishes, at every depth of subgraphs); ``PULL`` and ``PUSH``, the first part of a task's
-``path`` (a node the graph's edges ran, a ``Send``)."""
+finishes, at every depth of subgraphs); and the names a snapshot's tasks and a
+checkpoint tuple's pending writes use: ``PULL`` / ``PUSH`` (the first element of a
+task's ``path``: a node the edges pulled, a ``Send``), ``ERROR``, ``INTERRUPT`` and
+``RESUME`` (the channel of a pending write that holds a failed task's error, a question
+it asked, an answer to it)."""
 
 from oncegraph.graph.constants import END, PULL, PUSH, START
 from oncegraph.runtime.config import NODE_FINISHED as CONFIG_KEY_NODE_FINISHED
 
-__all__ = ["CONFIG_KEY_NODE_FINISHED", "END", "PULL", "PUSH", "START"]
+ERROR = "__error__"
+INTERRUPT = "__interrupt__"
+RESUME = "__resume__"
+
+__all__ = [
+    "CONFIG_KEY_NODE_FINISHED",
+    "END",
+    "ERROR",
+    "INTERRUPT",
+    "PULL",
+    "PUSH",
+    "RESUME",
+    "START",
+]

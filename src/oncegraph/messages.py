@@ -78,8 +78,6 @@ class MessageDict(dict[str, Any]):
         is (role, content, id, name, tool calls), as LangGraph code compares them."""
         if isinstance(other, dict) or not _is_langchain(other):
             return dict.__eq__(self, other)
-        from oncegraph.state.lcmessages import to_message_dict
-
         mine, theirs = dict(self), dict(to_message_dict(other))
         mine_id = mine.pop("id", None)
         theirs.pop("id", None)
@@ -144,6 +142,32 @@ class MessageDict(dict[str, Any]):
 
     def pretty_print(self) -> None:
         print(self.pretty_repr())
+
+
+def to_message_dict(message: Any) -> MessageDict:
+    """A LangChain message as our dict (role, content, id, name, tool calls, status)."""
+    kind = str(message.type)
+    if kind == "remove":
+        return MessageDict(role="remove", id=message.id)
+    role = ROLE_ALIASES.get(kind.removesuffix("MessageChunk").lower())
+    if role is None:
+        role = str(getattr(message, "role", kind))  # ChatMessage carries its own role
+    out = MessageDict(role=role, content=message.content)
+    if message.id:
+        out["id"] = message.id
+    if message.name:
+        out["name"] = message.name
+    calls = getattr(message, "tool_calls", None)
+    if calls:
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in calls
+        ]
+    if role == "tool":
+        out["tool_call_id"] = message.tool_call_id
+        status = getattr(message, "status", None)
+        if status:
+            out["status"] = status
+    return out
 
 
 class AsGiven:

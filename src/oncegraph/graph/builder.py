@@ -10,7 +10,7 @@ import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from oncegraph.errors import GraphValidationError
+from oncegraph.errors import ConfigError, GraphValidationError
 from oncegraph.graph.caching import checked_cache, checked_policy
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.inputs import NODE_CLASSES, replay_class
@@ -33,8 +33,28 @@ if TYPE_CHECKING:
     from oncegraph.storage.protocols import Checkpointer
 
 _RESERVED = frozenset({START, END})
+
 DEFAULT_ERROR_HANDLER = "__default_error_handler__"
 """The node name of the error handler given to ``set_node_defaults(error_handler=...)``."""
+
+# What compile() makes, and the check of a graph's tools it runs, are given by the app
+# module (``oncegraph.app``, which imports this one), so the builder imports nothing
+# above the graph layer: see :func:`compiles_to`.
+_compiled: type[CompiledGraph] | None = None
+_check_tools: Callable[..., None] | None = None
+
+
+def compiles_to(compiled: type[CompiledGraph], check_tools: Callable[..., None]) -> None:
+    """Install the class ``compile()`` makes and the check of a graph's tools
+    (``oncegraph.tools.keycheck.check_tools``); the app module does, once."""
+    global _compiled, _check_tools
+    _compiled, _check_tools = compiled, check_tools
+
+
+def _app_class() -> type[CompiledGraph]:
+    if _compiled is None:  # pragma: no cover - importing oncegraph installs it
+        raise ConfigError("the compiled app is not installed: import oncegraph first")
+    return _compiled
 
 
 def _input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
@@ -154,7 +174,7 @@ class StateGraph:
         with ``cache=``, the node's result for an input it already ran on is served from
         the cache (never for a run that performed an effect: :mod:`oncegraph.cache.base`).
         """
-        from oncegraph.app import CompiledGraph
+        CompiledGraph = _app_class()  # the class, as the app names it
 
         timeout, timing = split(str(node) if isinstance(node, str) else "", timeout)
         if defer:
@@ -397,8 +417,11 @@ class StateGraph:
         takes_config = positional_params(path) >= 2
         target = path if inspect.isroutine(path) else type(path).__call__
         is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
-        branch = BranchSpec(source, path, mapping, takes_config, is_async)
+        own = _input_schema_of(path, self.schema.source)
+        branch = BranchSpec(source, path, mapping, takes_config, is_async, own)
         self.branches.setdefault(source, []).append(branch)
+        if own is not None:  # LangGraph: a router's own input schema adds its fields
+            self.schema = self.schema.with_fields_of(own)
         return self
 
     def set_entry_point(self, node: str) -> StateGraph:
@@ -461,7 +484,9 @@ class StateGraph:
             name=self.name,
             version=self.version,
             state_schema_version=self.state_schema_version,
-            input_schema=self.input_schema,
+            # LangGraph: without an input schema, a run takes the state schema's own
+            # fields as input (a field only a node's schema added is not input)
+            input_schema=self.input_schema or self._own_fields(),
             # LangGraph: without an output schema, a run returns the state schema's own
             # fields, not those that input/output/node schemas added.
             output_schema=self.output_schema or self._own_fields(),
@@ -516,8 +541,9 @@ class StateGraph:
         say how its recipient deduplicates, ``@tool(dedup=...)``) is an
         :class:`~oncegraph.errors.UnkeyedToolWarning`; ``strict=True`` makes it a
         ``ConfigError`` (:mod:`oncegraph.tools.keycheck`)."""
-        from oncegraph.app import CompiledGraph
-        from oncegraph.tools.keycheck import check_tools
+        CompiledGraph = _app_class()  # the class, as the app names it
+        check_tools = _check_tools
+        assert check_tools is not None
 
         if store is not None and not (hasattr(store, "put") and hasattr(store, "get")):
             raise GraphValidationError(

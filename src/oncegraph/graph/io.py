@@ -35,14 +35,16 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
             f"{type(value).__name__}"
         )
     update = schema.to_update(START, value)
-    if spec.input_schema is not None and schema.kind != "dict":
-        unknown = sorted(k for k in update if k not in schema.channels)
-        if unknown:
-            raise InvalidUpdateError(
-                f"input fields {unknown} are not in the graph's input schema {_name(schema)} "
-                f"(its fields: {sorted(schema.channels)}); pass only those, or add them to "
-                "the input schema"
-            )
+    # as LangGraph: state fields outside the input schema are not input (a field only a
+    # node's schema added, one the input schema leaves out): dropped. A key the state
+    # lacks altogether is still refused where the update is encoded.
+    if (
+        spec.input_schema is not None
+        and schema.kind != "dict"
+        and any(k not in schema.channels for k in update)
+    ):
+        state = spec.schema.channels
+        update = {k: v for k, v in update.items() if k in schema.channels or k not in state}
     return update
 
 

@@ -13,6 +13,9 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+StreamWriter = Callable[[Any], None]
+"""What a node's ``writer`` is: ``writer(chunk)`` streams ``chunk`` (``stream_mode="custom"``)."""
+
 INJECTABLE = ("config", "writer", "store", "runtime", "error")
 
 _BY_NAME = {"config": "config", "writer": "writer", "store": "store", "runtime": "runtime"}
@@ -28,8 +31,6 @@ _BY_ANNOTATION = {
 def _annotation_kind(annotation: Any) -> str | None:
     if annotation is inspect.Parameter.empty:
         return None
-    from oncegraph.config import StreamWriter
-
     if annotation == StreamWriter:
         return "writer"
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
@@ -59,4 +60,4 @@ def injected(fn: Callable[..., Any], *, handler: bool = False) -> tuple[tuple[st
     return tuple(out)
 
 
-__all__ = ["INJECTABLE", "injected"]
+__all__ = ["INJECTABLE", "StreamWriter", "injected"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -94,6 +95,10 @@ class NodeSpec:
     replay: str = "repeat"
     cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
 
+    def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
+        """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
+        return dataclasses.replace(self, **dict(update or {}))
+
     @classmethod
     def of(
         cls,
@@ -118,6 +123,16 @@ class BranchSpec:
     path_map: Mapping[str, str] | None
     takes_config: bool = False  # the router is ``(state, config)``
     is_async: bool = False  # a coroutine function: awaited by the driver before routing
+    # the schema the router's first parameter is annotated with, when it is a state class
+    # other than the graph's: a TypedDict one makes the router read only its fields
+    input_schema: StateSchema | None = None
+
+    def state_for(self, schema: StateSchema, values: Mapping[str, Any]) -> Any:
+        """What the router reads of ``values`` (the state of a graph of ``schema``)."""
+        own = self.input_schema
+        if own is not None and own.kind == "typeddict":
+            return {k: v for k, v in values.items() if k in own.channels}
+        return schema.to_node_input(values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+MASK = "***"  # what a masked value is shown as
 _REGISTERED: dict[str, tuple[str, ...]] = {}
 REMEMBERED = 4096  # secret values kept for reprs and spans, newest first
 _REMEMBERED: dict[str, None] = {}  # insertion-ordered: the oldest goes first
@@ -103,10 +104,21 @@ def declared_mask(request: Any) -> tuple[tuple[str, ...], tuple[int, ...]]:
     return fields, positions
 
 
+def mask_value(value: Any, fields: tuple[str, ...]) -> Any:
+    """``value`` with every key in ``fields``, at any depth, replaced by ``"***"``."""
+    if isinstance(value, Mapping):
+        return {k: (MASK if k in fields else mask_value(v, fields)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask_value(v, fields) for v in value]
+    return value
+
+
 __all__ = [
+    "MASK",
     "declare",
     "declared_mask",
     "find_call_values_with",
+    "mask_value",
     "register",
     "registered",
     "remember",

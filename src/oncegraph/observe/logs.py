@@ -15,6 +15,7 @@ import datetime
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _STANDARD = frozenset(
@@ -43,23 +44,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-def _ambient() -> dict[str, Any]:
-    """The ids of the task and the effect this line is logged in (none outside a run)."""
-    from oncegraph.runtime import context
+def _nowhere() -> dict[str, Any]:
+    return {}
 
-    found: dict[str, Any] = {}
-    task = context.current_task()
-    if task is not None:
-        found.update(run_id=task.run_id, thread_id=task.thread_id, node=task.node, step=task.step)
-    effect = context.effect_in_progress()
-    if effect is not None:
-        found.update(
-            run_id=effect.run_id,
-            thread_id=effect.thread_id,
-            effect_id=effect.effect_id,
-            effect_type=effect.effect_type,
-        )
-    return found
+
+#: Where a line is logged: the ids of the task and the effect it is logged in (none
+#: outside a run). The runtime, which knows the running task, installs it
+#: (:func:`locate_with`, from :mod:`oncegraph.runtime.context`).
+_ambient: Callable[[], dict[str, Any]] = _nowhere
+
+
+def locate_with(where: Callable[[], dict[str, Any]]) -> None:
+    """Install what tells a log line where it was logged (see :data:`_ambient`)."""
+    global _ambient
+    _ambient = where
 
 
 def configure_logging(fmt: str = "text", level: str | int = "INFO") -> None:
@@ -75,4 +73,4 @@ def configure_logging(fmt: str = "text", level: str | int = "INFO") -> None:
     root.setLevel(level.upper() if isinstance(level, str) else level)
 
 
-__all__ = ["TEXT_FORMAT", "JsonFormatter", "configure_logging"]
+__all__ = ["TEXT_FORMAT", "JsonFormatter", "configure_logging", "locate_with"]

@@ -44,7 +44,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypedDict
 
 from oncegraph import _json
-from oncegraph.app import CompiledGraph
 from oncegraph.errors import (
     ConfigError,
     ModelCallError,
@@ -78,6 +77,8 @@ from oncegraph.tools.tool import ToolLike, as_tool
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
+
+    from oncegraph.app import CompiledGraph
 
 DEFAULT_MAX_TURNS = 25
 FINISH_TEXT = (

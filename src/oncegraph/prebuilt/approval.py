@@ -358,7 +358,7 @@ class ApprovingToolNode:
         """Its tools, as :class:`~oncegraph.tools.ToolNode` gives them."""
         return self.node.__oncegraph_fingerprint__()
 
-    async def __call__(self, state: Any) -> dict[str, Any]:
+    async def __call__(self, state: Any) -> Any:
         messages = lcmessages.messages_of(state)
         last = lcmessages.last_message(messages)
         calls: list[ToolCall] = list(last.get("tool_calls") or ())

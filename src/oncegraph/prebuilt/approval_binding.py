@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.ledger.keys import effect_id_for, request_hash, tool_command_id
+from oncegraph.ledger.masks import MASK, mask_value
 from oncegraph.messages import ToolCall
-from oncegraph.runs.masking import MASK, mask_value
 
 HASH = "request_hash"
 

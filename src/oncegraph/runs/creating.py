@@ -46,7 +46,8 @@ def new_run(
         state_schema_version=identity.state_schema_version,
         graph_fingerprint=identity.fingerprint,
         launch_reason=reason,
-        input=input_json(input, spec),
+        # no input (a time-travel run that continues a checkpoint): nothing to encode
+        input=None if input is None else input_json(input, spec),
         config=config,
         lease_owner=ctx.owner if status is RunStatus.RUNNING else None,
         fencing_token=1 if status is RunStatus.RUNNING else 0,

@@ -28,10 +28,17 @@ from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime import logkeys
 from oncegraph.runtime.engine import TaskResult, route
 from oncegraph.runtime.heads import Heads
+from oncegraph.runtime.routers import routed
 from oncegraph.runtime.sends import encode_send
 from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunRecord, ThreadRecord
+
+TIME_TRAVEL = "time_travel"
+"""The ``launch_reason`` of a run that time travel made."""
+
+COPY = "__copy__"
+"""LangGraph's ``as_node`` for an unchanged copy of a checkpoint."""
 
 # What a checkpoint's metadata says about the step after it (sends' payloads, waiting
 # edges' progress): kept by a fork that runs the same next nodes.
@@ -46,6 +53,26 @@ class StateChange:
     channel: str
     before: Any
     after: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Fork:
+    """What ``update_state`` made: the run (``paused``) and its head checkpoint."""
+
+    run: RunRecord
+    checkpoint_id: str
+    diff: tuple[StateChange, ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """LangGraph's answer: the config naming the new checkpoint of the same thread."""
+        return {
+            "configurable": {
+                "thread_id": self.run.thread_id,
+                "checkpoint_ns": "",
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +136,10 @@ async def fork(
             added.setdefault(channel, []).append(value)
         diff.extend(StateChange(c, cp.logs.get(c, 0), entries) for c, entries in added.items())
         if results:
-            routes = route(spec, writes.values, results, joins=cp.metadata.get("joins"))
+            # the async routers of the nodes written as, awaited first (runtime.routers)
+            picked = await routed(spec, writes.values, results, None)
+            joins = cp.metadata.get("joins")
+            routes = route(spec, writes.values, results, joins=joins, routed=picked)
             nxt = (*routes.pulled, *(send.node for send in routes.sends))
             sends = [encode_send(spec, send) for send in routes.sends]
     metadata: dict[str, Any] = {

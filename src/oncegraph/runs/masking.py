@@ -37,8 +37,10 @@ from typing import Any
 
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.ledger.masks import (
+    MASK,
     declared_mask,
     find_call_values_with,
+    mask_value,
     registered,
     remember_call,
     remembered,
@@ -53,7 +55,6 @@ from oncegraph.storage.records import (
     mask_reprs_with,
 )
 
-MASK = "***"
 MIN_SECRET = 4  # shorter masked values are masked in their field, not inside free text
 
 Masks = Mapping[str, tuple[str, ...]]  # effect type (tool name) -> field names
@@ -75,15 +76,6 @@ def masks_of(spec: GraphSpec | None) -> dict[str, tuple[str, ...]]:
             for effect_type, fields in masks_of(child).items():
                 out.setdefault(effect_type, fields)
     return out
-
-
-def mask_value(value: Any, fields: tuple[str, ...]) -> Any:
-    """``value`` with every key in ``fields``, at any depth, replaced by ``"***"``."""
-    if isinstance(value, Mapping):
-        return {k: (MASK if k in fields else mask_value(v, fields)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [mask_value(v, fields) for v in value]
-    return value
 
 
 def _leaves(value: Any) -> Iterator[str]:

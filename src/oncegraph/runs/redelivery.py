@@ -16,14 +16,14 @@ when it stored the key, and a later retry does not make it keep the key longer.
 from __future__ import annotations
 
 import datetime
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oncegraph.errors import ConfigError, RunStateError
+from oncegraph.errors import RunStateError
 from oncegraph.ids import new_audit_id
 from oncegraph.storage.records import Attempt, AttemptOutcome, AuditRecord, EffectRecord
+from oncegraph.tools.base import window_seconds
 
 MEASURED = "recipient_measured"
 """The audit action (and ``details["kind"]``) of a measured dedup window."""
@@ -40,27 +40,6 @@ _NOT_SENDS = frozenset(
         AttemptOutcome.CHECKED_UNKNOWN,
     }
 )
-
-
-def window_seconds(value: Any, tool: str) -> float | None:
-    """``dedup_window=`` as seconds (``None``: the recipient keeps keys forever), or a
-    ConfigError naming what it must be."""
-    if value is None:
-        return None
-    if isinstance(value, datetime.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(
-            f"tool {tool!r}: dedup_window= is how long the recipient keeps an idempotency "
-            "key: seconds (e.g. 86400), a datetime.timedelta, or None for forever; "
-            f"got {value!r}"
-        )
-    if value < 0:
-        raise ConfigError(
-            f"tool {tool!r}: dedup_window= cannot be negative (got {value!r}); give the "
-            "seconds the recipient keeps a key, or None for forever"
-        )
-    return float(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,8 @@ The service keeps the lifecycle; each other operation is written once, in the he
 module that owns it (``listing``, ``stopping``, ``retention``, ``commands``, ``replay``;
 each takes the narrow :class:`~oncegraph.runs.context.RunContext`, never the service),
 and opened here as a door with its own signature (:mod:`oncegraph.runs.doors`).
+The operator views (lists, state, history, the effect log) are opened the same way in
+:class:`~oncegraph.runs.serviceviews.ServiceViews`, which the service extends.
 
 Lifecycle (guarantee 9): :meth:`RunService.run` starts a new run, continues an unfinished one
 (keeping its ``run_id``) or answers an interrupt, as :mod:`oncegraph.runs.lifecycle`
@@ -30,7 +32,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
@@ -44,8 +46,6 @@ from oncegraph.runs import (
     compensating,
     creating,
     handles,
-    listing,
-    reading,
     retention,
     starting,
     stopping,
@@ -59,7 +59,6 @@ from oncegraph.runs.commands import (
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.creating import input_json
 from oncegraph.runs.doors import door
-from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
 from oncegraph.runs.handles import RunHandle
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import (
@@ -70,13 +69,13 @@ from oncegraph.runs.lifecycle import (
     thread_of,
 )
 from oncegraph.runs.listing import EFFECTS_PAGE
-from oncegraph.runs.masking import Masker, Masks
+from oncegraph.runs.masking import Masks
 from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
+from oncegraph.runs.serviceviews import ServiceViews
 from oncegraph.runs.signing import signing_key
 from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state, refuse_unfinished
 from oncegraph.runs.versions import Migration, VersionGate
-from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
@@ -92,7 +91,7 @@ from oncegraph.storage.records import (
 from oncegraph.versioning import GraphIdentity, Verdict
 
 
-class RunService:
+class RunService(ServiceViews):
     """Runs of one graph in one store. See the module docstring."""
 
     def __init__(
@@ -503,54 +502,6 @@ class RunService:
     abandon = door(None, stopping.abandon)
     cancel = door(None, stopping.cancel)
 
-    # -- views -----------------------------------------------------------------------------
-
-    runs = door(None, listing.runs)
-    run_view = door(None, listing.run_view)
-    effects = door(None, listing.effects)
-    get_state = door(None, reading.stored_state)
-
-    async def effect_log(self, query: EffectQuery | None = None) -> EffectLog:
-        """The effect log across runs, newest first, masked, with the counts of effects
-        that need review and that are pending (:mod:`oncegraph.runs.effectlog`)."""
-        await self.setup()
-
-        async def masker(thread_ids: Iterable[str]) -> Masker:
-            return await self.masker(thread_ids=thread_ids)
-
-        return await effect_log(self.store, self.scope, query or EffectQuery(), masker)
-
-    def history(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-        page: int | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        """The thread's snapshots, newest first, read ``page`` checkpoints at a time
-        (:func:`oncegraph.runs.reading.stored_history`)."""
-        return reading.stored_history(
-            self.context,
-            thread_id,
-            run_id=run_id,
-            limit=limit,
-            before_version=before_version,
-            page=page,
-        )
-
-    async def get_run(self, run_id: str) -> RunRecord:
-        """The stored run ``run_id`` (unmasked: the service's own reads), in scope."""
-        return await self.context.get_run(run_id)
-
-    async def masker(
-        self, *, thread_ids: Iterable[str] = (), run_ids: Iterable[str] = ()
-    ) -> Masker:
-        """A :class:`~oncegraph.runs.masking.Masker` that knows the masked values of every
-        effect of these threads and runs (what a view of them must not show)."""
-        return await self.context.masker(thread_ids=thread_ids, run_ids=run_ids)
-
     # -- helpers ---------------------------------------------------------------------------
 
     async def _verdict(self, run: RunRecord) -> Verdict:
@@ -604,10 +555,7 @@ class RunService:
         launch: Launch | None,
     ) -> RunRecord:
         """A time-travel run's record (its lineage is added by the caller)."""
-        run = self._new_run(
-            thread_id, {} if input is None else input, cfg, status=status, launch=launch
-        )
-        return run if input is not None else run.replace(input=None)
+        return self._new_run(thread_id, input, cfg, status=status, launch=launch)
 
     def _new_run(
         self,

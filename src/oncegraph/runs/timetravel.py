@@ -39,7 +39,6 @@ runs nothing (LangGraph's "replay from the final checkpoint").
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
@@ -48,7 +47,7 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.runs import audits, claims, subtravel
 from oncegraph.runs.context import RunContext, RunResult
-from oncegraph.runs.forks import StateChange, fork, last_writer
+from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork, last_writer
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.snapshots import INPUT_SUFFIX
@@ -68,34 +67,8 @@ from oncegraph.storage.records import (
     WriteKind,
 )
 
-TIME_TRAVEL = "time_travel"
-"""The ``launch_reason`` of a run that time travel made."""
-
-COPY = "__copy__"
-"""LangGraph's ``as_node`` for an unchanged copy of a checkpoint."""
-
 NewRun = Callable[[str, Any, RunConfig, RunStatus, Launch | None], RunRecord]
 """Builds a run record of the service's graph: ``(thread_id, input, cfg, status, launch)``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fork:
-    """What ``update_state`` made: the run (``paused``) and its head checkpoint."""
-
-    run: RunRecord
-    checkpoint_id: str
-    diff: tuple[StateChange, ...]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """LangGraph's answer: the config naming the new checkpoint of the same thread."""
-        return {
-            "configurable": {
-                "thread_id": self.run.thread_id,
-                "checkpoint_ns": "",
-                "checkpoint_id": self.checkpoint_id,
-            }
-        }
 
 
 def allowed_irreversible(cfg: RunConfig) -> frozenset[str]:

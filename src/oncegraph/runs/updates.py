@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Any
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.graph.constants import START
 from oncegraph.runs import audits
+from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import Head, TaskResult, advance, empty_head
 from oncegraph.storage.records import RunRecord, RunStatus, StepCommit, ThreadRecord
 
 if TYPE_CHECKING:
-    from oncegraph.runs.timetravel import Fork, TimeTravel
+    from oncegraph.runs.timetravel import TimeTravel
 
 INPUT = "__input__"
 """LangGraph's ``as_node`` for an update that is a turn's input."""
@@ -54,8 +55,6 @@ async def start_by_update(
     reason: str,
 ) -> Fork:
     """The new run and first checkpoint of an update used as input (module docstring)."""
-    from oncegraph.runs.timetravel import COPY, TIME_TRAVEL, Fork
-
     ctx = travel.ctx
     spec, heads = ctx.graph_heads()
     fresh = thread is None or thread.head_checkpoint_id is None

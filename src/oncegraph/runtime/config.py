@@ -219,6 +219,12 @@ class RunConfig:
         checkpoint = configurable.get("checkpoint_id")
         if checkpoint:  # an old checkpoint asked for: an id, checked as the others
             configurable["checkpoint_id"] = caller_id("checkpoint_id", checkpoint)
+        width = configurable.get("max_concurrency")
+        if width is not None and (type(width) is not int or width < 1):
+            raise ConfigError(
+                "max_concurrency must be a positive integer (or None for no limit); "
+                f"got {width!r}"
+            )
         top = config
         limit = top.get("recursion_limit", DEFAULT_RECURSION_LIMIT)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError
+from oncegraph.observe import logs
 
 if TYPE_CHECKING:
     from oncegraph.ledger.facts import FactLog
@@ -184,3 +185,23 @@ def set_effect(ctx: EffectContext | None) -> Any:
 
 def reset_effect(token: Any) -> None:
     _effect.reset(token)
+
+
+def _log_place() -> dict[str, Any]:
+    """The ids of the task and the effect this line is logged in (none outside a run)."""
+    found: dict[str, Any] = {}
+    task = current_task()
+    if task is not None:
+        found.update(run_id=task.run_id, thread_id=task.thread_id, node=task.node, step=task.step)
+    effect = effect_in_progress()
+    if effect is not None:
+        found.update(
+            run_id=effect.run_id,
+            thread_id=effect.thread_id,
+            effect_id=effect.effect_id,
+            effect_type=effect.effect_type,
+        )
+    return found
+
+
+logs.locate_with(_log_place)

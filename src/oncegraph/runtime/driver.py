@@ -56,6 +56,7 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
+from oncegraph.runtime.concurrency import bounded, max_concurrency
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.control import check_drain
@@ -304,11 +305,11 @@ class Driver:
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
             runs = zip(contexts, plan.todo, strict=True)
-            outcomes = list(
-                await asyncio.gather(
-                    *(run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs)
-                )
-            )
+            coros = [run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs]
+            width = max_concurrency(self.config)
+            if width is not None and width < len(coros):
+                coros = bounded(coros, width)
+            outcomes = list(await asyncio.gather(*coros))
         if debug:
             emit_results(self.emit, cp, outcomes)
         meta = None
@@ -470,9 +471,13 @@ class Driver:
         if decision.breakpoint:
             self.emit("updates", {"__interrupt__": ()})
         else:
+            by_task: dict[str, list[InterruptValue]] = {}
             for task, value, index in decision.waits:
-                self.interrupts.append(InterruptValue.of(cp.checkpoint_id, task, index, value))
-            self.emit("updates", {"__interrupt__": tuple(self.interrupts)})
+                asked = InterruptValue.of(cp.checkpoint_id, task, index, value)
+                self.interrupts.append(asked)
+                by_task.setdefault(task, []).append(asked)
+            for asked_by_one in by_task.values():  # one chunk per task asking, as LangGraph
+                self.emit("updates", {"__interrupt__": tuple(asked_by_one)})
         if any(r.update for r in decision.done) and wants(self.emit, "values"):
             self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head

@@ -163,9 +163,9 @@ def _targets(
             if isinstance(picked, RouterFailed):
                 raise picked.error
         elif branch.takes_config:
-            picked = branch.router(spec.schema.to_node_input(values), dict(config or {}))
+            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
         else:
-            picked = branch.router(spec.schema.to_node_input(values))
+            picked = branch.router(branch.state_for(spec.schema, values))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -262,8 +262,23 @@ def next_nodes(
     return route(spec, values, finished).pulled
 
 
+def in_write_order(results: Sequence[TaskResult]) -> Sequence[TaskResult]:
+    """A step's results in the order their writes apply, as LangGraph applies them: the
+    tasks the edges pulled by node name, then the ``Send`` tasks in the order they were
+    sent. A reducer (``operator.add``) sees the same order whichever task ended first."""
+    if len(results) < 2:
+        return results
+    return sorted(results, key=_write_key)  # stable: the sends keep their order
+
+
+def _write_key(result: TaskResult) -> tuple[bool, str]:
+    sent = result.task not in ("", result.node)
+    return (sent, "" if sent else result.node)
+
+
 def _writes(results: Sequence[TaskResult]) -> list[tuple[str, Mapping[str, Any]]]:
-    """Each result's updates as ``(node, update)`` pairs, in order."""
+    """Each result's updates as ``(node, update)`` pairs, in write order."""
+    results = in_write_order(results)
     pairs = [(r.node, r.update) for r in results]
     if not any(r.more for r in results):
         return pairs
@@ -292,7 +307,7 @@ def advance(
     routes = route(
         spec,
         writes.values,
-        results,
+        in_write_order(results),
         joins=head.checkpoint.metadata.get("joins"),
         config=config,
         routed=routed,

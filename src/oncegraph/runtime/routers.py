@@ -96,7 +96,7 @@ async def routed(
         for index, branch in enumerate(spec.branches.get(node, ())):
             if not branch.is_async:
                 continue
-            state = spec.schema.to_node_input(values)
+            state = branch.state_for(spec.schema, values)
             try:
                 if branch.takes_config:
                     out[(node, index)] = await branch.router(state, dict(config or {}))

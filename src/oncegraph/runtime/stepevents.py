@@ -12,6 +12,7 @@ from typing import Any
 
 from oncegraph.graph.constants import START, triggers
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
@@ -166,8 +167,6 @@ def _subgraph_config(
     child = spec.nodes[node].subgraph if node in spec.nodes else None
     if child is None:
         return None
-    from oncegraph.runtime.subgraph import child_place  # it runs drivers: imports this
-
     stateful = getattr(child, "stateful", False)
     _, elements = child_place(stateful, cp.thread_id, key, node, cp.checkpoint_id, cp.step + 1)
     return {

@@ -53,6 +53,7 @@ from oncegraph._cancel import cancel_and_wait
 from oncegraph.errors import ConfigError, InvalidUpdateError
 from oncegraph.graph.io import input_update, output_values
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.runtime.childplace import child_place, child_thread
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.driver import Driver
 from oncegraph.runtime.engine import Head, Task
@@ -65,27 +66,6 @@ if TYPE_CHECKING:
     from oncegraph.app import CompiledGraph
 
 T = TypeVar("T")
-
-
-def child_thread(thread_id: str, task: str, checkpoint_id: str, n: int = 0) -> str:
-    """The thread a subgraph's checkpoints live on (see the module docstring)."""
-    return f"{thread_id}|{task}:{checkpoint_id}{f'#{n}' if n else ''}"
-
-
-def child_place(
-    stateful: bool, thread_id: str, task: str, node: str, checkpoint_id: str, step: int, n: int = 0
-) -> tuple[str, tuple[str, ...]]:
-    """Where the ``n``-th subgraph task ``task`` (of node ``node``, at parent checkpoint
-    ``checkpoint_id`` of step ``step - 1``) runs keeps its checkpoints, and the elements it
-    adds to the namespace, as LangGraph names them: ``("<task>:<step>",)`` for the first,
-    ``("<task>:<step>", "<n>")`` for the n-th; a stateful subgraph's (``compile(
-    checkpointer=True)``) thread is the same for every call on the parent's thread, and
-    its namespace is the node's name."""
-    if stateful:
-        where = f"{thread_id}|{node}{f'#{n}' if n else ''}"
-        return where, (node, str(n)) if n else (node,)
-    element = f"{task}:{step}"
-    return child_thread(thread_id, task, checkpoint_id, n), (element, str(n)) if n else (element,)
 
 
 async def run_subgraph_node(

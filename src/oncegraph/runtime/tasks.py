@@ -438,7 +438,7 @@ async def _run(
             )
         return await subgraphs(node.subgraph, spec, ctx, head, task)
     if node.timeout_policy is not None:  # an attempt under run/idle timeouts
-        from oncegraph.graph.timeouts import watched
+        from oncegraph.runtime.watched import watched
 
         return await watched(
             node.timeout_policy, ctx, lambda: _called(spec, node, ctx, head, task, error)

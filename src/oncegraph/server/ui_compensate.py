@@ -22,7 +22,7 @@ from oncegraph.server import compensation
 from oncegraph.server.auth import Principal
 from oncegraph.server.context import graph, need, shown, visible_run
 from oncegraph.server.problems import bad_request
-from oncegraph.server.ui import _given, _to_run, command, guarded, render
+from oncegraph.server.ui_frame import _given, _to_run, command, guarded, render
 
 
 def _in_ui_words(text: str) -> str:

@@ -29,7 +29,8 @@ from oncegraph.server import compensation, operations, sse
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.context import graph, served, shown, visible_run
 from oncegraph.server.problems import ApiError, bad_request
-from oncegraph.server.ui import UNCERTAIN, _effect_commands, _ui, _who, guarded, render
+from oncegraph.server.ui import UNCERTAIN, _effect_commands
+from oncegraph.server.ui_frame import _ui, _who, guarded, render
 from oncegraph.storage.records import AttemptOutcome
 
 LOG_PAGE = 200  # effects on one page of the effect log

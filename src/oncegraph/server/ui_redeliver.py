@@ -17,7 +17,7 @@ from starlette.routing import Route
 from oncegraph.server import operations
 from oncegraph.server.auth import Principal
 from oncegraph.server.problems import bad_request
-from oncegraph.server.ui import _given, _to_run, command, guarded, render
+from oncegraph.server.ui_frame import _given, _to_run, command, guarded, render
 
 
 async def redeliver_page(request: Request, me: Principal) -> Response:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
 from oncegraph.errors import ConfigError, InvalidUpdateError, StorageError
-from oncegraph.messages import ROLE_ALIASES, MessageDict
+from oncegraph.messages import ROLE_ALIASES, MessageDict, to_message_dict
 
 INSTALL_HINT = "pip install 'oncegraph[langchain]'"
 
@@ -62,32 +62,6 @@ def is_message_type(tp: Any) -> bool:
     if isinstance(tp, type):
         return issubclass(tp, module.BaseMessage)
     return any(is_message_type(a) for a in get_args(tp) if not isinstance(a, (str, int)))
-
-
-def to_message_dict(message: Any) -> MessageDict:
-    """A LangChain message as our dict (role, content, id, name, tool calls, status)."""
-    kind = str(message.type)
-    if kind == "remove":
-        return MessageDict(role="remove", id=message.id)
-    role = ROLE_ALIASES.get(kind.removesuffix("MessageChunk").lower(), None)
-    if role is None:
-        role = str(getattr(message, "role", kind))  # ChatMessage carries its own role
-    out = MessageDict(role=role, content=message.content)
-    if message.id:
-        out["id"] = message.id
-    if message.name:
-        out["name"] = message.name
-    calls = getattr(message, "tool_calls", None)
-    if calls:
-        out["tool_calls"] = [
-            {"id": c.get("id"), "name": c["name"], "args": c["args"]} for c in calls
-        ]
-    if role == "tool":
-        out["tool_call_id"] = message.tool_call_id
-        status = getattr(message, "status", None)
-        if status:
-            out["status"] = status
-    return out
 
 
 def _tool_calls(raw: Any) -> list[dict[str, Any]]:

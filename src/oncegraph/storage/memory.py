@@ -70,10 +70,11 @@ from oncegraph.storage.records import (
     ThreadRecord,
     now,
 )
+from oncegraph.storage.saver_api import SaverMethods
 from oncegraph.storage.sql import rows
 
 
-class InMemoryCheckpointer(RequestTables, Retention, Closing):
+class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
 
     async def request_hash_key(self) -> bytes:

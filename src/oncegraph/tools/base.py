@@ -8,7 +8,9 @@ adapters (never the reverse), so no adapter needs the module that dispatches to 
 
 from __future__ import annotations
 
+import datetime
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +22,6 @@ from oncegraph.ledger.outcomes import Accepted, Completed
 from oncegraph.ledger.perform import RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
-from oncegraph.runs.redelivery import window_seconds
 from oncegraph.runtime import executor
 from oncegraph.storage.records import EffectClass
 
@@ -150,6 +151,27 @@ def _version_text(found: Any) -> str | None:
     return None if found is None else str(found)
 
 
+def window_seconds(value: Any, tool: str) -> float | None:
+    """``dedup_window=`` as seconds (``None``: the recipient keeps keys forever), or a
+    ConfigError naming what it must be."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(
+            f"tool {tool!r}: dedup_window= is how long the recipient keeps an idempotency "
+            "key: seconds (e.g. 86400), a datetime.timedelta, or None for forever; "
+            f"got {value!r}"
+        )
+    if value < 0:
+        raise ConfigError(
+            f"tool {tool!r}: dedup_window= cannot be negative (got {value!r}); give the "
+            "seconds the recipient keeps a key, or None for forever"
+        )
+    return float(value)
+
+
 def window_fields(dedup_window: Any, name: str) -> dict[str, Any]:
     """The Tool fields of ``dedup_window=`` (not given: unknown)."""
     if dedup_window is UNSAID:
@@ -200,5 +222,6 @@ __all__ = [
     "dedup_text",
     "effect_class",
     "window_fields",
+    "window_seconds",
     "with_version",
 ]

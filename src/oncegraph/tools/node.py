@@ -134,7 +134,11 @@ class ToolNode:
         """Its tools in the graph fingerprint: names, parameter schemas, effect classes."""
         return tool_identity(self.tools.values())
 
-    async def __call__(self, state: Any) -> dict[str, Any]:
+    async def __call__(self, state: Any) -> Any:
+        """The tool messages answering the last assistant message's calls: under
+        ``messages_key`` (``{messages_key: [...]}``), or the list itself when the state
+        is a message list (a graph whose root state is ``list[Message]``). They are
+        LangChain ``ToolMessage`` objects when the assistant message is a LangChain one."""
         ctx = current_task()
         if ctx is None:
             raise ConfigError("ToolNode must run as a node of a compiled graph")
@@ -142,16 +146,19 @@ class ToolNode:
         if not messages:
             raise ConfigError(f"ToolNode found no {self.messages_key!r} in the state")
         last = lcmessages.last_message(messages)
+        root = isinstance(state, list)
         if last.get("role") != "assistant" or not last.get("tool_calls"):
-            return {}
+            return [] if root else {}
         message_id = last.get("id")
         if not message_id:
             raise ConfigError("the assistant message has no id; store messages via add_messages")
         calls = list(last["tool_calls"])
-        refused = self.refuse(ctx, messages, message_id, calls)
-        if refused is not None:
-            return {self.messages_key: refused}
-        return {self.messages_key: await self.run_calls(ctx, message_id, calls)}
+        replies: list[Any] | None = self.refuse(ctx, messages, message_id, calls)
+        if replies is None:
+            replies = await self.run_calls(ctx, message_id, calls)
+        if lcmessages.is_message(messages[-1]):  # answered in the shape the model spoke
+            replies = [lcmessages.to_langchain(r) for r in replies]
+        return replies if root else {self.messages_key: replies}
 
     def refuse(
         self, ctx: TaskContext, messages: Sequence[Any], message_id: str, calls: list[Any]

@@ -1,0 +1,180 @@
+"""LangGraph's checkpointer API on oncegraph's stores (a mixin of each store class).
+
+Reading is LangGraph's: ``get_tuple`` / ``aget_tuple`` and ``list`` / ``alist`` give
+``CheckpointTuple``s made from oncegraph's records (:mod:`oncegraph.checkpoint.tuples`),
+``get_next_version`` numbers channel versions as LangGraph's in-memory saver does, and
+``serde`` is the JSON serializer the records are kept with. The SQL stores also have
+``from_conn_string`` (a context manager, ``with`` or ``async with``, that sets the store
+up and closes it).
+
+Writing a checkpoint from outside the graph is refused: ``put`` / ``aput`` and
+``put_writes`` / ``aput_writes`` would let a caller mark a step (and the tool calls it
+recorded) as done without the graph running it, which would bypass the effect ledger.
+Their errors name the graph's own way (``update_state``, which writes a new checkpoint
+with lineage under a run of its own).
+
+The methods import their helpers when called: the LangGraph shapes belong to the
+compatibility layer (:mod:`oncegraph.checkpoint`), which is built over the stores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import ConfigError
+
+if TYPE_CHECKING:
+    from oncegraph.checkpoint.tuples import CheckpointTuple
+    from oncegraph.storage.protocols import CheckpointStore
+
+_NO_PUT = (
+    "{method}() of a checkpoint from outside the graph is not supported: a checkpoint "
+    "written by hand could mark a step, and the tool calls it recorded, as done without "
+    "running it. Write state through the graph instead: app.update_state(config, values, "
+    "as_node=...) makes a new checkpoint with lineage, then app.invoke(None, config) "
+    "goes on from it."
+)
+
+
+class JsonSerde:
+    """LangGraph's serializer protocol over JSON, the format oncegraph's records keep
+    (``dumps_typed(obj) -> ("json", bytes)`` and ``loads_typed`` back)."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return "json", json.dumps(obj, separators=(",", ":")).encode()
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind, payload = data
+        if kind != "json":
+            raise ValueError(f"cannot read a {kind!r} payload: oncegraph keeps JSON")
+        return json.loads(payload)
+
+
+class SaverMethods:
+    """LangGraph's ``BaseCheckpointSaver`` methods, over the store's own protocol."""
+
+    serde: JsonSerde = JsonSerde()
+    # the masked fields of the graphs compiled on this store (CompiledGraph adds them):
+    # what the LangGraph-shaped reads mask, as the graph's own views do
+    known_masks: dict[str, tuple[str, ...]] | None = None
+
+    def remember_masks(self, masks: Mapping[str, tuple[str, ...]]) -> None:
+        """Keep ``masks`` (a graph's masked fields by effect type) for this store's reads."""
+        if masks:
+            self.known_masks = {**(self.known_masks or {}), **masks}
+
+    def _store(self) -> CheckpointStore:
+        return self  # type: ignore[return-value]  # mixed into a CheckpointStore
+
+    async def aget_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        """The tuple of ``config``'s checkpoint (the thread's head when it names none)."""
+        from oncegraph.checkpoint.tuples import get_tuple
+
+        return await get_tuple(self._store(), config)
+
+    def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        from oncegraph.runtime.portal import run_sync
+
+        return run_sync(self.aget_tuple(config), "get_tuple")
+
+    async def alist(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The thread's checkpoints, newest first; with no ``checkpoint_ns`` in
+        ``config``, its subgraphs' too (as LangGraph lists them)."""
+        from oncegraph.checkpoint.tuples import list_tuples
+
+        async for item in list_tuples(
+            self._store(), config, filter=filter, before=before, limit=limit
+        ):
+            yield item
+
+    def list(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        from oncegraph.runtime.portal import iterate_sync
+
+        return iterate_sync(self.alist(config, filter=filter, before=before, limit=limit), "list")
+
+    def get_next_version(self, current: Any, channel: Any = None) -> int:
+        """The version after ``current`` (None: the first), as LangGraph numbers them."""
+        if current is None:
+            return 1
+        if isinstance(current, int):
+            return current + 1
+        return int(str(current).split(".")[0]) + 1
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        raise ConfigError(_NO_PUT.format(method="put"))
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        raise ConfigError(_NO_PUT.format(method="put"))
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        raise ConfigError(_NO_PUT.format(method="put_writes"))
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        raise ConfigError(_NO_PUT.format(method="put_writes"))
+
+
+class Opened:
+    """``from_conn_string``'s context manager: the store, set up on entry and closed on
+    exit, in sync (``with``) or async (``async with``) code."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def __enter__(self) -> Any:
+        from oncegraph.runtime.portal import run_sync
+
+        run_sync(self.store.setup(), "from_conn_string")
+        return self.store
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        from oncegraph.runtime.portal import run_sync
+
+        run_sync(self.store.aclose(), "from_conn_string")
+
+    async def __aenter__(self) -> Any:
+        await self.store.setup()
+        return self.store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.store.aclose()
+
+
+class FromConnString:
+    """``from_conn_string(conn)`` of a store whose first argument is its connection string
+    (a SQLite path, a PostgreSQL DSN)."""
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str, **kwargs: Any) -> Opened:
+        return Opened(cls(conn_string, **kwargs))  # type: ignore[call-arg]
+
+
+__all__ = ["FromConnString", "JsonSerde", "Opened", "SaverMethods"]

@@ -175,3 +175,11 @@ def run_on(path: str) -> RunPath:
 @pytest.fixture(params=PATHS)
 def run_path(request: pytest.FixtureRequest) -> RunPath:
     return run_on(str(request.param))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with a test marked ``slow`` (crash matrices, multi-process tests) run first,
+    each module kept whole and in its own order, so that under ``-n auto`` the workers share
+    the long tests out early and finish together on the many short ones."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)

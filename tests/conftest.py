@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from fresh_databases import FreshDatabases
 from oncegraph.app import CompiledGraph
 from oncegraph.storage.checkpointer import InMemoryCheckpointer, SqliteCheckpointer
 from oncegraph.storage.protocols import Checkpointer
-from oncegraph.testing.postgres import admin_dsn, fresh_database, unreachable
+from oncegraph.testing.postgres import admin_dsn, unreachable
 
 RunPath = Callable[[CompiledGraph, Any, Mapping[str, Any] | None], dict[str, Any]]
 PATHS = ("invoke", "ainvoke", "stream", "astream")
@@ -56,11 +57,22 @@ def pg_admin() -> str:
     return dsn
 
 
+@pytest.fixture(scope="session")
+def fresh_databases(pg_admin: str) -> Iterator[FreshDatabases]:
+    """Brand-new databases made ahead of the tests, used ones dropped in the background."""
+    databases = FreshDatabases(pg_admin)
+    yield databases
+    databases.close()
+
+
 @pytest.fixture
-def fresh_dsn(pg_admin: str) -> Iterator[str]:
+def fresh_dsn(fresh_databases: FreshDatabases) -> Iterator[str]:
     """A DSN to a brand-new, empty database (no schema yet), dropped after the test."""
-    with fresh_database(pg_admin) as dsn:
+    dsn = fresh_databases.take()
+    try:
         yield dsn
+    finally:
+        fresh_databases.give_back(dsn)
 
 
 def make_checkpointer(kind: str, tmp_path: Path, dsn: str | None = None) -> Checkpointer:
@@ -163,3 +175,11 @@ def run_on(path: str) -> RunPath:
 @pytest.fixture(params=PATHS)
 def run_path(request: pytest.FixtureRequest) -> RunPath:
     return run_on(str(request.param))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with a test marked ``slow`` (crash matrices, multi-process tests) run first,
+    each module kept whole and in its own order, so that under ``-n auto`` the workers share
+    the long tests out early and finish together on the many short ones."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_modules)

@@ -399,8 +399,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
         """The run's chunks as it goes (``stream_mode``); ``launch`` as for
         :meth:`ainvoke`."""
         mode = self.stream_mode if stream_mode is None else stream_mode
-        shape = stream_shape(self.spec, mode, subgraphs)
         inside = current_task()
+        saved = self._service is not None or inside is not None  # else: no checkpoints kept
+        shape = stream_shape(self.spec, mode, subgraphs, saved=saved)
         if inside is not None and self.checkpointer is None:  # a subgraph of the running node
             async for item in stream_nested(self, inside, input, shape):
                 yield item

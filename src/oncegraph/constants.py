@@ -7,11 +7,9 @@ task's ``path``: a node the edges pulled, a ``Send``), ``ERROR``, ``INTERRUPT`` 
 ``RESUME`` (the channel of a pending write that holds a failed task's error, a question
 it asked, an answer to it)."""
 
-from oncegraph.graph.constants import END, START
+from oncegraph.graph.constants import END, PULL, PUSH, START
 from oncegraph.runtime.config import NODE_FINISHED as CONFIG_KEY_NODE_FINISHED
 
-PULL = "__pregel_pull"
-PUSH = "__pregel_push"
 ERROR = "__error__"
 INTERRUPT = "__interrupt__"
 RESUME = "__resume__"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 PROGRAMS = sorted(p.name for p in EXAMPLES.glob("*.py") if p.name != "mcp_refund_server.py")

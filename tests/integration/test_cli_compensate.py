@@ -16,6 +16,8 @@ from clirun import og, ok
 
 from oncegraph.testing.provider import FakeProvider
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 APP = f"{Path(__file__).with_name('_cli_compensation.py')}:app"
 
 

@@ -27,6 +27,8 @@ from oncegraph.errors import _CrashSignal
 from oncegraph.loading import load_app
 from oncegraph.testing.provider import FakeProvider, ProviderClient
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 APP = f"{SHOP}:app"
 
 

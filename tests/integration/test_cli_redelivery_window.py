@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from clirun import SHOP, as_json, og, ok
 from test_cli_operator import park
 
 from oncegraph.testing.provider import FakeProvider, ProviderClient
+
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
 
 APP = f"{SHOP}:app"
 

@@ -20,6 +20,8 @@ import pytest
 
 from oncegraph.testing.crash import run_in_subprocess
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 WORKER = Path(__file__).with_name("_facts_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 

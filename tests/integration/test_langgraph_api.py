@@ -241,7 +241,8 @@ def test_custom_stream_from_sync_and_async_nodes_in_order(checkpointer: Checkpoi
 
 
 def test_debug_stream_has_langgraph_shapes() -> None:
-    items = list(_line(None).stream({"trail": []}, stream_mode="debug"))
+    app = _line(InMemoryCheckpointer())
+    items = list(app.stream({"trail": []}, {"thread_id": "t"}, stream_mode="debug"))
     kinds = [i["type"] for i in items]
     # the state before the input (step -1), then with it (step 0), as the history shows
     assert kinds == ["checkpoint"] * 2 + ["task", "task_result", "checkpoint"] * 3
@@ -259,6 +260,16 @@ def test_debug_stream_has_langgraph_shapes() -> None:
         "b",
         "c",
     ]
+
+
+def test_debug_stream_without_a_checkpointer_has_no_checkpoints() -> None:
+    # as LangGraph's: a graph compiled without a checkpointer keeps none to show
+    items = list(_line(None).stream({"trail": []}, stream_mode=["debug", "checkpoints", "tasks"]))
+    assert [(m, c["type"]) for m, c in items if m == "debug"] == [
+        ("debug", "task"),
+        ("debug", "task_result"),
+    ] * 3
+    assert [m for m, _ in items if m != "debug"] == ["tasks"] * 6
 
 
 def test_messages_stream_passes_model_chunks_through() -> None:

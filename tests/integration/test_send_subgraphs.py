@@ -81,7 +81,7 @@ def test_send_runs_one_task_per_payload(checkpointer: Checkpointer, run_path: Ru
     history = list(app.get_state_history({"thread_id": "t"}))
     first = history[1]  # the input checkpoint: every send recorded before any ran
     assert first.next == ("joke", "joke", "joke")
-    assert [t.path for t in first.tasks] == [("__pregel_push", i) for i in range(3)]
+    assert [t.path for t in first.tasks] == [("__pregel_push", i, False) for i in range(3)]
 
 
 def test_a_failed_send_branch_resumes_alone_and_repeats_no_effect(

@@ -30,6 +30,8 @@ import pytest
 
 from oncegraph.testing.provider import ProviderClient, serve_forever_in_subprocess
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 HERE = Path(__file__).resolve().parent
 APP = HERE / "_served_orders.py"
 ORDERS = 64

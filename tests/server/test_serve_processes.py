@@ -19,6 +19,8 @@ from conftest import free_port
 from oncegraph.errors import ConfigError
 from oncegraph.server import serve
 
+pytestmark = pytest.mark.slow  # real OS processes: scheduled first under -n auto
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "support_agent_approval.py"
 KEY = "processes-admin-key"

@@ -200,10 +200,11 @@ async def _shaped(
     thread_id: str,
     subgraphs: bool,
     ns: str,
+    parents: Mapping[str, str] | None = None,
 ) -> StateSnapshot:
     cp_id = snap.config.get("checkpoint_id")
     if not cp_id:
-        return shape(spec, snap, thread_id=thread_id, writes=(), ns=ns)
+        return shape(spec, snap, thread_id=thread_id, writes=(), ns=ns, parents=parents)
     writes = await ctx.store.get_task_writes(snap.config["thread_id"], cp_id)
     states: dict[str, Any] = {}
     for key, node, _ in task_keys(spec, snap):
@@ -227,8 +228,13 @@ async def _shaped(
         child_ctx = ctx.child(child.spec)
         found = await stored_state(child_ctx, thread)
         if found.config.get("checkpoint_id"):
-            states[key] = await _shaped(child.spec, child_ctx, found, thread_id, True, child_ns)
-    return shape(spec, snap, thread_id=thread_id, writes=writes, states=states, ns=ns)
+            above = {**(parents or {}), ns: cp_id}
+            states[key] = await _shaped(
+                child.spec, child_ctx, found, thread_id, True, child_ns, above
+            )
+    return shape(
+        spec, snap, thread_id=thread_id, writes=writes, states=states, ns=ns, parents=parents
+    )
 
 
 def called_stateful(fn: Any) -> Any:

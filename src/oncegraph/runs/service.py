@@ -481,20 +481,27 @@ class RunService(ServiceViews):
         asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
         held = await answering.take(self.context, run, answer, cfg, asked)
         claim = held.claim
+        # a store that queues an answer in one transaction (PostgreSQL's: the write, the
+        # queueing and the workers' notice) does; else they go one by one
+        queue_answer = getattr(self.store, "queue_answer", None)
+        queued: RunRecord | None
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
-            await self.store.put_task_write(
-                held.write(answer, head), run_id=run.run_id, fence=claim.token
-            )
-            queued = await self.store.fence_run(
-                run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
-            )
+            if queue_answer is not None:
+                queued = await queue_answer(held.write(answer, head), run.run_id, claim.token)
+            else:
+                await self.store.put_task_write(
+                    held.write(answer, head), run_id=run.run_id, fence=claim.token
+                )
+                queued = await self.store.fence_run(
+                    run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
+                )
         finally:
             await claim.release()
         if queued is None:  # another process took it between the answer and the queueing
             raise await claims.busy_error(self.store, run.run_id)
         announce = getattr(self.store, "announce_queued", None)
-        if announce is not None:  # wake a listening worker now, not at its next poll
+        if queue_answer is None and announce is not None:  # wake a listening worker now
             await announce(run.run_id)
         return queued
 

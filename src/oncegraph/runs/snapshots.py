@@ -10,9 +10,10 @@ into what LangGraph code reads:
 * ``interrupts``: :class:`~oncegraph.runtime.interrupt.Interrupt` objects (a static
   breakpoint is not a question and is not listed);
 * ``tasks``: one :class:`PregelTask` per task of the next step (pulled nodes, then
-  sends), with the interrupts it asked, the writes of a sibling that already finished
-  (``result``), and for a subgraph task its own snapshot (``state``) when asked for
-  with ``subgraphs=True``;
+  sends), with the interrupt it asked last (answered too: a past checkpoint shows the
+  question of its step; the snapshot's ``interrupts`` lists only those still open),
+  the writes of a sibling that already finished (``result``), and for a subgraph task
+  its own snapshot (``state``) when asked for with ``subgraphs=True``;
 * history: each run's input is shown as LangGraph shows it, as a checkpoint of its own
   before the input was applied (``next == ("__start__",)``, ``metadata["source"] ==
   "input"``), with the id ``<input checkpoint id>.input``; the stored input checkpoint
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from oncegraph.graph.constants import START
+from oncegraph.graph.constants import PULL, START, push_path
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.engine import decode_result, is_breakpoint
@@ -67,10 +68,20 @@ class SnapshotConfig(dict[str, Any]):
             return default
 
 
-def lg_config(thread_id: str, checkpoint_id: str | None, ns: str = "") -> SnapshotConfig:
+def lg_config(
+    thread_id: str,
+    checkpoint_id: str | None,
+    ns: str = "",
+    parents: Mapping[str, str] | None = None,
+) -> SnapshotConfig:
+    """A checkpoint's config; a subgraph's (``parents``: the checkpoint id of each graph
+    above it, by namespace) also maps every namespace down to its own to its checkpoint
+    (``checkpoint_map``), as LangGraph's does."""
     conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
+        if parents:
+            conf["checkpoint_map"] = {**parents, ns: checkpoint_id}
     return SnapshotConfig(configurable=conf)
 
 
@@ -92,10 +103,10 @@ def task_keys(spec: GraphSpec, snap: StateSnapshot) -> list[tuple[str, str, Any]
     """``(key, node, path)`` of each task of the step after ``snap``."""
     sends = snap.metadata.get("sends") or ()
     pulled = snap.next[: len(snap.next) - len(sends)]
-    out: list[tuple[str, str, Any]] = [(n, n, ("__pregel_pull", n)) for n in pulled]
+    out: list[tuple[str, str, Any]] = [(n, n, (PULL, n)) for n in pulled]
     for i, stored in enumerate(sends):
         send = decode_send(spec, stored)
-        out.append((f"{send.node}:{i}", send.node, ("__pregel_push", i)))
+        out.append((f"{send.node}:{i}", send.node, push_path(i)))
     return out
 
 
@@ -107,15 +118,23 @@ def shape(
     writes: Sequence[TaskWrite],
     states: Mapping[str, Any] | None = None,
     ns: str = "",
+    parents: Mapping[str, str] | None = None,
 ) -> StateSnapshot:
     """``snap`` in LangGraph's shape (see the module docstring). ``writes`` are the task
-    writes of its checkpoint; ``states`` the subgraph snapshots (or configs) by task."""
+    writes of its checkpoint; ``states`` the subgraph snapshots (or configs) by task;
+    ``parents``, for a subgraph's snapshot, the checkpoint id of each graph above it by
+    namespace (``metadata["parents"]``, and the configs' ``checkpoint_map``)."""
     cp_id = snap.config.get("checkpoint_id")
     interrupts = tuple(
         Interrupt.of(cp_id or "", i["node"], i["index"], i["value"])
         for i in snap.interrupts
         if isinstance(i, Mapping) and not is_breakpoint(i.get("node", ""), i.get("value"))
     )
+    asked: dict[str, Interrupt] = {}  # each task's last question, answered or not
+    for w in writes:
+        question = w.kind == WriteKind.INTERRUPT and not is_breakpoint(w.task, w.value)
+        if question and (w.task not in asked or asked[w.task].index < w.idx):
+            asked[w.task] = Interrupt.of(cp_id or "", w.task, w.idx, w.value)
     finished = {w.task: w for w in writes if w.kind == WriteKind.WRITES}
     errors = {
         w.task: w.value for w in writes if w.kind == WriteKind.ERROR and w.task not in finished
@@ -131,7 +150,7 @@ def shape(
                 name=node,
                 path=path,
                 error=errors.get(key),
-                interrupts=tuple(i for i in interrupts if i.node == key),
+                interrupts=(asked[key],) if key in asked else (),
                 state=(states or {}).get(key),
                 result=result,
             )
@@ -143,11 +162,11 @@ def shape(
         source = "loop"  # ...and this one, the input applied, is the loop's first
     step = int(snap.metadata.get("step", -1)) + 1
     return snap._replace(
-        metadata=lg_metadata(snap.metadata, step, source),
+        metadata={**lg_metadata(snap.metadata, step, source), "parents": dict(parents or {})},
         created_at=iso_time(snap.created_at),
         values=public(snap.values),
-        config=lg_config(thread_id, cp_id, ns),
-        parent_config=lg_config(thread_id, parent, ns) if parent else None,
+        config=lg_config(thread_id, cp_id, ns, parents),
+        parent_config=lg_config(thread_id, parent, ns, parents) if parent else None,
         interrupts=interrupts,
         tasks=tuple(tasks),
     )
@@ -179,7 +198,7 @@ def input_snapshot(
             PregelTask(
                 task_id(cp_id, START),
                 START,
-                ("__pregel_pull", START),
+                (PULL, START),
                 result=public(dict(update)) if update else None,  # the input, as it wrote
             ),
         ),

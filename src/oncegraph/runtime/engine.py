@@ -383,8 +383,10 @@ class StepPlan:
     were kept as task writes, so they do not run again), by task key; ``resumes``: the
     interrupt answers given to each task, in order; ``alone``: the step has one task, so
     its effect results may ride the step's checkpoint commit; ``clear``: task writes
-    exist for this step and the commit deletes them; ``answered``: how many answers
-    (resume writes) the step holds.
+    may exist for this step and the commit deletes them (not those of a step that asked
+    an ``interrupt()``: they stay with its checkpoint, so its history shows what each
+    task asked and was answered; retention prunes them with the checkpoint);
+    ``answered``: how many answers (resume writes) the step holds.
     """
 
     todo: tuple[Task, ...]
@@ -487,7 +489,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         done=done,
         resumes={k: tuple(v) for k, v in resumes.items()},
         alone=len(tasks) == 1,
-        clear=bool(task_writes) or len(tasks) > 1,
+        clear=not asked,  # a step that asked keeps its writes: its history shows them
         tasks=tasks,
         answered=answered,
         questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},

@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from oncegraph.graph.constants import START
+from oncegraph.graph.constants import START, triggers
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
@@ -187,7 +187,7 @@ def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
                     "id": task_id(cp.checkpoint_id, t.key),
                     "name": t.node,
                     "input": t.arg if t.is_send else dict(head.values),
-                    "triggers": [t.key],
+                    "triggers": triggers(t.node, t.is_send),
                 },
             ),
         )

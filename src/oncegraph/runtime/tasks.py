@@ -47,6 +47,7 @@ from oncegraph.errors import (
     _CrashSignal,
     _ParkSignal,
 )
+from oncegraph.graph.constants import PULL, PUSH, push_path, triggers
 from oncegraph.graph.spec import GraphSpec, NodeSpec
 from oncegraph.hitl.command import Command
 from oncegraph.ids import derived_message_id
@@ -107,16 +108,18 @@ def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
         "thread_id": ctx.thread_id,
         "langgraph_step": ctx.step + 1,
         "langgraph_node": ctx.node_name,
-        "langgraph_triggers": (ctx.task_key,),
+        "langgraph_triggers": triggers(ctx.node_name, ctx.task_key != ctx.node_name),
         "langgraph_path": _path(ctx),
         "langgraph_checkpoint_ns": ns,
         "checkpoint_ns": ns,
     }
 
 
-def _path(ctx: TaskContext) -> tuple[str, str]:
-    pushed = ctx.task_key != ctx.node_name
-    return ("__pregel_push" if pushed else "__pregel_pull", ctx.task_key)
+def _path(ctx: TaskContext) -> tuple[Any, ...]:
+    if ctx.task_key == ctx.node_name:
+        return (PULL, ctx.task_key)
+    _, _, index = ctx.task_key.rpartition(":")  # a Send's task is "<node>:<index>"
+    return push_path(int(index)) if index.isdigit() else (PUSH, ctx.task_key)
 
 
 def _count_messages(ctx: TaskContext) -> list[int] | None:

@@ -26,6 +26,15 @@ RUN_INSERT_NOTIFY = (
     f"SELECT pg_notify('{RUNS_CHANNEL}', ins.run_id) FROM ins"
 )
 
+# Params: RUN_FENCE_STATUS's (lease_owner, status, error, updated_at, run_id, expected
+# token). An answered run fenced into ``queued`` and announced by one statement: its
+# row (RUN_COLUMNS), then the notice's (empty) text. The notice is delivered when the
+# transaction commits, so a woken worker finds the run queued.
+QUEUE_FENCE_NOTIFY = (
+    f"WITH u AS ({S.RUN_FENCE_STATUS}) "
+    f"SELECT u.*, pg_notify('{RUNS_CHANNEL}', u.run_id)::text FROM u"
+)
+
 # Params: channel, run_id. A run made ``queued`` by an update (an answer queued for the
 # workers) is announced after its transaction, so the notice comes once it is visible.
 ANNOUNCE = "SELECT pg_notify(%s, %s)"
@@ -190,6 +199,7 @@ class PgRunQueue:
 __all__ = [
     "ANNOUNCE",
     "CLAIM",
+    "QUEUE_FENCE_NOTIFY",
     "RELEASE",
     "RENEW",
     "RENEW_MANY",

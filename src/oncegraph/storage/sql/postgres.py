@@ -65,6 +65,7 @@ from oncegraph.storage.records import (
     RunRecord,
     RunStatus,
     StepCommit,
+    TaskWrite,
     ThreadRecord,
     now,
 )
@@ -75,7 +76,13 @@ from oncegraph.storage.sql.migrate import verify as verify_state
 from oncegraph.storage.sql.pg_commit import StepCommits, check_run
 from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
 from oncegraph.storage.sql.pg_pool import close_pool, describe_dsn, mapped, open_pool
-from oncegraph.storage.sql.pg_queue import ANNOUNCE, RUN_INSERT_NOTIFY, RUNS_CHANNEL, PgRunQueue
+from oncegraph.storage.sql.pg_queue import (
+    ANNOUNCE,
+    QUEUE_FENCE_NOTIFY,
+    RUN_INSERT_NOTIFY,
+    RUNS_CHANNEL,
+    PgRunQueue,
+)
 from oncegraph.storage.sql.pg_reads import SharedReads
 from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY, apply_missing, read_version
 from oncegraph.storage.sql.pg_step import StepWriter
@@ -398,17 +405,47 @@ class PgCheckpointer(SqlStore):
             return False, await cur.fetchone()
 
     @contextlib.asynccontextmanager
-    async def _transaction(self, op: str, *, duplicate: str | None = None) -> AsyncIterator[Tx]:
-        async with self._connection(op, duplicate=duplicate) as conn, conn.transaction():
-            tx = PgTx(conn)
-            yield tx
-            if tx.discarded:
-                raise psycopg.Rollback()  # counted, not written
+    async def _transaction(
+        self, op: str, *, duplicate: str | None = None, chained: bool = False
+    ) -> AsyncIterator[Tx]:
+        """``chained`` (it appends an audit link last): the transaction is a pipeline, so
+        the chain's lock and head read go in one round trip and the link's insert and
+        the COMMIT in one more. Every process's audit appends wait for that lock, and a
+        busy event loop is slow to send the next statement: held over four round trips
+        (lock, head, insert, commit), it kept an answer-queueing process at a fraction
+        of its speed, most of its connections waiting for the lock."""
+        async with self._connection(op, duplicate=duplicate) as conn:
+            pipeline = conn.pipeline() if chained else contextlib.nullcontext()
+            async with pipeline, conn.transaction():
+                tx = PgTx(conn)
+                yield tx
+                if tx.discarded:
+                    raise psycopg.Rollback()  # counted, not written
 
     def run_queue(self) -> PgRunQueue:
         """This store's run queue: the claim, renew and release statements workers use
         (:mod:`oncegraph.storage.sql.pg_queue`)."""
         return PgRunQueue(self._queue_read, self._queue_write)
+
+    async def queue_answer(self, write: TaskWrite, run_id: str, token: int) -> RunRecord | None:
+        """An answered run handed to the workers in ONE transaction, sent as one pipeline:
+        the answer's task write and the run fenced into ``queued`` (both under ``token``,
+        the answer's claim), and the workers' notice, delivered at the commit. None, with
+        nothing written, when the token has moved on (another process took the run).
+
+        One connection and one round trip where the write, the queueing and the notice
+        were three of each; and a process that dies between them can no longer leave
+        the answer written and the run not queued."""
+        params = (*self.rows.task_write_to_params(write), run_id, token)
+        error = self.rows.error_param(run_id, None)
+        fence = (None, str(RunStatus.QUEUED), error, now(), run_id, token)
+        connection = self._connection("queue_answer")
+        async with connection as conn, conn.pipeline(), conn.transaction():
+            wrote = await conn.execute(pg(FENCED[S.TASK_WRITE_UPSERT]), params)
+            row = await (await conn.execute(pg(QUEUE_FENCE_NOTIFY), fence)).fetchone()
+            if row is None or wrote.rowcount != 1:
+                raise psycopg.Rollback()  # fenced off: nothing written, nobody woken
+        return None if row is None or wrote.rowcount != 1 else self.rows.run_from_row(row[:-1])
 
     async def announce_queued(self, run_id: str) -> None:
         """Wake the listening workers for a run that became ``queued`` by an update (an

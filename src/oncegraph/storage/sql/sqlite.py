@@ -300,7 +300,10 @@ class SqliteCheckpointer(SqlStore):
             return False, conn.execute(select, key).fetchone()
 
     @contextlib.asynccontextmanager
-    async def _transaction(self, op: str, *, duplicate: str | None = None) -> AsyncIterator[Tx]:
+    async def _transaction(
+        self, op: str, *, duplicate: str | None = None, chained: bool = False
+    ) -> AsyncIterator[Tx]:
+        # ``chained`` changes nothing here: SQLite's write lock is this process's own
         with self._writing(duplicate=duplicate) as conn:
             tx = _Tx(conn)
             yield tx

@@ -143,7 +143,7 @@ class LedgerMethods(SqlPort):
     async def append_audit(self, record: AuditRecord) -> None:
         key = await self._chain_key()
         duplicate = f"audit record {record.audit_id!r} already exists; nothing was written"
-        async with self._transaction("append_audit", duplicate=duplicate) as tx:
+        async with self._transaction("append_audit", duplicate=duplicate, chained=True) as tx:
             await self._append_audit_in_tx(tx, record, key)
 
     async def verify_audit(self, *, page: int = 1000) -> chain.ChainReport:

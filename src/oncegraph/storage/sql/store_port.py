@@ -132,9 +132,13 @@ class SqlPort(Closing):
 
     @abstractmethod
     def _transaction(
-        self, op: str, *, duplicate: str | None = None
+        self, op: str, *, duplicate: str | None = None, chained: bool = False
     ) -> AbstractAsyncContextManager[Tx]:
-        """A write transaction, committed when the block ends, rolled back if it raises."""
+        """A write transaction, committed when the block ends, rolled back if it raises.
+        ``chained``: it appends an audit link (:meth:`_append_audit_in_tx`) as its last
+        write, so a dialect whose chain lock is held until the commit may send the
+        statements after the lock without waiting for their answers (PostgreSQL does:
+        see :meth:`PgCheckpointer._transaction`)."""
 
     # -- shared plumbing ---------------------------------------------------------------
 

@@ -202,7 +202,7 @@ class RunMethods(SqlPort):
             params = (owner, str(status), error, ts, run_id, expected_token)
         key = None if audit is None else await self._chain_key()
         missing = False
-        async with self._transaction("fence_run") as tx:
+        async with self._transaction("fence_run", chained=audit is not None) as tx:
             row = await tx.one(sql, params)
             if row is None:
                 missing = await tx.one(S.RUN_EXISTS, (run_id,)) is None

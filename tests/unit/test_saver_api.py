@@ -66,6 +66,9 @@ def test_list_shows_the_history(checkpointer: Checkpointer) -> None:
     assert past == tuples[2]
     assert past.checkpoint["channel_values"] == {"foo": "in", "log": ["in"]}
     assert checkpointer.get_tuple({"configurable": {"thread_id": "none"}}) is None  # type: ignore[attr-defined]
+    assert checkpointer.get(config) == head.checkpoint  # type: ignore[attr-defined]
+    assert checkpointer.get(tuples[2].config) == past.checkpoint  # type: ignore[attr-defined]
+    assert checkpointer.get({"configurable": {"thread_id": "none"}}) is None  # type: ignore[attr-defined]
 
     assert [t.metadata["step"] for t in checkpointer.list(config, limit=2)] == [2, 1]  # type: ignore[attr-defined]
     older = list(checkpointer.list(config, before=tuples[1].config))  # type: ignore[attr-defined]
@@ -82,6 +85,7 @@ def test_async_twins_read_the_same(checkpointer: Checkpointer) -> None:
 
     async def read() -> tuple[Any, list[Any]]:
         head = await checkpointer.aget_tuple(config)  # type: ignore[attr-defined]
+        assert await checkpointer.aget(config) == head.checkpoint  # type: ignore[attr-defined]
         return head, [t async for t in checkpointer.alist(config)]  # type: ignore[attr-defined]
 
     head, listed = asyncio.run(read())

@@ -102,6 +102,14 @@ class SaverMethods:
     def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
         return run_sync(self.aget_tuple(config), "get_tuple")
 
+    async def aget(self, config: Mapping[str, Any]) -> Any:
+        """The checkpoint of ``config`` (its ``get_tuple``'s ``checkpoint``), or None."""
+        found = await self.aget_tuple(config)
+        return None if found is None else found.checkpoint
+
+    def get(self, config: Mapping[str, Any]) -> Any:
+        return run_sync(self.aget(config), "get")
+
     async def alist(
         self,
         config: Mapping[str, Any] | None,

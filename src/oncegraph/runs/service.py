@@ -30,7 +30,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
@@ -58,7 +58,7 @@ from oncegraph.runs.commands import (
 )
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.creating import input_json
-from oncegraph.runs.doors import door
+from oncegraph.runs.doors import door, door_of, iterating_door
 from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
 from oncegraph.runs.handles import RunHandle
 from oncegraph.runs.launch import Launch
@@ -74,9 +74,8 @@ from oncegraph.runs.masking import Masker, Masks
 from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.signing import signing_key
-from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state, refuse_unfinished
+from oncegraph.runs.timetravel import TimeTravel, finished_state, refuse_unfinished
 from oncegraph.runs.versions import Migration, VersionGate
-from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit, ignore
@@ -230,30 +229,7 @@ class RunService:
     replay = door(Replays, Replays.replay)
     branch = door(Replays, Replays.branch)
 
-    async def update_state(
-        self,
-        thread_id: str,
-        values: Mapping[str, Any] | None,
-        *,
-        checkpoint_id: str | None = None,
-        as_node: str | None = None,
-        actor: str = "update_state",
-        reason: str = "update_state",
-        allow_irreversible: Iterable[str] = (),
-        also: Sequence[tuple[Any, str]] = (),
-    ) -> Fork:
-        """LangGraph's ``update_state``: a new paused run on the same thread whose head
-        has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
-        return await TimeTravel(self.context, self._travel_run).update(
-            thread_id,
-            values,
-            checkpoint_id=checkpoint_id,
-            as_node=as_node,
-            actor=actor,
-            reason=reason,
-            allow_irreversible=allow_irreversible,
-            also=also,
-        )
+    update_state = door_of(lambda s: TimeTravel(s.context, s._travel_run), TimeTravel.update)
 
     async def update_subgraph_state(
         self,
@@ -520,25 +496,7 @@ class RunService:
 
         return await effect_log(self.store, self.scope, query or EffectQuery(), masker)
 
-    def history(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-        page: int | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        """The thread's snapshots, newest first, read ``page`` checkpoints at a time
-        (:func:`oncegraph.runs.reading.stored_history`)."""
-        return reading.stored_history(
-            self.context,
-            thread_id,
-            run_id=run_id,
-            limit=limit,
-            before_version=before_version,
-            page=page,
-        )
+    history = iterating_door(reading.stored_history)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The stored run ``run_id`` (unmasked: the service's own reads), in scope."""

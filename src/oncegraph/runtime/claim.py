@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("oncegraph.claim")
 
+SETTLE_SECONDS = 2.0  # how long a stopping run waits for a cancelled coroutine to end
+
 
 class Ended(Protocol):
     """A finished call, asyncio's or a thread's: both futures answer these."""
@@ -161,6 +163,7 @@ class Claim:
             threads = len(self._threads)
         if threads:  # a thread may outlive this loop: so must the lock (nobody lets go yet)
             await self._outlive_loop()
+        await self._settle_coroutines()
         with self._guard:
             self._release_asked = True
             kept, threads = len(self._kept), len(self._threads)
@@ -174,6 +177,26 @@ class Claim:
                 self.run_id,
                 kept,
             )
+
+    async def _settle_coroutines(self) -> None:
+        """Let kept coroutines that are ending (cancelled, in their ``finally``) end, and
+        their outcomes be recorded, before the run answers: the caller then reads every
+        call's record. A coroutine that ignores cancellation for longer is left kept."""
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            ours = [
+                c
+                for c in self._kept
+                if c not in self._threads
+                and isinstance(c, asyncio.Future)
+                and c.get_loop() is loop
+            ]
+        if ours:
+            await asyncio.wait(ours, timeout=SETTLE_SECONDS)
+            await asyncio.sleep(0)  # the done-callbacks start their recordings
+        recording = [t for t in self._tasks if t.get_loop() is loop]
+        if recording:
+            await asyncio.wait(recording, timeout=SETTLE_SECONDS)
 
     async def _outlive_loop(self) -> None:
         lock = self._lock

@@ -27,6 +27,7 @@ from typing import Any
 from oncegraph import _json
 from oncegraph.errors import ConfigError
 from oncegraph.messages import ToolSpec
+from oncegraph.tools.schema import json_schema_problems
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.S)
 _NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -87,7 +88,7 @@ class ResponseFormat:
 
     def _from_schema(self, fmt: Mapping[str, Any]) -> None:
         try:
-            import jsonschema
+            import jsonschema  # noqa: F401 - is it installed? (used by the check below)
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "a JSON-schema response_format is validated with jsonschema: pip install "
@@ -99,20 +100,14 @@ class ResponseFormat:
                 "a JSON-schema response_format must have \"type\": \"object\"; got "
                 f"{schema.get('type')!r}"
             )
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        try:
-            cls.check_schema(schema)
-        except jsonschema.SchemaError as exc:
-            raise ConfigError(f"response_format is not a valid JSON schema: {exc.message}") from exc
-        validator = cls(schema)
+        problems_of = json_schema_problems(
+            schema, "response_format is not a valid JSON schema", "(answer)"
+        )
         name = _tool_name(str(schema.pop("title", "") or "final_answer"))
 
         def check(value: Any) -> Any:
-            errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
-            if errors:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e.path)) or '(answer)'}: {e.message}" for e in errors
-                )
+            problems = problems_of(value)
+            if problems:
                 raise Invalid(f"invalid arguments for {name}: {problems}")
             return value
 

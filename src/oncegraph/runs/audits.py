@@ -1,8 +1,8 @@
-"""The audit records the run service writes about a run (guarantee 14), built in one place.
+"""The audit records the run service writes about a run or an effect (guarantee 14),
+built in one place.
 
-Every record of an action on a run names the run as its target, with the run's thread
-and the actor and reason; ``details`` says what the action did. (The effect commands
-build their own, on the effect: :mod:`oncegraph.runs.commands`.)
+Every record of an action names its target (the run, or the effect) with the run and
+its thread, the actor and the reason; ``details`` says what the action did.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oncegraph.ids import new_audit_id
-from oncegraph.storage.records import AuditRecord, RunRecord
+from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
 
 
 def for_run(
@@ -24,17 +24,42 @@ def for_run(
     audit_id: str | None = None,
 ) -> AuditRecord:
     """The audit record of ``actor``'s ``action`` on ``run`` (a fresh id unless given)."""
+    return _record("run", run.run_id, run, action, actor, reason, details, audit_id)
+
+
+def for_effect(
+    record: EffectRecord,
+    action: str,
+    *,
+    actor: str,
+    reason: str,
+    details: Mapping[str, Any] | None = None,
+) -> AuditRecord:
+    """The audit record of an operator command on one effect."""
+    return _record("effect", record.effect_id, record, action, actor, reason, details, None)
+
+
+def _record(
+    target_kind: str,
+    target_id: str,
+    on: RunRecord | EffectRecord,
+    action: str,
+    actor: str,
+    reason: str | None,
+    details: Mapping[str, Any] | None,
+    audit_id: str | None,
+) -> AuditRecord:
     return AuditRecord(
         audit_id=audit_id or new_audit_id(),
         actor=actor,
         action=action,
-        target_kind="run",
-        target_id=run.run_id,
-        run_id=run.run_id,
-        thread_id=run.thread_id,
+        target_kind=target_kind,
+        target_id=target_id,
+        run_id=on.run_id,
+        thread_id=on.thread_id,
         reason=reason,
         details=dict(details or {}),
     )
 
 
-__all__ = ["for_run"]
+__all__ = ["for_effect", "for_run"]

@@ -99,6 +99,16 @@ async def take(
         raise
 
 
+async def take_as_is(store: Checkpointer, run_id: str, *, owner: str) -> tuple[Claim, RunRecord]:
+    """:func:`take` ``run_id`` whatever its status, and leave the status as it is: an
+    operator's command holds the run meanwhile (any holder is fenced out)."""
+    return await take(store, run_id, owner=owner, check=_as_is, status=None)
+
+
+def _as_is(run: RunRecord) -> RunRecord:
+    return run
+
+
 async def hold(
     store: Checkpointer, run: RunRecord, *, token: int
 ) -> tuple[Claim, ThreadRecord | None]:
@@ -169,4 +179,4 @@ async def overrule(
     raise await busy_error(store, run_id)
 
 
-__all__ = ["busy_error", "hold", "new", "overrule", "take", "thread_free"]
+__all__ = ["busy_error", "hold", "new", "overrule", "take", "take_as_is", "thread_free"]

@@ -33,12 +33,11 @@ from oncegraph.errors import (
     RunStateError,
 )
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ids import new_audit_id
 from oncegraph.ledger import calls, machine
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import hash_key
 from oncegraph.ledger.outcomes import Reconciled, Verdict
-from oncegraph.runs import claims, redelivery
+from oncegraph.runs import audits, claims, redelivery
 from oncegraph.runs import confirm as confirmation
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import mask_effect
@@ -50,7 +49,6 @@ from oncegraph.storage.records import (
     AuditRecord,
     EffectRecord,
     EffectStatus,
-    RunRecord,
     now,
 )
 
@@ -491,16 +489,8 @@ class Commands:
 
     async def _with_run_held(self, record: EffectRecord, act: Any) -> Any:
         """Take the effect's run (fencing out any holder), ``await act(token)``, let go."""
-
-        def unchanged(run: RunRecord) -> RunRecord:
-            return run
-
-        claim, _ = await claims.take(
-            self.store,
-            record.run_id,
-            owner=f"operator:{self.ctx.owner}",
-            check=unchanged,
-            status=None,
+        claim, _ = await claims.take_as_is(
+            self.store, record.run_id, owner=f"operator:{self.ctx.owner}"
         )
         try:
             return await act(claim.token)
@@ -512,17 +502,7 @@ def _effect_audit(
     record: EffectRecord, actor: str, action: str, reason: str, **details: Any
 ) -> AuditRecord:
     """The audit record of an operator command on one effect."""
-    return AuditRecord(
-        audit_id=new_audit_id(),
-        actor=actor,
-        action=action,
-        target_kind="effect",
-        target_id=record.effect_id,
-        run_id=record.run_id,
-        thread_id=record.thread_id,
-        reason=reason,
-        details=details,
-    )
+    return audits.for_effect(record, action, actor=actor, reason=reason, details=details)
 
 
 __all__ = [

@@ -43,17 +43,16 @@ from typing import Any
 
 from oncegraph.errors import ConfigError, RunStateError, _ParkSignal
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.ids import new_audit_id
 from oncegraph.ledger.keys import effect_id_for
-from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
-from oncegraph.runs import claims
+from oncegraph.ledger.perform import ToolFailed, perform
+from oncegraph.runs import audits, claims
 from oncegraph.runs.commands import Commands, required, tools_of
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import mask_effect
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.faults import FaultPlan
-from oncegraph.storage.records import AuditRecord, EffectRecord, EffectStatus, RunRecord
+from oncegraph.storage.records import AuditRecord, EffectRecord, EffectStatus
 from oncegraph.tools.compensation import ORIGINAL, CompensationRequest
 from oncegraph.tools.tool import Tool
 
@@ -201,14 +200,10 @@ def _request(
 def _audit(
     original: EffectRecord, actor: str, reason: str, compensation_id: str, **details: Any
 ) -> AuditRecord:
-    return AuditRecord(
-        audit_id=new_audit_id(),
+    return audits.for_effect(
+        original,
+        "compensate",
         actor=actor,
-        action="compensate",
-        target_kind="effect",
-        target_id=original.effect_id,
-        run_id=original.run_id,
-        thread_id=original.thread_id,
         reason=reason,
         details={"compensation": compensation_id, "compensates": original.effect_id, **details},
     )
@@ -237,17 +232,7 @@ async def compensate(
     original = await Commands(ctx).effect(effect_id)
     tool = compensating_tool(ctx.graph, original)
     _check_compensable(original)
-
-    def unchanged(run: RunRecord) -> RunRecord:
-        return run
-
-    claim, run = await claims.take(
-        ctx.store,
-        original.run_id,
-        owner=f"operator:{ctx.owner}",
-        check=unchanged,
-        status=None,
-    )
+    claim, run = await claims.take_as_is(ctx.store, original.run_id, owner=f"operator:{ctx.owner}")
     try:
         done = await compensations_of(ctx.store, original)
         open_ = [r for r in done if r.status in UNFINISHED]
@@ -286,22 +271,7 @@ async def compensate(
             fault_plan=fault_plan or config.fault_plan or FaultPlan.from_env(),
             claim=claim,
         )
-        call = EffectCall(
-            effect_type=tool.name,
-            effect_class=tool.effect,
-            command_id=command_id,
-            request=request,
-            fn=tool.bind(kwargs),
-            runs=tool.runs,
-            simulate=tool.simulate,
-            kwargs=kwargs,
-            recipient=tool.recipient_for(request),
-            reconcile=tool.reconcile,
-            probe=tool.probe,
-            retry=tool.retry,
-            timeout=tool.timeout_in(config.tool_timeout),
-            mask=tool.mask,
-        )
+        call = tool.effect_call(command_id, request, kwargs, config.tool_timeout)
         new_id = effect_id_for(original.run_id, tool.name, command_id)
         await ctx.store.append_audit(
             _audit(

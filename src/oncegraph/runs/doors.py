@@ -49,4 +49,30 @@ def door(
     return call
 
 
-__all__ = ["door"]
+def door_of(
+    helper: Callable[[RunService], H], method: Callable[Concatenate[H, P], Awaitable[R]]
+) -> Callable[Concatenate[RunService, P], Awaitable[R]]:
+    """:func:`door` for a helper made from the service itself (it needs more of it than
+    the context)."""
+
+    async def call(service: RunService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(helper(service), *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def iterating_door(
+    method: Callable[Concatenate[RunContext, P], R],
+) -> Callable[Concatenate[RunService, P], R]:
+    """:func:`door` for a function of the context whose call is not awaited (an async
+    generator: the caller iterates what it returns)."""
+
+    def call(service: RunService, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(service.context, *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+__all__ = ["door", "door_of", "iterating_door"]

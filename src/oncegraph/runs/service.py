@@ -32,7 +32,7 @@ run stops, or, if a call outlived its step, when that call ends.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
@@ -58,7 +58,7 @@ from oncegraph.runs.commands import (
 )
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.creating import input_json
-from oncegraph.runs.doors import door
+from oncegraph.runs.doors import door, door_of
 from oncegraph.runs.handles import RunHandle
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import (
@@ -74,7 +74,7 @@ from oncegraph.runs.replay import Replays
 from oncegraph.runs.scope import Scope
 from oncegraph.runs.serviceviews import ServiceViews
 from oncegraph.runs.signing import signing_key
-from oncegraph.runs.timetravel import Fork, TimeTravel, finished_state, refuse_unfinished
+from oncegraph.runs.timetravel import TimeTravel, finished_state, refuse_unfinished
 from oncegraph.runs.versions import Migration, VersionGate
 from oncegraph.runtime.claim import Claim, default_owner
 from oncegraph.runtime.config import RunConfig
@@ -229,30 +229,7 @@ class RunService(ServiceViews):
     replay = door(Replays, Replays.replay)
     branch = door(Replays, Replays.branch)
 
-    async def update_state(
-        self,
-        thread_id: str,
-        values: Mapping[str, Any] | None,
-        *,
-        checkpoint_id: str | None = None,
-        as_node: str | None = None,
-        actor: str = "update_state",
-        reason: str = "update_state",
-        allow_irreversible: Iterable[str] = (),
-        also: Sequence[tuple[Any, str]] = (),
-    ) -> Fork:
-        """LangGraph's ``update_state``: a new paused run on the same thread whose head
-        has the edit (:meth:`oncegraph.runs.timetravel.TimeTravel.update`)."""
-        return await TimeTravel(self.context, self._travel_run).update(
-            thread_id,
-            values,
-            checkpoint_id=checkpoint_id,
-            as_node=as_node,
-            actor=actor,
-            reason=reason,
-            allow_irreversible=allow_irreversible,
-            also=also,
-        )
+    update_state = door_of(lambda s: TimeTravel(s.context, s._travel_run), TimeTravel.update)
 
     async def update_subgraph_state(
         self,

@@ -9,14 +9,13 @@ masked; :class:`~oncegraph.runs.service.RunService` has them from here.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 from oncegraph.runs import listing, reading
 from oncegraph.runs.context import RunContext
-from oncegraph.runs.doors import door
+from oncegraph.runs.doors import door, iterating_door
 from oncegraph.runs.effectlog import EffectLog, EffectQuery, effect_log
 from oncegraph.runs.masking import Masker
-from oncegraph.runs.views import StateSnapshot
 from oncegraph.storage.records import RunRecord
 
 
@@ -43,25 +42,7 @@ class ServiceViews:
             self.context.store, self.context.scope, query or EffectQuery(), masker
         )
 
-    def history(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-        page: int | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        """The thread's snapshots, newest first, read ``page`` checkpoints at a time
-        (:func:`oncegraph.runs.reading.stored_history`)."""
-        return reading.stored_history(
-            self.context,
-            thread_id,
-            run_id=run_id,
-            limit=limit,
-            before_version=before_version,
-            page=page,
-        )
+    history = iterating_door(reading.stored_history)
 
     async def get_run(self, run_id: str) -> RunRecord:
         """The stored run ``run_id`` (unmasked: the service's own reads), in scope."""

@@ -351,20 +351,10 @@ async def run_events(request: Request) -> Response:
     view = await shown(request, p)
     hub = served(request).hub
     stream = hub.get(run.run_id)
-    if stream is not None:
-        body = sse.from_buffer(stream, sse.buffered_after(last), view, keepalive=hub.keepalive)
-    else:
+    if stream is None:
         # read from its checkpoints, which only the graph decodes: refused before it starts
         code_needed(request, "stream a run's events (they are read from its checkpoints)")
-        body = sse.from_checkpoints(
-            graph(request),
-            run.run_id,
-            run.thread_id,
-            sse.checkpoint_after(last),
-            view,
-            keepalive=hub.keepalive,
-        )
-    return StreamingResponse(body, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    return sse.run_events(stream, lambda: graph(request), run, last, view, keepalive=hub.keepalive)
 
 
 def _command(

@@ -21,16 +21,17 @@ Every event's data is masked for the caller (:class:`~oncegraph.server.encode.Sh
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
+from starlette.responses import StreamingResponse
 
 from oncegraph.app import CompiledGraph
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import KEEPALIVE, RunStream
 from oncegraph.server.problems import bad_request
-from oncegraph.storage.records import RunStatus
+from oncegraph.storage.records import RunRecord, RunStatus
 
 MEDIA_TYPE = "text/event-stream"
 HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -144,3 +145,29 @@ async def from_checkpoints(
 
 
 __all__ = ["HEADERS", "MEDIA_TYPE", "buffered_after", "checkpoint_after", "frame"]
+
+
+def run_events(
+    stream: RunStream | None,
+    graph: Callable[[], CompiledGraph],
+    run: RunRecord,
+    last_event_id: str | None,
+    shown: Shown,
+    *,
+    keepalive: float = KEEPALIVE,
+) -> StreamingResponse:
+    """The response that streams ``run``'s events after ``last_event_id``: from its
+    buffer when this server runs it (``stream``), else from its checkpoints, read through
+    ``graph()`` (called only then: the caller has checked the graph's code is here)."""
+    if stream is not None:
+        body = from_buffer(stream, buffered_after(last_event_id), shown, keepalive=keepalive)
+    else:
+        body = from_checkpoints(
+            graph(),
+            run.run_id,
+            run.thread_id,
+            checkpoint_after(last_event_id),
+            shown,
+            keepalive=keepalive,
+        )
+    return StreamingResponse(body, media_type=MEDIA_TYPE, headers=HEADERS)

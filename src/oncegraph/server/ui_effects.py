@@ -19,7 +19,7 @@ import datetime
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from oncegraph.errors import ConfigError
@@ -175,20 +175,9 @@ async def run_events(request: Request) -> Response:
     view = await shown(request, me)
     hub = served(request).hub
     stream = hub.get(run.run_id)
-    if stream is not None:
-        body = sse.from_buffer(stream, sse.buffered_after(last), view, keepalive=hub.keepalive)
-    elif not served(request).has_code:  # checkpoints need the graph: no stream (204 ends it)
-        return Response(status_code=204)
-    else:
-        body = sse.from_checkpoints(
-            graph(request),
-            run.run_id,
-            run.thread_id,
-            sse.checkpoint_after(last),
-            view,
-            keepalive=hub.keepalive,
-        )
-    return StreamingResponse(body, media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    if stream is None and not served(request).has_code:
+        return Response(status_code=204)  # checkpoints need the graph: no stream (204 ends it)
+    return sse.run_events(stream, lambda: graph(request), run, last, view, keepalive=hub.keepalive)
 
 
 routes = [

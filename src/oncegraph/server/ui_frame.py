@@ -160,31 +160,22 @@ def command(
     once however often it is posted (:func:`oncegraph.server.idempotency.once`);
     ``binds_run``: the command starts a run, bound to that key before it starts."""
 
-    async def wrapped(request: Request) -> Response:
-        _ui(request)
-        principal = _who(request)
-        if principal is None:
-            return RedirectResponse("/ui/login?" + urlencode({"next": request.url.path}), 303)
-        try:
-            if not _own_origin(request):
-                raise ApiError(403, "foreign_origin", FOREIGN)
-            raw = await bodies.read(request)
-            form = bodies.parse_form(raw)
-            sent = form.pop(forms.FIELD, None)
-            if not forms.token_ok(await _ui_key(request), key_of(request, cookie=True), sent):
-                raise ApiError(403, "form_token", STALE_FORM)
+    async def checked(request: Request, principal: Principal) -> Response:
+        if not _own_origin(request):
+            raise ApiError(403, "foreign_origin", FOREIGN)
+        raw = await bodies.read(request)
+        form = bodies.parse_form(raw)
+        sent = form.pop(forms.FIELD, None)
+        if not forms.token_ok(await _ui_key(request), key_of(request, cookie=True), sent):
+            raise ApiError(403, "form_token", STALE_FORM)
 
-            async def act(again: Request) -> Response:
-                return await handler(again, principal, form)
+        async def act(again: Request) -> Response:
+            return await handler(again, principal, form)
 
-            return await once(
-                with_body(request, raw), principal, act, binds_run=binds_run, form=True
-            )
-        except (ApiError, OnceGraphError) as exc:
-            return await _error_page(request, principal, exc)
+        return await once(with_body(request, raw), principal, act, binds_run=binds_run, form=True)
 
-    wrapped.__name__ = handler.__name__
-    return wrapped
+    checked.__name__ = handler.__name__
+    return guarded(checked)  # logged in, errors as an error page, as a page is
 
 
 async def _to_run(request: Request, run_id: str, message: str) -> Response:

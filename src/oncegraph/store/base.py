@@ -3,14 +3,18 @@ strings) and a key, each a JSON-like dict, with sync and async methods alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from oncegraph.errors import ConfigError
 
 Namespace = tuple[str, ...]
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,23 @@ def check_namespace(namespace: Any) -> Namespace:
     return namespace
 
 
+def async_twin(
+    method: Callable[Concatenate[S, P], R],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """The async method ``a<name>`` that calls the sync method ``<name>`` on its object:
+    a subclass's override when it has one. Its signature is the sync one's."""
+    name = method.__name__
+
+    async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = getattr(self, name)(*args, **kwargs)
+        return result
+
+    functools.update_wrapper(twin, method)
+    twin.__name__ = f"a{name}"
+    twin.__qualname__ = f"{method.__qualname__[: -len(name)]}a{name}"
+    return twin
+
+
 class BaseStore:
     """What a node's ``store`` is. Subclasses implement the sync methods; the async
     ones call them (an in-process store does no I/O)."""
@@ -86,39 +107,12 @@ class BaseStore:
     ) -> list[Namespace]:
         raise NotImplementedError
 
-    async def aget(self, namespace: Namespace, key: str) -> Item | None:
-        return self.get(namespace, key)
-
-    async def aput(self, namespace: Namespace, key: str, value: dict[str, Any] | None) -> None:
-        self.put(namespace, key, value)
-
-    async def adelete(self, namespace: Namespace, key: str) -> None:
-        self.delete(namespace, key)
-
-    async def asearch(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        return self.search(namespace_prefix, query=query, filter=filter, limit=limit, offset=offset)
-
-    async def alist_namespaces(
-        self,
-        *,
-        prefix: Namespace | None = None,
-        suffix: Namespace | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]:
-        return self.list_namespaces(
-            prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
-        )
+    # The async twins call the sync methods (a subclass's own, looked up by name).
+    aget = async_twin(get)
+    aput = async_twin(put)
+    adelete = async_twin(delete)
+    asearch = async_twin(search)
+    alist_namespaces = async_twin(list_namespaces)
 
 
 def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:

@@ -286,12 +286,16 @@ def http_sender(
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            exc.close()
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = raw.decode(errors="replace")
-            raise RecipientHTTPError(exc.code, body) from None
+            raise RecipientHTTPError(exc.code, error_body(exc)) from None
 
     return send
+
+
+def error_body(exc: urllib.error.HTTPError) -> Any:
+    """The body of an HTTP error answer, read and closed: its JSON, else its text."""
+    raw = exc.read()
+    exc.close()
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")

@@ -19,7 +19,7 @@ from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.graph.inputs import ReplayClass
 from oncegraph.ledger.masks import register as register_mask
 from oncegraph.ledger.outcomes import Accepted, Completed
-from oncegraph.ledger.perform import RunsOn
+from oncegraph.ledger.perform import EffectCall, RunsOn
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.messages import ToolSpec
 from oncegraph.runtime import executor
@@ -129,6 +129,37 @@ class Tool:
         if self.inline:
             return None
         return self.timeout if self.timeout is not None else run_timeout
+
+    def effect_call(
+        self,
+        command_id: str,
+        request: dict[str, Any],
+        kwargs: dict[str, Any],
+        run_timeout: float | None,
+        *,
+        fold: bool = False,
+        replay: str = "recorded",
+    ) -> EffectCall:
+        """The ledger's command to call this tool once: ``request`` is what is recorded
+        (the JSON arguments), ``kwargs`` what the function receives (validated)."""
+        return EffectCall(
+            effect_type=self.name,
+            effect_class=self.effect,
+            command_id=command_id,
+            request=request,
+            fn=self.bind(kwargs),
+            runs=self.runs,
+            simulate=self.simulate,
+            kwargs=kwargs,
+            recipient=self.recipient_for(request),
+            reconcile=self.reconcile,
+            probe=self.probe,
+            retry=self.retry,
+            timeout=self.timeout_in(run_timeout),
+            fold=fold,
+            mask=self.mask,
+            replay=replay,
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

@@ -65,6 +65,7 @@ from oncegraph.runtime.context import crash_point, current_effect
 from oncegraph.runtime.faults import declare_crash_point
 from oncegraph.storage.records import EffectClass
 from oncegraph.tools.base import Tool, Validator, effect_class
+from oncegraph.tools.schema import json_schema_problems
 
 AFTER_MCP_CALL = declare_crash_point("after_mcp_call")  # answered; not yet recorded
 
@@ -389,21 +390,13 @@ def _result_value(name: str, result: Any) -> Any:
 
 def _schema_validator(name: str, schema: Mapping[str, Any]) -> Validator:
     """Check arguments against the tool's JSON schema (jsonschema ships with the SDK)."""
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        raise ConfigError(f"MCP tool {name!r} has an invalid input schema: {exc.message}") from exc
-    validator = cls(schema)
+    problems_of = json_schema_problems(
+        schema, f"MCP tool {name!r} has an invalid input schema", "(arguments)"
+    )
 
     def validate(args: Mapping[str, Any]) -> dict[str, Any]:
-        errors = sorted(validator.iter_errors(dict(args)), key=lambda e: list(e.path))
-        if errors:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e.path)) or '(arguments)'}: {e.message}" for e in errors
-            )
+        problems = problems_of(dict(args))
+        if problems:
             raise ToolArgumentsError(name, f"invalid arguments for {name}: {problems}")
         return dict(args)
 

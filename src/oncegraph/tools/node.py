@@ -26,7 +26,7 @@ from oncegraph.errors import (
     _ParkSignal,
 )
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
-from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
+from oncegraph.ledger.perform import ToolFailed, perform
 from oncegraph.ledger.planned import intent_record, planned
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.runtime.streaming import wants
@@ -223,23 +223,8 @@ class ToolNode:
                     "args": args,
                 },
             )
-        effect_call = EffectCall(
-            effect_type=name,
-            effect_class=tool.effect,
-            command_id=command_id,
-            request=args,
-            fn=tool.bind(kwargs),
-            runs=tool.runs,
-            simulate=tool.simulate,
-            kwargs=kwargs,
-            recipient=tool.recipient_for(args),
-            reconcile=tool.reconcile,
-            probe=tool.probe,
-            retry=tool.retry,
-            timeout=tool.timeout_in(ctx.config.tool_timeout),
-            fold=fold,
-            mask=tool.mask,
-            replay=tool.replay,
+        effect_call = tool.effect_call(
+            command_id, args, kwargs, ctx.config.tool_timeout, fold=fold, replay=tool.replay
         )
         try:
             result = (await perform(ctx, effect_call)).result

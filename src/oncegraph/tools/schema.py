@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pydantic is imported when the first tool is made, not by `i
     from pydantic import BaseModel, ValidationError
     from pydantic.fields import FieldInfo
 
-__all__ = ["Arguments", "arguments_of", "describe_validation_error"]
+__all__ = ["Arguments", "arguments_of", "describe_validation_error", "json_schema_problems"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,3 +229,28 @@ def _field(
         extra["description"] = doc_description
     default: Any = ... if p.default is p.empty else p.default
     return Field(default, **extra)  # type: ignore[no-any-return]
+
+
+def json_schema_problems(
+    schema: Mapping[str, Any], invalid: str, whole: str
+) -> Callable[[Any], str | None]:
+    """A check of values against the JSON schema ``schema`` (``jsonschema`` must be
+    installed): ``None`` for a valid value, else its problems, ``path: message`` each
+    (``whole`` for the value itself), in path order, joined by ``; ``. A schema that is
+    not valid JSON schema is a ConfigError, ``invalid`` then what is wrong with it."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ConfigError(f"{invalid}: {exc.message}") from exc
+    validator = cls(schema)
+
+    def problems(value: Any) -> str | None:
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+        if not errors:
+            return None
+        return "; ".join(f"{'.'.join(map(str, e.path)) or whole}: {e.message}" for e in errors)
+
+    return problems

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from oncegraph.storage.sql.sqlite_open import rollback
+
 T = TypeVar("T")
 
 Write = Callable[[sqlite3.Connection], Any]
@@ -148,34 +150,26 @@ class CommitGroups:
                 except self._refusals as exc:  # refused before writing anything
                     answers[i], errors[i] = None, exc
                 except sqlite3.IntegrityError as exc:  # its own rows clash (a duplicate)
-                    _rollback(conn)
+                    rollback(conn)
                     answers[i], errors[i] = None, self._map_error(exc)
                     return i
                 except sqlite3.Error:
                     raise  # the connection or the file: the whole group fails
                 except Exception as exc:  # anything else after its writes: undo them
-                    _rollback(conn)
+                    rollback(conn)
                     answers[i], errors[i] = None, exc
                     return i
             if all(errors[i] is not None for i in todo):
-                _rollback(conn)  # nothing was written
+                rollback(conn)  # nothing was written
             elif conn.in_transaction:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            _rollback(conn)
+            rollback(conn)
             raise self._map_error(exc) from exc
         except BaseException:
-            _rollback(conn)
+            rollback(conn)
             raise
         return None
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:  # the connection is broken; the transaction is gone anyway
-            pass
 
 
 __all__ = ["CommitGroups", "GroupStats"]

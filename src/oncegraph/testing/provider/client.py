@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.testing.provider.state import _BY_KEY
+from oncegraph.testing.recipient import error_body
 
 
 class ProviderError(Exception):
@@ -87,13 +88,7 @@ class ProviderClient:
                 replayed = resp.headers.get("Idempotent-Replayed") == "true"
                 return ProviderResponse(resp.status, json.loads(resp.read()), replayed)
         except urllib.error.HTTPError as exc:
-            raw = exc.read()
-            exc.close()
-            try:
-                payload: Any = json.loads(raw)
-            except ValueError:
-                payload = raw.decode(errors="replace")
-            raise ProviderHTTPError(method, url, exc.code, payload) from None
+            raise ProviderHTTPError(method, url, exc.code, error_body(exc)) from None
         except TimeoutError as exc:
             raise ProviderTimeoutError(f"{method} {url}: no answer in time") from exc
         except urllib.error.URLError as exc:

@@ -193,8 +193,11 @@ def test_input_and_output_schemas_shape_what_invoke_takes_and_returns() -> None:
     cfg = {"thread_id": "t"}
     assert graph.invoke({"user_input": "My"}, cfg) == {"graph_output": "My name is Lance"}
     assert graph.get_state(cfg).values["foo"] == "My name"  # the whole state is kept
-    with pytest.raises(InvalidUpdateError, match=r"input fields \['foo'\].*InputState"):
-        graph.invoke({"user_input": "x", "foo": "sneaky"}, {"thread_id": "t2"})
+    # as in LangGraph, a state field the input schema does not name is not taken in: a
+    # caller cannot set what the nodes keep for themselves
+    out = graph.invoke({"user_input": "x", "foo": "sneaky"}, {"thread_id": "t2"})
+    assert out == {"graph_output": "x name is Lance"}
+    assert graph.get_state({"thread_id": "t2"}).values["foo"] == "x name"
 
 
 def test_fields_of_input_and_output_schemas_become_state_fields() -> None:

@@ -40,6 +40,9 @@ class BaseChannel:
     #: after the step that follows its write) or "empty" (back to an empty list)
     clears: str = ""
     untracked: bool = False
+    #: what marks a field's annotation as naming a channel (state/channels reads it, so
+    #: the state layer needs no import of this module)
+    names_a_channel: bool = True
 
     def __init__(self, typ: Any = Any, key: str = "") -> None:
         self.typ = typ

@@ -166,18 +166,16 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
 
 def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
     """The field's channel when its annotation names a Pregel channel
-    (``Annotated[str, UntrackedValue]`` or an instance, ``Annotated[list, Topic(str)]``)."""
-    from oncegraph.channels import BaseChannel
-
-    if isinstance(item, type) and issubclass(item, BaseChannel):
-        return item(base).as_channel(name)
-    if isinstance(item, BaseChannel):
-        chan: BaseChannel = item
-        if chan.typ is Any:  # Annotated[dict, DeltaChannel(fn)]: the field's type
-            chan = chan.copy()
-            chan.typ = base
-        return chan.as_channel(name)
-    return None
+    (``Annotated[str, UntrackedValue]`` or an instance, ``Annotated[list, Topic(str)]``):
+    an :class:`oncegraph.channels.BaseChannel`, known by its ``names_a_channel`` mark."""
+    if not getattr(item, "names_a_channel", False):
+        return None
+    chan: Any = item(base) if isinstance(item, type) else item
+    if chan.typ is Any:  # Annotated[dict, DeltaChannel(fn)]: the field's type
+        chan = chan.copy()
+        chan.typ = base
+    channel: Channel = chan.as_channel(name)
+    return channel
 
 
 def _is_value_type(tp: Any) -> bool:

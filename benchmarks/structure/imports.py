@@ -14,7 +14,7 @@ files and the edges that close it.
 Layers, highest first (a module may import its own layer and any layer below it):
 
     surfaces  cli, server, worker, testing, __main__
-    facade    app, app_*, the package root, loading, func, and LangGraph's module twins
+    facade    app, app_*, the package root, loading, func, pregel, and LangGraph's module twins
               (config, types, constants, checkpoint, graph.message, graph.state:
               re-exports), facts
     runs      runs
@@ -24,7 +24,7 @@ Layers, highest first (a module may import its own layer and any layer below it)
     driver    runtime (all but the pure modules below), versioning
     engine    runtime.engine, runtime.moves, runtime.sends, runtime.logkeys (the pure
               step, run-level decisions and the pure helpers the step imports)
-    graph     graph, hitl, state
+    graph     graph, hitl, state, channels
     storage   storage (records, protocols, the memory store, the SQL store and dialects),
               cache (node-result caches) and store (the key-value store nodes read)
     floor     errors, ids, _json, messages, observe, _* helpers
@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "app_*",
             "loading",
             "func",
+            "pregel",
             "checkpoint",
             "config",
             "types",
@@ -76,7 +77,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ledger", ("ledger",)),
     ("driver", ("runtime", "versioning")),
     ("engine", ("runtime.engine", "runtime.moves", "runtime.sends", "runtime.logkeys")),
-    ("graph", ("graph", "hitl", "state")),
+    ("graph", ("graph", "hitl", "state", "channels")),
     ("storage", ("storage", "cache", "store")),
     (
         "floor",

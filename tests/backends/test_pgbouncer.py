@@ -72,6 +72,10 @@ def bouncer_port(pg_admin: str) -> Iterator[int]:
         f"listen_addr = 127.0.0.1\nlisten_port = {port}\n"
         f"auth_type = trust\nauth_file = {folder / 'users.txt'}\n"
         "pool_mode = transaction\nmax_client_conn = 400\ndefault_pool_size = 4\n"
+        # each test's brand-new database gets server connections of its own: let idle ones
+        # go at once, or they pile up (10 minutes by default) until the server has no
+        # connection left for anyone ("too many clients already")
+        "server_idle_timeout = 1\n"
         f"unix_socket_dir =\nlogfile = {folder / 'pgbouncer.log'}\n"
         "ignore_startup_parameters = extra_float_digits,options\n"
     )

@@ -309,6 +309,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             kwargs.get("control"),
             bool(kwargs.get("_sync")),
         )
+        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
         result = await self._run(input, cfg, service, launch=launch)
         keys = kwargs.get("output_keys")
         if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
@@ -414,6 +415,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             kwargs.get("control"),
             bool(kwargs.get("_sync")),
         )
+        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
         queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         task = asyncio.ensure_future(

@@ -10,7 +10,11 @@ body really ran, across processes (an append reaches the kernel before a SIGKILL
 The process prints one JSON report as its last stdout line::
 
     {"outcome": "completed" | "needs_review" | "error", "run_id", "run_status",
-     "run_error", "effect_id", "error_type", "error", "final", "tool_messages"}
+     "run_error", "effect_id", "error_type", "error", "final", "tool_messages",
+     "history"}
+
+(``history``, of a completed run: the thread's checkpoint ids, newest first;
+``--durability`` names the call's ``durability=``.)
 
 The store is SQLite (``--db FILE``) or PostgreSQL (``--pg DSN``, a
 ``PgCheckpointer(postgres_dsn=DSN)``). With ``--hold-lock FILE`` (PostgreSQL only) the
@@ -216,11 +220,11 @@ def build_model(tool_names: list[str], parallel: bool) -> ScriptedModel:
     return ScriptedModel.turns({"content": "", "tool_calls": calls}, "All refunds are done.")
 
 
-def _drive(app: Any, input: Any, config: dict[str, Any], path: str) -> None:
+def _drive(app: Any, input: Any, config: dict[str, Any], path: str, **options: Any) -> None:
     if path == "invoke":
-        app.invoke(input, config)
+        app.invoke(input, config, **options)
     else:
-        for _ in app.stream(input, config, stream_mode=["updates", "events"]):
+        for _ in app.stream(input, config, stream_mode=["updates", "events"], **options):
             pass
 
 
@@ -238,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", action="store_true", help="two tool calls in one turn")
     parser.add_argument("--gate", metavar="FILE", help="wait in the tool until FILE exists")
     parser.add_argument("--inside", metavar="FILE", help="created when at the gate")
+    parser.add_argument(
+        "--durability",
+        choices=("sync", "async", "exit"),
+        help="LangGraph's durability= for this call (none given: the run's own)",
+    )
     parser.add_argument(
         "--hold-lock",
         metavar="FILE",
@@ -275,10 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     user_input = {"messages": [{"role": "user", "content": "Refund my orders, please."}]}
     report: dict[str, Any] = {"outcome": "completed"}
     run: Callable[[], None]
-    if args.mode == "run":
-        run = lambda: _drive(app, user_input, config, args.path)  # noqa: E731
-    else:
-        run = lambda: _drive(app, None, config, args.path)  # noqa: E731
+    options = {"durability": args.durability} if args.durability else {}
+    given = user_input if args.mode == "run" else None
+    run = lambda: _drive(app, given, config, args.path, **options)  # noqa: E731
     try:
         run()
     except NeedsReviewError as exc:
@@ -298,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
             {"status": m.get("status"), "content": m.get("content")}
             for m in messages
             if m["role"] == "tool"
+        ]
+        report["history"] = [
+            s.config["configurable"]["checkpoint_id"]
+            for s in app.get_state_history({"thread_id": args.thread})
         ]
     print(json.dumps(report), flush=True)
     return 0

@@ -357,6 +357,26 @@ def test_resume_under_the_other_path(
     _run_case(world, point, tool, crash_path=crash_path, resume_path=resume_path)
 
 
+EXIT_CASES = [
+    c for p, t in (("in_tool", "irreversible"), ("after_checkpoint", "write")) for c in both(p, t)
+]
+
+
+@pytest.mark.parametrize(("backend", "point", "tool"), EXIT_CASES)
+def test_durability_exit_crash_then_resume_sends_once(world: World, point: str, tool: str) -> None:
+    # Under durability="exit" every step is still committed before the next: a SIGKILL
+    # mid-run leaves them all, the resume (which names no durability: the run's own is
+    # kept) sends nothing recorded again, and its exit folds the crashed call's steps too.
+    run = world.worker("run", tool=tool, path="invoke", crash=point, extra=["--durability", "exit"])
+    assert run.killed and run.returncode == -9, run.describe()
+    assert len(world.calls()) == 1
+    report = world.resume(tool=tool, path="invoke")
+    _check_completed(world, report, tool=tool)
+    assert len(world.calls()) == 1  # the tool body ran once in all
+    assert world.client.stats()["performed"] == 1
+    assert len(report["history"]) == 1  # the exit checkpoint only, as LangGraph lists it
+
+
 PARALLEL = [
     *[
         ("sqlite", tool, path)

@@ -107,7 +107,7 @@ def pending_writes(cp_id: str, writes: list[TaskWrite]) -> list[tuple[str, str, 
     return out
 
 
-_HIDDEN = frozenset({"answers"})
+_HIDDEN = frozenset({"answers", "exit"})
 """Metadata a subgraph's checkpoints keep for the run (answers handed down so far)."""
 
 

@@ -43,6 +43,8 @@ DEFAULT_NODE_TIMEOUT = 900.0
 DEFAULT_TOOL_TIMEOUT = 300.0
 DEFAULT_TOOL_GRACE = 30.0
 DEFAULT_RECURSION_LIMIT = 100
+DURABILITIES = ("sync", "async", "exit")
+DEFAULT_DURABILITY = "async"
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -190,6 +192,11 @@ class RunConfig:
     control: Any = None
     # compile(store=...): the key-value store a node's ``store`` parameter gets
     store: Any = None
+    # invoke(..., durability=...): LangGraph's "sync", "async" or "exit". Every step is
+    # committed before the next whatever it says; "exit" folds a call's step checkpoints
+    # into its last one when the call ends (oncegraph.runtime.durability). Stored with
+    # the run, so a continue that names none (a crash's resume, a worker) keeps it.
+    durability: str = DEFAULT_DURABILITY
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -262,7 +269,11 @@ class RunConfig:
         :meth:`to_json`), nothing else it keeps beside them (its graph shape, a replay's
         policy)."""
         keep = {k: stored[k] for k in STORED if k in stored}
-        return cls.parse({**keep, "thread_id": thread_id})
+        made = cls.parse({**keep, "thread_id": thread_id})
+        durability = stored.get("durability")
+        if isinstance(durability, str) and durability in DURABILITIES:
+            made = dataclasses.replace(made, durability=durability)
+        return made
 
     def going_on(self, stored: Mapping[str, Any]) -> RunConfig:
         """This call's config for continuing a run whose stored config is ``stored``:
@@ -273,21 +284,44 @@ class RunConfig:
         if not isinstance(stored, Mapping):
             return self
         keep = {k: stored[k] for k in STORED if k in stored and k not in self.given}
-        if not keep:
+        changes: dict[str, Any] = {}
+        durability = stored.get("durability")
+        if "durability" not in self.given and durability in DURABILITIES:
+            changes["durability"] = durability
+        if keep:
+            from_run = RunConfig.parse({**keep, "thread_id": self.thread_id})
+            changes.update({k: getattr(from_run, k) for k in keep})
+        if not changes:
             return self
-        from_run = RunConfig.parse({**keep, "thread_id": self.thread_id})
-        changes: dict[str, Any] = {k: getattr(from_run, k) for k in keep}
         going: RunConfig = dataclasses.replace(self, **changes)
         return going
 
     def to_json(self) -> dict[str, Any]:
         """What is stored with the run (timeouts; not the fault plan or the sleeper)."""
-        return {
+        stored: dict[str, Any] = {
             "node_timeout": self.node_timeout,
             "tool_timeout": self.tool_timeout,
             "tool_grace": self.tool_grace,
             "recursion_limit": self.recursion_limit,
         }
+        if self.durability != DEFAULT_DURABILITY:
+            stored["durability"] = self.durability
+        return stored
+
+    def with_durability(self, durability: Any, checkpoint_during: Any = None) -> RunConfig:
+        """This config with LangGraph's ``durability=`` (or its older
+        ``checkpoint_during=``: False is "exit", True "async") named by the call; None
+        for both leaves it as it is. Another value is a ``ConfigError``."""
+        if durability is None and checkpoint_during is not None:
+            durability = "async" if checkpoint_during else "exit"
+        if durability is None:
+            return self
+        if durability not in DURABILITIES:
+            raise ConfigError(
+                f"durability must be one of {', '.join(repr(d) for d in DURABILITIES)}; "
+                f"got {durability!r}"
+            )
+        return dataclasses.replace(self, durability=durability, given=self.given | {"durability"})
 
 
 async def thread_sleep(seconds: float) -> None:
@@ -298,10 +332,12 @@ async def thread_sleep(seconds: float) -> None:
 
 
 __all__ = [
+    "DEFAULT_DURABILITY",
     "DEFAULT_NODE_TIMEOUT",
     "DEFAULT_RECURSION_LIMIT",
     "DEFAULT_TOOL_GRACE",
     "DEFAULT_TOOL_TIMEOUT",
+    "DURABILITIES",
     "NODE_FINISHED",
     "STORED",
     "TOP_LEVEL",

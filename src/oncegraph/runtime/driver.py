@@ -54,7 +54,7 @@ from oncegraph.errors import (
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.runtime import executor
+from oncegraph.runtime import durability, executor
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.concurrency import bounded, max_concurrency
 from oncegraph.runtime.config import RunConfig
@@ -163,6 +163,10 @@ class Driver:
     _task_emit: Emit | None = None  # what _task_emit_fn made, for the emit it was made for
     _task_emit_of: Emit | None = None
     _streamed: set[str] = field(default_factory=set)  # this step's tasks shown as they ended
+    # durability="exit": the checkpoint this call started from, and whether the call
+    # exited (finished, asked, failed, parked): then its steps are folded (runtime.durability)
+    _base: durability.Base | None = None
+    _exited: bool = False
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -187,6 +191,7 @@ class Driver:
             config=self._router_config(run),
             routed=await routed_input(self, head, update, run),
         )
+        nxt = self._marked(nxt, head)
         status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
         await self._commit(
             StepCommit(
@@ -203,7 +208,8 @@ class Driver:
         # LangGraph counts a graph's input step against recursion_limit (its START node
         # runs a step); a Pregel app's input writes its channels with no step of its own
         self.steps = 1 if self.spec.triggers is None else 0
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
+        parent = durability.shown_parent(head.checkpoint, self._base)
+        emit_step(self.emit, self.spec, self._where, nxt, parent, (), before=head.values)
         return nxt
 
     async def start_nested(
@@ -223,6 +229,7 @@ class Driver:
             meta={"call": call} if call is not None else None,
             routed=await routed_input(self, head, update, run),
         )
+        nxt = self._marked(nxt, head)
         await self._commit(
             StepCommit(
                 thread_id=run.thread_id,
@@ -234,7 +241,8 @@ class Driver:
             nxt,
         )
         self.steps = 1
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
+        parent = durability.shown_parent(head.checkpoint, self._base)
+        emit_step(self.emit, self.spec, self._where, nxt, parent, (), before=head.values)
         return nxt
 
     # -- the loop --------------------------------------------------------------------------
@@ -262,6 +270,8 @@ class Driver:
         finally:
             if pool is not None:
                 executor.reset(pool)
+            if self._exited and self._base is not None:
+                await durability.fold(self.store, run.thread_id, run.run_id, self._base)
         return head
 
     async def _step(self, head: Head, run: RunRecord) -> Head:
@@ -269,6 +279,8 @@ class Driver:
         task_writes: list[TaskWrite] = []
         if cp.checkpoint_id != self.fresh:  # loaded: an earlier attempt may have left writes
             task_writes = await self.store.get_task_writes(run.thread_id, cp.checkpoint_id)
+        if self._base is None and self.config.durability == durability.EXIT:
+            self._base = durability.going_on(cp, task_writes, run.run_id)
         if self.parent is not None:
             task_writes = await self._hand_down_answers(cp, task_writes, run)
         plan = plan_step(self.spec, head, task_writes)
@@ -285,6 +297,7 @@ class Driver:
         )
         if isinstance(move, OutOfSteps):
             await self.set_status(run, RunStatus.FAILED, str(move.error))
+            self._exited = True
             raise move.error
         if move is not None:
             return await self._execute(move, head, run, [], plan)
@@ -405,15 +418,19 @@ class Driver:
         if not isinstance(decision, Commit):
             await self._save_staged(staged)  # a completed call's result is never dropped
         if isinstance(decision, Park):
+            if self.parent is None:
+                await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
+            self._exited = True
             if self.parent is not None:
                 raise _ParkSignal(decision.effect_id, decision.reason)
-            await self.set_status(run, RunStatus.NEEDS_REVIEW, decision.reason)
             raise NeedsReviewError(decision.reason, run_id=run.run_id, effect_id=decision.effect_id)
         if isinstance(decision, Fail):
             await self._keep_error(decision, head, run)
             if self.parent is not None:
+                self._exited = True
                 raise decision.error
             await self.set_status(run, RunStatus.FAILED, failure_text(decision))
+            self._exited = True
             raise as_raised(decision, run)
         if isinstance(decision, Interrupt):
             return await self._interrupt(decision, head, run, plan)
@@ -465,8 +482,10 @@ class Driver:
             index = self.answer_base + self._consumed
             self.parent.interrupt_count = index + 1
             self.parent.interrupt_raised = (value, index)
+            self._exited = True
             raise GraphInterrupt(value, index)
         await self.set_status(run, RunStatus.INTERRUPTED, None)
+        self._exited = True
         # what the caller gets: the state with the writes of the step's finished tasks
         # (kept as task writes, applied when the step commits), as LangGraph returns it
         self.shown = with_finished(self.spec, head.values, decision.done)
@@ -524,7 +543,7 @@ class Driver:
         plan = self.config.fault_plan
         if plan is not None:
             plan.hit("before_checkpoint")
-        nxt = decision.head
+        nxt = self._marked(decision.head, head)
         intents = await self._intents(nxt, run)
         commit = StepCommit(
             thread_id=run.thread_id,
@@ -556,7 +575,7 @@ class Driver:
             if staged:
                 plan.hit("after_effect_record")
             plan.hit("after_checkpoint")
-        cp, done = head.checkpoint, decision.results
+        cp, done = durability.shown_parent(head.checkpoint, self._base), decision.results
         emit_step(self.emit, self.spec, self._where, nxt, cp, done, self._streamed)
         return nxt
 
@@ -649,7 +668,19 @@ class Driver:
                     ) from exc
         self.fresh = commit.checkpoint.checkpoint_id
         self.heads.remember(head)
+        if not commit.checkpoint.next:  # the call's last step: it exits here
+            self._exited = True
         return inserted
+
+    def _marked(self, nxt: Head, head: Head) -> Head:
+        """``nxt``, about to be committed on ``head``, as a step of a call under
+        ``durability="exit"`` (:func:`oncegraph.runtime.durability.marked`); as it is
+        otherwise. The call's first commit with new input sets its base."""
+        if self.config.durability != durability.EXIT:
+            return nxt
+        if self._base is None:
+            self._base = durability.new_call(head.checkpoint)
+        return durability.marked(nxt, self._base)
 
     async def _moved_on(self, run: RunRecord) -> ThreadMovedOnError:
         """A step of ``run`` lost the thread's compare-and-swap: another run of the thread

@@ -4,6 +4,7 @@ of the prune."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from oncegraph.storage.memory_tables import (
     CP_RUN,
@@ -18,7 +19,7 @@ from oncegraph.storage.memory_tables import (
     RUN_STATUS,
     Tables,
 )
-from oncegraph.storage.records import PruneReport, prune_effects_cutoff
+from oncegraph.storage.records import PruneReport, fold_of, prune_effects_cutoff
 
 
 class Retention(Tables):
@@ -34,25 +35,36 @@ class Retention(Tables):
         thread_id: str | None = None,
         dry_run: bool = False,
         on_thread: Callable[[PruneReport], None] | None = None,
+        run_id: str | None = None,
+        after_version: int = 0,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        fold = fold_of(thread_id, run_id, after_version)
+        if fold is not None:
+            cutoff = None  # a fold deletes no effect record
         with self._lock:
             thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
+                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run, fold)
             if on_thread is not None:
                 on_thread(one)
             report = report.plus(one)
         return report
 
     def _prune_thread(
-        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+        self,
+        thread_id: str,
+        keep: int,
+        cutoff: float | None,
+        dry_run: bool = False,
+        fold: tuple[str, int] | None = None,
     ) -> PruneReport:
-        """Prune one thread (``dry_run``: count only); call under the lock."""
+        """Prune one thread (``dry_run``: count only; ``fold``: the run and the version
+        its call started from, see the protocol); call under the lock."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return PruneReport()
@@ -62,13 +74,15 @@ class Retention(Tables):
             run = self._runs.get(run_id)
             return run is not None and run[RUN_STATUS] in KEEP_RUN_STATUSES
 
+        def doomed_row(row: Any) -> bool:
+            if fold is not None:
+                return bool(row[CP_RUN] == fold[0] and row[CP_VERSION] > fold[1])
+            return bool(row[CP_VERSION] <= version - keep and not kept_run(row[CP_RUN]))
+
         doomed = [
             cid
             for (tid, cid), row in self._checkpoints.items()
-            if tid == thread_id
-            and row[CP_VERSION] <= version - keep
-            and cid != head
-            and not kept_run(row[CP_RUN])
+            if tid == thread_id and cid != head and doomed_row(row)
         ]
         writes = 0
         for cid in doomed:

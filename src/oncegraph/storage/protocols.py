@@ -339,6 +339,8 @@ class Pruner(Protocol):
         thread_id: str | None = None,
         dry_run: bool = False,
         on_thread: Callable[[PruneReport], None] | None = None,
+        run_id: str | None = None,
+        after_version: int = 0,
     ) -> PruneReport:
         """Delete old checkpoints and old finished effect records; returns the counts.
 
@@ -359,6 +361,13 @@ class Pruner(Protocol):
         ``dry_run=True`` counts the same rows in the same transactions and rolls each
         back: nothing is deleted. ``on_thread`` is called with each thread's report as
         it finishes (a progress display).
+
+        With ``run_id`` (and ``thread_id``, required then) it is instead the fold of a
+        call of that run that ended under ``durability="exit"``: it deletes the run's
+        checkpoints on the thread whose version is above ``after_version``, but the
+        head, with their task writes, whatever the run's status (a resume starts from
+        the head, which stays with its task writes); ``keep_checkpoints`` is not applied
+        and no effect record is deleted.
         """
 
 

@@ -444,6 +444,20 @@ PRUNABLE_EFFECT_STATUSES = (EffectStatus.COMPLETED, EffectStatus.FAILED)
 PRUNABLE_EFFECT_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.ABANDONED)
 
 
+def fold_of(
+    thread_id: str | None, run_id: str | None, after_version: int
+) -> tuple[str, int] | None:
+    """Check a prune's fold arguments (``run_id``, ``after_version``): ``(run_id,
+    after_version)`` for a fold, None for a plain prune. Raises ConfigError naming the fix."""
+    if run_id is None:
+        return None
+    if thread_id is None:
+        raise ConfigError("a fold (prune with run_id=) takes one thread: pass thread_id= as well")
+    if isinstance(after_version, bool) or not isinstance(after_version, int) or after_version < 0:
+        raise ConfigError(f"after_version must be an int >= 0; got {after_version!r}")
+    return run_id, after_version
+
+
 def prune_effects_cutoff(keep_checkpoints: int, effects_older_than: float | None) -> float | None:
     """Check the arguments of a prune; the ``updated_at`` an effect must be older than
     to be deleted (``None``: effects are not pruned). Raises ConfigError naming the fix."""

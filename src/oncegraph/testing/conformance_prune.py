@@ -88,6 +88,38 @@ class PruneConformance:
                 assert await checkpointer.get_checkpoint(tid, cp.checkpoint_id) is None
                 assert await checkpointer.get_task_writes(tid, cp.checkpoint_id) == []
 
+    async def test_fold_deletes_a_run_s_steps_after_a_version_but_the_head(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        """A run's fold (``prune(thread_id=, run_id=, after_version=)``, what a call under
+        ``durability="exit"`` does as it exits): that run's checkpoints above the
+        version go with their task writes, the head and its task writes stay, whatever
+        the run's status; other runs, log entries and effect records are untouched."""
+        store = as_pruner(checkpointer)
+        tid, runs = await build_history(
+            checkpointer, [RunStatus.COMPLETED, RunStatus.INTERRUPTED], per_run=4
+        )
+        (first, first_cps), (open_run, cps) = runs
+        effect = make_effect(open_run, tid, "c:1", status=EffectStatus.COMPLETED)
+        await checkpointer.begin_effect(effect)
+        # the run's first step stays (a call that exited there), the next two are folded
+        report = await store.prune(thread_id=tid, run_id=open_run, after_version=cps[0].version)
+        assert report == PruneReport(threads=1, checkpoints=2, task_writes=2, effects=0)
+        assert await checkpointer.list_checkpoints(tid, run_id=open_run) == [cps[-1], cps[0]]
+        assert len(await checkpointer.get_task_writes(tid, cps[-1].checkpoint_id)) == 1
+        assert await checkpointer.list_checkpoints(tid, run_id=first) == first_cps[::-1]
+        assert await checkpointer.read_log(tid, "messages", 100) == [f"m{i}" for i in range(8)]
+        assert ids(await checkpointer.list_effects(thread_id=tid)) == {effect.effect_id}
+        # folding again deletes nothing more; folding the other run takes only its own
+        again = await store.prune(thread_id=tid, run_id=open_run, after_version=cps[0].version)
+        assert again.checkpoints == 0
+        assert (await store.prune(thread_id=tid, run_id=first, after_version=0)).checkpoints == 4
+        assert await checkpointer.list_checkpoints(tid) == [cps[-1], cps[0]]
+        with pytest.raises(ConfigError, match="thread_id"):
+            await store.prune(run_id=open_run)
+        with pytest.raises(ConfigError, match="after_version"):
+            await store.prune(thread_id=tid, run_id=open_run, after_version=-1)
+
     async def test_prune_effects_only_finished_old_of_finished_runs(
         self, checkpointer: Checkpointer
     ) -> None:

@@ -70,6 +70,7 @@ from oncegraph.storage.sql.statements_effects import (
     effect_payloads,
 )
 from oncegraph.storage.sql.statements_prune import (
+    CHECKPOINT_FOLD,
     THREAD_IDS_AFTER,
     THREAD_IDS_FIRST,
     checkpoint_prune,
@@ -137,6 +138,7 @@ __all__ = [
     "BEFORE_RUN",
     "BEFORE_RUN_IN_THREAD",
     "CHECKPOINT_COLUMNS",
+    "CHECKPOINT_FOLD",
     "CHECKPOINT_INSERT",
     "CHECKPOINT_LIST",
     "CHECKPOINT_LIST_BY_RUN",

@@ -43,6 +43,17 @@ def checkpoint_prune(n_keep_statuses: int) -> str:
     )
 
 
+# The fold of a run's call that ended under durability="exit": its checkpoints on the
+# thread after the version the call started from, but the head. Params: thread_id,
+# run_id, after_version, thread_id.
+CHECKPOINT_FOLD = (
+    "DELETE FROM oncegraph_checkpoints WHERE thread_id = ? AND run_id = ? AND version > ? "
+    "AND checkpoint_id NOT IN (SELECT head_checkpoint_id FROM oncegraph_threads "
+    "WHERE thread_id = ? AND head_checkpoint_id IS NOT NULL) "
+    "RETURNING checkpoint_id"
+)
+
+
 @lru_cache(maxsize=8)
 def effect_prune(n_effect_statuses: int, n_run_statuses: int) -> str:
     """``DELETE`` of a thread's finished effect records last updated before a cutoff,

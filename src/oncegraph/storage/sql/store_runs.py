@@ -23,6 +23,7 @@ from oncegraph.storage.records import (
     RunStatus,
     TaskWrite,
     ThreadRecord,
+    fold_of,
     now,
     prune_effects_cutoff,
 )
@@ -222,13 +223,18 @@ class RunMethods(SqlPort):
         thread_id: str | None = None,
         dry_run: bool = False,
         on_thread: Callable[[PruneReport], None] | None = None,
+        run_id: str | None = None,
+        after_version: int = 0,
     ) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
         its own transaction, so writers wait at most one thread; the thread row is only
         read, and rows a racing commit inserts are kept."""
         cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        fold = fold_of(thread_id, run_id, after_version)
+        if fold is not None:
+            cutoff = None  # a fold deletes no effect record
         if thread_id is not None:
-            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
+            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run, fold)
             if on_thread is not None:
                 on_thread(report)
             return report
@@ -249,15 +255,24 @@ class RunMethods(SqlPort):
             after = page[-1][0]
 
     async def _prune_thread(
-        self, thread_id: str, keep: int, cutoff: float | None, dry_run: bool = False
+        self,
+        thread_id: str,
+        keep: int,
+        cutoff: float | None,
+        dry_run: bool = False,
+        fold: tuple[str, int] | None = None,
     ) -> PruneReport:
         writes = effects = 0
         async with self._transaction("prune") as tx:
             if await tx.one(S.THREAD_SELECT, (thread_id,)) is None:
                 return PruneReport()
-            doomed = await tx.all(
-                _CHECKPOINT_PRUNE, (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES)
-            )
+            if fold is not None:  # a run's call that ended under durability="exit"
+                doomed = await tx.all(S.CHECKPOINT_FOLD, (thread_id, *fold, thread_id))
+            else:
+                doomed = await tx.all(
+                    _CHECKPOINT_PRUNE,
+                    (thread_id, thread_id, keep, thread_id, *_KEEP_RUN_STATUSES),
+                )
             if doomed:
                 writes = await tx.count_many(
                     S.TASK_WRITES_DELETE, [(thread_id, cid) for (cid,) in doomed]

@@ -102,7 +102,7 @@ async def fold(store: Checkpointer, thread_id: str, run_id: str, base: Base) -> 
     """Fold a call that exited: its checkpoints on ``thread_id`` after the base, but the
     head, deleted by the store's prune. A store with no prune keeps them (nothing is
     lost, the history just has every step); a store error is logged, not raised: the
-    call's outcome stands, and the next exit of the run folds again."""
+    call's outcome stands and its step checkpoints stay, as a crash would leave them."""
     if not isinstance(store, Pruner):
         return
     try:

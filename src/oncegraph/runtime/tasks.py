@@ -285,7 +285,7 @@ async def _outcome(
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)
-        except _SIGNALS as sig:
+        except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
             return _signalled(task, key, sig)
         except Exception as exc:
             if _lost_lease(ctx, exc):  # not the node's failure: this process lost the run
@@ -325,7 +325,7 @@ async def _handled(
     ctx.interrupt_raised = None
     try:
         value = await _run(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
-    except _SIGNALS as sig:
+    except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
         return _signalled(task, key, sig)
     except Exception as failed:
         if _lost_lease(ctx, failed):
@@ -339,12 +339,8 @@ async def _handled(
     return TaskOutcome(task.node, result=result, task=key)
 
 
-_SIGNALS = (GraphInterrupt, _ParkSignal, _CrashSignal)
-
-
 def _signalled(task: Task, key: str, sig: BaseException) -> TaskOutcome:
-    """The outcome of a task whose node (or error handler) raised one of the run's
-    signals: an ``interrupt()``, a park (an outcome it may not guess) or a fault."""
+    """The outcome of a task whose node raised an interrupt, a park or a fault."""
     if isinstance(sig, GraphInterrupt):
         return TaskOutcome(task.node, interrupt=(sig.value, sig.index), task=key)
     if isinstance(sig, _ParkSignal):

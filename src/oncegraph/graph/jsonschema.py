@@ -14,6 +14,7 @@ import typing
 from typing import Any, get_args, get_origin
 
 import pydantic
+import typing_extensions  # pydantic's own dependency
 
 from oncegraph.state.channels import StateSchema
 
@@ -24,7 +25,9 @@ def json_schema(schema: StateSchema, name: str) -> dict[str, Any]:
     if schema.kind == "pydantic":
         out: dict[str, Any] = source.model_json_schema()
         return out
-    if schema.kind == "typeddict" and typing.is_typeddict(source):
+    # typing_extensions' check: it knows its own TypedDict too (a distinct class before
+    # Python 3.12), which typing.is_typeddict does not
+    if schema.kind == "typeddict" and typing_extensions.is_typeddict(source):
         try:
             described: dict[str, Any] = pydantic.TypeAdapter(source).json_schema()
             return described
@@ -73,6 +76,8 @@ def _default(name: str, hint: Any, source: Any) -> Any:
         return ...
     if required is False or name in getattr(source, "__optional_keys__", ()):
         return None
+    if name in getattr(source, "__required_keys__", ()):
+        return ...  # a total TypedDict's key, even one that may hold None
     if dataclasses.is_dataclass(source):
         for f in dataclasses.fields(source):
             if f.name != name:

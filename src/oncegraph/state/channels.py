@@ -131,8 +131,17 @@ def _checked_reducer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def required_unwrapped(hint: Any) -> Any:
+    """``hint`` without its ``Required`` / ``NotRequired`` wrapper (a TypedDict field's
+    ``Required[Annotated[dict, operator.or_]]`` names its reducer inside it)."""
+    while get_origin(hint) in (typing.Required, typing.NotRequired):
+        hint = get_args(hint)[0]
+    return hint
+
+
 def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel:
     reducer: Reducer | None = None
+    hint = required_unwrapped(hint)
     base = hint
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)

@@ -126,6 +126,12 @@ class StateGraph:
         self.branches: dict[str, list[BranchSpec]] = {}
         self.joins: list[JoinSpec] = []
 
+    @property
+    def managed(self) -> Mapping[str, Any]:
+        """The state's managed fields (``remaining_steps: RemainingSteps``), by name: the
+        run fills them in for each step (:mod:`oncegraph.state.managed`)."""
+        return self.schema.managed
+
     def add_node(
         self,
         node: str | Callable[..., Any],

@@ -369,6 +369,8 @@ class Driver:
             ns=self.ns,
             graph_thread=run.thread_id if self.root_thread else "",
             cache=self.spec.cache,
+            # this step is counted already (self.steps): it is one of those remaining
+            remaining_steps=self.config.recursion_limit - self.steps + 1,
         )
 
     @property

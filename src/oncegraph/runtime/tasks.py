@@ -454,7 +454,7 @@ async def _called(
     task: Task,
     error: NodeError | None,
 ) -> Any:
-    state = _input(spec, node, head, task)
+    state = _input(spec, node, head, task, ctx.remaining_steps)
     handler = token_handler(ctx, stream_metadata(ctx))  # None unless tokens are streamed
     ctx.callbacks = () if handler is None else (handler,)
     token = None if handler is None else child_config(node_config(ctx))
@@ -487,15 +487,25 @@ def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict
     return out
 
 
-def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
+def _input(
+    spec: GraphSpec, node: NodeSpec, head: Head, task: Task, remaining: int | None = None
+) -> Any:
     """What the node receives: the state, or a Send's payload (as the node's own input
-    class when it declares a dataclass or pydantic one)."""
+    class when it declares a dataclass or pydantic one). ``remaining``: the steps the
+    run may still take, this one included, for the state's managed fields
+    (``RemainingSteps``, :mod:`oncegraph.state.managed`)."""
     if not task.is_send:
+        values: Mapping[str, Any] = head.values
+        managed = spec.schema.managed
+        if managed and remaining is not None:
+            values = {**values, **{k: m.value(remaining) for k, m in managed.items()}}
         own = node.input_schema
         if own is not None and own.kind == "typeddict" and node.subgraph is None:
             # a node annotated with its own input schema reads that schema's fields
-            return {k: v for k, v in head.values.items() if k in own.channels}
-        return spec.schema.to_node_input(head.values)
+            return {
+                k: v for k, v in values.items() if k in own.channels or k in own.managed
+            }
+        return spec.schema.to_node_input(values)
     arg = task.arg
     schema = node.input_schema
     if schema is not None and schema.kind in ("dataclass", "pydantic") and isinstance(arg, Mapping):

@@ -146,6 +146,8 @@ def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)
         for item in meta:
+            if getattr(item, "is_managed_value", False):
+                continue  # a managed field (StateSchema.of keeps it apart)
             made = _pregel_channel(name, base, item)
             if made is not None:
                 return made
@@ -187,6 +189,24 @@ def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
     return channel
 
 
+def _managed_fields(source: Any) -> dict[str, Any]:
+    """The managed fields of a state class (``remaining_steps: RemainingSteps``), by
+    name: the manager its annotation names (:mod:`oncegraph.state.managed`)."""
+    try:
+        hints = get_type_hints(source, include_extras=True)
+    except Exception:  # a class whose annotations do not resolve has none we could see
+        return {}
+    found: dict[str, Any] = {}
+    for name, hint in hints.items():
+        hint = required_unwrapped(hint)
+        if get_origin(hint) is not typing.Annotated:
+            continue
+        for item in get_args(hint)[1:]:
+            if getattr(item, "is_managed_value", False):
+                found[name] = item
+    return found
+
+
 def _is_value_type(tp: Any) -> bool:
     """Whether ``tp`` names a type of value: a class (``list``, ``str``), a generic alias
     (``list[str]``) or an ``Annotated`` one."""
@@ -219,6 +239,9 @@ class StateSchema:
     channels: Mapping[str, Channel]
     kind: str  # typeddict | dataclass | pydantic | dict | root
     source_fields: frozenset[str] | None = None  # the source's own fields, when merged
+    # managed fields (``RemainingSteps``): filled in for each step, not channels
+    # (oncegraph.state.managed), by name: the manager
+    managed: Mapping[str, Any] = field(default_factory=dict)
     log_names: frozenset[str] = field(init=False)
     typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
     typed_logs: frozenset[str] = field(init=False)  # log channels with a typed codec
@@ -237,6 +260,20 @@ class StateSchema:
 
     @classmethod
     def of(cls, schema: Any) -> StateSchema:
+        made = cls._of(schema)
+        managed = _managed_fields(made.source) if made.kind != "root" else {}
+        if not managed:
+            return made
+        return StateSchema(
+            made.source,
+            {k: c for k, c in made.channels.items() if k not in managed},
+            made.kind,
+            source_fields=made.source_fields,
+            managed=managed,
+        )
+
+    @classmethod
+    def _of(cls, schema: Any) -> StateSchema:
         if schema is dict:
             return cls(schema, {}, "dict")
         if dataclasses.is_dataclass(schema) and isinstance(schema, type):
@@ -288,15 +325,23 @@ class StateSchema:
             for other in others
             if other is not None
             for name, channel in other.channels.items()
-            if name not in self.channels
+            if name not in self.channels and name not in self.managed
         }
-        if not extra or self.kind == "dict":
+        managed = {
+            name: manager
+            for other in others
+            if other is not None
+            for name, manager in other.managed.items()
+            if name not in self.managed and name not in self.channels
+        }
+        if (not extra and not managed) or self.kind == "dict":
             return self
         return StateSchema(
             self.source,
             {**self.channels, **extra},
             self.kind,
             source_fields=self.source_fields or frozenset(self.channels),
+            managed={**self.managed, **managed},
         )
 
     @property
@@ -428,6 +473,8 @@ class StateSchema:
         if self.kind == "root":
             return values.get(ROOT)
         own = self.source_fields
+        if own is not None and self.managed:
+            own = own | frozenset(self.managed)
         if self.kind in ("dataclass", "pydantic"):
             if own is not None:
                 return self.source(**{k: v for k, v in values.items() if k in own})

@@ -16,7 +16,7 @@ from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.runtime.updates import shown
+from oncegraph.runtime.updates import shown, written
 from oncegraph.state.channels import StateSchema, public
 from oncegraph.storage.records import CheckpointRecord
 
@@ -210,7 +210,7 @@ def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcom
                     "id": task_id(cp.checkpoint_id, o.key),
                     "name": o.node,
                     "error": None if o.error is None else repr(o.error),
-                    "result": dict(o.result.update) if o.result is not None else {},
+                    "result": written(o.result) if o.result is not None else {},
                     "interrupts": interrupts,
                 },
             ),

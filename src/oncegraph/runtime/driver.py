@@ -301,7 +301,7 @@ class Driver:
         save = None if plan.alone else self._save_task
         debug = wants(self.emit, "debug")
         if debug:
-            emit_tasks(self.emit, head, plan)
+            emit_tasks(self.emit, head, plan, self.spec)
         if len(contexts) == 1:
             task = plan.todo[0]
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]

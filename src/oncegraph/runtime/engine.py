@@ -88,11 +88,13 @@ class TaskResult:
 class Task:
     """One task of a step. ``key`` is its identity in the step: the node's name for a
     task its edges pulled, ``node:i`` for the i-th ``Send`` of the step; ``arg`` is a
-    Send's payload (decoded), the task's input instead of the state."""
+    Send's payload (decoded), the task's input instead of the state; ``timeout`` a
+    Send's own ``TimeoutPolicy``, which stands for the node's."""
 
     key: str
     node: str
     arg: Any = _NO_ARG
+    timeout: Any = None
 
     @property
     def is_send(self) -> bool:
@@ -142,7 +144,7 @@ def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
     tasks = [Task(n, n) for n in pulled]
     for i, stored in enumerate(sends):
         send = decode_send(spec, stored)
-        tasks.append(Task(f"{send.node}:{i}", send.node, send.arg))
+        tasks.append(Task(f"{send.node}:{i}", send.node, send.arg, send.timeout))
     return tuple(tasks)
 
 

@@ -437,6 +437,8 @@ async def _run(
                 "a subgraph runner; make drivers with RunContext.make_driver"
             )
         return await subgraphs(node.subgraph, spec, ctx, head, task)
+    if task.timeout is not None:  # Send(timeout=...): this task's own, not the node's
+        node = _timed_by(node, task.timeout)
     if node.timeout_policy is not None:  # an attempt under run/idle timeouts
         from oncegraph.runtime.watched import watched
 
@@ -444,6 +446,14 @@ async def _run(
             node.timeout_policy, ctx, lambda: _called(spec, node, ctx, head, task, error)
         )
     return await _called(spec, node, ctx, head, task, error)
+
+
+def _timed_by(node: NodeSpec, policy: Any) -> NodeSpec:
+    """``node`` under a ``Send``'s timeout policy: a sync node (or one with only a run
+    timeout) gets it as its plain timeout, an async one the policy itself."""
+    if policy.idle_seconds is None and (not node.is_async or node.timeout_policy is None):
+        return dataclasses.replace(node, timeout=policy.run_seconds, timeout_policy=None)
+    return dataclasses.replace(node, timeout=policy.run_seconds, timeout_policy=policy)
 
 
 async def _called(

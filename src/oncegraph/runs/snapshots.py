@@ -138,7 +138,9 @@ def shape(
             asked[w.task] = Interrupt.of(cp_id or "", w.task, w.idx, w.value)
     finished = {w.task: w for w in writes if w.kind == WriteKind.WRITES}
     errors = {
-        w.task: w.value for w in writes if w.kind == WriteKind.ERROR and w.task not in finished
+        w.task: w.value
+        for w in writes
+        if w.kind == WriteKind.ERROR and w.idx == 0 and w.task not in finished
     }
     tasks = []
     for key, node, path in task_keys(spec, snap):

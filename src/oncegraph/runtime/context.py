@@ -81,6 +81,9 @@ class TaskContext:
     # the steps the run may still take in this call, this one included (the state's
     # managed fields, RemainingSteps: oncegraph.state.managed); None: not counted
     remaining_steps: int | None = None
+    # the node's own error, kept when its error handler failed (runtime/tasks.py): a
+    # resumed step runs the handler again with it, not the node
+    node_failure: Mapping[str, Any] | None = None
     # The clock readings, random numbers and ids the task drew (oncegraph.ledger.facts).
     facts: FactLog | None = None
     cache: Any = None  # compile(cache=...): the node cache its @task calls may use

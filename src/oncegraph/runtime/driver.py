@@ -354,6 +354,7 @@ class Driver(Asking, CommitPath):
             cache=self.spec.cache,
             # this step is counted already (self.steps): it is one of those remaining
             remaining_steps=self.config.recursion_limit - self.steps + 1,
+            node_failure=plan.failures.get(task.key),
         )
 
     @property

@@ -52,6 +52,10 @@ from oncegraph.runtime.sends import decode_send, encode_send
 from oncegraph.state.channels import StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, TaskWrite, WriteKind
 
+#: The index of a task's ERROR write that keeps its node's own failure for the node's
+#: error handler (index 0 is the step's failure, shown on the task in the state's views).
+NODE_FAILURE = 1
+
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
 
@@ -281,6 +285,9 @@ class StepPlan:
     tasks: tuple[Task, ...] = ()
     answered: int = 0
     questions: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # asked, by index
+    # by task key: the node's own error, kept when its error handler failed (the resumed
+    # step runs the handler again, not the node)
+    failures: Mapping[str, Any] = field(default_factory=dict)
 
 
 def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, Any]) -> TaskResult:
@@ -365,9 +372,12 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
             resumes.setdefault(w.task, []).append(w.value)
             answered += 1
     asked: dict[str, dict[int, Any]] = {}
+    failures: dict[str, Any] = {}
     for w in task_writes:
         if w.kind == WriteKind.INTERRUPT:
             asked.setdefault(w.task, {})[w.idx] = w.value
+        elif w.kind == WriteKind.ERROR and w.idx == NODE_FAILURE and isinstance(w.value, dict):
+            failures[w.task] = w.value
     return StepPlan(
         todo=tuple(t for t in tasks if t.key not in done),
         done=done,
@@ -377,6 +387,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         tasks=tasks,
         answered=answered,
         questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},
+        failures=failures,
     )
 
 

@@ -54,12 +54,13 @@ from oncegraph.ids import derived_message_id
 from oncegraph.runtime import executor, nodecache
 from oncegraph.runtime.config import NODE_FINISHED
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
-from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.engine import NODE_FAILURE, Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.updates import result_of
 from oncegraph.state import lcmessages as lc
+from oncegraph.storage.records import TaskWrite, WriteKind
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -242,6 +243,12 @@ async def _outcome(
 
     if node.subgraph is None:  # a subgraph's own tasks draw, each under its own scope
         await prepare(ctx)  # a task that may have run before: its recorded facts, read once
+    kept = ctx.node_failure
+    if kept is not None and node.error_handler is not None:
+        # the node failed before and its handler then failed: the handler runs again
+        # with the node's error as kept, and the node does not run again
+        failed = RecordedNodeError(str(kept.get("error", "")))
+        return await _handled(spec, node, ctx, head, save, task, failed, subgraphs)
     attempt = 0
     while True:
         attempt += 1
@@ -339,6 +346,7 @@ async def _handled(
         if _lost_lease(ctx, failed):
             await _record_finished(ctx)
             return TaskOutcome(task.node, crash=failed, task=key)
+        await _keep_node_failure(ctx, node.name, exc)
         return TaskOutcome(task.node, error=failed, task=key)
     result = result_of(spec, handler.name, value, task.key)
     result = _with_message_ids(spec, ctx, result)
@@ -349,6 +357,25 @@ async def _handled(
 
 def _failed(node: str, exc: Exception) -> NodeError:
     return NodeError(f"node {node!r} failed: {exc!r}", node=node, error=exc)
+
+
+class RecordedNodeError(Exception):
+    """A node's error as kept when its error handler failed (its type's name and text,
+    ``RuntimeError('boom')``): what a resumed run hands the handler, which runs again
+    without running the node again."""
+
+
+async def _keep_node_failure(ctx: TaskContext, node: str, exc: Exception) -> None:
+    """The node failed and its error handler then failed too: keep the node's error with
+    the step's writes, so the resumed step runs the handler again, not the node."""
+    value = {"node": node, "error": repr(exc)[:2000]}
+    write = TaskWrite(
+        ctx.checkpoint_thread, ctx.checkpoint_id, ctx.task_key, WriteKind.ERROR, NODE_FAILURE, value
+    )
+    try:
+        await ctx.store.put_task_write(write, run_id=ctx.run_id, fence=ctx.fence)
+    except OnceGraphError:  # not kept: the resumed step runs the node again, as before
+        return
 
 
 def _lost_lease(ctx: TaskContext, exc: Exception) -> bool:
@@ -512,9 +539,7 @@ def _input(
         own = node.input_schema
         if own is not None and own.kind == "typeddict" and node.subgraph is None:
             # a node annotated with its own input schema reads that schema's fields
-            return {
-                k: v for k, v in values.items() if k in own.channels or k in own.managed
-            }
+            return {k: v for k, v in values.items() if k in own.channels or k in own.managed}
         return spec.schema.to_node_input(values)
     arg = task.arg
     schema = node.input_schema

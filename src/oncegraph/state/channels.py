@@ -189,6 +189,12 @@ def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
     return channel
 
 
+def declares_tuple(codec: Codec) -> bool:
+    """Whether a typed codec's declared type is a tuple: a list written there becomes the
+    tuple (its items validated), as JSON, which has no tuples, would give it back."""
+    return get_origin(getattr(codec, "hint", None)) is tuple
+
+
 def _managed_fields(source: Any) -> dict[str, Any]:
     """The managed fields of a state class (``remaining_steps: RemainingSteps``), by
     name: the manager its annotation names (:mod:`oncegraph.state.managed`)."""
@@ -368,7 +374,8 @@ class StateSchema:
         A pydantic state validates a value of another type into the field's type, as
         pydantic does (a dict into a nested model), and ``values`` gets the validated
         value too, so the state in this process is what a fresh one reads back. Other
-        states refuse it (:class:`InvalidUpdateError` naming the field).
+        states refuse it (:class:`InvalidUpdateError` naming the field), but for a list
+        where a tuple is declared: it becomes that tuple, as JSON would give it back.
         """
         logs = self.log_names | self.untracked if self.untracked else self.log_names
         stored = {k: v for k, v in values.items() if k not in logs}
@@ -380,13 +387,15 @@ class StateSchema:
         return stored
 
     def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
-        """``(value, stored)``; the value is validated first when a pydantic state needs."""
+        """``(value, stored)``; the value is validated first when a pydantic state needs,
+        or when a list is written where a tuple is declared (any state)."""
         codec = self.channels[name].codec
         try:
             return value, codec.encode(value)
         except InvalidUpdateError:
             coerce = getattr(codec, "coerce", None)
-            if self.kind != "pydantic" or coerce is None:
+            listed = isinstance(value, list) and declares_tuple(codec)
+            if (self.kind != "pydantic" and not listed) or coerce is None:
                 raise
             value = coerce(value)
             return value, codec.encode(value)
@@ -561,10 +570,12 @@ def apply_writes(
                     _overwrite_log(channel, node, value, new, log, replaced)
                     continue
                 entries = channel.delta(value)
-                if schema.kind == "pydantic" and key in schema.typed_logs:
+                if key in schema.typed_logs:
                     coerce = getattr(channel.codec, "coerce", None)
-                    if coerce is not None:  # as pydantic validates (a dict into a model)
-                        entries = [coerce(e) for e in entries]
+                    if coerce is not None and schema.kind == "pydantic":
+                        entries = [coerce(e) for e in entries]  # as pydantic validates
+                    elif coerce is not None and declares_tuple(channel.codec):
+                        entries = [coerce(e) if isinstance(e, list) else e for e in entries]
                 log.extend((key, e) for e in entries)
                 new[key] = channel.extend(new.get(key), entries)
             elif channel.reducer is not None:

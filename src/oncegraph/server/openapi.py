@@ -115,11 +115,53 @@ def _post(
     }
 
 
+def _events(description: str) -> dict[str, Any]:
+    """An answer that is a stream of Server-Sent Events."""
+    return {
+        "description": description,
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+
+
+def _streamed(
+    summary: str, body: dict[str, Any], params: list[dict[str, Any]], events: str
+) -> dict[str, Any]:
+    """A command whose answer is its run's events, as Server-Sent Events."""
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [*params, IDEMPOTENCY_KEY],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {"200": _events(events), **COMMAND_ERRORS},
+        }
+    }
+
+
 TEXT = {"type": "string", "maxLength": schemas.MAX_TEXT}
 
 
+def _history_and_effects(whose: str, id_param: dict[str, Any]) -> dict[str, Any]:
+    """The two listings a run and a thread both have, at ``/api/{whose}s/{id}/...``:
+    its checkpoints and its effect records."""
+    from oncegraph.server.api import EFFECT_STATUSES
+
+    at = f"/api/{whose}s/{{{id_param['name']}}}"
+    return {
+        f"{at}/history": _get(
+            f"The {whose}'s checkpoints, newest first",
+            _keyed("history", _array(_ref("Snapshot"))),
+            [id_param, LIMIT],
+        ),
+        f"{at}/effects": _get(
+            f"The {whose}'s effect records (masked)",
+            _keyed("effects", _array(_ref("Effect"))),
+            [id_param, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
+        ),
+    }
+
+
 def document() -> dict[str, Any]:
-    from oncegraph.server.api import EFFECT_STATUSES, RUN_STATUSES
+    from oncegraph.server.api import RUN_STATUSES
     from oncegraph.server.compensation import compensation_paths
 
     run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
@@ -157,16 +199,7 @@ def document() -> dict[str, Any]:
             },
             [run_id],
         ),
-        "/api/runs/{run_id}/history": _get(
-            "The run's checkpoints, newest first",
-            _keyed("history", _array(_ref("Snapshot"))),
-            [run_id, LIMIT],
-        ),
-        "/api/runs/{run_id}/effects": _get(
-            "The run's effect records (masked)",
-            _keyed("effects", _array(_ref("Effect"))),
-            [run_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
-        ),
+        **_history_and_effects("run", run_id),
         "/api/runs/{run_id}/effects/{effect_id}": _get(
             "One effect record", _keyed("effect", _ref("Effect")), [run_id, effect_id]
         ),
@@ -187,13 +220,7 @@ def document() -> dict[str, Any]:
                         "schema": {"type": "string", "pattern": "^(cp\\.)?[0-9]{1,15}$"},
                     },
                 ],
-                "responses": {
-                    "200": {
-                        "description": "An event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMON_ERRORS,
-                },
+                "responses": {"200": _events("An event stream"), **COMMON_ERRORS},
             }
         },
         "/api/runs/{run_id}/continue": _post(
@@ -296,16 +323,7 @@ def document() -> dict[str, Any]:
             _keyed("state", _ref("Snapshot")),
             [thread_id, _query("checkpoint_id", TEXT)],
         ),
-        "/api/threads/{thread_id}/history": _get(
-            "The thread's checkpoints, newest first",
-            _keyed("history", _array(_ref("Snapshot"))),
-            [thread_id, LIMIT],
-        ),
-        "/api/threads/{thread_id}/effects": _get(
-            "The thread's effect records (masked)",
-            _keyed("effects", _array(_ref("Effect"))),
-            [thread_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
-        ),
+        **_history_and_effects("thread", thread_id),
         "/api/threads/{thread_id}/runs": _post(
             "Start a run (or continue the thread's with input null) in the background "
             "(operator); wait=true returns when it stopped. Sent again with its "
@@ -326,42 +344,20 @@ def document() -> dict[str, Any]:
             status="202",
             extra={"200": _ok(_OBJ, "The run stopped (wait=true), or stopped on an error")},
         ),
-        "/api/threads/{thread_id}/runs/stream": {
-            "post": {
-                "summary": "Start a run and stream its events (operator); sent again with "
-                "its Idempotency-Key, it streams the same run",
-                "parameters": [thread_id, IDEMPOTENCY_KEY],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas.ref(schemas.StartBody)}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "An event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMAND_ERRORS,
-                },
-            }
-        },
-        "/api/agui": {
-            "post": {
-                "summary": "Run the app for an AG-UI client: RunAgentInput in, AG-UI events "
-                "out as Server-Sent Events (operator)",
-                "parameters": [IDEMPOTENCY_KEY],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas.ref(schemas.AguiInput)}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "AG-UI events",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMAND_ERRORS,
-                },
-            }
-        },
+        "/api/threads/{thread_id}/runs/stream": _streamed(
+            "Start a run and stream its events (operator); sent again with its "
+            "Idempotency-Key, it streams the same run",
+            schemas.ref(schemas.StartBody),
+            [thread_id],
+            "An event stream",
+        ),
+        "/api/agui": _streamed(
+            "Run the app for an AG-UI client: RunAgentInput in, AG-UI events out as "
+            "Server-Sent Events (operator)",
+            schemas.ref(schemas.AguiInput),
+            [],
+            "AG-UI events",
+        ),
         "/api/audit": _get(
             "The audit log, newest first, a page at a time",
             _page("audit", _ref("Audit")),

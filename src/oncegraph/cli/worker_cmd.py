@@ -198,14 +198,14 @@ def register(app: typer.Typer) -> None:
         server = _server_module()
         # only what was given: the server's own defaults stay in one place
         given = _given(
-            rate=rate,
-            burst=burst,
-            auth_rate=auth_rate,
-            auth_burst=auth_burst,
-            idempotency_window=idempotency_window,
-            recover_every=recover_every,
-            keepalive=keepalive,
-            compensate_role=compensate_role,
+            ("rate", rate),
+            ("burst", burst),
+            ("auth_rate", auth_rate),
+            ("auth_burst", auth_burst),
+            ("idempotency_window", idempotency_window),
+            ("recover_every", recover_every),
+            ("keepalive", keepalive),
+            ("compensate_role", compensate_role),
         )
         if not recover:
             given["recover"] = False
@@ -222,9 +222,9 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(code if isinstance(code, int) else 0)
 
 
-def _given(**options: Any) -> dict[str, Any]:
+def _given(*options: tuple[str, Any]) -> dict[str, Any]:
     """The options given on the command line (those not None), by name."""
-    return {name: value for name, value in options.items() if value is not None}
+    return {name: value for name, value in options if value is not None}
 
 
 def _database_alone(chosen: Any) -> Any:

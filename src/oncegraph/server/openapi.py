@@ -27,8 +27,14 @@ def _ok(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+def _object(properties: dict[str, Any], *, optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An object's schema: its ``properties``, each required but the ``optional`` ones."""
+    required = [name for name in properties if name not in optional]
+    return {"type": "object", "required": required, "properties": properties}
+
+
 def _keyed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "required": [name], "properties": {name: schema}}
+    return _object({name: schema})
 
 
 def _page(name: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -37,11 +43,7 @@ def _page(name: str, item: dict[str, Any]) -> dict[str, Any]:
         "type": ["string", "null"],
         "description": "the next page's before=, or null on the last page",
     }
-    return {
-        "type": "object",
-        "required": [name, "next"],
-        "properties": {name: _array(item), "next": following},
-    }
+    return _object({name: _array(item), "next": following})
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -166,11 +168,9 @@ def document() -> dict[str, Any]:
 
     run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
     run_out = _keyed("run", _ref("Run"))
-    outcome = {
-        "type": "object",
-        "required": ["run"],
-        "properties": {"run": _ref("Run"), "output": {}, "error": _ref("Outcome")},
-    }
+    outcome = _object(
+        {"run": _ref("Run"), "output": {}, "error": _ref("Outcome")}, optional=("output", "error")
+    )
     paths: dict[str, Any] = {
         "/api/health": {
             "get": {
@@ -192,11 +192,7 @@ def document() -> dict[str, Any]:
         ),
         "/api/runs/{run_id}": _get(
             "One run and its lineage (parent and child runs)",
-            {
-                "type": "object",
-                "required": ["run", "lineage"],
-                "properties": {"run": _ref("Run"), "lineage": _OBJ},
-            },
+            _object({"run": _ref("Run"), "lineage": _OBJ}),
             [run_id],
         ),
         **_history_and_effects("run", run_id),
@@ -240,15 +236,13 @@ def document() -> dict[str, Any]:
         "/api/runs/{run_id}/branch": _post(
             "Create a branch with a state patch; returns the diff (operator)",
             schemas.ref(schemas.BranchBody),
-            {
-                "type": "object",
-                "required": ["run", "diff", "checkpoint_id"],
-                "properties": {
+            _object(
+                {
                     "run": _ref("Run"),
                     "diff": _array(_OBJ),
                     "checkpoint_id": {"type": "string"},
-                },
-            },
+                }
+            ),
             [run_id],
             status="201",
         ),
@@ -268,17 +262,15 @@ def document() -> dict[str, Any]:
             "Ask the recipient again about an uncertain effect, through its tool's probe "
             "or reconcile hook (operator)",
             schemas.ref(schemas.CheckBody),
-            {
-                "type": "object",
-                "required": ["verdict", "effect"],
-                "properties": {
+            _object(
+                {
                     "verdict": {
                         "type": "string",
                         "enum": ["done", "accepted", "not_done", "unknown"],
                     },
                     "effect": _ref("Effect"),
-                },
-            },
+                }
+            ),
             [run_id, effect_id],
             required=False,
         ),
@@ -286,15 +278,14 @@ def document() -> dict[str, Any]:
             "Redeliver an effect (admin): without confirm a preview; with the preview's "
             "token, send exactly once",
             schemas.ref(schemas.RedeliverBody),
-            {
-                "type": "object",
-                "required": ["sent", "preview"],
-                "properties": {
+            _object(
+                {
                     "sent": {"type": "boolean"},
                     "preview": _OBJ,
                     "effect": _ref("Effect"),
                 },
-            },
+                optional=("effect",),
+            ),
             [run_id, effect_id],
         ),
         "/api/threads": _get(
@@ -311,11 +302,7 @@ def document() -> dict[str, Any]:
         ),
         "/api/threads/{thread_id}": _get(
             "A thread's runs",
-            {
-                "type": "object",
-                "required": ["thread_id", "runs"],
-                "properties": {"thread_id": {"type": "string"}, "runs": _array(_ref("Run"))},
-            },
+            _object({"thread_id": {"type": "string"}, "runs": _array(_ref("Run"))}),
             [thread_id, LIMIT],
         ),
         "/api/threads/{thread_id}/state": _get(
@@ -329,17 +316,16 @@ def document() -> dict[str, Any]:
             "(operator); wait=true returns when it stopped. Sent again with its "
             "Idempotency-Key, it answers with the same run",
             schemas.ref(schemas.StartBody),
-            {
-                "type": "object",
-                "required": ["run_id", "thread_id", "events_url", "run"],
-                "properties": {
+            _object(
+                {
                     "run_id": {"type": "string"},
                     "thread_id": {"type": "string"},
                     "events_url": {"type": "string"},
                     "run": _ref("Run"),
                     "error": _ref("Outcome"),
                 },
-            },
+                optional=("error",),
+            ),
             [thread_id],
             status="202",
             extra={"200": _ok(_OBJ, "The run stopped (wait=true), or stopped on an error")},

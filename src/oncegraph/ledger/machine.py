@@ -194,6 +194,22 @@ def next_version(record: EffectRecord, at: float) -> EffectRecord:
     return record.replace(row_version=record.row_version + 1, updated_at=at)
 
 
+def completed_at_once(
+    record: EffectRecord, result: Any, at: float, row_version: int
+) -> EffectRecord:
+    """A record that is complete as it is first written, with ``result`` (nothing is
+    called: the run's own facts): its one attempt begun and completed ``at``, stored as
+    ``row_version``."""
+    return record.replace(
+        status=EffectStatus.COMPLETED,
+        result=result,
+        attempts=(Attempt(1, at, at, AttemptOutcome.COMPLETED),),
+        row_version=row_version,
+        created_at=at,
+        updated_at=at,
+    )
+
+
 def intent(record: EffectRecord, at: float) -> EffectRecord:
     """The first write of a command's record (inserted, not compared): pending, attempt
     1 begun ``at``, row version 1."""

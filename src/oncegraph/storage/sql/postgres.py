@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 try:
     import psycopg
@@ -48,7 +48,6 @@ from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
-    AuditRecord,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -75,7 +74,7 @@ from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY
 from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.pg_tx import FENCED, PgTx, pg
 from oncegraph.storage.sql.store import SqlStore
-from oncegraph.storage.sql.store_port import Fence, Tx
+from oncegraph.storage.sql.store_port import FirstWrite, How, Tx
 
 log = logging.getLogger("oncegraph.storage.postgres")
 
@@ -261,22 +260,14 @@ class PgCheckpointer(PgConnections, SqlStore):
         async with self._connection(op, cls) as conn:
             return await (await conn.execute(pg(sql), params)).fetchone()
 
-    async def _write(
-        self,
-        op: str,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        audit: AuditRecord | None = None,
-        duplicate: str | None = None,
-    ) -> int:
+    async def _write(self, op: str, sql: str, params: Sequence[Any], **how: Unpack[How]) -> int:
         """One statement (fenced in itself); zero rows of a fenced write is explained
         (unknown run, lost fence) or returned."""
+        fence, audit = how.get("fence"), how.get("audit")
         if fence is not None:
             sql, params = FENCED[sql], (*params, *fence)
         key = None if audit is None else await self._chain_key()
-        async with self._connection(op, duplicate=duplicate) as conn:
+        async with self._connection(op, duplicate=how.get("duplicate")) as conn:
             if audit is None:
                 count = (await conn.execute(pg(sql), params)).rowcount
             else:
@@ -289,16 +280,9 @@ class PgCheckpointer(PgConnections, SqlStore):
             return count
 
     async def _first_writer(
-        self,
-        op: str,
-        insert: str,
-        params: Sequence[Any],
-        select: str,
-        key: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        cls: type[StorageError] = StorageError,
+        self, op: str, w: FirstWrite, cls: type[StorageError] = StorageError
     ) -> tuple[bool, Any]:
+        insert, params, fence = w.insert, w.params, w.fence
         if fence is not None:
             insert, params = FENCED[insert], (*params, *fence)
         async with self._connection(op, cls) as conn:
@@ -308,7 +292,7 @@ class PgCheckpointer(PgConnections, SqlStore):
             if fence is not None:  # fenced out, or the row exists?
                 await check_run(conn, *fence)
             # ON CONFLICT waited for the first writer to commit: its row is visible.
-            cur = await conn.execute(pg(select), key)
+            cur = await conn.execute(pg(w.select), w.key)
             return False, await cur.fetchone()
 
     @contextlib.asynccontextmanager

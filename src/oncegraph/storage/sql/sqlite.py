@@ -43,7 +43,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from oncegraph.errors import (
     ConfigError,
@@ -55,7 +55,7 @@ from oncegraph.errors import (
 )
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, LockFile
-from oncegraph.storage.records import AuditRecord, StepCommit, now
+from oncegraph.storage.records import StepCommit, now
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql.sqlite_group import CommitGroups
 from oncegraph.storage.sql.sqlite_open import (
@@ -70,7 +70,7 @@ from oncegraph.storage.sql.sqlite_open import (
 )
 from oncegraph.storage.sql.sqlite_step import StepWrite, apply_commit, check_run
 from oncegraph.storage.sql.store import SqlStore
-from oncegraph.storage.sql.store_port import Fence, Tx
+from oncegraph.storage.sql.store_port import FirstWrite, How, Tx
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
@@ -259,19 +259,11 @@ class SqliteCheckpointer(SqlStore):
             except sqlite3.Error as exc:
                 raise map_error(exc, self.path, cls) from exc
 
-    async def _write(
-        self,
-        op: str,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        audit: AuditRecord | None = None,
-        duplicate: str | None = None,
-    ) -> int:
+    async def _write(self, op: str, sql: str, params: Sequence[Any], **how: Unpack[How]) -> int:
         """One statement in its own write transaction, after the fence check."""
+        fence, audit = how.get("fence"), how.get("audit")
         key = None if audit is None else await self._chain_key()
-        with self._writing(duplicate=duplicate) as conn:
+        with self._writing(duplicate=how.get("duplicate")) as conn:
             if fence is not None:
                 check_run(conn, *fence)
             count = conn.execute(sql, params).rowcount
@@ -280,24 +272,16 @@ class SqliteCheckpointer(SqlStore):
             return count
 
     async def _first_writer(
-        self,
-        op: str,
-        insert: str,
-        params: Sequence[Any],
-        select: str,
-        key: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        cls: type[StorageError] = StorageError,
+        self, op: str, w: FirstWrite, cls: type[StorageError] = StorageError
     ) -> tuple[bool, Any]:
         # Not grouped: an intent is written at once (no yield to the loop between the
         # call's decision and its intent), so sibling calls reach their intents in order.
         with self._writing(cls) as conn:
-            if fence is not None:
-                check_run(conn, *fence)
-            if conn.execute(insert, params).fetchall():
+            if w.fence is not None:
+                check_run(conn, *w.fence)
+            if conn.execute(w.insert, w.params).fetchall():
                 return True, None
-            return False, conn.execute(select, key).fetchone()
+            return False, conn.execute(w.select, w.key).fetchone()
 
     @contextlib.asynccontextmanager
     async def _transaction(

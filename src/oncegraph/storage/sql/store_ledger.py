@@ -21,7 +21,7 @@ from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import request_keys as R
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.store_port import SqlPort
+from oncegraph.storage.sql.store_port import FirstWrite, SqlPort
 
 
 @lru_cache(maxsize=64)
@@ -53,15 +53,9 @@ class LedgerMethods(SqlPort):
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
         params = self.rows.effect_to_params(record)
-        inserted, row = await self._first_writer(
-            "begin_effect",
-            S.EFFECT_INSERT,
-            params,
-            S.EFFECT_SELECT,
-            (record.effect_id,),
-            fence=None if fence is None else (record.run_id, fence),
-            cls=LedgerUnavailableError,
-        )
+        fenced = None if fence is None else (record.run_id, fence)
+        first = FirstWrite(S.EFFECT_INSERT, params, S.EFFECT_SELECT, (record.effect_id,), fenced)
+        inserted, row = await self._first_writer("begin_effect", first, LedgerUnavailableError)
         if inserted:
             return self.rows.effect_from_row(params), True
         if row is None:  # pragma: no cover - effects are never deleted while in a run
@@ -162,9 +156,8 @@ class LedgerMethods(SqlPort):
 
     async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
         params = self.rows.request_to_params(record)
-        inserted, row = await self._first_writer(
-            "claim_request", R.REQUEST_CLAIM, params, R.REQUEST_SELECT, params[:2]
-        )
+        first = FirstWrite(R.REQUEST_CLAIM, params, R.REQUEST_SELECT, params[:2])
+        inserted, row = await self._first_writer("claim_request", first)
         if inserted:
             return self.rows.request_from_row(params), True
         if row is None:  # pragma: no cover - the conflict row is only deleted when expired

@@ -27,6 +27,7 @@ from typing import Any
 
 from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
+from oncegraph.storage.filelocks import HeldRunLock
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.memory_requests import RequestTables
 from oncegraph.storage.memory_retention import Retention
@@ -277,12 +278,12 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, StoreDoors, C
         """Raise unless ``run_id`` holds ``fence``; call under the lock."""
         rows.check_run(run_id, fence_of(self._runs.get(run_id)), fence)
 
-    async def lock_run(self, run_id: str) -> _MemoryRunLock | None:
+    async def lock_run(self, run_id: str) -> HeldRunLock | None:
         with self._lock:
             if run_id in self._held:
                 return None
             self._held.add(run_id)
-        return _MemoryRunLock(self, run_id)
+        return HeldRunLock(self._unlock, run_id)
 
     def _unlock(self, run_id: str) -> None:
         with self._lock:
@@ -475,23 +476,6 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, StoreDoors, C
             )
             for r in found
         ]
-
-
-class _MemoryRunLock:
-    __slots__ = ("_store", "run_id")
-
-    def __init__(self, store: InMemoryCheckpointer, run_id: str) -> None:
-        self._store: InMemoryCheckpointer | None = store
-        self.run_id = run_id
-
-    @property
-    def lost(self) -> bool:
-        return False
-
-    async def release(self) -> None:
-        store, self._store = self._store, None
-        if store is not None:
-            store._unlock(self.run_id)
 
 
 __all__ = ["InMemoryCheckpointer"]

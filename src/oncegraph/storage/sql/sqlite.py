@@ -54,7 +54,7 @@ from oncegraph.errors import (
     StorageFullError,
 )
 from oncegraph.storage.encryption import EncryptionKeys
-from oncegraph.storage.filelocks import FileRunLock, LockFile
+from oncegraph.storage.filelocks import FileRunLock, HeldRunLock, LockFile
 from oncegraph.storage.records import StepCommit, now
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql.sqlite_group import CommitGroups
@@ -73,25 +73,6 @@ from oncegraph.storage.sql.store import SqlStore
 from oncegraph.storage.sql.store_port import FirstWrite, How, Tx
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-class _HeldInProcess:
-    """A run lock of a ``:memory:`` store (the store is private to its process)."""
-
-    __slots__ = ("_held", "_lock", "run_id")
-
-    def __init__(self, held: set[str], lock: threading.Lock, run_id: str) -> None:
-        self._held = held
-        self._lock = lock
-        self.run_id = run_id
-
-    @property
-    def lost(self) -> bool:
-        return False
-
-    async def release(self) -> None:
-        with self._lock:
-            self._held.discard(self.run_id)
 
 
 class _Tx:
@@ -319,18 +300,22 @@ class SqliteCheckpointer(SqlStore):
             cause = f"SQLite {self.path} is full ({exc.__cause__ or exc})"
             raise StorageFullError(rows.full_message(commit, cause)) from exc
 
-    async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
+    async def lock_run(self, run_id: str) -> HeldRunLock | None:
         if self.path == ":memory:":  # private to this store: an in-process lock will do
             with self._lock:
                 if run_id in self._memory_held:
                     return None
                 self._memory_held.add(run_id)
-            return _HeldInProcess(self._memory_held, self._lock, run_id)
+            return HeldRunLock(self._memory_unlock, run_id)
         with self._lock:
             if self._claims is None:
                 self._claims = LockFile.open(self.path + "-claims")
             claims = self._claims
         return FileRunLock(claims, run_id) if claims.try_lock(run_id) else None
+
+    def _memory_unlock(self, run_id: str) -> None:
+        with self._lock:
+            self._memory_held.discard(run_id)
 
 
 __all__ = ["SqliteCheckpointer", "migrate", "verify"]

@@ -42,7 +42,7 @@ from types import MappingProxyType
 from typing import Any
 
 from oncegraph._slots import slot_init
-from oncegraph.errors import corrupt
+from oncegraph.errors import CorruptRecordError, corrupt
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
@@ -305,6 +305,13 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+def _corrupt_head(cp: CheckpointRecord, why: str) -> CorruptRecordError:
+    """The error of a head checkpoint the graph cannot run from."""
+    return corrupt(
+        "oncegraph_checkpoints", cp.checkpoint_id, why, thread_id=cp.thread_id, run_id=cp.run_id
+    )
+
+
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
@@ -312,21 +319,11 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     try:
         tasks = tasks_of(spec, cp)
     except (ValueError, TypeError, KeyError) as exc:
-        raise corrupt(
-            "oncegraph_checkpoints",
-            cp.checkpoint_id,
-            f"its sends do not fit the graph ({exc})",
-            thread_id=cp.thread_id,
-            run_id=cp.run_id,
-        ) from exc
+        raise _corrupt_head(cp, f"its sends do not fit the graph ({exc})") from exc
     unknown = [t.node for t in tasks if t.node not in spec.nodes]
     if unknown:
-        raise corrupt(
-            "oncegraph_checkpoints",
-            cp.checkpoint_id,
-            f"it names node(s) {unknown} to run next, which this graph does not have",
-            thread_id=cp.thread_id,
-            run_id=cp.run_id,
+        raise _corrupt_head(
+            cp, f"it names node(s) {unknown} to run next, which this graph does not have"
         )
     if not task_writes:  # the common case: nothing ran, answered or asked here yet
         return StepPlan(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from oncegraph._slots import slot_init
 from oncegraph.errors import ConfigError, GraphValidationError
@@ -21,8 +21,22 @@ from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 
-if TYPE_CHECKING:
-    from oncegraph.runtime.engine import TaskResult
+
+class Finished(Protocol):
+    """What routing reads of a finished task (an engine ``TaskResult``): its node, its
+    updates and where it said to go."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def update(self) -> Mapping[str, Any]: ...
+
+    @property
+    def goto(self) -> tuple[str | Send, ...]: ...
+
+    @property
+    def more(self) -> tuple[Mapping[str, Any], ...]: ...
 
 
 def _targets(
@@ -89,7 +103,7 @@ class Routes:
 def route(
     spec: GraphSpec,
     values: Mapping[str, Any],
-    finished: Sequence[TaskResult],
+    finished: Sequence[Finished],
     *,
     joins: Mapping[str, Sequence[str]] | None = None,
     config: Mapping[str, Any] | None = None,
@@ -137,11 +151,11 @@ def route(
 
 
 def next_nodes(
-    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
+    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[Finished]
 ) -> tuple[str, ...]:
     """Nodes (pulled by edges) to run after ``finished``, in declaration order, END
     dropped; sends and waiting edges are in :func:`route`."""
     return route(spec, values, finished).pulled
 
 
-__all__ = ["RouterFailed", "Routes", "next_nodes", "route"]
+__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route"]

@@ -285,12 +285,8 @@ async def _outcome(
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)
-        except GraphInterrupt as gi:
-            return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
-        except _ParkSignal as sig:
-            return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
-        except _CrashSignal as sig:
-            return TaskOutcome(task.node, crash=sig, task=key)
+        except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
+            return _signalled(task, key, sig)
         except Exception as exc:
             if _lost_lease(ctx, exc):  # not the node's failure: this process lost the run
                 await _record_finished(ctx)
@@ -329,12 +325,8 @@ async def _handled(
     ctx.interrupt_raised = None
     try:
         value = await _run(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
-    except GraphInterrupt as gi:
-        return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
-    except _ParkSignal as sig:
-        return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
-    except _CrashSignal as sig:
-        return TaskOutcome(task.node, crash=sig, task=key)
+    except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
+        return _signalled(task, key, sig)
     except Exception as failed:
         if _lost_lease(ctx, failed):
             await _record_finished(ctx)
@@ -345,6 +337,15 @@ async def _handled(
     if save is not None:
         await save(ctx, result)
     return TaskOutcome(task.node, result=result, task=key)
+
+
+def _signalled(task: Task, key: str, sig: BaseException) -> TaskOutcome:
+    """The outcome of a task whose node raised an interrupt, a park or a fault."""
+    if isinstance(sig, GraphInterrupt):
+        return TaskOutcome(task.node, interrupt=(sig.value, sig.index), task=key)
+    if isinstance(sig, _ParkSignal):
+        return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
+    return TaskOutcome(task.node, crash=sig, task=key)
 
 
 def _failed(node: str, exc: Exception) -> NodeError:

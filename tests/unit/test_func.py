@@ -348,6 +348,30 @@ def test_task_retry_policy_retries_inside_one_record(checkpointer: Checkpointer)
     assert record.status is EffectStatus.COMPLETED
 
 
+def test_an_async_task_retry_policy_retries_inside_one_record(
+    checkpointer: Checkpointer,
+) -> None:
+    from oncegraph.types import RetryPolicy
+
+    tries: list[int] = []
+
+    @task(retry_policy=RetryPolicy(max_attempts=3, initial_interval=0, retry_on=ValueError))
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ValueError("not yet")
+        return "ok"
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(_: Any) -> str:
+        return await flaky()
+
+    assert flow.invoke("x", cfg()) == "ok"
+    assert len(tries) == 3
+    (record,) = flow.effects(thread_id="t1")
+    assert record.status is EffectStatus.COMPLETED
+
+
 def test_a_served_result_comes_back_typed(checkpointer: Checkpointer) -> None:
     """After a restart (a new app on the same store), a task's recorded result is typed
     again by its return annotation."""
@@ -553,3 +577,26 @@ def test_an_entrypoint_called_inside_another_is_recorded_in_its_run(
     outer.invoke(2, cfg())
     assert outer.invoke(Command(resume="z"), cfg()) == [21, "z"]
     assert ran == [2]  # the inner workflow's task is served on the outer's resume
+
+
+def test_astream_events_of_an_entrypoint_take_its_own_input() -> None:
+    import asyncio as _asyncio
+
+    from oncegraph.func import entrypoint as _entrypoint
+    from oncegraph.func import task as _task
+
+    @_task()
+    async def double(n: int) -> int:
+        return n * 2
+
+    @_entrypoint()
+    async def flow(n: int) -> int:
+        return await double(n) + 1
+
+    async def events() -> list[tuple[str, Any]]:
+        return [(e["event"], e["data"]) async for e in flow.astream_events(3)]
+
+    got = _asyncio.run(events())
+    assert got[0] == ("on_chain_start", {"input": 3})
+    assert got[-1][0] == "on_chain_end"
+    assert ("on_chain_stream", {"chunk": {"double": 6}}) in got

@@ -18,6 +18,7 @@ from oncegraph.errors import InvalidUpdateError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import Masker
+from oncegraph.runs.paging import SHOW, STOP, Page
 from oncegraph.runs.scope import check_checkpoints
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
@@ -135,8 +136,7 @@ async def history(
     if before is not None:
         found = await ctx.store.get_checkpoint(thread_id, before.removesuffix(INPUT_SUFFIX))
         start = None if found is None else found.version + 1
-    skipping = start is not None  # up to and including ``before`` itself
-    given = 0
+    page = Page(before=before if start is not None else None, filter=filter, limit=limit)
     masker: Masker | None = None
     async for item in _sequence(ctx, thread_id, run_id, start):
         if masker is None:
@@ -145,15 +145,11 @@ async def history(
             # (that page's and the older ones) has its effects' secrets known here. Read
             # before, a step committed in between could show a secret it never learned.
             masker = await ctx.masker(thread_ids=(thread_id,))
-        if skipping:
-            skipping = item.config.get("checkpoint_id") != before
-            continue
-        if filter and not all(item.metadata.get(k) == v for k, v in filter.items()):
-            continue
-        if limit is not None and given >= limit:
+        taken = page.take(item.config.get("checkpoint_id"), item.metadata)
+        if taken == STOP:
             return
-        given += 1
-        yield _mask(masker, item)
+        if taken == SHOW:
+            yield _mask(masker, item)
 
 
 def _with_finished_tasks(spec: GraphSpec, snap: StateSnapshot) -> StateSnapshot:

@@ -306,7 +306,7 @@ class Driver(Asking, CommitPath):
         save = None if plan.alone else self._save_task
         debug = wants(self.emit, "debug")
         if debug:
-            emit_tasks(self.emit, head, plan)
+            emit_tasks(self.emit, head, plan, self.spec)
         if len(contexts) == 1:
             task = plan.todo[0]
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
@@ -374,6 +374,9 @@ class Driver(Asking, CommitPath):
             ns=self.ns,
             graph_thread=run.thread_id if self.root_thread else "",
             cache=self.spec.cache,
+            # this step is counted already (self.steps): it is one of those remaining
+            remaining_steps=self.config.recursion_limit - self.steps + 1,
+            node_failure=plan.failures.get(task.key),
         )
 
     @property

@@ -3,7 +3,6 @@ of the prune."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from oncegraph.storage.memory_tables import (
@@ -19,6 +18,7 @@ from oncegraph.storage.memory_tables import (
     RUN_STATUS,
     Tables,
 )
+from oncegraph.storage.queries import PrunePolicy
 from oncegraph.storage.records import PruneReport, fold_of, prune_effects_cutoff
 
 
@@ -27,31 +27,21 @@ class Retention(Tables):
 
     # -- retention --------------------------------------------------------------------
 
-    async def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-        dry_run: bool = False,
-        on_thread: Callable[[PruneReport], None] | None = None,
-        run_id: str | None = None,
-        after_version: int = 0,
-    ) -> PruneReport:
+    async def _prune(self, p: PrunePolicy) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
-        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
-        fold = fold_of(thread_id, run_id, after_version)
+        cutoff = prune_effects_cutoff(p.keep_checkpoints, p.effects_older_than)
+        fold = fold_of(p.thread_id, p.run_id, p.after_version)
         if fold is not None:
             cutoff = None  # a fold deletes no effect record
         with self._lock:
-            thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
+            thread_ids = sorted(self._threads) if p.thread_id is None else [p.thread_id]
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run, fold)
-            if on_thread is not None:
-                on_thread(one)
+                one = self._prune_thread(tid, p.keep_checkpoints, cutoff, p.dry_run, fold)
+            if p.on_thread is not None:
+                p.on_thread(one)
             report = report.plus(one)
         return report
 

@@ -283,11 +283,13 @@ class RunService(ServiceViews):
                 return await travel.run(
                     cp, input, cfg, emit, thread, latest, launch=launch, starts=starts
                 )
-        elif wanted and thread is None:
+        elif wanted and thread is None and input is None:
             raise RunNotFoundError(
                 f"thread {thread_id!r} has no checkpoint {wanted!r} (it has none yet); start "
                 "it with invoke(input, config) without a checkpoint_id"
             )
+        # (a new thread's input with a checkpoint_id starts the thread, as in LangGraph:
+        # the checkpoint named is not there, so nothing is gone back to or left behind)
         if input is None and cfg.run_id is None and launch is None:
             done = await finished_state(self.context, thread, latest)
             if done is not None:  # LangGraph's replay of a final checkpoint: nothing runs

@@ -151,3 +151,33 @@ def test_a_new_threads_input_with_a_checkpoint_id_starts_the_thread(
         app.invoke(None, {"configurable": {"thread_id": "other", "checkpoint_id": "x"}})
     with pytest.raises(RunNotFoundError, match="no checkpoint 'not-there'"):  # kept: a typo
         app.invoke({"name": "again"}, config)
+
+
+class Counted(TypedDict):
+    num: int
+    text: str
+
+
+def test_bulk_updates_show_as_the_tasks_they_stand_for(checkpointer: Checkpointer) -> None:
+    from oncegraph.types import StateUpdate
+
+    app = (
+        StateGraph(Counted)
+        .add_node("double", lambda s: {"num": s["num"] * 2, "text": s["text"] * 2})
+        .add_edge(START, "double")
+        .add_edge("double", END)
+        .compile(checkpointer=checkpointer)
+    )
+    config = {"configurable": {"thread_id": "bulk"}}
+    app.bulk_update_state(
+        config,
+        [
+            [StateUpdate(values={}, as_node="__input__")],
+            [StateUpdate(values={"num": 1, "text": "a"}, as_node="__start__")],
+            [StateUpdate(values={"num": 2, "text": "aa"}, as_node="double")],
+        ],
+    )
+    history = list(app.get_state_history(config))
+    results = {t.name: t.result for s in history for t in s.tasks if t.result is not None}
+    assert results == {"double": {"num": 2, "text": "aa"}, "__start__": {"num": 1, "text": "a"}}
+    assert all(app.get_state(s.config) == s for s in history)

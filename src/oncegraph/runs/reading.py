@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from oncegraph.errors import InvalidUpdateError, RunNotFoundError
+from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import Masker
@@ -106,7 +107,8 @@ async def state(
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
         snap = await stored_state(ctx, thread_id, real)
-        shaped = await _before_input(ctx, thread_id, snap, None)
+        rewritten = (await _went_on(ctx, thread_id, snap) or {}).get(START, _NONE)
+        shaped = await _before_input(ctx, thread_id, snap, None, rewritten)
     else:
         snap = await stored_state(ctx, thread_id, checkpoint_id)
         done = None if checkpoint_id is None else await _went_on(ctx, thread_id, snap)
@@ -211,18 +213,20 @@ async def _sequence(
     # first), by the checkpoint the step ran from; of several (forks), the oldest's
     done: dict[str, dict[str, Any]] = {}
     schema = ctx.graph.schema
+    rewritten: Any = _NONE  # the held input's, as an update as __start__ rewrote it
     async for snap in stored_history(ctx, thread_id, run_id=run_id, before_version=start):
         if held is not None:
-            yield await _before_input(ctx, thread_id, held, snap)
+            yield await _before_input(ctx, thread_id, held, snap, rewritten)
         cp_id = snap.config.get("checkpoint_id")
         results = done.pop(cp_id, None) if cp_id else None
         yield await _shaped(ctx.graph, ctx, snap, thread_id, False, "", done=results)
         held = snap if snap.metadata.get("source") == "input" else None
+        rewritten = (results or {}).get(START, _NONE)
         parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
         if parent and RESULTS in snap.metadata:
             done[parent] = decode_results(schema, snap.metadata)
     if held is not None:
-        yield await _before_input(ctx, thread_id, held, None)
+        yield await _before_input(ctx, thread_id, held, None, rewritten)
 
 
 async def _shaped(
@@ -301,9 +305,19 @@ def called_stateful(fn: Any) -> Any:
     return None
 
 
+_NONE: Any = object()
+
+
 async def _before_input(
-    ctx: RunContext, thread_id: str, snap: StateSnapshot, older: StateSnapshot | None
+    ctx: RunContext,
+    thread_id: str,
+    snap: StateSnapshot,
+    older: StateSnapshot | None,
+    rewritten: Any = _NONE,
 ) -> StateSnapshot:
+    """LangGraph's entry of a run's input before it was applied; ``rewritten``: what an
+    ``update_state(..., as_node="__start__")`` on the input checkpoint wrote as the
+    ``__start__`` task instead (``bulk_update_state`` after an ``__input__`` update)."""
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     if parent_id is None:  # a thread's first: its reducer fields at their start (0, [])
         values: dict[str, Any] = start_values(ctx.graph.schema)
@@ -319,9 +333,13 @@ async def _before_input(
                 update = ctx.graph.schema.decode_update(run.input)
             except (InvalidUpdateError, ValueError, TypeError):
                 update = dict(run.input)  # written by an older version's schema: as stored
-    return input_snapshot(
+    shown = input_snapshot(
         snap, thread_id=thread_id, before=values, before_id=parent_id, update=update
     )
+    if rewritten is _NONE:
+        return shown
+    (task,) = shown.tasks
+    return shown._replace(tasks=(task._replace(result=rewritten),))
 
 
 __all__ = ["HISTORY_PAGE", "history", "state", "stored_history", "stored_state"]

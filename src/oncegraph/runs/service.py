@@ -294,6 +294,9 @@ class RunService(ServiceViews):
             done = await finished_state(self.context, thread, latest)
             if done is not None:  # LangGraph's replay of a final checkpoint: nothing runs
                 return done
+            open_ = await answers.asked_again(self.context, thread, latest, emit)
+            if open_ is not None:  # waiting for an answer: the same questions, nothing runs
+                return open_
         if cfg.run_id is not None:  # continue exactly this run
             if input is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")

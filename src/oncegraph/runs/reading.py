@@ -177,7 +177,8 @@ async def _went_on(ctx: RunContext, thread_id: str, snap: StateSnapshot) -> dict
     )
     for cp in reversed(after):  # oldest first: the step that ran from it first
         if cp.parent_checkpoint_id == cp_id and RESULTS in cp.metadata:
-            return decode_results(ctx.graph.schema, cp.metadata)
+            schema = ctx.graph.schema
+            return decode_results(schema, cp.metadata, schema.decode_values(cp.values))
     return None
 
 
@@ -224,7 +225,7 @@ async def _sequence(
         rewritten = (results or {}).get(START, _NONE)
         parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
         if parent and RESULTS in snap.metadata:
-            done[parent] = decode_results(schema, snap.metadata)
+            done[parent] = decode_results(schema, snap.metadata, snap.values)
     if held is not None:
         yield await _before_input(ctx, thread_id, held, None, rewritten)
 

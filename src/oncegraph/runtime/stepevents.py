@@ -16,7 +16,7 @@ from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.runtime.updates import shown
+from oncegraph.runtime.updates import shown, written
 from oncegraph.state.channels import StateSchema, public
 from oncegraph.storage.records import CheckpointRecord
 
@@ -29,7 +29,9 @@ def task_id(checkpoint_id: str, key: str) -> str:
 INPUT_SUFFIX = ".input"
 """The id suffix of the checkpoint LangGraph shows before a run's input is applied."""
 
-_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "call", "forked_from", "results"})
+_INTERNAL_METADATA = frozenset(
+    {"writes", "sends", "joins", "deferred", "call", "forked_from", "results"}
+)
 """Checkpoint metadata the run keeps for itself (what the next step needs, lineage the
 run records hold): not part of LangGraph's metadata."""
 
@@ -174,7 +176,17 @@ def _subgraph_config(
     }
 
 
-def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
+def _triggers(spec: GraphSpec | None, node: str, pushed: bool) -> tuple[str, ...]:
+    """A task's triggers as LangGraph names them; a deferred node (``defer=True``) that a
+    waiting edge leads to is started by its edges and that join at once, at the run's
+    end, so both are named."""
+    named = triggers(node, pushed)
+    if spec is None or pushed or node not in spec.deferred:
+        return named
+    return (*named, *(f"join:{j.key}" for j in spec.joins if j.target == node))
+
+
+def emit_tasks(emit: Emit, head: Head, plan: StepPlan, spec: GraphSpec | None = None) -> None:
     """The ``debug`` stream's ``task`` events of the tasks a step is about to run."""
     cp = head.checkpoint
     for t in plan.todo:
@@ -187,7 +199,7 @@ def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
                     "id": task_id(cp.checkpoint_id, t.key),
                     "name": t.node,
                     "input": t.arg if t.is_send else dict(head.values),
-                    "triggers": triggers(t.node, t.is_send),
+                    "triggers": _triggers(spec, t.node, t.is_send),
                 },
             ),
         )
@@ -210,7 +222,7 @@ def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcom
                     "id": task_id(cp.checkpoint_id, o.key),
                     "name": o.node,
                     "error": None if o.error is None else repr(o.error),
-                    "result": dict(o.result.update) if o.result is not None else {},
+                    "result": written(o.result) if o.result is not None else {},
                     "interrupts": interrupts,
                 },
             ),

@@ -105,7 +105,7 @@ def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
     """The metadata of a ``messages`` chunk emitted by task ``ctx`` (LangGraph's keys):
     model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``."""
     ns = "|".join(ctx.ns)
-    return {
+    out = {
         "thread_id": ctx.thread_id,
         "langgraph_step": ctx.step + 1,
         "langgraph_node": ctx.node_name,
@@ -114,6 +114,18 @@ def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
         "langgraph_checkpoint_ns": ns,
         "checkpoint_ns": ns,
     }
+    conf = ctx.config.configurable
+    if ctx.config.run_id is not None:
+        out["run_id"] = ctx.config.run_id
+    for key in _CALLER_IDS:  # the caller's ids of the run, as LangGraph passes them on
+        if key in conf and (key != "checkpoint_ns" or not ns):
+            out[key] = conf[key]
+    return out
+
+
+_CALLER_IDS = ("checkpoint_id", "checkpoint_ns", "task_id", "assistant_id", "graph_id")
+"""The ``configurable`` ids a ``messages`` chunk's metadata carries (nothing else of it:
+a caller's ``configurable`` may hold credentials)."""
 
 
 def _path(ctx: TaskContext) -> tuple[Any, ...]:

@@ -92,7 +92,13 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.routers import routed_input, routed_step, router_config
-from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks, emit_update
+from oncegraph.runtime.stepevents import (
+    emit_interrupts,
+    emit_results,
+    emit_step,
+    emit_tasks,
+    emit_update,
+)
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.keys import hash_key
@@ -203,7 +209,16 @@ class Driver:
         # LangGraph counts a graph's input step against recursion_limit (its START node
         # runs a step); a Pregel app's input writes its channels with no step of its own
         self.steps = 1 if self.spec.triggers is None else 0
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
+        emit_step(
+            self.emit,
+            self.spec,
+            self._where,
+            nxt,
+            head.checkpoint,
+            (),
+            before=head.values,
+            wrote=bool(update),
+        )
         return nxt
 
     async def start_nested(
@@ -234,7 +249,16 @@ class Driver:
             nxt,
         )
         self.steps = 1
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
+        emit_step(
+            self.emit,
+            self.spec,
+            self._where,
+            nxt,
+            head.checkpoint,
+            (),
+            before=head.values,
+            wrote=bool(update),
+        )
         return nxt
 
     # -- the loop --------------------------------------------------------------------------
@@ -478,8 +502,7 @@ class Driver:
                 asked = InterruptValue.of(cp.checkpoint_id, task, index, value)
                 self.interrupts.append(asked)
                 by_task.setdefault(task, []).append(asked)
-            for asked_by_one in by_task.values():  # one chunk per task asking, as LangGraph
-                self.emit("updates", {"__interrupt__": tuple(asked_by_one)})
+            emit_interrupts(self.emit, head.values, by_task.values())
         if any(r.update for r in decision.done) and wants(self.emit, "values"):
             self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head

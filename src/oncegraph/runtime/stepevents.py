@@ -7,10 +7,11 @@ never shows what was not written."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.graph.constants import START, triggers
+from oncegraph.graph.io import INTERRUPT_KEY
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
@@ -59,6 +60,18 @@ def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
     emit("updates", chunk)
 
 
+def emit_interrupts(
+    emit: Emit, values: Mapping[str, Any], asked: Iterable[Sequence[InterruptValue]]
+) -> None:
+    """The chunks of a step's questions, one per task asking (as LangGraph): in
+    ``updates`` ``{"__interrupt__": (Interrupt, ...)}``, in ``values`` the state the step
+    began with and that key (a stream of values alone sees the question too)."""
+    for one in asked:
+        emit("updates", {INTERRUPT_KEY: tuple(one)})
+        if wants(emit, "values"):
+            emit("values", {**values, INTERRUPT_KEY: tuple(one)})
+
+
 def emit_step(
     emit: Emit,
     spec: GraphSpec,
@@ -69,17 +82,20 @@ def emit_step(
     streamed: Collection[str] = (),
     *,
     before: Mapping[str, Any] | None = None,
+    wrote: bool = True,
 ) -> None:
     """A committed step's ``updates``, ``values`` and ``debug`` checkpoint events;
     ``where``: the root thread (None: this one) and the namespace; ``streamed``: the
     tasks whose update was emitted already, as they finished (:func:`emit_update`);
     ``before``: for a run's input checkpoint, the values before the input (LangGraph
-    shows that state as a checkpoint of its own, as the history does)."""
+    shows that state as a checkpoint of its own, as the history does); ``wrote=False``:
+    the step wrote no state field (an empty input), so, as LangGraph, no ``values``
+    chunk."""
     if wants(emit, "updates"):
         for r in results:
             if r.key not in streamed:
                 emit_update(emit, spec, r)
-    if wants(emit, "values"):
+    if wrote and wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):
         cp = head.checkpoint
@@ -220,6 +236,7 @@ def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcom
 __all__ = [
     "INPUT_SUFFIX",
     "debug_checkpoint",
+    "emit_interrupts",
     "emit_results",
     "emit_step",
     "emit_tasks",

@@ -40,7 +40,7 @@ from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
-from oncegraph.runtime.config import RunConfig, thread_sleep
+from oncegraph.runtime.config import RunConfig, step_seconds, thread_sleep
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
@@ -78,6 +78,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
     node_store: Any = None
     # what stream() yields without stream_mode= (a Pregel app's default is "values")
     stream_mode: str | Sequence[str] = "updates"
+    # seconds a step may take (LangGraph's attribute, set on the compiled graph): its
+    # running tasks are then cancelled and the run fails with TimeoutError; None: no limit
+    step_timeout: float | None = None
 
     def __init__(
         self,
@@ -208,6 +211,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
 
     def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
         cfg = RunConfig.parse(self._with_default_config(config))
+        if self.step_timeout is not None:
+            cfg = dataclasses.replace(cfg, step_timeout=step_seconds(self.step_timeout))
         if cfg.fault_plan is None:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:

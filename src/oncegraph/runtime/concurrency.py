@@ -5,12 +5,17 @@ out of ``Send``s, parallel branches) starts them in order, at most ``max_concurr
 at a time; the next one starts when one ends. Unset (or ``None``), every task of a step
 runs at once. The step still ends when all its tasks have ended, and its writes are
 committed together, as without a limit.
+
+:func:`run_together` runs a step's tasks and stops them early, as LangGraph does: once
+one task fails, the others are cancelled (the step fails with that error; what they
+would have written is not wanted), and past the graph's ``step_timeout`` every task
+still running is cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from oncegraph.runtime.config import RunConfig
@@ -37,3 +42,45 @@ def bounded(coros: list[Coroutine[Any, Any, T]], width: int) -> list[Coroutine[A
             coro.close()  # cancelled before its turn: never started, closed without a warning
 
     return [one(c) for c in coros]
+
+
+async def run_together(
+    coros: list[Coroutine[Any, Any, T]],
+    *,
+    fails: Callable[[T], bool],
+    timeout: float | None = None,
+) -> tuple[list[T | None], bool]:
+    """Run ``coros`` at once; their results in order, None for one cancelled, and whether
+    the time ran out. Once a result ``fails``, the others are cancelled; after
+    ``timeout`` seconds (None: no limit), every one still running is. Each cancelled
+    one has ended (its own ``finally`` run) when this returns."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    pending: set[asyncio.Future[T]] = set(tasks)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    late = False
+    try:
+        while pending:
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                late = True
+                break
+            done, pending = await asyncio.wait(
+                pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
+            )
+            if any(not t.cancelled() and t.exception() is None and fails(t.result()) for t in done):
+                break
+    finally:
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    results: list[T | None] = []
+    for t in tasks:
+        if t.cancelled():
+            results.append(None)
+        elif (exc := t.exception()) is not None:
+            raise exc
+        else:
+            results.append(t.result())
+    return results, late

@@ -56,7 +56,7 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Claim
-from oncegraph.runtime.concurrency import bounded, max_concurrency
+from oncegraph.runtime.concurrency import bounded, max_concurrency, run_together
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.control import check_drain
@@ -71,6 +71,7 @@ from oncegraph.runtime.engine import (
     Park,
     StepPlan,
     Task,
+    TaskOutcome,
     TaskResult,
     advance,
     decide,
@@ -120,6 +121,12 @@ COMMIT_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 ignore: Emit = keeping((), lambda mode, payload: None)
 """An ``Emit`` that drops every event (``invoke``)."""
+
+
+def _fails(outcome: TaskOutcome) -> bool:
+    """Whether a task's outcome fails its step (its siblings are then cancelled, as
+    LangGraph does): an error, not a subgraph's command for its parent."""
+    return outcome.error is not None and not isinstance(outcome.error, ParentCommand)
 
 
 @dataclass(slots=True)
@@ -326,7 +333,9 @@ class Driver:
         debug = wants(self.emit, "debug")
         if debug:
             emit_tasks(self.emit, head, plan)
-        if len(contexts) == 1:
+        # the graph's step_timeout bounds the root's steps (a subgraph's run inside them)
+        limit = self.config.step_timeout if self.parent is None else None
+        if len(contexts) == 1 and limit is None:
             task = plan.todo[0]
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
@@ -335,7 +344,13 @@ class Driver:
             width = max_concurrency(self.config)
             if width is not None and width < len(coros):
                 coros = bounded(coros, width)
-            outcomes = list(await asyncio.gather(*coros))
+            ended, late = await run_together(coros, fails=_fails, timeout=limit)
+            outcomes = [o for o in ended if o is not None]
+            if late:  # the step fails with the time out, on the first task still running
+                key = next(t.key for t, o in zip(plan.todo, ended, strict=True) if o is None)
+                node = next(t.node for t in plan.todo if t.key == key)
+                error = TimeoutError(f"step {cp.step + 1} took longer than step_timeout={limit}s")
+                outcomes.insert(0, TaskOutcome(node, error=error, task=key))
         if debug:
             emit_results(self.emit, cp, outcomes)
         meta = None

@@ -45,6 +45,7 @@ from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
+from oncegraph.runtime.lcrun import chain_ended, chain_failed, chain_started
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
 from oncegraph.runtime.subgraph import (
@@ -314,11 +315,19 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             kwargs.get("control"),
             bool(kwargs.get("_sync")),
         )
-        result = await self._run(input, cfg, service, launch=launch)
-        keys = kwargs.get("output_keys")
-        if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
-            return picked_output(self.spec, result.output(), keys)
-        return output_values(self.spec, result.output())
+        chain = await chain_started(config, self.get_name(), input)  # config["callbacks"]
+        try:
+            result = await self._run(input, cfg, service, launch=launch)
+            keys = kwargs.get("output_keys")
+            if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
+                out = picked_output(self.spec, result.output(), keys)
+            else:
+                out = output_values(self.spec, result.output())
+        except BaseException as exc:
+            await chain_failed(chain, exc)
+            raise
+        await chain_ended(chain, out)
+        return out
 
     def invoke(
         self,

@@ -21,10 +21,11 @@ Workloads (``--workloads``, comma-separated):
   executions are counted in an append-only file.
 - ``threads``: 1,000 short runs (one model turn + one tool call), one per thread,
   sequential and with concurrency 8 (``asyncio.gather`` + semaphore over ``ainvoke``).
-- ``turns``: a chat: ``--turns`` runs (2,000) on ONE thread, each a user message, a model
-  turn with one tool call, the call, and a closing model turn; the median µs per run of
-  the first and of the last 200 runs (the thread's runs, checkpoints and messages grow
-  all along).
+- ``turns``: a chat: ``--turns`` runs (2,500: 10,000 messages) on ONE thread, each a
+  user message, a model turn with one tool call, the call, and a closing model turn; the
+  median µs per run of the first and of the last 200 runs (the thread's runs, checkpoints
+  and messages grow all along), and the bytes stored per run over the first and the last
+  25 runs (the first and the last 100 messages).
 - ``workers``: the same 1,000 runs submitted to the PostgreSQL run queue (``asubmit``) and
   executed by 1, 2 and 4 ``Worker`` processes (concurrency 8 each, claiming with
   ``FOR UPDATE SKIP LOCKED`` under a lease); timed from "go" to the last run completed.
@@ -426,22 +427,27 @@ def turn_graph() -> StateGraph:
     return g
 
 
-async def turns_once(kind: str, runs: int, window: int = 200) -> None:
+async def turns_once(kind: str, runs: int, window: int = 200, edge: int = 25) -> None:
     """``runs`` runs on one thread; the median µs per run of the first and of the last
-    ``window`` runs."""
-    async with open_store(kind) as (store, _):
+    ``window`` runs, and the bytes stored per run over the first and the last ``edge`` runs
+    (25 runs: the thread's first and last 100 messages)."""
+    async with open_store(kind) as (store, footprint):
         await _warm(store)
         app: CompiledGraph = turn_graph().compile(checkpointer=store)
         times: list[float] = []
         start_effects = len(EFFECTS)
+        marks: dict[int, int] = {}  # runs done -> bytes stored (outside the per-run clock)
         begin = time.perf_counter()
         for i in range(runs):
+            if i in (0, edge, runs - edge):
+                marks[i] = footprint()["bytes"]
             start = time.perf_counter()
             await app.ainvoke(
                 {"messages": [{"role": "user", "content": f"turn {i}"}]}, {"thread_id": "chat"}
             )
             times.append(time.perf_counter() - start)
         seconds = time.perf_counter() - begin
+        marks[runs] = footprint()["bytes"]
         assert len(EFFECTS) - start_effects == runs
         messages = len((await app.aget_state({"thread_id": "chat"})).values["messages"])
         reads = await _chat_reads(app)
@@ -458,7 +464,22 @@ async def turns_once(kind: str, runs: int, window: int = 200) -> None:
         last_us_per_run=round(last * 1e6, 1),
         messages=messages,
         **reads,
+        **_edge_bytes(marks, runs, edge),
     )
+
+
+def _edge_bytes(marks: dict[int, int], runs: int, edge: int) -> dict[str, float]:
+    """Bytes stored per run over the first and the last ``edge`` runs (the memory store
+    keeps no bytes to count: nothing)."""
+    first = (marks[edge] - marks[0]) / edge
+    last = (marks[runs] - marks[runs - edge]) / edge
+    if not first:
+        return {}
+    return {
+        "edge_runs": edge,
+        "first_bytes_per_run": round(first),
+        "last_bytes_per_run": round(last),
+    }
 
 
 async def _chat_reads(app: CompiledGraph, rounds: int = 7) -> dict[str, float]:
@@ -539,9 +560,7 @@ async def listing_once(kind: str, runs: int, limit: int = 50) -> None:
             "failed": lambda: app.aruns(limit=limit, status="failed"),
             "review": lambda: app.aruns(limit=limit, status="needs_review"),
             "every_app": lambda: everyone.runs(limit=limit),
-            "every_app_failed": lambda: everyone.runs(
-                limit=limit, statuses=[RunStatus.FAILED]
-            ),
+            "every_app_failed": lambda: everyone.runs(limit=limit, statuses=[RunStatus.FAILED]),
             "deep": lambda: app.aruns(limit=limit, before=deep),
             "every_app_deep": lambda: everyone.runs(limit=limit, before=deep),
         }
@@ -815,7 +834,9 @@ def main() -> None:
     parser.add_argument("--n", default="10,200,1000", help="tool-loop steps per run")
     parser.add_argument("--growth-n", default="10,100,1000")
     parser.add_argument("--threads", type=int, default=1000, help="runs in the threads workload")
-    parser.add_argument("--turns", type=int, default=2000, help="runs on one thread in turns")
+    parser.add_argument(
+        "--turns", type=int, default=2500, help="runs on one thread in turns (4 messages each)"
+    )
     parser.add_argument(
         "--concurrency", default="1,8,64", help="concurrent runs in the threads workload"
     )

@@ -313,6 +313,10 @@ def _us(r: dict[str, Any] | None) -> str:
     return s + (f" ({r['n']}/{r['target_n']} steps)" if r.get("truncated") else "")
 
 
+def _count(value: Any) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:,.1f}"
 
@@ -447,6 +451,8 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
                 "last runs µs/run",
                 "last / first",
                 "messages at the end",
+                "bytes/run, first 100 messages",
+                "bytes/run, last 100 messages",
                 "get_state ms",
                 "history, 10 snapshots ms",
             ],
@@ -456,6 +462,7 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
             out.append(
                 f"| {r['store']} | {r['n']:,} | {r['window']} | {r['first_us_per_run']:,.0f} "
                 f"| {r['last_us_per_run']:,.0f} | {grew:.2f}x | {r['messages']:,} "
+                f"| {_count(r.get('first_bytes_per_run'))} | {_count(r.get('last_bytes_per_run'))} "
                 f"| {_ms(r.get('get_state_ms'))} | {_ms(r.get('history10_ms'))} |"
             )
             ok = "MET" if grew <= 1.5 else "NOT MET"

@@ -132,6 +132,7 @@ def open_store(kind: str, where: str) -> Any:
 def emit(workload: str, store: str, n: int, seconds: float, **extra: Any) -> None:
     line = {"peer": "oncegraph", "workload": workload, "store": store, "n": n}
     line.update(seconds=round(seconds, 3), **extra)
+    line["load_average"] = [round(x, 2) for x in os.getloadavg()]  # a busy machine shows
     print(json.dumps(line), flush=True)
 
 
@@ -173,8 +174,8 @@ async def _answer_share(kind: str, where: str, deploy: str, share: list[int]) ->
         await store.aclose()
 
 
-async def _queue_answers(where: str, deploy: str, runs: int) -> None:
-    """PostgreSQL: queue every thread's answer for the workers (nothing runs here)."""
+async def _queue_answers(where: str, deploy: str, share: list[int]) -> None:
+    """PostgreSQL: queue these threads' answers for the workers (nothing runs here)."""
     store = open_store("postgres", where)
     try:
         app = compiled(store, 2, deploy)
@@ -182,7 +183,7 @@ async def _queue_answers(where: str, deploy: str, runs: int) -> None:
         async def answer(i: int) -> None:
             await app.asubmit(Command(resume="yes"), {"thread_id": f"refund-{i}"})
 
-        await _gather_batches(list(range(runs)), answer)
+        await _gather_batches(share, answer)
     finally:
         await store.aclose()
 
@@ -209,6 +210,17 @@ async def _work(where: str, deploy: str) -> None:
         await serving
     finally:
         await store.aclose()
+
+
+def _share_arg(first: int, runs: int, step: int) -> str:
+    """A child's share of the threads, ``range(first, runs, step)``, as one argument (a
+    list of 100,000 ids would pass the kernel's limit on one argument's length)."""
+    return f"{first}:{runs}:{step}"
+
+
+def _share(arg: str) -> list[int]:
+    first, runs, step = (int(x) for x in arg.split(":"))
+    return list(range(first, runs, step))
 
 
 def _child(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -292,20 +304,30 @@ def copy_of(kind: str, paused: dict[str, Any], folder: Path, procs: int) -> Iter
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def answer_all(kind: str, where: str, runs: int, deploy: str, procs: int, log: Path) -> dict:
+def answer_all(
+    kind: str, where: str, runs: int, deploy: str, procs: int, log: Path, answerers: int = 1
+) -> dict:
     env = {"BENCH_EFFECT_LOG": str(log)}
-    if kind == "postgres":  # the answers queued here, the runs carried on by workers
+    if kind == "postgres":  # the answers queued by `answerers` processes, run by workers
         children = [_child(["_work", where, deploy], env) for _ in range(procs)]
         for child in children:
             assert child.stdout is not None
             if child.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"worker {child.pid} did not start")
-        begin = time.perf_counter()
-        asyncio.run(_queue_answers(where, deploy, runs))
+        if answerers == 1:
+            begin = time.perf_counter()
+            asyncio.run(_queue_answers(where, deploy, list(range(runs))))
+        else:  # as several server processes taking the approvals would
+            queuers = [
+                _child(["_queue", where, deploy, _share_arg(p, runs, answerers)], env)
+                for p in range(answerers)
+            ]
+            begin = _start_together(queuers)
+            children += queuers
     else:
-        shares = [list(range(p, runs, procs)) for p in range(procs)]
         children = [
-            _child(["_answer", kind, where, deploy, json.dumps(share)], env) for share in shares
+            _child(["_answer", kind, where, deploy, _share_arg(p, runs, procs)], env)
+            for p in range(procs)
         ]
     try:
         if kind != "postgres":
@@ -321,7 +343,7 @@ def answer_all(kind: str, where: str, runs: int, deploy: str, procs: int, log: P
         seconds = time.perf_counter() - begin
     finally:
         for child in children:
-            if kind == "postgres" and child.stdin is not None:
+            if kind == "postgres" and child.stdin is not None and child.poll() is None:
                 with contextlib.suppress(BrokenPipeError):
                     child.stdin.write("stop\n")
                     child.stdin.flush()
@@ -338,7 +360,7 @@ def answer_all(kind: str, where: str, runs: int, deploy: str, procs: int, log: P
     }
 
 
-def paused(kind: str, runs: int, deploy: str, procs_list: list[int]) -> None:
+def paused(kind: str, runs: int, deploy: str, procs_list: list[int], answerers: int = 1) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_paused_") as tmp:
         folder = Path(tmp)
         with paused_database(kind, runs, deploy, folder) as made:
@@ -346,7 +368,7 @@ def paused(kind: str, runs: int, deploy: str, procs_list: list[int]) -> None:
             for procs in procs_list:
                 log = folder / f"refunds-{procs}.log"
                 with copy_of(kind, made, folder, procs) as where:
-                    got = answer_all(kind, where, runs, deploy, procs, log)
+                    got = answer_all(kind, where, runs, deploy, procs, log, answerers)
                 emit(
                     "paused",
                     kind,
@@ -355,6 +377,7 @@ def paused(kind: str, runs: int, deploy: str, procs_list: list[int]) -> None:
                     deploy=deploy,
                     processes=procs,
                     answered_by="workers" if kind == "postgres" else "ainvoke",
+                    **({"queueing_processes": answerers} if kind == "postgres" else {}),
                     runs_per_s=round(runs / got["seconds"], 1),
                     pause_seconds=round(made["pause_seconds"], 2),
                     bytes_per_paused_run=round(size["bytes"] / runs),
@@ -442,7 +465,13 @@ def main() -> None:
         kind, where, deploy, share = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
         print("ready", flush=True)
         sys.stdin.readline()
-        asyncio.run(_answer_share(kind, where, deploy, json.loads(share)))
+        asyncio.run(_answer_share(kind, where, deploy, _share(share)))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "_queue":
+        where, deploy, share = sys.argv[2], sys.argv[3], sys.argv[4]
+        print("ready", flush=True)
+        sys.stdin.readline()
+        asyncio.run(_queue_answers(where, deploy, _share(share)))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "_work":
         asyncio.run(_work(sys.argv[2], sys.argv[3]))
@@ -454,6 +483,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=10_000)
     parser.add_argument("--deploy", default="compatible,migrate")
     parser.add_argument("--procs", default="1,2,4")
+    parser.add_argument(
+        "--answerers", type=int, default=1, help="PostgreSQL: processes queueing the answers"
+    )
     args = parser.parse_args()
     workloads = args.workloads.split(",")
     procs = [int(p) for p in args.procs.split(",")]
@@ -462,7 +494,7 @@ def main() -> None:
             if deploy not in ("compatible", "migrate"):
                 parser.error(f"--deploy: {deploy!r}; known: compatible, migrate")
             for kind in args.stores.split(","):
-                paused(kind, args.runs, deploy, procs)
+                paused(kind, args.runs, deploy, procs, args.answerers)
     if "idle" in workloads:
         idle(args.runs, args.threads)
 

@@ -22,8 +22,9 @@ Layers, highest first (a module may import its own layer and any layer below it)
     tools     tools
     ledger    ledger
     driver    runtime (all but the pure modules below), versioning
-    engine    runtime.engine, runtime.moves, runtime.sends, runtime.logkeys (the pure
-              step, run-level decisions and the pure helpers the step imports)
+    engine    runtime.engine, runtime.routes, runtime.decisions, runtime.moves,
+              runtime.sends, runtime.logkeys (the pure step, its routing and verdict,
+              run-level decisions and the pure helpers the step imports)
     graph     graph, hitl, state, channels
     storage   storage (records, protocols, the memory store, the SQL store and dialects),
               cache (node-result caches) and store (the key-value store nodes read)
@@ -76,7 +77,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tools", ("tools",)),
     ("ledger", ("ledger",)),
     ("driver", ("runtime", "versioning")),
-    ("engine", ("runtime.engine", "runtime.moves", "runtime.sends", "runtime.logkeys")),
+    (
+        "engine",
+        (
+            "runtime.engine",
+            "runtime.routes",
+            "runtime.decisions",
+            "runtime.moves",
+            "runtime.sends",
+            "runtime.logkeys",
+        ),
+    ),
     ("graph", ("graph", "hitl", "state", "channels")),
     ("storage", ("storage", "cache", "store")),
     (

@@ -25,19 +25,18 @@ from typing import Any, Self
 from oncegraph._cancel import cancel_and_wait
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
+from oncegraph.app_state import StateMethods
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.graph.builder import compiles_to
 from oncegraph.graph.io import output_values, picked_output
 from oncegraph.graph.spec import GraphSpec, breakpoint_names
 from oncegraph.graph.view import GraphView
 from oncegraph.ids import new_run_id
-from oncegraph.runs import reading
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.masking import masks_of
 from oncegraph.runs.service import RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
-from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig, step_seconds, thread_sleep
@@ -45,7 +44,7 @@ from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
-from oncegraph.runtime.lcrun import chain_ended, chain_failed, chain_started
+from oncegraph.runtime.lcrun import chain_run
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
 from oncegraph.runtime.subgraph import (
@@ -54,7 +53,6 @@ from oncegraph.runtime.subgraph import (
     stream_inside,
     stream_nested,
 )
-from oncegraph.state.channels import ROOT
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     RunRecord,
@@ -73,14 +71,13 @@ _DIFFERS = (
 )
 
 
-class CompiledGraph(LangGraphMethods, OperatorMethods):
+class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
     # compile(store=...): what a node's ``store`` parameter gets (``store`` below is the
     # checkpointer's)
     node_store: Any = None
     # what stream() yields without stream_mode= (a Pregel app's default is "values")
     stream_mode: str | Sequence[str] = "updates"
-    # seconds a step may take (LangGraph's attribute, set on the compiled graph): its
-    # running tasks are then cancelled and the run fails with TimeoutError; None: no limit
+    # LangGraph's attribute: seconds a step may take (then the run fails with TimeoutError)
     step_timeout: float | None = None
 
     def __init__(
@@ -315,19 +312,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
             kwargs.get("control"),
             bool(kwargs.get("_sync")),
         )
-        chain = await chain_started(config, self.get_name(), input)  # config["callbacks"]
-        try:
+        async with chain_run(config, self.get_name(), input) as ended:  # config["callbacks"]
             result = await self._run(input, cfg, service, launch=launch)
             keys = kwargs.get("output_keys")
             if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
-                out = picked_output(self.spec, result.output(), keys)
-            else:
-                out = output_values(self.spec, result.output())
-        except BaseException as exc:
-            await chain_failed(chain, exc)
-            raise
-        await chain_ended(chain, out)
-        return out
+                return ended(picked_output(self.spec, result.output(), keys))
+            return ended(output_values(self.spec, result.output()))
 
     def invoke(
         self,
@@ -523,130 +513,6 @@ class CompiledGraph(LangGraphMethods, OperatorMethods):
     def submit(self, input: Any, config: Mapping[str, Any]) -> Submitted:
         return run_sync(self.asubmit(input, config), "submit")
 
-    # -- reading ---------------------------------------------------------------------------
-
-    async def aget_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
-    ) -> StateSnapshot:
-        """The thread's state now, or at ``checkpoint_id`` (top level or in
-        ``configurable``), in LangGraph's shape (:mod:`oncegraph.runs.snapshots`); with
-        ``subgraphs=True`` a subgraph task's ``state`` is the subgraph's own snapshot.
-        Masked fields are masked (:mod:`oncegraph.runs.masking`); ``masked=False`` is
-        for a caller allowed to see the state as stored (e.g. the server's admins)."""
-        thread_id = self._thread(config)
-        return await reading.state(
-            self.service.context,
-            thread_id,
-            _checkpoint_id(config),
-            subgraphs=subgraphs,
-            masked=masked,
-        )
-
-    def get_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
-    ) -> StateSnapshot:
-        return run_sync(self.aget_state(config, subgraphs=subgraphs, masked=masked), "get_state")
-
-    async def aget_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        limit: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
-        """The thread's checkpoints, newest first, each run's input shown as LangGraph
-        shows it (see :mod:`oncegraph.runs.snapshots`). ``run_id`` in ``config`` keeps one
-        run's; ``filter`` keeps those whose metadata has those values; ``before`` keeps
-        those older than that checkpoint; ``limit`` the first that many.
-
-        An async iterator, as LangGraph's: snapshots are read a page at a time as you
-        iterate, so walking a long thread holds one page in memory, not the thread."""
-        thread_id = self._thread(config)
-        async for snap in reading.history(
-            self.service.context,
-            thread_id,
-            run_id=(config or {}).get("run_id"),
-            limit=limit,
-            filter=filter,
-            before=_checkpoint_id(before),
-        ):
-            yield snap
-
-    def get_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        limit: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """:meth:`aget_state_history` as an iterator (``list(...)`` for all of it)."""
-        return iterate_sync(
-            self.aget_state_history(config, limit=limit, filter=filter, before=before),
-            "get_state_history",
-        )
-
-    async def aupdate_state(
-        self,
-        config: Mapping[str, Any],
-        values: Mapping[str, Any] | None,
-        as_node: str | None = None,
-    ) -> dict[str, Any]:
-        """LangGraph's ``update_state`` on the thread's head or a past checkpoint: the edit
-        becomes the thread's head under a NEW paused run with lineage (nothing of the
-        original run is rewritten, guarantee 9; :mod:`oncegraph.runs.timetravel`); go on
-        with ``invoke(None, returned_config)``. ``as_node='__copy__'``: an unchanged copy."""
-        return await self._aupdate_step(config, [(values, as_node)])
-
-    async def _aupdate_step(
-        self, config: Mapping[str, Any], updates: Sequence[tuple[Any, str | None]]
-    ) -> dict[str, Any]:
-        """``updates`` (``(values, as_node)``, several for a superstep of
-        ``bulk_update_state``) written as one step on the thread's head or ``config``'s
-        checkpoint."""
-        thread_id = self._thread(config)
-        checkpoint_id = _checkpoint_id(config)
-        root = self.spec.schema.is_root  # the state is one value
-
-        def wrapped(values: Any) -> Any:
-            return {ROOT: values} if values is not None and root else values
-
-        (values, as_node), *rest = updates
-        ns = (config.get("configurable") or {}).get("checkpoint_ns")
-        if ns:  # a stateful subgraph's checkpoint (runs/subtravel.py)
-            if rest:
-                raise ConfigError(
-                    "a superstep of several updates is for the graph's own checkpoints; "
-                    "update a subgraph's state one update at a time"
-                )
-            return await self.service.update_subgraph_state(
-                thread_id, str(ns), values, checkpoint_id=checkpoint_id, as_node=as_node
-            )
-        fork = await self.service.update_state(
-            thread_id,
-            wrapped(values),
-            checkpoint_id=checkpoint_id,
-            as_node=as_node,
-            allow_irreversible=allowed_irreversible(RunConfig.parse(config)),
-            also=[(wrapped(v), str(n)) for v, n in rest],
-        )
-        return fork.config
-
-    def update_state(
-        self,
-        config: Mapping[str, Any],
-        values: Mapping[str, Any] | None,
-        as_node: str | None = None,
-    ) -> dict[str, Any]:
-        return run_sync(self.aupdate_state(config, values, as_node), "update_state")
-
-
-def _checkpoint_id(config: Mapping[str, Any] | None) -> str | None:
-    """``checkpoint_id`` from the top level of ``config`` or its ``configurable``."""
-    found = _configured(config, "checkpoint_id")
-    return str(found) if found else None
-
 
 def _configs(
     config: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None, n: int
@@ -678,16 +544,6 @@ def _spec_of(graph: Any) -> GraphSpec:
     raise ConfigError(
         f"previous_versions values must be compiled apps or StateGraphs; got {graph!r}"
     )
-
-
-def _configured(config: Mapping[str, Any] | None, key: str) -> Any:
-    """``config[key]`` or ``config["configurable"][key]`` (LangGraph writes either)."""
-    if not config:
-        return None
-    if key in config:
-        return config[key]
-    inner = config.get("configurable")
-    return inner.get(key) if isinstance(inner, Mapping) else None
 
 
 compiles_to(CompiledGraph, check_tools)  # what StateGraph.compile() makes

@@ -214,16 +214,15 @@ def test_advance_is_pure_and_deterministic_in_its_values() -> None:
 # -- the step's decision: plan_step + decide, with no event loop and no store --------------
 
 from oncegraph.errors import CorruptRecordError, _CrashSignal  # noqa: E402
-from oncegraph.runtime.engine import (  # noqa: E402
+from oncegraph.runtime.decisions import (  # noqa: E402
     Commit,
     Crash,
     Fail,
     Interrupt,
     Park,
-    TaskOutcome,
     decide,
-    plan_step,
 )
+from oncegraph.runtime.engine import TaskOutcome, plan_step  # noqa: E402
 from oncegraph.storage.records import RunStatus, TaskWrite  # noqa: E402
 
 

@@ -16,7 +16,8 @@ import pytest
 from oncegraph import END, START, StateGraph
 from oncegraph.errors import RecursionLimitError
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.runtime.engine import BREAKPOINT, Head, Interrupt, TaskResult, advance, empty_head
+from oncegraph.runtime.decisions import Interrupt
+from oncegraph.runtime.engine import BREAKPOINT, Head, TaskResult, advance, empty_head
 from oncegraph.runtime.engine import plan_step as plan_of
 from oncegraph.runtime.moves import (
     OutOfSteps,

@@ -17,7 +17,9 @@ fence (guarantee 8); stream events of a step are emitted only after its commit (
 a step of several: after its kept writes, as LangGraph streams it); every write
 carries ``fence`` so a writer that lost the run writes nothing. Crash points sit on the
 transitions: ``before_checkpoint`` -> [commit] -> ``after_effect_record`` (when effect
-results rode the commit) -> ``after_checkpoint``.
+results rode the commit) -> ``after_checkpoint``. The commit path is in
+:mod:`oncegraph.runtime.commits`, the asking and answering of interrupts in
+:mod:`oncegraph.runtime.asking` (mixins of :class:`Driver`).
 
 A subgraph's steps run on a NESTED driver (``parent`` set, see
 :mod:`oncegraph.runtime.subgraph`): same loop, same claim and fence, its checkpoints on
@@ -41,60 +43,42 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph import observe
-from oncegraph._retrying import attempts
 from oncegraph.errors import (
-    GraphInterrupt,
     NeedsReviewError,
-    OnceGraphError,
     ParentCommand,
-    StaleStateError,
     StorageError,
-    ThreadMovedOnError,
     _ParkSignal,
 )
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime import executor
+from oncegraph.runtime.asking import Asking
 from oncegraph.runtime.claim import Claim
+from oncegraph.runtime.commits import COMMIT_RETRY_DELAYS, CommitPath
 from oncegraph.runtime.concurrency import bounded, max_concurrency, run_together
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.control import check_drain
+from oncegraph.runtime.decisions import Commit, Crash, Decision, Fail, Interrupt, Park, decide
 from oncegraph.runtime.engine import (
-    BREAKPOINT,
-    Commit,
-    Crash,
-    Decision,
-    Fail,
     Head,
-    Interrupt,
-    Park,
     StepPlan,
     Task,
     TaskOutcome,
     TaskResult,
     advance,
-    decide,
-    encode_result,
     plan_step,
-    with_finished,
 )
 from oncegraph.runtime.executor import ThreadPool
-from oncegraph.runtime.failures import as_raised, failure_text, moved_on_error
+from oncegraph.runtime.failures import as_raised, failure_text
 from oncegraph.runtime.heads import Heads
-from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.moves import (
     OutOfSteps,
-    intent_planners,
-    may_plan_intents,
-    next_answer,
     next_move,
-    open_interrupts,
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.routers import routed_input, routed_step, router_config
 from oncegraph.runtime.stepevents import (
-    emit_interrupts,
     emit_results,
     emit_step,
     emit_tasks,
@@ -102,7 +86,6 @@ from oncegraph.runtime.stepevents import (
 )
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
-from oncegraph.storage.keys import hash_key
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import (
     CheckpointRecord,
@@ -117,7 +100,6 @@ from oncegraph.storage.records import (
 log = logging.getLogger("oncegraph.driver")
 
 Emit = Callable[[str, Any], None]
-COMMIT_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 ignore: Emit = keeping((), lambda mode, payload: None)
 """An ``Emit`` that drops every event (``invoke``)."""
@@ -130,7 +112,7 @@ def _fails(outcome: TaskOutcome) -> bool:
 
 
 @dataclass(slots=True)
-class Driver:
+class Driver(Asking, CommitPath):
     """Executes one run's steps against one store.
 
     ``claim`` is the run's claim (:mod:`oncegraph.runtime.claim`): every write carries its
@@ -480,230 +462,7 @@ class Driver:
                 "run %s: the error of task %s was not kept: %s", run.run_id, write.task, exc
             )
 
-    async def _interrupt(
-        self, decision: Interrupt, head: Head, run: RunRecord, plan: StepPlan
-    ) -> Head:
-        cp = head.checkpoint
-        for task, value, index in decision.waits:
-            await self.store.put_task_write(
-                TaskWrite(
-                    run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value
-                ),
-                run_id=run.run_id,
-                fence=self.fence,
-            )
-        self.stopped = True
-        if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
-            for r in decision.done:
-                if r.key not in plan.done and r.key not in self._streamed:
-                    emit_update(self.emit, self.spec, r)
-        if self.parent is not None:  # ask through the parent's task
-            _, value, _ = decision.waits[0]
-            if decision.breakpoint:  # a pause, not a question: the caller continues it
-                value = {BREAKPOINT: value}
-            index = self.answer_base + self._consumed
-            self.parent.interrupt_count = index + 1
-            self.parent.interrupt_raised = (value, index)
-            raise GraphInterrupt(value, index)
-        await self.set_status(run, RunStatus.INTERRUPTED, None)
-        # what the caller gets: the state with the writes of the step's finished tasks
-        # (kept as task writes, applied when the step commits), as LangGraph returns it
-        self.shown = with_finished(self.spec, head.values, decision.done)
-        if decision.breakpoint:
-            self.emit("updates", {"__interrupt__": ()})
-        else:
-            by_task: dict[str, list[InterruptValue]] = {}
-            for task, value, index in decision.waits:
-                asked = InterruptValue.of(cp.checkpoint_id, task, index, value)
-                self.interrupts.append(asked)
-                by_task.setdefault(task, []).append(asked)
-            emit_interrupts(self.emit, head.values, by_task.values())
-        if any(r.update for r in decision.done) and wants(self.emit, "values"):
-            self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
-        return head
-
-    async def _hand_down_answers(
-        self, cp: CheckpointRecord, writes: list[TaskWrite], run: RunRecord
-    ) -> list[TaskWrite]:
-        """A subgraph: give its open interrupts the parent task's answers meant for them.
-
-        The parent task's answers are numbered; this subgraph's start at ``answer_base``,
-        and ``metadata["answers"]`` of its checkpoints counts those its committed steps
-        used, so the next one to hand down is known after any crash."""
-        parent = self.parent
-        assert parent is not None
-        writes = list(writes)
-        given = sum(w.kind == WriteKind.RESUME for w in writes)
-        consumed = int(cp.metadata.get("answers", 0)) + given
-        order = self.spec.order
-        while self.answer_base + consumed < len(parent.resume_values):
-            waiting = open_interrupts(writes)
-            if not waiting:
-                break
-            task = next_answer(order, waiting)
-            answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
-            write = TaskWrite(
-                run.thread_id,
-                cp.checkpoint_id,
-                task,
-                WriteKind.RESUME,
-                answered,
-                parent.resume_values[self.answer_base + consumed],
-            )
-            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
-            writes.append(write)
-            consumed += 1
-        self._consumed = consumed
-        return writes
-
-    async def _commit_step(
-        self, decision: Commit, head: Head, run: RunRecord, staged: list[Any]
-    ) -> Head:
-        plan = self.config.fault_plan
-        if plan is not None:
-            plan.hit("before_checkpoint")
-        nxt = decision.head
-        intents = await self._intents(nxt, run)
-        commit = StepCommit(
-            thread_id=run.thread_id,
-            expected_version=head.version,
-            checkpoint=nxt.checkpoint,
-            log=decision.log,
-            run_status=decision.run_status if self.parent is None else None,
-            effects=staged,
-            intents=intents,
-            clear_task_writes_of=head.checkpoint.checkpoint_id
-            if decision.clear_task_writes
-            else None,
-            fence=self.fence,
-        )
-        self._planned, self._planned_written = {}, False
-        try:
-            inserted = await self._commit(commit, nxt)
-        except StaleStateError as exc:  # another run of the thread committed first
-            raise await self._moved_on(run) from exc
-        except StorageError:
-            raise  # a lost lease writes nothing, not even the run's status
-        except OnceGraphError as exc:  # the step cannot be stored (e.g. a value too large)
-            await self.set_status(run, RunStatus.FAILED, f"{type(exc).__name__}: {exc}")
-            raise
-        self._planned = {e.effect_id: e for e in intents}
-        # every intent inserted by this commit: the rows are exactly these records
-        self._planned_written = bool(intents) and inserted == len(intents)
-        if plan is not None:
-            if staged:
-                plan.hit("after_effect_record")
-            plan.hit("after_checkpoint")
-        cp, done = head.checkpoint, decision.results
-        emit_step(self.emit, self.spec, self._where, nxt, cp, done, self._streamed)
-        return nxt
-
-    async def _intents(self, nxt: Head, run: RunRecord) -> list[EffectRecord]:
-        """The intents of the calls the next step will make, to write with this step's
-        checkpoint (:mod:`oncegraph.ledger.planned`): only at the top level of a live run
-        whose next step surely runs now (no breakpoint can stop it, the recursion limit
-        is not reached), from nodes that can tell their calls from the state."""
-        cp = nxt.checkpoint
-        cfg = self.config
-        allowed = may_plan_intents(
-            self.spec,
-            cp,
-            nested=self.parent is not None or bool(self.scope),
-            replay=self.replay is not None,
-            steps=self.steps,
-            recursion_limit=cfg.recursion_limit,
-            before=cfg.interrupt_before,
-            after=cfg.interrupt_after,
-        )
-        planners = intent_planners(self.spec, cp) if allowed else []
-        if not planners:
-            return []
-        key = await hash_key(self.store)  # request hashes are keyed by the store
-        intents: list[EffectRecord] = []
-        for name, planner in planners:
-            intents += planner(
-                nxt.values,
-                hash_key=key,
-                key_run_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=self.root_thread or run.thread_id,
-                node=name,
-                checkpoint_id=cp.checkpoint_id,
-            )
-        return intents
-
-    def _replayed_answers(self, node: str, cp: Any) -> tuple[Any, ...]:
-        """In a replay: the answers the original run got at this node and step."""
-        if self.replay is None:
-            return ()
-        return self.replay.answers.get((node, cp.step + 1), ())
-
-    # -- writes ----------------------------------------------------------------------------
-
-    async def _save_task(self, ctx: TaskContext, result: TaskResult) -> None:
-        """A sibling finished: keep its writes so a crash re-runs only the others."""
-        await self._save_staged(ctx.staged_effects)
-        ctx.staged_effects.clear()
-        await self.store.put_task_write(
-            TaskWrite(
-                ctx.checkpoint_thread,
-                ctx.checkpoint_id,
-                ctx.task_key,
-                WriteKind.WRITES,
-                0,
-                encode_result(self.spec, result),
-            ),
-            run_id=ctx.run_id,
-            fence=self.fence,
-        )
-        if wants(self.emit, "updates"):  # its writes are kept: shown now, as it finished
-            emit_update(self.emit, self.spec, result)
-            self._streamed.add(result.key)
-
-    async def _save_staged(self, staged: list[Any]) -> None:
-        for record in staged:
-            await self.store.save_effect(record, fence=self.fence)
-
-    async def _commit(self, commit: StepCommit, head: Head) -> int | None:
-        """Commit with retries on transient store errors; a lost CAS is final (guarantee 8).
-        Returns what the store says of the planned intents it inserted (None: unknown)."""
-        inserted: int | None = None
-        async for attempt in attempts(COMMIT_RETRY_DELAYS, self.config.sleep):
-            try:
-                inserted = await self.store.commit(commit)
-                break
-            except StaleStateError:
-                if attempt.number > 1 and await self._landed(commit):
-                    break  # an earlier attempt committed before its connection failed
-                raise
-            except StorageError as exc:
-                if type(exc) is not StorageError:
-                    raise
-                if attempt.last:
-                    log.error("checkpoint commit failed for %s: %s", commit.thread_id, exc)
-                    raise StorageError(
-                        f"{exc}. The step was not recorded: no node or tool after it ran; the "
-                        "run can be resumed from its last checkpoint once the store is back."
-                    ) from exc
-        self.fresh = commit.checkpoint.checkpoint_id
-        self.heads.remember(head)
-        return inserted
-
-    async def _moved_on(self, run: RunRecord) -> ThreadMovedOnError:
-        """A step of ``run`` lost the thread's compare-and-swap: another run of the thread
-        committed since this run's last step. The run is failed (fenced: only while it is
-        still ours), so nobody continues it from the other run's head."""
-        error = moved_on_error(run.run_id, run.thread_id, "its step was not written")
-        if self.parent is None:
-            try:
-                await self.set_status(run, RunStatus.FAILED, str(error))
-            except StorageError as exc:  # lost meanwhile: its new holder decides
-                log.warning("run %s: could not be marked failed: %s", run.run_id, exc)
-        return error
-
-    async def _landed(self, commit: StepCommit) -> bool:
-        thread = await self.store.get_thread(commit.thread_id)
-        return thread is not None and thread.head_checkpoint_id == commit.checkpoint.checkpoint_id
+    # -- the run's status ------------------------------------------------------------------
 
     async def set_status(self, run: RunRecord, status: RunStatus, error: str | None) -> None:
         if self.parent is not None:

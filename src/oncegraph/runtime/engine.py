@@ -6,7 +6,7 @@ A step, as the driver (:mod:`oncegraph.runtime.driver`) runs it::
     outcomes = <the driver runs plan.todo>     one TaskOutcome per task
     decision = decide(spec, head, plan, outcomes, run_id=...)
 
-and the decision is exactly one of:
+and the decision (:mod:`oncegraph.runtime.decisions`) is exactly one of:
 
 * :class:`Crash`: an in-process fault fired; stop, write nothing.
 * :class:`Park`: an effect's outcome is unknown and its policy forbids guessing; the run
@@ -24,7 +24,9 @@ and the ``Send`` items routers and ``Command(goto=...)`` returned (one task each
 Waiting edges (``add_edge([a, b], c)``) fire once all their sources ran since they last
 fired; what each has seen rides in the checkpoint's metadata. What the run does between
 steps (static breakpoints, the recursion limit, which open interrupt an answer goes to,
-planned intents) is decided in :mod:`oncegraph.runtime.moves`.
+planned intents) is decided in :mod:`oncegraph.runtime.moves`; where a step goes (edges,
+routers, sends) in :mod:`oncegraph.runtime.routes`; the step's verdict from its tasks'
+outcomes (:func:`~oncegraph.runtime.decisions.decide`) in :mod:`oncegraph.runtime.decisions`.
 
 Precedence when siblings disagree: crash, then park, then fail, then interrupt; a step
 commits only when every task finished. Everything here is deterministic given its
@@ -34,22 +36,21 @@ and no store.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from oncegraph._slots import slot_init
-from oncegraph.errors import ConfigError, GraphValidationError, corrupt
-from oncegraph.graph.constants import END
+from oncegraph.errors import corrupt
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime.logkeys import stored_channel
+from oncegraph.runtime.routes import RouterFailed, Routes, next_nodes, route
 from oncegraph.runtime.sends import decode_send, encode_send
 from oncegraph.state.channels import StepWrites, apply_writes
-from oncegraph.storage.records import CheckpointRecord, LogEntry, RunStatus, TaskWrite, WriteKind
+from oncegraph.storage.records import CheckpointRecord, LogEntry, TaskWrite, WriteKind
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
@@ -144,128 +145,6 @@ def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
         send = decode_send(spec, stored)
         tasks.append(Task(f"{send.node}:{i}", send.node, send.arg))
     return tuple(tasks)
-
-
-# -- routing ------------------------------------------------------------------------------
-
-
-def _targets(
-    spec: GraphSpec,
-    node: str,
-    values: Mapping[str, Any],
-    config: Mapping[str, Any] | None,
-    routed: Mapping[tuple[str, int], Any] | None = None,
-) -> list[str | Send]:
-    out: list[str | Send] = list(spec.edges.get(node, ()))
-    for index, branch in enumerate(spec.branches.get(node, ())):
-        if routed is not None and (node, index) in routed:  # an async router, awaited
-            picked = routed[(node, index)]
-            if isinstance(picked, RouterFailed):
-                raise picked.error
-        elif branch.takes_config:
-            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
-        else:
-            picked = branch.router(branch.state_for(spec.schema, values))
-        if type(picked) is not str and inspect.isawaitable(picked):
-            close = getattr(picked, "close", None)
-            if close:
-                close()
-            raise ConfigError(f"the router of {node!r} must be a plain function, not async")
-        items = picked if isinstance(picked, (list, tuple)) else [picked]
-        for item in items:
-            if isinstance(item, Send):
-                out.append(item)
-                continue
-            key = str(item)
-            if branch.path_map is not None:
-                if key not in branch.path_map:
-                    raise GraphValidationError(
-                        f"router of {node!r} returned {item!r}, which is not in its path_map "
-                        f"{sorted(branch.path_map)}"
-                    )
-                key = branch.path_map[key]
-            elif key not in spec.nodes and key != END:
-                raise GraphValidationError(
-                    f"router of {node!r} returned {item!r}, which is not a node of the graph"
-                )
-            out.append(key)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class RouterFailed:
-    """An async router that raised (awaited before the step's pure decision)."""
-
-    error: Exception
-
-
-@slot_init
-@dataclass(frozen=True, slots=True)
-class Routes:
-    """Where a step goes: the nodes its edges pull (declaration order), the sends (in
-    order), and what each waiting edge has seen since it last fired."""
-
-    pulled: tuple[str, ...]
-    sends: tuple[Send, ...] = ()
-    joins: Mapping[str, list[str]] = field(default_factory=dict)
-
-
-def route(
-    spec: GraphSpec,
-    values: Mapping[str, Any],
-    finished: Sequence[TaskResult],
-    *,
-    joins: Mapping[str, Sequence[str]] | None = None,
-    config: Mapping[str, Any] | None = None,
-    routed: Mapping[tuple[str, int], Any] | None = None,
-) -> Routes:
-    """The next step's tasks after ``finished`` ran and ``values`` is the new state.
-    ``routed``: what the async routers picked, by ``(node, branch index)``."""
-    found: set[str] = set()
-    sends: list[Send] = []
-    for task in finished:
-        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
-            if isinstance(target, Send):
-                if target.node not in spec.nodes:
-                    raise GraphValidationError(
-                        f"node {task.node!r} sent Send({target.node!r}, ...); no such node"
-                    )
-                sends.append(target)
-                continue
-            if target != END and target not in spec.nodes:
-                raise GraphValidationError(
-                    f"node {task.node!r} returned Command(goto={target!r}); no such node"
-                )
-            found.add(target)
-    if spec.triggers is not None:  # a Pregel app: the nodes subscribed to what was written
-        triggers = spec.triggers
-        for task in finished:
-            for update in (task.update, *task.more):
-                for chan in update:
-                    found.update(triggers.get(chan, ()))
-    seen: dict[str, list[str]] = {}
-    if spec.joins:
-        ran = {t.node for t in finished}
-        before = joins or {}
-        for join in spec.joins:
-            got = set(before.get(join.key, ())) | (ran & set(join.sources))
-            if got >= set(join.sources):
-                found.add(join.target)
-            elif got:
-                seen[join.key] = [s for s in join.sources if s in got]
-    found.discard(END)
-    if len(found) < 2:  # nothing to order (spec.order builds its dict on every read)
-        return Routes(tuple(found), tuple(sends), seen)
-    order = spec.order
-    return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen)
-
-
-def next_nodes(
-    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
-) -> tuple[str, ...]:
-    """Nodes (pulled by edges) to run after ``finished``, in declaration order, END
-    dropped; sends and waiting edges are in :func:`route`."""
-    return route(spec, values, finished).pulled
 
 
 def in_write_order(results: Sequence[TaskResult]) -> Sequence[TaskResult]:
@@ -515,44 +394,6 @@ class TaskOutcome:
         return self.task or self.node
 
 
-@dataclass(frozen=True, slots=True)
-class Crash:
-    signal: BaseException
-
-
-@dataclass(frozen=True, slots=True)
-class Park:
-    effect_id: str
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    node: str
-    error: BaseException
-    applying: bool = False  # True: the nodes ran; applying their writes (or routing) failed
-    nodes: tuple[str, ...] = ()  # with ``applying``: the nodes whose writes were applied
-    task: str = ""  # the failed task's key (not ``applying``)
-
-    @property
-    def description(self) -> str:
-        return f"{type(self.error).__name__}: {self.error}"
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """Tasks asked questions: ``(task key, value, index)`` in outcome order. A static
-    breakpoint is one wait whose task is :data:`BREAKPOINT`."""
-
-    waits: tuple[tuple[str, Any, int], ...]
-    done: tuple[TaskResult, ...] = ()  # the step's finished tasks' writes, in task order
-
-    @property
-    def breakpoint(self) -> bool:
-        """Only static breakpoints wait here (this graph's or a subgraph's)."""
-        return all(is_breakpoint(task, value) for task, value, _ in self.waits)
-
-
 def is_breakpoint(task: str, value: Any) -> bool:
     """Whether an interrupt write is a static breakpoint's pause, not a question: this
     graph's (task :data:`BREAKPOINT`) or a subgraph's, raised into its parent's task as
@@ -560,99 +401,9 @@ def is_breakpoint(task: str, value: Any) -> bool:
     return task == BREAKPOINT or (isinstance(value, Mapping) and BREAKPOINT in value)
 
 
-@slot_init
-@dataclass(frozen=True, slots=True)
-class Commit:
-    head: Head
-    log: list[LogEntry]
-    results: tuple[TaskResult, ...]  # in checkpoint order: what the step's tasks wrote
-    run_status: RunStatus | None  # COMPLETED when nothing is left to run
-    clear_task_writes: bool
-
-
-Decision = Crash | Park | Fail | Interrupt | Commit
-
-
-def decide(
-    spec: GraphSpec,
-    head: Head,
-    plan: StepPlan,
-    outcomes: Sequence[TaskOutcome],
-    *,
-    run_id: str,
-    config: Mapping[str, Any] | None = None,
-    meta: Mapping[str, Any] | None = None,
-    routed: Mapping[tuple[str, int], Any] | None = None,
-) -> Decision:
-    """The step's verdict from its tasks' outcomes (see the module docstring).
-
-    ``config`` is what routers that take ``(state, config)`` receive; ``meta`` is added
-    to the new checkpoint's metadata."""
-    tasks = plan.tasks or tasks_of(spec, head.checkpoint)
-    only = outcomes[0] if len(outcomes) == 1 and len(tasks) == 1 else None
-    if (
-        only is not None
-        and only.result is not None
-        and only.key == tasks[0].key
-        and only.crash is None
-        and only.park is None
-        and only.error is None
-        and only.interrupt is None
-    ):
-        results: tuple[TaskResult, ...] = (only.result,)  # one task, finished: the usual step
-    else:
-        for o in outcomes:
-            if o.crash is not None:
-                return Crash(o.crash)
-        for o in outcomes:
-            if o.park is not None:
-                return Park(*o.park)
-        for o in outcomes:
-            if o.error is not None:
-                return Fail(o.node, o.error, task=o.key)
-        done = dict(plan.done)
-        for o in outcomes:
-            if o.result is not None:
-                done[o.key] = o.result
-        waits = tuple((o.key, *o.interrupt) for o in outcomes if o.interrupt is not None)
-        if waits:
-            return Interrupt(waits, tuple(done[t.key] for t in tasks if t.key in done))
-        for o in outcomes:
-            assert o.result is not None, f"task {o.key!r} has no outcome"
-        results = tuple(done[t.key] for t in tasks)
-    try:
-        nxt, entries, _ = advance(
-            spec,
-            head,
-            run_id,
-            results,
-            step=head.checkpoint.step + 1,
-            source="loop",
-            config=config,
-            meta=meta,
-            routed=routed,
-        )
-    except Exception as exc:  # a bad update or a failing router: the run fails, resumable
-        nodes = tuple(dict.fromkeys(r.node for r in results))
-        return Fail(nodes[0] if nodes else "", exc, applying=True, nodes=nodes)
-    return Commit(
-        head=nxt,
-        log=entries,
-        results=results,
-        run_status=None if nxt.checkpoint.next else RunStatus.COMPLETED,
-        clear_task_writes=plan.clear,
-    )
-
-
 __all__ = [
     "BREAKPOINT",
-    "Commit",
-    "Crash",
-    "Decision",
-    "Fail",
     "Head",
-    "Interrupt",
-    "Park",
     "RouterFailed",
     "Routes",
     "StepPlan",
@@ -660,7 +411,6 @@ __all__ = [
     "TaskOutcome",
     "TaskResult",
     "advance",
-    "decide",
     "decode_result",
     "decode_send",
     "empty_head",

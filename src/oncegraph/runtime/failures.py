@@ -4,7 +4,7 @@ a run whose thread moved on to another run's state."""
 from __future__ import annotations
 
 from oncegraph.errors import OnceGraphError, ThreadMovedOnError
-from oncegraph.runtime.engine import Fail
+from oncegraph.runtime.decisions import Fail
 from oncegraph.storage.records import RunRecord
 
 

@@ -11,18 +11,24 @@ unless callbacks are given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from oncegraph.graph.io import INTERRUPT_KEY
 
 
-async def chain_started(config: Mapping[str, Any] | None, name: str, input: Any) -> Any:
-    """The LangChain run manager of a run started with ``config``'s callbacks (None when
-    it has none)."""
+@asynccontextmanager
+async def chain_run(
+    config: Mapping[str, Any] | None, name: str, input: Any
+) -> AsyncIterator[Callable[[Any], Any]]:
+    """Report the run inside to ``config``'s callbacks (nothing without any): the body
+    hands its output to the function this gives (which returns it); an error leaving
+    the body is reported as the run's."""
     callbacks = config.get("callbacks") if config else None
     if not callbacks or config is None:
-        return None
+        yield _same
+        return
     from langchain_core.callbacks.manager import AsyncCallbackManager
 
     manager = AsyncCallbackManager.configure(
@@ -30,24 +36,28 @@ async def chain_started(config: Mapping[str, Any] | None, name: str, input: Any)
         inheritable_tags=config.get("tags"),
         inheritable_metadata=config.get("metadata"),
     )
-    return await manager.on_chain_start(
+    run = await manager.on_chain_start(
         None, input, name=config.get("run_name") or name, run_id=config.get("run_id")
     )
+    kept: list[Any] = []
 
+    def ended(output: Any) -> Any:
+        kept.append(output)
+        return output
 
-async def chain_ended(run: Any, output: Any) -> None:
-    """Report the run's output (the state, without its questions)."""
-    if run is None:
-        return
+    try:
+        yield ended
+    except BaseException as exc:
+        await run.on_chain_error(exc)
+        raise
+    output = kept[-1] if kept else None
     if isinstance(output, Mapping) and INTERRUPT_KEY in output:
         output = {k: v for k, v in output.items() if k != INTERRUPT_KEY}
     await run.on_chain_end(output)
 
 
-async def chain_failed(run: Any, error: BaseException) -> None:
-    """Report the error the run raised."""
-    if run is not None:
-        await run.on_chain_error(error)
+def _same(output: Any) -> Any:
+    return output
 
 
-__all__ = ["chain_ended", "chain_failed", "chain_started"]
+__all__ = ["chain_run"]

@@ -4,7 +4,7 @@ The driver asks these and executes the answers; none of them awaits or touches a
 so each is unit-tested with plain values:
 
 * :func:`next_move`: before a step runs, does a static breakpoint stop the run
-  (an :class:`~oncegraph.runtime.engine.Interrupt` of :data:`BREAKPOINT`), has the run
+  (an :class:`~oncegraph.runtime.decisions.Interrupt` of :data:`BREAKPOINT`), has the run
   used up its ``recursion_limit`` (:class:`OutOfSteps`), or does the step run (None)?
 * :func:`open_interrupts`, :func:`answer_order`, :func:`next_answer`: which questions of
   a paused step are still open, and the ONE order they are answered in (the graph's
@@ -24,7 +24,8 @@ from typing import Any
 from oncegraph.errors import RecursionLimitError
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
-from oncegraph.runtime.engine import BREAKPOINT, Interrupt, StepPlan, Task
+from oncegraph.runtime.decisions import Interrupt
+from oncegraph.runtime.engine import BREAKPOINT, StepPlan, Task
 from oncegraph.storage.records import CheckpointRecord, TaskWrite, WriteKind
 
 # -- between steps: breakpoints and the recursion limit -------------------------------------

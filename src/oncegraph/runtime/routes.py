@@ -1,0 +1,147 @@
+"""Routing, pure: where a step goes after its tasks ran.
+
+:func:`route` reads the finished tasks' edges, their routers (a sync router is called
+here; an async one was awaited before, see :mod:`oncegraph.runtime.routers`, and
+arrives in ``routed``), their ``Command(goto=...)`` and ``Send`` items, a Pregel app's
+subscriptions and the waiting edges, and names the next step's tasks
+(:class:`Routes`). The engine (:mod:`oncegraph.runtime.engine`) builds the next
+checkpoint from them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oncegraph._slots import slot_init
+from oncegraph.errors import ConfigError, GraphValidationError
+from oncegraph.graph.constants import END
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.send import Send
+
+if TYPE_CHECKING:
+    from oncegraph.runtime.engine import TaskResult
+
+
+def _targets(
+    spec: GraphSpec,
+    node: str,
+    values: Mapping[str, Any],
+    config: Mapping[str, Any] | None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
+) -> list[str | Send]:
+    out: list[str | Send] = list(spec.edges.get(node, ()))
+    for index, branch in enumerate(spec.branches.get(node, ())):
+        if routed is not None and (node, index) in routed:  # an async router, awaited
+            picked = routed[(node, index)]
+            if isinstance(picked, RouterFailed):
+                raise picked.error
+        elif branch.takes_config:
+            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
+        else:
+            picked = branch.router(branch.state_for(spec.schema, values))
+        if type(picked) is not str and inspect.isawaitable(picked):
+            close = getattr(picked, "close", None)
+            if close:
+                close()
+            raise ConfigError(f"the router of {node!r} must be a plain function, not async")
+        items = picked if isinstance(picked, (list, tuple)) else [picked]
+        for item in items:
+            if isinstance(item, Send):
+                out.append(item)
+                continue
+            key = str(item)
+            if branch.path_map is not None:
+                if key not in branch.path_map:
+                    raise GraphValidationError(
+                        f"router of {node!r} returned {item!r}, which is not in its path_map "
+                        f"{sorted(branch.path_map)}"
+                    )
+                key = branch.path_map[key]
+            elif key not in spec.nodes and key != END:
+                raise GraphValidationError(
+                    f"router of {node!r} returned {item!r}, which is not a node of the graph"
+                )
+            out.append(key)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class RouterFailed:
+    """An async router that raised (awaited before the step's pure decision)."""
+
+    error: Exception
+
+
+@slot_init
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """Where a step goes: the nodes its edges pull (declaration order), the sends (in
+    order), and what each waiting edge has seen since it last fired."""
+
+    pulled: tuple[str, ...]
+    sends: tuple[Send, ...] = ()
+    joins: Mapping[str, list[str]] = field(default_factory=dict)
+
+
+def route(
+    spec: GraphSpec,
+    values: Mapping[str, Any],
+    finished: Sequence[TaskResult],
+    *,
+    joins: Mapping[str, Sequence[str]] | None = None,
+    config: Mapping[str, Any] | None = None,
+    routed: Mapping[tuple[str, int], Any] | None = None,
+) -> Routes:
+    """The next step's tasks after ``finished`` ran and ``values`` is the new state.
+    ``routed``: what the async routers picked, by ``(node, branch index)``."""
+    found: set[str] = set()
+    sends: list[Send] = []
+    for task in finished:
+        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
+            if isinstance(target, Send):
+                if target.node not in spec.nodes:
+                    raise GraphValidationError(
+                        f"node {task.node!r} sent Send({target.node!r}, ...); no such node"
+                    )
+                sends.append(target)
+                continue
+            if target != END and target not in spec.nodes:
+                raise GraphValidationError(
+                    f"node {task.node!r} returned Command(goto={target!r}); no such node"
+                )
+            found.add(target)
+    if spec.triggers is not None:  # a Pregel app: the nodes subscribed to what was written
+        triggers = spec.triggers
+        for task in finished:
+            for update in (task.update, *task.more):
+                for chan in update:
+                    found.update(triggers.get(chan, ()))
+    seen: dict[str, list[str]] = {}
+    if spec.joins:
+        ran = {t.node for t in finished}
+        before = joins or {}
+        for join in spec.joins:
+            got = set(before.get(join.key, ())) | (ran & set(join.sources))
+            if got >= set(join.sources):
+                found.add(join.target)
+            elif got:
+                seen[join.key] = [s for s in join.sources if s in got]
+    found.discard(END)
+    if len(found) < 2:  # nothing to order (spec.order builds its dict on every read)
+        return Routes(tuple(found), tuple(sends), seen)
+    order = spec.order
+    return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen)
+
+
+def next_nodes(
+    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
+) -> tuple[str, ...]:
+    """Nodes (pulled by edges) to run after ``finished``, in declaration order, END
+    dropped; sends and waiting edges are in :func:`route`."""
+    return route(spec, values, finished).pulled
+
+
+__all__ = ["RouterFailed", "Routes", "next_nodes", "route"]

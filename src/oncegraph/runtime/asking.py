@@ -18,7 +18,7 @@ from oncegraph.runtime.decisions import Interrupt
 from oncegraph.runtime.engine import BREAKPOINT, Head, StepPlan, with_finished
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.moves import next_answer, open_interrupts
-from oncegraph.runtime.stepevents import emit_interrupts, emit_update
+from oncegraph.runtime.stepevents import emit_interrupts, emit_update, finished_shown
 from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
@@ -69,10 +69,10 @@ class Asking:
                 fence=self.fence,
             )
         self.stopped = True
-        if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
+        if finished_shown(self.emit):  # the siblings that finished now: their writes are kept
             for r in decision.done:
                 if r.key not in plan.done and r.key not in self._streamed:
-                    emit_update(self.emit, self.spec, r)
+                    emit_update(self.emit, self.spec, r, (cp.checkpoint_id, cp.step))
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it

@@ -52,12 +52,24 @@ def start_values(schema: StateSchema) -> dict[str, Any]:
     }
 
 
-def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
-    """One task's ``updates`` event (a root-value state's value itself)."""
-    chunk = {result.node: shown(result, spec.schema.is_root)}
-    if result.cached:
-        chunk["__metadata__"] = {"cached": True}
-    emit("updates", chunk)
+def finished_shown(emit: Emit) -> bool:
+    """Whether ``emit`` keeps what :func:`emit_update` makes."""
+    return wants(emit, "updates") or wants(emit, "debug")
+
+
+def emit_update(
+    emit: Emit, spec: GraphSpec, result: TaskResult, at: tuple[str, int] | None = None
+) -> None:
+    """One task's ``updates`` event (a root-value state's value itself), and, given
+    ``at``, the checkpoint its step ran on (its id and stored step), the ``debug``
+    stream's ``task_result`` event right after it, as LangGraph orders them."""
+    if wants(emit, "updates"):
+        chunk = {result.node: shown(result, spec.schema.is_root)}
+        if result.cached:
+            chunk["__metadata__"] = {"cached": True}
+        emit("updates", chunk)
+    if at is not None and wants(emit, "debug"):
+        emit("debug", _result_event(at, result.key, result.node, dict(result.update)))
 
 
 def emit_interrupts(
@@ -91,10 +103,10 @@ def emit_step(
     shows that state as a checkpoint of its own, as the history does); ``wrote=False``:
     the step wrote no state field (an empty input), so, as LangGraph, no ``values``
     chunk."""
-    if wants(emit, "updates"):
+    if finished_shown(emit):
         for r in results:
             if r.key not in streamed:
-                emit_update(emit, spec, r)
+                emit_update(emit, spec, r, (parent.checkpoint_id, parent.step))
     if wrote and wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):
@@ -210,27 +222,38 @@ def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
 
 
 def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcome]) -> None:
-    """The ``debug`` stream's ``task_result`` events of a step's tasks."""
+    """The ``debug`` stream's ``task_result`` events of a step's tasks that did not
+    finish (an error, a question); a finished one's follows its update
+    (:func:`emit_update`)."""
     for o in outcomes:
+        if o.result is not None:
+            continue
         interrupts = []
         if o.interrupt is not None:
             interrupts.append(
                 InterruptValue.of(cp.checkpoint_id, o.key, o.interrupt[1], o.interrupt[0]).to_json()
             )
-        emit(
-            "debug",
-            debug_event(
-                cp.step + 2,
-                "task_result",
-                {
-                    "id": task_id(cp.checkpoint_id, o.key),
-                    "name": o.node,
-                    "error": None if o.error is None else repr(o.error),
-                    "result": dict(o.result.update) if o.result is not None else {},
-                    "interrupts": interrupts,
-                },
-            ),
-        )
+        error = None if o.error is None else repr(o.error)
+        at = (cp.checkpoint_id, cp.step)
+        emit("debug", _result_event(at, o.key, o.node, {}, error, interrupts))
+
+
+def _result_event(
+    at: tuple[str, int],
+    key: str,
+    node: str,
+    result: dict[str, Any],
+    error: str | None = None,
+    interrupts: Sequence[Any] = (),
+) -> dict[str, Any]:
+    payload = {
+        "id": task_id(at[0], key),
+        "name": node,
+        "error": error,
+        "result": result,
+        "interrupts": list(interrupts),
+    }
+    return debug_event(at[1] + 2, "task_result", payload)
 
 
 __all__ = [
@@ -240,6 +263,8 @@ __all__ = [
     "emit_results",
     "emit_step",
     "emit_tasks",
+    "emit_update",
+    "finished_shown",
     "lg_metadata",
     "start_values",
     "task_id",

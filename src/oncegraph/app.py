@@ -255,7 +255,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         from oncegraph.storage.memory import InMemoryCheckpointer
 
         if cfg.thread_id is None:
-            cfg = dataclasses.replace(cfg, thread_id=new_run_id())
+            cfg = dataclasses.replace(cfg, thread_id=new_run_id(), named_thread=False)
         return RunService(self.spec, InMemoryCheckpointer(), sync_pool=self._sync_pool), cfg
 
     def _thread(self, config: Mapping[str, Any] | None) -> str:

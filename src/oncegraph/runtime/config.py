@@ -203,6 +203,8 @@ class RunConfig:
     # the graph's ``step_timeout`` (LangGraph's attribute): seconds a step of the run may
     # take before its running tasks are cancelled and the run fails with TimeoutError
     step_timeout: float | None = None
+    # False: the thread is the run's own (no checkpointer, none named): not shown as one
+    named_thread: bool = True
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:

@@ -57,6 +57,7 @@ from oncegraph.runtime.context import TaskContext, reset_task, set_task
 from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
+from oncegraph.runtime.stepevents import task_id
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.updates import result_of
 from oncegraph.state import lcmessages as lc
@@ -100,19 +101,29 @@ async def run_task(
     return outcome
 
 
-def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
+def stream_metadata(ctx: TaskContext, *, written: bool = False) -> dict[str, Any]:
     """The metadata of a ``messages`` chunk emitted by task ``ctx`` (LangGraph's keys):
-    model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``."""
-    ns = "|".join(ctx.ns)
-    return {
-        "thread_id": ctx.thread_id,
-        "langgraph_step": ctx.step + 1,
-        "langgraph_node": ctx.node_name,
-        "langgraph_triggers": triggers(ctx.node_name, ctx.task_key != ctx.node_name),
-        "langgraph_path": _path(ctx),
-        "langgraph_checkpoint_ns": ns,
-        "checkpoint_ns": ns,
-    }
+    model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``. The
+    namespace is the task's own (``"<node>:<task id>"`` under its graph's), as
+    LangGraph's; ``thread_id`` is there when the caller named a thread; ``written``: a
+    message the node wrote to the state (``ls_integration="langgraph"``), not a model's."""
+    element = f"{ctx.node_name}:{task_id(ctx.checkpoint_id, ctx.task_key)}"
+    ns = "|".join((*ctx.ns, element))
+    meta: dict[str, Any] = {}
+    if ctx.config.named_thread:
+        meta["thread_id"] = ctx.thread_id
+    meta.update(
+        langgraph_step=ctx.step + 1,
+        langgraph_node=ctx.node_name,
+        langgraph_triggers=triggers(ctx.node_name, ctx.task_key != ctx.node_name),
+        langgraph_path=_path(ctx),
+        langgraph_checkpoint_ns=ns,
+    )
+    if written:
+        meta["ls_integration"] = "langgraph"
+    else:
+        meta["checkpoint_ns"] = ns
+    return meta
 
 
 def _path(ctx: TaskContext) -> tuple[Any, ...]:
@@ -194,7 +205,7 @@ def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult, head: 
     called without token streaming, a tool's answer), each once, at the node's end: a
     message already in the state the node read (a node returning the state it got) is
     not new and is not streamed again."""
-    meta = stream_metadata(ctx)
+    meta = stream_metadata(ctx, written=True)
     for key, value in result.update.items():
         channel = spec.schema.channels.get(key)
         if channel is None or channel.flavor is None:

@@ -1,11 +1,10 @@
-"""A step stops early: a failing task cancels its running siblings, a graph's
-``step_timeout`` cancels what is still running, and a caller that stops reading
-``astream_events`` stops the run."""
+"""When a step stops: a graph's ``step_timeout`` cancels what is still running, a
+caller that stops reading ``astream_events`` stops the run, and a failing task lets
+its siblings finish (none is cancelled in the middle of a call)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from contextlib import aclosing
 from typing import Any, TypedDict
 
@@ -43,20 +42,20 @@ def _pair(first: Any, second: Any, checkpointer: Checkpointer | None = None) -> 
     return g.compile(checkpointer=checkpointer)
 
 
-async def test_a_failing_task_cancels_its_siblings(checkpointer: Checkpointer) -> None:
-    slow = Slow(5)
+async def test_a_failing_task_lets_its_siblings_finish(checkpointer: Checkpointer) -> None:
+    slow = Slow(0.3, gives="slow")
 
     async def broken(state: Box) -> dict[str, Any]:
         raise ValueError("broken on purpose")
 
     app = _pair(slow, broken, checkpointer)
     config = {"configurable": {"thread_id": "f"}}
-    began = time.monotonic()
     with pytest.raises(ValueError, match="broken on purpose"):
         await app.ainvoke({}, config)
-    assert time.monotonic() - began < 4  # not waiting for the slow sibling
-    assert slow.cancelled
-    assert (await app.aget_state(config)).next == ("first", "second")  # runs again
+    assert slow.started and not slow.cancelled
+    state = await app.aget_state(config)
+    assert state.values == {"got": "slow"}  # its writes are kept
+    assert state.next == ("second",)  # a resume runs only the failed one
 
 
 async def test_step_timeout_cancels_what_still_runs() -> None:

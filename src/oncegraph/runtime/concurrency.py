@@ -6,16 +6,16 @@ at a time; the next one starts when one ends. Unset (or ``None``), every task of
 runs at once. The step still ends when all its tasks have ended, and its writes are
 committed together, as without a limit.
 
-:func:`run_together` runs a step's tasks and stops them early, as LangGraph does: once
-one task fails, the others are cancelled (the step fails with that error; what they
-would have written is not wanted), and past the graph's ``step_timeout`` every task
-still running is cancelled.
+:func:`run_together` runs a step's tasks and, past the graph's ``step_timeout``, cancels
+every one still running (as LangGraph does; as a node's own timeout cancels it). A
+failing task does not stop its siblings: each finishes, so none is cancelled in the
+middle of a tool call (its outcome would be unknown), and their writes are kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from oncegraph.runtime.config import RunConfig
@@ -45,15 +45,11 @@ def bounded(coros: list[Coroutine[Any, Any, T]], width: int) -> list[Coroutine[A
 
 
 async def run_together(
-    coros: list[Coroutine[Any, Any, T]],
-    *,
-    fails: Callable[[T], bool],
-    timeout: float | None = None,
+    coros: list[Coroutine[Any, Any, T]], *, timeout: float | None = None
 ) -> tuple[list[T | None], bool]:
     """Run ``coros`` at once; their results in order, None for one cancelled, and whether
-    the time ran out. Once a result ``fails``, the others are cancelled; after
-    ``timeout`` seconds (None: no limit), every one still running is. Each cancelled
-    one has ended (its own ``finally`` run) when this returns."""
+    the time ran out: after ``timeout`` seconds (None: no limit), every one still
+    running is cancelled, and has ended (its own ``finally`` run) when this returns."""
     tasks = [asyncio.ensure_future(c) for c in coros]
     pending: set[asyncio.Future[T]] = set(tasks)
     loop = asyncio.get_running_loop()
@@ -65,11 +61,9 @@ async def run_together(
             if left is not None and left <= 0:
                 late = True
                 break
-            done, pending = await asyncio.wait(
+            _, pending = await asyncio.wait(
                 pending, timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
-            if any(not t.cancelled() and t.exception() is None and fails(t.result()) for t in done):
-                break
     finally:
         for t in pending:
             t.cancel()

@@ -105,12 +105,6 @@ ignore: Emit = keeping((), lambda mode, payload: None)
 """An ``Emit`` that drops every event (``invoke``)."""
 
 
-def _fails(outcome: TaskOutcome) -> bool:
-    """Whether a task's outcome fails its step (its siblings are then cancelled, as
-    LangGraph does): an error, not a subgraph's command for its parent."""
-    return outcome.error is not None and not isinstance(outcome.error, ParentCommand)
-
-
 @dataclass(slots=True)
 class Driver(Asking, CommitPath):
     """Executes one run's steps against one store.
@@ -326,7 +320,9 @@ class Driver(Asking, CommitPath):
             width = max_concurrency(self.config)
             if width is not None and width < len(coros):
                 coros = bounded(coros, width)
-            ended, late = await run_together(coros, fails=_fails, timeout=limit)
+            # a failing task does not cancel its siblings (one cancelled inside a tool call
+            # would leave an outcome nobody knows); only the step's time limit does
+            ended, late = await run_together(coros, timeout=limit)
             outcomes = [o for o in ended if o is not None]
             if late:  # the step fails with the time out, on the first task still running
                 key = next(t.key for t, o in zip(plan.todo, ended, strict=True) if o is None)

@@ -15,8 +15,8 @@ Layers, highest first (a module may import its own layer and any layer below it)
 
     surfaces  cli, server, worker, testing, __main__
     facade    app, app_*, the package root, loading, func, pregel, and LangGraph's module twins
-              (config, types, constants, checkpoint, graph.message, graph.state:
-              re-exports), facts
+              (config, types, constants, checkpoint, graph.message, graph.state,
+              managed: re-exports), facts
     runs      runs
     prebuilt  prebuilt
     tools     tools
@@ -69,6 +69,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "constants",
             "graph.message",
             "graph.state",
+            "managed",
             "facts",
         ),
     ),

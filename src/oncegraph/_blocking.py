@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from oncegraph._loopbound import home_loop, is_home
@@ -57,6 +57,14 @@ def run_sync(coro: Coroutine[Any, Any, T], api: str = "invoke") -> T:
 def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
     """Walk ``agen`` on the home loop, one item per blocking step."""
     _refuse_on_portal(api)
+    yield from walk_blocking(agen, lambda coro: run_sync(coro, api))
+
+
+def walk_blocking(
+    agen: AsyncIterator[T], block: Callable[[Coroutine[Any, Any, Any]], Any]
+) -> Iterator[T]:
+    """Walk ``agen`` from sync code: ``block`` runs each step (and the closing, when the
+    walk ends or is left) to its end on the loop ``agen`` lives on."""
 
     async def step() -> tuple[bool, Any]:
         try:
@@ -66,14 +74,14 @@ def iterate_sync(agen: AsyncIterator[T], api: str = "stream") -> Iterator[T]:
 
     try:
         while True:
-            more, item = run_sync(step(), api)
+            more, item = block(step())
             if not more:
                 return
             yield item
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
-            run_sync(aclose(), api)
+            block(aclose())
 
 
-__all__ = ["iterate_sync", "run_sync"]
+__all__ = ["iterate_sync", "run_sync", "walk_blocking"]

@@ -20,9 +20,9 @@ import asyncio
 import copy
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Self
 
-from oncegraph._cancel import cancel_and_wait
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
 from oncegraph.app_state import StateMethods
@@ -47,6 +47,7 @@ from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.lcrun import chain_run
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
+from oncegraph.runtime.streaming import drained
 from oncegraph.runtime.subgraph import (
     on_task_loop,
     refuse_in_replay,
@@ -419,21 +420,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             bool(kwargs.get("_sync")),
         )
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
         task = asyncio.ensure_future(
             self._run(input, cfg, service, shape(queue.put_nowait), launch=launch)
         )
-        task.add_done_callback(lambda _: queue.put_nowait(done))
-        try:
-            while True:
-                item = await queue.get()
-                if item is done:
-                    task.result()
-                    return
+        async with aclosing(drained(queue, task)) as items:
+            async for item in items:
                 yield item
-        finally:
-            if not task.done():
-                await cancel_and_wait(task)
 
     def stream(
         self,

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Self
 
+from oncegraph.channels import state_channels
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.runtime.portal import run_sync
 from oncegraph.types import StateUpdate
@@ -47,6 +48,20 @@ class LangGraphMethods:
     _default_config: Mapping[str, Any] = {}
 
     # -- copies ----------------------------------------------------------------------------
+
+    @property
+    def channels(self) -> Mapping[str, Any]:
+        """The state's fields as LangGraph's channel objects, by name (a view:
+        :func:`oncegraph.channels.state_channels`); a Pregel app's are the ones it was
+        given."""
+        given = self.__dict__.get("_given_channels")
+        if given is not None:
+            return given  # type: ignore[no-any-return]
+        return state_channels(self.spec.schema)
+
+    @channels.setter
+    def channels(self, value: Mapping[str, Any]) -> None:
+        self.__dict__["_given_channels"] = value
 
     @property
     def nodes(self) -> Mapping[str, NodeSpec]:

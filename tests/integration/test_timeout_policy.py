@@ -171,3 +171,56 @@ def test_a_tool_call_cut_by_an_idle_timeout_is_called_again_with_its_key(
     out = run_path(app, None, cfg)
     assert out["done"] == "shipped o1"
     assert len(keys) == 2 and keys[0] == keys[1] == record.effect_id
+
+
+def _fanned(checkpointer: Checkpointer | None, node: Any, timeout: Any) -> Any:
+    from oncegraph import Send
+
+    g = StateGraph(S)
+    g.add_node("slow", node, timeout=TimeoutPolicy(idle_timeout=LONG))
+    g.add_conditional_edges(START, lambda s: [Send("slow", s, timeout=timeout)])
+    g.add_edge("slow", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def test_a_send_timeout_stands_for_the_node_timeout(checkpointer: Checkpointer) -> None:
+    calls: list[int] = []
+
+    async def slow(state: S) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            await asyncio.sleep(LONG)
+        return {"x": state["x"] + 1}
+
+    app = _fanned(checkpointer, slow, TimeoutPolicy(idle_timeout=SHORT))
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(NodeTimeoutError) as caught:
+        app.invoke({"x": 1}, config)
+    assert (caught.value.kind, caught.value.idle_timeout) == ("idle", SHORT)
+    # the send, its timeout with it, is kept in the checkpoint: a fresh app resumes it
+    again = _fanned(checkpointer, slow, None)
+    assert again.invoke(None, config)["x"] == 2
+    assert len(calls) == 2
+
+
+def test_a_send_timeout_in_seconds_caps_a_sync_node() -> None:
+    import time
+
+    def slow(state: S) -> dict[str, Any]:
+        time.sleep(0.5)
+        return {"x": 1}
+
+    from oncegraph import Send
+
+    g = StateGraph(S)
+    g.add_node("slow", slow)
+    g.add_conditional_edges(START, lambda s: [Send("slow", s, timeout=timedelta(seconds=SHORT))])
+    with pytest.raises(NodeTimeoutError):
+        g.compile().invoke({"x": 0})
+    g2 = StateGraph(S)
+    g2.add_node("slow", slow)
+    g2.add_conditional_edges(
+        START, lambda s: [Send("slow", s, timeout=TimeoutPolicy(idle_timeout=SHORT))]
+    )
+    with pytest.raises(Exception, match="idle timeout needs an async node"):
+        g2.compile().invoke({"x": 0})

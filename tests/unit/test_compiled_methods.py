@@ -5,12 +5,15 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from pathlib import Path
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, Required, TypedDict
 
 import pytest
+from typing_extensions import TypedDict as ExtTypedDict
 
 from oncegraph import START, StateGraph
+from oncegraph.channels import BinaryOperatorAggregate, LastValue
 from oncegraph.errors import InvalidUpdateError, RecursionLimitError
 from oncegraph.storage.checkpointer import SqliteCheckpointer
 from oncegraph.types import StateUpdate
@@ -123,3 +126,32 @@ async def test_astream_events_wraps_the_updates_stream() -> None:
     assert events[1]["data"]["chunk"] == {"inc": {"n": 1}}
     assert events[-1]["data"]["output"] == {"n": 2}
     assert all(e["parent_ids"] == [] for e in events)
+
+
+def test_channels_show_each_field_as_langgraph_names_its_channel() -> None:
+    class Wide(ExtTypedDict, total=False):
+        tags: Required[Annotated[dict[str, int], operator.or_]]
+        label: str
+
+    g = StateGraph(Wide)
+    g.add_node("n", lambda s: {"tags": {"b": 2}})
+    g.add_edge(START, "n")
+    app = g.compile()
+    chans = app.channels
+    assert isinstance(chans["tags"], BinaryOperatorAggregate)
+    assert isinstance(chans["label"], LastValue) and chans["label"].typ is str
+    # the reducer inside Required[...] is the field's reducer when the graph runs, too
+    assert app.invoke({"tags": {"a": 1}}) == {"tags": {"a": 1, "b": 2}}
+
+
+def test_json_schema_of_a_typing_extensions_typeddict_keeps_required_optionals() -> None:
+    class In(ExtTypedDict):
+        name: str | None  # a total TypedDict's key: required, though it may be None
+        extra: NotRequired[int]
+
+    g = StateGraph(In)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    described = g.compile().get_input_jsonschema()
+    assert set(described["required"]) == {"name"}
+    assert set(described["properties"]) == {"name", "extra"}

@@ -553,3 +553,26 @@ def test_an_entrypoint_called_inside_another_is_recorded_in_its_run(
     outer.invoke(2, cfg())
     assert outer.invoke(Command(resume="z"), cfg()) == [21, "z"]
     assert ran == [2]  # the inner workflow's task is served on the outer's resume
+
+
+def test_astream_events_of_an_entrypoint_take_its_own_input() -> None:
+    import asyncio as _asyncio
+
+    from oncegraph.func import entrypoint as _entrypoint
+    from oncegraph.func import task as _task
+
+    @_task()
+    async def double(n: int) -> int:
+        return n * 2
+
+    @_entrypoint()
+    async def flow(n: int) -> int:
+        return await double(n) + 1
+
+    async def events() -> list[tuple[str, Any]]:
+        return [(e["event"], e["data"]) async for e in flow.astream_events(3)]
+
+    got = _asyncio.run(events())
+    assert got[0] == ("on_chain_start", {"input": 3})
+    assert got[-1][0] == "on_chain_end"
+    assert ("on_chain_stream", {"chunk": {"double": 6}}) in got

@@ -443,3 +443,26 @@ def test_a_pydantic_state_validates_other_types_into_its_fields_like_pydantic() 
     assert back == out
     with pytest.raises(InvalidUpdateError, match=r"'nested' is declared Nested"):
         g.compile().invoke({"text": "x", "nested": {"wrong": 1}})
+
+
+def test_a_list_given_for_a_tuple_field_becomes_the_tuple_before_and_after_a_restart(
+    tmp_path: Any,
+) -> None:
+    from oncegraph.storage.checkpointer import SqliteCheckpointer
+
+    class Steps(TypedDict):
+        steps: Annotated[list[tuple[int, str]], operator.add]
+        pair: tuple[str, int]
+
+    def build(store: Any) -> Any:
+        g = StateGraph(Steps)
+        g.add_node("n", lambda s: {"steps": [[1, "a"]], "pair": ["x", 2]})
+        g.add_edge(START, "n")
+        return g.compile(checkpointer=store)
+
+    config = {"configurable": {"thread_id": "t"}}
+    first = build(SqliteCheckpointer(tmp_path / "s.db"))
+    out = first.invoke({"steps": [], "pair": ("y", 1)}, config)
+    assert out == {"steps": [(1, "a")], "pair": ("x", 2)}
+    again = build(SqliteCheckpointer(tmp_path / "s.db")).get_state(config).values
+    assert again == out and isinstance(again["pair"], tuple)

@@ -23,11 +23,12 @@ Pregel app runs on the one engine, with its checkpoints and effect ledger.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from oncegraph.errors import EmptyChannelError, InvalidUpdateError
-from oncegraph.state.channels import Channel
+from oncegraph.state.channels import Channel, StateSchema, required_unwrapped
 from oncegraph.state.codec import codec_for
 
 _MISSING: Any = object()
@@ -310,6 +311,38 @@ class DeltaChannel(BaseChannel):
         self.update([w[2] for w in writes])
 
 
+def state_channels(schema: StateSchema) -> dict[str, BaseChannel]:
+    """A ``StateGraph``'s fields as LangGraph's channels (``app.channels``): the channel
+    a field's annotation names, else a field with a reducer is a
+    :class:`BinaryOperatorAggregate` over it and any other a :class:`LastValue`, each of
+    the field's declared type. A view for code that inspects a graph; the run loop uses
+    the state's own channels."""
+    try:
+        hints = typing.get_type_hints(schema.source, include_extras=True)
+    except Exception:  # unresolvable annotations: the fields untyped
+        hints = {}
+    out: dict[str, BaseChannel] = {}
+    meta: tuple[Any, ...]
+    for name, channel in schema.channels.items():
+        hint: Any = required_unwrapped(hints.get(name, Any))
+        base, meta = hint, ()
+        if typing.get_origin(hint) is typing.Annotated:
+            base, *rest = typing.get_args(hint)
+            meta = tuple(rest)
+        base = required_unwrapped(base)
+        named = next((m for m in meta if getattr(m, "names_a_channel", False)), None)
+        made: BaseChannel
+        if named is not None:
+            made = named(base) if isinstance(named, type) else named
+        elif channel.reducer is not None:
+            made = BinaryOperatorAggregate(base, channel.reducer)
+        else:
+            made = LastValue(base)
+        made.key = name
+        out[name] = made
+    return out
+
+
 def topic_add(current: Any, update: Any) -> list[Any]:
     """A topic's reducer: ``update``'s items (a list) or ``update`` added to ``current``."""
     items = update if isinstance(update, list) else [update]
@@ -330,5 +363,6 @@ __all__ = [
     "LastValue",
     "Topic",
     "UntrackedValue",
+    "state_channels",
     "topic_add",
 ]

@@ -98,7 +98,7 @@ def pending_writes(cp_id: str, writes: list[TaskWrite]) -> list[tuple[str, str, 
             update = w.value.get("update") if isinstance(w.value, Mapping) else None
             for key, value in (update or {}).items():
                 out.append((tid, str(key), value))
-        elif w.kind == WriteKind.ERROR:
+        elif w.kind == WriteKind.ERROR and w.idx == 0:  # (1: a node's, for its handler)
             out.append((tid, ERROR, w.value))
         elif w.kind == WriteKind.INTERRUPT:
             out.append((tid, INTERRUPT, w.value))

@@ -91,6 +91,22 @@ class Entrypoint:
     def get_name(self) -> str:
         return self.name
 
+    def astream_events(
+        self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any
+    ) -> AsyncIterator[dict[str, Any]]:
+        """LangChain's event stream of the entrypoint's run, at its level (as the
+        compiled graph's ``astream_events``, over this entrypoint's own ``astream``, so
+        the input is the function's, not a state dict)."""
+        from oncegraph.app_methods import LangGraphMethods
+
+        events: AsyncIterator[dict[str, Any]] = LangGraphMethods.astream_events(
+            self,  # type: ignore[arg-type]
+            input,
+            config,
+            **kw,
+        )
+        return events
+
     # -- run paths ---------------------------------------------------------------------
 
     async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any) -> Any:

@@ -126,6 +126,12 @@ class StateGraph:
         self.branches: dict[str, list[BranchSpec]] = {}
         self.joins: list[JoinSpec] = []
 
+    @property
+    def managed(self) -> Mapping[str, Any]:
+        """The state's managed fields (``remaining_steps: RemainingSteps``), by name: the
+        run fills them in for each step (:mod:`oncegraph.state.managed`)."""
+        return self.schema.managed
+
     def add_node(
         self,
         node: str | Callable[..., Any],
@@ -166,6 +172,10 @@ class StateGraph:
         node's result, and the node's own edges do not fire. oncegraph's own verdicts (an
         effect whose outcome is unknown, a lost lease) are never handed to it.
 
+        ``defer=True``: the node, once an edge pulls it, waits until the run has nothing
+        else left to run (no other node pulled, nothing sent), then runs: a step that
+        gathers what branches of different lengths produced.
+
         ``replay``: what the node is to a replay (:mod:`oncegraph.graph.inputs`):
         ``"repeat"`` (the default) runs it again, its recorded calls served; ``"live"``
         says it makes requests outside its tools and ``effect()`` calls, so an evidence
@@ -177,11 +187,6 @@ class StateGraph:
         CompiledGraph = _app_class()  # the class, as the app names it
 
         timeout, timing = split(str(node) if isinstance(node, str) else "", timeout)
-        if defer:
-            raise GraphValidationError(
-                "add_node(defer=True) is not supported; join the branches with "
-                "add_edge([...], node) instead"
-            )
         if action is None:
             if isinstance(node, str):
                 raise GraphValidationError(f"add_node({node!r}) needs a function to run")
@@ -238,7 +243,7 @@ class StateGraph:
                 replay=replays,
                 cache_policy=policy,
             )
-            self.nodes[name] = dataclasses.replace(spec, timeout_policy=timing) if timing else spec
+            self.nodes[name] = dataclasses.replace(spec, timeout_policy=timing, defer=defer)
             return self
         if is_runnable(action):  # a LangChain Runnable (or a dict of them)
             action = as_node(action)
@@ -273,6 +278,7 @@ class StateGraph:
             cache_policy=policy,
             replay=replays,
             timeout_policy=timing,
+            defer=defer,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)

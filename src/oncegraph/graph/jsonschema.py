@@ -9,11 +9,13 @@ plain annotated class) field by field, optional where it has a default, is annot
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import typing
 from typing import Any, get_args, get_origin
 
 import pydantic
+import typing_extensions  # pydantic's own dependency
 
 from oncegraph.state.channels import StateSchema
 
@@ -24,7 +26,9 @@ def json_schema(schema: StateSchema, name: str) -> dict[str, Any]:
     if schema.kind == "pydantic":
         out: dict[str, Any] = source.model_json_schema()
         return out
-    if schema.kind == "typeddict" and typing.is_typeddict(source):
+    # typing_extensions' check: it knows its own TypedDict too (a distinct class before
+    # Python 3.12), which typing.is_typeddict does not
+    if schema.kind == "typeddict" and typing_extensions.is_typeddict(source):
         try:
             described: dict[str, Any] = pydantic.TypeAdapter(source).json_schema()
             return described
@@ -47,8 +51,27 @@ def json_schema(schema: StateSchema, name: str) -> dict[str, Any]:
 
 def _update_type(hint: Any) -> Any:
     """The type an update of the field has: its annotation without the reducer and
-    without ``Required`` / ``NotRequired``."""
-    return _unwrapped(hint)[0]
+    without ``Required`` / ``NotRequired``, with ``typing.TypedDict`` classes inside it
+    made ``typing_extensions`` ones (pydantic describes only those before Python 3.12)."""
+    return _describable(_unwrapped(hint)[0])
+
+
+def _describable(tp: Any) -> Any:
+    if isinstance(tp, type) and typing.is_typeddict(tp) and sys.version_info < (3, 12):
+        hints = typing.get_type_hints(tp, include_extras=True)
+        fields = {k: _describable(v) for k, v in hints.items()}
+        made: Any = typing_extensions.TypedDict(tp.__name__, fields, total=tp.__total__)  # type: ignore[misc]
+        return made
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (typing.Required, typing.NotRequired) and args:
+        return origin[_describable(args[0])]
+    if origin is typing.Annotated:
+        return typing.Annotated[(_describable(args[0]), *tp.__metadata__)]
+    if origin in (list, tuple, set, frozenset, dict) and args:
+        return origin[tuple(_describable(a) for a in args)]
+    if origin in (typing.Union, types.UnionType) and args:
+        return typing.Union[tuple(_describable(a) for a in args)]  # noqa: UP007
+    return tp
 
 
 def _unwrapped(hint: Any) -> tuple[Any, bool | None]:
@@ -73,6 +96,8 @@ def _default(name: str, hint: Any, source: Any) -> Any:
         return ...
     if required is False or name in getattr(source, "__optional_keys__", ()):
         return None
+    if name in getattr(source, "__required_keys__", ()):
+        return ...  # a total TypedDict's key, even one that may hold None
     if dataclasses.is_dataclass(source):
         for f in dataclasses.fields(source):
             if f.name != name:

@@ -94,6 +94,8 @@ class NodeSpec:
     # the ledger: refused by a replay that must not touch the world; graph/inputs.py)
     replay: str = "repeat"
     cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
+    # add_node(defer=True): runs only when the run has nothing else left to run
+    defer: bool = False
 
     def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
         """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
@@ -173,6 +175,11 @@ class GraphSpec:
     io: Any = None
 
     @property
+    def deferred(self) -> frozenset[str]:
+        """The nodes added with ``defer=True``."""
+        return frozenset(n for n, node in self.nodes.items() if node.defer)
+
+    @property
     def async_routers(self) -> bool:
         return any(b.is_async for bs in self.branches.values() for b in bs)
 
@@ -189,6 +196,8 @@ class GraphSpec:
         state fields, each subgraph node's own fingerprint and what each node's callable
         says about itself (:func:`node_identity`)."""
         parts = ["nodes:" + ",".join(self.nodes)]
+        if self.deferred:
+            parts.append("deferred:" + ",".join(sorted(self.deferred)))
         for src in sorted(self.edges):
             parts.append(f"edge:{src}->{','.join(sorted(self.edges[src]))}")
         for join in self.joins:

@@ -95,6 +95,12 @@ def _declared(spec: GraphSpec) -> list[Edge]:
         labels = node.destination_labels or (None,) * len(node.destinations)
         for dst, label in zip(node.destinations, labels, strict=True):
             edges.add(Edge(name, dst, label if label != dst else None, True))
+    if spec.deferred:  # a node with no way out ends the run's other work: a deferred
+        # node may run after it (drawn dotted, as LangGraph draws it)
+        sources = {e.source for e in edges} | {s for s, ts in spec.edges.items() if ts}
+        for name in spec.nodes:
+            if name not in sources and name not in spec.deferred:
+                edges.update(Edge(name, d, None, True) for d in spec.deferred)
     return sorted(edges, key=lambda e: (e.source, e.target, e.conditional, e.data or ""))
 
 

@@ -7,6 +7,11 @@ are recorded in its checkpoint before they run (guarantee 1), their payloads enc
 target node's schema, so a resumed run hands each task the same payload, of the same
 types; each task has its own identity (``node:i``, the i-th send of the step), so its
 effects get their own command ids.
+
+``Send(node, payload, timeout=...)`` gives that one task its own timeout instead of the
+node's: a number of seconds (or a ``timedelta``) caps the attempt, a ``TimeoutPolicy``
+sets its run and idle timeouts (an async node's). It is stored with the payload, so a
+resumed run gives the task the same timeout.
 """
 
 from __future__ import annotations
@@ -15,16 +20,22 @@ from typing import Any
 
 
 class Send:
-    """Run ``node`` in the next step with ``arg`` as its input."""
+    """Run ``node`` in the next step with ``arg`` as its input; ``timeout`` (seconds, a
+    ``timedelta`` or a ``TimeoutPolicy``) overrides the node's for this task."""
 
-    __slots__ = ("arg", "node")
+    __slots__ = ("arg", "node", "timeout")
 
-    def __init__(self, /, node: str, arg: Any) -> None:
+    def __init__(self, /, node: str, arg: Any, *, timeout: Any = None) -> None:
         self.node = node
         self.arg = arg
+        self.timeout = timeout
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Send) and (self.node, self.arg) == (other.node, other.arg)
+        return isinstance(other, Send) and (self.node, self.arg, self.timeout) == (
+            other.node,
+            other.arg,
+            other.timeout,
+        )
 
     def __hash__(self) -> int:
         try:
@@ -33,7 +44,9 @@ class Send:
             return hash(self.node)
 
     def __repr__(self) -> str:
-        return f"Send(node={self.node!r}, arg={self.arg!r})"
+        if self.timeout is None:
+            return f"Send(node={self.node!r}, arg={self.arg!r})"
+        return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
 
 __all__ = ["Send"]

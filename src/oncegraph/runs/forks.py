@@ -42,7 +42,7 @@ COPY = "__copy__"
 
 # What a checkpoint's metadata says about the step after it (sends' payloads, waiting
 # edges' progress): kept by a fork that runs the same next nodes.
-_NEXT_STEP_KEYS = ("sends", "joins")
+_NEXT_STEP_KEYS = ("sends", "joins", "deferred")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +114,7 @@ async def fork(
     stored, nxt = dict(cp.values), cp.next
     diff: list[StateChange] = []
     sends: list[Any] = []
+    waiting: tuple[str, ...] = ()  # deferred nodes still waiting (add_node(defer=True))
     if as_node is not None and not results:
         results = (TaskResult(as_node, spec.schema.to_update(as_node, dict(patch or {}))),)
     if patch or results:
@@ -138,10 +139,13 @@ async def fork(
         if results:
             # the async routers of the nodes written as, awaited first (runtime.routers)
             picked = await routed(spec, writes.values, results, None)
-            joins = cp.metadata.get("joins")
-            routes = route(spec, writes.values, results, joins=joins, routed=picked)
+            joins, deferred = cp.metadata.get("joins"), cp.metadata.get("deferred")
+            routes = route(
+                spec, writes.values, results, joins=joins, routed=picked, deferred=deferred
+            )
             nxt = (*routes.pulled, *(send.node for send in routes.sends))
             sends = [encode_send(spec, send) for send in routes.sends]
+            waiting = routes.deferred
     metadata: dict[str, Any] = {
         "source": source,
         "forked_from": {
@@ -154,6 +158,8 @@ async def fork(
         metadata["writes"] = [r.node for r in results]
         if sends:
             metadata["sends"] = sends
+        if waiting:
+            metadata["deferred"] = list(waiting)
     else:  # the same next step: what it needs to know comes along
         metadata.update({k: cp.metadata[k] for k in _NEXT_STEP_KEYS if k in cp.metadata})
     if thread is None:

@@ -33,6 +33,7 @@ from oncegraph.runtime.engine import decode_result, is_breakpoint
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.sends import decode_send
 from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
+from oncegraph.runtime.updates import written
 from oncegraph.state.channels import public
 from oncegraph.storage.records import TaskWrite, WriteKind
 
@@ -140,13 +141,15 @@ def shape(
             asked[w.task] = Interrupt.of(cp_id or "", w.task, w.idx, w.value)
     finished = {w.task: w for w in writes if w.kind == WriteKind.WRITES}
     errors = {
-        w.task: w.value for w in writes if w.kind == WriteKind.ERROR and w.task not in finished
+        w.task: w.value
+        for w in writes
+        if w.kind == WriteKind.ERROR and w.idx == 0 and w.task not in finished
     }
     tasks = []
     for key, node, path in task_keys(spec, snap):
         result = None
         if key in finished:
-            result = dict(decode_result(spec, key, node, finished[key].value).update)
+            result = written(decode_result(spec, key, node, finished[key].value))
         tasks.append(
             PregelTask(
                 id=task_id(cp_id or "", key),

@@ -11,10 +11,11 @@ so the next answer is known after any crash.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oncegraph.errors import GraphInterrupt
 from oncegraph.runtime.decisions import Interrupt
+from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import BREAKPOINT, Head, StepPlan, with_finished
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.moves import next_answer, open_interrupts
@@ -22,39 +23,11 @@ from oncegraph.runtime.stepevents import emit_interrupts, emit_update, finished_
 from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
-if TYPE_CHECKING:
-    from oncegraph.graph.spec import GraphSpec
-    from oncegraph.runtime.context import TaskContext
-    from oncegraph.runtime.replay import ReplayPolicy
-    from oncegraph.runtime.streaming import Emit
-    from oncegraph.storage.protocols import Checkpointer
 
-
-class Asking:
+class Asking(DriverParts):
     """How the driver pauses a step that asked, and hands a subgraph its answers."""
 
-    if TYPE_CHECKING:  # what it uses of the driver (its fields are the Driver's)
-        spec: GraphSpec
-        store: Checkpointer
-        emit: Emit
-        replay: ReplayPolicy | None
-        interrupts: list[Any]
-        parent: TaskContext | None
-        answer_base: int
-        stopped: bool
-        shown: dict[str, Any] | None
-        _consumed: int
-        _streamed: set[str]
-
-        @property
-        def fence(self) -> int | None: ...
-
-        async def set_status(
-            self, run: RunRecord, status: RunStatus, error: str | None
-        ) -> None: ...
-
-    else:
-        __slots__ = ()  # the Driver keeps its fields in slots; a mixin adds none
+    __slots__ = ()
 
     async def _interrupt(
         self, decision: Interrupt, head: Head, run: RunRecord, plan: StepPlan

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from oncegraph._retrying import attempts
 from oncegraph.errors import OnceGraphError, StaleStateError, StorageError, ThreadMovedOnError
 from oncegraph.runtime.decisions import Commit
+from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import Head, TaskResult, encode_result
 from oncegraph.runtime.failures import moved_on_error
 from oncegraph.runtime.moves import intent_planners, may_plan_intents
@@ -32,50 +33,17 @@ from oncegraph.storage.records import (
 )
 
 if TYPE_CHECKING:
-    from oncegraph.graph.spec import GraphSpec
-    from oncegraph.runtime.config import RunConfig
     from oncegraph.runtime.context import TaskContext
-    from oncegraph.runtime.heads import Heads
-    from oncegraph.runtime.replay import ReplayPolicy
-    from oncegraph.runtime.streaming import Emit
-    from oncegraph.storage.protocols import Checkpointer
 
 log = logging.getLogger("oncegraph.driver")
 
 COMMIT_RETRY_DELAYS = (0.05, 0.2, 0.8)
 
 
-class CommitPath:
+class CommitPath(DriverParts):
     """How the driver writes a step: its commit, and a finished sibling's writes."""
 
-    if TYPE_CHECKING:  # what it uses of the driver (its fields are the Driver's)
-        spec: GraphSpec
-        store: Checkpointer
-        heads: Heads
-        config: RunConfig
-        emit: Emit
-        replay: ReplayPolicy | None
-        fresh: str | None
-        scope: str
-        parent: TaskContext | None
-        root_thread: str
-        steps: int
-        _planned: dict[str, EffectRecord]
-        _planned_written: bool
-        _streamed: set[str]
-
-        @property
-        def fence(self) -> int | None: ...
-
-        @property
-        def _where(self) -> tuple[str | None, tuple[str, ...]]: ...
-
-        async def set_status(
-            self, run: RunRecord, status: RunStatus, error: str | None
-        ) -> None: ...
-
-    else:
-        __slots__ = ()  # the Driver keeps its fields in slots; a mixin adds none
+    __slots__ = ()
 
     async def _commit_step(
         self, decision: Commit, head: Head, run: RunRecord, staged: list[Any]

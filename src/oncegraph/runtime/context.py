@@ -78,6 +78,12 @@ class TaskContext:
     # Inside a subgraph: the thread its checkpoints live on ("" = thread_id, which is
     # always the caller's thread, so effects are listed under the conversation).
     graph_thread: str = ""
+    # the steps the run may still take in this call, this one included (the state's
+    # managed fields, RemainingSteps: oncegraph.state.managed); None: not counted
+    remaining_steps: int | None = None
+    # the node's own error, kept when its error handler failed (runtime/tasks.py): a
+    # resumed step runs the handler again with it, not the node
+    node_failure: Mapping[str, Any] | None = None
     # The clock readings, random numbers and ids the task drew (oncegraph.ledger.facts).
     facts: FactLog | None = None
     cache: Any = None  # compile(cache=...): the node cache its @task calls may use

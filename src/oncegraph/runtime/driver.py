@@ -165,44 +165,17 @@ class Driver(Asking, CommitPath):
 
     async def commit_input(self, head: Head, run: RunRecord, *, new: bool) -> Head:
         """The run's input checkpoint (step -1): the first tasks, before any runs."""
-        update = self.spec.schema.decode_update(run.input)
-        nxt, entries, _ = advance(
-            self.spec,
-            head,
-            run.run_id,
-            [TaskResult(START, update)],
-            step=-1,
-            source="input",
-            config=self._router_config(run),
-            routed=await routed_input(self, head, update, run),
-        )
-        status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
-        await self._commit(
-            StepCommit(
-                thread_id=run.thread_id,
-                expected_version=head.version,
-                checkpoint=nxt.checkpoint,
-                log=entries,
-                new_run=run if new else None,
-                run_status=status,
-                fence=self.fence,
-            ),
-            nxt,
-        )
         # LangGraph counts a graph's input step against recursion_limit (its START node
         # runs a step); a Pregel app's input writes its channels with no step of its own
-        self.steps = 1 if self.spec.triggers is None else 0
-        emit_step(
-            self.emit,
-            self.spec,
-            self._where,
-            nxt,
-            head.checkpoint,
-            (),
-            before=head.values,
-            wrote=bool(update),
+        return await self._input_step(
+            head,
+            run,
+            self.spec.schema.decode_update(run.input),
+            step=-1,
+            steps=1 if self.spec.triggers is None else 0,
+            new_run=run if new else None,
+            with_status=True,
         )
-        return nxt
 
     async def start_nested(
         self, head: Head, run: RunRecord, update: Mapping[str, Any], *, call: str | None = None
@@ -210,28 +183,57 @@ class Driver(Asking, CommitPath):
         """A subgraph's input checkpoint on its own thread (no run record, no status).
         ``call``: the parent task's call of a stateful subgraph, kept in the metadata of
         every checkpoint of the call (so a resumed call knows its own head)."""
+        return await self._input_step(
+            head,
+            run,
+            update,
+            step=head.checkpoint.step + 1 if head.checkpoint.checkpoint_id else -1,
+            steps=1,
+            meta={"call": call} if call is not None else None,
+        )
+
+    async def _input_step(
+        self,
+        head: Head,
+        run: RunRecord,
+        update: Mapping[str, Any],
+        *,
+        step: int,
+        steps: int,
+        meta: Mapping[str, Any] | None = None,
+        new_run: RunRecord | None = None,
+        with_status: bool = False,
+    ) -> Head:
+        """An input checkpoint: ``update`` written by START, committed before any task
+        runs; ``with_status``: the run's status rides the commit (running, or completed
+        when nothing is left to run)."""
         nxt, entries, _ = advance(
             self.spec,
             head,
             run.run_id,
             [TaskResult(START, update)],
-            step=head.checkpoint.step + 1 if head.checkpoint.checkpoint_id else -1,
+            step=step,
             source="input",
             config=self._router_config(run),
-            meta={"call": call} if call is not None else None,
+            meta=meta,
             routed=await routed_input(self, head, update, run),
         )
+        status = None
+        if with_status:
+            status = RunStatus.COMPLETED if not nxt.checkpoint.next else RunStatus.RUNNING
         await self._commit(
             StepCommit(
                 thread_id=run.thread_id,
                 expected_version=head.version,
                 checkpoint=nxt.checkpoint,
                 log=entries,
+                new_run=new_run,
+                run_status=status,
                 fence=self.fence,
             ),
             nxt,
         )
-        self.steps = 1
+        self.steps = steps
         emit_step(
             self.emit,
             self.spec,
@@ -308,7 +310,7 @@ class Driver(Asking, CommitPath):
         save = None if plan.alone else self._save_task
         debug = wants(self.emit, "debug")
         if debug:
-            emit_tasks(self.emit, head, plan)
+            emit_tasks(self.emit, head, plan, self.spec)
         # the graph's step_timeout bounds the root's steps (a subgraph's run inside them)
         limit = self.config.step_timeout if self.parent is None else None
         if len(contexts) == 1 and limit is None:
@@ -386,6 +388,9 @@ class Driver(Asking, CommitPath):
             ns=self.ns,
             graph_thread=run.thread_id if self.root_thread else "",
             cache=self.spec.cache,
+            # this step is counted already (self.steps): it is one of those remaining
+            remaining_steps=self.config.recursion_limit - self.steps + 1,
+            node_failure=plan.failures.get(task.key),
         )
 
     @property

@@ -42,7 +42,7 @@ from types import MappingProxyType
 from typing import Any
 
 from oncegraph._slots import slot_init
-from oncegraph.errors import corrupt
+from oncegraph.errors import CorruptRecordError, corrupt
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
@@ -51,6 +51,10 @@ from oncegraph.runtime.routes import RouterFailed, Routes, next_nodes, route
 from oncegraph.runtime.sends import decode_send, encode_send
 from oncegraph.state.channels import StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, TaskWrite, WriteKind
+
+#: The index of a task's ERROR write that keeps its node's own failure for the node's
+#: error handler (index 0 is the step's failure, shown on the task in the state's views).
+NODE_FAILURE = 1
 
 #: The task key of a paused breakpoint (``interrupt_before`` / ``interrupt_after``).
 BREAKPOINT = "__breakpoint__"
@@ -89,11 +93,13 @@ class TaskResult:
 class Task:
     """One task of a step. ``key`` is its identity in the step: the node's name for a
     task its edges pulled, ``node:i`` for the i-th ``Send`` of the step; ``arg`` is a
-    Send's payload (decoded), the task's input instead of the state."""
+    Send's payload (decoded), the task's input instead of the state; ``timeout`` a
+    Send's own ``TimeoutPolicy``, which stands for the node's."""
 
     key: str
     node: str
     arg: Any = _NO_ARG
+    timeout: Any = None
 
     @property
     def is_send(self) -> bool:
@@ -143,7 +149,7 @@ def tasks_of(spec: GraphSpec, cp: CheckpointRecord) -> tuple[Task, ...]:
     tasks = [Task(n, n) for n in pulled]
     for i, stored in enumerate(sends):
         send = decode_send(spec, stored)
-        tasks.append(Task(f"{send.node}:{i}", send.node, send.arg))
+        tasks.append(Task(f"{send.node}:{i}", send.node, send.arg, send.timeout))
     return tuple(tasks)
 
 
@@ -196,6 +202,7 @@ def advance(
         joins=head.checkpoint.metadata.get("joins"),
         config=config,
         routed=routed,
+        deferred=head.checkpoint.metadata.get("deferred"),
     )
     counts = dict(head.checkpoint.logs)
     entries: list[LogEntry] = []
@@ -211,6 +218,8 @@ def advance(
         nxt = (*nxt, *(s.node for s in routes.sends))
     if routes.joins:
         metadata["joins"] = dict(routes.joins)
+    if routes.deferred:
+        metadata["deferred"] = list(routes.deferred)
     if meta:
         metadata.update(meta)
     checkpoint = CheckpointRecord(
@@ -276,6 +285,9 @@ class StepPlan:
     tasks: tuple[Task, ...] = ()
     answered: int = 0
     questions: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # asked, by index
+    # by task key: the node's own error, kept when its error handler failed (the resumed
+    # step runs the handler again, not the node)
+    failures: Mapping[str, Any] = field(default_factory=dict)
 
 
 def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, Any]) -> TaskResult:
@@ -305,6 +317,13 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+def _corrupt_head(cp: CheckpointRecord, why: str) -> CorruptRecordError:
+    """The error of a head checkpoint the graph cannot run from."""
+    return corrupt(
+        "oncegraph_checkpoints", cp.checkpoint_id, why, thread_id=cp.thread_id, run_id=cp.run_id
+    )
+
+
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
@@ -312,21 +331,11 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     try:
         tasks = tasks_of(spec, cp)
     except (ValueError, TypeError, KeyError) as exc:
-        raise corrupt(
-            "oncegraph_checkpoints",
-            cp.checkpoint_id,
-            f"its sends do not fit the graph ({exc})",
-            thread_id=cp.thread_id,
-            run_id=cp.run_id,
-        ) from exc
+        raise _corrupt_head(cp, f"its sends do not fit the graph ({exc})") from exc
     unknown = [t.node for t in tasks if t.node not in spec.nodes]
     if unknown:
-        raise corrupt(
-            "oncegraph_checkpoints",
-            cp.checkpoint_id,
-            f"it names node(s) {unknown} to run next, which this graph does not have",
-            thread_id=cp.thread_id,
-            run_id=cp.run_id,
+        raise _corrupt_head(
+            cp, f"it names node(s) {unknown} to run next, which this graph does not have"
         )
     if not task_writes:  # the common case: nothing ran, answered or asked here yet
         return StepPlan(
@@ -360,9 +369,12 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
             resumes.setdefault(w.task, []).append(w.value)
             answered += 1
     asked: dict[str, dict[int, Any]] = {}
+    failures: dict[str, Any] = {}
     for w in task_writes:
         if w.kind == WriteKind.INTERRUPT:
             asked.setdefault(w.task, {})[w.idx] = w.value
+        elif w.kind == WriteKind.ERROR and w.idx == NODE_FAILURE and isinstance(w.value, dict):
+            failures[w.task] = w.value
     return StepPlan(
         todo=tuple(t for t in tasks if t.key not in done),
         done=done,
@@ -372,6 +384,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         tasks=tasks,
         answered=answered,
         questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},
+        failures=failures,
     )
 
 

@@ -165,11 +165,5 @@ def coerce_context(schema: Any, context: Any) -> Any:
     return context
 
 
-__all__ = [
-    "DEFAULT_RUNTIME",
-    "ExecutionInfo",
-    "RunControl",
-    "Runtime",
-    "ServerInfo",
-    "get_runtime",
-]
+# RunControl and ServerInfo (the types of two fields) are exported by oncegraph.runtime
+__all__ = ["DEFAULT_RUNTIME", "ExecutionInfo", "Runtime", "get_runtime"]

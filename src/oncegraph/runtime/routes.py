@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from oncegraph._slots import slot_init
 from oncegraph.errors import ConfigError, GraphValidationError
@@ -21,8 +21,22 @@ from oncegraph.graph.constants import END
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 
-if TYPE_CHECKING:
-    from oncegraph.runtime.engine import TaskResult
+
+class Finished(Protocol):
+    """What routing reads of a finished task (an engine ``TaskResult``): its node, its
+    updates and where it said to go."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def update(self) -> Mapping[str, Any]: ...
+
+    @property
+    def goto(self) -> tuple[str | Send, ...]: ...
+
+    @property
+    def more(self) -> tuple[Mapping[str, Any], ...]: ...
 
 
 def _targets(
@@ -79,24 +93,34 @@ class RouterFailed:
 @dataclass(frozen=True, slots=True)
 class Routes:
     """Where a step goes: the nodes its edges pull (declaration order), the sends (in
-    order), and what each waiting edge has seen since it last fired."""
+    order), what each waiting edge has seen since it last fired, and the deferred nodes
+    (``add_node(defer=True)``) pulled so far that wait for the run to have nothing else
+    to do."""
 
     pulled: tuple[str, ...]
     sends: tuple[Send, ...] = ()
     joins: Mapping[str, list[str]] = field(default_factory=dict)
+    deferred: tuple[str, ...] = ()
 
 
 def route(
     spec: GraphSpec,
     values: Mapping[str, Any],
-    finished: Sequence[TaskResult],
+    finished: Sequence[Finished],
     *,
     joins: Mapping[str, Sequence[str]] | None = None,
     config: Mapping[str, Any] | None = None,
     routed: Mapping[tuple[str, int], Any] | None = None,
+    deferred: Sequence[str] | None = None,
 ) -> Routes:
     """The next step's tasks after ``finished`` ran and ``values`` is the new state.
-    ``routed``: what the async routers picked, by ``(node, branch index)``."""
+    ``routed``: what the async routers picked, by ``(node, branch index)``;
+    ``deferred``: the deferred nodes pulled before, still waiting.
+
+    A deferred node (``add_node(defer=True)``) pulled by a step waits (kept in
+    :attr:`Routes.deferred`) until a step pulls nothing else and sends nothing: then
+    the waiting deferred nodes are the next step, as LangGraph runs them when the run
+    is about to end."""
     found: set[str] = set()
     sends: list[Send] = []
     for task in finished:
@@ -130,18 +154,26 @@ def route(
             elif got:
                 seen[join.key] = [s for s in join.sources if s in got]
     found.discard(END)
+    waiting: tuple[str, ...] = ()
+    if spec.deferred or deferred:
+        held = set(deferred or ()) | (found & spec.deferred)
+        found -= held
+        if found or sends:
+            waiting = tuple(n for n in spec.nodes if n in held)
+        else:  # nothing else to run: the deferred nodes run now
+            found = held
     if len(found) < 2:  # nothing to order (spec.order builds its dict on every read)
-        return Routes(tuple(found), tuple(sends), seen)
+        return Routes(tuple(found), tuple(sends), seen, waiting)
     order = spec.order
-    return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen)
+    return Routes(tuple(sorted(found, key=order.__getitem__)), tuple(sends), seen, waiting)
 
 
 def next_nodes(
-    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[TaskResult]
+    spec: GraphSpec, values: Mapping[str, Any], finished: Sequence[Finished]
 ) -> tuple[str, ...]:
     """Nodes (pulled by edges) to run after ``finished``, in declaration order, END
     dropped; sends and waiting edges are in :func:`route`."""
     return route(spec, values, finished).pulled
 
 
-__all__ = ["RouterFailed", "Routes", "next_nodes", "route"]
+__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route"]

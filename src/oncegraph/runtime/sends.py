@@ -8,6 +8,7 @@ from typing import Any
 from oncegraph._json import dumps_state, loads
 from oncegraph.errors import GraphValidationError, InvalidUpdateError
 from oncegraph.graph.spec import GraphSpec
+from oncegraph.graph.timeouts import TimeoutPolicy
 from oncegraph.hitl.send import Send
 from oncegraph.state.channels import StateSchema
 
@@ -16,14 +17,64 @@ def _send_schema(spec: GraphSpec, node: str) -> StateSchema:
     return spec.nodes[node].input_schema or spec.schema
 
 
+def send_policy(send: Send) -> TimeoutPolicy | None:
+    """A send's ``timeout`` as a policy (a number or ``timedelta``: its run timeout)."""
+    try:
+        return TimeoutPolicy.coerce(send.timeout)
+    except Exception as exc:
+        raise GraphValidationError(f"Send({send.node!r}, ..., timeout=...): {exc}") from exc
+
+
+def _timeout(spec: GraphSpec, send: Send) -> dict[str, Any] | None:
+    """A send's timeout as stored (None: it has none, the node's own applies)."""
+    policy = send_policy(send)
+    if policy is None:
+        return None
+    node = spec.nodes[send.node]
+    if node.subgraph is not None:
+        raise GraphValidationError(
+            f"Send({send.node!r}, ..., timeout=...): {send.node!r} is a subgraph, whose "
+            "steps keep their own nodes' timeouts; give those nodes a timeout instead"
+        )
+    if policy.idle_seconds is not None and not node.is_async:
+        raise GraphValidationError(
+            f"Send({send.node!r}, ..., timeout={send.timeout!r}): an idle timeout needs an "
+            "async node (it cancels the attempt); give a number of seconds instead"
+        )
+    return {
+        "run": policy.run_seconds,
+        "idle": policy.idle_seconds,
+        "refresh_on": policy.refresh_on,
+    }
+
+
+def _policy(stored: Any) -> TimeoutPolicy | None:
+    if not isinstance(stored, Mapping):
+        return None
+    return TimeoutPolicy(
+        run_timeout=stored.get("run"),
+        idle_timeout=stored.get("idle"),
+        refresh_on=stored.get("refresh_on", "auto"),
+    )
+
+
 def encode_send(spec: GraphSpec, send: Send) -> dict[str, Any]:
     """``send`` as stored in a checkpoint: its payload encoded by the target node's input
     schema when it is state-shaped (a dict of the schema's fields, or an instance of the
-    schema's class), else as JSON that comes back as itself (or a clear error)."""
+    schema's class), else as JSON that comes back as itself (or a clear error); its
+    timeout, when it has one, under ``"timeout"``."""
     if send.node not in spec.nodes:
         raise GraphValidationError(
             f"Send({send.node!r}, ...) names no node of the graph; nodes: {sorted(spec.nodes)}"
         )
+    stored = _payload(spec, send)
+    timeout = _timeout(spec, send)
+    if timeout is not None:
+        stored["timeout"] = timeout
+    return stored
+
+
+def _payload(spec: GraphSpec, send: Send) -> dict[str, Any]:
     schema = _send_schema(spec, send.node)
     arg = send.arg
     try:
@@ -56,7 +107,7 @@ def decode_send(spec: GraphSpec, stored: Mapping[str, Any]) -> Send:
         arg = schema.decode_update(arg or {})
         if kind == "instance":
             arg = schema.source(**arg)
-    return Send(node, arg)
+    return Send(node, arg, timeout=_policy(stored.get("timeout")))
 
 
-__all__ = ["decode_send", "encode_send"]
+__all__ = ["decode_send", "encode_send", "send_policy"]

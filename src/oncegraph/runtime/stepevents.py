@@ -17,7 +17,7 @@ from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.streaming import Emit, debug_event, wants
-from oncegraph.runtime.updates import shown
+from oncegraph.runtime.updates import shown, written
 from oncegraph.state.channels import StateSchema, public
 from oncegraph.storage.records import CheckpointRecord
 
@@ -30,7 +30,7 @@ def task_id(checkpoint_id: str, key: str) -> str:
 INPUT_SUFFIX = ".input"
 """The id suffix of the checkpoint LangGraph shows before a run's input is applied."""
 
-_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "call", "forked_from"})
+_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "deferred", "call", "forked_from"})
 """Checkpoint metadata the run keeps for itself (what the next step needs, lineage the
 run records hold): not part of LangGraph's metadata."""
 
@@ -69,7 +69,7 @@ def emit_update(
             chunk["__metadata__"] = {"cached": True}
         emit("updates", chunk)
     if at is not None and wants(emit, "debug"):
-        emit("debug", _result_event(at, result.key, result.node, dict(result.update)))
+        emit("debug", _result_event(at, result.key, result.node, written(result)))
 
 
 def emit_interrupts(
@@ -202,7 +202,17 @@ def _subgraph_config(
     }
 
 
-def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
+def _triggers(spec: GraphSpec | None, node: str, pushed: bool) -> tuple[str, ...]:
+    """A task's triggers as LangGraph names them; a deferred node (``defer=True``) that a
+    waiting edge leads to is started by its edges and that join at once, at the run's
+    end, so both are named."""
+    named = triggers(node, pushed)
+    if spec is None or pushed or node not in spec.deferred:
+        return named
+    return (*named, *(f"join:{j.key}" for j in spec.joins if j.target == node))
+
+
+def emit_tasks(emit: Emit, head: Head, plan: StepPlan, spec: GraphSpec | None = None) -> None:
     """The ``debug`` stream's ``task`` events of the tasks a step is about to run."""
     cp = head.checkpoint
     for t in plan.todo:
@@ -215,7 +225,7 @@ def emit_tasks(emit: Emit, head: Head, plan: StepPlan) -> None:
                     "id": task_id(cp.checkpoint_id, t.key),
                     "name": t.node,
                     "input": t.arg if t.is_send else dict(head.values),
-                    "triggers": triggers(t.node, t.is_send),
+                    "triggers": _triggers(spec, t.node, t.is_send),
                 },
             ),
         )

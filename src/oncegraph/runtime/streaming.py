@@ -10,14 +10,19 @@ A subgraph's driver emits through :func:`namespaced`: each payload reaches the p
 emit wrapped in :class:`FromSubgraph` with the namespace it came from (one element per
 level, ``"<task>:<step>"``), so ``stream(..., subgraphs=True)`` can yield
 ``(namespace, chunk)`` like LangGraph.
+
+A stream's consumer reads what a running run puts in a queue through :func:`drained`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from oncegraph._cancel import cancel_and_wait
 
 Emit = Callable[[str, Any], None]
 
@@ -96,11 +101,30 @@ def debug_event(step: int, kind: str, payload: dict[str, Any]) -> dict[str, Any]
     }
 
 
+async def drained(queue: asyncio.Queue[Any], run: asyncio.Future[Any]) -> AsyncGenerator[Any]:
+    """Yield what ``queue`` gets until ``run`` ends, then raise its error if it failed;
+    a consumer that stops early cancels ``run`` (and waits for it). Use it under
+    ``contextlib.aclosing`` so that happens as the consumer stops."""
+    done = object()
+    run.add_done_callback(lambda _: queue.put_nowait(done))
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                run.result()
+                return
+            yield item
+    finally:
+        if not run.done():
+            await cancel_and_wait(run)
+
+
 __all__ = [
     "Emit",
     "FromSubgraph",
     "Keeping",
     "debug_event",
+    "drained",
     "keeping",
     "modes_of",
     "namespaced",

@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from oncegraph._cancel import cancel_and_wait
+from oncegraph._blocking import walk_blocking
 from oncegraph.errors import ConfigError, InvalidUpdateError
 from oncegraph.graph.io import input_update, output_values
 from oncegraph.graph.spec import GraphSpec
@@ -58,7 +59,7 @@ from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.driver import Driver
 from oncegraph.runtime.engine import Head, Task
 from oncegraph.runtime.heads import Heads
-from oncegraph.runtime.streaming import Emit, namespaced, tee
+from oncegraph.runtime.streaming import Emit, drained, namespaced, tee
 from oncegraph.runtime.substate import back_to_replay_point
 from oncegraph.storage.records import RunRecord, RunStatus
 
@@ -212,7 +213,6 @@ async def stream_nested(
     in order, and the end of the stream comes after the last of them."""
     consumer = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    done = object()
 
     def put(item: Any) -> None:  # called on the run's loop, where the child runs
         if consumer is ctx.loop:
@@ -225,40 +225,18 @@ async def stream_nested(
         future: asyncio.Future[Any] = asyncio.ensure_future(coro)
     else:
         future = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, ctx.loop))
-    future.add_done_callback(lambda _: queue.put_nowait(done))
-    try:
-        while True:
-            item = await queue.get()
-            if item is done:
-                future.result()
-                return
+    async with aclosing(drained(queue, future)) as items:
+        async for item in items:
             yield item
-    finally:
-        if not future.done():
-            await cancel_and_wait(future)
 
 
 def stream_inside(ctx: TaskContext, agen: AsyncIterator[T]) -> Iterator[T]:
     """``child.stream(...)`` called by a sync node: iterate ``agen`` (its
     :func:`stream_nested`) on the run's loop."""
     refuse_on_task_loop(ctx, "stream")
-
-    async def step() -> tuple[bool, Any]:
-        try:
-            return True, await agen.__anext__()
-        except StopAsyncIteration:
-            return False, None
-
-    try:
-        while True:
-            more, item = asyncio.run_coroutine_threadsafe(step(), ctx.loop).result()
-            if not more:
-                return
-            yield item
-    finally:
-        aclose = getattr(agen, "aclose", None)
-        if aclose is not None:
-            asyncio.run_coroutine_threadsafe(aclose(), ctx.loop).result()
+    yield from walk_blocking(
+        agen, lambda coro: asyncio.run_coroutine_threadsafe(coro, ctx.loop).result()
+    )
 
 
 def refuse_in_replay(ctx: TaskContext | None, name: str) -> None:

@@ -35,7 +35,7 @@ STARTS = "subgraph_starts"
 """The key of a time travel run's stored config naming, per subgraph thread, the
 checkpoint its first call starts from (``oncegraph.runs.subtravel.STARTS``)."""
 
-_NEXT_STEP_KEYS = ("sends", "joins")  # what a checkpoint says about the step after it
+_NEXT_STEP_KEYS = ("sends", "joins", "deferred")  # what a checkpoint says about the step after it
 
 
 async def replay_point(ctx: TaskContext) -> tuple[str, dict[str, str]] | None:

@@ -54,13 +54,14 @@ from oncegraph.ids import derived_message_id
 from oncegraph.runtime import executor, nodecache
 from oncegraph.runtime.config import NODE_FINISHED
 from oncegraph.runtime.context import TaskContext, reset_task, set_task
-from oncegraph.runtime.engine import Head, Task, TaskOutcome, TaskResult
+from oncegraph.runtime.engine import NODE_FAILURE, Head, Task, TaskOutcome, TaskResult
 from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
 from oncegraph.runtime.stepevents import task_id
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.updates import result_of
 from oncegraph.state import lcmessages as lc
+from oncegraph.storage.records import TaskWrite, WriteKind
 
 Save = Callable[[TaskContext, TaskResult], Awaitable[None]]
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
@@ -253,6 +254,12 @@ async def _outcome(
 
     if node.subgraph is None:  # a subgraph's own tasks draw, each under its own scope
         await prepare(ctx)  # a task that may have run before: its recorded facts, read once
+    kept = ctx.node_failure
+    if kept is not None and node.error_handler is not None:
+        # the node failed before and its handler then failed: the handler runs again
+        # with the node's error as kept, and the node does not run again
+        failed = RecordedNodeError(str(kept.get("error", "")))
+        return await _handled(spec, node, ctx, head, save, task, failed, subgraphs)
     attempt = 0
     while True:
         attempt += 1
@@ -296,12 +303,8 @@ async def _outcome(
             if save is not None:
                 await save(ctx, result)
             return TaskOutcome(task.node, result=result, task=key)
-        except GraphInterrupt as gi:
-            return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
-        except _ParkSignal as sig:
-            return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
-        except _CrashSignal as sig:
-            return TaskOutcome(task.node, crash=sig, task=key)
+        except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
+            return _signalled(task, key, sig)
         except Exception as exc:
             if _lost_lease(ctx, exc):  # not the node's failure: this process lost the run
                 await _record_finished(ctx)
@@ -340,16 +343,13 @@ async def _handled(
     ctx.interrupt_raised = None
     try:
         value = await _run(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
-    except GraphInterrupt as gi:
-        return TaskOutcome(task.node, interrupt=(gi.value, gi.index), task=key)
-    except _ParkSignal as sig:
-        return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
-    except _CrashSignal as sig:
-        return TaskOutcome(task.node, crash=sig, task=key)
+    except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
+        return _signalled(task, key, sig)
     except Exception as failed:
         if _lost_lease(ctx, failed):
             await _record_finished(ctx)
             return TaskOutcome(task.node, crash=failed, task=key)
+        await _keep_node_failure(ctx, node.name, exc)
         return TaskOutcome(task.node, error=failed, task=key)
     result = result_of(spec, handler.name, value, task.key)
     result = _with_message_ids(spec, ctx, result)
@@ -358,8 +358,36 @@ async def _handled(
     return TaskOutcome(task.node, result=result, task=key)
 
 
+def _signalled(task: Task, key: str, sig: BaseException) -> TaskOutcome:
+    """The outcome of a task whose node raised an interrupt, a park or a fault."""
+    if isinstance(sig, GraphInterrupt):
+        return TaskOutcome(task.node, interrupt=(sig.value, sig.index), task=key)
+    if isinstance(sig, _ParkSignal):
+        return TaskOutcome(task.node, park=(sig.effect_id, sig.reason), task=key)
+    return TaskOutcome(task.node, crash=sig, task=key)
+
+
 def _failed(node: str, exc: Exception) -> NodeError:
     return NodeError(f"node {node!r} failed: {exc!r}", node=node, error=exc)
+
+
+class RecordedNodeError(Exception):
+    """A node's error as kept when its error handler failed (its type's name and text,
+    ``RuntimeError('boom')``): what a resumed run hands the handler, which runs again
+    without running the node again."""
+
+
+async def _keep_node_failure(ctx: TaskContext, node: str, exc: Exception) -> None:
+    """The node failed and its error handler then failed too: keep the node's error with
+    the step's writes, so the resumed step runs the handler again, not the node."""
+    value = {"node": node, "error": repr(exc)[:2000]}
+    write = TaskWrite(
+        ctx.checkpoint_thread, ctx.checkpoint_id, ctx.task_key, WriteKind.ERROR, NODE_FAILURE, value
+    )
+    try:
+        await ctx.store.put_task_write(write, run_id=ctx.run_id, fence=ctx.fence)
+    except OnceGraphError:  # not kept: the resumed step runs the node again, as before
+        return
 
 
 def _lost_lease(ctx: TaskContext, exc: Exception) -> bool:
@@ -448,6 +476,8 @@ async def _run(
                 "a subgraph runner; make drivers with RunContext.make_driver"
             )
         return await subgraphs(node.subgraph, spec, ctx, head, task)
+    if task.timeout is not None:  # Send(timeout=...): this task's own, not the node's
+        node = _timed_by(node, task.timeout)
     if node.timeout_policy is not None:  # an attempt under run/idle timeouts
         from oncegraph.runtime.watched import watched
 
@@ -455,6 +485,14 @@ async def _run(
             node.timeout_policy, ctx, lambda: _called(spec, node, ctx, head, task, error)
         )
     return await _called(spec, node, ctx, head, task, error)
+
+
+def _timed_by(node: NodeSpec, policy: Any) -> NodeSpec:
+    """``node`` under a ``Send``'s timeout policy: a sync node (or one with only a run
+    timeout) gets it as its plain timeout, an async one the policy itself."""
+    if policy.idle_seconds is None and (not node.is_async or node.timeout_policy is None):
+        return dataclasses.replace(node, timeout=policy.run_seconds, timeout_policy=None)
+    return dataclasses.replace(node, timeout=policy.run_seconds, timeout_policy=policy)
 
 
 async def _called(
@@ -465,7 +503,7 @@ async def _called(
     task: Task,
     error: NodeError | None,
 ) -> Any:
-    state = _input(spec, node, head, task)
+    state = _input(spec, node, head, task, ctx.remaining_steps)
     handler = token_handler(ctx, stream_metadata(ctx))  # None unless tokens are streamed
     ctx.callbacks = () if handler is None else (handler,)
     token = None if handler is None else child_config(node_config(ctx))
@@ -498,15 +536,23 @@ def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict
     return out
 
 
-def _input(spec: GraphSpec, node: NodeSpec, head: Head, task: Task) -> Any:
+def _input(
+    spec: GraphSpec, node: NodeSpec, head: Head, task: Task, remaining: int | None = None
+) -> Any:
     """What the node receives: the state, or a Send's payload (as the node's own input
-    class when it declares a dataclass or pydantic one)."""
+    class when it declares a dataclass or pydantic one). ``remaining``: the steps the
+    run may still take, this one included, for the state's managed fields
+    (``RemainingSteps``, :mod:`oncegraph.state.managed`)."""
     if not task.is_send:
+        values: Mapping[str, Any] = head.values
+        managed = spec.schema.managed
+        if managed and remaining is not None:
+            values = {**values, **{k: m.value(remaining) for k, m in managed.items()}}
         own = node.input_schema
         if own is not None and own.kind == "typeddict" and node.subgraph is None:
             # a node annotated with its own input schema reads that schema's fields
-            return {k: v for k, v in head.values.items() if k in own.channels}
-        return spec.schema.to_node_input(head.values)
+            return {k: v for k, v in values.items() if k in own.channels or k in own.managed}
+        return spec.schema.to_node_input(values)
     arg = task.arg
     schema = node.input_schema
     if schema is not None and schema.kind in ("dataclass", "pydantic") and isinstance(arg, Mapping):

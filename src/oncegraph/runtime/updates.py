@@ -4,6 +4,8 @@ A node returns a dict of updates, a state object, a ``Command``, ``None``, or (a
 LangGraph) a list holding ``Command`` objects and dicts: each item is one update of the
 task, applied in order (a reducer sees each), and their ``goto`` targets are joined.
 A task's several updates are kept as its result's ``update`` (the first) and ``more``.
+A ``Command(update=[(field, value), ...])`` writes each pair in order: one update when
+no field repeats, else one update a pair (so a reducer sees every value).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from oncegraph.state.channels import ROOT
 def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
     """What task ``key`` of ``node`` wrote, from the value its node returned."""
     if isinstance(value, Command):
+        pairs = _pairs(value.update)
+        if pairs is not None:
+            first, *rest = pairs or [{}]
+            return TaskResult(node, first, value.goto_nodes(), key, tuple(rest))
         return TaskResult(node, spec.schema.to_update(node, value.update), value.goto_nodes(), key)
     if _is_list_of_updates(spec, value):
         updates: list[Mapping[str, Any]] = []
@@ -34,6 +40,30 @@ def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
         updates = [u for u in updates if u] or [{}]
         return TaskResult(node, updates[0], tuple(goto), key, tuple(updates[1:]))
     return TaskResult(node, spec.schema.to_update(node, value), (), key)
+
+
+def _pairs(update: Any) -> list[Mapping[str, Any]] | None:
+    """A ``Command``'s update given as ``(field, value)`` pairs, as updates applied in
+    order: one when no field repeats, else one a pair; None when it is not such a list."""
+    if not isinstance(update, (list, tuple)) or not all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in update
+    ):
+        return None
+    if len({k for k, _ in update}) == len(update):
+        return [dict(update)] if update else []
+    return [{k: v} for k, v in update]
+
+
+def written(result: TaskResult) -> dict[str, Any]:
+    """What a task wrote, as LangGraph's task views show it: each field's value, or
+    ``{"$writes": [...]}`` for a field the task wrote more than once."""
+    if not result.more:
+        return dict(result.update)
+    values: dict[str, list[Any]] = {}
+    for update in (result.update, *result.more):
+        for k, v in update.items():
+            values.setdefault(k, []).append(v)
+    return {k: vs[0] if len(vs) == 1 else {"$writes": vs} for k, vs in values.items()}
 
 
 def _is_list_of_updates(spec: GraphSpec, value: Any) -> bool:
@@ -57,4 +87,4 @@ def shown(result: TaskResult, root: bool = False) -> Any:
     return first.get(ROOT) if root else dict(first)
 
 
-__all__ = ["result_of", "shown"]
+__all__ = ["result_of", "shown", "written"]

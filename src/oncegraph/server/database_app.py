@@ -13,7 +13,7 @@ sees no payload here (:class:`~oncegraph.server.encode.Shown` with ``blind``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any, NoReturn
 
 from oncegraph.app import CompiledGraph
@@ -81,30 +81,15 @@ class DatabaseApp(CompiledGraph):
     def get_graph(self, *, xray: bool | int = False) -> GraphView:
         raise needs_app("draw the graph")
 
-    def _for_run(
-        self,
-        config: Mapping[str, Any] | None,
-        interrupt_before: str | Sequence[str] | None = None,
-        interrupt_after: str | Sequence[str] | None = None,
-        context: Any = None,
-        control: Any = None,
-        sync: bool = False,
-    ) -> NoReturn:
+    # Refused whatever they are given: each takes the app's method's arguments.
+
+    def _for_run(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise needs_app("start or continue a run")
 
-    async def aget_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
-    ) -> StateSnapshot:
+    async def aget_state(self, *args: Any, **kwargs: Any) -> StateSnapshot:
         raise needs_app("read a thread's state (only the graph decodes it)")
 
-    async def aget_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        limit: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,
-    ) -> AsyncIterator[StateSnapshot]:
+    async def aget_state_history(self, *args: Any, **kwargs: Any) -> AsyncIterator[StateSnapshot]:
         raise needs_app("read a thread's checkpoints (only the graph decodes them)")
         yield  # an async generator, as the app's
 

@@ -131,12 +131,23 @@ def _checked_reducer(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
+def required_unwrapped(hint: Any) -> Any:
+    """``hint`` without its ``Required`` / ``NotRequired`` wrapper (a TypedDict field's
+    ``Required[Annotated[dict, operator.or_]]`` names its reducer inside it)."""
+    while get_origin(hint) in (typing.Required, typing.NotRequired):
+        hint = get_args(hint)[0]
+    return hint
+
+
 def _channel(name: str, hint: Any, default: Callable[[], Any] | None) -> Channel:
     reducer: Reducer | None = None
+    hint = required_unwrapped(hint)
     base = hint
     if get_origin(hint) is typing.Annotated:
         base, *meta = get_args(hint)
         for item in meta:
+            if getattr(item, "is_managed_value", False):
+                continue  # a managed field (StateSchema.of keeps it apart)
             made = _pregel_channel(name, base, item)
             if made is not None:
                 return made
@@ -178,6 +189,30 @@ def _pregel_channel(name: str, base: Any, item: Any) -> Channel | None:
     return channel
 
 
+def declares_tuple(codec: Codec) -> bool:
+    """Whether a typed codec's declared type is a tuple: a list written there becomes the
+    tuple (its items validated), as JSON, which has no tuples, would give it back."""
+    return get_origin(getattr(codec, "hint", None)) is tuple
+
+
+def _managed_fields(source: Any) -> dict[str, Any]:
+    """The managed fields of a state class (``remaining_steps: RemainingSteps``), by
+    name: the manager its annotation names (:mod:`oncegraph.state.managed`)."""
+    try:
+        hints = get_type_hints(source, include_extras=True)
+    except Exception:  # a class whose annotations do not resolve has none we could see
+        return {}
+    found: dict[str, Any] = {}
+    for name, hint in hints.items():
+        hint = required_unwrapped(hint)
+        if get_origin(hint) is not typing.Annotated:
+            continue
+        for item in get_args(hint)[1:]:
+            if getattr(item, "is_managed_value", False):
+                found[name] = item
+    return found
+
+
 def _is_value_type(tp: Any) -> bool:
     """Whether ``tp`` names a type of value: a class (``list``, ``str``), a generic alias
     (``list[str]``) or an ``Annotated`` one."""
@@ -210,6 +245,9 @@ class StateSchema:
     channels: Mapping[str, Channel]
     kind: str  # typeddict | dataclass | pydantic | dict | root
     source_fields: frozenset[str] | None = None  # the source's own fields, when merged
+    # managed fields (``RemainingSteps``): filled in for each step, not channels
+    # (oncegraph.state.managed), by name: the manager
+    managed: Mapping[str, Any] = field(default_factory=dict)
     log_names: frozenset[str] = field(init=False)
     typed_values: tuple[str, ...] = field(init=False)  # value channels with a typed codec
     typed_logs: frozenset[str] = field(init=False)  # log channels with a typed codec
@@ -228,6 +266,20 @@ class StateSchema:
 
     @classmethod
     def of(cls, schema: Any) -> StateSchema:
+        made = cls._of(schema)
+        managed = _managed_fields(made.source) if made.kind != "root" else {}
+        if not managed:
+            return made
+        return StateSchema(
+            made.source,
+            {k: c for k, c in made.channels.items() if k not in managed},
+            made.kind,
+            source_fields=made.source_fields,
+            managed=managed,
+        )
+
+    @classmethod
+    def _of(cls, schema: Any) -> StateSchema:
         if schema is dict:
             return cls(schema, {}, "dict")
         if dataclasses.is_dataclass(schema) and isinstance(schema, type):
@@ -279,15 +331,23 @@ class StateSchema:
             for other in others
             if other is not None
             for name, channel in other.channels.items()
-            if name not in self.channels
+            if name not in self.channels and name not in self.managed
         }
-        if not extra or self.kind == "dict":
+        managed = {
+            name: manager
+            for other in others
+            if other is not None
+            for name, manager in other.managed.items()
+            if name not in self.managed and name not in self.channels
+        }
+        if (not extra and not managed) or self.kind == "dict":
             return self
         return StateSchema(
             self.source,
             {**self.channels, **extra},
             self.kind,
             source_fields=self.source_fields or frozenset(self.channels),
+            managed={**self.managed, **managed},
         )
 
     @property
@@ -314,7 +374,8 @@ class StateSchema:
         A pydantic state validates a value of another type into the field's type, as
         pydantic does (a dict into a nested model), and ``values`` gets the validated
         value too, so the state in this process is what a fresh one reads back. Other
-        states refuse it (:class:`InvalidUpdateError` naming the field).
+        states refuse it (:class:`InvalidUpdateError` naming the field), but for a list
+        where a tuple is declared: it becomes that tuple, as JSON would give it back.
         """
         logs = self.log_names | self.untracked if self.untracked else self.log_names
         stored = {k: v for k, v in values.items() if k not in logs}
@@ -326,13 +387,15 @@ class StateSchema:
         return stored
 
     def _encode(self, name: str, value: Any) -> tuple[Any, Any]:
-        """``(value, stored)``; the value is validated first when a pydantic state needs."""
+        """``(value, stored)``; the value is validated first when a pydantic state needs,
+        or when a list is written where a tuple is declared (any state)."""
         codec = self.channels[name].codec
         try:
             return value, codec.encode(value)
         except InvalidUpdateError:
             coerce = getattr(codec, "coerce", None)
-            if self.kind != "pydantic" or coerce is None:
+            listed = isinstance(value, list) and declares_tuple(codec)
+            if (self.kind != "pydantic" and not listed) or coerce is None:
                 raise
             value = coerce(value)
             return value, codec.encode(value)
@@ -419,6 +482,8 @@ class StateSchema:
         if self.kind == "root":
             return values.get(ROOT)
         own = self.source_fields
+        if own is not None and self.managed:
+            own = own | frozenset(self.managed)
         if self.kind in ("dataclass", "pydantic"):
             if own is not None:
                 return self.source(**{k: v for k, v in values.items() if k in own})
@@ -505,10 +570,12 @@ def apply_writes(
                     _overwrite_log(channel, node, value, new, log, replaced)
                     continue
                 entries = channel.delta(value)
-                if schema.kind == "pydantic" and key in schema.typed_logs:
+                if key in schema.typed_logs:
                     coerce = getattr(channel.codec, "coerce", None)
-                    if coerce is not None:  # as pydantic validates (a dict into a model)
-                        entries = [coerce(e) for e in entries]
+                    if coerce is not None and schema.kind == "pydantic":
+                        entries = [coerce(e) for e in entries]  # as pydantic validates
+                    elif coerce is not None and declares_tuple(channel.codec):
+                        entries = [coerce(e) if isinstance(e, list) else e for e in entries]
                 log.extend((key, e) for e in entries)
                 new[key] = channel.extend(new.get(key), entries)
             elif channel.reducer is not None:

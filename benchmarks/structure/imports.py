@@ -23,8 +23,9 @@ Layers, highest first (a module may import its own layer and any layer below it)
     ledger    ledger
     driver    runtime (all but the pure modules below), versioning
     engine    runtime.engine, runtime.routes, runtime.decisions, runtime.moves,
-              runtime.sends, runtime.logkeys (the pure step, its routing and verdict,
-              run-level decisions and the pure helpers the step imports)
+              runtime.sends, runtime.logkeys, runtime.stepresults (the pure step, its
+              routing and verdict, run-level decisions and the pure helpers the step
+              imports)
     graph     graph, hitl, state, channels
     storage   storage (records, protocols, the memory store, the SQL store and dialects),
               cache (node-result caches) and store (the key-value store nodes read)
@@ -87,6 +88,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "runtime.moves",
             "runtime.sends",
             "runtime.logkeys",
+            "runtime.stepresults",
         ),
     ),
     ("graph", ("graph", "hitl", "state", "channels")),

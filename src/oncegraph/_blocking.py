@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from oncegraph._loopbound import home_loop, is_home
 from oncegraph.errors import ConfigError
 
 T = TypeVar("T")
+S = TypeVar("S")
+P = ParamSpec("P")
 
 
 def _refuse_on_portal(api: str) -> None:
@@ -84,4 +87,26 @@ def walk_blocking(
             block(aclose())
 
 
-__all__ = ["iterate_sync", "run_sync", "walk_blocking"]
+def sync_twin(
+    method: Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[S, P], T]:
+    """The sync method of the async method ``method`` (named ``a<name>``): ``<name>(...)``
+    is ``run_sync(self.a<name>(...), "<name>")``, with ``method``'s signature and
+    docstring, so the sync API is the async one through the home loop and never a twin
+    to keep in step. The async method is looked up on the object at each call (a
+    subclass's own serves its sync twin too)."""
+    async_name = method.__name__
+    api = async_name.removeprefix("a")
+
+    def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = run_sync(getattr(self, async_name)(*args, **kwargs), api)
+        return result
+
+    functools.update_wrapper(call, method)
+    call.__name__ = api
+    owner, _, _ = method.__qualname__.rpartition(".")
+    call.__qualname__ = f"{owner}.{api}" if owner else api
+    return call
+
+
+__all__ = ["iterate_sync", "run_sync", "sync_twin", "walk_blocking"]

@@ -6,26 +6,28 @@ gives a run or an effect (``resume``, ``resolve_effect``, ``check_effect``, ``re
 
 Each is one call of the app's :class:`~oncegraph.runs.service.RunService`, the one door
 every surface (app, CLI, server, worker) goes through; the sync method is the async one
-run through the portal, never a twin.
+run through the portal, never a twin (:func:`~oncegraph._blocking.sync_twin`). A command
+the app passes on as it is, with the service's own signature, is opened here as a door
+(:func:`_service_door`); the others say what they add (the app's config, its output).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from oncegraph._blocking import sync_twin
 from oncegraph.graph.io import output_values
-from oncegraph.runs.commands import NO_ANSWER, EffectCheck, Redelivered, RedeliveryPreview
+from oncegraph.runs.commands import NO_ANSWER
 from oncegraph.runs.compensating import Compensated
 from oncegraph.runs.replay import Branch
 from oncegraph.runs.replayed import ReplayRun
 from oncegraph.runs.service import EFFECTS_PAGE, RunService
-from oncegraph.runtime.portal import run_sync
 from oncegraph.storage.records import (
-    AuditRecord,
     EffectRecord,
     EffectStatus,
-    PruneReport,
     RunRecord,
     RunStatus,
 )
@@ -33,6 +35,32 @@ from oncegraph.storage.records import (
 if TYPE_CHECKING:
     from oncegraph.graph.spec import GraphSpec
     from oncegraph.runtime.config import RunConfig
+
+P = ParamSpec("P")
+R = TypeVar("R")
+E = TypeVar("E", bound=StrEnum)
+
+
+def _service_door(
+    method: Callable[Concatenate[RunService, P], Awaitable[R]], doc: str
+) -> Callable[Concatenate[OperatorMethods, P], Coroutine[Any, Any, R]]:
+    """The app's ``a<name>``: the service's ``<name>`` (``method``) on the app's service,
+    with its signature, and the app's docstring ``doc``."""
+
+    async def call(app: OperatorMethods, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(app.service, *args, **kwargs)
+
+    functools.update_wrapper(call, method)
+    call.__name__ = call.__qualname__ = f"a{method.__name__}"
+    call.__doc__ = doc
+    return call
+
+
+def _statuses(kind: type[E], status: str | Sequence[str] | None) -> list[E] | None:
+    """``status=`` (one status or several) as ``kind``'s members; None for all."""
+    if status is None:
+        return None
+    return [kind(s) for s in ([status] if isinstance(status, str) else status)]
 
 
 class OperatorMethods:
@@ -64,45 +92,21 @@ class OperatorMethods:
         (its replays and branches); ``before`` (a run or its id, a page's last) lists
         the runs after it: ``app.runs(limit=50, before=page[-1])`` is the next page,
         read from where the last ended."""
-        statuses = None
-        if status is not None:
-            statuses = [RunStatus(s) for s in ([status] if isinstance(status, str) else status)]
         return await self.service.runs(
             thread_id=thread_id,
-            statuses=statuses,
+            statuses=_statuses(RunStatus, status),
             limit=limit,
             tenant=tenant,
             parent_run_id=parent_run_id,
             before=before,
         )
 
-    def runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        limit: int = 100,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: str | RunRecord | None = None,
-    ) -> list[RunRecord]:
-        return run_sync(
-            self.aruns(
-                thread_id=thread_id,
-                status=status,
-                limit=limit,
-                tenant=tenant,
-                parent_run_id=parent_run_id,
-                before=before,
-            ),
-            "runs",
-        )
+    runs = sync_twin(aruns)
 
     async def aget_run(self, run_id: str) -> RunRecord:
         return await self.service.run_view(run_id)
 
-    def get_run(self, run_id: str) -> RunRecord:
-        return run_sync(self.aget_run(run_id), "get_run")
+    get_run = sync_twin(aget_run)
 
     async def aeffects(
         self,
@@ -119,42 +123,17 @@ class OperatorMethods:
         those of that tenant's runs (a tenant-bound app: its own only); ``limit`` of them
         (default 500, ``None`` for all) from ``offset`` on. ``masked=False`` shows the
         payloads as recorded (for an admin's view: the caller decides who sees them)."""
-        statuses = None
-        if status is not None:
-            statuses = [EffectStatus(s) for s in ([status] if isinstance(status, str) else status)]
         return await self.service.effects(
             run_id=run_id,
             thread_id=thread_id,
-            statuses=statuses,
+            statuses=_statuses(EffectStatus, status),
             tenant=tenant,
             limit=limit,
             offset=offset,
             masked=masked,
         )
 
-    def effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        status: str | Sequence[str] | None = None,
-        tenant: str | None = None,
-        limit: int | None = EFFECTS_PAGE,
-        offset: int = 0,
-        masked: bool = True,
-    ) -> list[EffectRecord]:
-        return run_sync(
-            self.aeffects(
-                run_id=run_id,
-                thread_id=thread_id,
-                status=status,
-                tenant=tenant,
-                limit=limit,
-                offset=offset,
-                masked=masked,
-            ),
-            "effects",
-        )
+    effects = sync_twin(aeffects)
 
     # -- operator --------------------------------------------------------------------------
 
@@ -180,118 +159,29 @@ class OperatorMethods:
         )
         return output_values(self.spec, result.output())
 
-    def resume(
-        self,
-        run_id: str,
-        *,
-        answer: Any = NO_ANSWER,
-        actor: str,
-        reason: str | None = None,
-        config: Mapping[str, Any] | None = None,
-    ) -> Any:
-        return run_sync(
-            self.aresume(run_id, answer=answer, actor=actor, reason=reason, config=config),
-            "resume",
-        )
+    resume = sync_twin(aresume)
 
-    async def aresolve_effect(
-        self,
-        effect_id: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        result: Any = None,
-        provider_reference: str | None = None,
-    ) -> EffectRecord:
-        """Record what an operator found at the recipient of an uncertain effect."""
-        return await self.service.resolve_effect(
-            effect_id,
-            outcome,
-            actor=actor,
-            reason=reason,
-            result=result,
-            provider_reference=provider_reference,
-        )
+    aresolve_effect = _service_door(
+        RunService.resolve_effect,
+        "Record what an operator found at the recipient of an uncertain effect.",
+    )
+    resolve_effect = sync_twin(aresolve_effect)
 
-    def resolve_effect(
-        self,
-        effect_id: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        result: Any = None,
-        provider_reference: str | None = None,
-    ) -> EffectRecord:
-        return run_sync(
-            self.aresolve_effect(
-                effect_id,
-                outcome,
-                actor=actor,
-                reason=reason,
-                result=result,
-                provider_reference=provider_reference,
-            ),
-            "resolve_effect",
-        )
-
-    async def acheck_effect(
-        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
-    ) -> EffectCheck:
+    acheck_effect = _service_door(
+        RunService.check_effect,
         """Ask the recipient again about an uncertain effect (an ``accepted`` one through
         its tool's ``probe``, a ``pending`` one through ``reconcile``); the answer is
-        recorded on the effect and in the audit log. See :class:`EffectCheck`."""
-        return await self.service.check_effect(effect_id, actor=actor, reason=reason)
+        recorded on the effect and in the audit log. See :class:`EffectCheck`.""",
+    )
+    check_effect = sync_twin(acheck_effect)
 
-    def check_effect(
-        self, effect_id: str, *, actor: str, reason: str = "asked the recipient"
-    ) -> EffectCheck:
-        return run_sync(self.acheck_effect(effect_id, actor=actor, reason=reason), "check_effect")
-
-    async def aredeliver(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        new_key: bool = False,
-        confirm: str | None = None,
-        past_dedup_window: bool = False,
-    ) -> RedeliveryPreview | Redelivered:
+    aredeliver = _service_door(
+        RunService.redeliver,
         """Preview a redelivery (nothing sent; the recipient is asked first where the tool
         can ask it), then send exactly once with ``confirm``. A same-key send after the
-        recipient's dedup window, or with none known, needs ``past_dedup_window=True``."""
-        return await self.service.redeliver(
-            effect_id,
-            actor=actor,
-            reason=reason,
-            new_key=new_key,
-            confirm=confirm,
-            past_dedup_window=past_dedup_window,
-        )
-
-    def redeliver(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        new_key: bool = False,
-        confirm: str | None = None,
-        past_dedup_window: bool = False,
-    ) -> RedeliveryPreview | Redelivered:
-        return run_sync(
-            self.aredeliver(
-                effect_id,
-                actor=actor,
-                reason=reason,
-                new_key=new_key,
-                confirm=confirm,
-                past_dedup_window=past_dedup_window,
-            ),
-            "redeliver",
-        )
+        recipient's dedup window, or with none known, needs ``past_dedup_window=True``.""",
+    )
+    redeliver = sync_twin(aredeliver)
 
     async def acompensate(
         self,
@@ -310,29 +200,14 @@ class OperatorMethods:
             effect_id, actor=actor, reason=reason, allow_again=allow_again, args=args
         )
 
-    def compensate(
-        self,
-        effect_id: str,
-        *,
-        actor: str,
-        reason: str,
-        allow_again: bool = False,
-        args: Mapping[str, Any] | None = None,
-    ) -> Compensated:
-        return run_sync(
-            self.acompensate(
-                effect_id, actor=actor, reason=reason, allow_again=allow_again, args=args
-            ),
-            "compensate",
-        )
+    compensate = sync_twin(acompensate)
 
-    async def acompensations(self, effect_id: str) -> list[EffectRecord]:
+    acompensations = _service_door(
+        RunService.compensations,
         """The compensations of effect ``effect_id`` (what compensated it), first one
-        first, masked; each names it as ``compensates`` (:mod:`oncegraph.runs.compensating`)."""
-        return await self.service.compensations(effect_id)
-
-    def compensations(self, effect_id: str) -> list[EffectRecord]:
-        return run_sync(self.acompensations(effect_id), "compensations")
+        first, masked; each names it as ``compensates`` (:mod:`oncegraph.runs.compensating`).""",
+    )
+    compensations = sync_twin(acompensations)
 
     async def areplay(
         self,
@@ -363,29 +238,7 @@ class OperatorMethods:
         ended = await self.service.run_view(result.run.run_id)  # as get_run shows it
         return ReplayRun(ended, output_values(self.spec, result.output()))
 
-    def replay(
-        self,
-        run_id: str,
-        *,
-        checkpoint_id: str | None = None,
-        mode: str = "evidence",
-        reason: str,
-        actor: str,
-        allow_irreversible: Sequence[str] = (),
-        doubles: Mapping[str, Callable[..., Any]] | None = None,
-    ) -> ReplayRun:
-        return run_sync(
-            self.areplay(
-                run_id,
-                checkpoint_id=checkpoint_id,
-                mode=mode,
-                reason=reason,
-                actor=actor,
-                allow_irreversible=allow_irreversible,
-                doubles=doubles,
-            ),
-            "replay",
-        )
+    replay = sync_twin(areplay)
 
     async def abranch(
         self,
@@ -403,53 +256,14 @@ class OperatorMethods:
             run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
         )
 
-    def branch(
-        self,
-        run_id: str,
-        checkpoint_id: str | None = None,
-        *,
-        patch: Mapping[str, Any],
-        reason: str,
-        actor: str,
-        as_node: str | None = None,
-    ) -> Branch:
-        return run_sync(
-            self.abranch(
-                run_id, checkpoint_id, patch=patch, reason=reason, actor=actor, as_node=as_node
-            ),
-            "branch",
-        )
+    branch = sync_twin(abranch)
 
-    async def aaudit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | AuditRecord | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
+    aaudit = _service_door(
+        RunService.audit,
         """The append-only audit log, newest first; ``before``: the last record seen
-        (``audit(before=page[-1])`` is the next page), or a time (the records older)."""
-        return await self.service.audit(
-            run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
-        )
-
-    def audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | AuditRecord | None = None,
-        limit: int = 100,
-    ) -> list[AuditRecord]:
-        return run_sync(
-            self.aaudit(
-                run_id=run_id, thread_id=thread_id, target_id=target_id, before=before, limit=limit
-            ),
-            "audit",
-        )
+        (``audit(before=page[-1])`` is the next page), or a time (the records older).""",
+    )
+    audit = sync_twin(aaudit)
 
     async def aabandon(
         self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
@@ -460,42 +274,15 @@ class OperatorMethods:
             self._thread(config), reason=reason, actor=actor, run_id=run_id
         )
 
-    def abandon(
-        self, config: Mapping[str, Any], *, reason: str = "abandoned", actor: str = "operator"
-    ) -> RunRecord:
-        return run_sync(self.aabandon(config, reason=reason, actor=actor), "abandon")
+    abandon = sync_twin(aabandon)
 
-    async def aprune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-    ) -> PruneReport:
+    aprune = _service_door(
+        RunService.prune,
         """Retention: delete checkpoints and finished effect records no open run needs.
 
         See :meth:`oncegraph.runs.service.RunService.prune`: the head, the newest
         ``keep_checkpoints`` and unfinished runs' checkpoints stay; log entries are never
         deleted; ``effects_older_than`` is in seconds.
-        """
-        return await self.service.prune(
-            keep_checkpoints=keep_checkpoints,
-            effects_older_than=effects_older_than,
-            thread_id=thread_id,
-        )
-
-    def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-    ) -> PruneReport:
-        return run_sync(
-            self.aprune(
-                keep_checkpoints=keep_checkpoints,
-                effects_older_than=effects_older_than,
-                thread_id=thread_id,
-            ),
-            "prune",
-        )
+        """,
+    )
+    prune = sync_twin(aprune)

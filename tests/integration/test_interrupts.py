@@ -249,14 +249,14 @@ def test_resume_without_an_interrupted_run_is_refused(
         run_path(app, Command(resume="x"), {"thread_id": "failed"})
 
 
-def test_interrupted_run_refuses_none_and_new_input(
+def test_interrupted_run_asks_again_on_none_and_refuses_new_input(
     checkpointer: Checkpointer, run_path: RunPath
 ) -> None:
     app = _graph(checkpointer, lambda s: {"answer": interrupt("q")})
     cfg = {"thread_id": "t"}
-    run_path(app, {}, cfg)
-    with pytest.raises(NoRunToResumeError, match=r"invoke\(Command\(resume=<answer>\), config\)"):
-        run_path(app, None, cfg)
+    asked = run_path(app, {}, cfg)
+    # None: the same state and question again, and nothing runs (it stays waiting)
+    assert run_path(app, None, cfg) == asked and [i.value for i in asked["__interrupt__"]] == ["q"]
     with pytest.raises(UnfinishedRunError, match=r"\(interrupted\).*Command\(resume=\.\.\.\)"):
         run_path(app, {"log": ["new"]}, cfg)
     assert _status(app, "t") is RunStatus.INTERRUPTED

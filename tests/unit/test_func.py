@@ -348,6 +348,30 @@ def test_task_retry_policy_retries_inside_one_record(checkpointer: Checkpointer)
     assert record.status is EffectStatus.COMPLETED
 
 
+def test_an_async_task_retry_policy_retries_inside_one_record(
+    checkpointer: Checkpointer,
+) -> None:
+    from oncegraph.types import RetryPolicy
+
+    tries: list[int] = []
+
+    @task(retry_policy=RetryPolicy(max_attempts=3, initial_interval=0, retry_on=ValueError))
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ValueError("not yet")
+        return "ok"
+
+    @entrypoint(checkpointer=checkpointer)
+    async def flow(_: Any) -> str:
+        return await flaky()
+
+    assert flow.invoke("x", cfg()) == "ok"
+    assert len(tries) == 3
+    (record,) = flow.effects(thread_id="t1")
+    assert record.status is EffectStatus.COMPLETED
+
+
 def test_a_served_result_comes_back_typed(checkpointer: Checkpointer) -> None:
     """After a restart (a new app on the same store), a task's recorded result is typed
     again by its return annotation."""

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 from oncegraph.constants import ERROR, INTERRUPT, RESUME
 from oncegraph.runs.masking import Masker
+from oncegraph.runs.paging import SHOW, STOP, Page
 from oncegraph.runs.snapshots import iso_time, lg_config
 from oncegraph.runtime.logkeys import counts, stored_channel
 from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
@@ -243,19 +244,14 @@ async def list_tuples(
                 found.extend(await tuples_of(store, cp, thread, child_ns, logs))
         found.sort(key=lambda t: str(t.checkpoint["ts"] or ""), reverse=True)
     _, _, before_id = _where(before)
-    skipping = before_id is not None
-    given = 0
+    page = Page(before=before_id, filter=filter, limit=limit)
     masker = await _masker(store, thread)
     for item in found:
-        if skipping:
-            skipping = item.checkpoint["id"] != before_id
-            continue
-        if filter and not all(item.metadata.get(k) == v for k, v in filter.items()):
-            continue
-        if limit is not None and given >= limit:
+        taken = page.take(item.checkpoint["id"], item.metadata)
+        if taken == STOP:
             return
-        given += 1
-        yield masked(masker, item)
+        if taken == SHOW:
+            yield masked(masker, item)
 
 
 async def _masker(store: CheckpointStore, thread: str) -> Masker:

@@ -17,7 +17,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from oncegraph.cli import output as o
-from oncegraph.cli.database import Database, check_postgres
+from oncegraph.cli.database import Database, check_postgres, storage_errors
 from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
@@ -160,7 +160,6 @@ def db_verify(
 
 def _verify_audit(target: Database, keys: Any) -> Any:
     from oncegraph.cli.database import open_store
-    from oncegraph.errors import StorageError
 
     store = open_store(target, keys)
 
@@ -171,10 +170,8 @@ def _verify_audit(target: Database, keys: Any) -> Any:
         finally:
             await store.aclose()
 
-    try:
+    with storage_errors():
         return asyncio.run(go())
-    except StorageError as exc:
-        raise CliError(str(exc)) from None
 
 
 @db_app.command("encrypt")
@@ -198,7 +195,6 @@ def db_encrypt(
         )
     target = where.db()
     from oncegraph.cli.database import check_sqlite
-    from oncegraph.errors import StorageError
     from oncegraph.storage.sql import reseal
 
     if target.kind == "postgres":
@@ -211,15 +207,11 @@ def db_encrypt(
         def advance(table: str, done: int) -> None:
             progress.update(task, description=f"sealing {table}: {done} values")
 
-        try:
+        with storage_errors():
             if target.kind == "sqlite":
                 report = reseal.reseal_sqlite(target.where, keys, batch=batch, on_batch=advance)
             else:
-                report = reseal.reseal_postgres(
-                    target.where, keys, batch=batch, on_batch=advance
-                )
-        except StorageError as exc:
-            raise CliError(str(exc)) from None
+                report = reseal.reseal_postgres(target.where, keys, batch=batch, on_batch=advance)
     if as_json:
         o.emit_json(
             {
@@ -235,9 +227,7 @@ def db_encrypt(
 
 
 def _schema(target: Database, *, migrate: bool) -> Any:
-    from oncegraph.errors import StorageError
-
-    try:
+    with storage_errors():
         if target.kind == "sqlite":
             from oncegraph.storage.sql import sqlite as mod
 
@@ -245,8 +235,6 @@ def _schema(target: Database, *, migrate: bool) -> Any:
         from oncegraph.storage.sql import postgres as pg
 
         return pg.migrate(target.where) if migrate else pg.verify(target.where)
-    except StorageError as exc:
-        raise CliError(str(exc)) from None
 
 
 @db_app.command("prune")

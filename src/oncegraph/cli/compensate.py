@@ -8,8 +8,6 @@ writes the audit record (actor and reason)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -24,6 +22,8 @@ from oncegraph.cli.session import (
     ReasonOpt,
     Where,
     actor,
+    confirmed,
+    json_arg,
     run,
     where_options,
 )
@@ -55,7 +55,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Undo a completed effect with its tool's compensating tool (a new effect, audited,
         linked to the one it undoes); at most once unless --again."""
-        own = _args(args)
+        own: dict[str, Any] = (
+            {}
+            if args is None
+            else json_arg(
+                "--args",
+                args,
+                example='{"note": "customer cancelled"}',
+                object_of="the compensating tool's arguments",
+            )
+        )
         if as_json and not yes and not sys.stdin.isatty():
             raise CliError("--json without --yes: add --yes to compensate", code=2)
         by = actor(who)
@@ -77,7 +86,7 @@ def register(app: typer.Typer) -> None:
                         ("run", record.run_id),
                     ]
                 )
-                if not await asyncio.to_thread(_confirm):
+                if not await confirmed("Compensate it now?"):
                     raise CliError("not confirmed; nothing was compensated")
             try:
                 return await service.compensate(
@@ -117,29 +126,6 @@ def _in_cli_words(text: str) -> str:
         .replace(CHECK, "oncegraph check EFFECT")
         .replace(RESOLVE, "oncegraph resolve EFFECT --outcome done")
     )
-
-
-def _args(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        found = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"--args is not valid JSON ({exc.msg} at character {exc.pos}); e.g. "
-            '--args \'{"note": "customer cancelled"}\'',
-            code=2,
-        ) from None
-    if not isinstance(found, dict):
-        raise CliError("--args must be a JSON object of the compensating tool's arguments", 2)
-    return found
-
-
-def _confirm() -> bool:
-    try:
-        return bool(typer.confirm("Compensate it now?", default=False, err=True))
-    except typer.Abort:
-        return False
 
 
 __all__ = ["register"]

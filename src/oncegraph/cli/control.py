@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from oncegraph.cli import output as o
-from oncegraph.cli.operate import _json_arg, _ran
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
     ANYWHERE,
     ActorOpt,
     AppOpt,
     JsonOpt,
+    MaybeReasonOpt,
     ReasonOpt,
     Where,
     actor,
+    json_arg,
     run,
     where_options,
 )
@@ -42,7 +43,7 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option("--input", help="the run's input, JSON (e.g. '{\"messages\": [...]}')"),
         ],
-        reason: Annotated[str | None, typer.Option(help="why (kept in the audit log)")] = None,
+        reason: MaybeReasonOpt = None,
         who: ActorOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
@@ -53,7 +54,7 @@ def register(app: typer.Typer) -> None:
         from oncegraph.runs.lifecycle import FINAL_STATUSES
         from oncegraph.runtime.config import RunConfig
 
-        value = _json_arg("--input", input_)
+        value = json_arg("--input", input_)
         if value is None:
             raise CliError(
                 "--input null would continue the thread's run, not start one: use "
@@ -78,7 +79,7 @@ def register(app: typer.Typer) -> None:
             return replace(result, run=await service.run_view(result.run.run_id))
 
         result = run(Where(app=app_), go, needs_app="start")
-        _ran(result, as_json, "started run")
+        o.report_run(result, as_json, "started run")
 
     @app.command()
     @where_options()

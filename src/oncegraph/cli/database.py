@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -128,6 +130,16 @@ def check_store(store: Any) -> None:
         check_sqlite(path, schema=schema)
     elif isinstance(dsn, str):
         check_postgres(dsn, schema=schema)
+
+
+@contextmanager
+def storage_errors() -> Iterator[None]:
+    """A storage error inside is the user's to act on: its message and exit 1, not a
+    traceback."""
+    try:
+        yield
+    except StorageError as exc:
+        raise CliError(str(exc)) from None
 
 
 def check_sqlite(path: str, *, schema: bool = True) -> None:
@@ -252,4 +264,12 @@ def _describe(dsn: str) -> str:
     )
 
 
-__all__ = ["ENV", "Database", "check_store", "choose", "classify", "open_store"]
+__all__ = [
+    "ENV",
+    "Database",
+    "check_store",
+    "choose",
+    "classify",
+    "open_store",
+    "storage_errors",
+]

@@ -4,8 +4,6 @@ which refuses what does not apply and writes the audit record (actor and reason)
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -19,9 +17,12 @@ from oncegraph.cli.session import (
     ActorOpt,
     AppOpt,
     JsonOpt,
+    MaybeReasonOpt,
     ReasonOpt,
     Where,
     actor,
+    confirmed,
+    json_arg,
     run,
     where_options,
 )
@@ -32,33 +33,6 @@ if TYPE_CHECKING:
     from oncegraph.runs.service import RunService
 
 
-def _json_arg(flag: str, text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"{flag} is not valid JSON ({exc.msg} at character {exc.pos}); e.g. "
-            f"{flag} '{{\"field\": \"value\"}}'",
-            code=2,
-        ) from None
-
-
-def _ran(result: Any, as_json: bool, what: str) -> None:
-    """Report how a run call ended (it may have completed, paused or parked again)."""
-    record = result.run
-    if as_json:
-        o.emit_json(
-            {"run": record, "values": result.values, "interrupts": list(result.interrupts)}
-        )
-        return
-    o.fields([(what, record.run_id), ("thread", record.thread_id)])
-    if result.interrupts:
-        o.fields([("waiting for an answer", o.payload(list(result.interrupts)))])
-        o.console.print(f"answer it with: oncegraph continue {record.run_id} --answer JSON")
-    else:
-        o.console.print("finished")
-
-
 def register(app: typer.Typer) -> None:
     @app.command("continue")
     def continue_(
@@ -67,7 +41,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help="JSON answer for a run waiting on interrupt()"),
         ] = None,
-        reason: Annotated[str | None, typer.Option(help="why (kept in the audit log)")] = None,
+        reason: MaybeReasonOpt = None,
         who: ActorOpt = None,
         app_: AppOpt = None,
         as_json: JsonOpt = False,
@@ -75,14 +49,14 @@ def register(app: typer.Typer) -> None:
         """Continue an unfinished run (paused, failed, interrupted, parked) under its own id."""
         from oncegraph.runs.commands import NO_ANSWER
 
-        given = NO_ANSWER if answer is None else _json_arg("--answer", answer)
+        given = NO_ANSWER if answer is None else json_arg("--answer", answer)
         by = actor(who)
         result = run(
             Where(app=app_),
             lambda s: s.resume(run_id, answer=given, actor=by, reason=reason),
             needs_app="continue",
         )
-        _ran(result, as_json, "continued run")
+        o.report_run(result, as_json, "continued run")
 
     @app.command()
     @where_options()
@@ -104,7 +78,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """Record what you checked at the recipient for an uncertain (pending) effect."""
-        value = None if result is None else _json_arg("--result", result)
+        value = None if result is None else json_arg("--result", result)
         record = run(
             where,
             lambda s: s.resolve_effect(
@@ -157,7 +131,7 @@ def register(app: typer.Typer) -> None:
             ),
             needs_app="replay",
         )
-        _ran(result, as_json, "replay run")
+        o.report_run(result, as_json, "replay run")
 
     @app.command()
     def branch(
@@ -175,9 +149,7 @@ def register(app: typer.Typer) -> None:
         as_json: JsonOpt = False,
     ) -> None:
         """A NEW paused run from a run's (patched) state; shows the diff, runs nothing."""
-        changes = _json_arg("--patch", patch)
-        if not isinstance(changes, dict):
-            raise CliError("--patch must be a JSON object of state fields", code=2)
+        changes = json_arg("--patch", patch, object_of="state fields")
         made = run(
             Where(app=app_),
             lambda s: s.branch(
@@ -254,8 +226,7 @@ def register(app: typer.Typer) -> None:
                         "send with --yes",
                         code=2,
                     )
-                ok = await asyncio.to_thread(_confirm)
-                if not ok:
+                if not await confirmed("Send it now?"):
                     raise CliError("not confirmed; nothing was sent")
             try:
                 return await service.redeliver(
@@ -305,13 +276,6 @@ def _preview(preview: Any) -> None:
         )
     elif preview.warning:
         o.console.print(Text("WARNING: ", style="bold red") + Text(preview.warning))
-
-
-def _confirm() -> bool:
-    try:
-        return bool(typer.confirm("Send it now?", default=False, err=True))
-    except typer.Abort:
-        return False
 
 
 __all__ = ["register"]

@@ -126,9 +126,33 @@ def when(at: float | None) -> str:
     return datetime.datetime.fromtimestamp(at, tz=datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def report_run(result: Any, as_json: bool, what: str) -> None:
+    """Report how a run call ended (it may have completed, paused or parked again)."""
+    record = result.run
+    if as_json:
+        emit_json({"run": record, "values": result.values, "interrupts": list(result.interrupts)})
+        return
+    fields([(what, record.run_id), ("thread", record.thread_id)])
+    if result.interrupts:
+        fields([("waiting for an answer", payload(list(result.interrupts)))])
+        console.print(f"answer it with: oncegraph continue {record.run_id} --answer JSON")
+    else:
+        console.print("finished")
+
+
 def fail(message: str) -> None:
     """An error line on stderr (literally: it may quote stored strings or paths)."""
     err_console.print(literal(f"error: {message}", style="red"), soft_wrap=True)
 
 
-__all__ = ["CliError", "console", "emit_json", "fail", "fields", "payload", "plain", "table"]
+__all__ = [
+    "CliError",
+    "console",
+    "emit_json",
+    "fail",
+    "fields",
+    "payload",
+    "plain",
+    "report_run",
+    "table",
+]

@@ -16,6 +16,7 @@ import asyncio
 import functools
 import getpass
 import inspect
+import json
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ ActorOpt = Annotated[
     ),
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="why (kept in the audit log)")]
+MaybeReasonOpt = Annotated[str | None, typer.Option("--reason", help="why (kept in the audit log)")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,37 @@ def where_options(*, with_app: bool = True) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+def json_arg(
+    flag: str, text: str, *, example: str = '{"field": "value"}', object_of: str | None = None
+) -> Any:
+    """The JSON an option was given; text that is not JSON is refused (exit 2) with an
+    ``example`` of the option. ``object_of``: it must be a JSON object (of what, said in
+    the refusal)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{flag} is not valid JSON ({exc.msg} at character {exc.pos}); e.g. "
+            f"{flag} '{example}'",
+            code=2,
+        ) from None
+    if object_of is not None and not isinstance(value, dict):
+        raise CliError(f"{flag} must be a JSON object of {object_of}", code=2)
+    return value
+
+
+async def confirmed(question: str) -> bool:
+    """Ask ``question`` on stderr (default: no), off the event loop; an abort is a no."""
+    return await asyncio.to_thread(_ask, question)
+
+
+def _ask(question: str) -> bool:
+    try:
+        return bool(typer.confirm(question, default=False, err=True))
+    except typer.Abort:
+        return False
 
 
 CLI_PREFIX = "cli:"
@@ -224,11 +257,14 @@ __all__ = [
     "DatabaseFileOpt",
     "DatabaseOpt",
     "JsonOpt",
+    "MaybeReasonOpt",
     "PgOpt",
     "ReasonOpt",
     "SqliteOpt",
     "Where",
     "actor",
+    "confirmed",
+    "json_arg",
     "run",
     "service_for",
     "where_options",

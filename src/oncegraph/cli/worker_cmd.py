@@ -196,27 +196,17 @@ def register(app: typer.Typer) -> None:
             chosen = _database_alone(chosen)
         configure_logging(log_format, log_level)
         server = _server_module()
-        limits = {
-            name: value
-            for name, value in (
-                ("rate", rate),
-                ("burst", burst),
-                ("auth_rate", auth_rate),
-                ("auth_burst", auth_burst),
-            )
-            if value is not None
-        }
         # only what was given: the server's own defaults stay in one place
-        given: dict[str, Any] = {
-            name: value
-            for name, value in (
-                ("idempotency_window", idempotency_window),
-                ("recover_every", recover_every),
-                ("keepalive", keepalive),
-                ("compensate_role", compensate_role),
-            )
-            if value is not None
-        }
+        given = _given(
+            ("rate", rate),
+            ("burst", burst),
+            ("auth_rate", auth_rate),
+            ("auth_burst", auth_burst),
+            ("idempotency_window", idempotency_window),
+            ("recover_every", recover_every),
+            ("keepalive", keepalive),
+            ("compensate_role", compensate_role),
+        )
         if not recover:
             given["recover"] = False
         code = server.serve(  # a bad --origin is a ConfigError naming it, before serving
@@ -227,10 +217,14 @@ def register(app: typer.Typer) -> None:
             origins=origin or None,
             workers=workers,
             log_level=log_level,
-            **limits,
             **given,
         )
         raise typer.Exit(code if isinstance(code, int) else 0)
+
+
+def _given(*options: tuple[str, Any]) -> dict[str, Any]:
+    """The options given on the command line (those not None), by name."""
+    return {name: value for name, value in options if value is not None}
 
 
 def _database_alone(chosen: Any) -> Any:

@@ -29,10 +29,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from oncegraph.errors import ConfigError, GraphInterrupt
 from oncegraph.func import taskcache
@@ -279,43 +279,10 @@ class TaskFunction(Generic[P, T]):
                 return {_ANSWERED: value, "interrupts": used}
             return value
 
-        if self.is_async:
-
-            async def run_async() -> Any:
-                token = _scope.set(_Scope(command_id))
-                before = ctx.interrupt_count
-                try:
-                    attempt = 0
-                    while True:
-                        attempt += 1
-                        try:
-                            if entry is not None:
-                                hit = await taskcache.aget(ctx, entry)
-                                if hit is not taskcache.MISS:
-                                    return counted(self._decode(hit), before)
-                            if policy is not None:
-                                call = fn(*args, **kwargs)
-                                value = await capped(policy, name, call)  # type: ignore[arg-type]
-                            else:
-                                value = await fn(*args, **kwargs)  # type: ignore[misc]
-                            if entry is not None and taskcache.storable(ctx, before, _nested()):
-                                await taskcache.aput(ctx, self, entry, value)
-                            return counted(value, before)
-                        except Exception as exc:
-                            chosen = _again(retry, exc, attempt)
-                            if chosen is None:
-                                raise
-                            await ctx.config.sleep(chosen.delay(attempt))
-                except GraphInterrupt:
-                    if plain:
-                        raise
-                    raise _asked_in_effect(name) from None
-                finally:
-                    _scope.reset(token)
-
-            return run_async
-
-        def run_sync() -> Any:
+        def attempts() -> Generator[_Step, Any, Any]:
+            """The call, once as each of its attempts: it yields what to do (read the
+            cache, call the function, store, sleep) and is sent what came of it; the
+            async and the sync call below each do those steps in their own way."""
             token = _scope.set(_Scope(command_id))
             before = ctx.interrupt_count
             try:
@@ -324,19 +291,18 @@ class TaskFunction(Generic[P, T]):
                     attempt += 1
                     try:
                         if entry is not None:
-                            hit = taskcache.get(ctx, entry)
+                            hit = yield _Step("get", entry)
                             if hit is not taskcache.MISS:
                                 return counted(self._decode(hit), before)
-                        value = fn(*args, **kwargs)
+                        value = yield _Step("call")
                         if entry is not None and taskcache.storable(ctx, before, _nested()):
-                            taskcache.put(ctx, self, entry, value)
+                            yield _Step("put", (entry, value))
                         return counted(value, before)
                     except Exception as exc:
                         chosen = _again(retry, exc, attempt)
                         if chosen is None:
                             raise
-                        delay = chosen.delay(attempt)
-                        asyncio.run_coroutine_threadsafe(_pause(ctx, delay), ctx.loop).result()
+                        yield _Step("sleep", chosen.delay(attempt))
             except GraphInterrupt:
                 if plain:
                     raise
@@ -344,7 +310,70 @@ class TaskFunction(Generic[P, T]):
             finally:
                 _scope.reset(token)
 
+        if self.is_async:
+
+            async def step_async(step: _Step) -> Any:
+                if step.kind == "get":
+                    return await taskcache.aget(ctx, step.arg)
+                if step.kind == "call":
+                    if policy is not None:
+                        call = fn(*args, **kwargs)
+                        return await capped(policy, name, call)  # type: ignore[arg-type]
+                    return await fn(*args, **kwargs)  # type: ignore[misc]
+                if step.kind == "put":
+                    return await taskcache.aput(ctx, self, *step.arg)
+                return await ctx.config.sleep(step.arg)
+
+            async def run_async() -> Any:
+                flow = attempts()
+                try:
+                    step = next(flow)
+                    while True:
+                        try:
+                            done = await step_async(step)
+                        except BaseException as exc:  # the attempts decide, and reset
+                            step = flow.throw(exc)
+                        else:
+                            step = flow.send(done)
+                except StopIteration as stop:
+                    return stop.value
+
+            return run_async
+
+        def step_sync(step: _Step) -> Any:
+            if step.kind == "get":
+                return taskcache.get(ctx, step.arg)
+            if step.kind == "call":
+                return fn(*args, **kwargs)
+            if step.kind == "put":
+                return taskcache.put(ctx, self, *step.arg)
+            return asyncio.run_coroutine_threadsafe(_pause(ctx, step.arg), ctx.loop).result()
+
+        def run_sync() -> Any:
+            flow = attempts()
+            try:
+                step = next(flow)
+                while True:
+                    try:
+                        done = step_sync(step)
+                    except BaseException as exc:  # the attempts decide, and reset
+                        step = flow.throw(exc)
+                    else:
+                        step = flow.send(done)
+            except StopIteration as stop:
+                return stop.value
+
         return run_sync
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """One thing a task call's attempts ask its runner to do: read the task cache
+    (``arg``: the entry), call the function, store a result (``arg``: entry and value)
+    or sleep before the next attempt (``arg``: seconds)."""
+
+    kind: Literal["get", "call", "put", "sleep"]
+    arg: Any = None
 
 
 def _asked_in_effect(name: str) -> ConfigError:

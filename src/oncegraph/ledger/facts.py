@@ -42,16 +42,10 @@ from oncegraph.errors import (
     NondeterminismError,
     StorageError,
 )
+from oncegraph.ledger import machine
 from oncegraph.ledger.keys import effect_id_for
 from oncegraph.ledger.planned import intent_record
-from oncegraph.storage.records import (
-    Attempt,
-    AttemptOutcome,
-    EffectClass,
-    EffectRecord,
-    EffectStatus,
-    now,
-)
+from oncegraph.storage.records import EffectClass, EffectRecord, now
 
 if TYPE_CHECKING:
     from oncegraph.runtime.context import TaskContext
@@ -97,25 +91,22 @@ class FactLog:
         ``values`` (no copy per draw), read when the driver writes it."""
         if self._sync_saved(ctx):
             return
-        at = now()
-        record = intent_record(
-            key_run_id=ctx.run_id,
-            run_id=ctx.run_id,
-            thread_id=ctx.thread_id,
-            node=ctx.node,
-            checkpoint_id=ctx.checkpoint_id,
-            effect_type=FACTS,
-            effect_class=EffectClass.READ,
-            command_id=facts_command_id(ctx),
-            request={"task": ctx.task_key},
-            recipient=None,
-        ).replace(
-            status=EffectStatus.COMPLETED,
-            result={"facts": self.values},
-            attempts=(Attempt(1, at, at, AttemptOutcome.COMPLETED),),
-            row_version=self.saved_version + 1,
-            created_at=at,
-            updated_at=at,
+        record = machine.completed_at_once(
+            intent_record(
+                key_run_id=ctx.run_id,
+                run_id=ctx.run_id,
+                thread_id=ctx.thread_id,
+                node=ctx.node,
+                checkpoint_id=ctx.checkpoint_id,
+                effect_type=FACTS,
+                effect_class=EffectClass.READ,
+                command_id=facts_command_id(ctx),
+                request={"task": ctx.task_key},
+                recipient=None,
+            ),
+            {"facts": self.values},
+            now(),
+            self.saved_version + 1,
         )
         ctx.staged_effects.append(record)
         self.staged = record

@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.inputs import replay_class
@@ -29,48 +29,56 @@ from oncegraph.ledger.retry import RetryPolicy
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.storage.records import EffectClass
 
+P = ParamSpec("P")
+Prepare = Callable[[TaskContext], EffectCall]
 
-def _call(
-    ctx: TaskContext,
+
+def _request(
     fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    effect_type: str | None,
-    effect_class: str,
-    reconcile: Callable[..., Any] | None,
-    recipient: str | None,
-    retry: RetryPolicy | None,
-    timeout: float | None,
-    mask: Sequence[str],
+    *args: Any,
+    effect_type: str | None = None,
+    effect_class: str = "write",
+    reconcile: Callable[..., Any] | None = None,
+    recipient: str | None = None,
+    retry: RetryPolicy | None = None,
+    timeout: float | None = None,
+    mask: Sequence[str] = (),
     replay: str = "recorded",
-) -> EffectCall:
-    try:
-        cls = EffectClass(effect_class)
-    except ValueError:
-        raise ConfigError(
-            f"effect_class={effect_class!r}; use read, write or irreversible"
-        ) from None
+    **kwargs: Any,
+) -> Prepare:
+    """The signature of :func:`effect` and :func:`aeffect`, written once: the effect
+    ``fn(*args, **kwargs)`` with its record's options, as the ledger's call it makes in a
+    node's task context (options checked then, inside the node)."""
 
-    request: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
-    if mask:
-        request = declare(request, mask, _positions(fn, len(args), mask))
-    return EffectCall(
-        effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
-        effect_class=cls,
-        command_id=next_command_id(ctx),
-        request=request,
-        fn=functools.partial(fn, *args, **kwargs),
-        positional=True,
-        args=args,
-        kwargs=kwargs,
-        runs="loop" if inspect.iscoroutinefunction(fn) else "thread",
-        recipient=recipient,
-        reconcile=reconcile,
-        retry=retry,
-        timeout=timeout if timeout is not None else ctx.config.tool_timeout,
-        replay=replay_class(replay, f"effect {effect_type or getattr(fn, '__name__', fn)!r}"),
-    )
+    def prepare(ctx: TaskContext) -> EffectCall:
+        try:
+            cls = EffectClass(effect_class)
+        except ValueError:
+            raise ConfigError(
+                f"effect_class={effect_class!r}; use read, write or irreversible"
+            ) from None
+
+        request: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+        if mask:
+            request = declare(request, mask, _positions(fn, len(args), mask))
+        return EffectCall(
+            effect_type=effect_type or str(getattr(fn, "__name__", "effect")),
+            effect_class=cls,
+            command_id=next_command_id(ctx),
+            request=request,
+            fn=functools.partial(fn, *args, **kwargs),
+            positional=True,
+            args=args,
+            kwargs=kwargs,
+            runs="loop" if inspect.iscoroutinefunction(fn) else "thread",
+            recipient=recipient,
+            reconcile=reconcile,
+            retry=retry,
+            timeout=timeout if timeout is not None else ctx.config.tool_timeout,
+            replay=replay_class(replay, f"effect {effect_type or getattr(fn, '__name__', fn)!r}"),
+        )
+
+    return prepare
 
 
 def _positions(fn: Callable[..., Any], n_args: int, mask: Sequence[str]) -> list[int]:
@@ -101,80 +109,63 @@ def _ctx() -> TaskContext:
     return ctx
 
 
-async def aeffect(
-    fn: Callable[..., Any],
-    *args: Any,
-    effect_type: str | None = None,
-    effect_class: str = "write",
-    reconcile: Callable[..., Any] | None = None,
-    recipient: str | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    mask: Sequence[str] = (),
-    replay: str = "recorded",
-    **kwargs: Any,
-) -> Any:
-    ctx = _ctx()
-    call = _call(
-        ctx,
-        fn,
-        args,
-        kwargs,
-        effect_type=effect_type,
-        effect_class=effect_class,
-        reconcile=reconcile,
-        recipient=recipient,
-        retry=retry,
-        timeout=timeout,
-        mask=mask,
-        replay=replay,
-    )
-    try:
-        return (await perform(ctx, call)).result
-    except ToolFailed as failed:
-        raise failed.error from None
+def _entry(name: str, doc: str | None) -> Callable[[Callable[..., Any]], Any]:
+    """Give an entry made from :func:`_request` its public name and docstring."""
+
+    def named(entry: Callable[..., Any]) -> Any:
+        entry.__name__ = entry.__qualname__ = name
+        entry.__doc__ = doc
+        signature = inspect.signature(_request).replace(return_annotation=inspect.Signature.empty)
+        setattr(entry, "__signature__", signature)  # noqa: B010 (a function's, for help())
+        return entry
+
+    return named
 
 
-def effect(
-    fn: Callable[..., Any],
-    *args: Any,
-    effect_type: str | None = None,
-    effect_class: str = "write",
-    reconcile: Callable[..., Any] | None = None,
-    recipient: str | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    mask: Sequence[str] = (),
-    replay: str = "recorded",
-    **kwargs: Any,
-) -> Any:
-    """Sync twin-free entry for sync nodes (they run in a worker thread)."""
-    ctx = _ctx()
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise ConfigError(
-            "effect() is for sync nodes running in a worker thread; in an async node use "
-            "await aeffect(...), and do not mark a node that calls effect() inline=True"
-        )
-    call = _call(
-        ctx,
-        fn,
-        args,
-        kwargs,
-        effect_type=effect_type,
-        effect_class=effect_class,
-        reconcile=reconcile,
-        recipient=recipient,
-        retry=retry,
-        timeout=timeout,
-        mask=mask,
-        replay=replay,
-    )
-    future = asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop)
-    try:
-        return future.result().result
-    except ToolFailed as failed:
-        raise failed.error from None
+def _async_entry(request: Callable[P, Prepare]) -> Callable[P, Coroutine[Any, Any, Any]]:
+    """``aeffect``: the effect ``request`` describes, performed on the node's loop."""
+
+    async def aeffect(*args: P.args, **kwargs: P.kwargs) -> Any:
+        prepare = request(*args, **kwargs)
+        ctx = _ctx()
+        call = prepare(ctx)
+        try:
+            return (await perform(ctx, call)).result
+        except ToolFailed as failed:
+            raise failed.error from None
+
+    named: Callable[P, Coroutine[Any, Any, Any]] = _entry("aeffect", None)(aeffect)
+    return named
+
+
+def _sync_entry(request: Callable[P, Prepare]) -> Callable[P, Any]:
+    """``effect``: the same for a sync node, from its worker thread: performed on the
+    run's loop, the node's thread waiting for it."""
+
+    def effect(*args: P.args, **kwargs: P.kwargs) -> Any:
+        prepare = request(*args, **kwargs)
+        ctx = _ctx()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise ConfigError(
+                "effect() is for sync nodes running in a worker thread; in an async node use "
+                "await aeffect(...), and do not mark a node that calls effect() inline=True"
+            )
+        call = prepare(ctx)
+        future = asyncio.run_coroutine_threadsafe(perform(ctx, call), ctx.loop)
+        try:
+            return future.result().result
+        except ToolFailed as failed:
+            raise failed.error from None
+
+    named: Callable[P, Any] = _entry(
+        "effect", "Sync twin-free entry for sync nodes (they run in a worker thread)."
+    )(effect)
+    return named
+
+
+aeffect = _async_entry(_request)
+effect = _sync_entry(_request)

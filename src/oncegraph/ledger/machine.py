@@ -54,41 +54,48 @@ class UseRecorded:
 
 
 @dataclass(frozen=True, slots=True)
-class Run:
+class OnRecord:
+    """A decision about ``record``, the effect record found (each kind says which)."""
+
+    record: EffectRecord
+
+
+@dataclass(frozen=True, slots=True)
+class OnRecordWhy(OnRecord):
+    """A decision about ``record`` that says ``why`` (what happened, in words)."""
+
+    why: str
+
+
+class Run(OnRecord):
     """Call the tool (a new attempt, with the same key) on ``record``."""
 
-    record: EffectRecord
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
+class Probe(OnRecord):
     """An accepted effect whose tool has a probe: ask the recipient how it went."""
 
-    record: EffectRecord
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Reconcile:
+class Reconcile(OnRecordWhy):
     """The outcome is unknown and sending again is not safe: ask the recipient (or park
     for review when the tool cannot ask); ``why`` says what happened."""
 
-    record: EffectRecord
-    why: str
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Refuse:
+class Refuse(OnRecord):
     """An irreversible effect that failed earlier: it is never retried automatically."""
 
-    record: EffectRecord
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Park:
+class Park(OnRecordWhy):
     """Nobody can tell what happened: the run waits for an operator; ``why`` says why."""
 
-    record: EffectRecord
-    why: str
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +192,22 @@ def error_text(error: BaseException) -> str:
 def next_version(record: EffectRecord, at: float) -> EffectRecord:
     """``record`` as its next write stores it: ``row_version`` one up, stamped ``at``."""
     return record.replace(row_version=record.row_version + 1, updated_at=at)
+
+
+def completed_at_once(
+    record: EffectRecord, result: Any, at: float, row_version: int
+) -> EffectRecord:
+    """A record that is complete as it is first written, with ``result`` (nothing is
+    called: the run's own facts): its one attempt begun and completed ``at``, stored as
+    ``row_version``."""
+    return record.replace(
+        status=EffectStatus.COMPLETED,
+        result=result,
+        attempts=(Attempt(1, at, at, AttemptOutcome.COMPLETED),),
+        row_version=row_version,
+        created_at=at,
+        updated_at=at,
+    )
 
 
 def intent(record: EffectRecord, at: float) -> EffectRecord:

@@ -7,25 +7,30 @@
   to another); a map naming an interrupt that is not open is refused, nothing answered;
 * ``Command(resume=answer)`` while the run waits on several interrupts is refused with
   :class:`~oncegraph.errors.AmbiguousAnswerError` listing their ids (which question it
-  answers is not said); with one open interrupt it answers that one.
+  answers is not said); with one open interrupt it answers that one;
+* ``invoke(None, config)`` on a run waiting for an answer to a question (an
+  ``interrupt(value)``) returns what its last call returned: the state, with the step's
+  finished tasks' writes, and the open questions (LangGraph runs the step again, and the
+  asking node asks again). Nothing runs: a node is not run again only to ask what it
+  asked already, and the question stays open for ``Command(resume=...)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import AmbiguousAnswerError, ConfigError
 from oncegraph.hitl.command import Command
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.engine import is_breakpoint
+from oncegraph.runtime.engine import is_breakpoint, plan_step, with_finished
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.moves import answer_order, open_interrupts
-from oncegraph.storage.records import RunStatus
+from oncegraph.storage.records import RunRecord, RunStatus, ThreadRecord
 
 if TYPE_CHECKING:
-    from oncegraph.runs.context import RunContext
+    from oncegraph.runs.context import RunContext, RunResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,38 @@ async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
     return Command(resume=ByInterrupt(tuple((by_id[i], a) for i, a in answers.items())))
 
 
+async def asked_again(
+    ctx: RunContext,
+    thread: ThreadRecord | None,
+    latest: RunRecord | None,
+    emit: Callable[[str, Any], None],
+) -> RunResult | None:
+    """``invoke(None, config)`` on a thread whose latest run waits for an answer (see the
+    module docstring): its state and open questions (streamed as the run streamed them:
+    one ``__interrupt__`` update per asking task); None when it is something else."""
+    from oncegraph.runs.context import RunResult
+
+    if thread is None or latest is None or latest.status is not RunStatus.INTERRUPTED:
+        return None
+    head = await ctx.heads.at(thread.thread_id, thread)
+    cp = head.checkpoint
+    if cp.run_id != latest.run_id:
+        return None
+    writes = await ctx.store.get_task_writes(thread.thread_id, cp.checkpoint_id)
+    waiting = open_interrupts(writes)
+    if not waiting or any(is_breakpoint(t, w.value) for t, w in waiting.items()):
+        return None  # a breakpoint: route() made the call its continue
+    spec = ctx.graph
+    done = list(plan_step(spec, head, writes).done.values())  # applied in write order
+    asked: tuple[Any, ...] = tuple(  # Interrupt objects, as the driver gives them
+        Interrupt.of(cp.checkpoint_id, w.task, w.idx, w.value)
+        for w in (waiting[task] for task in answer_order(spec.order, waiting))
+    )
+    for task in dict.fromkeys(i.node for i in asked):
+        emit("updates", {"__interrupt__": tuple(i for i in asked if i.node == task)})
+    return RunResult(latest, with_finished(spec, head.values, done), asked)
+
+
 def is_id_map(value: Any) -> bool:
     """A ``{interrupt id: answer}`` map (ids are 32 hex characters)."""
     return (
@@ -91,4 +128,4 @@ def is_id_map(value: Any) -> bool:
     )
 
 
-__all__ = ["ByInterrupt", "is_id_map", "route"]
+__all__ = ["ByInterrupt", "asked_again", "is_id_map", "route"]

@@ -39,6 +39,34 @@ def for_effect(
     return _record("effect", record.effect_id, record, action, actor, reason, details, None)
 
 
+def for_update(
+    run: RunRecord,
+    *,
+    actor: str,
+    reason: str | None,
+    parent_run_id: str | None,
+    checkpoint_id: str | None,
+    new_checkpoint_id: str,
+    as_node: str | None,
+    changed: list[str],
+) -> AuditRecord:
+    """The audit record of an ``update_state`` that made ``run``: the checkpoint (and its
+    run) it edited, the checkpoint it wrote, as which node, and the channels it changed."""
+    return for_run(
+        run,
+        "update_state",
+        actor=actor,
+        reason=reason,
+        details={
+            "parent_run_id": parent_run_id,
+            "checkpoint_id": checkpoint_id,
+            "new_checkpoint_id": new_checkpoint_id,
+            "as_node": as_node,
+            "changed": changed,
+        },
+    )
+
+
 def _record(
     target_kind: str,
     target_id: str,
@@ -62,4 +90,4 @@ def _record(
     )
 
 
-__all__ = ["for_effect", "for_run"]
+__all__ = ["for_effect", "for_run", "for_update"]

@@ -9,7 +9,7 @@ before anything runs. Every write of the run then carries the new token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError, UnfinishedRunError
 from oncegraph.runs.holders import holder_alive
@@ -73,27 +73,19 @@ async def take(
     ``check(run)`` sees the run as read under the lock and raises if the call no longer
     applies to it (it finished meanwhile, say); it returns the run to take.
     """
+
+    async def first(found: RunRecord) -> None:  # set running: no other run of its thread is
+        if status is RunStatus.RUNNING:
+            await thread_free(store, found.thread_id, run_id)
+
     lock = await store.lock_run(run_id)
     if lock is None:
         raise await busy_error(store, run_id)
     try:
-        for attempt in range(_TAKEOVER_TRIES):
-            found = await store.get_run(run_id)
-            if found is None:
-                raise RunNotFoundError(f"no run {run_id!r}")
-            found = check(found)
-            if not attempt and status is RunStatus.RUNNING:
-                await thread_free(store, found.thread_id, run_id)
-            taken = await store.fence_run(
-                run_id,
-                expected_token=found.fencing_token,
-                owner=owner,
-                status=status,
-                audit=audit,
-            )
-            if taken is not None:
-                return Claim(run_id, taken.fencing_token, lock), taken
-        raise await busy_error(store, run_id)
+        taken = await _fence(
+            store, run_id, owner=owner, status=status, check=check, audit=audit, first=first
+        )
+        return Claim(run_id, taken.fencing_token, lock), taken
     except BaseException:
         await lock.release()
         raise
@@ -161,11 +153,33 @@ async def overrule(
 ) -> RunRecord:
     """An operator's decision: set the status and bump the token WITHOUT the lock, so a
     holder that is still working is fenced out and can overwrite nothing."""
-    for _ in range(_TAKEOVER_TRIES):
+    return await _fence(
+        store, run_id, owner=owner, status=status, error=error, check=check, audit=audit
+    )
+
+
+async def _fence(
+    store: Checkpointer,
+    run_id: str,
+    *,
+    owner: str,
+    status: RunStatus | None,
+    check: Check,
+    audit: AuditRecord | None,
+    error: str | None = None,
+    first: Callable[[RunRecord], Awaitable[None]] | None = None,
+) -> RunRecord:
+    """Read the run, ``check`` it, and move its fencing token on (setting ``owner``,
+    ``status``, ``error``), again from the run as read anew while another writer moves
+    it first; ``first(run)`` runs once, before the first try. The run as stored now,
+    else ``RunBusyError``."""
+    for attempt in range(_TAKEOVER_TRIES):
         found = await store.get_run(run_id)
         if found is None:
             raise RunNotFoundError(f"no run {run_id!r}")
         found = check(found)
+        if not attempt and first is not None:
+            await first(found)
         done = await store.fence_run(
             run_id,
             expected_token=found.fencing_token,

@@ -30,6 +30,7 @@ from oncegraph.runtime.engine import TaskResult, route
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.routers import routed
 from oncegraph.runtime.sends import encode_send
+from oncegraph.runtime.stepresults import RESULTS, encode_results
 from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
 from oncegraph.storage.records import CheckpointRecord, LogEntry, RunRecord, ThreadRecord
@@ -156,6 +157,9 @@ async def fork(
     }
     if results:
         metadata["writes"] = [r.node for r in results]
+        kept = encode_results(spec.schema, results)
+        if kept:  # shown as the results of the tasks of the checkpoint it stands on
+            metadata[RESULTS] = kept
         if sends:
             metadata["sends"] = sends
         if waiting:

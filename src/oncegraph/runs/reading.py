@@ -15,15 +15,18 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from oncegraph.errors import ConfigError, InvalidUpdateError, RunNotFoundError
+from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import Masker
+from oncegraph.runs.paging import SHOW, STOP, Page
 from oncegraph.runs.scope import check_checkpoints
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
 from oncegraph.runtime.engine import TaskResult, empty_head, with_finished
 from oncegraph.runtime.moves import open_interrupts
 from oncegraph.runtime.stepevents import start_values
+from oncegraph.runtime.stepresults import RESULTS, decode_results
 from oncegraph.runtime.subgraph import child_place
 from oncegraph.storage.records import CheckpointRecord
 
@@ -105,10 +108,12 @@ async def state(
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
         snap = await stored_state(ctx, thread_id, real)
-        shaped = await _before_input(ctx, thread_id, snap, None)
+        rewritten = (await _went_on(ctx, thread_id, snap) or {}).get(START, _NONE)
+        shaped = await _before_input(ctx, thread_id, snap, None, rewritten)
     else:
         snap = await stored_state(ctx, thread_id, checkpoint_id)
-        shaped = await _shaped(ctx.graph, ctx, snap, thread_id, subgraphs, "")
+        done = None if checkpoint_id is None else await _went_on(ctx, thread_id, snap)
+        shaped = await _shaped(ctx.graph, ctx, snap, thread_id, subgraphs, "", done=done)
         if checkpoint_id is None:
             shaped = _with_finished_tasks(ctx.graph, shaped)
     if not masked:
@@ -142,8 +147,7 @@ async def history(
     if before is not None:
         found = await ctx.store.get_checkpoint(data, before.removesuffix(INPUT_SUFFIX))
         start = None if found is None else found.version + 1
-    skipping = start is not None  # up to and including ``before`` itself
-    given = 0
+    page = Page(before=before if start is not None else None, filter=filter, limit=limit)
     masker: Masker | None = None
     async for item in _sequence(ctx, thread_id, run_id, start, ns, data):
         if masker is None:
@@ -152,15 +156,33 @@ async def history(
             # (that page's and the older ones) has its effects' secrets known here. Read
             # before, a step committed in between could show a secret it never learned.
             masker = await ctx.masker(thread_ids=tuple(dict.fromkeys((thread_id, data))))
-        if skipping:
-            skipping = item.config.get("checkpoint_id") != before
-            continue
-        if filter and not all(item.metadata.get(k) == v for k, v in filter.items()):
-            continue
-        if limit is not None and given >= limit:
+        taken = page.take(item.config.get("checkpoint_id"), item.metadata)
+        if taken == STOP:
             return
-        given += 1
-        yield _mask(masker, item)
+        if taken == SHOW:
+            yield _mask(masker, item)
+
+
+_NEAR = 8
+"""How many checkpoints after a past one :func:`_went_on` looks at for its step's."""
+
+
+async def _went_on(ctx: RunContext, thread_id: str, snap: StateSnapshot) -> dict[str, Any] | None:
+    """What the tasks of the step that went on from ``snap``'s checkpoint wrote (see
+    :func:`_sequence`), read from the few checkpoints committed right after it (the
+    step's own is the next one unless the thread forked there): a bounded read."""
+    cp_id = snap.config.get("checkpoint_id")
+    found = await ctx.store.get_checkpoint(thread_id, str(cp_id)) if cp_id else None
+    if found is None:
+        return None
+    after = await ctx.store.list_checkpoints(
+        thread_id, limit=_NEAR, before_version=found.version + 1 + _NEAR
+    )
+    for cp in reversed(after):  # oldest first: the step that ran from it first
+        if cp.parent_checkpoint_id == cp_id and RESULTS in cp.metadata:
+            schema = ctx.graph.schema
+            return decode_results(schema, cp.metadata, schema.decode_values(cp.values))
+    return None
 
 
 def _with_finished_tasks(spec: GraphSpec, snap: StateSnapshot) -> StateSnapshot:
@@ -198,13 +220,24 @@ async def _sequence(
     ``data``: the thread the checkpoints are on (a subgraph's, of namespace ``ns``)."""
     data = data or thread_id
     held: StateSnapshot | None = None  # an input checkpoint, until the older one is read
+    # what the tasks of a step wrote, kept by the checkpoint the step made (newer, so read
+    # first), by the checkpoint the step ran from; of several (forks), the oldest's
+    done: dict[str, dict[str, Any]] = {}
+    schema = ctx.graph.schema
+    rewritten: Any = _NONE  # the held input's, as an update as __start__ rewrote it
     async for snap in stored_history(ctx, data, run_id=run_id, before_version=start):
         if held is not None:
-            yield await _before_input(ctx, thread_id, held, snap, ns, data)
-        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, ns, split=True)
+            yield await _before_input(ctx, thread_id, held, snap, rewritten, ns, data)
+        cp_id = snap.config.get("checkpoint_id")
+        results = done.pop(cp_id, None) if cp_id else None
+        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, ns, done=results, split=True)
         held = snap if snap.metadata.get("source") == "input" else None
+        rewritten = (results or {}).get(START, _NONE)
+        parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
+        if parent and RESULTS in snap.metadata:
+            done[parent] = decode_results(schema, snap.metadata, snap.values)
     if held is not None:
-        yield await _before_input(ctx, thread_id, held, None, ns, data)
+        yield await _before_input(ctx, thread_id, held, None, rewritten, ns, data)
 
 
 async def subgraph_place(ctx: RunContext, thread_id: str, ns: str) -> tuple[RunContext, str]:
@@ -254,6 +287,7 @@ async def _shaped(
     ns: str,
     parents: Mapping[str, str] | None = None,
     *,
+    done: Mapping[str, Any] | None = None,
     split: bool = False,
 ) -> StateSnapshot:
     cp_id = snap.config.get("checkpoint_id")
@@ -294,6 +328,7 @@ async def _shaped(
         states=states,
         ns=ns,
         parents=parents,
+        done=done,
         split=split,
     )
 
@@ -321,14 +356,21 @@ def called_stateful(fn: Any) -> Any:
     return None
 
 
+_NONE: Any = object()
+
+
 async def _before_input(
     ctx: RunContext,
     thread_id: str,
     snap: StateSnapshot,
     older: StateSnapshot | None,
+    rewritten: Any = _NONE,
     ns: str = "",
     data: str | None = None,
 ) -> StateSnapshot:
+    """LangGraph's entry of a run's input before it was applied; ``rewritten``: what an
+    ``update_state(..., as_node="__start__")`` on the input checkpoint wrote as the
+    ``__start__`` task instead (``bulk_update_state`` after an ``__input__`` update)."""
     parent_id = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     if parent_id is None:  # a thread's first: its reducer fields at their start (0, [])
         values: dict[str, Any] = start_values(ctx.graph.schema)
@@ -344,9 +386,13 @@ async def _before_input(
                 update = ctx.graph.schema.decode_update(run.input)
             except (InvalidUpdateError, ValueError, TypeError):
                 update = dict(run.input)  # written by an older version's schema: as stored
-    return input_snapshot(
+    shown = input_snapshot(
         snap, thread_id=thread_id, before=values, before_id=parent_id, update=update, ns=ns
     )
+    if rewritten is _NONE:
+        return shown
+    (task,) = shown.tasks
+    return shown._replace(tasks=(task._replace(result=rewritten),))
 
 
 __all__ = ["HISTORY_PAGE", "history", "state", "stored_history", "stored_state"]

@@ -281,29 +281,19 @@ class Replays:
     ) -> tuple[AuditRecord, AuditRecord]:
         """The parent's record (what was made from it) and the new run's own (where it
         comes from), with the same actor and reason."""
-        on_parent = audits.for_run(
-            parent,
-            action,
-            actor=actor,
-            reason=reason,
-            details={
-                "new_run_id": run.run_id,
-                "new_thread_id": run.thread_id,
-                "checkpoint_id": cp.checkpoint_id,
-                **details,
-            },
+        ends = (  # each end of the lineage names the other
+            (parent, {"new_run_id": run.run_id, "new_thread_id": run.thread_id}),
+            (run, {"parent_run_id": parent.run_id, "parent_thread_id": parent.thread_id}),
         )
-        on_child = audits.for_run(
-            run,
-            action,
-            actor=actor,
-            reason=reason,
-            details={
-                "parent_run_id": parent.run_id,
-                "parent_thread_id": parent.thread_id,
-                "checkpoint_id": cp.checkpoint_id,
-                **details,
-            },
+        on_parent, on_child = (
+            audits.for_run(
+                on,
+                action,
+                actor=actor,
+                reason=reason,
+                details={**other, "checkpoint_id": cp.checkpoint_id, **details},
+            )
+            for on, other in ends
         )
         return on_parent, on_child
 

@@ -283,18 +283,31 @@ class RunService(ServiceViews):
                 return await travel.run(
                     cp, input, cfg, emit, thread, latest, launch=launch, starts=starts
                 )
-        elif wanted and thread is None:
+        elif wanted and thread is None and input is None:
             raise RunNotFoundError(
                 f"thread {thread_id!r} has no checkpoint {wanted!r} (it has none yet); start "
                 "it with invoke(input, config) without a checkpoint_id"
             )
+        # (a new thread's input with a checkpoint_id starts the thread, as in LangGraph:
+        # the checkpoint named is not there, so nothing is gone back to or left behind)
         if input is None and cfg.run_id is None and launch is None:
             done = await finished_state(self.context, thread, latest)
             if done is not None:  # LangGraph's replay of a final checkpoint: nothing runs
                 return done
-        if cfg.run_id is not None:  # continue exactly this run
-            if input is not None:
+            open_ = await answers.asked_again(self.context, thread, latest, emit)
+            if open_ is not None:  # waiting for an answer: the same questions, nothing runs
+                return open_
+        named: str | None = None  # the new run's id, as the caller named it
+        if cfg.run_id is not None and input is not None:
+            if isinstance(input, Command) or launch is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
+            if await self.store.get_run(cfg.run_id) is not None:
+                raise ConfigError(
+                    f"config['run_id'] {cfg.run_id!r} names a stored run: continue it with "
+                    "invoke(None, config), or name a new run with an id of its own"
+                )
+            named = cfg.run_id  # as in LangGraph: the id of the run this input starts
+        elif cfg.run_id is not None:  # continue exactly this run
             found = await self.context.run_on(thread_id, cfg.run_id)
             if launch is not None:
                 return await self._continue_for(launch, found, cfg, emit)
@@ -316,6 +329,8 @@ class RunService(ServiceViews):
             # an operator gave up on the latest run; an earlier one may still be running
             await claims.thread_free(self.store, thread_id, "")
         run = self._new_run(thread_id, start.input, cfg, status=RunStatus.RUNNING, launch=launch)
+        if named is not None:
+            run = run.replace(run_id=named)
         return await starting.begin(self.context, run, thread, cfg, emit, launch)
 
     async def start(

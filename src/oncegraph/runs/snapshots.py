@@ -12,7 +12,8 @@ into what LangGraph code reads:
 * ``tasks``: one :class:`PregelTask` per task of the next step (pulled nodes, then
   sends), with the interrupt it asked last (answered too: a past checkpoint shows the
   question of its step; the snapshot's ``interrupts`` lists only those still open),
-  the writes of a sibling that already finished (``result``), and for a subgraph task
+  the writes of a sibling that already finished, or in the history of a step that went
+  on, of each task (``result``), and for a subgraph task
   its own snapshot (``state``) when asked for with ``subgraphs=True``;
 * history: each run's input is shown as LangGraph shows it, as a checkpoint of its own
   before the input was applied (``next == ("__start__",)``, ``metadata["source"] ==
@@ -120,10 +121,13 @@ def shape(
     states: Mapping[str, Any] | None = None,
     ns: str = "",
     parents: Mapping[str, str] | None = None,
+    done: Mapping[str, Any] | None = None,
     split: bool = False,
 ) -> StateSnapshot:
     """``snap`` in LangGraph's shape (see the module docstring). ``writes`` are the task
-    writes of its checkpoint; ``states`` the subgraph snapshots (or configs) by task;
+    writes of its checkpoint; ``done`` what the tasks of a step that went on from it
+    wrote, by task key (:mod:`oncegraph.runtime.stepresults`); ``states`` the subgraph
+    snapshots (or configs) by task;
     ``parents``, for a subgraph's snapshot, the checkpoint id of each graph above it by
     namespace (``metadata["parents"]``, and the configs' ``checkpoint_map``);
     ``split``: a subgraph's input checkpoint comes after LangGraph's input checkpoint,
@@ -147,7 +151,7 @@ def shape(
     }
     tasks = []
     for key, node, path in task_keys(spec, snap):
-        result = None
+        result = (done or {}).get(key)
         if key in finished:
             result = written(decode_result(spec, key, node, finished[key].value))
         tasks.append(

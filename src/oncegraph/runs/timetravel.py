@@ -308,18 +308,15 @@ class TimeTravel:
             )
         )
         await self.store.append_audit(
-            audits.for_run(
+            audits.for_update(
                 run,
-                "update_state",
                 actor=actor,
                 reason=reason,
-                details={
-                    "parent_run_id": cp.run_id,
-                    "checkpoint_id": cp.checkpoint_id,
-                    "new_checkpoint_id": made.checkpoint.checkpoint_id,
-                    "as_node": as_node,
-                    "changed": [c.channel for c in made.diff],
-                },
+                parent_run_id=cp.run_id,
+                checkpoint_id=cp.checkpoint_id,
+                new_checkpoint_id=made.checkpoint.checkpoint_id,
+                as_node=as_node,
+                changed=[c.channel for c in made.diff],
             )
         )
         return Fork(run, made.checkpoint.checkpoint_id, made.diff)

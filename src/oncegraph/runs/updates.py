@@ -115,18 +115,15 @@ async def start_by_update(
         )
     )
     await ctx.store.append_audit(
-        audits.for_run(
+        audits.for_update(
             run,
-            "update_state",
             actor=actor,
             reason=reason,
-            details={
-                "parent_run_id": run.parent_run_id,
-                "checkpoint_id": run.parent_checkpoint_id,
-                "new_checkpoint_id": nxt.checkpoint.checkpoint_id,
-                "as_node": as_node,
-                "changed": sorted(writes.changed),
-            },
+            parent_run_id=run.parent_run_id,
+            checkpoint_id=run.parent_checkpoint_id,
+            new_checkpoint_id=nxt.checkpoint.checkpoint_id,
+            as_node=as_node,
+            changed=sorted(writes.changed),
         )
     )
     return Fork(run, nxt.checkpoint.checkpoint_id, ())

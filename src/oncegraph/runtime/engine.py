@@ -49,6 +49,7 @@ from oncegraph.ids import new_checkpoint_id
 from oncegraph.runtime.logkeys import stored_channel
 from oncegraph.runtime.routes import RouterFailed, Routes, next_nodes, route
 from oncegraph.runtime.sends import decode_send, encode_send
+from oncegraph.runtime.stepresults import RESULTS, encode_results
 from oncegraph.state.channels import StepWrites, apply_writes
 from oncegraph.storage.records import CheckpointRecord, LogEntry, TaskWrite, WriteKind
 
@@ -212,6 +213,10 @@ def advance(
         counts[channel] = seq + 1
     stored = writes.stored  # value channels encoded by their codecs
     metadata: dict[str, Any] = {"source": source, "writes": [r.node for r in results]}
+    if source != "input":  # a run's input is kept with the run itself
+        kept = encode_results(schema, results)
+        if kept:  # what each task wrote, for the history of the step before
+            metadata[RESULTS] = kept
     nxt = routes.pulled
     if routes.sends:
         metadata["sends"] = [encode_send(spec, s) for s in routes.sends]

@@ -30,7 +30,9 @@ def task_id(checkpoint_id: str, key: str) -> str:
 INPUT_SUFFIX = ".input"
 """The id suffix of the checkpoint LangGraph shows before a run's input is applied."""
 
-_INTERNAL_METADATA = frozenset({"writes", "sends", "joins", "deferred", "call", "forked_from"})
+_INTERNAL_METADATA = frozenset(
+    {"writes", "sends", "joins", "deferred", "call", "forked_from", "results"}
+)
 """Checkpoint metadata the run keeps for itself (what the next step needs, lineage the
 run records hold): not part of LangGraph's metadata."""
 

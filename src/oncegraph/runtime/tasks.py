@@ -124,7 +124,18 @@ def stream_metadata(ctx: TaskContext, *, written: bool = False) -> dict[str, Any
         meta["ls_integration"] = "langgraph"
     else:
         meta["checkpoint_ns"] = ns
+    conf = ctx.config.configurable
+    if ctx.config.run_id is not None:
+        meta["run_id"] = ctx.config.run_id
+    for key in _CALLER_IDS:  # the caller's ids of the run, as LangGraph passes them on
+        if key in conf and key not in meta:  # a model chunk's namespace is the task's
+            meta[key] = conf[key]
     return meta
+
+
+_CALLER_IDS = ("checkpoint_id", "checkpoint_ns", "task_id", "assistant_id", "graph_id")
+"""The ``configurable`` ids a ``messages`` chunk's metadata carries (nothing else of it:
+a caller's ``configurable`` may hold credentials)."""
 
 
 def _path(ctx: TaskContext) -> tuple[Any, ...]:

@@ -70,13 +70,12 @@ class Translate:
         self.run_id = run_id
         self.view = view
 
+    def _run_event(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """An event of the whole run: its kind, the client's thread and run ids, ``fields``."""
+        return {"type": kind, "threadId": self.thread_id, "runId": self.run_id, **fields}
+
     def started(self, oncegraph_run_id: str | None) -> dict[str, Any]:
-        return {
-            "type": "RUN_STARTED",
-            "threadId": self.thread_id,
-            "runId": self.run_id,
-            "metadata": {"oncegraph_run_id": oncegraph_run_id},
-        }
+        return self._run_event("RUN_STARTED", metadata={"oncegraph_run_id": oncegraph_run_id})
 
     def events(self, event: Event) -> list[dict[str, Any]]:
         data = self.view.value(event.data)
@@ -147,12 +146,7 @@ class Translate:
         return out
 
     def finished(self, status: str | None) -> dict[str, Any]:
-        return {
-            "type": "RUN_FINISHED",
-            "threadId": self.thread_id,
-            "runId": self.run_id,
-            "result": {"status": status},
-        }
+        return self._run_event("RUN_FINISHED", result={"status": status})
 
 
 async def _stream(

@@ -140,10 +140,18 @@ async def run_history(request: Request) -> Response:
 async def run_effects(request: Request) -> Response:
     p = caller(request)
     run = await visible_run(request, p, request.path_params["run_id"])
+    return await _effects_page(request, p, run_id=run.run_id)
+
+
+async def _effects_page(
+    request: Request, p: Principal, *, run_id: str | None = None, thread_id: str | None = None
+) -> Response:
+    """A page of a run's or a thread's effect records, as ``p`` may see them."""
     limit, offset = page(request)
-    view = await shown(request, p)
+    view = await (shown(request, p) if thread_id is None else shown(request, p, thread_id))
     found = await graph(request).aeffects(
-        run_id=run.run_id,
+        run_id=run_id,
+        thread_id=thread_id,
         status=statuses(request, EFFECT_STATUSES),
         limit=limit,
         offset=offset,
@@ -256,16 +264,7 @@ async def thread_history(request: Request) -> Response:
 async def thread_effects(request: Request) -> Response:
     p = caller(request)
     thread_id = visible_thread(p, request.path_params["thread_id"])
-    limit, offset = page(request)
-    view = await shown(request, p, thread_id)
-    found = await graph(request).aeffects(
-        thread_id=thread_id,
-        status=statuses(request, EFFECT_STATUSES),
-        limit=limit,
-        offset=offset,
-        masked=not view.unmasked,
-    )
-    return await json_page(len(found), lambda: {"effects": [view.effect(e) for e in found]})
+    return await _effects_page(request, p, thread_id=thread_id)
 
 
 async def audit(request: Request) -> Response:

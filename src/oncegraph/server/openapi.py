@@ -27,8 +27,14 @@ def _ok(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+def _object(properties: dict[str, Any], *, optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An object's schema: its ``properties``, each required but the ``optional`` ones."""
+    required = [name for name in properties if name not in optional]
+    return {"type": "object", "required": required, "properties": properties}
+
+
 def _keyed(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "required": [name], "properties": {name: schema}}
+    return _object({name: schema})
 
 
 def _page(name: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -37,11 +43,7 @@ def _page(name: str, item: dict[str, Any]) -> dict[str, Any]:
         "type": ["string", "null"],
         "description": "the next page's before=, or null on the last page",
     }
-    return {
-        "type": "object",
-        "required": [name, "next"],
-        "properties": {name: _array(item), "next": following},
-    }
+    return _object({name: _array(item), "next": following})
 
 
 def _ref(name: str) -> dict[str, Any]:
@@ -115,20 +117,60 @@ def _post(
     }
 
 
+def _events(description: str) -> dict[str, Any]:
+    """An answer that is a stream of Server-Sent Events."""
+    return {
+        "description": description,
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+
+
+def _streamed(
+    summary: str, body: dict[str, Any], params: list[dict[str, Any]], events: str
+) -> dict[str, Any]:
+    """A command whose answer is its run's events, as Server-Sent Events."""
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [*params, IDEMPOTENCY_KEY],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {"200": _events(events), **COMMAND_ERRORS},
+        }
+    }
+
+
 TEXT = {"type": "string", "maxLength": schemas.MAX_TEXT}
 
 
+def _history_and_effects(whose: str, id_param: dict[str, Any]) -> dict[str, Any]:
+    """The two listings a run and a thread both have, at ``/api/{whose}s/{id}/...``:
+    its checkpoints and its effect records."""
+    from oncegraph.server.api import EFFECT_STATUSES
+
+    at = f"/api/{whose}s/{{{id_param['name']}}}"
+    return {
+        f"{at}/history": _get(
+            f"The {whose}'s checkpoints, newest first",
+            _keyed("history", _array(_ref("Snapshot"))),
+            [id_param, LIMIT],
+        ),
+        f"{at}/effects": _get(
+            f"The {whose}'s effect records (masked)",
+            _keyed("effects", _array(_ref("Effect"))),
+            [id_param, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
+        ),
+    }
+
+
 def document() -> dict[str, Any]:
-    from oncegraph.server.api import EFFECT_STATUSES, RUN_STATUSES
+    from oncegraph.server.api import RUN_STATUSES
     from oncegraph.server.compensation import compensation_paths
 
     run_id, thread_id, effect_id = _path("run_id"), _path("thread_id"), _path("effect_id")
     run_out = _keyed("run", _ref("Run"))
-    outcome = {
-        "type": "object",
-        "required": ["run"],
-        "properties": {"run": _ref("Run"), "output": {}, "error": _ref("Outcome")},
-    }
+    outcome = _object(
+        {"run": _ref("Run"), "output": {}, "error": _ref("Outcome")}, optional=("output", "error")
+    )
     paths: dict[str, Any] = {
         "/api/health": {
             "get": {
@@ -150,23 +192,10 @@ def document() -> dict[str, Any]:
         ),
         "/api/runs/{run_id}": _get(
             "One run and its lineage (parent and child runs)",
-            {
-                "type": "object",
-                "required": ["run", "lineage"],
-                "properties": {"run": _ref("Run"), "lineage": _OBJ},
-            },
+            _object({"run": _ref("Run"), "lineage": _OBJ}),
             [run_id],
         ),
-        "/api/runs/{run_id}/history": _get(
-            "The run's checkpoints, newest first",
-            _keyed("history", _array(_ref("Snapshot"))),
-            [run_id, LIMIT],
-        ),
-        "/api/runs/{run_id}/effects": _get(
-            "The run's effect records (masked)",
-            _keyed("effects", _array(_ref("Effect"))),
-            [run_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
-        ),
+        **_history_and_effects("run", run_id),
         "/api/runs/{run_id}/effects/{effect_id}": _get(
             "One effect record", _keyed("effect", _ref("Effect")), [run_id, effect_id]
         ),
@@ -187,13 +216,7 @@ def document() -> dict[str, Any]:
                         "schema": {"type": "string", "pattern": "^(cp\\.)?[0-9]{1,15}$"},
                     },
                 ],
-                "responses": {
-                    "200": {
-                        "description": "An event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMON_ERRORS,
-                },
+                "responses": {"200": _events("An event stream"), **COMMON_ERRORS},
             }
         },
         "/api/runs/{run_id}/continue": _post(
@@ -213,15 +236,13 @@ def document() -> dict[str, Any]:
         "/api/runs/{run_id}/branch": _post(
             "Create a branch with a state patch; returns the diff (operator)",
             schemas.ref(schemas.BranchBody),
-            {
-                "type": "object",
-                "required": ["run", "diff", "checkpoint_id"],
-                "properties": {
+            _object(
+                {
                     "run": _ref("Run"),
                     "diff": _array(_OBJ),
                     "checkpoint_id": {"type": "string"},
-                },
-            },
+                }
+            ),
             [run_id],
             status="201",
         ),
@@ -241,17 +262,15 @@ def document() -> dict[str, Any]:
             "Ask the recipient again about an uncertain effect, through its tool's probe "
             "or reconcile hook (operator)",
             schemas.ref(schemas.CheckBody),
-            {
-                "type": "object",
-                "required": ["verdict", "effect"],
-                "properties": {
+            _object(
+                {
                     "verdict": {
                         "type": "string",
                         "enum": ["done", "accepted", "not_done", "unknown"],
                     },
                     "effect": _ref("Effect"),
-                },
-            },
+                }
+            ),
             [run_id, effect_id],
             required=False,
         ),
@@ -259,15 +278,14 @@ def document() -> dict[str, Any]:
             "Redeliver an effect (admin): without confirm a preview; with the preview's "
             "token, send exactly once",
             schemas.ref(schemas.RedeliverBody),
-            {
-                "type": "object",
-                "required": ["sent", "preview"],
-                "properties": {
+            _object(
+                {
                     "sent": {"type": "boolean"},
                     "preview": _OBJ,
                     "effect": _ref("Effect"),
                 },
-            },
+                optional=("effect",),
+            ),
             [run_id, effect_id],
         ),
         "/api/threads": _get(
@@ -284,11 +302,7 @@ def document() -> dict[str, Any]:
         ),
         "/api/threads/{thread_id}": _get(
             "A thread's runs",
-            {
-                "type": "object",
-                "required": ["thread_id", "runs"],
-                "properties": {"thread_id": {"type": "string"}, "runs": _array(_ref("Run"))},
-            },
+            _object({"thread_id": {"type": "string"}, "runs": _array(_ref("Run"))}),
             [thread_id, LIMIT],
         ),
         "/api/threads/{thread_id}/state": _get(
@@ -296,72 +310,40 @@ def document() -> dict[str, Any]:
             _keyed("state", _ref("Snapshot")),
             [thread_id, _query("checkpoint_id", TEXT)],
         ),
-        "/api/threads/{thread_id}/history": _get(
-            "The thread's checkpoints, newest first",
-            _keyed("history", _array(_ref("Snapshot"))),
-            [thread_id, LIMIT],
-        ),
-        "/api/threads/{thread_id}/effects": _get(
-            "The thread's effect records (masked)",
-            _keyed("effects", _array(_ref("Effect"))),
-            [thread_id, _status(list(EFFECT_STATUSES)), EFFECT_LIMIT, OFFSET],
-        ),
+        **_history_and_effects("thread", thread_id),
         "/api/threads/{thread_id}/runs": _post(
             "Start a run (or continue the thread's with input null) in the background "
             "(operator); wait=true returns when it stopped. Sent again with its "
             "Idempotency-Key, it answers with the same run",
             schemas.ref(schemas.StartBody),
-            {
-                "type": "object",
-                "required": ["run_id", "thread_id", "events_url", "run"],
-                "properties": {
+            _object(
+                {
                     "run_id": {"type": "string"},
                     "thread_id": {"type": "string"},
                     "events_url": {"type": "string"},
                     "run": _ref("Run"),
                     "error": _ref("Outcome"),
                 },
-            },
+                optional=("error",),
+            ),
             [thread_id],
             status="202",
             extra={"200": _ok(_OBJ, "The run stopped (wait=true), or stopped on an error")},
         ),
-        "/api/threads/{thread_id}/runs/stream": {
-            "post": {
-                "summary": "Start a run and stream its events (operator); sent again with "
-                "its Idempotency-Key, it streams the same run",
-                "parameters": [thread_id, IDEMPOTENCY_KEY],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas.ref(schemas.StartBody)}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "An event stream",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMAND_ERRORS,
-                },
-            }
-        },
-        "/api/agui": {
-            "post": {
-                "summary": "Run the app for an AG-UI client: RunAgentInput in, AG-UI events "
-                "out as Server-Sent Events (operator)",
-                "parameters": [IDEMPOTENCY_KEY],
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": schemas.ref(schemas.AguiInput)}},
-                },
-                "responses": {
-                    "200": {
-                        "description": "AG-UI events",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                    },
-                    **COMMAND_ERRORS,
-                },
-            }
-        },
+        "/api/threads/{thread_id}/runs/stream": _streamed(
+            "Start a run and stream its events (operator); sent again with its "
+            "Idempotency-Key, it streams the same run",
+            schemas.ref(schemas.StartBody),
+            [thread_id],
+            "An event stream",
+        ),
+        "/api/agui": _streamed(
+            "Run the app for an AG-UI client: RunAgentInput in, AG-UI events out as "
+            "Server-Sent Events (operator)",
+            schemas.ref(schemas.AguiInput),
+            [],
+            "AG-UI events",
+        ),
         "/api/audit": _get(
             "The audit log, newest first, a page at a time",
             _page("audit", _ref("Audit")),

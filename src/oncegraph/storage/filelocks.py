@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 
 from oncegraph.errors import StorageError
 
@@ -114,23 +115,35 @@ class LockFile:
             self._maybe_close()
 
 
-class FileRunLock:
-    """One held run lock (:class:`~oncegraph.storage.protocols.RunLock`)."""
+class HeldRunLock:
+    """A run lock this process holds until it lets go
+    (:class:`~oncegraph.storage.protocols.RunLock`): ``unlock(run_id)`` runs once, at the
+    first release. It is never lost: no one can take a process's own lock from it (an OS
+    record lock, or the in-process lock of a store private to its process)."""
 
-    __slots__ = ("_file", "run_id")
+    __slots__ = ("_unlock", "run_id")
 
-    def __init__(self, file: LockFile, run_id: str) -> None:
-        self._file: LockFile | None = file
+    def __init__(self, unlock: Callable[[str], None], run_id: str) -> None:
+        self._unlock: Callable[[str], None] | None = unlock
         self.run_id = run_id
 
     @property
     def lost(self) -> bool:
-        return False  # a process's own record locks cannot be taken from it
+        return False
 
     async def release(self) -> None:
-        file, self._file = self._file, None
-        if file is not None:
-            file.unlock(self.run_id)
+        unlock, self._unlock = self._unlock, None
+        if unlock is not None:
+            unlock(self.run_id)
 
 
-__all__ = ["FileRunLock", "LockFile"]
+class FileRunLock(HeldRunLock):
+    """One held record lock of a :class:`LockFile`."""
+
+    __slots__ = ()
+
+    def __init__(self, file: LockFile, run_id: str) -> None:
+        super().__init__(file.unlock, run_id)
+
+
+__all__ = ["FileRunLock", "HeldRunLock", "LockFile"]

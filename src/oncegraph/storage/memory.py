@@ -27,6 +27,7 @@ from typing import Any
 
 from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
+from oncegraph.storage.filelocks import HeldRunLock
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.memory_requests import RequestTables
 from oncegraph.storage.memory_retention import Retention
@@ -57,6 +58,15 @@ from oncegraph.storage.memory_tables import (
     run_order,
     with_changes,
 )
+from oncegraph.storage.queries import (
+    AuditQuery,
+    CheckpointQuery,
+    EffectQuery,
+    PayloadQuery,
+    RunQuery,
+    StoreDoors,
+    Takeover,
+)
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
@@ -74,7 +84,7 @@ from oncegraph.storage.saver_api import SaverMethods
 from oncegraph.storage.sql import rows
 
 
-class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
+class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, StoreDoors, Closing):
     """Threads, runs, checkpoints, logs, task writes and the effect ledger in memory."""
 
     async def request_hash_key(self) -> bytes:
@@ -191,25 +201,18 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
             row = self._checkpoints.get((thread_id, checkpoint_id))
         return None if row is None else self.rows.checkpoint_from_row(row)
 
-    async def list_checkpoints(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-    ) -> list[CheckpointRecord]:
+    async def _list_checkpoints(self, q: CheckpointQuery) -> list[CheckpointRecord]:
         with self._lock:
             found = [
                 row
                 for (tid, _), row in self._checkpoints.items()
-                if tid == thread_id
-                and (run_id is None or row[CP_RUN] == run_id)
-                and (before_version is None or row[CP_VERSION] < before_version)
+                if tid == q.thread_id
+                and (q.run_id is None or row[CP_RUN] == q.run_id)
+                and (q.before_version is None or row[CP_VERSION] < q.before_version)
             ]
         found.sort(key=lambda r: r[CP_VERSION], reverse=True)
-        if limit is not None:
-            found = found[: max(limit, 0)]
+        if q.limit is not None:
+            found = found[: max(q.limit, 0)]
         return [self.rows.checkpoint_from_row(r) for r in found]
 
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
@@ -253,13 +256,8 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
             row = self._runs.get(run_id)
         return None if row is None else self.rows.run_from_row(row)
 
-    async def update_run(
-        self,
-        run_id: str,
-        *,
-        status: RunStatus,
-        error: str | None = None,
-        fence: int | None = None,
+    async def _update_run(
+        self, run_id: str, status: RunStatus, error: str | None, fence: int | None
     ) -> None:
         with self._lock:
             row = self._runs.get(run_id)
@@ -280,80 +278,61 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
         """Raise unless ``run_id`` holds ``fence``; call under the lock."""
         rows.check_run(run_id, fence_of(self._runs.get(run_id)), fence)
 
-    async def lock_run(self, run_id: str) -> _MemoryRunLock | None:
+    async def lock_run(self, run_id: str) -> HeldRunLock | None:
         with self._lock:
             if run_id in self._held:
                 return None
             self._held.add(run_id)
-        return _MemoryRunLock(self, run_id)
+        return HeldRunLock(self._unlock, run_id)
 
     def _unlock(self, run_id: str) -> None:
         with self._lock:
             self._held.discard(run_id)
 
-    async def fence_run(
-        self,
-        run_id: str,
-        *,
-        expected_token: int,
-        owner: str | None,
-        status: RunStatus | None = None,
-        error: str | None = None,
-        audit: AuditRecord | None = None,
-    ) -> RunRecord | None:
-        audit_row = self.rows.audit_to_params(audit) if audit is not None else None
+    async def _fence_run(self, run_id: str, t: Takeover) -> RunRecord | None:
+        audit_row = self.rows.audit_to_params(t.audit) if t.audit is not None else None
         with self._lock:
             self._refuse_known_audit(audit_row)
             row = self._runs.get(run_id)
             if row is None:
                 raise RunNotFoundError(f"run {run_id!r} does not exist")
-            if row[RUN_FENCE] != expected_token:
+            if row[RUN_FENCE] != t.expected_token:
                 return None
             changes: dict[int, Any] = {
-                RUN_FENCE: expected_token + 1,
-                RUN_OWNER: owner,
+                RUN_FENCE: t.expected_token + 1,
+                RUN_OWNER: t.owner,
                 RUN_EXPIRES: None,
                 RUN_UPDATED: now(),
             }
-            if status is not None:
-                changes[RUN_STATUS] = str(status)
-                changes[RUN_ERROR] = self.rows.error_param(run_id, error)
+            if t.status is not None:
+                changes[RUN_STATUS] = str(t.status)
+                changes[RUN_ERROR] = self.rows.error_param(run_id, t.error)
             row = self._runs[run_id] = with_changes(row, changes)
-            if audit is not None and audit_row is not None:
-                self._link_audit(audit, audit_row)
+            if t.audit is not None and audit_row is not None:
+                self._link_audit(t.audit, audit_row)
         return self.rows.run_from_row(row)
 
-    async def list_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        statuses: Sequence[RunStatus] | None = None,
-        limit: int = 100,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: tuple[float, str] | None = None,
-    ) -> list[RunRecord]:
-        wanted = None if statuses is None else {str(s) for s in statuses}
+    async def _list_runs(self, q: RunQuery) -> list[RunRecord]:
+        wanted = None if q.statuses is None else {str(s) for s in q.statuses}
         with self._lock:
-            if thread_id is None:
+            if q.thread_id is None:
                 candidates: Iterable[Row] = self._runs.values()
             else:  # the thread's order: newest placed first; a page after its last run
-                ids = self._thread_runs.get(thread_id, [])
-                if before is not None:
-                    ids = ids[: ids.index(before[1])] if before[1] in ids else []
+                ids = self._thread_runs.get(q.thread_id, [])
+                if q.before is not None:
+                    ids = ids[: ids.index(q.before[1])] if q.before[1] in ids else []
                 candidates = [self._runs[r] for r in reversed(ids)]
             found = [
                 row
                 for row in candidates
                 if (wanted is None or row[RUN_STATUS] in wanted)
-                and owned(row, app_id, tenant)
-                and (parent_run_id is None or row[RUN_PARENT] == parent_run_id)
-                and (thread_id is not None or before is None or run_order(row) < before)
+                and owned(row, q.app_id, q.tenant)
+                and (q.parent_run_id is None or row[RUN_PARENT] == q.parent_run_id)
+                and (q.thread_id is not None or q.before is None or run_order(row) < q.before)
             ]
-        if thread_id is None:
+        if q.thread_id is None:
             found.sort(key=run_order, reverse=True)
-        return [self.rows.run_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.run_from_row(r) for r in found[: max(q.limit, 0)]]
 
     # -- effects ----------------------------------------------------------------------
 
@@ -432,48 +411,28 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
             ]
         return chain.verify(found, db_key=self._chain_db_key, encryption=self.rows.encryption)
 
-    async def list_audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | None = None,
-        limit: int = 100,
-        app_id: str | None = None,
-        tenant: str | None = None,
-    ) -> list[AuditRecord]:
+    async def _list_audit(self, q: AuditQuery) -> list[AuditRecord]:
         with self._lock:
             found = [
                 r
                 for r in self._audit.values()
-                if (run_id is None or r[6] == run_id)
-                and (thread_id is None or r[7] == thread_id)
-                and (target_id is None or r[5] == target_id)
-                and (before is None or audit_before(r, before))
+                if (q.run_id is None or r[6] == q.run_id)
+                and (q.thread_id is None or r[7] == q.thread_id)
+                and (q.target_id is None or r[5] == q.target_id)
+                and (q.before is None or audit_before(r, q.before))
                 and (
-                    (app_id is None and tenant is None)
+                    (q.app_id is None and q.tenant is None)
                     or r[6] not in self._runs  # no run, or one this store does not hold
-                    or owned(self._runs[r[6]], app_id, tenant)
+                    or owned(self._runs[r[6]], q.app_id, q.tenant)
                 )
             ]
         found.sort(key=lambda r: (r[1], r[0]), reverse=True)
-        return [self.rows.audit_from_row(r) for r in found[: max(limit, 0)]]
+        return [self.rows.audit_from_row(r) for r in found[: max(q.limit, 0)]]
 
-    async def list_effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[EffectRecord]:
-        found = self._effect_rows(run_id, thread_id, statuses, app_id, tenant)
-        start = max(offset, 0)
-        found = found[start:] if limit is None else found[start : start + max(limit, 0)]
+    async def _list_effects(self, q: EffectQuery) -> list[EffectRecord]:
+        found = self._effect_rows(q.run_id, q.thread_id, q.statuses, q.app_id, q.tenant)
+        start = max(q.offset, 0)
+        found = found[start:] if q.limit is None else found[start : start + max(q.limit, 0)]
         return [self.rows.effect_from_row(r) for r in found]
 
     def _effect_rows(
@@ -509,38 +468,14 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, Closing):
         found.sort(key=lambda r: (r[EFFECT_CREATED], r[0]))
         return found
 
-    async def list_effect_payloads(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        results: bool = True,
-        thread_ids: Sequence[str] | None = None,
-    ) -> list[EffectPayload]:
-        found = self._effect_rows(run_id, thread_id, thread_ids=thread_ids)
+    async def _list_effect_payloads(self, q: PayloadQuery) -> list[EffectPayload]:
+        found = self._effect_rows(q.run_id, q.thread_id, thread_ids=q.thread_ids)
         return [
             self.rows.payload_from_row(
-                (r[0], r[EFFECT_TYPE], r[EFFECT_REQUEST], r[EFFECT_RESULT] if results else None)
+                (r[0], r[EFFECT_TYPE], r[EFFECT_REQUEST], r[EFFECT_RESULT] if q.results else None)
             )
             for r in found
         ]
-
-
-class _MemoryRunLock:
-    __slots__ = ("_store", "run_id")
-
-    def __init__(self, store: InMemoryCheckpointer, run_id: str) -> None:
-        self._store: InMemoryCheckpointer | None = store
-        self.run_id = run_id
-
-    @property
-    def lost(self) -> bool:
-        return False
-
-    async def release(self) -> None:
-        store, self._store = self._store, None
-        if store is not None:
-            store._unlock(self.run_id)
 
 
 __all__ = ["InMemoryCheckpointer"]

@@ -3,8 +3,6 @@ of the prune."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from oncegraph.storage.memory_tables import (
     CP_RUN,
     CP_VERSION,
@@ -18,6 +16,7 @@ from oncegraph.storage.memory_tables import (
     RUN_STATUS,
     Tables,
 )
+from oncegraph.storage.queries import PrunePolicy
 from oncegraph.storage.records import PruneReport, prune_effects_cutoff
 
 
@@ -26,26 +25,18 @@ class Retention(Tables):
 
     # -- retention --------------------------------------------------------------------
 
-    async def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-        dry_run: bool = False,
-        on_thread: Callable[[PruneReport], None] | None = None,
-    ) -> PruneReport:
+    async def _prune(self, p: PrunePolicy) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
-        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
+        cutoff = prune_effects_cutoff(p.keep_checkpoints, p.effects_older_than)
         with self._lock:
-            thread_ids = sorted(self._threads) if thread_id is None else [thread_id]
+            thread_ids = sorted(self._threads) if p.thread_id is None else [p.thread_id]
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                one = self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
-            if on_thread is not None:
-                on_thread(one)
+                one = self._prune_thread(tid, p.keep_checkpoints, cutoff, p.dry_run)
+            if p.on_thread is not None:
+                p.on_thread(one)
             report = report.plus(one)
         return report
 

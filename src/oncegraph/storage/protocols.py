@@ -6,8 +6,11 @@ is the optional hot cache (Redis), never the source of truth. :class:`Pruner` is
 retention, which every bundled backend also implements. Each backend passes the
 conformance suite in :mod:`oncegraph.testing.conformance`.
 
-All methods are coroutines. Backends map their driver's errors to
-:class:`oncegraph.errors.StorageError` subclasses at this boundary.
+The bundled stores take the long keyword signatures (listings, ``prune``,
+``fence_run``) through one set of doors (:class:`oncegraph.storage.queries.StoreDoors`),
+which hands each store one frozen value of the arguments. All methods are coroutines.
+Backends map their driver's errors to :class:`oncegraph.errors.StorageError` subclasses
+at this boundary.
 """
 
 from __future__ import annotations

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from oncegraph._blocking import iterate_sync, run_sync
 from oncegraph.errors import ConfigError
+from oncegraph.storage.lifecycle import Closing
 
 if TYPE_CHECKING:
     from oncegraph.checkpoint.tuples import CheckpointTuple
@@ -159,36 +159,31 @@ class SaverMethods:
         raise ConfigError(_NO_PUT.format(method="put_writes"))
 
 
-class Opened:
+class Opened(Closing):
     """``from_conn_string``'s context manager: the store, set up on entry and closed on
-    exit, in sync (``with``) or async (``async with``) code."""
+    exit, in sync (``with``) or async (``async with``) code. It opens and closes the
+    store as the store's own ``async with`` does (:class:`~.lifecycle.Closing`), and
+    hands out the store, not itself."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
+    async def setup(self) -> None:
+        await self.store.setup()
+
+    async def aclose(self) -> None:
+        await self.store.aclose()
+
     def __enter__(self) -> Any:
-        run_sync(self.store.setup(), "from_conn_string")
+        run_sync(self.setup(), "from_conn_string")
         return self.store
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        run_sync(self.store.aclose(), "from_conn_string")
+    def __exit__(self, *exc_info: object) -> None:
+        run_sync(self.aclose(), "from_conn_string")
 
     async def __aenter__(self) -> Any:
-        await self.store.setup()
+        await self.setup()
         return self.store
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.store.aclose()
 
 
 class FromConnString:

@@ -3,6 +3,7 @@ strings) and a key, each a JSON-like dict, with sync and async methods alike."""
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,7 +95,16 @@ class BaseStore:
         limit: int = 10,
         offset: int = 0,
     ) -> list[SearchItem]:
-        raise NotImplementedError
+        """The items under ``namespace_prefix`` whose value has every ``filter`` pair,
+        the most recently updated first (``query`` is not used: no semantic index), each
+        value a copy of its own. A store that lists its items (:meth:`_items_under`)
+        needs nothing more; another overrides this."""
+        found = [i for i in self._items_under(tuple(namespace_prefix)) if matches(i.value, filter)]
+        found.sort(key=lambda i: i.updated_at, reverse=True)
+        return [
+            SearchItem(copy.deepcopy(i.value), i.key, i.namespace, i.created_at, i.updated_at, None)
+            for i in found[offset : offset + limit]
+        ]
 
     def list_namespaces(
         self,
@@ -105,6 +115,16 @@ class BaseStore:
         limit: int = 100,
         offset: int = 0,
     ) -> list[Namespace]:
+        """The namespaces (:meth:`_namespaces`) under ``prefix`` and ending in ``suffix``,
+        cut at ``max_depth``, sorted; a store that cannot list them overrides this."""
+        return namespaces_of(self._namespaces(), prefix, suffix, max_depth)[offset : offset + limit]
+
+    def _items_under(self, prefix: Namespace) -> list[Item]:
+        """Every item whose namespace starts with ``prefix`` (for :meth:`search`)."""
+        raise NotImplementedError
+
+    def _namespaces(self) -> list[Namespace]:
+        """Every namespace that holds an item (for :meth:`list_namespaces`)."""
         raise NotImplementedError
 
     # The async twins call the sync methods (a subclass's own, looked up by name).

@@ -14,10 +14,7 @@ from oncegraph.store.base import (
     BaseStore,
     Item,
     Namespace,
-    SearchItem,
     check_namespace,
-    matches,
-    namespaces_of,
 )
 
 
@@ -50,43 +47,18 @@ class InMemoryStore(BaseStore):
             created = old.created_at if old is not None else now
             items[key] = Item(copy.deepcopy(dict(value)), key, ns, created, now)
 
-    def search(
-        self,
-        namespace_prefix: Namespace,
-        /,
-        *,
-        query: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        prefix = tuple(namespace_prefix)
+    def _items_under(self, prefix: Namespace) -> list[Item]:
         with self._lock:
-            found = [
+            return [
                 item
                 for ns, items in self._items.items()
                 if ns[: len(prefix)] == prefix
                 for item in items.values()
-                if matches(item.value, filter)
             ]
-        found.sort(key=lambda i: i.updated_at, reverse=True)
-        return [
-            SearchItem(copy.deepcopy(i.value), i.key, i.namespace, i.created_at, i.updated_at, None)
-            for i in found[offset : offset + limit]
-        ]
 
-    def list_namespaces(
-        self,
-        *,
-        prefix: Namespace | None = None,
-        suffix: Namespace | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]:
+    def _namespaces(self) -> list[Namespace]:
         with self._lock:
-            found = list(self._items)
-        return namespaces_of(found, prefix, suffix, max_depth)[offset : offset + limit]
+            return list(self._items)
 
 
 def _copy(item: Item) -> Item:

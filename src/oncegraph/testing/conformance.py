@@ -42,6 +42,7 @@ from oncegraph.testing.conformance_kit import (
     NESTED,
     PruneState,
     Reopen,
+    add_run,
     as_pruner,
     build_history,
     make_checkpoint,
@@ -51,6 +52,7 @@ from oncegraph.testing.conformance_kit import (
     prune_graph,
     snapshot,
     start_thread,
+    step,
 )
 from oncegraph.testing.conformance_order import ThreadOrderConformance
 from oncegraph.testing.conformance_prune import PruneConformance
@@ -101,7 +103,7 @@ class CheckpointerConformance(
         await checkpointer.setup()
         assert await checkpointer.get_checkpoint(tid) == cp
         cp2 = make_checkpoint(tid, rid, 2, parent=cp.checkpoint_id)
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        await checkpointer.commit(step(cp2))
         assert await checkpointer.get_checkpoint(tid) == cp2
 
     async def test_closed_store_can_be_set_up_again(self, checkpointer: Checkpointer) -> None:
@@ -111,7 +113,7 @@ class CheckpointerConformance(
         await checkpointer.setup()
         assert await checkpointer.get_checkpoint(tid) == cp
         cp2 = make_checkpoint(tid, rid, 2, parent=cp.checkpoint_id)
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        await checkpointer.commit(step(cp2))
         thread = await checkpointer.get_thread(tid)
         assert thread is not None and thread.version == 2
 
@@ -139,15 +141,7 @@ class CheckpointerConformance(
         effect = make_effect(rid, tid)
         await checkpointer.begin_effect(effect)
         done = effect.replace(status=EffectStatus.COMPLETED, result={"id": 1})
-        await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
-                effects=[done],
-                run_status=RunStatus.INTERRUPTED,
-            )
-        )
+        await checkpointer.commit(step(cp2, effects=[done], run_status=RunStatus.INTERRUPTED))
         write = TaskWrite(tid, cp2.checkpoint_id, "tools", WriteKind.INTERRUPT, 0, "approve?")
         await checkpointer.put_task_write(write)
         queued = make_run(tid, status=RunStatus.QUEUED, created_at=5_000.0)
@@ -175,7 +169,7 @@ class CheckpointerConformance(
                     checkpoint=make_checkpoint(tid, rid, 2),
                 )
             )
-        await other.commit(StepCommit(thread_id=tid, expected_version=2, checkpoint=cp3))
+        await other.commit(step(cp3))
         assert await checkpointer.get_checkpoint(tid) == cp3
 
 
@@ -184,6 +178,7 @@ __all__ = [
     "CheckpointerConformance",
     "PruneState",
     "Reopen",
+    "add_run",
     "as_pruner",
     "build_history",
     "make_checkpoint",
@@ -193,4 +188,5 @@ __all__ = [
     "prune_graph",
     "snapshot",
     "start_thread",
+    "step",
 ]

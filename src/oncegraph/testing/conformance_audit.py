@@ -11,7 +11,7 @@ import pytest
 from oncegraph.errors import StaleStateError, StorageError
 from oncegraph.storage.protocols import Checkpointer, Pruner
 from oncegraph.storage.records import AuditRecord
-from oncegraph.testing.conformance_kit import make_effect, make_run, new_id, start_thread
+from oncegraph.testing.conformance_kit import add_run, make_effect, make_run, new_id, start_thread
 
 
 class AuditConformance:
@@ -140,8 +140,7 @@ class AuditConformance:
         self, checkpointer: Checkpointer
     ) -> None:
         tid, _, _ = await start_thread(checkpointer)
-        run_id = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_id, fencing_token=1))
+        run_id = await add_run(checkpointer, tid, fencing_token=1)
 
         def audit(action: str) -> AuditRecord:
             return AuditRecord(

@@ -26,6 +26,7 @@ from oncegraph.testing.conformance_kit import (
     new_id,
     snapshot,
     start_thread,
+    step,
 )
 
 
@@ -66,9 +67,9 @@ class CommitConformance:
     async def test_commit_moves_head_and_version(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id, values={"count": 2})
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        await checkpointer.commit(step(cp2))
         cp3 = make_checkpoint(tid, rid, 3, parent=cp2.checkpoint_id, next_nodes=())
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=2, checkpoint=cp3))
+        await checkpointer.commit(step(cp3))
         thread = await checkpointer.get_thread(tid)
         assert thread is not None
         assert (thread.version, thread.head_checkpoint_id) == (3, cp3.checkpoint_id)
@@ -86,15 +87,7 @@ class CommitConformance:
     async def test_commit_applies_run_status_and_error(self, checkpointer: Checkpointer) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
-        await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
-                run_status=RunStatus.FAILED,
-                run_error="boom",
-            )
-        )
+        await checkpointer.commit(step(cp2, run_status=RunStatus.FAILED, run_error="boom"))
         run = await checkpointer.get_run(rid)
         assert run is not None
         assert (run.status, run.error) == (RunStatus.FAILED, "boom")
@@ -204,21 +197,18 @@ class CommitConformance:
         before = await snapshot(checkpointer, tid, [rid])
         bad = make_checkpoint(tid, rid, 2, values={"x": object()})
         with pytest.raises(ConfigError):
-            await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=bad))
+            await checkpointer.commit(step(bad))
         bad_log = make_checkpoint(tid, rid, 2)
         with pytest.raises(ConfigError):
             await checkpointer.commit(
-                StepCommit(
-                    thread_id=tid,
-                    expected_version=1,
-                    checkpoint=bad_log,
-                    log=[LogEntry("messages", 0, "ok"), LogEntry("messages", 1, object())],
+                step(
+                    bad_log, log=[LogEntry("messages", 0, "ok"), LogEntry("messages", 1, object())]
                 )
             )
         assert await snapshot(checkpointer, tid, [rid]) == before
         # the store is still usable at the same version
         good = make_checkpoint(tid, rid, 2)
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=good))
+        await checkpointer.commit(step(good))
         assert await checkpointer.get_checkpoint(tid) == good
 
     async def test_duplicate_checkpoint_id_writes_nothing(self, checkpointer: Checkpointer) -> None:
@@ -248,10 +238,8 @@ class CommitConformance:
             tid, rid, 2, parent=cp1.checkpoint_id, logs={"messages": 5, "events": 1}
         )
         await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
+            step(
+                cp2,
                 log=[
                     LogEntry("messages", 2, m[2]),
                     LogEntry("messages", 3, m[3]),
@@ -277,12 +265,7 @@ class CommitConformance:
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         with pytest.raises(StorageError):
             await checkpointer.commit(
-                StepCommit(
-                    thread_id=tid,
-                    expected_version=1,
-                    checkpoint=cp2,
-                    log=[LogEntry("messages", 1, "new"), LogEntry("messages", 0, "rewrite")],
-                )
+                step(cp2, log=[LogEntry("messages", 1, "new"), LogEntry("messages", 0, "rewrite")])
             )
         assert await snapshot(checkpointer, tid, [rid]) == before
         assert await checkpointer.read_log(tid, "messages", 5) == ["first"]
@@ -294,16 +277,12 @@ class CommitConformance:
     ) -> None:
         tid, run_a, cp1 = await start_thread(checkpointer)
         cp2 = make_checkpoint(tid, run_a, 2, parent=cp1.checkpoint_id)
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2))
+        await checkpointer.commit(step(cp2))
         run_b = new_id("run")
         cp3 = make_checkpoint(tid, run_b, 3, parent=cp2.checkpoint_id)
         cp4 = make_checkpoint(tid, run_b, 4, parent=cp3.checkpoint_id)
-        await checkpointer.commit(
-            StepCommit(
-                thread_id=tid, expected_version=2, checkpoint=cp3, new_run=make_run(tid, run_b)
-            )
-        )
-        await checkpointer.commit(StepCommit(thread_id=tid, expected_version=3, checkpoint=cp4))
+        await checkpointer.commit(step(cp3, new_run=make_run(tid, run_b)))
+        await checkpointer.commit(step(cp4))
         ids = [c.checkpoint_id for c in await checkpointer.list_checkpoints(tid)]
         assert ids == [cp4.checkpoint_id, cp3.checkpoint_id, cp2.checkpoint_id, cp1.checkpoint_id]
         by_a = await checkpointer.list_checkpoints(tid, run_id=run_a)
@@ -356,9 +335,7 @@ class CommitConformance:
         assert len(got) == 4
         assert got[1] == replaced
         cp2 = make_checkpoint(tid, rid, 2, parent=cid)
-        await checkpointer.commit(
-            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, clear_task_writes_of=cid)
-        )
+        await checkpointer.commit(step(cp2, clear_task_writes_of=cid))
         assert await checkpointer.get_task_writes(tid, cid) == []
         assert len(await checkpointer.get_task_writes(tid, "cp_other")) == 1
 

@@ -18,16 +18,16 @@ from oncegraph.storage.records import (
     EffectRecord,
     EffectStatus,
     RunStatus,
-    StepCommit,
     TaskWrite,
     WriteKind,
 )
 from oncegraph.testing.conformance_kit import (
+    add_run,
     make_checkpoint,
     make_effect,
-    make_run,
     new_id,
     start_thread,
+    step,
 )
 
 
@@ -139,8 +139,7 @@ class EffectConformance:
 
     async def test_fenced_effect_and_task_writes(self, checkpointer: Checkpointer) -> None:
         tid, _, cp = await start_thread(checkpointer)
-        run_b = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_b, fencing_token=4))
+        run_b = await add_run(checkpointer, tid, fencing_token=4)
         effect = make_effect(run_b, tid)
         with pytest.raises(LeaseLostError):
             await checkpointer.begin_effect(effect, fence=3)
@@ -172,8 +171,7 @@ class EffectConformance:
         self, checkpointer: Checkpointer
     ) -> None:
         tid, _, _ = await start_thread(checkpointer)
-        run_id = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_id, fencing_token=2))
+        run_id = await add_run(checkpointer, tid, fencing_token=2)
         taken = await checkpointer.fence_run(
             run_id, expected_token=2, owner="host:1:a", status=RunStatus.RUNNING
         )
@@ -226,8 +224,7 @@ class EffectConformance:
         self, checkpointer: Checkpointer
     ) -> None:
         tid, run_a, _ = await start_thread(checkpointer)
-        run_b = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_b))
+        run_b = await add_run(checkpointer, tid)
         other_tid, run_c, _ = await start_thread(checkpointer)
         specs = [  # (run, status, created_at) - inserted out of creation order
             (run_a, EffectStatus.PENDING, 3_005.0),
@@ -270,8 +267,7 @@ class EffectConformance:
         """What masking reads: each effect's type, request and result, in the order and
         with the filters of list_effects, and no result when not asked for one."""
         tid, run_a, _ = await start_thread(checkpointer)
-        run_b = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_b))
+        run_b = await add_run(checkpointer, tid)
         other_tid, run_c, _ = await start_thread(checkpointer)
         late = make_effect(run_a, tid, "msg:0", request={"card": "4242 4242"}, created_at=3_009.0)
         early = make_effect(run_b, tid, "msg:1", request=["a", {"b": 2}], created_at=3_001.0)
@@ -318,14 +314,7 @@ class EffectConformance:
             checkpoint_id=cp2.checkpoint_id,
             request_hash="sha256:ignored",
         )
-        await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
-                effects=[done, folded_new],
-            )
-        )
+        await checkpointer.commit(step(cp2, effects=[done, folded_new]))
         got = await checkpointer.get_effect(pending.effect_id)
         assert got is not None
         assert (got.status, got.result, got.provider_reference) == (
@@ -348,9 +337,7 @@ class EffectConformance:
             attempts=(), effect_class=EffectClass.WRITE
         )
         cp2 = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
-        inserted = await checkpointer.commit(
-            StepCommit(thread_id=tid, expected_version=1, checkpoint=cp2, intents=[planned, again])
-        )
+        inserted = await checkpointer.commit(step(cp2, intents=[planned, again]))
         # it says how many it inserted (None: cannot tell), never more than it did
         assert inserted in (1, None), "one of the two intents was new"
         assert await checkpointer.get_effect(planned.effect_id) == planned
@@ -362,9 +349,7 @@ class EffectConformance:
         )
         stale = make_checkpoint(tid, rid, 2, parent=cp1.checkpoint_id)
         with pytest.raises(StaleStateError):
-            await checkpointer.commit(
-                StepCommit(thread_id=tid, expected_version=1, checkpoint=stale, intents=[late])
-            )
+            await checkpointer.commit(step(stale, intents=[late]))
         assert await checkpointer.get_effect(late.effect_id) is None
 
 

@@ -1,7 +1,8 @@
 """Records, values and helpers the conformance suite's tests share.
 
 Factories of fresh records with random ids (``make_run``, ``make_checkpoint``,
-``make_effect``, ``start_thread``, ``build_history``), what a test observes of a thread
+``make_effect``, ``start_thread``, ``add_run``, ``build_history``), the commit of a
+checkpoint as its thread's next step (``step``), what a test observes of a thread
 (``snapshot``), hostile and nested values, and the prune graph. Backend test modules
 import them from :mod:`oncegraph.testing.conformance`, which re-exports them.
 """
@@ -132,22 +133,32 @@ def make_effect(
     )
 
 
+def step(checkpoint: CheckpointRecord, **fields: Any) -> StepCommit:
+    """The commit of ``checkpoint`` as the next step of its thread: expected at the version
+    just before its own (a test of a stale or mismatched commit builds its own)."""
+    return StepCommit(
+        thread_id=checkpoint.thread_id,
+        expected_version=checkpoint.version - 1,
+        checkpoint=checkpoint,
+        **fields,
+    )
+
+
 async def start_thread(
     store: Checkpointer, **commit_fields: Any
 ) -> tuple[str, str, CheckpointRecord]:
     """Commit version 1 of a new thread with a new run; returns (thread, run, checkpoint)."""
     thread_id, run_id = new_id("thread"), new_id("run")
     cp = make_checkpoint(thread_id, run_id, 1, next_nodes=("__start__",))
-    await store.commit(
-        StepCommit(
-            thread_id=thread_id,
-            expected_version=0,
-            checkpoint=cp,
-            new_run=make_run(thread_id, run_id),
-            **commit_fields,
-        )
-    )
+    await store.commit(step(cp, new_run=make_run(thread_id, run_id), **commit_fields))
     return thread_id, run_id, cp
+
+
+async def add_run(store: Checkpointer, thread_id: str, **changes: Any) -> str:
+    """Store a new run on ``thread_id`` directly (``create_run``); returns its id."""
+    run_id = new_id("run")
+    await store.create_run(make_run(thread_id, run_id, **changes))
+    return run_id
 
 
 async def snapshot(store: Checkpointer, thread_id: str, run_ids: Sequence[str]) -> dict[str, Any]:
@@ -185,10 +196,8 @@ async def build_history(
                 tid, rid, version + 1, parent=parent, logs={"messages": version + 1}
             )
             await store.commit(
-                StepCommit(
-                    thread_id=tid,
-                    expected_version=version,
-                    checkpoint=cp,
+                step(
+                    cp,
                     log=[LogEntry("messages", version, f"m{version}")],
                     new_run=make_run(tid, rid) if i == 0 else None,
                     run_status=status if i == per_run - 1 else None,

@@ -12,18 +12,14 @@ suite may share a database; the clocks are made up, so no test depends on the re
 from __future__ import annotations
 
 import time
-import uuid
 
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
-from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, StepCommit
+from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus
+from oncegraph.testing.conformance_kit import make_run, new_id, step
 
 # What submitters' clocks said, in the order the runs are stored: on time, 4 s behind,
 # an hour ahead, an hour behind, and a run id that sorts before every other.
 _SKEWS = (0.0, -4.0, 3600.0, -3600.0, -1.0)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def _run(
@@ -33,13 +29,8 @@ def _run(
     *,
     status: RunStatus = RunStatus.COMPLETED,
 ) -> RunRecord:
-    return RunRecord(
-        run_id=run_id or new_id("run"),
-        thread_id=thread_id,
-        status=status,
-        created_at=at,
-        updated_at=at,
-    )
+    """A run its submitter's clock dated ``at``."""
+    return make_run(thread_id, run_id, status=status, created_at=at)
 
 
 async def _latest(store: Checkpointer, thread_id: str) -> RunRecord | None:
@@ -86,9 +77,7 @@ class ThreadOrderConformance:
             next=("__start__",),
             created_at=now - 3600.0,
         )
-        await checkpointer.commit(
-            StepCommit(thread_id=tid, expected_version=0, checkpoint=cp, new_run=behind)
-        )
+        await checkpointer.commit(step(cp, new_run=behind))
         assert await _latest(checkpointer, tid) == behind
         assert [r.run_id for r in await checkpointer.list_runs(thread_id=tid)] == [
             behind.run_id,

@@ -34,6 +34,7 @@ from oncegraph.testing.conformance_kit import (
     prune_graph,
     snapshot,
     start_thread,
+    step,
 )
 
 
@@ -192,10 +193,8 @@ class PruneConformance:
         rid = new_id("run")
         cp5 = make_checkpoint(tid, rid, 5, parent=head.checkpoint_id, logs={"messages": 5})
         await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=4,
-                checkpoint=cp5,
+            step(
+                cp5,
                 log=[LogEntry("messages", 4, "m4")],
                 new_run=make_run(tid, rid),
                 clear_task_writes_of=head.checkpoint_id,

@@ -10,14 +10,16 @@ import pytest
 
 from oncegraph.errors import LeaseLostError, RunNotFoundError, StorageError
 from oncegraph.storage.protocols import Checkpointer, ThreadOpening
-from oncegraph.storage.records import EffectStatus, LogEntry, RunRecord, RunStatus, StepCommit
+from oncegraph.storage.records import EffectStatus, LogEntry, RunRecord, RunStatus
 from oncegraph.testing.conformance_kit import (
+    add_run,
     make_checkpoint,
     make_effect,
     make_run,
     new_id,
     snapshot,
     start_thread,
+    step,
 )
 
 
@@ -326,23 +328,14 @@ class RunConformance:
         # the run's update alone, fenced, or both: a missing run is named, not a lost fence
         for status, fence in ((RunStatus.COMPLETED, None), (None, 1), (RunStatus.COMPLETED, 1)):
             with pytest.raises(RunNotFoundError):
-                await checkpointer.commit(
-                    StepCommit(
-                        thread_id=tid,
-                        expected_version=1,
-                        checkpoint=cp2,
-                        run_status=status,
-                        fence=fence,
-                    )
-                )
+                await checkpointer.commit(step(cp2, run_status=status, fence=fence))
         assert await snapshot(checkpointer, tid, [rid]) == before
 
     async def test_fence_mismatch_raises_and_writes_nothing(
         self, checkpointer: Checkpointer
     ) -> None:
         tid, rid, cp1 = await start_thread(checkpointer)
-        run_b = new_id("run")
-        await checkpointer.create_run(make_run(tid, run_b, fencing_token=3))
+        run_b = await add_run(checkpointer, tid, fencing_token=3)
         effect = make_effect(run_b, tid)
         await checkpointer.begin_effect(effect)
         with pytest.raises(LeaseLostError):
@@ -354,10 +347,8 @@ class RunConformance:
             cp2 = make_checkpoint(tid, run_b, 2, parent=cp1.checkpoint_id)
             with pytest.raises(LeaseLostError):
                 await checkpointer.commit(
-                    StepCommit(
-                        thread_id=tid,
-                        expected_version=1,
-                        checkpoint=cp2,
+                    step(
+                        cp2,
                         log=[LogEntry("messages", 0, "fenced out")],
                         run_status=run_status,
                         effects=[effect.replace(status=EffectStatus.COMPLETED, result=1)],
@@ -369,15 +360,7 @@ class RunConformance:
         # the current token passes
         await checkpointer.update_run(run_b, status=RunStatus.RUNNING, fence=3)
         cp2 = make_checkpoint(tid, run_b, 2, parent=cp1.checkpoint_id)
-        await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
-                run_status=RunStatus.COMPLETED,
-                fence=3,
-            )
-        )
+        await checkpointer.commit(step(cp2, run_status=RunStatus.COMPLETED, fence=3))
         got = await checkpointer.get_run(run_b)
         assert got is not None and got.status is RunStatus.COMPLETED
 

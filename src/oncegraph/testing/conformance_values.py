@@ -21,6 +21,7 @@ from oncegraph.testing.conformance_kit import (
     make_run,
     new_id,
     snapshot,
+    step,
 )
 
 
@@ -36,10 +37,8 @@ class ValueConformance:
         )
         run = make_run(tid, rid, input=NESTED, config={"c": NESTED})
         await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=0,
-                checkpoint=cp,
+            step(
+                cp,
                 new_run=run,
                 log=[LogEntry("messages", 0, NESTED), LogEntry("messages", 1, None)],
             )
@@ -78,10 +77,8 @@ class ValueConformance:
         )
         effect = make_effect(rid, tid, request={"q": HOSTILE}, result=HOSTILE)
         await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=1,
-                checkpoint=cp2,
+            step(
+                cp2,
                 log=[LogEntry("messages", 0, HOSTILE)],
                 effects=[effect],
                 run_status=RunStatus.FAILED,
@@ -159,9 +156,7 @@ class ValueConformance:
         # refused naming the field, with nothing written
         tid, rid = new_id("thread"), new_id("run")
         cp = make_checkpoint(tid, rid, 1, values={"pair": (1, 2), "keys": {"1": "one"}})
-        await checkpointer.commit(
-            StepCommit(thread_id=tid, expected_version=0, checkpoint=cp, new_run=make_run(tid, rid))
-        )
+        await checkpointer.commit(step(cp, new_run=make_run(tid, rid)))
         got = await checkpointer.get_checkpoint(tid)
         assert got is not None
         assert got.values == {"pair": [1, 2], "keys": {"1": "one"}}
@@ -169,9 +164,7 @@ class ValueConformance:
         for value in ({1: "one"}, datetime.datetime(2024, 1, 1), {"a"}):
             bad = make_checkpoint(tid, rid, 2, values={"ok": 1, "field": value})
             with pytest.raises(InvalidUpdateError, match="state field 'field'"):
-                await checkpointer.commit(
-                    StepCommit(thread_id=tid, expected_version=1, checkpoint=bad)
-                )
+                await checkpointer.commit(step(bad))
             with pytest.raises(InvalidUpdateError, match="state field 'messages'"):
                 await checkpointer.commit(
                     StepCommit(
@@ -189,10 +182,8 @@ class ValueConformance:
         log_value: dict[str, Any] = {"content": "hi"}
         cp = make_checkpoint(tid, rid, 1, values=values)
         await checkpointer.commit(
-            StepCommit(
-                thread_id=tid,
-                expected_version=0,
-                checkpoint=cp,
+            step(
+                cp,
                 new_run=make_run(tid, rid, config={"a": [1]}),
                 log=[LogEntry("messages", 0, log_value)],
             )

@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
 from oncegraph.graph.inputs import ReplayClass
@@ -230,6 +230,59 @@ def effect_class(effect: str | EffectClass) -> EffectClass:
     return _CLASSES[key]
 
 
+class ToolOptions(TypedDict, total=False):
+    """The options of :func:`oncegraph.tool` that every way of making a tool from code
+    takes (a function, a LangChain tool); :func:`option_fields` reads them."""
+
+    name: str | None
+    description: str | None
+    effect: str | EffectClass
+    reconcile: Callable[..., Any] | None
+    simulate: Callable[..., Any] | None
+    probe: Callable[..., Any] | None
+    recipient: str | Callable[[dict[str, Any]], str] | None
+    mask: Sequence[str]
+    retry: EffectRetry | None
+    timeout: float | None
+    inline: bool
+    dedup: str | None
+    dedup_window: float | datetime.timedelta | None
+
+
+class FunctionToolOptions(ToolOptions, total=False):
+    """:class:`ToolOptions` and those only a function's tool takes."""
+
+    compensate: Tool | Callable[..., Any] | str | None
+    replay: str
+    source_version: Callable[[Any], Any] | None
+
+
+def known_options(options: Mapping[str, Any], kind: Any, maker: str) -> None:
+    """A TypeError, as for an unknown keyword argument of ``maker``, if ``options`` names
+    one that is not a key of the TypedDict ``kind``."""
+    for key in options:
+        if key not in kind.__optional_keys__ | kind.__required_keys__:
+            raise TypeError(f"{maker}() got an unexpected keyword argument {key!r}")
+
+
+def option_fields(options: ToolOptions, name: str) -> dict[str, Any]:
+    """The :class:`Tool` fields of the shared options (each checked, the defaults of
+    :func:`oncegraph.tool` for those not given) of the tool ``name``."""
+    return {
+        "effect": effect_class(options.get("effect", "write")),
+        "reconcile": options.get("reconcile"),
+        "simulate": options.get("simulate"),
+        "probe": options.get("probe"),
+        "recipient": options.get("recipient"),
+        "mask": tuple(options.get("mask", ())),
+        "retry": options.get("retry"),
+        "timeout": options.get("timeout"),
+        "inline": options.get("inline", False),
+        "dedup": dedup_text(options.get("dedup"), name),
+        **window_fields(options.get("dedup_window", UNSAID), name),
+    }
+
+
 def check_inline(what: str, *, inline: bool, is_async: bool, timeout: float | None) -> None:
     """A ConfigError if ``inline=True`` cannot apply: to a coroutine, or with a timeout.
     ``what`` names the tool as the user knows it (``"tool <fn>"``, ``"LangChain tool 'x'"``)."""
@@ -247,11 +300,15 @@ def check_inline(what: str, *, inline: bool, is_async: bool, timeout: float | No
 
 __all__ = [
     "UNSAID",
+    "FunctionToolOptions",
     "Tool",
+    "ToolOptions",
     "Validator",
     "check_inline",
     "dedup_text",
     "effect_class",
+    "known_options",
+    "option_fields",
     "window_fields",
     "window_seconds",
     "with_version",

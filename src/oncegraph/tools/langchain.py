@@ -29,15 +29,13 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 from pydantic import BaseModel, ValidationError
 
 from oncegraph.errors import ConfigError, ToolArgumentsError
-from oncegraph.ledger.retry import EffectRetry
-from oncegraph.storage.records import EffectClass
-from oncegraph.tools.base import UNSAID, Tool, check_inline, dedup_text, effect_class, window_fields
+from oncegraph.tools.base import Tool, ToolOptions, check_inline, known_options, option_fields
 from oncegraph.tools.schema import describe_validation_error
 
 __all__ = ["from_langchain"]
@@ -74,29 +72,15 @@ def _schema_of(base_tool: Any) -> tuple[dict[str, Any], type[BaseModel] | None]:
     )
 
 
-def from_langchain(
-    base_tool: Any,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: str | EffectClass = "write",
-    reconcile: Callable[..., Any] | None = None,
-    simulate: Callable[..., Any] | None = None,
-    probe: Callable[..., Any] | None = None,
-    recipient: str | Callable[[dict[str, Any]], str] | None = None,
-    mask: Sequence[str] = (),
-    retry: EffectRetry | None = None,
-    timeout: float | None = None,
-    inline: bool = False,
-    dedup: str | None = None,
-    dedup_window: Any = UNSAID,
-) -> Tool:
+def from_langchain(base_tool: Any, **options: Unpack[ToolOptions]) -> Tool:
     """A :class:`Tool` that calls the LangChain tool ``base_tool``; the options are those
     of :func:`oncegraph.tool`."""
+    known_options(options, ToolOptions, "from_langchain")
     lc_tools = _langchain()
     if not isinstance(base_tool, lc_tools.BaseTool):
         raise ConfigError(f"{base_tool!r} is not a LangChain BaseTool")
-    tool_name = name or base_tool.name
+    tool_name = options.get("name") or base_tool.name
+    description = options.get("description")
     text = base_tool.description if description is None else description
     if description is None and not text:
         raise ConfigError(
@@ -107,7 +91,10 @@ def from_langchain(
     parameters, model = _schema_of(base_tool)
     is_async = _native_async(base_tool, lc_tools)
     check_inline(
-        f"LangChain tool {tool_name!r}", inline=inline, is_async=is_async, timeout=timeout
+        f"LangChain tool {tool_name!r}",
+        inline=options.get("inline", False),
+        is_async=is_async,
+        timeout=options.get("timeout"),
     )
 
     def validate(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -139,19 +126,9 @@ def from_langchain(
         description=text,
         parameters=parameters,
         param_names=names,
-        effect=effect_class(effect),
         is_async=is_async,
-        inline=inline,
         validator=validate,
-        reconcile=reconcile,
-        simulate=simulate,
-        probe=probe,
-        recipient=recipient,
-        mask=tuple(mask),
-        retry=retry,
-        timeout=timeout,
-        dedup=dedup_text(dedup, tool_name),
-        **window_fields(dedup_window, tool_name),
+        **option_fields(options, tool_name),
         source=_source(base_tool, is_async),
     )
 

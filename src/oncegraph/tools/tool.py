@@ -35,23 +35,23 @@ inline tool cannot be timed out; ``tool_timeout`` does not apply to it.
 
 from __future__ import annotations
 
-import datetime
 import inspect
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeAlias, Unpack, overload
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.inputs import replay_class
-from oncegraph.ledger.retry import EffectRetry
-from oncegraph.storage.records import EffectClass
 from oncegraph.tools.base import (
     UNSAID,
+    FunctionToolOptions,
     Tool,
     Validator,
     check_inline,
     dedup_text,
     effect_class,
+    known_options,
+    option_fields,
     window_fields,
     with_version,
 )
@@ -65,33 +65,17 @@ ToolLike: TypeAlias = "Tool | Callable[..., Any] | BaseTool"
 """What ``ReactAgent(tools=...)`` and ``ToolNode`` accept: a :class:`Tool`, a function, or
 a LangChain ``BaseTool`` (the ``langchain`` extra)."""
 
-def _make(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: str | EffectClass = "write",
-    reconcile: Callable[..., Any] | None = None,
-    simulate: Callable[..., Any] | None = None,
-    probe: Callable[..., Any] | None = None,
-    recipient: str | Callable[[dict[str, Any]], str] | None = None,
-    mask: Sequence[str] = (),
-    retry: EffectRetry | None = None,
-    timeout: float | None = None,
-    inline: bool = False,
-    dedup: str | None = None,
-    compensate: Any = None,
-    replay: str = "recorded",
-    dedup_window: Any = UNSAID,
-    source_version: Callable[[Any], Any] | None = None,
-) -> Tool:
+def _make(fn: Callable[..., Any], **options: Unpack[FunctionToolOptions]) -> Tool:
+    known_options(options, FunctionToolOptions, "_make")
     if not callable(fn):
         raise ConfigError(f"{fn!r} is not callable and cannot be a tool")
     is_async = inspect.iscoroutinefunction(fn)
+    inline, timeout = options.get("inline", False), options.get("timeout")
     check_inline(f"tool {fn!r}", inline=inline, is_async=is_async, timeout=timeout)
-    tool_name = name or getattr(fn, "__name__", None)
+    tool_name = options.get("name") or getattr(fn, "__name__", None)
     if not tool_name or tool_name == "<lambda>":
         raise ConfigError(f"cannot name tool {fn!r}; pass name=...")
+    source_version = options.get("source_version")
     if source_version is not None and not callable(source_version):
         raise ConfigError(
             f"tool {tool_name!r}: source_version= is a function of the tool's result that "
@@ -99,6 +83,7 @@ def _make(
             f"{source_version!r}"
         )
     doc = parse_docstring(inspect.getdoc(fn))
+    description = options.get("description")
     if description is None:
         description = doc.description
         if not description:
@@ -114,21 +99,11 @@ def _make(
         description=description,
         parameters=arguments.schema,
         param_names=arguments.param_names,
-        effect=effect_class(effect),
-        reconcile=reconcile,
-        simulate=simulate,
-        probe=probe,
-        recipient=recipient,
-        mask=tuple(mask),
-        retry=retry,
-        timeout=timeout,
         is_async=is_async,
-        inline=inline,
         validator=arguments.validate,
-        dedup=dedup_text(dedup, tool_name),
-        compensate=compensating(compensate, tool_name),
-        replay=replay_class(replay, f"tool {tool_name!r}"),
-        **window_fields(dedup_window, tool_name),
+        **option_fields(options, tool_name),
+        compensate=compensating(options.get("compensate"), tool_name),
+        replay=replay_class(options.get("replay", "recorded"), f"tool {tool_name!r}"),
         source_version=source_version,
     )
 
@@ -155,25 +130,7 @@ def tool(fn: Callable[..., Any], /) -> Tool: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    effect: str | EffectClass = "write",
-    reconcile: Callable[..., Any] | None = None,
-    simulate: Callable[..., Any] | None = None,
-    probe: Callable[..., Any] | None = None,
-    recipient: str | Callable[[dict[str, Any]], str] | None = None,
-    mask: Sequence[str] = (),
-    retry: EffectRetry | None = None,
-    timeout: float | None = None,
-    inline: bool = False,
-    dedup: str | None = None,
-    compensate: Tool | Callable[..., Any] | str | None = None,
-    replay: str = "recorded",
-    dedup_window: float | datetime.timedelta | None = ...,
-    source_version: Callable[[Any], Any] | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: Unpack[FunctionToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:

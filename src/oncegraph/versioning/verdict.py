@@ -19,7 +19,7 @@ A run records, when it starts, the ``workflow_name``, ``workflow_version``,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from oncegraph.errors import IncompatibleVersionError
@@ -38,12 +38,8 @@ class GraphIdentity:
     fingerprint: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "state_schema_version": self.state_schema_version,
-            "fingerprint": self.fingerprint,
-        }
+        """The four fields by name (what :meth:`from_json` reads)."""
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GraphIdentity:

@@ -31,6 +31,7 @@ from oncegraph.prebuilt.models.base import (
     served_model,
     split_system,
     synthetic_call_id,
+    token_usage,
     tool_result_text,
 )
 
@@ -129,18 +130,20 @@ def from_anthropic(response: Any) -> ModelResponse:
             calls.append(
                 {"id": block.id or synthetic_call_id(len(calls)), "name": block.name, "args": args}
             )
-    usage: dict[str, int] = {}
-    if response.usage is not None:
-        usage = {
-            "input_tokens": response.usage.input_tokens,
-            "output_tokens": response.usage.output_tokens,
-            "total_tokens": response.usage.input_tokens + response.usage.output_tokens,
-        }
+    counted = response.usage
     return ModelResponse(
         content="".join(texts),
         tool_calls=tuple(calls),
         provider_message_id=response.id,
-        usage=usage,
+        usage=(
+            {}
+            if counted is None
+            else token_usage(
+                counted.input_tokens,
+                counted.output_tokens,
+                counted.input_tokens + counted.output_tokens,
+            )
+        ),
         raw_finish_reason=response.stop_reason,
         model_version=served_model(getattr(response, "model", None)),
     )

@@ -204,6 +204,19 @@ def served_model(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def token_usage(
+    input_tokens: int | None, output_tokens: int | None, total_tokens: int | None
+) -> dict[str, int]:
+    """A response's token counts under our names (``ModelResponse.usage``); a count the
+    provider did not give is left out."""
+    counts = (
+        ("input_tokens", input_tokens),
+        ("output_tokens", output_tokens),
+        ("total_tokens", total_tokens),
+    )
+    return {key: value for key, value in counts if value is not None}
+
+
 def synthetic_call_id(index: int) -> str:
     """The id given to the ``index``-th (0-based) tool call when the provider gave none."""
     return f"call_{index + 1}"

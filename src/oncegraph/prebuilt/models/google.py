@@ -37,6 +37,7 @@ from oncegraph.prebuilt.models.base import (
     served_model,
     split_system,
     synthetic_call_id,
+    token_usage,
     tool_names_by_call_id,
 )
 
@@ -182,21 +183,18 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
                 )
             elif part.text is not None and not part.thought:
                 texts.append(part.text)
-        usage: dict[str, int] = {}
         meta = response.usage_metadata
-        if meta is not None:
-            for key, value in (
-                ("input_tokens", meta.prompt_token_count),
-                ("output_tokens", meta.candidates_token_count),
-                ("total_tokens", meta.total_token_count),
-            ):
-                if value is not None:
-                    usage[key] = value
         return ModelResponse(
             content="".join(texts),
             tool_calls=tuple(calls),
             provider_message_id=response.response_id,
-            usage=usage,
+            usage=(
+                {}
+                if meta is None
+                else token_usage(
+                    meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count
+                )
+            ),
             raw_finish_reason=_enum_str(candidate.finish_reason),
             model_version=served_model(getattr(response, "model_version", None)),
         )

@@ -35,6 +35,7 @@ from oncegraph.prebuilt.models.base import (
     parse_tool_args,
     served_model,
     synthetic_call_id,
+    token_usage,
     tool_result_text,
 )
 
@@ -131,18 +132,18 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             name = call.function.name
             args = parse_tool_args(call.function.arguments, tool=name, model=self.name)
             calls.append({"id": call.id or synthetic_call_id(index), "name": name, "args": args})
-        usage: dict[str, int] = {}
-        if response.usage is not None:
-            usage = {
-                "input_tokens": response.usage.prompt_tokens,
-                "output_tokens": response.usage.completion_tokens,
-                "total_tokens": response.usage.total_tokens,
-            }
+        counted = response.usage
         return ModelResponse(
             content=message.content or message.refusal or "",
             tool_calls=tuple(calls),
             provider_message_id=response.id,
-            usage=usage,
+            usage=(
+                {}
+                if counted is None
+                else token_usage(
+                    counted.prompt_tokens, counted.completion_tokens, counted.total_tokens
+                )
+            ),
             raw_finish_reason=choice.finish_reason,
             model_version=served_model(getattr(response, "model", None)),
         )

@@ -13,12 +13,14 @@ Invariants:
 * **Durability per run is unchanged.** A run's ``commit`` returns only once the message
   holding its step has been answered: its transaction has committed.
 * **All or nothing, then each on its own.** The steps' checks (each step's thread CAS,
-  its run's fence) run inside the one transaction, in request order, so a step sees the
-  steps before it. If the message fails (a lost CAS or fence, a duplicate row), NOTHING
-  of it was committed, and each step is then sent again on its own, on the same
-  connection, in request order: each gets its own answer or its own error, exactly as if
-  it had never been grouped. A connection that broke is not tried again: every step of
-  the group gets the error (its outcome is unknown, as for a lone commit).
+  its run's fence) run inside the one transaction, in the order of their run ids (the
+  order a lease renewal locks run rows in, so the two cannot deadlock:
+  :meth:`StepWriter.send_many`), so a step sees the steps before it. If the message
+  fails (a lost CAS or fence, a duplicate row), NOTHING of it was committed, and each
+  step is then sent again on its own, on the same connection, in request order: each
+  gets its own answer or its own error, exactly as if it had never been grouped. A
+  connection that broke is not tried again: every step of the group gets the error (its
+  outcome is unknown, as for a lone commit).
 * A request whose waiter was cancelled before its group was sent is left out. One sent
   is not taken back (as a lone commit in flight is not).
 * At most :data:`IN_FLIGHT` messages of one loop are in flight.

@@ -129,17 +129,29 @@ WHERE run_id = %s AND lease_owner = %s AND fencing_token = %s
   AND status = '{RunStatus.RUNNING}'
 """
 
-# Params: run ids, their tokens, lease_seconds, lease_owner. Renews every lease held with
+# Params: run ids, their tokens, lease_owner, lease_seconds. Renews every lease held with
 # its token in one statement and returns the run ids that are still this owner's: renewed,
 # or ended (no longer ``running``) under the same token, which no one took from it.
+#
+# ``locked`` takes the rows' locks in run-id order (bytewise, ``COLLATE "C"``, the order a
+# Python sort of the ids gives) before the update: a group commit (:mod:`.pg_group`)
+# updates several runs of this process in one transaction, in that order too, so the two
+# can never wait for each other in a cycle. An UPDATE ... FROM the ids alone locked them
+# in whatever order its join produced, and a renewal and a group commit of the same runs
+# deadlocked (PostgreSQL aborted one of them after its deadlock_timeout).
 RENEW_MANY = f"""
 WITH held AS (
     SELECT * FROM unnest(%s::text[], %s::bigint[]) AS h(run_id, token)
+), locked AS (
+    SELECT r.run_id FROM oncegraph_runs r JOIN held h ON r.run_id = h.run_id
+    WHERE r.fencing_token = h.token AND r.lease_owner = %s
+      AND r.status = '{RunStatus.RUNNING}'
+    ORDER BY r.run_id COLLATE "C"
+    FOR UPDATE OF r
 ), renewed AS (
     UPDATE oncegraph_runs r SET lease_expires_at = {_DB_NOW} + %s, updated_at = {_DB_NOW}
-    FROM held h
-    WHERE r.run_id = h.run_id AND r.fencing_token = h.token AND r.lease_owner = %s
-      AND r.status = '{RunStatus.RUNNING}'
+    FROM locked l
+    WHERE r.run_id = l.run_id
     RETURNING r.run_id
 )
 SELECT h.run_id FROM held h
@@ -188,7 +200,7 @@ class PgRunQueue:
         if not held:
             return set()
         ids = list(held)
-        params = (ids, [held[r] for r in ids], lease_seconds, owner)
+        params = (ids, [held[r] for r in ids], owner, lease_seconds)
         return {r[0] for r in await self._read("renew", RENEW_MANY, params)}
 
     async def release(self, run_id: str, owner: str, token: int) -> bool:

@@ -154,17 +154,25 @@ class StepWriter:
         self, conn: psycopg.AsyncConnection[Any], commits: Sequence[tuple[StepCommit, float]]
     ) -> list[int]:
         """Commit every step of ``commits`` in ONE transaction (one message), or none of
-        them (the server's error is raised); how many planned intents each inserted."""
+        them (the server's error is raised); how many planned intents each inserted, in
+        the order of ``commits``.
+
+        The steps go in the order of their run ids (bytewise; a stable sort, so steps of
+        one run keep theirs), whatever order they were asked in: each step locks its
+        run's row, and a worker's lease renewal (:data:`.pg_queue.RENEW_MANY`) locks the
+        rows of the same runs in that order too, so the two never deadlock."""
+        order = sorted(range(len(commits)), key=lambda i: commits[i][0].checkpoint.run_id)
         parts: list[tuple[str, Sequence[Any]]] = []
-        spans: list[tuple[int, int]] = []
-        for commit, ts in commits:
+        spans: dict[int, tuple[int, int]] = {}
+        for i in order:
+            commit, ts = commits[i]
             start = len(parts)
             parts.extend(step_parts(commit, ts, self.codec))
-            spans.append((start, len(parts)))
+            spans[i] = (start, len(parts))
         counts = await self._send(conn, parts)
         return [
-            _inserted(counts, [i for i in range(a, b) if parts[i][0] == "og_effect_intent"])
-            for a, b in spans
+            _inserted(counts, [j for j in range(a, b) if parts[j][0] == "og_effect_intent"])
+            for a, b in (spans[i] for i in range(len(commits)))
         ]
 
     async def _send(

@@ -8,20 +8,14 @@ statements (``?`` placeholders) are converted to ``%s`` once per statement text.
 
 Invariants:
 
-* **One pool per event loop.** An ``AsyncConnectionPool`` is bound to the loop it was
-  opened on, and the framework's sync facade runs on its own loop thread while users
-  may ``ainvoke`` on theirs. Each running loop gets its own pool on first use
-  (:class:`oncegraph._loopbound.LoopBound`); a pool whose loop is closed cannot be
-  closed properly and is dropped, its connections dying with the garbage collector.
+* **One pool and one lock session per event loop**, the schema migrated (or verified)
+  once per store, under an advisory lock (:mod:`oncegraph.storage.sql.pg_connections`).
 * **A step is one transaction** (:class:`~oncegraph.storage.records.StepCommit`):
   the thread-version compare-and-swap comes first (it takes the thread's row lock, so
   racing writers of one thread queue behind it and re-check the version), then the
   run fence, the rows, and the head move, in ONE message that PostgreSQL runs as one
   implicit transaction (:mod:`oncegraph.storage.sql.pg_step`): any failure rolls the
   whole step back, in one round trip.
-* **Migrations are serialized** by ``pg_advisory_xact_lock`` inside one transaction,
-  so processes starting at once apply each migration exactly once; a database newer
-  than this code is never touched.
 * **No cache on any path.** Every read comes from the database. A Redis hot cache of
   heads was measured and removed: a verified hit needs the thread row anyway (the
   version check), so it saved no read and cost a Redis round trip per step;
@@ -37,31 +31,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 try:
     import psycopg
+    import psycopg_pool  # noqa: F401  (the pool's; checked here for the message below)
     from psycopg import errors as pg_errors
-    from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "PgCheckpointer needs psycopg 3 and psycopg_pool: pip install 'oncegraph[postgres]'"
     ) from exc
 
-from oncegraph._loopbound import (
-    LoopBound,
-    close_at_exit,
-    home_loop_if_running,
-    is_home,
-    running_loop,
-)
+from oncegraph._loopbound import running_loop
 from oncegraph.errors import ConfigError, StorageError
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
-    AuditRecord,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -72,10 +58,10 @@ from oncegraph.storage.records import (
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.migrate import SchemaState
-from oncegraph.storage.sql.migrate import verify as verify_state
 from oncegraph.storage.sql.pg_commit import StepCommits, check_run
-from oncegraph.storage.sql.pg_locks import LockSession, PgRunLock
-from oncegraph.storage.sql.pg_pool import close_pool, describe_dsn, mapped, open_pool
+from oncegraph.storage.sql.pg_connections import PgConnections
+from oncegraph.storage.sql.pg_locks import PgRunLock
+from oncegraph.storage.sql.pg_pool import describe_dsn, mapped
 from oncegraph.storage.sql.pg_queue import (
     ANNOUNCE,
     QUEUE_FENCE_NOTIFY,
@@ -84,11 +70,11 @@ from oncegraph.storage.sql.pg_queue import (
     PgRunQueue,
 )
 from oncegraph.storage.sql.pg_reads import SharedReads
-from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY, apply_missing, read_version
+from oncegraph.storage.sql.pg_schema import MIGRATION_LOCK_KEY
 from oncegraph.storage.sql.pg_step import StepWriter
 from oncegraph.storage.sql.pg_tx import FENCED, PgTx, pg
 from oncegraph.storage.sql.store import SqlStore
-from oncegraph.storage.sql.store_port import Fence, Tx
+from oncegraph.storage.sql.store_port import FirstWrite, How, Tx
 
 log = logging.getLogger("oncegraph.storage.postgres")
 
@@ -107,7 +93,7 @@ _THREAD_OPENINGS = (
 THREAD_OPENINGS = pg(_THREAD_OPENINGS)
 
 
-class PgCheckpointer(SqlStore):
+class PgCheckpointer(PgConnections, SqlStore):
     """State and effect ledger in PostgreSQL.
 
     ``PgCheckpointer(postgres_dsn="postgresql://...")``; the DSN may also be given
@@ -180,10 +166,7 @@ class PgCheckpointer(SqlStore):
                 "from PostgreSQL (a verified cache hit saved no read)",
                 "redis_url" if redis_url is not None else "cache",
             )
-        self._pools: LoopBound[AsyncConnectionPool] = LoopBound()
-        self._lock_sessions: LoopBound[LockSession] = LoopBound(orphan=LockSession.abandon)
-        self._home_finalizer: weakref.finalize[Any, Any] | None = None
-        self._schema_ok = False
+        self._init_connections()
         self.prepared_statements = prepared_statements
         self.claim_timeout = claim_timeout
         # PostgreSQL's planner counts statuses: its listing does not.
@@ -203,56 +186,6 @@ class PgCheckpointer(SqlStore):
 
     def __repr__(self) -> str:
         return f"PgCheckpointer({self._where})"
-
-    # -- lifecycle -----------------------------------------------------------------------
-
-    async def setup(self) -> None:
-        """Open this loop's pool and migrate (or verify) the schema. Idempotent."""
-        await self._ready()
-
-    async def aclose(self) -> None:
-        """Close every pool this store opened (those of other live loops on their loop).
-
-        Closing also ends the lock sessions, which releases every run lock still held."""
-        await self.commit_groups.drain()
-        await self.thread_reads.drain()
-        await self._lock_sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
-        await self._pools.aclose_all(close_pool, suppress=(psycopg.Error,))
-
-    async def aclose_home(self) -> None:
-        """Close what this store opened on the home loop (at exit; see ``close_at_exit``)."""
-        await self.commit_groups.drain()
-        await self.thread_reads.drain()
-        await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
-        await self._pools.aclose_current(close_pool, suppress=(psycopg.Error,))
-
-    async def migrate(self) -> SchemaState:
-        """Apply the missing migrations; returns the (now current) schema state.
-
-        A current schema costs one read. Otherwise the work happens in one transaction
-        holding ``pg_advisory_xact_lock``: the version is re-read under the lock, so of
-        several processes migrating at once one applies each migration and the others
-        find nothing left to do. Raises StorageError, changing nothing, if the database
-        is newer than this code.
-        """
-        state = await self.verify()
-        if state.needs_migrate:
-            await self._migrate()
-            state = await self.verify()
-        self._schema_ok = True
-        return state
-
-    async def verify(self) -> SchemaState:
-        """Read the schema version without changing anything.
-
-        Raises StorageError when the database is newer than this code; an older one is
-        reported through ``SchemaState.needs_migrate``.
-        """
-        pool = await self._pool()
-        with mapped("verify", self._where):
-            async with pool.connection() as conn:
-                current = await read_version(conn)
-        return verify_state(current, self._label)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -290,38 +223,11 @@ class PgCheckpointer(SqlStore):
             try:
                 got = await session.try_lock(run_id)
             except psycopg.Error:
-                await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
+                await self._close_lock_session()
                 raise
         return PgRunLock(session, run_id, self._home_lock_session) if got else None
 
-    async def _home_lock_session(self) -> LockSession:
-        """The home loop's lock session (called there, by :class:`PgRunLock`)."""
-        with mapped("lock_run", self._where):
-            return await self._lock_session()
-
-    async def _lock_session(self) -> LockSession:
-        session = self._lock_sessions.peek()
-        if session is not None and session.broken:
-            await self._lock_sessions.aclose_current(_close_session, suppress=(psycopg.Error,))
-        if not self._schema_ok:
-            await self._ready()
-        return await self._lock_sessions.aget(self._open_lock_session)
-
-    async def _open_lock_session(self) -> LockSession:
-        self._opening_here()
-        with mapped("connect", self._where):
-            return await LockSession.open(
-                self._session_dsn,
-                connect_timeout=self.connect_timeout,
-                timeout=self.claim_timeout,
-                verify=not self.prepared_statements,
-            )
-
     # -- the dialect's hooks (store_port) -----------------------------------------------
-
-    @property
-    def _label(self) -> str:
-        return f"PostgreSQL {self._where}"
 
     def _run_insert(self, run: RunRecord) -> str:
         return RUN_INSERT_NOTIFY if run.status is RunStatus.QUEUED else S.RUN_INSERT
@@ -354,22 +260,14 @@ class PgCheckpointer(SqlStore):
         async with self._connection(op, cls) as conn:
             return await (await conn.execute(pg(sql), params)).fetchone()
 
-    async def _write(
-        self,
-        op: str,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        audit: AuditRecord | None = None,
-        duplicate: str | None = None,
-    ) -> int:
+    async def _write(self, op: str, sql: str, params: Sequence[Any], **how: Unpack[How]) -> int:
         """One statement (fenced in itself); zero rows of a fenced write is explained
         (unknown run, lost fence) or returned."""
+        fence, audit = how.get("fence"), how.get("audit")
         if fence is not None:
             sql, params = FENCED[sql], (*params, *fence)
         key = None if audit is None else await self._chain_key()
-        async with self._connection(op, duplicate=duplicate) as conn:
+        async with self._connection(op, duplicate=how.get("duplicate")) as conn:
             if audit is None:
                 count = (await conn.execute(pg(sql), params)).rowcount
             else:
@@ -382,16 +280,9 @@ class PgCheckpointer(SqlStore):
             return count
 
     async def _first_writer(
-        self,
-        op: str,
-        insert: str,
-        params: Sequence[Any],
-        select: str,
-        key: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        cls: type[StorageError] = StorageError,
+        self, op: str, w: FirstWrite, cls: type[StorageError] = StorageError
     ) -> tuple[bool, Any]:
+        insert, params, fence = w.insert, w.params, w.fence
         if fence is not None:
             insert, params = FENCED[insert], (*params, *fence)
         async with self._connection(op, cls) as conn:
@@ -401,7 +292,7 @@ class PgCheckpointer(SqlStore):
             if fence is not None:  # fenced out, or the row exists?
                 await check_run(conn, *fence)
             # ON CONFLICT waited for the first writer to commit: its row is visible.
-            cur = await conn.execute(pg(select), key)
+            cur = await conn.execute(pg(w.select), w.key)
             return False, await cur.fetchone()
 
     @contextlib.asynccontextmanager
@@ -459,79 +350,6 @@ class PgCheckpointer(SqlStore):
     async def _queue_write(self, op: str, sql: str, params: Any) -> int:
         async with self._connection(op) as conn:
             return (await conn.execute(sql, params)).rowcount
-
-    # -- plumbing ------------------------------------------------------------------------
-
-    async def _ready(self) -> AsyncConnectionPool:
-        """This loop's pool, with the schema migrated or verified once per store."""
-        pool = self._pools.peek()
-        if pool is not None and self._schema_ok:
-            return pool
-        pool = await self._pool()
-        if not self._schema_ok:
-            if self.auto_migrate:
-                await self.migrate()
-            else:
-                state = await self.verify()
-                if state.needs_migrate:
-                    raise StorageError(
-                        f"PostgreSQL {self._where}: {state.describe()}; run `oncegraph db "
-                        "migrate --postgres DSN` or pass auto_migrate=True"
-                    )
-                self._schema_ok = True
-        return pool
-
-    async def _pool(self) -> AsyncConnectionPool:
-        """This loop's pool, opened on first use in the loop."""
-        return await self._pools.aget(self._open_pool)
-
-    def _opening_here(self) -> None:
-        """A pool or lock session is being opened on this loop: one on the home loop is
-        closed at exit, or when the store is dropped unclosed."""
-        if is_home(running_loop()):
-            close_at_exit(self)
-            if self._home_finalizer is None:
-                self._home_finalizer = weakref.finalize(
-                    self, _drop_home, self._pools, self._lock_sessions
-                )
-
-    async def _open_pool(self) -> AsyncConnectionPool:
-        self._opening_here()
-        return await open_pool(
-            self._dsn,
-            self._where,
-            min_size=self.min_size,
-            max_size=self.max_size,
-            pool_timeout=self.pool_timeout,
-            connect_timeout=self.connect_timeout,
-            prepared_statements=self.prepared_statements,
-        )
-
-    async def _migrate(self) -> int:
-        """Apply what is missing under the advisory lock; returns how many were applied."""
-        pool = await self._pool()
-        with mapped("migrate", self._where):
-            async with pool.connection() as conn:
-                return await apply_missing(conn, self._label)
-
-
-async def _close_session(session: LockSession) -> None:
-    await session.aclose()
-
-
-def _drop_home(pools: LoopBound[AsyncConnectionPool], sessions: LoopBound[LockSession]) -> None:
-    """A store was garbage-collected unclosed: close what it opened on the home loop
-    (there, without waiting), so its pool's tasks end instead of being destroyed."""
-    loop = home_loop_if_running()
-    if loop is None:
-        return
-
-    async def close() -> None:
-        await sessions.aclose_all(_close_session, suppress=(psycopg.Error,))
-        await pools.aclose_all(close_pool, suppress=(psycopg.Error,))
-
-    with contextlib.suppress(RuntimeError):
-        asyncio.run_coroutine_threadsafe(close(), loop)
 
 
 # -- sync entry points for the CLI (`oncegraph db migrate|verify --postgres DSN`) -----

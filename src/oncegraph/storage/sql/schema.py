@@ -31,6 +31,32 @@ class PerDialect:
 
 Step = str | PerDialect
 
+# The effects table's column definitions as migration 1 made them (migration 7's copy
+# of the table repeats them, then migration 2's row_version). Frozen, as the migrations
+# that use them are.
+_EFFECT_V1_DEFS = ", ".join(
+    (
+        "effect_id TEXT PRIMARY KEY",
+        "effect_type TEXT NOT NULL",
+        "effect_class TEXT NOT NULL",
+        "command_id TEXT NOT NULL",
+        "run_id TEXT NOT NULL",
+        "thread_id TEXT NOT NULL",
+        "checkpoint_id TEXT",
+        "node TEXT NOT NULL",
+        "request_hash TEXT NOT NULL",
+        "request TEXT",
+        "recipient TEXT",
+        "status TEXT NOT NULL",
+        "attempts TEXT NOT NULL",
+        "provider_reference TEXT",
+        "result TEXT",
+        "error TEXT",
+        "created_at DOUBLE PRECISION NOT NULL",
+        "updated_at DOUBLE PRECISION NOT NULL",
+    )
+)
+
 # The effects table's columns as migration 7 leaves it: migration 1's and migration 2's
 # row_version, keyed by effect_id alone. Frozen here, not statements.EFFECT_COLUMNS: a
 # later migration may add a column that a database at version 6 does not have yet.
@@ -105,25 +131,8 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
             created_at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (thread_id, checkpoint_id, task, kind, idx)
         )""",
-        """CREATE TABLE IF NOT EXISTS oncegraph_effects (
-            effect_id TEXT PRIMARY KEY,
-            effect_type TEXT NOT NULL,
-            effect_class TEXT NOT NULL,
-            command_id TEXT NOT NULL,
-            run_id TEXT NOT NULL,
-            thread_id TEXT NOT NULL,
-            checkpoint_id TEXT,
-            node TEXT NOT NULL,
-            request_hash TEXT NOT NULL,
-            request TEXT,
-            recipient TEXT,
-            status TEXT NOT NULL,
-            attempts TEXT NOT NULL,
-            provider_reference TEXT,
-            result TEXT,
-            error TEXT,
-            created_at DOUBLE PRECISION NOT NULL,
-            updated_at DOUBLE PRECISION NOT NULL,
+        f"""CREATE TABLE IF NOT EXISTS oncegraph_effects (
+            {_EFFECT_V1_DEFS},
             UNIQUE (effect_type, effect_id)
         )""",
         "CREATE INDEX IF NOT EXISTS oncegraph_effects_run "
@@ -186,25 +195,8 @@ MIGRATIONS: tuple[tuple[Step, ...], ...] = (
     (
         PerDialect(
             sqlite=(
-                """CREATE TABLE oncegraph_effects_v7 (
-                    effect_id TEXT PRIMARY KEY,
-                    effect_type TEXT NOT NULL,
-                    effect_class TEXT NOT NULL,
-                    command_id TEXT NOT NULL,
-                    run_id TEXT NOT NULL,
-                    thread_id TEXT NOT NULL,
-                    checkpoint_id TEXT,
-                    node TEXT NOT NULL,
-                    request_hash TEXT NOT NULL,
-                    request TEXT,
-                    recipient TEXT,
-                    status TEXT NOT NULL,
-                    attempts TEXT NOT NULL,
-                    provider_reference TEXT,
-                    result TEXT,
-                    error TEXT,
-                    created_at DOUBLE PRECISION NOT NULL,
-                    updated_at DOUBLE PRECISION NOT NULL,
+                f"""CREATE TABLE oncegraph_effects_v7 (
+                    {_EFFECT_V1_DEFS},
                     row_version BIGINT NOT NULL DEFAULT 0
                 )""",
                 f"INSERT INTO oncegraph_effects_v7 ({_EFFECT_COLUMNS}) "

@@ -43,7 +43,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from oncegraph.errors import (
     ConfigError,
@@ -54,8 +54,8 @@ from oncegraph.errors import (
     StorageFullError,
 )
 from oncegraph.storage.encryption import EncryptionKeys
-from oncegraph.storage.filelocks import FileRunLock, LockFile
-from oncegraph.storage.records import AuditRecord, StepCommit, now
+from oncegraph.storage.filelocks import FileRunLock, HeldRunLock, LockFile
+from oncegraph.storage.records import StepCommit, now
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql.sqlite_group import CommitGroups
 from oncegraph.storage.sql.sqlite_open import (
@@ -70,28 +70,9 @@ from oncegraph.storage.sql.sqlite_open import (
 )
 from oncegraph.storage.sql.sqlite_step import StepWrite, apply_commit, check_run
 from oncegraph.storage.sql.store import SqlStore
-from oncegraph.storage.sql.store_port import Fence, Tx
+from oncegraph.storage.sql.store_port import FirstWrite, How, Tx
 
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-class _HeldInProcess:
-    """A run lock of a ``:memory:`` store (the store is private to its process)."""
-
-    __slots__ = ("_held", "_lock", "run_id")
-
-    def __init__(self, held: set[str], lock: threading.Lock, run_id: str) -> None:
-        self._held = held
-        self._lock = lock
-        self.run_id = run_id
-
-    @property
-    def lost(self) -> bool:
-        return False
-
-    async def release(self) -> None:
-        with self._lock:
-            self._held.discard(self.run_id)
 
 
 class _Tx:
@@ -259,19 +240,11 @@ class SqliteCheckpointer(SqlStore):
             except sqlite3.Error as exc:
                 raise map_error(exc, self.path, cls) from exc
 
-    async def _write(
-        self,
-        op: str,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        audit: AuditRecord | None = None,
-        duplicate: str | None = None,
-    ) -> int:
+    async def _write(self, op: str, sql: str, params: Sequence[Any], **how: Unpack[How]) -> int:
         """One statement in its own write transaction, after the fence check."""
+        fence, audit = how.get("fence"), how.get("audit")
         key = None if audit is None else await self._chain_key()
-        with self._writing(duplicate=duplicate) as conn:
+        with self._writing(duplicate=how.get("duplicate")) as conn:
             if fence is not None:
                 check_run(conn, *fence)
             count = conn.execute(sql, params).rowcount
@@ -280,24 +253,16 @@ class SqliteCheckpointer(SqlStore):
             return count
 
     async def _first_writer(
-        self,
-        op: str,
-        insert: str,
-        params: Sequence[Any],
-        select: str,
-        key: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        cls: type[StorageError] = StorageError,
+        self, op: str, w: FirstWrite, cls: type[StorageError] = StorageError
     ) -> tuple[bool, Any]:
         # Not grouped: an intent is written at once (no yield to the loop between the
         # call's decision and its intent), so sibling calls reach their intents in order.
         with self._writing(cls) as conn:
-            if fence is not None:
-                check_run(conn, *fence)
-            if conn.execute(insert, params).fetchall():
+            if w.fence is not None:
+                check_run(conn, *w.fence)
+            if conn.execute(w.insert, w.params).fetchall():
                 return True, None
-            return False, conn.execute(select, key).fetchone()
+            return False, conn.execute(w.select, w.key).fetchone()
 
     @contextlib.asynccontextmanager
     async def _transaction(
@@ -335,18 +300,22 @@ class SqliteCheckpointer(SqlStore):
             cause = f"SQLite {self.path} is full ({exc.__cause__ or exc})"
             raise StorageFullError(rows.full_message(commit, cause)) from exc
 
-    async def lock_run(self, run_id: str) -> FileRunLock | _HeldInProcess | None:
+    async def lock_run(self, run_id: str) -> HeldRunLock | None:
         if self.path == ":memory:":  # private to this store: an in-process lock will do
             with self._lock:
                 if run_id in self._memory_held:
                     return None
                 self._memory_held.add(run_id)
-            return _HeldInProcess(self._memory_held, self._lock, run_id)
+            return HeldRunLock(self._memory_unlock, run_id)
         with self._lock:
             if self._claims is None:
                 self._claims = LockFile.open(self.path + "-claims")
             claims = self._claims
         return FileRunLock(claims, run_id) if claims.try_lock(run_id) else None
+
+    def _memory_unlock(self, run_id: str) -> None:
+        with self._lock:
+            self._memory_held.discard(run_id)
 
 
 __all__ = ["SqliteCheckpointer", "migrate", "verify"]

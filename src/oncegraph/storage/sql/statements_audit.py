@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from oncegraph.storage.sql.statements_columns import AUDIT_COLUMNS, cols, insert_into
+from oncegraph.storage.sql.statements_columns import AUDIT_COLUMNS, cols, insert_into, where
 
 # -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
 
@@ -55,22 +55,18 @@ def audit_list(
     run, or whose run this database does not hold, are everyone's (as
     :meth:`Scope.admits` is asked of the run, and nothing when there is none).
     """
-    where = []
-    if by_run:
-        where.append("run_id = ?")
-    if by_thread:
-        where.append("thread_id = ?")
-    if by_target:
-        where.append("target_id = ?")
-    if before:
-        where.append("(at, audit_id) < (?, ?)" if after_record else "at < ?")
-    if by_app or by_tenant:
-        other = [c for c, on in ((_OTHER_APP, by_app), (_OTHER_TENANT, by_tenant)) if on]
-        where.append(
+    other = " OR ".join(c for c, on in ((_OTHER_APP, by_app), (_OTHER_TENANT, by_tenant)) if on)
+    clause = where(
+        ("run_id = ?", by_run),
+        ("thread_id = ?", by_thread),
+        ("target_id = ?", by_target),
+        ("(at, audit_id) < (?, ?)" if after_record else "at < ?", before),
+        (
             "NOT EXISTS (SELECT 1 FROM oncegraph_runs r WHERE r.run_id = oncegraph_audit.run_id "
-            f"AND ({' OR '.join(other)}))"
-        )
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+            f"AND ({other}))",
+            by_app or by_tenant,
+        ),
+    )
     return (
         f"SELECT {cols(AUDIT_COLUMNS)} FROM oncegraph_audit{clause} "
         "ORDER BY at DESC, audit_id DESC LIMIT ?"

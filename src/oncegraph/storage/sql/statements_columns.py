@@ -108,6 +108,18 @@ def marks(columns: tuple[str, ...]) -> str:
     return ", ".join("?" for _ in columns)
 
 
+def where(*conditions: tuple[str, object]) -> str:
+    """`` WHERE`` and the conditions whose flag is set, joined by ``AND`` (``""`` when
+    none is): each ``(condition, flag)``, in order, as their parameters come."""
+    chosen = [c for c, on in conditions if on]
+    return f" WHERE {' AND '.join(chosen)}" if chosen else ""
+
+
+def any_of(column: str, n: int) -> str:
+    """``column IN (?, ?, ...)`` for ``n`` parameters."""
+    return f"{column} IN ({', '.join('?' for _ in range(n))})"
+
+
 def insert_into(table: str, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({cols(columns)}) VALUES ({marks(columns)})"
 

@@ -12,8 +12,10 @@ from functools import lru_cache
 from oncegraph.storage.sql.statements_columns import (
     EFFECT_COLUMNS,
     EFFECT_MUTABLE_COLUMNS,
+    any_of,
     cols,
     marks,
+    where,
 )
 
 # -- effects (the ledger) -----------------------------------------------------------
@@ -106,21 +108,17 @@ def effect_list(
     the run's ``app_id`` if ``by_app`` and its ``tenant`` if ``by_tenant``, then limit
     (``NO_LIMIT`` for all) and offset.
     """
-    where = []
-    if by_run:
-        where.append("run_id = ?")
-    if by_thread:
-        where.append("thread_id = ?")
-    if n_statuses:
-        where.append(f"status IN ({', '.join('?' for _ in range(n_statuses))})")
-    if by_app or by_tenant:
-        owner = ["r.run_id = oncegraph_effects.run_id"]
-        if by_app:
-            owner.append("COALESCE(r.app_id, r.workflow_name) = ?")
-        if by_tenant:
-            owner.append("r.tenant = ?")
-        where.append(f"EXISTS (SELECT 1 FROM oncegraph_runs r WHERE {' AND '.join(owner)})")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    owner = where(
+        ("r.run_id = oncegraph_effects.run_id", True),
+        ("COALESCE(r.app_id, r.workflow_name) = ?", by_app),
+        ("r.tenant = ?", by_tenant),
+    )
+    clause = where(
+        ("run_id = ?", by_run),
+        ("thread_id = ?", by_thread),
+        (any_of("status", n_statuses), n_statuses),
+        (f"EXISTS (SELECT 1 FROM oncegraph_runs r{owner})", by_app or by_tenant),
+    )
     return (
         f"SELECT {cols(EFFECT_COLUMNS)} FROM oncegraph_effects{clause} "
         "ORDER BY created_at, effect_id LIMIT ? OFFSET ?"
@@ -133,10 +131,11 @@ def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: 
     (``result`` NULL unless ``results``): what masking learns secrets from, without
     decoding the rest of each record. Params: ``run_id`` if ``by_run``, ``thread_id`` if
     ``by_thread``, then ``n_threads`` thread ids (the effects of any of them)."""
-    where = [w for w, on in (("run_id = ?", by_run), ("thread_id = ?", by_thread)) if on]
-    if n_threads:
-        where.append(f"thread_id IN ({', '.join('?' for _ in range(n_threads))})")
-    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    clause = where(
+        ("run_id = ?", by_run),
+        ("thread_id = ?", by_thread),
+        (any_of("thread_id", n_threads), n_threads),
+    )
     result = "result" if results else "NULL"
     return (
         f"SELECT effect_id, effect_type, request, {result} FROM oncegraph_effects{clause} "

@@ -11,12 +11,13 @@ from :mod:`oncegraph.storage.saver_api`.
 
 from __future__ import annotations
 
+from oncegraph.storage.queries import StoreDoors
 from oncegraph.storage.saver_api import FromConnString, SaverMethods
 from oncegraph.storage.sql.store_ledger import LedgerMethods
 from oncegraph.storage.sql.store_runs import RunMethods
 
 
-class SqlStore(SaverMethods, FromConnString, RunMethods, LedgerMethods):
+class SqlStore(SaverMethods, FromConnString, RunMethods, LedgerMethods, StoreDoors):
     """A :class:`~oncegraph.storage.protocols.Checkpointer` over one SQL dialect."""
 
 

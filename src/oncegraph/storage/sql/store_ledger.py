@@ -9,18 +9,19 @@ not run); a lost compare-and-swap of an effect is a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 from oncegraph.errors import LedgerUnavailableError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
-from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord, EffectStatus
+from oncegraph.storage.queries import AuditQuery, EffectQuery, PayloadQuery
+from oncegraph.storage.records import AuditRecord, EffectPayload, EffectRecord
 from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql import request_keys as R
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
-from oncegraph.storage.sql.store_port import SqlPort
+from oncegraph.storage.sql.store_port import FirstWrite, SqlPort
 
 
 @lru_cache(maxsize=64)
@@ -52,15 +53,9 @@ class LedgerMethods(SqlPort):
         self, record: EffectRecord, *, fence: int | None = None
     ) -> tuple[EffectRecord, bool]:
         params = self.rows.effect_to_params(record)
-        inserted, row = await self._first_writer(
-            "begin_effect",
-            S.EFFECT_INSERT,
-            params,
-            S.EFFECT_SELECT,
-            (record.effect_id,),
-            fence=None if fence is None else (record.run_id, fence),
-            cls=LedgerUnavailableError,
-        )
+        fenced = None if fence is None else (record.run_id, fence)
+        first = FirstWrite(S.EFFECT_INSERT, params, S.EFFECT_SELECT, (record.effect_id,), fenced)
+        inserted, row = await self._first_writer("begin_effect", first, LedgerUnavailableError)
         if inserted:
             return self.rows.effect_from_row(params), True
         if row is None:  # pragma: no cover - effects are never deleted while in a run
@@ -92,48 +87,31 @@ class LedgerMethods(SqlPort):
         stale = rows.effect_cas_message(record.effect_id, expected)
         raise StaleStateError(f"{stale} (stored row version: {version})")
 
-    async def list_effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[EffectRecord]:
-        wanted = [str(s) for s in statuses] if statuses is not None else []
-        if statuses is not None and not wanted:
+    async def _list_effects(self, q: EffectQuery) -> list[EffectRecord]:
+        wanted = [str(s) for s in q.statuses] if q.statuses is not None else []
+        if q.statuses is not None and not wanted:
             return []
-        params: list[Any] = [p for p in (run_id, thread_id) if p is not None]
+        params: list[Any] = [p for p in (q.run_id, q.thread_id) if p is not None]
         params += wanted
-        params += [f for f in (app_id, tenant) if f is not None]
-        params += [S.NO_LIMIT if limit is None else max(limit, 0), max(offset, 0)]
+        params += [f for f in (q.app_id, q.tenant) if f is not None]
+        params += [S.NO_LIMIT if q.limit is None else max(q.limit, 0), max(q.offset, 0)]
         sql = _effect_list(
-            run_id is not None,
-            thread_id is not None,
+            q.run_id is not None,
+            q.thread_id is not None,
             len(wanted),
-            app_id is not None,
-            tenant is not None,
+            q.app_id is not None,
+            q.tenant is not None,
         )
         found = await self._fetchall("list_effects", sql, params, LedgerUnavailableError)
         return [self.rows.effect_from_row(r) for r in found]
 
-    async def list_effect_payloads(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        results: bool = True,
-        thread_ids: Sequence[str] | None = None,
-    ) -> list[EffectPayload]:
-        if thread_ids is not None and not thread_ids:
+    async def _list_effect_payloads(self, q: PayloadQuery) -> list[EffectPayload]:
+        if q.thread_ids is not None and not q.thread_ids:
             return []
-        params = [p for p in (run_id, thread_id) if p is not None]
-        params += thread_ids or ()
+        params = [p for p in (q.run_id, q.thread_id) if p is not None]
+        params += q.thread_ids or ()
         sql = _effect_payloads(
-            run_id is not None, thread_id is not None, results, len(thread_ids or ())
+            q.run_id is not None, q.thread_id is not None, q.results, len(q.thread_ids or ())
         )
         found = await self._fetchall("list_effect_payloads", sql, params, LedgerUnavailableError)
         return [self.rows.payload_from_row(r) for r in found]
@@ -167,18 +145,10 @@ class LedgerMethods(SqlPort):
             latest_unchained=None if latest is None else (latest[0], float(latest[1])),
         )
 
-    async def list_audit(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        target_id: str | None = None,
-        before: float | tuple[float, str] | None = None,
-        limit: int = 100,
-        app_id: str | None = None,
-        tenant: str | None = None,
-    ) -> list[AuditRecord]:
-        sql, params = S.audit_query(run_id, thread_id, target_id, before, limit, app_id, tenant)
+    async def _list_audit(self, q: AuditQuery) -> list[AuditRecord]:
+        sql, params = S.audit_query(
+            q.run_id, q.thread_id, q.target_id, q.before, q.limit, q.app_id, q.tenant
+        )
         found = await self._fetchall("list_audit", sql, params)
         return [self.rows.audit_from_row(r) for r in found]
 
@@ -186,9 +156,8 @@ class LedgerMethods(SqlPort):
 
     async def claim_request(self, record: IdempotencyRecord) -> tuple[IdempotencyRecord, bool]:
         params = self.rows.request_to_params(record)
-        inserted, row = await self._first_writer(
-            "claim_request", R.REQUEST_CLAIM, params, R.REQUEST_SELECT, params[:2]
-        )
+        first = FirstWrite(R.REQUEST_CLAIM, params, R.REQUEST_SELECT, params[:2])
+        inserted, row = await self._first_writer("claim_request", first)
         if inserted:
             return self.rows.request_from_row(params), True
         if row is None:  # pragma: no cover - the conflict row is only deleted when expired

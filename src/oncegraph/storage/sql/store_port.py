@@ -27,7 +27,8 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict, Unpack
 
 from oncegraph.errors import StorageError
 from oncegraph.storage import auditchain as chain
@@ -40,6 +41,28 @@ from oncegraph.storage.sql.rows import Rows
 
 Fence = tuple[str, int]
 """``(run_id, fencing token)``: a write that must carry the run's current token."""
+
+
+class How(TypedDict, total=False):
+    """How a write (:meth:`SqlPort._write`) goes: ``fence``, the run's token it must
+    carry; ``audit``, a record appended in its transaction when it changed a row;
+    ``duplicate``, the message of a unique-key conflict."""
+
+    fence: Fence | None
+    audit: AuditRecord | None
+    duplicate: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FirstWrite:
+    """An insert the first writer wins (:meth:`SqlPort._first_writer`): ``insert`` with
+    ``params``; ``select`` at ``key`` reads the row that won; ``fence`` as a write's."""
+
+    insert: str
+    params: Sequence[Any]
+    select: str
+    key: Sequence[Any]
+    fence: Fence | None = None
 
 
 class Tx(Protocol):
@@ -101,33 +124,16 @@ class SqlPort(Closing):
         return found[0] if found else None
 
     @abstractmethod
-    async def _write(
-        self,
-        op: str,
-        sql: str,
-        params: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        audit: AuditRecord | None = None,
-        duplicate: str | None = None,
-    ) -> int:
+    async def _write(self, op: str, sql: str, params: Sequence[Any], **how: Unpack[How]) -> int:
         """One write statement (fenced, see the module docstring); its row count.
         ``audit`` is appended in the same transaction when the statement changed a row."""
 
     @abstractmethod
     async def _first_writer(
-        self,
-        op: str,
-        insert: str,
-        params: Sequence[Any],
-        select: str,
-        key: Sequence[Any],
-        *,
-        fence: Fence | None = None,
-        cls: type[StorageError] = StorageError,
+        self, op: str, w: FirstWrite, cls: type[StorageError] = StorageError
     ) -> tuple[bool, Any]:
-        """``insert`` (``ON CONFLICT DO NOTHING RETURNING``): ``(True, None)`` when it
-        inserted, else ``(False, row)`` with the row ``select`` reads at ``key`` (the
+        """``w.insert`` (``ON CONFLICT DO NOTHING RETURNING``): ``(True, None)`` when it
+        inserted, else ``(False, row)`` with the row ``w.select`` reads at ``w.key`` (the
         first writer's, committed)."""
 
     @abstractmethod
@@ -189,4 +195,4 @@ class SqlPort(Closing):
         raise StorageError(f"run {run_id!r} could not be updated; nothing was written")
 
 
-__all__ = ["Fence", "SqlPort", "Tx"]
+__all__ = ["Fence", "FirstWrite", "How", "SqlPort", "Tx"]

@@ -7,16 +7,16 @@ The step commit is the dialect's own (its performance is the dialect's): see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from oncegraph.errors import RunNotFoundError
+from oncegraph.storage.queries import CheckpointQuery, PrunePolicy, RunQuery, Takeover
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
     UNFINISHED_STATUSES,
-    AuditRecord,
     CheckpointRecord,
     PruneReport,
     RunRecord,
@@ -86,21 +86,14 @@ class RunMethods(SqlPort):
             )
         return None if row is None else self.rows.checkpoint_from_row(row)
 
-    async def list_checkpoints(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-    ) -> list[CheckpointRecord]:
-        n = S.NO_LIMIT if limit is None else max(limit, 0)
-        below = S.NO_LIMIT if before_version is None else before_version
+    async def _list_checkpoints(self, q: CheckpointQuery) -> list[CheckpointRecord]:
+        n = S.NO_LIMIT if q.limit is None else max(q.limit, 0)
+        below = S.NO_LIMIT if q.before_version is None else q.before_version
         params: tuple[Any, ...]
-        if run_id is None:
-            sql, params = S.CHECKPOINT_LIST, (thread_id, below, n)
+        if q.run_id is None:
+            sql, params = S.CHECKPOINT_LIST, (q.thread_id, below, n)
         else:
-            sql, params = S.CHECKPOINT_LIST_BY_RUN, (thread_id, run_id, below, n)
+            sql, params = S.CHECKPOINT_LIST_BY_RUN, (q.thread_id, q.run_id, below, n)
         found = await self._fetchall("list_checkpoints", sql, params)
         return [self.rows.checkpoint_from_row(r) for r in found]
 
@@ -139,31 +132,16 @@ class RunMethods(SqlPort):
         row = await self._fetchone("get_run", S.RUN_SELECT, (run_id,))
         return None if row is None else self.rows.run_from_row(row)
 
-    async def update_run(
-        self,
-        run_id: str,
-        *,
-        status: RunStatus,
-        error: str | None = None,
-        fence: int | None = None,
+    async def _update_run(
+        self, run_id: str, status: RunStatus, error: str | None, fence: int | None
     ) -> None:
         error = self.rows.error_param(run_id, error)
         sql, params = run_update(run_id, status, error, fence, now())
         if await self._write("update_run", sql, params) != 1:
             await self._explain_run("update_run", run_id, fence)
 
-    async def list_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        statuses: Sequence[RunStatus] | None = None,
-        limit: int = 100,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: tuple[float, str] | None = None,
-    ) -> list[RunRecord]:
-        if statuses is not None and not statuses:
+    async def _list_runs(self, q: RunQuery) -> list[RunRecord]:
+        if q.statuses is not None and not q.statuses:
             return []
 
         async def read(sql: str, params: Sequence[Any]) -> list[Any]:
@@ -171,35 +149,27 @@ class RunMethods(SqlPort):
 
         shape, params = await self._listing.plan(
             read,
-            thread_id=thread_id,
-            statuses=[str(s) for s in statuses or ()],
-            app_id=app_id,
-            tenant=tenant,
-            limit=limit,
-            parent_run_id=parent_run_id,
-            before=before,
+            thread_id=q.thread_id,
+            statuses=[str(s) for s in q.statuses or ()],
+            app_id=q.app_id,
+            tenant=q.tenant,
+            limit=q.limit,
+            parent_run_id=q.parent_run_id,
+            before=q.before,
         )
         found = await self._fetchall("list_runs", _run_list(shape), params)
         return [self.rows.run_from_row(r) for r in found]
 
-    async def fence_run(
-        self,
-        run_id: str,
-        *,
-        expected_token: int,
-        owner: str | None,
-        status: RunStatus | None = None,
-        error: str | None = None,
-        audit: AuditRecord | None = None,
-    ) -> RunRecord | None:
+    async def _fence_run(self, run_id: str, t: Takeover) -> RunRecord | None:
         ts = now()
         params: tuple[Any, ...]
-        if status is None:
-            sql, params = S.RUN_FENCE, (owner, ts, run_id, expected_token)
+        if t.status is None:
+            sql, params = S.RUN_FENCE, (t.owner, ts, run_id, t.expected_token)
         else:
             sql = S.RUN_FENCE_STATUS
-            error = self.rows.error_param(run_id, error)
-            params = (owner, str(status), error, ts, run_id, expected_token)
+            error = self.rows.error_param(run_id, t.error)
+            params = (t.owner, str(t.status), error, ts, run_id, t.expected_token)
+        audit = t.audit
         key = None if audit is None else await self._chain_key()
         missing = False
         async with self._transaction("fence_run", chained=audit is not None) as tx:
@@ -214,23 +184,15 @@ class RunMethods(SqlPort):
 
     # -- retention ---------------------------------------------------------------------
 
-    async def prune(
-        self,
-        *,
-        keep_checkpoints: int = 1,
-        effects_older_than: float | None = None,
-        thread_id: str | None = None,
-        dry_run: bool = False,
-        on_thread: Callable[[PruneReport], None] | None = None,
-    ) -> PruneReport:
+    async def _prune(self, p: PrunePolicy) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
         its own transaction, so writers wait at most one thread; the thread row is only
         read, and rows a racing commit inserts are kept."""
-        cutoff = prune_effects_cutoff(keep_checkpoints, effects_older_than)
-        if thread_id is not None:
-            report = await self._prune_thread(thread_id, keep_checkpoints, cutoff, dry_run)
-            if on_thread is not None:
-                on_thread(report)
+        cutoff = prune_effects_cutoff(p.keep_checkpoints, p.effects_older_than)
+        if p.thread_id is not None:
+            report = await self._prune_thread(p.thread_id, p.keep_checkpoints, cutoff, p.dry_run)
+            if p.on_thread is not None:
+                p.on_thread(report)
             return report
         report = PruneReport()
         after: str | None = None
@@ -240,9 +202,9 @@ class RunMethods(SqlPort):
             else:
                 page = await self._fetchall("prune", S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                one = await self._prune_thread(tid, keep_checkpoints, cutoff, dry_run)
-                if on_thread is not None:
-                    on_thread(one)
+                one = await self._prune_thread(tid, p.keep_checkpoints, cutoff, p.dry_run)
+                if p.on_thread is not None:
+                    p.on_thread(one)
                 report = report.plus(one)
             if len(page) < _THREAD_PAGE:
                 return report

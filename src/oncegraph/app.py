@@ -39,11 +39,12 @@ from oncegraph.runs.service import RunHandle, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
-from oncegraph.runtime.config import RunConfig, thread_sleep
+from oncegraph.runtime.config import RunConfig, step_seconds, thread_sleep
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
+from oncegraph.runtime.lcrun import chain_run
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
 from oncegraph.runtime.streaming import drained
@@ -77,6 +78,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
     node_store: Any = None
     # what stream() yields without stream_mode= (a Pregel app's default is "values")
     stream_mode: str | Sequence[str] = "updates"
+    # LangGraph's attribute: seconds a step may take (then the run fails with TimeoutError)
+    step_timeout: float | None = None
 
     def __init__(
         self,
@@ -207,6 +210,8 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
 
     def _config(self, config: Mapping[str, Any] | None) -> RunConfig:
         cfg = RunConfig.parse(self._with_default_config(config))
+        if self.step_timeout is not None:
+            cfg = dataclasses.replace(cfg, step_timeout=step_seconds(self.step_timeout))
         if cfg.fault_plan is None:
             env_plan = FaultPlan.from_env()
             if env_plan is not None:
@@ -251,7 +256,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         from oncegraph.storage.memory import InMemoryCheckpointer
 
         if cfg.thread_id is None:
-            cfg = dataclasses.replace(cfg, thread_id=new_run_id())
+            cfg = dataclasses.replace(cfg, thread_id=new_run_id(), named_thread=False)
         return RunService(self.spec, InMemoryCheckpointer(), sync_pool=self._sync_pool), cfg
 
     def _thread(self, config: Mapping[str, Any] | None) -> str:
@@ -308,11 +313,12 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             kwargs.get("control"),
             bool(kwargs.get("_sync")),
         )
-        result = await self._run(input, cfg, service, launch=launch)
-        keys = kwargs.get("output_keys")
-        if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
-            return picked_output(self.spec, result.output(), keys)
-        return output_values(self.spec, result.output())
+        async with chain_run(config, self.get_name(), input) as ended:  # config["callbacks"]
+            result = await self._run(input, cfg, service, launch=launch)
+            keys = kwargs.get("output_keys")
+            if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
+                return ended(picked_output(self.spec, result.output(), keys))
+            return ended(output_values(self.spec, result.output()))
 
     def invoke(
         self,
@@ -530,7 +536,6 @@ def _spec_of(graph: Any) -> GraphSpec:
     raise ConfigError(
         f"previous_versions values must be compiled apps or StateGraphs; got {graph!r}"
     )
-
 
 
 compiles_to(CompiledGraph, check_tools)  # what StateGraph.compile() makes

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy as _copy
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Self
 
 from oncegraph.channels import state_channels
@@ -190,11 +191,15 @@ class LangGraphMethods:
         yield {**base, "event": "on_chain_start", "data": {"input": input}}
         last: Any = None
         modes = ["updates", "values"]
-        async for mode, chunk in self.astream(input, config, stream_mode=modes, **kwargs):  # type: ignore[attr-defined]
-            if mode == "values":
-                last = chunk
-            else:
-                yield {**base, "event": "on_chain_stream", "data": {"chunk": chunk}}
+        stream = self.astream(input, config, stream_mode=modes, **kwargs)  # type: ignore[attr-defined]
+        # closed with this one: a caller that stops reading stops the run at once (its
+        # running nodes are cancelled), as when it stops reading astream()
+        async with aclosing(stream):
+            async for mode, chunk in stream:
+                if mode == "values":
+                    last = chunk
+                else:
+                    yield {**base, "event": "on_chain_stream", "data": {"chunk": chunk}}
         yield {**base, "event": "on_chain_end", "data": {"output": last}}
 
 

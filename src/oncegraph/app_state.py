@@ -82,6 +82,7 @@ class StateMethods:
             limit=limit,
             filter=filter,
             before=_checkpoint_id(before),
+            ns=str(_configured(config, "checkpoint_ns") or ""),
         ):
             yield snap
 

@@ -175,7 +175,8 @@ class Entrypoint:
                     out = node.get("output") if isinstance(node, Mapping) else node
                     payload = {self.name: answer.value if answer.set else _back(out, self._out)}
             elif mode == "values" and not ns:
-                if not ran or not isinstance(payload, Mapping):
+                # a question's values chunk is made from its updates chunk below
+                if not ran or not isinstance(payload, Mapping) or INTERRUPT in payload:
                     continue
                 out = payload.get("output")
                 payload = answer.value if answer.set else _back(out, self._out)

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from oncegraph.errors import InvalidUpdateError, RunNotFoundError
+from oncegraph.errors import ConfigError, InvalidUpdateError, RunNotFoundError
 from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.context import RunContext
@@ -129,26 +129,33 @@ async def history(
     limit: int | None = None,
     filter: Mapping[str, Any] | None = None,
     before: str | None = None,
+    ns: str = "",
 ) -> AsyncIterator[StateSnapshot]:
     """The thread's checkpoints, newest first, each run's input shown as LangGraph shows
     it; ``run_id`` keeps one run's, ``filter`` those whose metadata has those values,
-    ``before`` those older than that checkpoint, ``limit`` the first that many.
+    ``before`` those older than that checkpoint, ``limit`` the first that many; ``ns``:
+    those of the subgraph at that namespace (``"node:step"``, ``"outer:2|inner:1"``; of
+    its latest call at that step), named by the thread and the namespace as LangGraph
+    names them.
 
     Snapshots are made as the caller asks for them, a page of checkpoints at a time, so
     walking a long thread's history holds one page, not the whole list."""
+    data = thread_id
+    if ns:
+        ctx, data = await subgraph_place(ctx, thread_id, ns)
     start: int | None = None
     if before is not None:
-        found = await ctx.store.get_checkpoint(thread_id, before.removesuffix(INPUT_SUFFIX))
+        found = await ctx.store.get_checkpoint(data, before.removesuffix(INPUT_SUFFIX))
         start = None if found is None else found.version + 1
     page = Page(before=before if start is not None else None, filter=filter, limit=limit)
     masker: Masker | None = None
-    async for item in _sequence(ctx, thread_id, run_id, start):
+    async for item in _sequence(ctx, thread_id, run_id, start, ns, data):
         if masker is None:
             # Read the effects AFTER the newest page of checkpoints: an effect is written
             # no later than the checkpoint holding its values, so every checkpoint shown
             # (that page's and the older ones) has its effects' secrets known here. Read
             # before, a step committed in between could show a secret it never learned.
-            masker = await ctx.masker(thread_ids=(thread_id,))
+            masker = await ctx.masker(thread_ids=tuple(dict.fromkeys((thread_id, data))))
         taken = page.take(item.config.get("checkpoint_id"), item.metadata)
         if taken == STOP:
             return
@@ -201,29 +208,74 @@ def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:
 
 
 async def _sequence(
-    ctx: RunContext, thread_id: str, run_id: str | None, start: int | None
+    ctx: RunContext,
+    thread_id: str,
+    run_id: str | None,
+    start: int | None,
+    ns: str = "",
+    data: str | None = None,
 ) -> AsyncIterator[StateSnapshot]:
     """Every snapshot newest first: each checkpoint, and after a run's input checkpoint
-    the state before that input (which needs the next older checkpoint's values)."""
+    the state before that input (which needs the next older checkpoint's values).
+    ``data``: the thread the checkpoints are on (a subgraph's, of namespace ``ns``)."""
+    data = data or thread_id
     held: StateSnapshot | None = None  # an input checkpoint, until the older one is read
     # what the tasks of a step wrote, kept by the checkpoint the step made (newer, so read
     # first), by the checkpoint the step ran from; of several (forks), the oldest's
     done: dict[str, dict[str, Any]] = {}
     schema = ctx.graph.schema
     rewritten: Any = _NONE  # the held input's, as an update as __start__ rewrote it
-    async for snap in stored_history(ctx, thread_id, run_id=run_id, before_version=start):
+    async for snap in stored_history(ctx, data, run_id=run_id, before_version=start):
         if held is not None:
-            yield await _before_input(ctx, thread_id, held, snap, rewritten)
+            yield await _before_input(ctx, thread_id, held, snap, rewritten, ns, data)
         cp_id = snap.config.get("checkpoint_id")
         results = done.pop(cp_id, None) if cp_id else None
-        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, "", done=results)
+        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, ns, done=results, split=True)
         held = snap if snap.metadata.get("source") == "input" else None
         rewritten = (results or {}).get(START, _NONE)
         parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
         if parent and RESULTS in snap.metadata:
             done[parent] = decode_results(schema, snap.metadata, snap.values)
     if held is not None:
-        yield await _before_input(ctx, thread_id, held, None, rewritten)
+        yield await _before_input(ctx, thread_id, held, None, rewritten, ns, data)
+
+
+async def subgraph_place(ctx: RunContext, thread_id: str, ns: str) -> tuple[RunContext, str]:
+    """The read context and the thread of the subgraph at namespace ``ns`` of the
+    thread: each element ``"<task>:<step>"`` is the call of that task at that step (the
+    latest one), a stateful subgraph's is its node's name."""
+    spec, thread = ctx.graph, thread_id
+    for element in ns.split("|"):
+        task, _, step = element.rpartition(":")
+        if not task or not step.isdigit():
+            task, step = element, ""
+        name = task.split(":")[0]
+        node = spec.nodes.get(name)
+        child = node.subgraph if node is not None else None
+        if child is None:
+            raise ConfigError(
+                f"checkpoint_ns {ns!r} names no subgraph of graph {ctx.graph.name!r}; its "
+                "subgraph tasks are the ones get_state(config, subgraphs=True) lists"
+            )
+        stateful = bool(getattr(child, "stateful", False))
+        calling = "" if stateful else await _calling(ctx, thread, task, int(step or 0), ns)
+        thread, _ = child_place(stateful, thread, task, name, calling, int(step or 0))
+        spec = child.spec
+        ctx = ctx.child(spec)
+    return ctx, thread
+
+
+async def _calling(ctx: RunContext, thread: str, task: str, step: int, ns: str) -> str:
+    """The checkpoint of ``thread`` whose step ``step`` ran subgraph task ``task``."""
+    async for snap in stored_history(ctx, thread):
+        ran = int(snap.metadata.get("step", -1)) + 1
+        if ran == step and task.split(":")[0] in snap.next:
+            return str(snap.config["checkpoint_id"])
+        if ran < step:
+            break
+    raise RunNotFoundError(
+        f"no call of subgraph task {task!r} at step {step} (checkpoint_ns {ns!r})"
+    )
 
 
 async def _shaped(
@@ -236,6 +288,7 @@ async def _shaped(
     parents: Mapping[str, str] | None = None,
     *,
     done: Mapping[str, Any] | None = None,
+    split: bool = False,
 ) -> StateSnapshot:
     cp_id = snap.config.get("checkpoint_id")
     if not cp_id:
@@ -276,6 +329,7 @@ async def _shaped(
         ns=ns,
         parents=parents,
         done=done,
+        split=split,
     )
 
 
@@ -311,6 +365,8 @@ async def _before_input(
     snap: StateSnapshot,
     older: StateSnapshot | None,
     rewritten: Any = _NONE,
+    ns: str = "",
+    data: str | None = None,
 ) -> StateSnapshot:
     """LangGraph's entry of a run's input before it was applied; ``rewritten``: what an
     ``update_state(..., as_node="__start__")`` on the input checkpoint wrote as the
@@ -321,9 +377,9 @@ async def _before_input(
     elif older is not None and older.config.get("checkpoint_id") == parent_id:
         values = dict(older.values)
     else:
-        values = dict((await stored_state(ctx, thread_id, parent_id)).values)
+        values = dict((await stored_state(ctx, data or thread_id, parent_id)).values)
     update: Mapping[str, Any] = {}
-    if snap.run_id:
+    if snap.run_id and not ns:  # a subgraph's input is its parent task's, not the run's
         run = await ctx.store.get_run(snap.run_id)
         if run is not None and isinstance(run.input, Mapping):
             try:
@@ -331,7 +387,7 @@ async def _before_input(
             except (InvalidUpdateError, ValueError, TypeError):
                 update = dict(run.input)  # written by an older version's schema: as stored
     shown = input_snapshot(
-        snap, thread_id=thread_id, before=values, before_id=parent_id, update=update
+        snap, thread_id=thread_id, before=values, before_id=parent_id, update=update, ns=ns
     )
     if rewritten is _NONE:
         return shown

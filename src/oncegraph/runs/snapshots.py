@@ -122,13 +122,16 @@ def shape(
     ns: str = "",
     parents: Mapping[str, str] | None = None,
     done: Mapping[str, Any] | None = None,
+    split: bool = False,
 ) -> StateSnapshot:
     """``snap`` in LangGraph's shape (see the module docstring). ``writes`` are the task
     writes of its checkpoint; ``done`` what the tasks of a step that went on from it
     wrote, by task key (:mod:`oncegraph.runtime.stepresults`); ``states`` the subgraph
     snapshots (or configs) by task;
     ``parents``, for a subgraph's snapshot, the checkpoint id of each graph above it by
-    namespace (``metadata["parents"]``, and the configs' ``checkpoint_map``)."""
+    namespace (``metadata["parents"]``, and the configs' ``checkpoint_map``);
+    ``split``: a subgraph's input checkpoint comes after LangGraph's input checkpoint,
+    as a graph's own does (its history lists both)."""
     cp_id = snap.config.get("checkpoint_id")
     interrupts = tuple(
         Interrupt.of(cp_id or "", i["node"], i["index"], i["value"])
@@ -164,7 +167,7 @@ def shape(
         )
     parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
     source = str(snap.metadata.get("source", "loop"))
-    if source == "input" and cp_id and not ns:
+    if source == "input" and cp_id and (split or not ns):
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
         source = "loop"  # ...and this one, the input applied, is the loop's first
     step = int(snap.metadata.get("step", -1)) + 1
@@ -186,6 +189,7 @@ def input_snapshot(
     before: dict[str, Any],
     before_id: str | None,
     update: Mapping[str, Any],
+    ns: str = "",
 ) -> StateSnapshot:
     """LangGraph's input checkpoint of a run: the state ``before`` the run's input
     ``update``, about to run ``__start__``; ``loop_snap`` is the run's input checkpoint
@@ -195,10 +199,10 @@ def input_snapshot(
     return StateSnapshot(
         values=public(before),
         next=(START,),
-        config=lg_config(thread_id, cp_id),
+        config=lg_config(thread_id, cp_id, ns),
         metadata={"source": "input", "step": step, "parents": {}},
         created_at=iso_time(loop_snap.created_at),
-        parent_config=lg_config(thread_id, before_id) if before_id else None,
+        parent_config=lg_config(thread_id, before_id, ns) if before_id else None,
         run_id=loop_snap.run_id,
         interrupts=(),
         tasks=(

@@ -19,7 +19,7 @@ from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import BREAKPOINT, Head, StepPlan, with_finished
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
 from oncegraph.runtime.moves import next_answer, open_interrupts
-from oncegraph.runtime.stepevents import emit_update
+from oncegraph.runtime.stepevents import emit_interrupts, emit_update, finished_shown
 from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
@@ -42,10 +42,10 @@ class Asking(DriverParts):
                 fence=self.fence,
             )
         self.stopped = True
-        if wants(self.emit, "updates"):  # the siblings that finished now: their writes are kept
+        if finished_shown(self.emit):  # the siblings that finished now: their writes are kept
             for r in decision.done:
                 if r.key not in plan.done and r.key not in self._streamed:
-                    emit_update(self.emit, self.spec, r)
+                    emit_update(self.emit, self.spec, r, (cp.checkpoint_id, cp.step))
         if self.parent is not None:  # ask through the parent's task
             _, value, _ = decision.waits[0]
             if decision.breakpoint:  # a pause, not a question: the caller continues it
@@ -66,8 +66,7 @@ class Asking(DriverParts):
                 asked = InterruptValue.of(cp.checkpoint_id, task, index, value)
                 self.interrupts.append(asked)
                 by_task.setdefault(task, []).append(asked)
-            for asked_by_one in by_task.values():  # one chunk per task asking, as LangGraph
-                self.emit("updates", {"__interrupt__": tuple(asked_by_one)})
+            emit_interrupts(self.emit, head.values, by_task.values())
         if any(r.update for r in decision.done) and wants(self.emit, "values"):
             self.emit("values", self.shown)  # as LangGraph: the last values, those writes applied
         return head

@@ -21,8 +21,7 @@ from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import Head, TaskResult, encode_result
 from oncegraph.runtime.failures import moved_on_error
 from oncegraph.runtime.moves import intent_planners, may_plan_intents
-from oncegraph.runtime.stepevents import emit_step, emit_update
-from oncegraph.runtime.streaming import wants
+from oncegraph.runtime.stepevents import emit_step, emit_update, finished_shown
 from oncegraph.storage.keys import hash_key
 from oncegraph.storage.records import (
     EffectRecord,
@@ -138,8 +137,8 @@ class CommitPath(DriverParts):
             run_id=ctx.run_id,
             fence=self.fence,
         )
-        if wants(self.emit, "updates"):  # its writes are kept: shown now, as it finished
-            emit_update(self.emit, self.spec, result)
+        if finished_shown(self.emit):  # its writes are kept: shown now, as it finished
+            emit_update(self.emit, self.spec, result, (ctx.checkpoint_id, ctx.step - 1))
             self._streamed.add(result.key)
 
     async def _save_staged(self, staged: list[Any]) -> None:

@@ -163,6 +163,16 @@ def _seconds(name: str, value: Any, default: float) -> float | None:
     return float(value)
 
 
+def step_seconds(value: Any) -> float:
+    """A graph's ``step_timeout``, checked: a positive number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(
+            f"step_timeout must be a positive number of seconds (or None for no limit); "
+            f"got {value!r}"
+        )
+    return float(value)
+
+
 @dataclass(frozen=True, slots=True)
 class RunConfig:
     thread_id: str | None
@@ -190,6 +200,11 @@ class RunConfig:
     control: Any = None
     # compile(store=...): the key-value store a node's ``store`` parameter gets
     store: Any = None
+    # the graph's ``step_timeout`` (LangGraph's attribute): seconds a step of the run may
+    # take before its running tasks are cancelled and the run fails with TimeoutError
+    step_timeout: float | None = None
+    # False: the thread is the run's own (no checkpointer, none named): not shown as one
+    named_thread: bool = True
 
     @classmethod
     def parse(cls, config: Mapping[str, Any] | None) -> RunConfig:
@@ -309,5 +324,6 @@ __all__ = [
     "Sleep",
     "caller_id",
     "lookup_id",
+    "step_seconds",
     "thread_sleep",
 ]

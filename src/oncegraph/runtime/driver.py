@@ -55,7 +55,7 @@ from oncegraph.runtime import executor
 from oncegraph.runtime.asking import Asking
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.commits import COMMIT_RETRY_DELAYS, CommitPath
-from oncegraph.runtime.concurrency import bounded, max_concurrency
+from oncegraph.runtime.concurrency import bounded, max_concurrency, run_together
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.control import check_drain
@@ -64,6 +64,7 @@ from oncegraph.runtime.engine import (
     Head,
     StepPlan,
     Task,
+    TaskOutcome,
     TaskResult,
     advance,
     plan_step,
@@ -77,7 +78,12 @@ from oncegraph.runtime.moves import (
 )
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.routers import routed_input, routed_step, router_config
-from oncegraph.runtime.stepevents import emit_results, emit_step, emit_tasks, emit_update
+from oncegraph.runtime.stepevents import (
+    emit_results,
+    emit_step,
+    emit_tasks,
+    emit_update,
+)
 from oncegraph.runtime.streaming import keeping, modes_of, wants
 from oncegraph.runtime.tasks import RunSubgraph, run_task
 from oncegraph.storage.protocols import Checkpointer
@@ -228,7 +234,16 @@ class Driver(Asking, CommitPath):
             nxt,
         )
         self.steps = steps
-        emit_step(self.emit, self.spec, self._where, nxt, head.checkpoint, (), before=head.values)
+        emit_step(
+            self.emit,
+            self.spec,
+            self._where,
+            nxt,
+            head.checkpoint,
+            (),
+            before=head.values,
+            wrote=bool(update),
+        )
         return nxt
 
     # -- the loop --------------------------------------------------------------------------
@@ -296,7 +311,9 @@ class Driver(Asking, CommitPath):
         debug = wants(self.emit, "debug")
         if debug:
             emit_tasks(self.emit, head, plan, self.spec)
-        if len(contexts) == 1:
+        # the graph's step_timeout bounds the root's steps (a subgraph's run inside them)
+        limit = self.config.step_timeout if self.parent is None else None
+        if len(contexts) == 1 and limit is None:
             task = plan.todo[0]
             outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
         else:
@@ -305,7 +322,15 @@ class Driver(Asking, CommitPath):
             width = max_concurrency(self.config)
             if width is not None and width < len(coros):
                 coros = bounded(coros, width)
-            outcomes = list(await asyncio.gather(*coros))
+            # a failing task does not cancel its siblings (one cancelled inside a tool call
+            # would leave an outcome nobody knows); only the step's time limit does
+            ended, late = await run_together(coros, timeout=limit)
+            outcomes = [o for o in ended if o is not None]
+            if late:  # the step fails with the time out, on the first task still running
+                key = next(t.key for t, o in zip(plan.todo, ended, strict=True) if o is None)
+                node = next(t.node for t in plan.todo if t.key == key)
+                error = TimeoutError(f"step {cp.step + 1} took longer than step_timeout={limit}s")
+                outcomes.insert(0, TaskOutcome(node, error=error, task=key))
         if debug:
             emit_results(self.emit, cp, outcomes)
         meta = None

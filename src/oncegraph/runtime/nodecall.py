@@ -27,6 +27,7 @@ from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.engine import Head, Task
 from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
 from oncegraph.runtime.node_runtime import runtime_of
+from oncegraph.runtime.stepevents import task_id
 
 # Runs a subgraph node (oncegraph.runtime.subgraph.run_subgraph_node): given by the driver's
 # maker, so this module needs no import of the subgraph runner (which builds a driver).
@@ -234,26 +235,35 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
     return config
 
 
-def stream_metadata(ctx: TaskContext) -> dict[str, Any]:
+def stream_metadata(ctx: TaskContext, *, written: bool = False) -> dict[str, Any]:
     """The metadata of a ``messages`` chunk emitted by task ``ctx`` (LangGraph's keys):
-    model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``."""
-    ns = "|".join(ctx.ns)
-    out = {
-        "thread_id": ctx.thread_id,
-        "langgraph_step": ctx.step + 1,
-        "langgraph_node": ctx.node_name,
-        "langgraph_triggers": triggers(ctx.node_name, ctx.task_key != ctx.node_name),
-        "langgraph_path": _path(ctx),
-        "langgraph_checkpoint_ns": ns,
-        "checkpoint_ns": ns,
-    }
+    model adapters emit ``ctx.emit("messages", (chunk, stream_metadata(ctx)))``. The
+    namespace is the task's own (``"<node>:<task id>"`` under its graph's), as
+    LangGraph's; ``thread_id`` is there when the caller named a thread; ``written``: a
+    message the node wrote to the state (``ls_integration="langgraph"``), not a model's."""
+    element = f"{ctx.node_name}:{task_id(ctx.checkpoint_id, ctx.task_key)}"
+    ns = "|".join((*ctx.ns, element))
+    meta: dict[str, Any] = {}
+    if ctx.config.named_thread:
+        meta["thread_id"] = ctx.thread_id
+    meta.update(
+        langgraph_step=ctx.step + 1,
+        langgraph_node=ctx.node_name,
+        langgraph_triggers=triggers(ctx.node_name, ctx.task_key != ctx.node_name),
+        langgraph_path=_path(ctx),
+        langgraph_checkpoint_ns=ns,
+    )
+    if written:
+        meta["ls_integration"] = "langgraph"
+    else:
+        meta["checkpoint_ns"] = ns
     conf = ctx.config.configurable
     if ctx.config.run_id is not None:
-        out["run_id"] = ctx.config.run_id
+        meta["run_id"] = ctx.config.run_id
     for key in _CALLER_IDS:  # the caller's ids of the run, as LangGraph passes them on
-        if key in conf and (key != "checkpoint_ns" or not ns):
-            out[key] = conf[key]
-    return out
+        if key in conf and key not in meta:  # a model chunk's namespace is the task's
+            meta[key] = conf[key]
+    return meta
 
 
 _CALLER_IDS = ("checkpoint_id", "checkpoint_ns", "task_id", "assistant_id", "graph_id")

@@ -22,11 +22,11 @@ modes yields ``(mode, chunk)``; ``subgraphs=True`` yields ``(namespace, chunk)``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError
-from oncegraph.graph.io import output_values
+from oncegraph.graph.io import INTERRUPT_KEY, output_values
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.streaming import Emit, FromSubgraph, keeping
 from oncegraph.state.channels import public
@@ -75,12 +75,15 @@ def stream_shape(
                 if mode == "values":
                     payload = public(dict(payload))
             elif mode == "values":
+                asked = payload.get(INTERRUPT_KEY) if isinstance(payload, Mapping) else None
                 if spec.io is None:
                     payload = output_values(spec, payload)
                 else:  # a Pregel app shows its stream channels once one has a value
                     payload = spec.io.values(payload, spec.io.stream)
-                    if payload is None or payload == {}:
+                    if asked is None and (payload is None or payload == {}):
                         return
+                if asked is not None and not isinstance(payload, dict):
+                    payload = {INTERRUPT_KEY: asked}  # the state is one value: the question
             item = payload if single else (mode, payload)
             if subgraphs:
                 item = (ns, item) if single else (ns, mode, payload)

@@ -7,10 +7,11 @@ never shows what was not written."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.graph.constants import START, triggers
+from oncegraph.graph.io import INTERRUPT_KEY
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.childplace import child_place
 from oncegraph.runtime.engine import Head, StepPlan, TaskOutcome, TaskResult, tasks_of
@@ -53,12 +54,36 @@ def start_values(schema: StateSchema) -> dict[str, Any]:
     }
 
 
-def emit_update(emit: Emit, spec: GraphSpec, result: TaskResult) -> None:
-    """One task's ``updates`` event (a root-value state's value itself)."""
-    chunk = {result.node: shown(result, spec.schema.is_root)}
-    if result.cached:
-        chunk["__metadata__"] = {"cached": True}
-    emit("updates", chunk)
+def finished_shown(emit: Emit) -> bool:
+    """Whether ``emit`` keeps what :func:`emit_update` makes."""
+    return wants(emit, "updates") or wants(emit, "debug")
+
+
+def emit_update(
+    emit: Emit, spec: GraphSpec, result: TaskResult, at: tuple[str, int] | None = None
+) -> None:
+    """One task's ``updates`` event (a root-value state's value itself), and, given
+    ``at``, the checkpoint its step ran on (its id and stored step), the ``debug``
+    stream's ``task_result`` event right after it, as LangGraph orders them."""
+    if wants(emit, "updates"):
+        chunk = {result.node: shown(result, spec.schema.is_root)}
+        if result.cached:
+            chunk["__metadata__"] = {"cached": True}
+        emit("updates", chunk)
+    if at is not None and wants(emit, "debug"):
+        emit("debug", _result_event(at, result.key, result.node, written(result)))
+
+
+def emit_interrupts(
+    emit: Emit, values: Mapping[str, Any], asked: Iterable[Sequence[InterruptValue]]
+) -> None:
+    """The chunks of a step's questions, one per task asking (as LangGraph): in
+    ``updates`` ``{"__interrupt__": (Interrupt, ...)}``, in ``values`` the state the step
+    began with and that key (a stream of values alone sees the question too)."""
+    for one in asked:
+        emit("updates", {INTERRUPT_KEY: tuple(one)})
+        if wants(emit, "values"):
+            emit("values", {**values, INTERRUPT_KEY: tuple(one)})
 
 
 def emit_step(
@@ -71,17 +96,20 @@ def emit_step(
     streamed: Collection[str] = (),
     *,
     before: Mapping[str, Any] | None = None,
+    wrote: bool = True,
 ) -> None:
     """A committed step's ``updates``, ``values`` and ``debug`` checkpoint events;
     ``where``: the root thread (None: this one) and the namespace; ``streamed``: the
     tasks whose update was emitted already, as they finished (:func:`emit_update`);
     ``before``: for a run's input checkpoint, the values before the input (LangGraph
-    shows that state as a checkpoint of its own, as the history does)."""
-    if wants(emit, "updates"):
+    shows that state as a checkpoint of its own, as the history does); ``wrote=False``:
+    the step wrote no state field (an empty input), so, as LangGraph, no ``values``
+    chunk."""
+    if finished_shown(emit):
         for r in results:
             if r.key not in streamed:
-                emit_update(emit, spec, r)
-    if wants(emit, "values"):
+                emit_update(emit, spec, r, (parent.checkpoint_id, parent.step))
+    if wrote and wants(emit, "values"):
         emit("values", head.values)
     if wants(emit, "debug"):
         cp = head.checkpoint
@@ -206,35 +234,49 @@ def emit_tasks(emit: Emit, head: Head, plan: StepPlan, spec: GraphSpec | None = 
 
 
 def emit_results(emit: Emit, cp: CheckpointRecord, outcomes: Sequence[TaskOutcome]) -> None:
-    """The ``debug`` stream's ``task_result`` events of a step's tasks."""
+    """The ``debug`` stream's ``task_result`` events of a step's tasks that did not
+    finish (an error, a question); a finished one's follows its update
+    (:func:`emit_update`)."""
     for o in outcomes:
+        if o.result is not None:
+            continue
         interrupts = []
         if o.interrupt is not None:
             interrupts.append(
                 InterruptValue.of(cp.checkpoint_id, o.key, o.interrupt[1], o.interrupt[0]).to_json()
             )
-        emit(
-            "debug",
-            debug_event(
-                cp.step + 2,
-                "task_result",
-                {
-                    "id": task_id(cp.checkpoint_id, o.key),
-                    "name": o.node,
-                    "error": None if o.error is None else repr(o.error),
-                    "result": written(o.result) if o.result is not None else {},
-                    "interrupts": interrupts,
-                },
-            ),
-        )
+        error = None if o.error is None else repr(o.error)
+        at = (cp.checkpoint_id, cp.step)
+        emit("debug", _result_event(at, o.key, o.node, {}, error, interrupts))
+
+
+def _result_event(
+    at: tuple[str, int],
+    key: str,
+    node: str,
+    result: dict[str, Any],
+    error: str | None = None,
+    interrupts: Sequence[Any] = (),
+) -> dict[str, Any]:
+    payload = {
+        "id": task_id(at[0], key),
+        "name": node,
+        "error": error,
+        "result": result,
+        "interrupts": list(interrupts),
+    }
+    return debug_event(at[1] + 2, "task_result", payload)
 
 
 __all__ = [
     "INPUT_SUFFIX",
     "debug_checkpoint",
+    "emit_interrupts",
     "emit_results",
     "emit_step",
     "emit_tasks",
+    "emit_update",
+    "finished_shown",
     "lg_metadata",
     "start_values",
     "task_id",

@@ -171,7 +171,7 @@ def _emit_messages(spec: GraphSpec, ctx: TaskContext, result: TaskResult, head: 
     called without token streaming, a tool's answer), each once, at the node's end: a
     message already in the state the node read (a node returning the state it got) is
     not new and is not streamed again."""
-    meta = stream_metadata(ctx)
+    meta = stream_metadata(ctx, written=True)
     for key, value in result.update.items():
         channel = spec.schema.channels.get(key)
         if channel is None or channel.flavor is None:

@@ -305,7 +305,14 @@ def copy_of(kind: str, paused: dict[str, Any], folder: Path, procs: int) -> Iter
 
 
 def answer_all(
-    kind: str, where: str, runs: int, deploy: str, procs: int, log: Path, answerers: int = 1
+    kind: str,
+    where: str,
+    runs: int,
+    deploy: str,
+    procs: int,
+    log: Path,
+    answerers: int = 1,
+    limit: float = 3600,
 ) -> dict:
     env = {"BENCH_EFFECT_LOG": str(log)}
     if kind == "postgres":  # the answers queued by `answerers` processes, run by workers
@@ -332,7 +339,7 @@ def answer_all(
     try:
         if kind != "postgres":
             begin = _start_together(children)
-        deadline = begin + 3600
+        deadline = begin + limit
         while True:
             counts = _counts(kind, where)
             if counts.get("completed", 0) >= runs or time.perf_counter() > deadline:
@@ -360,7 +367,14 @@ def answer_all(
     }
 
 
-def paused(kind: str, runs: int, deploy: str, procs_list: list[int], answerers: int = 1) -> None:
+def paused(
+    kind: str,
+    runs: int,
+    deploy: str,
+    procs_list: list[int],
+    answerers: int = 1,
+    limit: float = 3600,
+) -> None:
     with tempfile.TemporaryDirectory(prefix="bench_paused_") as tmp:
         folder = Path(tmp)
         with paused_database(kind, runs, deploy, folder) as made:
@@ -368,7 +382,7 @@ def paused(kind: str, runs: int, deploy: str, procs_list: list[int], answerers: 
             for procs in procs_list:
                 log = folder / f"refunds-{procs}.log"
                 with copy_of(kind, made, folder, procs) as where:
-                    got = answer_all(kind, where, runs, deploy, procs, log, answerers)
+                    got = answer_all(kind, where, runs, deploy, procs, log, answerers, limit)
                 emit(
                     "paused",
                     kind,
@@ -486,6 +500,12 @@ def main() -> None:
     parser.add_argument(
         "--answerers", type=int, default=1, help="PostgreSQL: processes queueing the answers"
     )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=3600,
+        help="seconds the answering of one process count may take before it is cut short",
+    )
     args = parser.parse_args()
     workloads = args.workloads.split(",")
     procs = [int(p) for p in args.procs.split(",")]
@@ -494,7 +514,7 @@ def main() -> None:
             if deploy not in ("compatible", "migrate"):
                 parser.error(f"--deploy: {deploy!r}; known: compatible, migrate")
             for kind in args.stores.split(","):
-                paused(kind, args.runs, deploy, procs, args.answerers)
+                paused(kind, args.runs, deploy, procs, args.answerers, args.deadline)
     if "idle" in workloads:
         idle(args.runs, args.threads)
 

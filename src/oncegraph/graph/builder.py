@@ -576,7 +576,7 @@ class StateGraph:
         return app
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
-        return breakpoint_names(what, names, self.nodes)
+        return breakpoint_names(what, names, self._with_defaults() if names else self.nodes)
 
 
 def _checked(nodes: dict[str, NodeSpec]) -> dict[str, NodeSpec]:

@@ -197,3 +197,16 @@ async def test_astream_events_of_an_entrypoint_show_its_node_and_tasks() -> None
     assert len(by[("on_chain_start", "double")]["parent_ids"]) == 2
     chunks = [e["data"]["chunk"] for e in events if e["event"] == "on_chain_stream"]
     assert {"double": 6} in chunks and {"flow": "done"} in chunks
+
+
+async def test_a_stream_left_open_reports_nothing_of_later_runs() -> None:
+    tracer = Kept()
+    app = _app()
+    stream = app.astream({"city": "Oslo"}, {"callbacks": [tracer]})
+    async for _ in stream:
+        break  # left open: the caller's context must not keep the run as a parent
+    assert await app.ainvoke({"city": "Paris"}) == {"city": "Paris", "answer": "sunny"}
+    await stream.aclose()
+    (root,) = tracer.roots  # the open stream's run alone, ended when it was closed
+    assert root.inputs == {"city": "Oslo"}
+    assert [r.inputs for r in root.child_runs] == [{"city": "Oslo"}]

@@ -85,29 +85,40 @@ async def stream_run(
             async for item in plain:
                 yield item
         return
-    token = _parent.set(run.get_child())
     last: Any = None
+    opened = [items()]
+    for handler in run.handlers:
+        tap = getattr(handler, "tap_output_aiter", None)
+        if tap is not None and _streams(handler):
+            opened.append(tap(run.run_id, opened[-1]))
+    stream = opened[-1]
     try:
-        opened = [items()]
-        for handler in run.handlers:
-            tap = getattr(handler, "tap_output_aiter", None)
-            if tap is not None and _streams(handler):
-                opened.append(tap(run.run_id, opened[-1]))
+        # the run starts at the first item: its tasks take this run as their parent
+        # then (a task keeps the context it was made in), and the caller's context
+        # never keeps it between items (a stream left unclosed reports nothing after)
+        token = _parent.set(run.get_child())
         try:
-            async for item in opened[-1]:
+            first = await anext(stream, _END)
+        finally:
+            _reset(token)
+        if first is not _END:
+            last = first
+            yield first
+            async for item in stream:
                 last = item
                 yield item
-        finally:
-            for one in reversed(opened):  # closed with this one: the run stops
-                close = getattr(one, "aclose", None)
-                if close is not None:
-                    await close()
     except BaseException as exc:
         await run.on_chain_error(exc)
         raise
     finally:
-        _reset(token)
+        for one in reversed(opened):  # closed with this one: the run stops
+            close = getattr(one, "aclose", None)
+            if close is not None:
+                await close()
     await run.on_chain_end(_shown(last if output is None else output()))
+
+
+_END: Any = object()
 
 
 async def node_run(name: str, input: Any, tags: list[str], metadata: Mapping[str, Any]) -> Any:

@@ -169,3 +169,27 @@ def test_under_exit_a_finished_subgraph_call_leaves_no_checkpoint_in_its_history
             assert list(app.get_state_history(wanted)) == []
             assert app.get_state(wanted).values == {}
     assert app.get_state(cfg).values == {"path": "amxy"}
+
+
+def test_a_subgraph_called_in_the_first_step_is_read_by_its_namespace(
+    checkpointer: Checkpointer,
+) -> None:
+    low = StateGraph(State)
+    low.add_node("x", _step("x"))
+    low.add_node("y", _step("y"))
+    low.add_edge(START, "x")
+    low.add_edge("x", "y")
+    low.add_edge("y", END)
+    low_app: Any = low.compile(interrupt_before=["y"])
+    top = StateGraph(State)
+    top.add_node("low", low_app)
+    top.add_edge(START, "low")
+    top.add_edge("low", END)
+    app = top.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"path": ""}, cfg)
+    task_cfg = app.get_state(cfg).tasks[0].state
+    assert task_cfg["configurable"]["checkpoint_ns"] == "low:0"
+    child = app.get_state(task_cfg)
+    assert (child.values, child.next) == ({"path": "x"}, ("y",))
+    assert [s.values for s in app.get_state_history(task_cfg)][:1] == [{"path": "x"}]

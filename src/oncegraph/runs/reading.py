@@ -302,11 +302,11 @@ async def subgraph_place(ctx: RunContext, thread_id: str, ns: str) -> tuple[RunC
 
 async def subgraph_where(ctx: RunContext, thread_id: str, ns: str) -> SubgraphPlace | None:
     """Where the subgraph at namespace ``ns`` of the thread is: each element
-    ``"<task>:<step>"`` is the call of that task at that step (the latest one), a
-    stateful subgraph's is its node's name (called from the latest checkpoint that ran
-    it, if any). None when no such call is kept: none was made, or the checkpoint that
-    made it was folded (``durability="exit"``), as LangGraph keeps no checkpoint of such
-    a call."""
+    ``"<task>:<step>"`` is the call of that task at that step (the latest one; with no
+    step, the latest call), a stateful subgraph's is its node's name (its calls share one
+    thread, so no calling checkpoint is named for it). None when no such call is kept:
+    none was made, or the checkpoint that made it was folded (``durability="exit"``), as
+    LangGraph keeps no checkpoint of such a call."""
     spec, thread = ctx.graph, thread_id
     parents: dict[str, str] = {}
     above: list[str] = []
@@ -324,7 +324,8 @@ async def subgraph_where(ctx: RunContext, thread_id: str, ns: str) -> SubgraphPl
                 "subgraph tasks are the ones get_state(config, subgraphs=True) lists"
             )
         stateful = bool(getattr(child, "stateful", False))
-        calling = await _calling(ctx, thread, task, int(step) if step else None)
+        at = int(step) if step else None  # a stateful one's calls share a thread: none looked for
+        calling = "" if stateful else await _calling(ctx, thread, task, at)
         if calling:
             parents["|".join(above)] = calling
         elif not stateful:

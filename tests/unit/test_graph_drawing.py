@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import operator
+from typing import Annotated, Any, Literal, TypedDict
+
+import pytest
 
 from oncegraph import END, START, StateGraph
 
@@ -87,5 +90,145 @@ def test_xray_draws_a_subgraph_inside_a_block_with_prefixed_ids() -> None:
     assert data["nodes"][0] == {
         "id": START,
         "type": "runnable",
-        "data": {"id": ["oncegraph", "node"], "name": START},
+        "data": {"id": ["langgraph", "_internal", "_runnable", "RunnableCallable"], "name": START},
     }
+
+
+_CALLABLE = ["langgraph", "_internal", "_runnable", "RunnableCallable"]
+
+
+def _runnable(node_id: str, data_id: list[str] = _CALLABLE) -> dict[str, Any]:
+    return {"id": node_id, "type": "runnable", "data": {"id": data_id, "name": node_id}}
+
+
+def test_a_waiting_edge_to_end_is_drawn_as_each_source_ending() -> None:
+    g = StateGraph(S)
+    g.add_node("A", _n)
+    g.add_node("B", _n)
+    g.add_edge(START, "A")
+    g.add_edge(START, "B")
+    g.add_edge(["A", "B"], END)
+    view = g.compile().get_graph()
+    assert view.to_json() == {
+        "nodes": [_runnable(START), _runnable("A"), _runnable("B"), {"id": END}],
+        "edges": [
+            {"source": START, "target": "A"},
+            {"source": START, "target": "B"},
+            {"source": "A", "target": END},
+            {"source": "B", "target": END},
+        ],
+    }
+    assert view.draw_mermaid(with_styles=False) == (
+        "graph TD;\n\t__start__ --> A;\n\t__start__ --> B;\n\tA --> __end__;\n\tB --> __end__;\n"
+    )
+
+
+def test_xray_keeps_a_subgraphs_start_and_end_that_have_more_than_one_edge() -> None:
+    inner = StateGraph(S)
+    inner.add_node("slow", _n)
+    inner.add_node("fast", _n)
+    inner.set_conditional_entry_point(lambda s: "fast", ["slow", "fast"])
+    outer = StateGraph(S)
+    outer.add_node("one", _n)
+    outer.add_node("two", inner.compile())
+    outer.set_conditional_entry_point(lambda s: "one", ["one", "two"])
+    view = outer.compile().get_graph(xray=True)
+    assert view.to_json() == {
+        "nodes": [
+            _runnable(START),
+            _runnable("one"),
+            {"id": END},
+            _runnable("two:__start__"),
+            _runnable("two:slow"),
+            _runnable("two:fast"),
+            {"id": "two:__end__"},
+        ],
+        "edges": [
+            {"source": START, "target": "one", "conditional": True},
+            {"source": START, "target": "two:__start__", "conditional": True},
+            {"source": "one", "target": END},
+            {"source": "two:__end__", "target": END},
+            {"source": "two:__start__", "target": "two:fast", "conditional": True},
+            {"source": "two:__start__", "target": "two:slow", "conditional": True},
+            {"source": "two:fast", "target": "two:__end__"},
+            {"source": "two:slow", "target": "two:__end__"},
+        ],
+    }
+    assert view.draw_mermaid() == (
+        "---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"
+        "\t__start__([<p>__start__</p>]):::first\n"
+        "\tone(one)\n"
+        "\t__end__([<p>__end__</p>]):::last\n"
+        "\t__start__ -.-> one;\n"
+        "\t__start__ -.-> two\\3a__start__;\n"
+        "\tone --> __end__;\n"
+        "\ttwo\\3a__end__ --> __end__;\n"
+        "\tsubgraph two\n"
+        "\ttwo\\3a__start__(<p>__start__</p>)\n"
+        "\ttwo\\3aslow(slow)\n"
+        "\ttwo\\3afast(fast)\n"
+        "\ttwo\\3a__end__(<p>__end__</p>)\n"
+        "\ttwo\\3a__start__ -.-> two\\3afast;\n"
+        "\ttwo\\3a__start__ -.-> two\\3aslow;\n"
+        "\ttwo\\3afast --> two\\3a__end__;\n"
+        "\ttwo\\3aslow --> two\\3a__end__;\n"
+        "\tend\n"
+        "\tclassDef default fill:#f2f0ff,line-height:1.2\n"
+        "\tclassDef first fill-opacity:0\n"
+        "\tclassDef last fill:#bfb6fc\n"
+    )
+
+
+def test_the_json_names_what_runs_each_node_as_langgraph_does() -> None:
+    from oncegraph.tools import ToolNode, tool
+
+    @tool(effect="read")
+    def lookup(query: str) -> str:
+        """Look the query up."""
+        return query
+
+    sub = StateGraph(S)
+    sub.add_node("inner", _n)
+    sub.add_edge(START, "inner")
+    g = StateGraph(S)
+    g.add_node("fn", _n)
+    g.add_node("sub", sub.compile())
+    g.add_node("tools", ToolNode([lookup]))
+    g.add_edge(START, "fn")
+    g.add_edge("fn", "sub")
+    g.add_edge("sub", "tools")
+    nodes = g.compile().get_graph().to_json()["nodes"]
+    assert nodes == [
+        _runnable(START),
+        _runnable("fn"),
+        _runnable("sub", ["langgraph", "graph", "state", "CompiledStateGraph"]),
+        _runnable("tools", ["langgraph", "prebuilt", "tool_node", "ToolNode"]),
+        {"id": END},
+    ]
+
+
+def test_a_langchain_runnable_node_is_named_by_its_own_id() -> None:
+    runnables = pytest.importorskip("langchain_core.runnables")
+    g = StateGraph(S)
+    g.add_node("lam", runnables.RunnableLambda(_n))
+    g.add_node("par", {"x": runnables.RunnableLambda(lambda s: 1)})
+    g.add_edge(START, "lam")
+    g.add_edge("lam", "par")
+    ids = [n.get("data", {}).get("id") for n in g.compile().get_graph().to_json()["nodes"]]
+    assert ids == [
+        _CALLABLE,
+        ["langchain_core", "runnables", "base", "RunnableLambda"],
+        ["langchain", "schema", "runnable", "RunnableParallel"],
+        None,
+    ]
+
+
+def test_the_builder_lists_its_state_channels_by_key() -> None:
+    class Base(TypedDict):
+        question: str
+        answer: str | None
+
+    class Full(Base, total=False):
+        steps: Annotated[list[str], operator.add]
+
+    assert StateGraph(Full).channels.keys() == {"question", "answer", "steps"}

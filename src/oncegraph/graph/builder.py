@@ -127,6 +127,12 @@ class StateGraph:
         self.joins: list[JoinSpec] = []
 
     @property
+    def channels(self) -> Mapping[str, Any]:
+        """The state's channels, by key (LangGraph's ``builder.channels``): one for each
+        field of the state schema and of the input / output schemas merged into it."""
+        return self.schema.channels
+
+    @property
     def managed(self) -> Mapping[str, Any]:
         """The state's managed fields (``remaining_steps: RemainingSteps``), by name: the
         run fills them in for each step (:mod:`oncegraph.state.managed`)."""

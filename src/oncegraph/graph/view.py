@@ -25,18 +25,27 @@ from typing import Any, Literal, NamedTuple, get_args, get_origin
 
 from oncegraph.errors import ConfigError
 from oncegraph.graph.constants import END, START
+from oncegraph.graph.runnables import RUNNABLE_ATTR
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 
 _STEP_LIMIT = 250  # steps the drawing's walk follows (a loop is walked this far)
+
+# The class paths the JSON drawing names, as LangGraph names them, so a tool reading
+# LangGraph's drawing reads oncegraph's alike: a function node, a subgraph node, ToolNode.
+_CALLABLE = ("langgraph", "_internal", "_runnable", "RunnableCallable")
+_SUBGRAPH = ("langgraph", "graph", "state", "CompiledStateGraph")
+_TWINS = {"oncegraph.tools.node.ToolNode": ("langgraph", "prebuilt", "tool_node", "ToolNode")}
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
     id: str
     name: str
-    kind: str = "function"  # function | graph (a subgraph node) | None for END
+    kind: str = "function"  # function | graph (a subgraph node) | "" for END
     metadata: dict[str, Any] | None = None
+    # the class path ``to_json()`` names for what runs the node (:func:`_data_id`)
+    data_id: tuple[str, ...] = _CALLABLE
 
 
 class Edge(NamedTuple):
@@ -71,6 +80,26 @@ def _return_annotation(fn: Callable[..., Any]) -> Any:
         return getattr(target, "__annotations__", {}).get("return")
 
 
+def _data_id(node: Any) -> tuple[str, ...]:
+    """What ``to_json()`` names as running ``node``: a subgraph node LangGraph's compiled
+    graph class, a LangChain Runnable its own id (``lc_id()``, else its class path), an
+    oncegraph class with a LangGraph twin that twin, any other callable LangGraph's
+    function wrapper."""
+    if node.subgraph is not None:
+        return _SUBGRAPH
+    fn = getattr(node.fn, RUNNABLE_ATTR, node.fn)  # a Runnable node keeps its Runnable
+    cls = type(fn)
+    twin = _TWINS.get(f"{cls.__module__}.{cls.__qualname__}")
+    if twin is not None:
+        return twin
+    if fn is node.fn:
+        return _CALLABLE
+    lc_id = getattr(fn, "lc_id", None)
+    if callable(lc_id) and getattr(fn, "is_lc_serializable", None) is not None:
+        return tuple(str(part) for part in lc_id())
+    return (*cls.__module__.split("."), cls.__name__)
+
+
 def _declared(spec: GraphSpec) -> list[Edge]:
     """Every edge the graph declares (edges to END from add_edge are left to the
     termini rule, as LangGraph draws them)."""
@@ -78,7 +107,8 @@ def _declared(spec: GraphSpec) -> list[Edge]:
     for src, targets in spec.edges.items():
         edges.update(Edge(src, dst) for dst in targets if dst != END)
     for join in spec.joins:
-        edges.update(Edge(src, join.target) for src in join.sources)
+        if join.target != END:  # a waiting edge to END is left to the termini rule too
+            edges.update(Edge(src, join.target) for src in join.sources)
     for src, branches in spec.branches.items():
         for branch in branches:
             if branch.path_map is not None:
@@ -141,7 +171,8 @@ class GraphView:
     def of(cls, spec: GraphSpec, xray: bool | int = False) -> GraphView:
         nodes = {START: Node(START, START)}
         for name, node in spec.nodes.items():
-            nodes[name] = Node(name, name, "graph" if node.subgraph is not None else "function")
+            kind = "graph" if node.subgraph is not None else "function"
+            nodes[name] = Node(name, name, kind, data_id=_data_id(node))
         edges = _declared(spec)
         targets = {e.target for e in edges if e.target != END}
         termini = sorted(targets - {e.source for e in edges})
@@ -179,17 +210,19 @@ class GraphView:
     def _expanded(self, name: str, inner: GraphView) -> GraphView:
         """This view with node ``name`` replaced by the subgraph ``inner`` (ids
         prefixed ``name:``); the subgraph's START / END are dropped when another node
-        stands alone first / last without them."""
+        stands alone first / last without them and they have one edge."""
         first, last = inner.first_node(), inner.last_node()
         if len(inner.nodes) <= 1 or name not in self.nodes or first is None or last is None:
             return self
         nodes, edges = dict(inner.nodes), list(inner.edges)
-        if inner.first_node((first.id,)) is not None:
+        leaving = {e for e in edges if e.source == first.id}
+        if inner.first_node((first.id,)) is not None and len(leaving) == 1:
             nodes.pop(first.id)
             edges = [e for e in edges if first.id not in (e.source, e.target)]
         trimmed = GraphView(nodes, edges)
         last = trimmed.last_node()
-        if last is not None and trimmed.last_node((last.id,)) is not None:
+        arriving = {e for e in edges if last is not None and e.target == last.id}
+        if last is not None and trimmed.last_node((last.id,)) is not None and len(arriving) == 1:
             nodes.pop(last.id)
             edges = [e for e in edges if last.id not in (e.source, e.target)]
         inner = GraphView(nodes, edges)
@@ -219,19 +252,18 @@ class GraphView:
 
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
         """``{"nodes": [{"id", "type", "data"}], "edges": [{"source", "target",
-        "data"?, "conditional"?}]}``: END has no data; a node's data names what runs
-        it (``["oncegraph", "node"]`` a function, ``["oncegraph", "graph"]`` a
-        subgraph) and the node's name."""
+        "data"?, "conditional"?}]}``, as LangGraph writes it: END has no data; a node's
+        data names the class path of what runs it (:func:`_data_id`) and the node's
+        name."""
         nodes: list[dict[str, Any]] = []
         for node in self.nodes.values():
-            if node.id == END:
+            if node.kind == "":  # END (of this graph or of a drawn subgraph): no data
                 nodes.append({"id": node.id})
                 continue
-            kind = "graph" if node.kind == "graph" else "node"
             entry: dict[str, Any] = {
                 "id": node.id,
                 "type": "runnable",
-                "data": {"id": ["oncegraph", kind], "name": node.name},
+                "data": {"id": list(node.data_id), "name": node.name},
             }
             if node.metadata:
                 entry["metadata"] = dict(node.metadata)

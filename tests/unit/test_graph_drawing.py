@@ -232,3 +232,83 @@ def test_the_builder_lists_its_state_channels_by_key() -> None:
         steps: Annotated[list[str], operator.add]
 
     assert StateGraph(Full).channels.keys() == {"question", "answer", "steps"}
+
+
+def test_node_metadata_defer_and_breakpoints_are_drawn_with_the_node() -> None:
+    g = StateGraph(S)
+    g.add_node("ask", _n, metadata={"owner": "ops", "tags": ["a", "b"], "skip": {"x": 1}})
+    g.add_node("wait", _n, defer=True)
+    g.add_node("pay", _n)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "wait")
+    g.add_edge("wait", "pay")
+    view = g.compile(interrupt_before=["pay"], interrupt_after=["pay", "ask"]).get_graph()
+    metadata = {n["id"]: n.get("metadata") for n in view.to_json()["nodes"]}
+    assert metadata == {
+        START: None,
+        "ask": {"owner": "ops", "tags": ["a", "b"], "skip": {"x": 1}, "__interrupt": "after"},
+        "wait": {"defer": True},
+        "pay": {"__interrupt": "before,after"},
+        END: None,
+    }
+    text = view.draw_mermaid()
+    ask = "owner = ops\ntags = a, b\n__interrupt = after"
+    assert f"\task(ask<hr/><small><em>{ask}</em></small>)\n" in text
+    assert "\twait(wait<hr/><small><em>defer = True</em></small>)\n" in text
+    assert "\tpay(pay<hr/><small><em>__interrupt = before,after</em></small>)\n" in text
+
+
+def test_metadata_text_mermaid_reads_as_syntax_is_escaped() -> None:
+    g = StateGraph(S)
+    g.add_node("a", _n, metadata={"why": 'a [b] (c) {d} <e> | "f" #1'})
+    g.add_edge(START, "a")
+    text = g.compile().get_graph().draw_mermaid()
+    assert "why = a #91;b#93; #40;c#41; #123;d#125; #60;e#62; #124; #quot;f#quot; #35;1" in text
+
+
+_weather = StateGraph(S)
+_weather.add_node("model", _n)
+_weather.add_node("lookup", _n)
+_weather.add_edge(START, "model")
+_weather.add_edge("model", "lookup")
+_weather_app = _weather.compile(interrupt_before=["lookup"])
+
+
+def _calls_weather(state: S) -> Any:
+    return _weather_app.invoke(state)
+
+
+def test_xray_draws_a_graph_a_function_node_calls_as_a_subgraph() -> None:
+    def router(state: S) -> Literal["weather", "other"]:
+        return "weather"
+
+    g = StateGraph(S)
+    g.add_node("route", _n)
+    g.add_node("other", _n)
+    g.add_node("weather", _calls_weather)
+    g.add_edge(START, "route")
+    g.add_conditional_edges("route", router)
+    g.add_edge("other", END)
+    g.add_edge("weather", END)
+    app = g.compile()
+    assert "weather:model" not in app.get_graph().nodes
+    assert app.get_graph(xray=1).draw_mermaid() == (
+        "---\nconfig:\n  flowchart:\n    curve: linear\n---\ngraph TD;\n"
+        "\t__start__([<p>__start__</p>]):::first\n"
+        "\troute(route)\n"
+        "\tother(other)\n"
+        "\t__end__([<p>__end__</p>]):::last\n"
+        "\t__start__ --> route;\n"
+        "\troute -.-> other;\n"
+        "\troute -.-> weather\\3amodel;\n"
+        "\tother --> __end__;\n"
+        "\tweather\\3alookup --> __end__;\n"
+        "\tsubgraph weather\n"
+        "\tweather\\3amodel(model)\n"
+        "\tweather\\3alookup(lookup<hr/><small><em>__interrupt = before</em></small>)\n"
+        "\tweather\\3amodel --> weather\\3alookup;\n"
+        "\tend\n"
+        "\tclassDef default fill:#f2f0ff,line-height:1.2\n"
+        "\tclassDef first fill-opacity:0\n"
+        "\tclassDef last fill:#bfb6fc\n"
+    )

@@ -2,7 +2,8 @@
 ``draw_mermaid()`` writes (so a drawing pasted from either looks the same).
 
 With styles: a front matter (``curve``), each node (the first ``([...]):::first``, the
-last ``([...]):::last``, the others ``id(label)``), the edges, and class styles; without
+last ``([...]):::last``, the others ``id(label)``; a node's metadata, when it has
+any, under its label as ``key = value`` lines), the edges, and class styles; without
 styles the edges only. A subgraph's nodes (ids ``<sub>:<id>``) and the edges inside it
 go in a ``subgraph <sub> ... end`` block, nested as deep as the ids are. Ids keep
 ``[A-Za-z0-9_-]`` and write any other character as ``\\<hex>``; a label that starts and
@@ -12,7 +13,7 @@ ends with ``*``, ``_`` or a backtick is wrapped in ``<p>...</p>``.
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from oncegraph.graph.view import Edge, GraphView, Node
@@ -55,6 +56,9 @@ def mermaid(
     def node_line(key: str, node: Node) -> str:
         name = node.name.split(":")[-1]
         label = f"<p>{name}</p>" if name.startswith(_MARKS) and name.endswith(_MARKS) else name
+        lines = _metadata_lines(node.metadata or {})
+        if lines:
+            label = f"{label}<hr/><small><em>" + "\n".join(lines) + "</em></small>"
         if key == first:
             return f"\t{safe_id(key)}([{label}]):::first\n"
         if key == last:
@@ -107,6 +111,31 @@ def mermaid(
                 seen.add(prefix)
         out.append(_STYLES)
     return "".join(out)
+
+
+# characters a node label escapes (Mermaid reads them as syntax), "#" first
+_ESCAPES = {c: f"#{ord(c)};" for c in "[](){}<>|"} | {'"': "#quot;"}
+
+
+def _metadata_lines(metadata: dict[str, Any]) -> list[str]:
+    """``key = value`` for each metadata entry whose value is a scalar or a collection
+    of scalars (a set sorted), escaped; other values are left out."""
+    lines = []
+    for key, value in metadata.items():
+        if isinstance(value, str | int | float | bool):
+            text = str(value)
+        elif isinstance(value, list | tuple | set) and all(
+            isinstance(v, str | int | float | bool) for v in value
+        ):
+            items = [str(v) for v in value]
+            text = ", ".join(sorted(items) if isinstance(value, set) else items)
+        else:
+            continue
+        line = f"{key} = {text}".replace("#", "#35;")
+        for char, entity in _ESCAPES.items():
+            line = line.replace(char, entity)
+        lines.append(line)
+    return lines
 
 
 def _edge_line(e: Edge, wrap: int) -> str:

@@ -8,8 +8,10 @@ Command[Literal["a", "b"]]`` (or given ``destinations=``) gets dotted edges to t
 names. A router with neither draws no edge. Edges are listed sorted; a node that is
 the target of an edge and the source of none gets a solid edge to END; a graph with no
 such node and no edge to END gets a dotted one from the node its last step runs
-(:func:`_last_step`). ``get_graph(xray=True)`` (or a depth) draws each subgraph node as
-its own graph, its node ids prefixed ``<node>:``.
+(:func:`_last_step`). ``get_graph(xray=True)`` (or a depth) draws each subgraph node,
+and each function node that calls a compiled graph from its body
+(:func:`_called_subgraph`), as that graph, its node ids prefixed ``<node>:``; a node's
+metadata (:func:`_drawn_metadata`) is drawn with it.
 
 ``draw_mermaid()`` writes Mermaid text (:mod:`oncegraph.graph.mermaid`); ``to_json()``
 the ``{"nodes": [...], "edges": [...]}`` form of the same view.
@@ -17,7 +19,9 @@ the ``{"nodes": [...], "edges": [...]}`` form of the same view.
 
 from __future__ import annotations
 
+import ast
 import inspect
+import textwrap
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -100,6 +104,74 @@ def _data_id(node: Any) -> tuple[str, ...]:
     return (*cls.__module__.split("."), cls.__name__)
 
 
+class _Loads(ast.NodeVisitor):
+    """The names and attribute chains (``sub.invoke``) a function's body reads."""
+
+    def __init__(self) -> None:
+        self.loads: set[str] = set()
+        self.stores: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        (self.loads if isinstance(node.ctx, ast.Load) else self.stores).add(node.id)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if not isinstance(node.ctx, ast.Load):
+            return
+        chain, parent = node.attr, node.value
+        while isinstance(parent, ast.Attribute):
+            chain, parent = f"{parent.attr}.{chain}", parent.value
+        if isinstance(parent, ast.Name):
+            self.loads.add(f"{parent.id}.{chain}")
+        elif isinstance(parent, ast.Call):
+            self.visit(parent.func)
+
+
+def _called_subgraph(fn: Callable[..., Any]) -> Any:
+    """The compiled graph a function node calls from its body (``sub.invoke(state)``,
+    ``sub`` a name its closure or module holds), found as LangGraph finds it for
+    ``xray``: by the names the function's source reads; None when it calls none."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        wrapped = getattr(fn, "__wrapped__", None)
+        closure = inspect.getclosurevars(wrapped if callable(wrapped) else fn)
+    except (OSError, TypeError, SyntaxError, ValueError):  # no source to read
+        return None
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            loads = _Loads()
+            loads.visit(node)
+            read |= loads.loads - loads.stores
+    for name, value in {**closure.globals, **closure.nonlocals}.items():
+        found = [value] if name in read else []
+        for chain in sorted(c for c in read if c.startswith(name + ".")):
+            target = value
+            for part in chain.split(".")[1:]:
+                target = getattr(target, part, None)
+                if target is None:
+                    break
+            else:
+                found.append(getattr(target, "__self__", target))
+        for candidate in found:
+            if isinstance(getattr(candidate, "spec", None), GraphSpec):
+                return candidate
+    return None
+
+
+def _drawn_metadata(spec: GraphSpec, name: str) -> dict[str, Any] | None:
+    """A node's metadata as drawn: its ``add_node(metadata=...)``, ``defer`` when it is
+    deferred, ``__interrupt`` when the graph pauses before / after it (named; ``"*"``
+    marks no node, as LangGraph draws it)."""
+    node = spec.nodes[name]
+    drawn = dict(node.metadata or {})
+    if node.defer:
+        drawn["defer"] = True
+    before, after = name in spec.interrupt_before, name in spec.interrupt_after
+    if before or after:
+        drawn["__interrupt"] = ",".join(w for w, on in (("before", before), ("after", after)) if on)
+    return drawn or None
+
+
 def _declared(spec: GraphSpec) -> list[Edge]:
     """Every edge the graph declares (edges to END from add_edge are left to the
     termini rule, as LangGraph draws them)."""
@@ -172,7 +244,8 @@ class GraphView:
         nodes = {START: Node(START, START)}
         for name, node in spec.nodes.items():
             kind = "graph" if node.subgraph is not None else "function"
-            nodes[name] = Node(name, name, kind, data_id=_data_id(node))
+            drawn = _drawn_metadata(spec, name)
+            nodes[name] = Node(name, name, kind, drawn, _data_id(node))
         edges = _declared(spec)
         targets = {e.target for e in edges if e.target != END}
         termini = sorted(targets - {e.source for e in edges})
@@ -188,9 +261,10 @@ class GraphView:
         if xray:
             depth = xray if isinstance(xray, int) and xray is not True else True
             for name, node in spec.nodes.items():
-                if node.subgraph is not None:
+                sub = node.subgraph if node.subgraph is not None else _called_subgraph(node.fn)
+                if sub is not None:
                     inner = depth if depth is True else int(depth) - 1
-                    view = view._expanded(name, GraphView.of(node.subgraph.spec, inner))
+                    view = view._expanded(name, GraphView.of(sub.spec, inner))
         return view
 
     # -- first and last nodes ------------------------------------------------------------

@@ -312,3 +312,34 @@ def test_xray_draws_a_graph_a_function_node_calls_as_a_subgraph() -> None:
         "\tclassDef first fill-opacity:0\n"
         "\tclassDef last fill:#bfb6fc\n"
     )
+
+
+def test_the_react_agent_is_drawn_as_langgraphs_prebuilt_agent() -> None:
+    from oncegraph.prebuilt import create_react_agent
+    from oncegraph.prebuilt.models import ScriptedModel
+    from oncegraph.tools import tool
+
+    @tool(effect="read")
+    def search(query: str) -> str:
+        """Search for the query."""
+        return query
+
+    view = create_react_agent(ScriptedModel(lambda messages, tools: "done"), [search]).get_graph()
+    assert view.to_json() == {
+        "nodes": [
+            _runnable(START),
+            _runnable("agent"),
+            _runnable("tools", ["langgraph", "prebuilt", "tool_node", "ToolNode"]),
+            {"id": END},
+        ],
+        "edges": [
+            {"source": START, "target": "agent"},
+            {"source": "agent", "target": END, "conditional": True},
+            {"source": "agent", "target": "tools", "conditional": True},
+            {"source": "tools", "target": "agent"},
+        ],
+    }
+    assert view.draw_mermaid(with_styles=False) == (
+        "graph TD;\n\t__start__ --> agent;\n\tagent -.-> __end__;\n\tagent -.-> tools;\n"
+        "\ttools --> agent;\n"
+    )

@@ -39,7 +39,11 @@ _STEP_LIMIT = 250  # steps the drawing's walk follows (a loop is walked this far
 # LangGraph's drawing reads oncegraph's alike: a function node, a subgraph node, ToolNode.
 _CALLABLE = ("langgraph", "_internal", "_runnable", "RunnableCallable")
 _SUBGRAPH = ("langgraph", "graph", "state", "CompiledStateGraph")
-_TWINS = {"oncegraph.tools.node.ToolNode": ("langgraph", "prebuilt", "tool_node", "ToolNode")}
+_TOOL_NODE = ("langgraph", "prebuilt", "tool_node", "ToolNode")
+_TWINS = {  # the agent's tool node (with its approvals) is a ToolNode as LangGraph draws it
+    "oncegraph.tools.node.ToolNode": _TOOL_NODE,
+    "oncegraph.prebuilt.approval.ApprovingToolNode": _TOOL_NODE,
+}
 
 
 @dataclass(frozen=True, slots=True)

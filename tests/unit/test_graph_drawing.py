@@ -343,3 +343,23 @@ def test_the_react_agent_is_drawn_as_langgraphs_prebuilt_agent() -> None:
         "graph TD;\n\t__start__ --> agent;\n\tagent -.-> __end__;\n\tagent -.-> tools;\n"
         "\ttools --> agent;\n"
     )
+
+
+def test_node_colors_and_frontmatter_config_are_written_as_langgraph_writes_them() -> None:
+    pytest.importorskip("yaml")
+    g = StateGraph(S)
+    g.add_node("a", _n)
+    g.add_edge(START, "a")
+    view = g.compile().get_graph()
+    text = view.draw_mermaid(
+        frontmatter_config={"config": {"theme": "neutral", "themeVariables": {"c": "#e2e2e2"}}},
+        node_colors={"default": "fill:#fff", "first": "fill:#000", "last": "fill:#111"},
+        curve_style="basis",
+    )
+    assert text == (
+        "---\nconfig:\n  flowchart:\n    curve: basis\n  theme: neutral\n  themeVariables:\n"
+        "    c: '#e2e2e2'\n---\ngraph TD;\n"
+        "\t__start__([<p>__start__</p>]):::first\n\ta(a)\n\t__end__([<p>__end__</p>]):::last\n"
+        "\t__start__ --> a;\n\ta --> __end__;\n"
+        "\tclassDef default fill:#fff\n\tclassDef first fill:#000\n\tclassDef last fill:#111\n"
+    )

@@ -12,8 +12,12 @@ ends with ``*``, ``_`` or a backtick is wrapped in ``<p>...</p>``.
 
 from __future__ import annotations
 
+import importlib
 import string
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import ConfigError
 
 if TYPE_CHECKING:
     from oncegraph.graph.view import Edge, GraphView, Node
@@ -39,10 +43,12 @@ def mermaid(
     with_styles: bool,
     curve: str,
     wrap: int,
+    styles: Mapping[str, str] | None = None,
+    frontmatter: Mapping[str, Any] | None = None,
 ) -> str:
     out: list[str] = []
     if with_styles:
-        out.append(f"---\nconfig:\n  flowchart:\n    curve: {curve}\n---\ngraph TD;\n")
+        out.append(f"---\n{_frontmatter(curve, frontmatter)}---\ngraph TD;\n")
     else:
         out.append("graph TD;\n")
     inner: dict[str, dict[str, Node]] = {}
@@ -109,8 +115,31 @@ def mermaid(
                 out.extend(node_line(k, n) for k, n in members.items())
                 out.append("\tend\n")
                 seen.add(prefix)
-        out.append(_STYLES)
+        out.append(
+            _STYLES
+            if styles is None
+            else "".join(f"\tclassDef {name} {style}\n" for name, style in styles.items())
+        )
     return "".join(out)
+
+
+def _frontmatter(curve: str, given: Mapping[str, Any] | None) -> str:
+    """The YAML front matter: ``given`` (``frontmatter_config``) with the flowchart's
+    curve set, keys sorted as PyYAML writes them."""
+    config = dict(given or {})
+    inner = dict(config.get("config") or {})
+    inner["flowchart"] = {**dict(inner.get("flowchart") or {}), "curve": curve}
+    config["config"] = inner
+    if config == {"config": {"flowchart": {"curve": curve}}}:
+        return f"config:\n  flowchart:\n    curve: {curve}\n"
+    try:
+        yaml: Any = importlib.import_module("yaml")
+    except ImportError:
+        raise ConfigError(
+            "draw_mermaid(frontmatter_config=...) writes the front matter as YAML, which "
+            "needs PyYAML; install it (pip install pyyaml) or leave frontmatter_config out"
+        ) from None
+    return str(yaml.dump(config, default_flow_style=False))
 
 
 # characters a node label escapes (Mermaid reads them as syntax), "#" first

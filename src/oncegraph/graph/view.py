@@ -23,8 +23,8 @@ import ast
 import inspect
 import textwrap
 import typing
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from typing import Any, Literal, NamedTuple, get_args, get_origin
 
 from oncegraph.errors import ConfigError
@@ -362,12 +362,20 @@ class GraphView:
         with_styles: bool = True,
         curve_style: Any = "linear",
         wrap_label_n_words: int = 9,
-        **_: Any,
+        node_colors: Any = None,
+        frontmatter_config: Mapping[str, Any] | None = None,
     ) -> str:
-        """Mermaid flowchart text (paste it into any Mermaid renderer);
-        ``with_styles=False`` gives the edges only."""
+        """Mermaid flowchart text (paste it into any Mermaid renderer), as LangGraph
+        writes it; ``with_styles=False`` gives the edges only. ``node_colors`` (LangChain's
+        ``NodeStyles``, or a mapping of class name to style) replaces the class styles;
+        ``frontmatter_config`` is merged into the YAML front matter (it needs PyYAML)."""
         from oncegraph.graph.mermaid import mermaid
 
+        styles: Mapping[str, str] | None = None
+        if node_colors is not None:
+            dc = is_dataclass(node_colors) and not isinstance(node_colors, type)
+            fields = asdict(node_colors) if dc else node_colors
+            styles = {str(k): str(v) for k, v in dict(fields).items()}
         first, last = self.first_node(), self.last_node()
         return mermaid(
             self,
@@ -376,6 +384,8 @@ class GraphView:
             with_styles=with_styles,
             curve=str(getattr(curve_style, "value", curve_style)),
             wrap=wrap_label_n_words,
+            styles=styles,
+            frontmatter=frontmatter_config,
         )
 
     def draw_mermaid_png(self, *args: Any, **kwargs: Any) -> bytes:

@@ -363,3 +363,68 @@ def test_node_colors_and_frontmatter_config_are_written_as_langgraph_writes_them
         "\t__start__ --> a;\n\ta --> __end__;\n"
         "\tclassDef default fill:#fff\n\tclassDef first fill:#000\n\tclassDef last fill:#111\n"
     )
+
+
+def test_a_pregel_app_is_drawn_from_its_channels_start_last_of_its_nodes() -> None:
+    from oncegraph.channels import EphemeralValue, LastValue, Topic
+    from oncegraph.pregel import NodeBuilder, Pregel
+
+    one = NodeBuilder().subscribe_only("a").do(lambda x: x).write_to("b", "c")
+    two = NodeBuilder().subscribe_only("b").do(lambda x: x).write_to("d")
+    three = NodeBuilder().subscribe_only("c").do(lambda x: x).write_to("d")
+    app = Pregel(
+        nodes={"one": one, "two": two, "three": three},
+        channels={
+            "a": EphemeralValue(str),
+            "b": LastValue(str),
+            "c": LastValue(str),
+            "d": Topic(str),
+        },
+        input_channels="a",
+        output_channels="d",
+    )
+    view = app.get_graph()
+    assert view.to_json() == {
+        "nodes": [
+            _runnable("one"),
+            _runnable("two"),
+            _runnable("three"),
+            {"id": START},
+            {"id": END},
+        ],
+        "edges": [
+            {"source": START, "target": "one"},
+            {"source": "one", "target": "three"},
+            {"source": "one", "target": "two"},
+            {"source": "three", "target": END},
+            {"source": "two", "target": END},
+        ],
+    }
+    assert view.draw_mermaid().split("graph TD;\n")[1] == (
+        "\tone(one)\n\ttwo(two)\n\tthree(three)\n\t__start__([<p>__start__</p>]):::first\n"
+        "\t__end__([<p>__end__</p>]):::last\n\t__start__ --> one;\n\tone --> three;\n"
+        "\tone --> two;\n\tthree --> __end__;\n\ttwo --> __end__;\n"
+        "\tclassDef default fill:#f2f0ff,line-height:1.2\n\tclassDef first fill-opacity:0\n"
+        "\tclassDef last fill:#bfb6fc\n"
+    )
+
+
+def test_a_pregel_loop_ends_dotted_from_its_last_step() -> None:
+    from oncegraph.channels import LastValue
+    from oncegraph.pregel import NodeBuilder, Pregel
+
+    app = Pregel(
+        nodes={
+            "one": NodeBuilder().subscribe_only("a").do(lambda x: x).write_to("b"),
+            "two": NodeBuilder().subscribe_only("b").do(lambda x: x).write_to("a"),
+        },
+        channels={"a": LastValue(str), "b": LastValue(str)},
+        input_channels="a",
+        output_channels="b",
+    )
+    assert app.get_graph().to_json()["edges"] == [
+        {"source": START, "target": "one"},
+        {"source": "one", "target": "two"},
+        {"source": "two", "target": "one"},
+        {"source": "one", "target": END, "conditional": True},
+    ]

@@ -175,6 +175,8 @@ class GraphSpec:
     # channels (a PregelIO); None for a StateGraph
     triggers: Mapping[str, tuple[str, ...]] | None = None
     io: Any = None
+    # a Pregel app: the channels each node writes (what get_graph() draws its edges from)
+    writes: Mapping[str, tuple[str, ...]] | None = None
 
     @property
     def deferred(self) -> frozenset[str]:

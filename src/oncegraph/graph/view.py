@@ -245,6 +245,8 @@ class GraphView:
 
     @classmethod
     def of(cls, spec: GraphSpec, xray: bool | int = False) -> GraphView:
+        if spec.writes is not None and spec.triggers is not None:
+            return cls._of_pregel(spec)
         nodes = {START: Node(START, START)}
         for name, node in spec.nodes.items():
             kind = "graph" if node.subgraph is not None else "function"
@@ -270,6 +272,64 @@ class GraphView:
                     inner = depth if depth is True else int(depth) - 1
                     view = view._expanded(name, GraphView.of(sub.spec, inner))
         return view
+
+    @classmethod
+    def _of_pregel(cls, spec: GraphSpec) -> GraphView:
+        """A Pregel app drawn as LangGraph draws one: its nodes, then START (a node of no
+        class: the input) and END; edges from START to the nodes the input triggers,
+        then each node to the nodes its writes trigger (a walk of the steps, each node
+        writing all its channels; a node triggered with no writer of this step gets a
+        dotted edge from each), sorted, then the END rule as for a graph."""
+        writes = spec.writes or {}
+        subscribed: dict[str, set[str]] = {}
+        for chan, names in (spec.triggers or {}).items():
+            for name in names:
+                subscribed.setdefault(name, set()).add(chan)
+        io = spec.io
+        given = {io.input} if isinstance(io.input, str) else set(io.input)
+
+        def triggered(chans: set[str]) -> list[str]:
+            return [n for n in spec.nodes if subscribed.get(n, set()) & chans]
+
+        start = triggered(given)
+        edges: set[Edge] = set()
+        sources: dict[str, set[str]] = {}
+        step: dict[str, set[str]] = {}
+        tasks = start
+        for _ in range(_STEP_LIMIT + 1):
+            if not tasks:
+                break
+            step = {t: set(writes.get(t, ())) for t in tasks}
+            sources.update({t: set(c) for t, c in step.items()})
+            by_channel: dict[str, set[str]] = {}
+            for src, chans in sources.items():
+                for chan in chans:
+                    by_channel.setdefault(chan, set()).add(src)
+            nxt = triggered(set().union(*step.values()))
+            for task in nxt:
+                added = False
+                for chan in sorted(subscribed.get(task, ())):
+                    for src in sorted(by_channel.get(chan, ())):
+                        edges.add(Edge(src, task))
+                        if chan in step.get(src, ()):
+                            added = True
+                        else:
+                            sources[src].discard(chan)
+                if not added:
+                    edges.update(Edge(src, task, None, True) for src in step)
+            tasks = nxt
+        nodes = {name: Node(name, name, data_id=_data_id(n)) for name, n in spec.nodes.items()}
+        nodes[START] = Node(START, START, "")
+        drawn = [Edge(START, t) for t in start]
+        drawn += sorted(edges, key=lambda e: (e.source, e.target, e.conditional, e.data or ""))
+        termini = sorted({e.target for e in edges} - {e.source for e in edges} - {END})
+        if termini:
+            drawn += [Edge(src, END) for src in termini]
+        elif len(step) == 1:
+            drawn.append(Edge(next(iter(step)), END, None, True))
+        if any(e.target == END for e in drawn):
+            nodes[END] = Node(END, END, "")
+        return cls(nodes, drawn)
 
     # -- first and last nodes ------------------------------------------------------------
 

@@ -428,3 +428,12 @@ def test_a_pregel_loop_ends_dotted_from_its_last_step() -> None:
         {"source": "two", "target": "one"},
         {"source": "one", "target": END, "conditional": True},
     ]
+
+
+async def test_get_graph_takes_a_config_and_has_an_async_twin() -> None:
+    g = StateGraph(S)
+    g.add_node("a", _n)
+    g.add_edge(START, "a")
+    app = g.compile()
+    drawn = app.get_graph({"configurable": {"thread_id": "t"}}, xray=True).to_json()
+    assert (await app.aget_graph(xray=1)).to_json() == drawn == app.get_graph().to_json()

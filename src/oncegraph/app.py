@@ -163,9 +163,14 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         bound._service = self.service.for_tenant(tenant)
         return bound
 
-    def get_graph(self, *, xray: bool | int = False) -> GraphView:
+    def get_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
         """The graph's nodes and edges (``.draw_mermaid()`` draws them); ``xray``: draw
-        subgraph nodes as their graphs (True: all levels, a number: that many)."""
+        subgraph nodes as their graphs (True: all levels, a number: that many).
+        ``config`` is taken as LangGraph takes it; the drawing reads nothing of it."""
+        return GraphView.of(self.spec, xray)
+
+    async def aget_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
+        """:meth:`get_graph`, awaitable (LangGraph's async twin)."""
         return GraphView.of(self.spec, xray)
 
     # -- plumbing --------------------------------------------------------------------------

@@ -103,6 +103,8 @@ class NodeSpec:
     cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
     # add_node(defer=True): runs only when the run has nothing else left to run
     defer: bool = False
+    # add_node(metadata=...): drawn by get_graph(), never read by the run
+    metadata: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
 
     def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
         """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
@@ -180,6 +182,8 @@ class GraphSpec:
     # channels (a PregelIO); None for a StateGraph
     triggers: Mapping[str, tuple[str, ...]] | None = None
     io: Any = None
+    # a Pregel app: the channels each node writes (what get_graph() draws its edges from)
+    writes: Mapping[str, tuple[str, ...]] | None = None
 
     @property
     def deferred(self) -> frozenset[str]:

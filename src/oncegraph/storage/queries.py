@@ -22,6 +22,8 @@ from oncegraph.storage.records import (
     PruneReport,
     RunRecord,
     RunStatus,
+    fold_of,
+    prune_effects_cutoff,
 )
 
 
@@ -106,6 +108,29 @@ class PrunePolicy:
     on_thread: Callable[[PruneReport], None] | None = None
     run_id: str | None = None  # with after_version: a run's fold (see Pruner.prune)
     after_version: int = 0
+
+    def terms(self) -> PruneTerms:
+        """The policy checked (ConfigError naming the fix) into what one thread's prune
+        takes."""
+        cutoff = prune_effects_cutoff(self.keep_checkpoints, self.effects_older_than)
+        fold = fold_of(self.thread_id, self.run_id, self.after_version)
+        if fold is not None:
+            cutoff = None  # a fold deletes no effect record
+        return PruneTerms(self.keep_checkpoints, cutoff, self.dry_run, fold)
+
+
+@dataclass(frozen=True, slots=True)
+class PruneTerms:
+    """One thread's prune, as every store runs it: keep the newest ``keep`` checkpoints
+    (and the head, and those of unfinished runs); delete finished effect records last
+    updated before ``cutoff`` (None: none); ``dry_run``: count only; ``fold``: the run and
+    the version its call started from (see :meth:`~oncegraph.storage.protocols.Pruner.prune`).
+    """
+
+    keep: int
+    cutoff: float | None
+    dry_run: bool
+    fold: tuple[str, int] | None
 
 
 class StoreDoors:
@@ -255,6 +280,7 @@ __all__ = [
     "EffectQuery",
     "PayloadQuery",
     "PrunePolicy",
+    "PruneTerms",
     "RunQuery",
     "StoreDoors",
     "Takeover",

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from oncegraph._slots import slot_init
@@ -414,6 +415,26 @@ class AuditRecord:
 
     def __repr__(self) -> str:
         return _masked_repr(self)
+
+
+AUDIT_FIELDS = (
+    "audit_id",
+    "at",
+    "actor",
+    "action",
+    "target_kind",
+    "target_id",
+    "run_id",
+    "thread_id",
+    "reason",
+    "details",
+)
+""":class:`AuditRecord`'s fields in the order they are stored (the audit table's columns)
+and chained (the MAC's input, :mod:`oncegraph.storage.auditchain`): never reorder them, a
+chain written before would no longer verify."""
+
+audit_values: Callable[[AuditRecord], tuple[Any, ...]] = attrgetter(*AUDIT_FIELDS)
+"""An audit record's values in :data:`AUDIT_FIELDS` order."""
 
 
 @dataclass(frozen=True, slots=True)

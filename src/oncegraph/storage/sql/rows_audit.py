@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncegraph.storage.records import AuditRecord
+from oncegraph.storage.records import AuditRecord, audit_values
 from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql.rows_codec import AUDIT, REQUESTS, Codec, Row, decode
 
@@ -17,17 +17,11 @@ class AuditRows(Codec):
     __slots__ = ()
 
     def audit_to_params(self, record: AuditRecord) -> tuple[Any, ...]:
+        *head, reason, details = audit_values(record)
         return (
-            record.audit_id,
-            record.at,
-            record.actor,
-            record.action,
-            record.target_kind,
-            record.target_id,
-            record.run_id,
-            record.thread_id,
-            self._opt_text(record.reason, self._at(AUDIT, "reason", record.audit_id)),
-            self._json(record.details, self._at(AUDIT, "details", record.audit_id)),
+            *head,
+            self._opt_text(reason, self._at(AUDIT, "reason", record.audit_id)),
+            self._json(details, self._at(AUDIT, "details", record.audit_id)),
         )
 
     def _audit(self, row: Row) -> AuditRecord:

@@ -67,20 +67,19 @@ class LedgerMethods(SqlPort):
         raise StaleStateError(f"{stale} (stored row version: {version})")
 
     async def _list_effects(self, q: EffectQuery) -> list[EffectRecord]:
-        listing = S.effect_query(q)
-        if listing is None:
-            return []
-        sql, params = listing
-        found = await self._fetchall("list_effects", sql, params, LedgerUnavailableError)
+        found = await self._ledger_listing("list_effects", S.effect_query(q))
         return [self.rows.effect_from_row(r) for r in found]
 
     async def _list_effect_payloads(self, q: PayloadQuery) -> list[EffectPayload]:
-        listing = S.payload_query(q)
+        found = await self._ledger_listing("list_effect_payloads", S.payload_query(q))
+        return [self.rows.payload_from_row(r) for r in found]
+
+    async def _ledger_listing(self, op: str, listing: tuple[str, list[Any]] | None) -> list[Any]:
+        """The rows of a ledger listing's statement (none for a listing of nothing); a
+        driver error is a ``LedgerUnavailableError``."""
         if listing is None:
             return []
-        sql, params = listing
-        found = await self._fetchall("list_effect_payloads", sql, params, LedgerUnavailableError)
-        return [self.rows.payload_from_row(r) for r in found]
+        return await self._fetchall(op, *listing, LedgerUnavailableError)
 
     # -- the audit log -----------------------------------------------------------------
 

@@ -11,16 +11,8 @@ signatures and their defaults live in the protocols only.
 
 from __future__ import annotations
 
+from oncegraph.storage import queries as Q
 from oncegraph.storage.protocols import AuditDoors, EffectDoors, Pruner, RunDoors
-from oncegraph.storage.queries import (
-    AuditQuery,
-    CheckpointQuery,
-    EffectQuery,
-    PayloadQuery,
-    PrunePolicy,
-    RunQuery,
-    Takeover,
-)
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
@@ -35,7 +27,7 @@ from oncegraph.storage.records import (
 class StoreDoors(RunDoors, EffectDoors, AuditDoors, Pruner):
     """The keyword doors, inherited; a store implements the hooks they call."""
 
-    async def _list_checkpoints(self, q: CheckpointQuery) -> list[CheckpointRecord]:
+    async def _list_checkpoints(self, q: Q.CheckpointQuery) -> list[CheckpointRecord]:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
     async def _update_run(
@@ -43,22 +35,22 @@ class StoreDoors(RunDoors, EffectDoors, AuditDoors, Pruner):
     ) -> None:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _list_runs(self, q: RunQuery) -> list[RunRecord]:
+    async def _list_runs(self, q: Q.RunQuery) -> list[RunRecord]:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _fence_run(self, run_id: str, t: Takeover) -> RunRecord | None:
+    async def _fence_run(self, run_id: str, t: Q.Takeover) -> RunRecord | None:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _list_effects(self, q: EffectQuery) -> list[EffectRecord]:
+    async def _list_effects(self, q: Q.EffectQuery) -> list[EffectRecord]:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _list_effect_payloads(self, q: PayloadQuery) -> list[EffectPayload]:
+    async def _list_effect_payloads(self, q: Q.PayloadQuery) -> list[EffectPayload]:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _list_audit(self, q: AuditQuery) -> list[AuditRecord]:
+    async def _list_audit(self, q: Q.AuditQuery) -> list[AuditRecord]:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
-    async def _prune(self, p: PrunePolicy) -> PruneReport:
+    async def _prune(self, p: Q.PrunePolicy) -> PruneReport:
         raise NotImplementedError  # pragma: no cover - every store defines it
 
 

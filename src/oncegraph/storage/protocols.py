@@ -21,15 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from oncegraph.storage.queries import (
-    AuditQuery,
-    CheckpointQuery,
-    EffectQuery,
-    PayloadQuery,
-    PrunePolicy,
-    RunQuery,
-    Takeover,
-)
+from oncegraph.storage import queries as Q
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
@@ -95,7 +87,7 @@ class RunDoors(Protocol):
         """Checkpoints of the thread (optionally one run), newest first; with
         ``before_version`` only those of a lower version (the next page after a checkpoint
         of that version)."""
-        query = CheckpointQuery(thread_id, run_id, limit, before_version)
+        query = Q.CheckpointQuery(thread_id, run_id, limit, before_version)
         return await _hooks(self)._list_checkpoints(query)
 
     async def update_run(
@@ -131,7 +123,7 @@ class RunDoors(Protocol):
         only the runs made from that run (its replays and branches), with ``before`` (a
         run's ``(created_at, run_id)``) only the runs listed after that run: the next
         page of a listing whose last run it was."""
-        query = RunQuery(thread_id, statuses, limit, app_id, tenant, parent_run_id, before)
+        query = Q.RunQuery(thread_id, statuses, limit, app_id, tenant, parent_run_id, before)
         return await _hooks(self)._list_runs(query)
 
     async def fence_run(
@@ -149,7 +141,7 @@ class RunDoors(Protocol):
         status and error. Returns the run as stored now, or None if the token had moved
         (someone else took it first: read it again). ``RunNotFoundError`` if unknown.
         ``audit`` is appended in the same transaction, only if the takeover happened."""
-        takeover = Takeover(expected_token, owner, status, error, audit)
+        takeover = Q.Takeover(expected_token, owner, status, error, audit)
         return await _hooks(self)._fence_run(run_id, takeover)
 
 
@@ -224,7 +216,7 @@ class EffectDoors(Protocol):
         """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
         run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
         ``limit`` and ``offset`` page through them."""
-        query = EffectQuery(run_id, thread_id, statuses, app_id, tenant, limit, offset)
+        query = Q.EffectQuery(run_id, thread_id, statuses, app_id, tenant, limit, offset)
         return await _hooks(self)._list_effects(query)
 
     async def list_effect_payloads(
@@ -240,7 +232,7 @@ class EffectDoors(Protocol):
         view needs to learn the values it masks, without the rest of each record.
         ``thread_ids``: of any of these threads too (none: no effect), in one read, for a
         view of many threads (a listing of runs)."""
-        query = PayloadQuery(run_id, thread_id, results, thread_ids)
+        query = Q.PayloadQuery(run_id, thread_id, results, thread_ids)
         return await _hooks(self)._list_effect_payloads(query)
 
 
@@ -292,7 +284,7 @@ class AuditDoors(Protocol):
         a record's ``(at, audit_id)`` (the records listed after it, ties in time too);
         with ``app_id`` (and ``tenant``) only the records whose run is that app's (and
         that tenant's), and those with no run or whose run the store does not hold."""
-        query = AuditQuery(run_id, thread_id, target_id, before, limit, app_id, tenant)
+        query = Q.AuditQuery(run_id, thread_id, target_id, before, limit, app_id, tenant)
         return await _hooks(self)._list_audit(query)
 
 
@@ -416,7 +408,7 @@ class Pruner(Protocol):
         the head, which stays with its task writes); ``keep_checkpoints`` is not applied
         and no effect record is deleted.
         """
-        policy = PrunePolicy(
+        policy = Q.PrunePolicy(
             keep_checkpoints,
             effects_older_than,
             thread_id,

@@ -88,29 +88,15 @@ def test_a_record_chained_under_a_key_not_given_is_not_checked() -> None:
 
 
 def test_a_link_is_the_mac_existing_chains_were_written_with() -> None:
-    # Values a chain written by an earlier release holds: the MAC's input (the record's
+    # Links a chain written by an earlier release holds: the MAC's input (the record's
     # fields in their stored order) must never change, or those chains stop verifying.
     key = chain.ChainKey("db", b"k" * 32)
-    record = AuditRecord(
-        audit_id="a1",
-        actor="op",
-        action="resolve_effect",
-        target_kind="effect",
-        target_id="e1",
-        run_id="r1",
-        thread_id="t1",
-        reason="double charge",
-        details={"before": "accepted", "after": "completed"},
-        at=1700000000,
-    )
-    assert chain.next_link((4, "og1:db:prev"), record, key) == (
-        5,
-        "am1:db:84e8bb84075e3f16420fb3390936300a220f777c3ccec7418daa062f5ac979e5",
-    )
-    first = AuditRecord(
-        audit_id="a0", actor="op", action="answer", target_kind="run", target_id="r0", at=12.5
-    )
-    assert chain.next_link(None, first, key) == (
-        1,
-        "am1:db:d16e3776d6760574744e8b082bfa62d249e598dba0f462e0a6862df57cd9c1d2",
+    first, second = _records(2)
+    details = {"before": "running", "n": [1, 2.5]}
+    second = dataclasses.replace(second, thread_id="t1", details=details, at=1700000000)
+    head = chain.next_link(None, first, key)
+    assert head == (1, "am1:db:a6de840c31cdd4f581eba3bfc3d84657f7aa90fedc5279a03cc88045461a83c1")
+    assert chain.next_link(head, second, key) == (
+        2,
+        "am1:db:a051c49c7ba9c94d8d21784595bd09c2263d40985b889c2f88e399ec64f7e0f2",
     )

@@ -78,9 +78,7 @@ class BaseChannel:
     def ValueType(self) -> Any:
         return self.typ
 
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
+    UpdateType = ValueType  # the type of an update: a value, unless a channel says otherwise
 
     def copy(self) -> BaseChannel:
         new = self.__class__.__new__(self.__class__)

@@ -138,20 +138,10 @@ class StateSchema:
         """This schema plus the fields of ``others`` it lacks (LangGraph's input and
         output schemas add their fields to the state). Nodes of a dataclass or pydantic
         state still get an instance of the state class, made of its own fields."""
-        extra = {
-            name: channel
-            for other in others
-            if other is not None
-            for name, channel in other.channels.items()
-            if name not in self.channels and name not in self.managed
-        }
-        managed = {
-            name: manager
-            for other in others
-            if other is not None
-            for name, manager in other.managed.items()
-            if name not in self.managed and name not in self.channels
-        }
+        known = self.channels.keys() | self.managed.keys()
+        given = [other for other in others if other is not None]
+        extra = {n: c for o in given for n, c in o.channels.items() if n not in known}
+        managed = {n: m for o in given for n, m in o.managed.items() if n not in known}
         if (not extra and not managed) or self.kind == "dict":
             return self
         return StateSchema(

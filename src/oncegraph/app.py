@@ -319,7 +319,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             keys = kwargs.get("output_keys")
             if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
                 return ended(picked_output(self.spec, result.output(), keys))
-            return ended(output_values(self.spec, result.output()))
+            return ended(output_values(self.spec, result.output(), invoked=True))
 
     def invoke(
         self,

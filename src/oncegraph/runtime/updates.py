@@ -25,6 +25,7 @@ def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
     if isinstance(value, Command):
         pairs = _pairs(value.update)
         if pairs is not None:
+            pairs = [u for p in pairs if (u := spec.schema.known(node, p))]
             first, *rest = pairs or [{}]
             return TaskResult(node, first, value.goto_nodes(), key, tuple(rest))
         return TaskResult(node, spec.schema.to_update(node, value.update), value.goto_nodes(), key)

@@ -1,0 +1,140 @@
+"""Keys outside the state schema are dropped, as LangGraph drops them, with one warning.
+
+A node's update (a dict, a ``Command(update=...)`` in either spelling), the caller's
+input and ``update_state`` lose the keys the graph has no field for; the run goes on and
+stores only the known fields, on every store. A typo still gets a word: one warning per
+node and key, naming the key, the known fields and the fix. A node return that is not an
+update at all is still refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from conftest import close_store, make_checkpointer
+from oncegraph import END, START, Command, StateGraph
+from oncegraph.app import CompiledGraph
+from oncegraph.errors import InvalidUpdateError
+from oncegraph.storage.protocols import Checkpointer
+
+LOGGER = "oncegraph.state.channels"
+
+
+class State(TypedDict, total=False):
+    count: Annotated[int, operator.add]
+    note: str
+
+
+def _build(store: Checkpointer | None) -> CompiledGraph:
+    g = StateGraph(State)
+    g.add_node("typo", lambda s: {"count": 1, "nte": "misspelt"})
+    g.add_node(
+        "cmd",
+        lambda s: Command(update={"count": 10, "stray": 1}, goto="pairs"),
+    )
+    g.add_node("pairs", lambda s: Command(update=[("count", 100), ("other", 2), ("note", "ok")]))
+    g.add_edge(START, "typo")
+    g.add_edge("typo", "cmd")
+    g.add_edge("pairs", END)
+    return g.compile(checkpointer=store)
+
+
+def _dropped(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+@pytest.fixture
+def reopen(checkpointer: Checkpointer, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    """A second store on what ``checkpointer`` wrote (the memory store: itself)."""
+    opened: list[Checkpointer] = []
+
+    def again() -> Checkpointer:
+        kind = type(checkpointer).__name__
+        if "Memory" in kind:
+            return checkpointer
+        dsn = request.getfixturevalue("fresh_dsn") if "Pg" in kind else None
+        store = make_checkpointer("postgres" if dsn else "sqlite", tmp_path, dsn)
+        opened.append(store)
+        return store
+
+    yield again
+    for store in opened:
+        close_store(store)
+
+
+def test_unknown_keys_of_updates_are_dropped_and_stored_state_has_only_fields(
+    checkpointer: Checkpointer, reopen: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    app = _build(checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = app.invoke({"count": 0, "junk": "input"}, cfg)
+    assert out == {"count": 111, "note": "ok"}
+    again = _build(reopen()).get_state(cfg)  # a fresh app reads the stored state back
+    assert dict(again.values) == {"count": 111, "note": "ok"}
+    assert again.next == ()
+
+    messages = _dropped(caplog)
+    assert len(messages) == 4, messages
+    typo = next(m for m in messages if "'nte'" in m)
+    assert "node 'typo' wrote 'nte'" in typo
+    assert "known fields: ['count', 'note']" in typo
+    assert "Add 'nte' to the state schema" in typo
+    assert any("node 'cmd' wrote 'stray'" in m for m in messages)
+    assert any("node 'pairs' wrote 'other'" in m for m in messages)
+    assert any("input key 'junk'" in m for m in messages)
+
+
+def test_one_warning_per_node_and_key_not_per_step(
+    checkpointer: Checkpointer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    app = _build(checkpointer)
+    for thread in ("a", "b", "c"):
+        app.invoke({"count": 0}, {"configurable": {"thread_id": thread}})
+    assert sum("'nte'" in m for m in _dropped(caplog)) == 1
+    caplog.clear()
+    other = _build(checkpointer)  # another graph warns on its own
+    other.invoke({"count": 0}, {"configurable": {"thread_id": "d"}})
+    assert sum("'nte'" in m for m in _dropped(caplog)) == 1
+
+
+def test_update_state_drops_unknown_keys(
+    checkpointer: Checkpointer, reopen: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    app = _build(checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"count": 0}, cfg)
+    app.update_state(cfg, {"note": "patched", "nope": 1}, as_node="pairs")
+    assert dict(_build(reopen()).get_state(cfg).values) == {"count": 111, "note": "patched"}
+    assert any("'nope'" in m for m in _dropped(caplog))
+
+
+def test_an_update_with_only_unknown_keys_writes_nothing_and_the_run_goes_on(
+    checkpointer: Checkpointer,
+) -> None:
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"unknown": 1})
+    g.add_node("b", lambda s: {"note": "b ran"})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    assert app.invoke({"count": 1}, cfg) == {"count": 1, "note": "b ran"}
+    updates = [c for c in app.stream({"count": 1}, {"configurable": {"thread_id": "u"}})]
+    assert updates[0] == {"a": None}  # as LangGraph shows a node that wrote nothing
+
+
+@pytest.mark.parametrize("bad", [1, "text", [1, 2]])
+def test_a_return_that_is_not_an_update_is_still_refused(bad: Any) -> None:
+    g = StateGraph(State)
+    g.add_node("n", lambda s: bad)
+    g.add_edge(START, "n")
+    with pytest.raises(InvalidUpdateError, match="node 'n' returned"):
+        g.compile().invoke({"count": 0})

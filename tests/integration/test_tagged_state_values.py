@@ -4,7 +4,8 @@ oncegraph's ``Command`` and ``Send`` (in a ``Send``'s payload or in state) and L
 messages, chunks included (at a field declared ``str`` or ``Any``), are stored as a
 tagged JSON form and come back as the same class in a fresh app on every store. An
 ``UntrackedValue`` field holds any object within the run and is never written. Any other
-object is still refused, naming the field.
+object is still refused, naming the field. Pydantic secrets are stored as their secret,
+not as the mask pydantic's JSON shows.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pydantic
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
@@ -168,3 +170,68 @@ def test_an_object_json_cannot_hold_is_still_refused_naming_the_field(
     app = g.compile(checkpointer=checkpointer)
     with pytest.raises(InvalidUpdateError, match=r"state field 'anything'.*Resource"):
         app.invoke({"note": "x"}, {"configurable": {"thread_id": "t"}})
+
+
+class Login(pydantic.BaseModel):
+    user: str
+    password: pydantic.SecretStr
+    keys: list[pydantic.SecretBytes] = []
+    backup: pydantic.SecretStr | None = None
+
+
+def _login(store: Checkpointer) -> CompiledGraph:
+    def check(state: Login) -> dict[str, Any]:
+        assert state.password.get_secret_value() == "hunter2"
+        return {"keys": [pydantic.SecretBytes(b"\x00key")], "backup": pydantic.SecretStr("b")}
+
+    g = StateGraph(Login)
+    g.add_node("check", check)
+    g.add_edge(START, "check")
+    return g.compile(checkpointer=store)
+
+
+def test_pydantic_secrets_read_back_as_the_secret_not_its_mask(
+    checkpointer: Checkpointer, reopen: Any
+) -> None:
+    cfg = {"configurable": {"thread_id": "t"}}
+    _login(checkpointer).invoke({"user": "u", "password": "hunter2"}, cfg)
+    back = _login(reopen()).get_state(cfg).values
+    assert back["password"].get_secret_value() == "hunter2"
+    assert [k.get_secret_value() for k in back["keys"]] == [b"\x00key"]
+    assert back["backup"].get_secret_value() == "b"
+    assert "hunter2" not in repr(back)  # still shown masked
+
+
+def test_a_root_value_state_shows_a_finished_sibling_of_an_interrupted_task(
+    checkpointer: Checkpointer, reopen: Any
+) -> None:
+    asked: list[int] = []
+
+    def build(store: Checkpointer) -> CompiledGraph:
+        def ask(arg: Any) -> list[str]:
+            if not asked:
+                asked.append(1)
+                interrupt("which?")
+            return [f"ask|{arg}"]
+
+        g = StateGraph(Annotated[list, operator.add])
+        g.add_node("fan", lambda s: ["fan"])
+        g.add_node("ask", ask)
+        g.add_node("ok", lambda arg: [f"ok|{arg}"])
+        g.add_edge(START, "fan")
+        g.add_conditional_edges("fan", lambda s: [Send("ask", 1), Send("ok", Command(goto="x"))])
+        return g.compile(checkpointer=store)
+
+    cfg = {"configurable": {"thread_id": "t"}}
+    first = build(checkpointer).invoke(["zero"], cfg)
+    assert [i.value for i in first["__interrupt__"]] == ["which?"]
+    snap = build(reopen()).get_state(cfg)
+    assert snap.values == ["zero", "fan", "ok|Command(goto='x')"]
+    assert snap.next == ("ask",)
+    # the step's writes apply in the order sent, the finished sibling's kept, not re-run
+    assert build(reopen()).invoke(Command(resume="a"), cfg) == [
+        "zero",
+        "fan",
+        "ask|1",
+        "ok|Command(goto='x')",
+    ]

@@ -3,8 +3,9 @@
 A node's update (a dict, a ``Command(update=...)`` in either spelling), the caller's
 input and ``update_state`` lose the keys the graph has no field for; the run goes on and
 stores only the known fields, on every store. A typo still gets a word: one warning per
-node and key, naming the key, the known fields and the fix. A node return that is not an
-update at all is still refused.
+node and key, naming the key, the known fields and the fix. As LangGraph passes them on,
+the node's routers still read those keys (kept with a finished task's writes, so a resumed
+step routes the same). A node return that is not an update at all is still refused.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from conftest import close_store, make_checkpointer
-from oncegraph import END, START, Command, StateGraph
+from oncegraph import END, START, Command, FaultPlan, StateGraph
 from oncegraph.app import CompiledGraph
-from oncegraph.errors import InvalidUpdateError
+from oncegraph.errors import InvalidUpdateError, _CrashSignal
 from oncegraph.storage.protocols import Checkpointer
 
 LOGGER = "oncegraph.state.channels"
@@ -138,3 +139,43 @@ def test_a_return_that_is_not_an_update_is_still_refused(bad: Any) -> None:
     g.add_edge(START, "n")
     with pytest.raises(InvalidUpdateError, match="node 'n' returned"):
         g.compile().invoke({"count": 0})
+
+
+def _routed(store: Checkpointer, asynchronous: bool) -> CompiledGraph:
+    def pick(data: dict[str, Any]) -> str:
+        return "yes" if data.get("hint") == "go" else "no"
+
+    async def apick(data: dict[str, Any]) -> str:
+        return pick(data)
+
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"count": 1, "hint": "go"})
+    g.add_node("sibling", lambda s: {"count": 10})
+    g.add_node("yes", lambda s: {"note": "yes"})
+    g.add_node("no", lambda s: {"note": "no"})
+    g.add_edge(START, "a")
+    g.add_edge(START, "sibling")
+    g.add_conditional_edges("a", apick if asynchronous else pick, ["yes", "no"])
+    return g.compile(checkpointer=store)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_router_reads_the_keys_its_node_returned_outside_the_state(
+    checkpointer: Checkpointer, reopen: Any, asynchronous: bool
+) -> None:
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = _routed(checkpointer, asynchronous).invoke({"count": 0}, cfg)
+    assert out == {"count": 11, "note": "yes"}  # routed by 'hint', which is not stored
+    history = list(_routed(reopen(), asynchronous).get_state_history(cfg))
+    assert all("hint" not in s.values for s in history)
+
+
+def test_a_resumed_step_routes_by_the_kept_keys_outside_the_state(
+    checkpointer: Checkpointer, reopen: Any
+) -> None:
+    cfg = {"configurable": {"thread_id": "t"}}
+    crash = {**cfg, "fault_plan": FaultPlan("before_checkpoint")}
+    with pytest.raises(_CrashSignal):  # both tasks saved their writes, no checkpoint yet
+        _routed(checkpointer, False).invoke({"count": 0}, crash)
+    out = _routed(reopen(), False).invoke(None, cfg)  # a fresh app: the writes decoded
+    assert out == {"count": 11, "note": "yes"}

@@ -38,6 +38,21 @@ class Finished(Protocol):
     @property
     def more(self) -> tuple[Mapping[str, Any], ...]: ...
 
+    @property
+    def extra(self) -> Mapping[str, Any] | None: ...
+
+
+def router_state(
+    spec: GraphSpec, branch: Any, values: Mapping[str, Any], extra: Mapping[str, Any] | None
+) -> Any:
+    """What ``branch``'s router reads: the state as its schema gives it, and, as LangGraph
+    passes them, the keys the node returned that the state has no field for (a router
+    with no schema of its own, on a dict state; the state's values win)."""
+    state = branch.state_for(spec.schema, values)
+    if extra and branch.input_schema is None and isinstance(state, dict):
+        return {**extra, **state}
+    return state
+
 
 def _targets(
     spec: GraphSpec,
@@ -45,6 +60,7 @@ def _targets(
     values: Mapping[str, Any],
     config: Mapping[str, Any] | None,
     routed: Mapping[tuple[str, int], Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> list[str | Send]:
     out: list[str | Send] = list(spec.edges.get(node, ()))
     for index, branch in enumerate(spec.branches.get(node, ())):
@@ -53,9 +69,9 @@ def _targets(
             if isinstance(picked, RouterFailed):
                 raise picked.error
         elif branch.takes_config:
-            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
+            picked = branch.router(router_state(spec, branch, values, extra), dict(config or {}))
         else:
-            picked = branch.router(branch.state_for(spec.schema, values))
+            picked = branch.router(router_state(spec, branch, values, extra))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -124,7 +140,8 @@ def route(
     found: set[str] = set()
     sends: list[Send] = []
     for task in finished:
-        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
+        targets = _targets(spec, task.node, values, config, routed, task.extra)
+        for target in (*targets, *task.goto):
             if isinstance(target, Send):
                 if target.node not in spec.nodes:
                     raise GraphValidationError(
@@ -176,4 +193,4 @@ def next_nodes(
     return route(spec, values, finished).pulled
 
 
-__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route"]
+__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route", "router_state"]

@@ -150,7 +150,13 @@ def _with_message_ids(
         for k, v in result.update.items()
     }
     return TaskResult(
-        result.node, update, result.goto, result.task, shown=result.update, more=result.more
+        result.node,
+        update,
+        result.goto,
+        result.task,
+        shown=result.update,
+        more=result.more,
+        extra=result.extra,
     )
 
 

@@ -235,3 +235,22 @@ def test_a_root_value_state_shows_a_finished_sibling_of_an_interrupted_task(
         "ask|1",
         "ok|Command(goto='x')",
     ]
+
+
+def test_the_updates_stream_shows_a_langchain_message_with_the_id_it_was_given(
+    checkpointer: Checkpointer,
+) -> None:
+    from oncegraph import MessagesState
+
+    g = StateGraph(MessagesState)
+    g.add_node("lc", lambda s: {"messages": AIMessage(content="hi")})
+    g.add_node("plain", lambda s: {"messages": [{"role": "assistant", "content": "yo"}]})
+    g.add_edge(START, "lc")
+    g.add_edge("lc", "plain")
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    chunks = list(app.stream({"messages": []}, cfg, stream_mode="updates"))
+    stored = app.get_state(cfg).values["messages"]
+    shown = chunks[0]["lc"]["messages"]
+    assert type(shown) is AIMessage and shown.id and shown.id == stored[0].id
+    assert chunks[1]["plain"]["messages"] == [{"role": "assistant", "content": "yo"}]  # as given

@@ -179,3 +179,20 @@ def test_a_resumed_step_routes_by_the_kept_keys_outside_the_state(
         _routed(checkpointer, False).invoke({"count": 0}, crash)
     out = _routed(reopen(), False).invoke(None, cfg)  # a fresh app: the writes decoded
     assert out == {"count": 11, "note": "yes"}
+
+
+def test_a_router_typed_with_a_state_class_reads_only_the_state(
+    checkpointer: Checkpointer,
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def typed(state: State) -> str:
+        seen.append(dict(state))
+        return END
+
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"count": 1, "hint": "go"})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", typed)
+    g.compile(checkpointer=checkpointer).invoke({"count": 0}, {"configurable": {"thread_id": "t"}})
+    assert seen == [{"count": 1}]  # as LangGraph: a router with a schema gets no extra keys

@@ -10,7 +10,10 @@ checkpoint from them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import typing
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -49,9 +52,33 @@ def router_state(
     passes them, the keys the node returned that the state has no field for (a router
     with no schema of its own, on a dict state; the state's values win)."""
     state = branch.state_for(spec.schema, values)
-    if extra and branch.input_schema is None and isinstance(state, dict):
+    if extra and isinstance(state, dict) and _takes_extra(branch.router):
         return {**extra, **state}
     return state
+
+
+_TAKES_EXTRA: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _takes_extra(router: Any) -> bool:
+    """Whether LangGraph would pass a node's extra keys to ``router``: its first parameter
+    is not annotated with a class that declares fields (a state schema of its own)."""
+    try:
+        return _TAKES_EXTRA[router]
+    except (KeyError, TypeError):
+        pass
+    takes = True
+    try:
+        params = list(inspect.signature(router).parameters.values())
+        hints = typing.get_type_hints(router) if params else {}
+        hint = hints.get(params[0].name) if params else None
+        if isinstance(hint, type) and typing.get_type_hints(hint):
+            takes = False
+    except Exception:  # an annotation that does not resolve: no schema to go by
+        takes = True
+    with contextlib.suppress(TypeError):  # not weakly referable: worked out each time
+        _TAKES_EXTRA[router] = takes
+    return takes
 
 
 def _targets(

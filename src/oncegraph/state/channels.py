@@ -240,8 +240,11 @@ class StateSchema:
 
     def decode_entries(self, channel: str, entries: list[Any]) -> list[Any]:
         """Stored log entries of ``channel`` back as their declared type (at a plain
-        position, a tagged form as its value)."""
+        position, a tagged form as its value; a message dict holds none, so a long chat's
+        dict messages are not walked)."""
         if channel not in self.typed_logs:
+            if self.channels[channel].flavor is not None:
+                return entries
             return untag(entries)  # type: ignore[no-any-return]
         decode = self.channels[channel].codec.decode
         return [

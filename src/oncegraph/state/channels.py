@@ -355,8 +355,9 @@ class StateSchema:
             )
         return (
             f"node {node!r} wrote {key!r}, which is not a field of the state schema, so it "
-            f"is dropped (as LangGraph drops it); known fields: {known}. Add {key!r} to the "
-            "state schema or fix the node's return value."
+            "is not stored (as LangGraph drops it; only the node's conditional edges read "
+            f"it); known fields: {known}. Add {key!r} to the state schema to keep it, or fix "
+            "the node's return value."
         )
 
     def to_update(self, node: str, value: Any) -> Mapping[str, Any]:

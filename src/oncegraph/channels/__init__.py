@@ -29,7 +29,7 @@ from typing import Any
 
 from oncegraph.errors import EmptyChannelError, InvalidUpdateError
 from oncegraph.state.channels import Channel, StateSchema, required_unwrapped
-from oncegraph.state.codec import codec_for
+from oncegraph.state.codec import PLAIN, codec_for
 
 _MISSING: Any = object()
 
@@ -67,7 +67,8 @@ class BaseChannel:
             self.reducer(),
             False,
             self.zero(),
-            codec_for(name, self.typ),
+            # an untracked value is never stored: it may be any object, so no codec
+            PLAIN if self.untracked else codec_for(name, self.typ),
             clears=self.clears,
             untracked=self.untracked,
         )

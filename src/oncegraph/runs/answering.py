@@ -4,10 +4,14 @@ token fenced with the audited answer), for the run service's ``resume`` and ``ru
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from oncegraph.errors import NoRunToResumeError
+from oncegraph.errors import ConfigError, NoRunToResumeError
+from oncegraph.graph.constants import END
+from oncegraph.graph.spec import GraphSpec
+from oncegraph.hitl.command import Command
+from oncegraph.hitl.send import Send
 from oncegraph.runs import audits, claims
 from oncegraph.runs.answers import ByInterrupt
 from oncegraph.runs.commands import NO_ANSWER
@@ -15,8 +19,9 @@ from oncegraph.runs.context import RunContext
 from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.engine import Head
+from oncegraph.runtime.engine import GIVEN, Head, TaskResult, encode_result
 from oncegraph.runtime.moves import next_answer, open_interrupts
+from oncegraph.runtime.updates import result_of
 from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
 
@@ -52,6 +57,8 @@ class Answering:
     task: str
     answered: int
     more: tuple[tuple[str, int, Any], ...] = ()  # (task, answered, answer): by interrupt id
+    # the update (and goto) the answer came with, as the task write it is kept as
+    given: TaskWrite | None = None
 
     def write(self, answer: Any, head: Head | None = None) -> TaskWrite:
         """The answer's task write, on ``head`` (a migrated head; default: the one read)."""
@@ -69,7 +76,15 @@ class Answering:
             TaskWrite(self.run.thread_id, cp.checkpoint_id, task, WriteKind.RESUME, n, value)
             for task, n, value in self.more
         ]
-        return [self.write(answer, head), *rest]
+        return [*self.given_writes(head), self.write(answer, head), *rest]
+
+    def given_writes(self, head: Head | None = None) -> list[TaskWrite]:
+        """The answer's update as a task write of ``head`` (none if it came alone): written
+        before the answer, so a crash between them leaves the question open with the
+        update kept, never the answer without its update."""
+        if self.given is None:
+            return []
+        return [replace(self.given, checkpoint_id=(head or self.head).checkpoint.checkpoint_id)]
 
 
 async def take(
@@ -78,11 +93,13 @@ async def take(
     answer: Any,
     cfg: RunConfig,
     audit: AuditRecord | None = None,
+    given: Command[Any] | None = None,
 ) -> Answering:
     """Hold ``run`` to answer its next open interrupt: its lock, then one fence that sets
     it ``running`` with the audit record of who answered what (``audit``: its id, actor
     and reason). ``RunBusyError`` if another process holds it; ``NoRunToResumeError`` if
-    it is no longer waiting."""
+    it is no longer waiting. ``given``: the ``Command`` the answer came in, when it
+    brought an update or a goto (kept as a write of the answered step, and audited)."""
     spec, heads = ctx.graph_heads()
     lock = await ctx.store.lock_run(run.run_id)
     if lock is None:
@@ -116,6 +133,19 @@ async def take(
         question = waiting[task]
         values = dict(answer.answers) if isinstance(answer, ByInterrupt) else {task: answer}
         more = tuple((t, answered_of(t), values[t]) for t in picked[1:])
+        kept = None
+        if given is not None:
+            result = given_result(spec, given)
+            if result is not None:
+                n = sum(1 for w in writes if w.kind == WriteKind.WRITES and w.task == GIVEN)
+                kept = TaskWrite(
+                    run.thread_id,
+                    cp.checkpoint_id,
+                    GIVEN,
+                    WriteKind.WRITES,
+                    n,
+                    encode_result(spec, result),
+                )
         # Who approved what: the question, the answer and the actor, kept for good.
         record = audits.for_run(
             run,
@@ -140,6 +170,7 @@ async def take(
                     if more
                     else {}
                 ),
+                **({"update": kept.value} if kept is not None else {}),
             },
         )
         taken = await ctx.store.fence_run(
@@ -155,7 +186,25 @@ async def take(
         await lock.release()
         raise
     claim = Claim(run.run_id, taken.fencing_token, lock)
-    return Answering(claim, taken, head, task, answered, more)
+    return Answering(claim, taken, head, task, answered, more, kept)
 
 
-__all__ = ["Answering", "check_resumable", "take"]
+def given_result(spec: GraphSpec, given: Command[Any]) -> TaskResult | None:
+    """The update and goto of an answer's ``Command`` as the writes it makes (keys the
+    state has no field for dropped, as from any update); None when it makes none.
+    A goto naming no node of the graph is refused before anything is answered."""
+    for target in given.goto_nodes():
+        name = target.node if isinstance(target, Send) else target
+        if name != END and name not in spec.nodes:
+            raise ConfigError(
+                f"Command(resume=..., goto={name!r}) names no node of this graph; nodes: "
+                f"{sorted(spec.nodes)}. Nothing was answered."
+            )
+    result = result_of(spec, GIVEN, Command(update=given.update, goto=given.goto), GIVEN)
+    if not result.update and not result.more and not result.goto:
+        return None
+    return result
+
+
+
+__all__ = ["Answering", "check_resumable", "given_result", "take"]

@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import AmbiguousAnswerError, ConfigError
@@ -81,7 +81,8 @@ async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
             f"the open ones: {list(by_id)} (app.get_state(config).interrupts). Nothing "
             "was answered."
         )
-    return Command(resume=ByInterrupt(tuple((by_id[i], a) for i, a in answers.items())))
+    # the answers by question; the Command's update and goto go on with them
+    return replace(input, resume=ByInterrupt(tuple((by_id[i], a) for i, a in answers.items())))
 
 
 async def asked_again(
@@ -106,7 +107,8 @@ async def asked_again(
     if not waiting or any(is_breakpoint(t, w.value) for t, w in waiting.items()):
         return None  # a breakpoint: route() made the call its continue
     spec = ctx.graph
-    done = list(plan_step(spec, head, writes).done.values())  # applied in write order
+    plan = plan_step(spec, head, writes)
+    done = [*plan.given, *plan.done.values()]  # applied in write order, answers' updates first
     asked: tuple[Any, ...] = tuple(  # Interrupt objects, as the driver gives them
         Interrupt.of(cp.checkpoint_id, w.task, w.idx, w.value)
         for w in (waiting[task] for task in answer_order(spec.order, waiting))

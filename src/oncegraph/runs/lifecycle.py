@@ -51,6 +51,9 @@ class ContinueRun:
 class AnswerInterrupt:
     run: RunRecord
     answer: Any
+    # the Command's update and goto, if it brought any: the caller's writes, applied
+    # before the answered step runs (None: the answer came alone)
+    given: Command[Any] | None = None
 
 
 Start = StartNew | ContinueRun | AnswerInterrupt
@@ -64,7 +67,8 @@ def plan_start(thread_id: str, input: Any, latest: RunRecord | None) -> Start:
                 f"thread {thread_id!r} has no interrupted run; Command(resume=...) answers an "
                 "interrupt(). Use invoke(None, config) to continue a crashed or failed run."
             )
-        return AnswerInterrupt(latest, input.resume)
+        given = input if input.update is not None or input.goto is not None else None
+        return AnswerInterrupt(latest, input.resume, given)
     if input is None:
         return ContinueRun(continuable(thread_id, latest))
     if latest is not None and latest.status in UNFINISHED_STATUSES:

@@ -332,7 +332,9 @@ class RunService(ServiceViews):
                 if launch is None
                 else audits.for_run(start.run, "answer", actor=launch.actor, reason=launch.reason)
             )
-            return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
+            return await self._answer(
+                start.run, start.answer, cfg, emit, audit=asked, given=start.given
+            )
         if latest is not None and latest.status is RunStatus.ABANDONED:
             # an operator gave up on the latest run; an earlier one may still be running
             await claims.thread_free(self.store, thread_id, "")
@@ -431,12 +433,17 @@ class RunService(ServiceViews):
         emit: Emit,
         *,
         audit: AuditRecord | None = None,
+        given: Command[Any] | None = None,
     ) -> RunResult:
+        """Answer ``run``'s open question(s) and go on; ``given``: the ``Command`` the
+        answer came in, whose update (and goto) the answered step applies first."""
         cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
-            return await self._previous(verdict)._answer(run, answer, cfg, emit, audit=audit)
-        held = await answering.take(self.context, run, answer, cfg, audit)
+            return await self._previous(verdict)._answer(
+                run, answer, cfg, emit, audit=audit, given=given
+            )
+        held = await answering.take(self.context, run, answer, cfg, audit, given)
         claim = held.claim
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
@@ -467,19 +474,21 @@ class RunService(ServiceViews):
                     f"thread {thread_id!r} has no run waiting for an answer; nothing was "
                     "queued. submit(input, config) queues new input"
                 )
-            return await self._queue_answer(start.run, start.answer, cfg)
+            return await self._queue_answer(start.run, start.answer, cfg, start.given)
         return await creating.submit(self.context, *self._identity(), input, cfg)
 
-    async def _queue_answer(self, run: RunRecord, answer: Any, cfg: RunConfig) -> RunRecord:
+    async def _queue_answer(
+        self, run: RunRecord, answer: Any, cfg: RunConfig, given: Command[Any] | None = None
+    ) -> RunRecord:
         """The answer recorded now, as an answer given here is (the run's lock, its next
         open question, the audited answer with its actor, a migrated head first), and the
         run queued instead of driven: a worker claims it and goes on from the answer."""
         verdict = await self._verdict(run)
         if verdict.kind == "previous":
-            return await self._previous(verdict)._queue_answer(run, answer, cfg)
+            return await self._previous(verdict)._queue_answer(run, answer, cfg, given)
         actor = str(cfg.configurable.get("actor") or "submit")
         asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
-        held = await answering.take(self.context, run, answer, cfg, asked)
+        held = await answering.take(self.context, run, answer, cfg, asked, given)
         claim = held.claim
         # a store that queues an answer in one transaction (PostgreSQL's: the write, the
         # queueing and the workers' notice) does; else they go one by one
@@ -487,6 +496,8 @@ class RunService(ServiceViews):
         queued: RunRecord | None
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
+            for write in held.given_writes(head):  # the answer's update, before the answer
+                await self.store.put_task_write(write, run_id=run.run_id, fence=claim.token)
             if queue_answer is not None:
                 queued = await queue_answer(held.write(answer, head), run.run_id, claim.token)
             else:

@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from oncegraph.graph.constants import PULL, START, push_path
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runs.views import StateSnapshot
-from oncegraph.runtime.engine import decode_result, is_breakpoint
+from oncegraph.runtime.engine import GIVEN, decode_result, is_breakpoint, with_finished
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.sends import decode_send
 from oncegraph.runtime.stepevents import INPUT_SUFFIX, lg_metadata, task_id
@@ -174,12 +174,26 @@ def shape(
     return snap._replace(
         metadata={**lg_metadata(snap.metadata, step, source), "parents": dict(parents or {})},
         created_at=iso_time(snap.created_at),
-        values=public(snap.values),
+        values=public(with_given(spec, snap.values, writes)),
         config=lg_config(thread_id, cp_id, ns, parents),
         parent_config=lg_config(thread_id, parent, ns, parents) if parent else None,
         interrupts=interrupts,
         tasks=tuple(tasks),
     )
+
+
+def with_given(
+    spec: GraphSpec, values: Mapping[str, Any], writes: Sequence[TaskWrite]
+) -> Mapping[str, Any]:
+    """``values`` with the updates answers brought (``Command(resume=..., update=...)``)
+    applied, as LangGraph shows its checkpoint's input writes: the step that uses them
+    commits them; until it does, the state shows them all the same."""
+    given = [
+        decode_result(spec, GIVEN, GIVEN, w.value)
+        for w in writes
+        if w.kind == WriteKind.WRITES and w.task == GIVEN
+    ]
+    return with_finished(spec, values, given) if given else values
 
 
 def input_snapshot(

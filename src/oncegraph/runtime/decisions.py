@@ -124,6 +124,8 @@ def decide(
         for o in outcomes:
             assert o.result is not None, f"task {o.key!r} has no outcome"
         results = tuple(done[t.key] for t in tasks)
+    if plan.given:  # the answers' updates, committed with the step that used them
+        results = (*plan.given, *results)
     try:
         nxt, entries, _ = advance(
             spec,

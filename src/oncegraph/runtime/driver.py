@@ -61,12 +61,14 @@ from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.control import check_drain
 from oncegraph.runtime.decisions import Commit, Crash, Decision, Fail, Interrupt, Park, decide
 from oncegraph.runtime.engine import (
+    GIVEN,
     Head,
     StepPlan,
     Task,
     TaskOutcome,
     TaskResult,
     advance,
+    given_head,
     plan_step,
 )
 from oncegraph.runtime.executor import ThreadPool
@@ -159,6 +161,7 @@ class Driver(Asking, CommitPath):
     # exited (finished, asked, failed, parked): then its steps are folded (runtime.durability)
     _base: durability.Base | None = None
     _exited: bool = False
+    _show_first: bool = False  # the first step streams the state it continues from
 
     def __post_init__(self) -> None:
         self._plain_routers = not self.spec.routers_take_config
@@ -262,7 +265,10 @@ class Driver(Asking, CommitPath):
         A call that continues a run (no new input) first streams the state it continues
         from, as LangGraph does."""
         if not self.steps and head.checkpoint.checkpoint_id and wants(self.emit, "values"):
-            self.emit("values", head.values)
+            if head.checkpoint.next:  # shown by the step, with an answer's update if one came
+                self._show_first = True
+            else:
+                self.emit("values", head.values)
         pool = executor.use(self.sync_pool) if self.sync_pool is not None else None
         # the caller's drain switch, checked between steps (the root run's only: a
         # subgraph's steps belong to its parent's running step)
@@ -293,6 +299,9 @@ class Driver(Asking, CommitPath):
         if self.parent is not None:
             task_writes = await self._hand_down_answers(cp, task_writes, run)
         plan = plan_step(self.spec, head, task_writes)
+        if self._show_first:
+            self._show_first = False
+            self.emit("values", given_head(self.spec, head, plan).values)
         move = next_move(
             self.spec,
             cp,
@@ -311,7 +320,7 @@ class Driver(Asking, CommitPath):
         if move is not None:
             return await self._execute(move, head, run, [], plan)
         self.steps += 1
-        self._streamed = set()
+        self._streamed = {GIVEN} if plan.given else set()  # an answer's update: no event
         if plan.done and wants(self.emit, "updates"):  # finished in an earlier attempt
             for r in plan.done.values():
                 emit_update(self.emit, self.spec, dataclasses.replace(r, cached=True))
@@ -326,12 +335,13 @@ class Driver(Asking, CommitPath):
             emit_tasks(self.emit, head, plan, self.spec)
         # the graph's step_timeout bounds the root's steps (a subgraph's run inside them)
         limit = self.config.step_timeout if self.parent is None else None
+        seen = given_head(self.spec, head, plan)  # with an answer's update, if one came
         if len(contexts) == 1 and limit is None:
             task = plan.todo[0]
-            outcomes = [await run_task(self.spec, contexts[0], head, save, task, self.subgraphs)]
+            outcomes = [await run_task(self.spec, contexts[0], seen, save, task, self.subgraphs)]
         else:
             runs = zip(contexts, plan.todo, strict=True)
-            coros = [run_task(self.spec, c, head, save, t, self.subgraphs) for c, t in runs]
+            coros = [run_task(self.spec, c, seen, save, t, self.subgraphs) for c, t in runs]
             width = max_concurrency(self.config)
             if width is not None and width < len(coros):
                 coros = bounded(coros, width)

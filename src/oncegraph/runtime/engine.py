@@ -173,6 +173,8 @@ def in_write_order(results: Sequence[TaskResult]) -> Sequence[TaskResult]:
 
 
 def _write_key(result: TaskResult) -> tuple[bool, str]:
+    if result.node == GIVEN:  # an answer's update applies first, as the step's input
+        return (False, "")
     sent = result.task not in ("", result.node)
     return (sent, "" if sent else result.node)
 
@@ -221,7 +223,8 @@ def advance(
         entries.append(LogEntry(stored_channel(counts, channel), seq, value))
         counts[channel] = seq + 1
     stored = writes.stored  # value channels encoded by their codecs
-    metadata: dict[str, Any] = {"source": source, "writes": [r.node for r in results]}
+    wrote = [r.node for r in results if r.node != GIVEN]  # the nodes (an answer's update: none)
+    metadata: dict[str, Any] = {"source": source, "writes": wrote}
     if source != "input":  # a run's input is kept with the run itself
         kept = encode_results(schema, results)
         if kept:  # what each task wrote, for the history of the step before
@@ -302,6 +305,9 @@ class StepPlan:
     # by task key: the node's own error, kept when its error handler failed (the resumed
     # step runs the handler again, not the node)
     failures: Mapping[str, Any] = field(default_factory=dict)
+    # what the caller's answers brought with them (``Command(resume=..., update=...)``), in
+    # the order given: applied before the step's tasks run, committed with their writes
+    given: tuple[TaskResult, ...] = ()
 
 
 def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, Any]) -> TaskResult:
@@ -344,6 +350,19 @@ def _corrupt_head(cp: CheckpointRecord, why: str) -> CorruptRecordError:
     )
 
 
+GIVEN = "__input__"
+"""The task key of an update that came with an answer (``Command(resume=..., update=...)``),
+kept as a task write of the step it answers, as LangGraph keeps its input's writes."""
+
+
+def given_head(spec: GraphSpec, head: Head, plan: StepPlan) -> Head:
+    """``head`` as the step's tasks read it: the answers' updates (``plan.given``) applied,
+    nothing committed (the step's commit applies them with the tasks' writes)."""
+    if not plan.given:
+        return head
+    return Head(head.checkpoint, apply_writes(spec.schema, head.values, _writes(plan.given)).values)
+
+
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
@@ -370,6 +389,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     nodes = {t.key: t.node for t in tasks}
     done: dict[str, TaskResult] = {}
     resumes: dict[str, list[Any]] = {}
+    given: list[TaskResult] = []
     answered = 0
     for w in task_writes:
         if w.kind == WriteKind.WRITES and w.task in nodes:  # a finished sibling, typed again
@@ -382,6 +402,17 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
                     "oncegraph_task_writes",
                     f"{w.checkpoint_id}/{w.task}",
                     f"the update does not fit the state schema ({exc})",
+                    thread_id=w.thread_id,
+                    run_id=cp.run_id,
+                ) from exc
+        elif w.kind == WriteKind.WRITES and w.task == GIVEN:  # an answer's update
+            try:
+                given.append(decode_result(spec, GIVEN, GIVEN, w.value))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise corrupt(
+                    "oncegraph_task_writes",
+                    f"{w.checkpoint_id}/{w.task}",
+                    f"the answer's update does not fit the state schema ({exc})",
                     thread_id=w.thread_id,
                     run_id=cp.run_id,
                 ) from exc
@@ -405,6 +436,7 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
         answered=answered,
         questions={k: tuple(v[i] for i in sorted(v)) for k, v in asked.items()},
         failures=failures,
+        given=tuple(given),
     )
 
 
@@ -436,6 +468,7 @@ def is_breakpoint(task: str, value: Any) -> bool:
 
 __all__ = [
     "BREAKPOINT",
+    "GIVEN",
     "Head",
     "RouterFailed",
     "Routes",
@@ -449,6 +482,7 @@ __all__ = [
     "empty_head",
     "encode_result",
     "encode_send",
+    "given_head",
     "is_breakpoint",
     "next_nodes",
     "plan_step",

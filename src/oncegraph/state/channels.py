@@ -343,6 +343,12 @@ class StateSchema:
                 f"dropped (as LangGraph drops it); known fields: {known}. Add {key!r} to "
                 "the input schema (or the state schema) or fix the input."
             )
+        if node == "__input__":  # the update an answer came with (runtime.engine.GIVEN)
+            return (
+                f"Command(resume=..., update=...) names {key!r}, which is not a field of the "
+                f"state schema, so it is dropped (as LangGraph drops it); known fields: "
+                f"{known}. Add {key!r} to the state schema or fix the update."
+            )
         return (
             f"node {node!r} wrote {key!r}, which is not a field of the state schema, so it "
             "is not stored (as LangGraph drops it; only the node's conditional edges read "

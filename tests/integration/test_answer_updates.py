@@ -10,6 +10,7 @@ naming no node is refused before anything is answered.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import operator
 import os
@@ -60,7 +61,8 @@ def test_the_update_is_applied_on_every_path(
     app = _two_questions(checkpointer)
     t = {"configurable": {"thread_id": "t"}}
     run_path(app, {"my_key": "DE"}, t)
-    first: Command[Any] = Command(resume=_answer(app, t, "answer 1", by_id), update={"my_key": " foofoo "})
+    answer = _answer(app, t, "answer 1", by_id)
+    first: Command[Any] = Command(resume=answer, update={"my_key": " foofoo "})
     out = run_path(app, first, t)
     assert [i.value for i in out["__interrupt__"]] == [{"value": 2}]
     assert app.get_state(t).values == {"my_key": "DE foofoo "}
@@ -190,3 +192,30 @@ def test_a_process_killed_after_the_answer_applies_the_update_once(
     done = _worker(kind, where, "finish")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "{'my_key': 'DE foofoo answer 1 answer 2'}"
+
+
+@pytest.mark.postgres
+async def test_an_answer_queued_for_the_workers_keeps_its_update(fresh_dsn: str) -> None:
+    from oncegraph.storage.sql.postgres import PgCheckpointer
+    from oncegraph.worker import Worker
+
+    store = PgCheckpointer(fresh_dsn)
+    try:
+        app = _two_questions(store)
+        t = {"thread_id": "t"}
+        await app.ainvoke({"my_key": "DE"}, t)
+        queued = await app.asubmit(Command(resume="answer 1", update={"my_key": " foofoo "}), t)
+        assert queued.record.status is RunStatus.QUEUED
+        assert (await app.aget_state(t)).values == {"my_key": "DE foofoo "}
+        worker = Worker(app, concurrency=1, lease_seconds=5, poll_seconds=600)
+        serving = asyncio.create_task(worker.run_forever())
+        try:
+            await asyncio.wait_for(queued.aresult(60), 60)
+        finally:
+            worker.stop()
+            await serving
+        assert (await app.aget_state(t)).values == {"my_key": "DE foofoo "}
+        out = await app.ainvoke(Command(resume="answer 2"), t)
+        assert out == {"my_key": "DE foofoo answer 1 answer 2"}
+    finally:
+        await store.aclose()

@@ -404,6 +404,51 @@ def paused(
                 )
 
 
+async def _count_answers(kind: str, where: str, runs: int, deploy: str) -> dict[str, Any]:
+    """Pause ``runs`` runs, then answer them one at a time with the new version, counting
+    the statements each answer sends (:func:`oncegraph.testing.statements.counting`) and
+    the process's CPU time it takes. PostgreSQL: ``submit(Command(resume=...))`` (the
+    answer recorded and the run queued; nothing runs) and, on other threads,
+    ``ainvoke(Command(resume=...))`` (the answer and the rest of the run); SQLite: the
+    latter only (it has no queue)."""
+    from oncegraph.testing.statements import counting
+
+    await pause_all(kind, where, runs * 2, deploy)
+    store = open_store(kind, where)
+    got: dict[str, Any] = {}
+    try:
+        app = compiled(store, 2, deploy)
+        await app.setup()
+        ways = [("answered_run", "ainvoke")]
+        if kind == "postgres":
+            ways.insert(0, ("answer", "asubmit"))
+        for at, (name, method) in enumerate(ways):
+            counts, cpu = [], 0.0
+            for i in range(at * runs, (at + 1) * runs):
+                begin = time.process_time()
+                with counting(store) as counted:
+                    await getattr(app, method)(Command(resume="yes"), {"thread_id": f"refund-{i}"})
+                cpu += time.process_time() - begin
+                counts.append(counted.count)
+            got[f"statements_per_{name}"] = max(counts)
+            got[f"statements_per_{name}_min"] = min(counts)
+            got[f"cpu_ms_per_{name}"] = round(cpu / runs * 1000, 2)
+    finally:
+        await store.aclose()
+    return got
+
+
+def statements(kind: str, runs: int, deploy: str) -> None:
+    """The ``statements`` workload: statements (and CPU) per answer (:func:`_count_answers`)."""
+    with tempfile.TemporaryDirectory(prefix="bench_statements_") as tmp:
+        if kind == "sqlite":
+            got = asyncio.run(_count_answers(kind, str(Path(tmp) / "runs.db"), runs, deploy))
+        else:
+            with fresh_pg_database() as dsn:
+                got = asyncio.run(_count_answers(kind, dsn, runs, deploy))
+        emit("statements", kind, runs, 0.0, deploy=deploy, **got)
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
         for line in f:
@@ -515,6 +560,10 @@ def main() -> None:
                 parser.error(f"--deploy: {deploy!r}; known: compatible, migrate")
             for kind in args.stores.split(","):
                 paused(kind, args.runs, deploy, procs, args.answerers, args.deadline)
+    if "statements" in workloads:
+        for deploy in args.deploy.split(","):
+            for kind in args.stores.split(","):
+                statements(kind, min(args.runs, 50), deploy)
     if "idle" in workloads:
         idle(args.runs, args.threads)
 

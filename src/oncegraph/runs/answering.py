@@ -9,14 +9,14 @@ from typing import Any
 
 from oncegraph.errors import NoRunToResumeError
 from oncegraph.runs import audits, claims
-from oncegraph.runs.answers import ByInterrupt
+from oncegraph.runs.answers import ByInterrupt, refuse_ambiguous
 from oncegraph.runs.commands import NO_ANSWER
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import Head
-from oncegraph.runtime.moves import next_answer, open_interrupts
+from oncegraph.runtime.moves import answer_order, next_answer, open_interrupts
 from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
 
@@ -78,28 +78,40 @@ async def take(
     answer: Any,
     cfg: RunConfig,
     audit: AuditRecord | None = None,
+    *,
+    one: bool = False,
 ) -> Answering:
     """Hold ``run`` to answer its next open interrupt: its lock, then one fence that sets
     it ``running`` with the audit record of who answered what (``audit``: its id, actor
     and reason). ``RunBusyError`` if another process holds it; ``NoRunToResumeError`` if
-    it is no longer waiting."""
+    it is no longer waiting. ``one``: ``answer`` answers a single question, refused
+    (``AmbiguousAnswerError``, nothing written) while several are open
+    (:func:`oncegraph.runs.answers.route` with ``defer`` left that to this check).
+
+    What the answer is decided on (the run still waiting, its thread's head, the head's
+    open questions) is read after the lock, once: the run and its thread in one request
+    where the store can, the head's checkpoint from the in-process copy while current."""
     spec, heads = ctx.graph_heads()
     lock = await ctx.store.lock_run(run.run_id)
     if lock is None:
         raise await claims.busy_error(ctx.store, run.run_id)
     try:
-        found = await ctx.store.get_run(run.run_id)
+        found, thread = await claims.open_run(ctx.store, run.run_id)
         if found is None or found.status is not RunStatus.INTERRUPTED:
             raise NoRunToResumeError(
                 f"run {run.run_id} is no longer waiting for an answer "
                 f"({found.status if found else 'gone'}); nothing was answered"
             )
-        head = await heads.load(run.thread_id)
+        head = await heads.at(run.thread_id, thread)
         cp = head.checkpoint
         writes = await ctx.store.get_task_writes(run.thread_id, cp.checkpoint_id)
         waiting = open_interrupts(writes)
         if not waiting:
             raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
+        if one and not isinstance(answer, ByInterrupt):
+            refuse_ambiguous(
+                cp.checkpoint_id, [waiting[t] for t in answer_order(spec.order, waiting)]
+            )
         picked = (
             [t for t, _ in answer.answers if t in waiting]
             if isinstance(answer, ByInterrupt)

@@ -87,6 +87,7 @@ from oncegraph.storage.records import (
     EffectRecord,
     RunRecord,
     RunStatus,
+    ThreadRecord,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
 
@@ -265,10 +266,10 @@ class RunService(ServiceViews):
         Continue; an answer is recorded with the actor. ``input`` is read as LangGraph
         reads it on a paused run first (:func:`oncegraph.runs.answers.route`)."""
         self.context.graph_heads()  # a read-only service runs nothing: ConfigError
-        input = await answers.route(self.context, cfg, input)
         thread_id = thread_of(cfg)
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
+        input = await answers.route(self.context, cfg, input, (thread, latest), defer=True)
         wanted = cfg.configurable.get("checkpoint_id")
         starts = None
         if wanted and thread is not None and cfg.configurable.get("checkpoint_ns"):
@@ -332,7 +333,9 @@ class RunService(ServiceViews):
                 if launch is None
                 else audits.for_run(start.run, "answer", actor=launch.actor, reason=launch.reason)
             )
-            return await self._answer(start.run, start.answer, cfg, emit, audit=asked)
+            return await self._answer(
+                start.run, start.answer, cfg, emit, audit=asked, thread=thread, one=True
+            )
         if latest is not None and latest.status is RunStatus.ABANDONED:
             # an operator gave up on the latest run; an earlier one may still be running
             await claims.thread_free(self.store, thread_id, "")
@@ -431,12 +434,19 @@ class RunService(ServiceViews):
         emit: Emit,
         *,
         audit: AuditRecord | None = None,
+        thread: ThreadRecord | None = None,
+        one: bool = False,
     ) -> RunResult:
+        """Answer ``run`` and drive it on. ``thread``: its thread's row, just read (the
+        verdict's head is read from it); ``one``: a single answer, refused while several
+        questions are open (:func:`oncegraph.runs.answering.take`)."""
         cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
-        verdict = await self._verdict(run)
+        verdict = await self._verdict(run, thread)
         if verdict.kind == "previous":
-            return await self._previous(verdict)._answer(run, answer, cfg, emit, audit=audit)
-        held = await answering.take(self.context, run, answer, cfg, audit)
+            return await self._previous(verdict)._answer(
+                run, answer, cfg, emit, audit=audit, thread=thread, one=one
+            )
+        held = await answering.take(self.context, run, answer, cfg, audit, one=one)
         claim = held.claim
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
@@ -457,29 +467,32 @@ class RunService(ServiceViews):
         wait forever, so it is refused before anything is written."""
         if isinstance(input, Command) and input.has_resume:
             creating.require_queue(self.context)
-            input = await answers.route(self.context, cfg, input)
             thread_id = thread_of(cfg)
             await self.setup()
-            _, latest = await self.context.open_thread(thread_id)
+            thread, latest = await self.context.open_thread(thread_id)
+            input = await answers.route(self.context, cfg, input, (thread, latest), defer=True)
             start = plan_start(thread_id, input, latest)
             if not isinstance(start, AnswerInterrupt):
                 raise NoRunToResumeError(
                     f"thread {thread_id!r} has no run waiting for an answer; nothing was "
                     "queued. submit(input, config) queues new input"
                 )
-            return await self._queue_answer(start.run, start.answer, cfg)
+            return await self._queue_answer(start.run, start.answer, cfg, thread)
         return await creating.submit(self.context, *self._identity(), input, cfg)
 
-    async def _queue_answer(self, run: RunRecord, answer: Any, cfg: RunConfig) -> RunRecord:
+    async def _queue_answer(
+        self, run: RunRecord, answer: Any, cfg: RunConfig, thread: ThreadRecord | None
+    ) -> RunRecord:
         """The answer recorded now, as an answer given here is (the run's lock, its next
         open question, the audited answer with its actor, a migrated head first), and the
-        run queued instead of driven: a worker claims it and goes on from the answer."""
-        verdict = await self._verdict(run)
+        run queued instead of driven: a worker claims it and goes on from the answer.
+        ``thread``: the thread's row as read to route the answer (the verdict's head)."""
+        verdict = await self._verdict(run, thread)
         if verdict.kind == "previous":
-            return await self._previous(verdict)._queue_answer(run, answer, cfg)
+            return await self._previous(verdict)._queue_answer(run, answer, cfg, thread)
         actor = str(cfg.configurable.get("actor") or "submit")
         asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
-        held = await answering.take(self.context, run, answer, cfg, asked)
+        held = await answering.take(self.context, run, answer, cfg, asked, one=True)
         claim = held.claim
         # a store that queues an answer in one transaction (PostgreSQL's: the write, the
         # queueing and the workers' notice) does; else they go one by one
@@ -511,10 +524,13 @@ class RunService(ServiceViews):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _verdict(self, run: RunRecord) -> Verdict:
-        """May ``run`` go on under this graph (guarantee 10)? Raises when it may not."""
+    async def _verdict(self, run: RunRecord, thread: ThreadRecord | None = None) -> Verdict:
+        """May ``run`` go on under this graph (guarantee 10)? Raises when it may not.
+        ``thread``: the thread's row, just read (else read here)."""
         _, heads = self.context.graph_heads()
-        return self._verdict_at(run, await heads.load(run.thread_id))
+        if thread is None:
+            return self._verdict_at(run, await heads.load(run.thread_id))
+        return self._verdict_at(run, await heads.at(run.thread_id, thread))
 
     def _verdict_at(self, run: RunRecord, head: Head) -> Verdict:
         """:meth:`_verdict` for ``run`` standing on ``head``."""

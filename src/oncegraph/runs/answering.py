@@ -52,6 +52,7 @@ class Answering:
     task: str
     answered: int
     more: tuple[tuple[str, int, Any], ...] = ()  # (task, answered, answer): by interrupt id
+    audit: AuditRecord | None = None  # who answered what, when not appended by the fence
 
     def write(self, answer: Any, head: Head | None = None) -> TaskWrite:
         """The answer's task write, on ``head`` (a migrated head; default: the one read)."""
@@ -80,6 +81,7 @@ async def take(
     audit: AuditRecord | None = None,
     *,
     one: bool = False,
+    fence: bool = True,
 ) -> Answering:
     """Hold ``run`` to answer its next open interrupt: its lock, then one fence that sets
     it ``running`` with the audit record of who answered what (``audit``: its id, actor
@@ -87,6 +89,10 @@ async def take(
     it is no longer waiting. ``one``: ``answer`` answers a single question, refused
     (``AmbiguousAnswerError``, nothing written) while several are open
     (:func:`oncegraph.runs.answers.route` with ``defer`` left that to this check).
+    ``fence=False``: the run is left as read (waiting, its token as it was), the audit
+    record handed back in :attr:`Answering.audit`: the caller writes the answer, the
+    run's next status and the record in one transaction under that token (a queued
+    answer, :meth:`PgCheckpointer.queue_answer`), under this lock.
 
     What the answer is decided on (the run still waiting, its thread's head, the head's
     open questions) is read after the lock, once: the run and its thread in one request
@@ -154,6 +160,9 @@ async def take(
                 ),
             },
         )
+        if not fence:
+            claim = Claim(run.run_id, found.fencing_token, lock)
+            return Answering(claim, found, head, task, answered, more, audit=record)
         taken = await ctx.store.fence_run(
             run.run_id,
             expected_token=found.fencing_token,

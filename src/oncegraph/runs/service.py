@@ -492,23 +492,37 @@ class RunService(ServiceViews):
             return await self._previous(verdict)._queue_answer(run, answer, cfg, thread)
         actor = str(cfg.configurable.get("actor") or "submit")
         asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
-        held = await answering.take(self.context, run, answer, cfg, asked, one=True)
-        claim = held.claim
         # a store that queues an answer in one transaction (PostgreSQL's: the write, the
-        # queueing and the workers' notice) does; else they go one by one
+        # queueing, the workers' notice and, unless a migration runs first, the audited
+        # answer with no fence before it) does; else they go one by one
         queue_answer = getattr(self.store, "queue_answer", None)
+        at_once = queue_answer is not None and verdict.kind != "migrate"
+        held = await answering.take(
+            self.context, run, answer, cfg, asked, one=True, fence=not at_once
+        )
+        claim = held.claim
         queued: RunRecord | None
         try:
-            head = await self._migrate_if(verdict, held.run, claim) or held.head
-            if queue_answer is not None:
-                queued = await queue_answer(held.write(answer, head), run.run_id, claim.token)
+            if at_once:
+                assert queue_answer is not None
+                queued = await queue_answer(
+                    held.writes(answer), run.run_id, claim.token, audit=held.audit
+                )
             else:
-                await self.store.put_task_write(
-                    held.write(answer, head), run_id=run.run_id, fence=claim.token
-                )
-                queued = await self.store.fence_run(
-                    run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
-                )
+                head = await self._migrate_if(verdict, held.run, claim) or held.head
+                if queue_answer is not None:
+                    queued = await queue_answer(held.writes(answer, head), run.run_id, claim.token)
+                else:
+                    for write in held.writes(answer, head):
+                        await self.store.put_task_write(
+                            write, run_id=run.run_id, fence=claim.token
+                        )
+                    queued = await self.store.fence_run(
+                        run.run_id,
+                        expected_token=claim.token,
+                        owner=None,
+                        status=RunStatus.QUEUED,
+                    )
         finally:
             await claim.release()
         if queued is None:  # another process took it between the answer and the queueing

@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
@@ -60,6 +61,9 @@ from oncegraph.storage.records import (
 )
 from oncegraph.tools.keycheck import check_tools
 
+P = ParamSpec("P")
+_G = TypeVar("_G", bound="CompiledGraph")
+
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
     "compile(checkpointer=SqliteCheckpointer('runs.db')) to keep state"
@@ -70,6 +74,52 @@ _DIFFERS = (
     "it): the unfinished run may hold effects whose outcome is not settled, and new input "
     "would leave them half-done or do them twice."
 )
+
+
+def _sync_invoke(
+    method: Callable[Concatenate[_G, P], Coroutine[Any, Any, Any]],
+) -> Callable[Concatenate[_G, P], Any]:
+    """``invoke`` from ``ainvoke``: the same signature and docstring, run through the
+    portal (or, from inside a running node without a checkpointer, as its subgraph)."""
+
+    def invoke(self: _G, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            from oncegraph.runtime.subgraph import invoke_inside
+
+            return invoke_inside(self, task, args[0] if args else kwargs["input"])
+        # the async method is looked up on the object: a subclass's own serves its twin too
+        runs = getattr(self, method.__name__)(*args, _sync=True, **kwargs)
+        return run_sync(runs, "invoke")
+
+    return _twin_of(method, invoke)
+
+
+def _sync_stream(
+    method: Callable[Concatenate[_G, P], AsyncIterator[Any]],
+) -> Callable[Concatenate[_G, P], Iterator[Any]]:
+    """``stream`` from ``astream``: the same signature and docstring, walked through the
+    portal (or, from inside a running node without a checkpointer, on that node's loop)."""
+
+    def stream(self: _G, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[Any]:
+        events = getattr(self, method.__name__)(*args, _sync=True, **kwargs)
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            return stream_inside(task, events)
+        return iterate_sync(events, "stream")
+
+    return _twin_of(method, stream)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _twin_of(method: Callable[..., Any], twin: _F) -> _F:
+    """``twin`` dressed as the sync method of ``method``: its signature and docstring."""
+    functools.update_wrapper(twin, method)
+    twin.__name__ = method.__name__.removeprefix("a")
+    twin.__qualname__ = f"CompiledGraph.{twin.__name__}"
+    return twin
 
 
 class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
@@ -289,6 +339,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
 
     async def ainvoke(
         self,
+        /,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
@@ -321,33 +372,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
                 return ended(picked_output(self.spec, result.output(), keys))
             return ended(output_values(self.spec, result.output()))
 
-    def invoke(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        *,
-        interrupt_before: str | Sequence[str] | None = None,
-        interrupt_after: str | Sequence[str] | None = None,
-        launch: Launch | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        task = current_task()
-        if task is not None and self.checkpointer is None:  # a subgraph of the running node
-            from oncegraph.runtime.subgraph import invoke_inside
-
-            return invoke_inside(self, task, input)
-        return run_sync(
-            self.ainvoke(
-                input,
-                config,
-                interrupt_before=interrupt_before,
-                interrupt_after=interrupt_after,
-                launch=launch,
-                _sync=True,
-                **kwargs,
-            ),
-            "invoke",
-        )
+    invoke = _sync_invoke(ainvoke)
 
     async def abatch(
         self,
@@ -392,6 +417,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
 
     async def astream(
         self,
+        /,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
@@ -429,33 +455,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             async for item in items:
                 yield item
 
-    def stream(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        *,
-        stream_mode: str | Sequence[str] | None = None,
-        subgraphs: bool = False,
-        interrupt_before: str | Sequence[str] | None = None,
-        interrupt_after: str | Sequence[str] | None = None,
-        launch: Launch | None = None,
-        **kwargs: Any,
-    ) -> Iterator[Any]:
-        events = self.astream(
-            input,
-            config,
-            stream_mode=stream_mode,
-            subgraphs=subgraphs,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            launch=launch,
-            _sync=True,
-            **kwargs,
-        )
-        task = current_task()
-        if task is not None and self.checkpointer is None:  # a subgraph of the running node
-            return stream_inside(task, events)
-        return iterate_sync(events, "stream")
+    stream = _sync_stream(astream)
 
     async def astart(
         self,

@@ -273,14 +273,15 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         config: Mapping[str, Any] | None,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
-        context: Any = None,
-        control: Any = None,
-        sync: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer.
-        ``context``: the run's static context (``invoke(..., context=...)``), what its
-        nodes' ``runtime.context`` is."""
+        ``options``: the call's other keywords, of which ``context`` (the run's static
+        context, what its nodes' ``runtime.context`` is), ``control``, ``durability``,
+        ``checkpoint_during`` and ``_sync`` (a sync caller) are read."""
         refuse_in_replay(current_task(), self.spec.name)
+        options = options or {}
+        context, control = options.get("context"), options.get("control")
         cfg = self._config(config)
         if context is not None:
             from oncegraph.runtime.node_runtime import coerce_context
@@ -292,7 +293,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             cfg = dataclasses.replace(cfg, control=control)
         if self.node_store is not None:
             cfg = dataclasses.replace(cfg, store=self.node_store)
-        if sync and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
+        if options.get("_sync") and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
             cfg = dataclasses.replace(cfg, sleep=thread_sleep)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
@@ -301,6 +302,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
                 interrupt_before=breakpoint_names("interrupt_before", interrupt_before, nodes),
                 interrupt_after=breakpoint_names("interrupt_after", interrupt_after, nodes),
             )
+        cfg = cfg.with_durability(options.get("durability"), options.get("checkpoint_during"))
         if self._service is not None:
             return self._service, cfg
         from oncegraph.storage.memory import InMemoryCheckpointer
@@ -356,15 +358,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
-        service, cfg = self._for_run(
-            config,
-            interrupt_before,
-            interrupt_after,
-            kwargs.get("context"),
-            kwargs.get("control"),
-            bool(kwargs.get("_sync")),
-        )
-        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after, kwargs)
         async with chain_run(config, self.get_name(), input) as ended:  # config["callbacks"]
             result = await self._run(input, cfg, service, launch=launch)
             keys = kwargs.get("output_keys")
@@ -438,15 +432,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             async for item in stream_nested(self, inside, input, shape):
                 yield item
             return
-        service, cfg = self._for_run(
-            config,
-            interrupt_before,
-            interrupt_after,
-            kwargs.get("context"),
-            kwargs.get("control"),
-            bool(kwargs.get("_sync")),
-        )
-        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after, kwargs)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         task = asyncio.ensure_future(
             self._run(input, cfg, service, shape(queue.put_nowait), launch=launch)

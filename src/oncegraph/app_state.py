@@ -41,6 +41,7 @@ class StateMethods(AppParts):
             _checkpoint_id(config),
             subgraphs=subgraphs,
             masked=masked,
+            ns=str(_configured(config, "checkpoint_ns") or ""),
         )
 
     get_state = sync_twin(aget_state)

@@ -35,6 +35,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from oncegraph._forward import Forwarded
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
@@ -122,34 +123,16 @@ class RunService(ServiceViews):
             else None
         )
 
-    @property
-    def spec(self) -> GraphSpec | None:
-        return self.context.spec
-
-    @property
-    def store(self) -> Checkpointer:
-        return self.context.store
-
-    @property
-    def owner(self) -> str:
-        return self.context.owner
-
-    @property
-    def scope(self) -> Scope | None:
-        return self.context.scope
-
-    @property
-    def masks(self) -> Masks:
-        return self.context.masks
-
-    @property
-    def sync_pool(self) -> ThreadPool | None:
-        return self.context.sync_pool
-
-    @property
-    def graph(self) -> GraphSpec:
-        """The graph this service runs (a read-only service has none: ``ConfigError``)."""
-        return self.context.graph
+    # what the service's context holds, read through it
+    spec = Forwarded[GraphSpec | None]("context")
+    store = Forwarded[Checkpointer]("context")
+    owner = Forwarded[str]("context")
+    scope = Forwarded[Scope | None]("context")
+    masks = Forwarded[Masks]("context")
+    sync_pool = Forwarded[ThreadPool | None]("context")
+    graph = Forwarded[GraphSpec](
+        "context", "The graph this service runs (a read-only service has none: ConfigError)."
+    )
 
     def for_tenant(self, tenant: str) -> RunService:
         """This service bound to ``tenant`` (see :mod:`oncegraph.runs.scope`): the runs it

@@ -17,6 +17,11 @@ Workloads (``--workloads``, comma-separated):
   the checks: runs not completed afterwards (stranded) and refunds at the provider (a file
   each refund appends a line to) minus runs (twice). Each process count starts from the same
   paused database, copied (SQLite) or re-created (PostgreSQL).
+- ``statements``: the SQL statements (and the process's CPU) one answer takes, counted on
+  the real connection (:mod:`oncegraph.testing.statements`): min(``--runs``, 50) runs
+  paused, then answered one at a time by a new process; on PostgreSQL
+  ``submit(Command(resume=...))`` (``statements_per_answer``) and on both stores
+  ``ainvoke(Command(resume=...))`` with the rest of the run (``statements_per_answered_run``).
 - ``idle``: the RSS of one process over ``--runs`` short runs on SQLite (sampled every
   tenth), and of a worker-shaped process that has loaded ``--threads`` (10,000) interrupted
   threads' state it may be asked to resume.
@@ -404,6 +409,52 @@ def paused(
                 )
 
 
+async def _count_answers(kind: str, where: str, runs: int, deploy: str) -> dict[str, Any]:
+    """Pause ``runs`` runs, then answer them one at a time with the new version, counting
+    the statements each answer sends (:func:`oncegraph.testing.statements.counting`) and
+    the process's CPU time it takes. PostgreSQL: ``submit(Command(resume=...))`` (the
+    answer recorded and the run queued; nothing runs) and, on other threads,
+    ``ainvoke(Command(resume=...))`` (the answer and the rest of the run); SQLite: the
+    latter only (it has no queue)."""
+    from oncegraph.testing.statements import counting
+
+    await pause_all(kind, where, runs * 2, deploy)
+    store = open_store(kind, where)
+    got: dict[str, Any] = {}
+    try:
+        app = compiled(store, 2, deploy)
+        await app.setup()
+        ways = [("answered_run", "ainvoke")]
+        if kind == "postgres":
+            ways.insert(0, ("answer", "asubmit"))
+        for at, (name, method) in enumerate(ways):
+            counts, cpu = [], 0.0
+            for i in range(at * runs, (at + 1) * runs):
+                begin = time.process_time()
+                with counting(store) as counted:
+                    await getattr(app, method)(Command(resume="yes"), {"thread_id": f"refund-{i}"})
+                cpu += time.process_time() - begin
+                counts.append(counted.count)
+            # the first answer of a process also opens its connections and reads keys
+            got[f"statements_per_{name}"] = sorted(counts)[len(counts) // 2]
+            got[f"statements_first_{name}"] = counts[0]
+            got[f"cpu_ms_per_{name}"] = round(cpu / runs * 1000, 2)
+    finally:
+        await store.aclose()
+    return got
+
+
+def statements(kind: str, runs: int, deploy: str) -> None:
+    """The ``statements`` workload: statements (and CPU) per answer (:func:`_count_answers`)."""
+    with tempfile.TemporaryDirectory(prefix="bench_statements_") as tmp:
+        if kind == "sqlite":
+            got = asyncio.run(_count_answers(kind, str(Path(tmp) / "runs.db"), runs, deploy))
+        else:
+            with fresh_pg_database() as dsn:
+                got = asyncio.run(_count_answers(kind, dsn, runs, deploy))
+        emit("statements", kind, runs, 0.0, deploy=deploy, **got)
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
         for line in f:
@@ -515,6 +566,10 @@ def main() -> None:
                 parser.error(f"--deploy: {deploy!r}; known: compatible, migrate")
             for kind in args.stores.split(","):
                 paused(kind, args.runs, deploy, procs, args.answerers, args.deadline)
+    if "statements" in workloads:
+        for deploy in args.deploy.split(","):
+            for kind in args.stores.split(","):
+                statements(kind, min(args.runs, 50), deploy)
     if "idle" in workloads:
         idle(args.runs, args.threads)
 

@@ -102,11 +102,34 @@ def sync_twin(
         result: T = run_sync(getattr(self, async_name)(*args, **kwargs), api)
         return result
 
-    functools.update_wrapper(call, method)
-    call.__name__ = api
+    return _dressed(call, method)
+
+
+def iter_twin(
+    method: Callable[Concatenate[S, P], AsyncIterator[T]],
+) -> Callable[Concatenate[S, P], Iterator[T]]:
+    """The sync method of the async iterator method ``method`` (named ``a<name>``):
+    ``<name>(...)`` is ``iterate_sync(self.a<name>(...), "<name>")``, dressed as
+    :func:`sync_twin` dresses its method."""
+    async_name = method.__name__
+    api = async_name.removeprefix("a")
+
+    def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        return iterate_sync(getattr(self, async_name)(*args, **kwargs), api)
+
+    return _dressed(call, method)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _dressed(twin: F, method: Callable[..., Any]) -> F:
+    """``twin`` with ``method``'s signature and docstring, named without its ``a``."""
+    functools.update_wrapper(twin, method)
+    twin.__name__ = api = method.__name__.removeprefix("a")
     owner, _, _ = method.__qualname__.rpartition(".")
-    call.__qualname__ = f"{owner}.{api}" if owner else api
-    return call
+    twin.__qualname__ = f"{owner}.{api}" if owner else api
+    return twin
 
 
-__all__ = ["iterate_sync", "run_sync", "sync_twin", "walk_blocking"]
+__all__ = ["iter_twin", "iterate_sync", "run_sync", "sync_twin", "walk_blocking"]

@@ -19,9 +19,18 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+import functools
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
-from typing import Any, Self
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from oncegraph.app_methods import LangGraphMethods
 from oncegraph.app_operator import OperatorMethods
@@ -60,6 +69,9 @@ from oncegraph.storage.records import (
 )
 from oncegraph.tools.keycheck import check_tools
 
+P = ParamSpec("P")
+_G = TypeVar("_G", bound="CompiledGraph")
+
 _NO_STORE = (
     "this graph was compiled without a checkpointer, so nothing is stored; "
     "compile(checkpointer=SqliteCheckpointer('runs.db')) to keep state"
@@ -70,6 +82,52 @@ _DIFFERS = (
     "it): the unfinished run may hold effects whose outcome is not settled, and new input "
     "would leave them half-done or do them twice."
 )
+
+
+def _sync_invoke(
+    method: Callable[Concatenate[_G, P], Coroutine[Any, Any, Any]],
+) -> Callable[Concatenate[_G, P], Any]:
+    """``invoke`` from ``ainvoke``: the same signature and docstring, run through the
+    portal (or, from inside a running node without a checkpointer, as its subgraph)."""
+
+    def invoke(self: _G, /, *args: P.args, **kwargs: P.kwargs) -> Any:
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            from oncegraph.runtime.subgraph import invoke_inside
+
+            return invoke_inside(self, task, args[0] if args else kwargs["input"])
+        # the async method is looked up on the object: a subclass's own serves its twin too
+        runs = getattr(self, method.__name__)(*args, _sync=True, **kwargs)
+        return run_sync(runs, "invoke")
+
+    return _twin_of(method, invoke)
+
+
+def _sync_stream(
+    method: Callable[Concatenate[_G, P], AsyncIterator[Any]],
+) -> Callable[Concatenate[_G, P], Iterator[Any]]:
+    """``stream`` from ``astream``: the same signature and docstring, walked through the
+    portal (or, from inside a running node without a checkpointer, on that node's loop)."""
+
+    def stream(self: _G, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[Any]:
+        events = getattr(self, method.__name__)(*args, _sync=True, **kwargs)
+        task = current_task()
+        if task is not None and self.checkpointer is None:  # a subgraph of the running node
+            return stream_inside(task, events)
+        return iterate_sync(events, "stream")
+
+    return _twin_of(method, stream)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _twin_of(method: Callable[..., Any], twin: _F) -> _F:
+    """``twin`` dressed as the sync method of ``method``: its signature and docstring."""
+    functools.update_wrapper(twin, method)
+    twin.__name__ = method.__name__.removeprefix("a")
+    twin.__qualname__ = f"CompiledGraph.{twin.__name__}"
+    return twin
 
 
 class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
@@ -233,14 +291,15 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         config: Mapping[str, Any] | None,
         interrupt_before: str | Sequence[str] | None = None,
         interrupt_after: str | Sequence[str] | None = None,
-        context: Any = None,
-        control: Any = None,
-        sync: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> tuple[RunService, RunConfig]:
         """The service and config of one run; a private memory store without a checkpointer.
-        ``context``: the run's static context (``invoke(..., context=...)``), what its
-        nodes' ``runtime.context`` is."""
+        ``options``: the call's other keywords, of which ``context`` (the run's static
+        context, what its nodes' ``runtime.context`` is), ``control``, ``durability``,
+        ``checkpoint_during`` and ``_sync`` (a sync caller) are read."""
         refuse_in_replay(current_task(), self.spec.name)
+        options = options or {}
+        context, control = options.get("context"), options.get("control")
         cfg = self._config(config)
         if context is not None:
             from oncegraph.runtime.node_runtime import coerce_context
@@ -252,7 +311,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             cfg = dataclasses.replace(cfg, control=control)
         if self.node_store is not None:
             cfg = dataclasses.replace(cfg, store=self.node_store)
-        if sync and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
+        if options.get("_sync") and cfg.sleep is asyncio.sleep:  # a sync caller's waits: time.sleep
             cfg = dataclasses.replace(cfg, sleep=thread_sleep)
         if interrupt_before is not None or interrupt_after is not None:
             nodes = self.spec.nodes
@@ -261,6 +320,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
                 interrupt_before=breakpoint_names("interrupt_before", interrupt_before, nodes),
                 interrupt_after=breakpoint_names("interrupt_after", interrupt_after, nodes),
             )
+        cfg = cfg.with_durability(options.get("durability"), options.get("checkpoint_during"))
         if self._service is not None:
             return self._service, cfg
         from oncegraph.storage.memory import InMemoryCheckpointer
@@ -307,6 +367,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
 
     async def ainvoke(
         self,
+        /,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
@@ -323,15 +384,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             from oncegraph.runtime.subgraph import run_nested
 
             return await run_nested(self, task, input)
-        service, cfg = self._for_run(
-            config,
-            interrupt_before,
-            interrupt_after,
-            kwargs.get("context"),
-            kwargs.get("control"),
-            bool(kwargs.get("_sync")),
-        )
-        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after, kwargs)
         thread = cfg.thread_id if cfg.named_thread else None
         # config["callbacks"]: the run reported to them (oncegraph.runtime.lcrun)
         async with chain_run(config, self._run_label(), input, thread_id=thread) as ended:
@@ -343,33 +396,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             ended(self._run_output(values))
             return values
 
-    def invoke(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        *,
-        interrupt_before: str | Sequence[str] | None = None,
-        interrupt_after: str | Sequence[str] | None = None,
-        launch: Launch | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        task = current_task()
-        if task is not None and self.checkpointer is None:  # a subgraph of the running node
-            from oncegraph.runtime.subgraph import invoke_inside
-
-            return invoke_inside(self, task, input)
-        return run_sync(
-            self.ainvoke(
-                input,
-                config,
-                interrupt_before=interrupt_before,
-                interrupt_after=interrupt_after,
-                launch=launch,
-                _sync=True,
-                **kwargs,
-            ),
-            "invoke",
-        )
+    invoke = _sync_invoke(ainvoke)
 
     async def abatch(
         self,
@@ -414,6 +441,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
 
     async def astream(
         self,
+        /,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
@@ -434,15 +462,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             async for item in stream_nested(self, inside, input, shape):
                 yield item
             return
-        service, cfg = self._for_run(
-            config,
-            interrupt_before,
-            interrupt_after,
-            kwargs.get("context"),
-            kwargs.get("control"),
-            bool(kwargs.get("_sync")),
-        )
-        cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
+        service, cfg = self._for_run(config, interrupt_before, interrupt_after, kwargs)
 
         ran: list[Any] = []
 
@@ -468,33 +488,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             async for item in items:
                 yield item
 
-    def stream(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        *,
-        stream_mode: str | Sequence[str] | None = None,
-        subgraphs: bool = False,
-        interrupt_before: str | Sequence[str] | None = None,
-        interrupt_after: str | Sequence[str] | None = None,
-        launch: Launch | None = None,
-        **kwargs: Any,
-    ) -> Iterator[Any]:
-        events = self.astream(
-            input,
-            config,
-            stream_mode=stream_mode,
-            subgraphs=subgraphs,
-            interrupt_before=interrupt_before,
-            interrupt_after=interrupt_after,
-            launch=launch,
-            _sync=True,
-            **kwargs,
-        )
-        task = current_task()
-        if task is not None and self.checkpointer is None:  # a subgraph of the running node
-            return stream_inside(task, events)
-        return iterate_sync(events, "stream")
+    stream = _sync_stream(astream)
 
     async def astart(
         self,

@@ -16,9 +16,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from oncegraph._blocking import sync_twin
+from oncegraph.app_parts import AppParts
 from oncegraph.graph.io import output_values
 from oncegraph.runs.commands import NO_ANSWER
 from oncegraph.runs.compensating import Compensated
@@ -31,10 +32,6 @@ from oncegraph.storage.records import (
     RunRecord,
     RunStatus,
 )
-
-if TYPE_CHECKING:
-    from oncegraph.graph.spec import GraphSpec
-    from oncegraph.runtime.config import RunConfig
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,19 +60,8 @@ def _statuses(kind: type[E], status: str | Sequence[str] | None) -> list[E] | No
     return [kind(s) for s in ([status] if isinstance(status, str) else status)]
 
 
-class OperatorMethods:
+class OperatorMethods(AppParts):
     """The operator's listings and commands on a compiled graph."""
-
-    spec: GraphSpec
-
-    if TYPE_CHECKING:
-
-        @property
-        def service(self) -> RunService: ...
-
-        def _config(self, config: Mapping[str, Any] | None) -> RunConfig: ...
-
-        def _thread(self, config: Mapping[str, Any] | None) -> str: ...
 
     async def aruns(
         self,

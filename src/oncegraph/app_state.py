@@ -9,33 +9,22 @@ the sync method is the async one run through the portal, never a twin.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
+from oncegraph._blocking import iter_twin, sync_twin
+from oncegraph.app_parts import AppParts
 from oncegraph.errors import ConfigError
 from oncegraph.runs import reading
 from oncegraph.runs.timetravel import allowed_irreversible
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.portal import iterate_sync, run_sync
+from oncegraph.runtime.portal import run_sync
 from oncegraph.state.channels import ROOT
 
-if TYPE_CHECKING:
-    from oncegraph.graph.spec import GraphSpec
-    from oncegraph.runs.service import RunService
 
-
-class StateMethods:
+class StateMethods(AppParts):
     """A thread's state on a compiled graph: read it, update it."""
-
-    spec: GraphSpec
-
-    if TYPE_CHECKING:
-
-        @property
-        def service(self) -> RunService: ...
-
-        def _thread(self, config: Mapping[str, Any] | None) -> str: ...
 
     async def aget_state(
         self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
@@ -55,10 +44,7 @@ class StateMethods:
             ns=str(_configured(config, "checkpoint_ns") or ""),
         )
 
-    def get_state(
-        self, config: Mapping[str, Any], *, subgraphs: bool = False, masked: bool = True
-    ) -> StateSnapshot:
-        return run_sync(self.aget_state(config, subgraphs=subgraphs, masked=masked), "get_state")
+    get_state = sync_twin(aget_state)
 
     async def aget_state_history(
         self,
@@ -87,19 +73,7 @@ class StateMethods:
         ):
             yield snap
 
-    def get_state_history(
-        self,
-        config: Mapping[str, Any],
-        *,
-        limit: int | None = None,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,
-    ) -> Iterator[StateSnapshot]:
-        """:meth:`aget_state_history` as an iterator (``list(...)`` for all of it)."""
-        return iterate_sync(
-            self.aget_state_history(config, limit=limit, filter=filter, before=before),
-            "get_state_history",
-        )
+    get_state_history = iter_twin(aget_state_history)
 
     async def aupdate_state(
         self,

@@ -461,13 +461,13 @@ def _header(line: str) -> tuple[str, str]:
 
 
 def _register_subcommands() -> None:
-    from oncegraph.cli import compensate, control, operate, threads, views, worker_cmd
+    from oncegraph.cli import compensate, operate, threads, views, worker_cmd
 
     views.register(app)
     threads.register(app)
     operate.register(app)
     compensate.register(app)
-    control.register(app)
+    operate.register_runs(app)
     worker_cmd.register(app)
 
 

@@ -14,19 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from oncegraph.cli import output as o
+from oncegraph.cli import session as kit
 from oncegraph.cli.output import CliError
-from oncegraph.cli.session import (
-    ANYWHERE,
-    ActorOpt,
-    JsonOpt,
-    ReasonOpt,
-    Where,
-    actor,
-    confirmed,
-    json_arg,
-    run,
-    where_options,
-)
 from oncegraph.cli.views import shown_effect
 from oncegraph.errors import ConfigError, RunStateError
 
@@ -37,10 +26,10 @@ if TYPE_CHECKING:
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    @where_options()
+    @kit.where_options()
     def compensate(
         effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect to undo")],
-        reason: ReasonOpt,
+        reason: kit.ReasonOpt,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="compensate without asking")] = False,
         again: Annotated[
             bool, typer.Option("--again", help="compensate an effect already compensated")
@@ -49,16 +38,16 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--args", help="JSON object: the compensating tool's own arguments"),
         ] = None,
-        who: ActorOpt = None,
-        where: Where = ANYWHERE,
-        as_json: JsonOpt = False,
+        who: kit.ActorOpt = None,
+        where: kit.Where = kit.ANYWHERE,
+        as_json: kit.JsonOpt = False,
     ) -> None:
         """Undo a completed effect with its tool's compensating tool (a new effect, audited,
         linked to the one it undoes); at most once unless --again."""
         own: dict[str, Any] = (
             {}
             if args is None
-            else json_arg(
+            else kit.json_arg(
                 "--args",
                 args,
                 example='{"note": "customer cancelled"}',
@@ -67,7 +56,7 @@ def register(app: typer.Typer) -> None:
         )
         if as_json and not yes and not sys.stdin.isatty():
             raise CliError("--json without --yes: add --yes to compensate", code=2)
-        by = actor(who)
+        by = kit.actor(who)
 
         async def go(service: RunService) -> Compensated:
             from oncegraph.runs.compensating import compensating_tool
@@ -86,7 +75,7 @@ def register(app: typer.Typer) -> None:
                         ("run", record.run_id),
                     ]
                 )
-                if not await confirmed("Compensate it now?"):
+                if not await kit.confirmed("Compensate it now?"):
                     raise CliError("not confirmed; nothing was compensated")
             try:
                 return await service.compensate(
@@ -95,7 +84,7 @@ def register(app: typer.Typer) -> None:
             except (RunStateError, ConfigError) as exc:
                 raise CliError(_in_cli_words(str(exc))) from None
 
-        done = run(where, go, needs_app="compensate")
+        done = kit.run(where, go, needs_app="compensate")
         if as_json:
             o.emit_json(
                 {

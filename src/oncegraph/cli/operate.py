@@ -1,10 +1,15 @@
 """Operator commands, kept apart (never one "retry"): ``continue RUN``, ``resolve
-EFFECT``, ``replay RUN``, ``branch RUN``, ``redeliver EFFECT``. Each calls the run service,
-which refuses what does not apply and writes the audit record (actor and reason)."""
+EFFECT``, ``replay RUN``, ``branch RUN``, ``redeliver EFFECT``; and the run commands the
+UI and the API have: ``start THREAD`` (a new run, with its actor in the audit log),
+``abandon RUN`` (give up on an unfinished run, from the database alone) and ``check
+EFFECT`` (ask the recipient about an uncertain effect, through its tool's hook: needs the
+app). Each calls the run service, which refuses what does not apply and writes the audit
+record (actor and reason)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
@@ -29,8 +34,10 @@ from oncegraph.cli.session import (
 from oncegraph.cli.views import shown_effect
 
 if TYPE_CHECKING:
-    from oncegraph.runs.commands import Redelivered
+    from oncegraph.runs.commands import EffectCheck, Redelivered
+    from oncegraph.runs.context import RunResult
     from oncegraph.runs.service import RunService
+    from oncegraph.storage.records import RunRecord
 
 
 def register(app: typer.Typer) -> None:
@@ -254,6 +261,125 @@ def register(app: typer.Typer) -> None:
         o.fields([("redelivered effect", done.effect.effect_id), ("status", done.effect.status)])
 
 
+def register_runs(app: typer.Typer) -> None:
+    """The run commands: ``start``, ``abandon``, ``check``."""
+    @app.command()
+    def start(
+        thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread to run on")],
+        input_: Annotated[
+            str,
+            typer.Option("--input", help="the run's input, JSON (e.g. '{\"messages\": [...]}')"),
+        ],
+        reason: MaybeReasonOpt = None,
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Start a NEW run on a thread with an input (what invoke does), recorded with who
+        started it; a thread whose run is unfinished is refused (continue or abandon it)."""
+        from oncegraph.runs.launch import Launch
+        from oncegraph.runs.lifecycle import FINAL_STATUSES
+        from oncegraph.runtime.config import RunConfig
+
+        value = json_arg("--input", input_)
+        if value is None:
+            raise CliError(
+                "--input null would continue the thread's run, not start one: use "
+                "oncegraph continue RUN for that",
+                code=2,
+            )
+        by = actor(who)
+
+        async def go(service: RunService) -> RunResult:
+            cfg = RunConfig.parse({"thread_id": thread_id})
+            latest = await service.runs(thread_id=thread_id, limit=1)
+            if latest and latest[0].status not in FINAL_STATUSES:
+                busy = latest[0]
+                raise CliError(
+                    f"thread {thread_id!r} has an unfinished run {busy.run_id} "
+                    f"({busy.status}); nothing was started. Go on with it: oncegraph "
+                    f"continue {busy.run_id} --app ..., or give up on it: oncegraph "
+                    f"abandon {busy.run_id} --reason ..."
+                )
+            result = await service.run(value, cfg, launch=Launch(by, reason=reason))
+            # the record as the run left it (the result carries it as it started)
+            return replace(result, run=await service.run_view(result.run.run_id))
+
+        result = run(Where(app=app_), go, needs_app="start")
+        o.report_run(result, as_json, "started run")
+
+    @app.command()
+    @where_options()
+    def abandon(
+        run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to give up on")],
+        reason: ReasonOpt,
+        who: ActorOpt = None,
+        where: Where = ANYWHERE,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Give up on an unfinished run: nothing is deleted, new input may follow on its
+        thread; a process still working on it is fenced out."""
+        by = actor(who)
+
+        async def go(service: RunService) -> RunRecord:
+            found = await service.get_run(run_id)
+            return await service.abandon(found.thread_id, reason=reason, actor=by, run_id=run_id)
+
+        record = run(where, go)
+        if as_json:
+            o.emit_json({"run": _masked_run(record)})
+            return
+        o.fields(
+            [
+                ("abandoned run", record.run_id),
+                ("thread", record.thread_id),
+                ("status", record.status),
+            ]
+        )
+
+    @app.command()
+    def check(
+        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        reason: Annotated[
+            str, typer.Option(help="why (kept in the audit log)")
+        ] = "asked the recipient from the command line",
+        who: ActorOpt = None,
+        app_: AppOpt = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        """Ask the recipient what it knows about an uncertain effect (its tool's reconcile
+        or probe hook); changes the effect only when the recipient knows."""
+        by = actor(who)
+        found: EffectCheck = run(
+            Where(app=app_),
+            lambda s: s.check_effect(effect_id, actor=by, reason=reason),
+            needs_app="check",
+        )
+        if as_json:
+            o.emit_json({"verdict": found.verdict, "effect": shown_effect(found.effect, True)})
+            return
+        o.fields(
+            [
+                ("effect", found.effect.effect_id),
+                ("the recipient says", found.verdict),
+                ("status now", found.effect.status),
+            ]
+        )
+        if found.effect.status in ("pending", "accepted"):
+            o.console.print(
+                "still uncertain: check at the recipient by hand, then oncegraph resolve "
+                f"{found.effect.effect_id} --outcome done|not_done --reason ..."
+            )
+
+
+
+def _masked_run(record: Any) -> Any:
+    """A run as ``--json`` shows it: its input and error are not shown without the app's
+    masks (they may hold masked values)."""
+    return {**o.plain(record), "input": None, "config": None}
+
+
+
 def _preview(preview: Any) -> None:
     last = preview.last_attempt
     o.fields(
@@ -278,4 +404,4 @@ def _preview(preview: Any) -> None:
         o.console.print(Text("WARNING: ", style="bold red") + Text(preview.warning))
 
 
-__all__ = ["register"]
+__all__ = ["register", "register_runs"]

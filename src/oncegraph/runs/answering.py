@@ -13,14 +13,14 @@ from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.hitl.send import Send
 from oncegraph.runs import audits, claims
-from oncegraph.runs.answers import ByInterrupt
+from oncegraph.runs.answers import ByInterrupt, refuse_ambiguous
 from oncegraph.runs.commands import NO_ANSWER
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import GIVEN, Head, TaskResult, encode_result
-from oncegraph.runtime.moves import next_answer, open_interrupts
+from oncegraph.runtime.moves import answer_order, next_answer, open_interrupts
 from oncegraph.runtime.updates import result_of
 from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
@@ -57,6 +57,7 @@ class Answering:
     task: str
     answered: int
     more: tuple[tuple[str, int, Any], ...] = ()  # (task, answered, answer): by interrupt id
+    audit: AuditRecord | None = None  # who answered what, when not appended by the fence
     # the update (and goto) the answer came with, as the task write it is kept as
     given: TaskWrite | None = None
 
@@ -93,30 +94,48 @@ async def take(
     answer: Any,
     cfg: RunConfig,
     audit: AuditRecord | None = None,
+    *,
+    one: bool = False,
+    fence: bool = True,
     given: Command[Any] | None = None,
 ) -> Answering:
     """Hold ``run`` to answer its next open interrupt: its lock, then one fence that sets
     it ``running`` with the audit record of who answered what (``audit``: its id, actor
     and reason). ``RunBusyError`` if another process holds it; ``NoRunToResumeError`` if
-    it is no longer waiting. ``given``: the ``Command`` the answer came in, when it
-    brought an update or a goto (kept as a write of the answered step, and audited)."""
+    it is no longer waiting. ``one``: ``answer`` answers a single question, refused
+    (``AmbiguousAnswerError``, nothing written) while several are open
+    (:func:`oncegraph.runs.answers.route` with ``defer`` left that to this check).
+    ``fence=False``: the run is left as read (waiting, its token as it was), the audit
+    record handed back in :attr:`Answering.audit`: the caller writes the answer, the
+    run's next status and the record in one transaction under that token (a queued
+    answer, :meth:`PgCheckpointer.queue_answer`), under this lock. ``given``: the
+    ``Command`` the answer came in, when it brought an update or a goto (kept as a write
+    of the answered step, written before the answer, and audited).
+
+    What the answer is decided on (the run still waiting, its thread's head, the head's
+    open questions) is read after the lock, once: the run and its thread in one request
+    where the store can, the head's checkpoint from the in-process copy while current."""
     spec, heads = ctx.graph_heads()
     lock = await ctx.store.lock_run(run.run_id)
     if lock is None:
         raise await claims.busy_error(ctx.store, run.run_id)
     try:
-        found = await ctx.store.get_run(run.run_id)
+        found, thread = await claims.open_run(ctx.store, run.run_id)
         if found is None or found.status is not RunStatus.INTERRUPTED:
             raise NoRunToResumeError(
                 f"run {run.run_id} is no longer waiting for an answer "
                 f"({found.status if found else 'gone'}); nothing was answered"
             )
-        head = await heads.load(run.thread_id)
+        head = await heads.at(run.thread_id, thread)
         cp = head.checkpoint
         writes = await ctx.store.get_task_writes(run.thread_id, cp.checkpoint_id)
         waiting = open_interrupts(writes)
         if not waiting:
             raise NoRunToResumeError(f"run {run.run_id} has no pending interrupt to answer")
+        if one and not isinstance(answer, ByInterrupt):
+            refuse_ambiguous(
+                cp.checkpoint_id, [waiting[t] for t in answer_order(spec.order, waiting)]
+            )
         picked = (
             [t for t, _ in answer.answers if t in waiting]
             if isinstance(answer, ByInterrupt)
@@ -173,6 +192,9 @@ async def take(
                 **({"update": kept.value} if kept is not None else {}),
             },
         )
+        if not fence:
+            claim = Claim(run.run_id, found.fencing_token, lock)
+            return Answering(claim, found, head, task, answered, more, audit=record, given=kept)
         taken = await ctx.store.fence_run(
             run.run_id,
             expected_token=found.fencing_token,
@@ -186,7 +208,7 @@ async def take(
         await lock.release()
         raise
     claim = Claim(run.run_id, taken.fencing_token, lock)
-    return Answering(claim, taken, head, task, answered, more, kept)
+    return Answering(claim, taken, head, task, answered, more, given=kept)
 
 
 def given_result(spec: GraphSpec, given: Command[Any]) -> TaskResult | None:
@@ -204,7 +226,6 @@ def given_result(spec: GraphSpec, given: Command[Any]) -> TaskResult | None:
     if not result.update and not result.more and not result.goto:
         return None
     return result
-
 
 
 __all__ = ["Answering", "check_resumable", "given_result", "take"]

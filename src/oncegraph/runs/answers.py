@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import is_breakpoint, plan_step, with_finished
 from oncegraph.runtime.interrupt import Interrupt
 from oncegraph.runtime.moves import answer_order, open_interrupts
-from oncegraph.storage.records import RunRecord, RunStatus, ThreadRecord
+from oncegraph.storage.records import RunRecord, RunStatus, TaskWrite, ThreadRecord
 
 if TYPE_CHECKING:
     from oncegraph.runs.context import RunContext, RunResult
@@ -40,22 +40,35 @@ class ByInterrupt:
     answers: tuple[tuple[str, Any], ...]
 
 
-async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
-    """``input`` as the run service takes it (see the module docstring)."""
+async def route(
+    ctx: RunContext,
+    cfg: RunConfig,
+    input: Any,
+    opened: tuple[ThreadRecord | None, RunRecord | None] | None = None,
+    *,
+    defer: bool = False,
+) -> Any:
+    """``input`` as the run service takes it (see the module docstring).
+
+    ``opened``: the thread's row and latest run as :meth:`RunContext.open_thread` just
+    read them (else read here). ``defer``: a single answer is returned as it is, without
+    reading the questions: the caller's :func:`oncegraph.runs.answering.take` refuses it
+    under the run's lock when it is ambiguous (:func:`refuse_ambiguous`)."""
     answering = isinstance(input, Command) and input.has_resume
     if (input is not None and not answering) or cfg.thread_id is None or cfg.run_id is not None:
         return input
-    await ctx.setup()
-    store = ctx.store
-    runs = await store.list_runs(thread_id=cfg.thread_id, limit=1)
-    if not runs or runs[0].status is not RunStatus.INTERRUPTED:
+    if defer and answering and not is_id_map(input.resume):
         return input
-    ctx.check_run(runs[0], f"thread {cfg.thread_id!r}")
-    thread = await store.get_thread(cfg.thread_id)
+    if opened is None:
+        await ctx.setup()
+        opened = await ctx.open_thread(cfg.thread_id)
+    thread, latest = opened
+    if latest is None or latest.status is not RunStatus.INTERRUPTED:
+        return input
     if thread is None or thread.head_checkpoint_id is None:
         return input
     head = thread.head_checkpoint_id
-    waiting = open_interrupts(await store.get_task_writes(cfg.thread_id, head))
+    waiting = open_interrupts(await ctx.store.get_task_writes(cfg.thread_id, head))
     if input is None:
         if waiting and all(is_breakpoint(t, w.value) for t, w in waiting.items()):
             return Command(resume=None)
@@ -63,15 +76,7 @@ async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
     asked = [waiting[task] for task in answer_order(ctx.graph.order, waiting)]
     by_id = {Interrupt.of(head, w.task, w.idx, w.value).id: w.task for w in asked}
     if not is_id_map(input.resume):
-        questions = [w for w in asked if not is_breakpoint(w.task, w.value)]
-        if len(questions) > 1:
-            raise AmbiguousAnswerError(
-                "When there are multiple pending interrupts, you must specify the interrupt "
-                f"id when resuming: {len(questions)} questions are open "
-                f"({', '.join(repr(i) for i in by_id)}). Answer them with "
-                "invoke(Command(resume={interrupt_id: answer, ...}), config), the ids from "
-                "app.get_state(config).interrupts. Nothing was answered."
-            )
+        refuse_ambiguous(head, asked)
         return input
     answers = dict(input.resume)
     unknown = [i for i in answers if i not in by_id]
@@ -83,6 +88,22 @@ async def route(ctx: RunContext, cfg: RunConfig, input: Any) -> Any:
         )
     # the answers by question; the Command's update and goto go on with them
     return replace(input, resume=ByInterrupt(tuple((by_id[i], a) for i, a in answers.items())))
+
+
+def refuse_ambiguous(checkpoint_id: str, asked: Iterable[TaskWrite]) -> None:
+    """Refuse one answer (not by interrupt id) while several questions are open on
+    ``checkpoint_id`` (``asked``: its open interrupts, in answer order)."""
+    asked = list(asked)
+    questions = [w for w in asked if not is_breakpoint(w.task, w.value)]
+    if len(questions) > 1:
+        ids = [Interrupt.of(checkpoint_id, w.task, w.idx, w.value).id for w in asked]
+        raise AmbiguousAnswerError(
+            "When there are multiple pending interrupts, you must specify the interrupt "
+            f"id when resuming: {len(questions)} questions are open "
+            f"({', '.join(repr(i) for i in ids)}). Answer them with "
+            "invoke(Command(resume={interrupt_id: answer, ...}), config), the ids from "
+            "app.get_state(config).interrupts. Nothing was answered."
+        )
 
 
 async def asked_again(
@@ -107,8 +128,7 @@ async def asked_again(
     if not waiting or any(is_breakpoint(t, w.value) for t, w in waiting.items()):
         return None  # a breakpoint: route() made the call its continue
     spec = ctx.graph
-    plan = plan_step(spec, head, writes)
-    done = [*plan.given, *plan.done.values()]  # applied in write order, answers' updates first
+    done = list(plan_step(spec, head, writes).done.values())  # applied in write order
     asked: tuple[Any, ...] = tuple(  # Interrupt objects, as the driver gives them
         Interrupt.of(cp.checkpoint_id, w.task, w.idx, w.value)
         for w in (waiting[task] for task in answer_order(spec.order, waiting))
@@ -130,4 +150,4 @@ def is_id_map(value: Any) -> bool:
     )
 
 
-__all__ = ["ByInterrupt", "asked_again", "is_id_map", "route"]
+__all__ = ["ByInterrupt", "asked_again", "is_id_map", "refuse_ambiguous", "route"]

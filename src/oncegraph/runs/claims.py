@@ -111,7 +111,7 @@ async def hold(
     if lock is None:
         raise await busy_error(store, run.run_id)
     try:
-        found, thread = await _open_run(store, run.run_id)
+        found, thread = await open_run(store, run.run_id)
     except BaseException:
         await lock.release()
         raise
@@ -124,9 +124,11 @@ async def hold(
     return Claim(run.run_id, token, lock), thread
 
 
-async def _open_run(
+async def open_run(
     store: Checkpointer, run_id: str
 ) -> tuple[RunRecord | None, ThreadRecord | None]:
+    """The run and its thread's row: one request where the store can
+    (:meth:`ThreadOpening.open_run`), else two."""
     if isinstance(store, ThreadOpening):
         return await store.open_run(run_id)
     found = await store.get_run(run_id)
@@ -193,4 +195,13 @@ async def _fence(
     raise await busy_error(store, run_id)
 
 
-__all__ = ["busy_error", "hold", "new", "overrule", "take", "take_as_is", "thread_free"]
+__all__ = [
+    "busy_error",
+    "hold",
+    "new",
+    "open_run",
+    "overrule",
+    "take",
+    "take_as_is",
+    "thread_free",
+]

@@ -39,7 +39,7 @@ from oncegraph.ledger.keys import hash_key
 from oncegraph.ledger.outcomes import Reconciled, Verdict
 from oncegraph.runs import audits, claims, redelivery
 from oncegraph.runs import confirm as confirmation
-from oncegraph.runs.context import RunContext
+from oncegraph.runs.context import OnContext
 from oncegraph.runs.masking import mask_effect
 from oncegraph.runtime.config import caller_id
 from oncegraph.runtime.context import EffectContext
@@ -133,14 +133,10 @@ def tools_of(spec: GraphSpec | None) -> dict[str, Any]:
     return found
 
 
-class Commands:
+class Commands(OnContext):
     """The effect commands and the audit view over one
     :class:`~oncegraph.runs.context.RunContext` (the run service's ``resolve_effect``,
     ``check_effect``, ``redeliver``, ``effect`` and ``audit`` delegate here)."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.store = ctx.store
 
     # -- Resolve -----------------------------------------------------------------------------
 

@@ -284,4 +284,12 @@ class RunContext:
         return await self.with_answers(ReplayPolicy.from_json(stored))
 
 
-__all__ = ["STARTED", "RunContext", "RunResult"]
+class OnContext:
+    """The base of a helper over one :class:`RunContext`: ``ctx`` and its ``store``."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+
+
+__all__ = ["STARTED", "OnContext", "RunContext", "RunResult"]

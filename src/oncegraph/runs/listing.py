@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.masking import Masker
-from oncegraph.runs.scope import listing_filters
+from oncegraph.runs.scope import listed_in
 from oncegraph.runtime.config import lookup_id
 from oncegraph.storage.records import EffectRecord, EffectStatus, RunRecord, RunStatus
 
@@ -37,13 +37,11 @@ async def runs(
     if thread_id is not None:
         thread_id = lookup_id("thread_id", thread_id)
     await ctx.setup()
-    app_id, tenant = listing_filters(ctx.scope, tenant)
     found = await ctx.store.list_runs(
         thread_id=thread_id,
         statuses=statuses,
         limit=limit,
-        app_id=app_id,
-        tenant=tenant,
+        **listed_in(ctx.scope, tenant),
         parent_run_id=parent_run_id,
         before=None if before is None else await _position(ctx, before),
     )
@@ -104,13 +102,11 @@ async def effects(
         await ctx.get_run(run_id)  # another app's run is refused, not listed empty
     elif thread_id is not None:
         await ctx.check_thread(thread_id)
-    app_id, tenant = listing_filters(ctx.scope, tenant)
     records = await ctx.store.list_effects(
         run_id=run_id,
         thread_id=thread_id,
         statuses=statuses,
-        app_id=app_id,
-        tenant=tenant,
+        **listed_in(ctx.scope, tenant),
         limit=limit,
         offset=offset,
     )

@@ -25,7 +25,7 @@ from typing import Any
 from oncegraph.errors import ConfigError, RunNotFoundError
 from oncegraph.ids import new_run_id as fresh_run_id
 from oncegraph.runs import audits, claims
-from oncegraph.runs.context import RunContext, RunResult
+from oncegraph.runs.context import OnContext, RunResult
 from oncegraph.runs.forks import StateChange, fork
 from oncegraph.runs.launch import LAUNCH_KEY
 from oncegraph.runs.replayed import MadeRun
@@ -90,12 +90,8 @@ def fork_thread_id(thread_id: str, reason: str, run_id: str) -> str:
     return f"{thread_id}~{reason}~{run_id.removeprefix('run_')}"
 
 
-class Replays:
+class Replays(OnContext):
     """Replay and branch over one :class:`~oncegraph.runs.context.RunContext`."""
-
-    def __init__(self, ctx: RunContext) -> None:
-        self.ctx = ctx
-        self.store = ctx.store
 
     async def replay(
         self,

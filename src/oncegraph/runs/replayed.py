@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oncegraph._forward import Forwarded
 from oncegraph.storage.records import RunRecord
 
 _OLD_SHAPE = (
@@ -31,13 +32,8 @@ class MadeRun:
     __slots__ = ()
     run: RunRecord
 
-    @property
-    def run_id(self) -> str:
-        return self.run.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self.run.thread_id
+    run_id = Forwarded[str]("run")
+    thread_id = Forwarded[str]("run")
 
     @property
     def status(self) -> str:
@@ -52,14 +48,8 @@ class ReplayRun(MadeRun, Mapping[str, Any]):
     run: RunRecord
     result: dict[str, Any]
 
-    @property
-    def parent_run_id(self) -> str | None:
-        return self.run.parent_run_id
-
-    @property
-    def launch_reason(self) -> str:
-        """Why it was made: the operator's reason."""
-        return self.run.launch_reason
+    parent_run_id = Forwarded[str | None]("run")
+    launch_reason = Forwarded[str]("run", "Why it was made: the operator's reason.")
 
     @property
     def config(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from oncegraph.errors import ConfigError, ForeignRunError
 from oncegraph.storage.records import CheckpointRecord, RunRecord
@@ -82,6 +82,19 @@ def listing_filters(scope: Scope | None, tenant: str | None) -> tuple[str | None
     return scope.app_id, scope.tenant or tenant
 
 
+class Listed(TypedDict):
+    """The store's keywords that limit a listing to a scope (:func:`listed_in`)."""
+
+    app_id: str | None
+    tenant: str | None
+
+
+def listed_in(scope: Scope | None, tenant: str | None) -> Listed:
+    """:func:`listing_filters` as the store's listing keywords (``**listed_in(...)``)."""
+    app_id, tenant = listing_filters(scope, tenant)
+    return {"app_id": app_id, "tenant": tenant}
+
+
 async def check_checkpoints(
     store: CheckpointStore, scope: Scope | None, checkpoints: Iterable[CheckpointRecord]
 ) -> None:
@@ -99,4 +112,4 @@ async def check_checkpoints(
             scope.check(run, f"thread {cp.thread_id!r}")
 
 
-__all__ = ["Scope", "check_checkpoints", "listing_filters"]
+__all__ = ["Listed", "Scope", "check_checkpoints", "listed_in", "listing_filters"]

@@ -35,6 +35,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from oncegraph._forward import Forwarded
 from oncegraph.errors import ConfigError, NoRunToResumeError, RunNotFoundError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
@@ -87,6 +88,7 @@ from oncegraph.storage.records import (
     EffectRecord,
     RunRecord,
     RunStatus,
+    ThreadRecord,
 )
 from oncegraph.versioning import GraphIdentity, Verdict
 
@@ -121,34 +123,16 @@ class RunService(ServiceViews):
             else None
         )
 
-    @property
-    def spec(self) -> GraphSpec | None:
-        return self.context.spec
-
-    @property
-    def store(self) -> Checkpointer:
-        return self.context.store
-
-    @property
-    def owner(self) -> str:
-        return self.context.owner
-
-    @property
-    def scope(self) -> Scope | None:
-        return self.context.scope
-
-    @property
-    def masks(self) -> Masks:
-        return self.context.masks
-
-    @property
-    def sync_pool(self) -> ThreadPool | None:
-        return self.context.sync_pool
-
-    @property
-    def graph(self) -> GraphSpec:
-        """The graph this service runs (a read-only service has none: ``ConfigError``)."""
-        return self.context.graph
+    # what the service's context holds, read through it
+    spec = Forwarded[GraphSpec | None]("context")
+    store = Forwarded[Checkpointer]("context")
+    owner = Forwarded[str]("context")
+    scope = Forwarded[Scope | None]("context")
+    masks = Forwarded[Masks]("context")
+    sync_pool = Forwarded[ThreadPool | None]("context")
+    graph = Forwarded[GraphSpec](
+        "context", "The graph this service runs (a read-only service has none: ConfigError)."
+    )
 
     def for_tenant(self, tenant: str) -> RunService:
         """This service bound to ``tenant`` (see :mod:`oncegraph.runs.scope`): the runs it
@@ -265,10 +249,10 @@ class RunService(ServiceViews):
         Continue; an answer is recorded with the actor. ``input`` is read as LangGraph
         reads it on a paused run first (:func:`oncegraph.runs.answers.route`)."""
         self.context.graph_heads()  # a read-only service runs nothing: ConfigError
-        input = await answers.route(self.context, cfg, input)
         thread_id = thread_of(cfg)
         await self.setup()
         thread, latest = await self.context.open_thread(thread_id)
+        input = await answers.route(self.context, cfg, input, (thread, latest), defer=True)
         wanted = cfg.configurable.get("checkpoint_id")
         starts = None
         if wanted and thread is not None and cfg.configurable.get("checkpoint_ns"):
@@ -333,7 +317,14 @@ class RunService(ServiceViews):
                 else audits.for_run(start.run, "answer", actor=launch.actor, reason=launch.reason)
             )
             return await self._answer(
-                start.run, start.answer, cfg, emit, audit=asked, given=start.given
+                start.run,
+                start.answer,
+                cfg,
+                emit,
+                audit=asked,
+                thread=thread,
+                one=True,
+                given=start.given,
             )
         if latest is not None and latest.status is RunStatus.ABANDONED:
             # an operator gave up on the latest run; an earlier one may still be running
@@ -433,17 +424,22 @@ class RunService(ServiceViews):
         emit: Emit,
         *,
         audit: AuditRecord | None = None,
+        thread: ThreadRecord | None = None,
+        one: bool = False,
         given: Command[Any] | None = None,
     ) -> RunResult:
-        """Answer ``run``'s open question(s) and go on; ``given``: the ``Command`` the
-        answer came in, whose update (and goto) the answered step applies first."""
+        """Answer ``run`` and drive it on. ``thread``: its thread's row, just read (the
+        verdict's head is read from it); ``one``: a single answer, refused while several
+        questions are open (:func:`oncegraph.runs.answering.take`); ``given``: the
+        ``Command`` the answer came in, whose update (and goto) the answered step applies
+        first."""
         cfg = cfg.going_on(run.config)  # as a continue: the stored timeouts, unless named
-        verdict = await self._verdict(run)
+        verdict = await self._verdict(run, thread)
         if verdict.kind == "previous":
             return await self._previous(verdict)._answer(
-                run, answer, cfg, emit, audit=audit, given=given
+                run, answer, cfg, emit, audit=audit, thread=thread, one=one, given=given
             )
-        held = await answering.take(self.context, run, answer, cfg, audit, given)
+        held = await answering.take(self.context, run, answer, cfg, audit, one=one, given=given)
         claim = held.claim
         try:
             head = await self._migrate_if(verdict, held.run, claim) or held.head
@@ -464,49 +460,67 @@ class RunService(ServiceViews):
         wait forever, so it is refused before anything is written."""
         if isinstance(input, Command) and input.has_resume:
             creating.require_queue(self.context)
-            input = await answers.route(self.context, cfg, input)
             thread_id = thread_of(cfg)
             await self.setup()
-            _, latest = await self.context.open_thread(thread_id)
+            thread, latest = await self.context.open_thread(thread_id)
+            input = await answers.route(self.context, cfg, input, (thread, latest), defer=True)
             start = plan_start(thread_id, input, latest)
             if not isinstance(start, AnswerInterrupt):
                 raise NoRunToResumeError(
                     f"thread {thread_id!r} has no run waiting for an answer; nothing was "
                     "queued. submit(input, config) queues new input"
                 )
-            return await self._queue_answer(start.run, start.answer, cfg, start.given)
+            return await self._queue_answer(start.run, start.answer, cfg, thread, start.given)
         return await creating.submit(self.context, *self._identity(), input, cfg)
 
     async def _queue_answer(
-        self, run: RunRecord, answer: Any, cfg: RunConfig, given: Command[Any] | None = None
+        self,
+        run: RunRecord,
+        answer: Any,
+        cfg: RunConfig,
+        thread: ThreadRecord | None,
+        given: Command[Any] | None = None,
     ) -> RunRecord:
         """The answer recorded now, as an answer given here is (the run's lock, its next
         open question, the audited answer with its actor, a migrated head first), and the
-        run queued instead of driven: a worker claims it and goes on from the answer."""
-        verdict = await self._verdict(run)
+        run queued instead of driven: a worker claims it and goes on from the answer.
+        ``thread``: the thread's row as read to route the answer (the verdict's head)."""
+        verdict = await self._verdict(run, thread)
         if verdict.kind == "previous":
-            return await self._previous(verdict)._queue_answer(run, answer, cfg, given)
+            return await self._previous(verdict)._queue_answer(run, answer, cfg, thread, given)
         actor = str(cfg.configurable.get("actor") or "submit")
         asked = audits.for_run(run, "answer", actor=actor, reason="queued for the workers")
-        held = await answering.take(self.context, run, answer, cfg, asked, given)
-        claim = held.claim
         # a store that queues an answer in one transaction (PostgreSQL's: the write, the
-        # queueing and the workers' notice) does; else they go one by one
+        # queueing, the workers' notice and, unless a migration runs first, the audited
+        # answer with no fence before it) does; else they go one by one
         queue_answer = getattr(self.store, "queue_answer", None)
+        at_once = queue_answer is not None and verdict.kind != "migrate"
+        held = await answering.take(
+            self.context, run, answer, cfg, asked, one=True, fence=not at_once, given=given
+        )
+        claim = held.claim
         queued: RunRecord | None
         try:
-            head = await self._migrate_if(verdict, held.run, claim) or held.head
-            for write in held.given_writes(head):  # the answer's update, before the answer
-                await self.store.put_task_write(write, run_id=run.run_id, fence=claim.token)
-            if queue_answer is not None:
-                queued = await queue_answer(held.write(answer, head), run.run_id, claim.token)
+            if at_once:
+                assert queue_answer is not None
+                queued = await queue_answer(
+                    held.writes(answer), run.run_id, claim.token, audit=held.audit
+                )
             else:
-                await self.store.put_task_write(
-                    held.write(answer, head), run_id=run.run_id, fence=claim.token
-                )
-                queued = await self.store.fence_run(
-                    run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
-                )
+                head = await self._migrate_if(verdict, held.run, claim) or held.head
+                if queue_answer is not None:
+                    queued = await queue_answer(held.writes(answer, head), run.run_id, claim.token)
+                else:
+                    for write in held.writes(answer, head):
+                        await self.store.put_task_write(
+                            write, run_id=run.run_id, fence=claim.token
+                        )
+                    queued = await self.store.fence_run(
+                        run.run_id,
+                        expected_token=claim.token,
+                        owner=None,
+                        status=RunStatus.QUEUED,
+                    )
         finally:
             await claim.release()
         if queued is None:  # another process took it between the answer and the queueing
@@ -522,10 +536,13 @@ class RunService(ServiceViews):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    async def _verdict(self, run: RunRecord) -> Verdict:
-        """May ``run`` go on under this graph (guarantee 10)? Raises when it may not."""
+    async def _verdict(self, run: RunRecord, thread: ThreadRecord | None = None) -> Verdict:
+        """May ``run`` go on under this graph (guarantee 10)? Raises when it may not.
+        ``thread``: the thread's row, just read (else read here)."""
         _, heads = self.context.graph_heads()
-        return self._verdict_at(run, await heads.load(run.thread_id))
+        if thread is None:
+            return self._verdict_at(run, await heads.load(run.thread_id))
+        return self._verdict_at(run, await heads.at(run.thread_id, thread))
 
     def _verdict_at(self, run: RunRecord, head: Head) -> Verdict:
         """:meth:`_verdict` for ``run`` standing on ``head``."""

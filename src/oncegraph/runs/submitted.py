@@ -25,6 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from oncegraph._forward import Forwarded
 from oncegraph.errors import (
     NeedsReviewError,
     RunClosedError,
@@ -66,13 +67,8 @@ class Submitted:
         self._cancel = cancel
         self.record = record
 
-    @property
-    def run_id(self) -> str:
-        return self.record.run_id
-
-    @property
-    def thread_id(self) -> str:
-        return self.record.thread_id
+    run_id = Forwarded[str]("record")
+    thread_id = Forwarded[str]("record")
 
     def __repr__(self) -> str:
         return f"Submitted(run_id={self.run_id!r}, thread_id={self.thread_id!r})"

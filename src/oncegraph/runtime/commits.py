@@ -15,9 +15,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from oncegraph._retrying import attempts
-from oncegraph.errors import OnceGraphError, StaleStateError, StorageError, ThreadMovedOnError
+from oncegraph.errors import (
+    OnceGraphError,
+    ParentCommand,
+    StaleStateError,
+    StorageError,
+    ThreadMovedOnError,
+)
 from oncegraph.runtime import durability
-from oncegraph.runtime.decisions import Commit
+from oncegraph.runtime.decisions import Commit, Fail
 from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import Head, TaskResult, encode_result
 from oncegraph.runtime.failures import moved_on_error
@@ -141,6 +147,28 @@ class CommitPath(DriverParts):
         if finished_shown(self.emit):  # its writes are kept: shown now, as it finished
             emit_update(self.emit, self.spec, result, (ctx.checkpoint_id, ctx.step - 1))
             self._streamed.add(result.key)
+
+    async def _keep_error(self, decision: Fail, head: Head, run: RunRecord) -> None:
+        """The failed task's error, kept with its step's writes (the state's view shows it
+        on the task; the step's commit, when it runs again, clears it). A subgraph's
+        command for its parent is no error."""
+        if decision.applying or not decision.task or isinstance(decision.error, ParentCommand):
+            return
+        error = decision.error  # as the run's error text is kept: in its words
+        write = TaskWrite(
+            run.thread_id,
+            head.checkpoint.checkpoint_id,
+            decision.task,
+            WriteKind.ERROR,
+            0,
+            repr(error)[:2000],
+        )
+        try:
+            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
+        except StorageError as exc:  # a view's detail: the run's own status decides
+            log.warning(
+                "run %s: the error of task %s was not kept: %s", run.run_id, write.task, exc
+            )
 
     async def _save_staged(self, staged: list[Any]) -> None:
         for record in staged:

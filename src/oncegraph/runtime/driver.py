@@ -45,8 +45,6 @@ from typing import Any
 from oncegraph import observe
 from oncegraph.errors import (
     NeedsReviewError,
-    ParentCommand,
-    StorageError,
     _ParkSignal,
 )
 from oncegraph.graph.constants import START
@@ -97,7 +95,6 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     TaskWrite,
-    WriteKind,
 )
 
 log = logging.getLogger("oncegraph.driver")
@@ -468,28 +465,6 @@ class Driver(Asking, CommitPath):
         if isinstance(decision, Interrupt):
             return await self._interrupt(decision, head, run, plan)
         return await self._commit_step(decision, head, run, staged)
-
-    async def _keep_error(self, decision: Fail, head: Head, run: RunRecord) -> None:
-        """The failed task's error, kept with its step's writes (the state's view shows it
-        on the task; the step's commit, when it runs again, clears it). A subgraph's
-        command for its parent is no error."""
-        if decision.applying or not decision.task or isinstance(decision.error, ParentCommand):
-            return
-        error = decision.error  # as the run's error text is kept: in its words
-        write = TaskWrite(
-            run.thread_id,
-            head.checkpoint.checkpoint_id,
-            decision.task,
-            WriteKind.ERROR,
-            0,
-            repr(error)[:2000],
-        )
-        try:
-            await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
-        except StorageError as exc:  # a view's detail: the run's own status decides below
-            log.warning(
-                "run %s: the error of task %s was not kept: %s", run.run_id, write.task, exc
-            )
 
     # -- the run's status ------------------------------------------------------------------
 

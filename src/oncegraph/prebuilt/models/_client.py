@@ -3,17 +3,20 @@
 
 ``SDKChatModel`` is their base (``model``, ``name``, ``params``, ``aclose``);
 ``sdk_options`` is the keyword set of the httpx-based SDKs (``openai``,
-``anthropic``). Not public API.
+``anthropic``); :func:`answer` reads a response into a ``ModelResponse`` through each
+provider's :class:`Wire` (where its SDK keeps id, model and token counts). Not public API.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from oncegraph._loopbound import LoopBound
 from oncegraph.errors import ConfigError
+from oncegraph.messages import ToolCall
+from oncegraph.prebuilt.models.base import ModelResponse, served_model, token_usage
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
@@ -151,3 +154,37 @@ def sdk_options(
     if max_retries is not None:
         options["max_retries"] = max_retries
     return options
+
+
+@dataclass(frozen=True, slots=True)
+class Wire:
+    """Where a provider SDK's response keeps what :func:`answer` reads, by attribute
+    name: its ``id``, the ``model`` it names, its ``usage`` and, on that, the ``counts``
+    of input, output and total tokens (total ``None``: input plus output)."""
+
+    id: str
+    model: str
+    usage: str
+    counts: tuple[str, str, str | None]
+
+
+def answer(
+    response: Any, wire: Wire, content: str, calls: Sequence[ToolCall], finish: str | None
+) -> ModelResponse:
+    """The :class:`ModelResponse` of a provider's ``response`` read through ``wire``:
+    ``content``, the tool ``calls`` and the ``finish`` reason as the adapter found them."""
+    counted = getattr(response, wire.usage, None)
+    usage: dict[str, int] = {}
+    if counted is not None:
+        given, made, total = (getattr(counted, n) if n else None for n in wire.counts)
+        if wire.counts[2] is None and given is not None and made is not None:
+            total = given + made
+        usage = token_usage(given, made, total)
+    return ModelResponse(
+        content=content,
+        tool_calls=tuple(calls),
+        provider_message_id=getattr(response, wire.id, None),
+        usage=usage,
+        raw_finish_reason=finish,
+        model_version=served_model(getattr(response, wire.model, None)),
+    )

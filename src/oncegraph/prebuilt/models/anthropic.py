@@ -22,16 +22,14 @@ from typing import Any
 
 from oncegraph.errors import ConfigError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
+from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
     install_hint,
-    served_model,
     split_system,
     synthetic_call_id,
-    token_usage,
     tool_result_text,
 )
 
@@ -41,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised by a test with the SD
     raise ImportError(install_hint("anthropic", "anthropic")) from exc
 
 DEFAULT_MAX_TOKENS = 4096
+_WIRE = Wire("id", "model", "usage", ("input_tokens", "output_tokens", None))
 
 
 class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
@@ -130,23 +129,7 @@ def from_anthropic(response: Any) -> ModelResponse:
             calls.append(
                 {"id": block.id or synthetic_call_id(len(calls)), "name": block.name, "args": args}
             )
-    counted = response.usage
-    return ModelResponse(
-        content="".join(texts),
-        tool_calls=tuple(calls),
-        provider_message_id=response.id,
-        usage=(
-            {}
-            if counted is None
-            else token_usage(
-                counted.input_tokens,
-                counted.output_tokens,
-                counted.input_tokens + counted.output_tokens,
-            )
-        ),
-        raw_finish_reason=response.stop_reason,
-        model_version=served_model(getattr(response, "model", None)),
-    )
+    return answer(response, _WIRE, "".join(texts), calls, response.stop_reason)
 
 
 def to_anthropic_messages(

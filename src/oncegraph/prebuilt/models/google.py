@@ -27,17 +27,15 @@ from typing import Any
 
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel
+from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
     install_hint,
     is_synthetic_call_id,
-    served_model,
     split_system,
     synthetic_call_id,
-    token_usage,
     tool_names_by_call_id,
 )
 
@@ -46,6 +44,13 @@ try:
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
     raise ImportError(install_hint("google", "google-genai")) from exc
+
+_WIRE = Wire(
+    "response_id",
+    "model_version",
+    "usage_metadata",
+    ("prompt_token_count", "candidates_token_count", "total_token_count"),
+)
 
 
 class GoogleChatModel(SDKChatModel["genai.Client"]):
@@ -183,21 +188,8 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
                 )
             elif part.text is not None and not part.thought:
                 texts.append(part.text)
-        meta = response.usage_metadata
-        return ModelResponse(
-            content="".join(texts),
-            tool_calls=tuple(calls),
-            provider_message_id=response.response_id,
-            usage=(
-                {}
-                if meta is None
-                else token_usage(
-                    meta.prompt_token_count, meta.candidates_token_count, meta.total_token_count
-                )
-            ),
-            raw_finish_reason=_enum_str(candidate.finish_reason),
-            model_version=served_model(getattr(response, "model_version", None)),
-        )
+        finish = _enum_str(candidate.finish_reason)
+        return answer(response, _WIRE, "".join(texts), calls, finish)
 
 
 def to_google_contents(messages: Sequence[Message]) -> tuple[str | None, list[types.Content]]:

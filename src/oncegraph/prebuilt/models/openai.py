@@ -26,16 +26,14 @@ from typing import Any
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel, sdk_options
+from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer, sdk_options
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
     install_hint,
     parse_tool_args,
-    served_model,
     synthetic_call_id,
-    token_usage,
     tool_result_text,
 )
 
@@ -43,6 +41,8 @@ try:
     import openai
 except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
     raise ImportError(install_hint("openai", "openai")) from exc
+
+_WIRE = Wire("id", "model", "usage", ("prompt_tokens", "completion_tokens", "total_tokens"))
 
 
 class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
@@ -132,21 +132,8 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             name = call.function.name
             args = parse_tool_args(call.function.arguments, tool=name, model=self.name)
             calls.append({"id": call.id or synthetic_call_id(index), "name": name, "args": args})
-        counted = response.usage
-        return ModelResponse(
-            content=message.content or message.refusal or "",
-            tool_calls=tuple(calls),
-            provider_message_id=response.id,
-            usage=(
-                {}
-                if counted is None
-                else token_usage(
-                    counted.prompt_tokens, counted.completion_tokens, counted.total_tokens
-                )
-            ),
-            raw_finish_reason=choice.finish_reason,
-            model_version=served_model(getattr(response, "model", None)),
-        )
+        content = message.content or message.refusal or ""
+        return answer(response, _WIRE, content, calls, choice.finish_reason)
 
 
 # -- a streamed completion, joined back into the shape of a whole one ------------------

@@ -45,9 +45,11 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from oncegraph._loopbound import running_loop
 from oncegraph.errors import ConfigError, StorageError
+from oncegraph.storage import auditchain as chain
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.protocols import Cache
 from oncegraph.storage.records import (
+    AuditRecord,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -318,25 +320,51 @@ class PgCheckpointer(PgConnections, SqlStore):
         (:mod:`oncegraph.storage.sql.pg_queue`)."""
         return PgRunQueue(self._queue_read, self._queue_write)
 
-    async def queue_answer(self, write: TaskWrite, run_id: str, token: int) -> RunRecord | None:
+    async def queue_answer(
+        self,
+        writes: TaskWrite | Sequence[TaskWrite],
+        run_id: str,
+        token: int,
+        audit: AuditRecord | None = None,
+    ) -> RunRecord | None:
         """An answered run handed to the workers in ONE transaction, sent as one pipeline:
-        the answer's task write and the run fenced into ``queued`` (both under ``token``,
-        the answer's claim), and the workers' notice, delivered at the commit. None, with
-        nothing written, when the token has moved on (another process took the run).
+        the answer's task writes and the run fenced into ``queued`` (all under ``token``:
+        the answer's claim, or the token the run was read with under its lock), the
+        workers' notice, delivered at the commit, and ``audit`` (who answered what)
+        appended to the audit chain. None, with nothing written, when the token has moved
+        on (another process took the run).
 
         One connection and one round trip where the write, the queueing and the notice
         were three of each; and a process that dies between them can no longer leave
-        the answer written and the run not queued."""
-        params = (*self.rows.task_write_to_params(write), run_id, token)
+        the answer written and the run not queued. With ``audit``, the answer needs no
+        fence of its own before it (the run ``running`` for a moment, and its audit link,
+        in a transaction of their own): the run goes from waiting to queued at once."""
+        answers = [writes] if isinstance(writes, TaskWrite) else list(writes)
         error = self.rows.error_param(run_id, None)
         fence = (None, str(RunStatus.QUEUED), error, now(), run_id, token)
+        key = None if audit is None else await self._chain_key()
         connection = self._connection("queue_answer")
         async with connection as conn, conn.pipeline(), conn.transaction():
-            wrote = await conn.execute(pg(FENCED[S.TASK_WRITE_UPSERT]), params)
-            row = await (await conn.execute(pg(QUEUE_FENCE_NOTIFY), fence)).fetchone()
-            if row is None or wrote.rowcount != 1:
+            wrote = [
+                await conn.execute(
+                    pg(FENCED[S.TASK_WRITE_UPSERT]),
+                    (*self.rows.task_write_to_params(w), run_id, token),
+                )
+                for w in answers
+            ]
+            queued = await conn.execute(pg(QUEUE_FENCE_NOTIFY), fence)
+            if key is not None:  # the chain's lock and head in the same round trip
+                await conn.execute(chain.PG_LOCK)
+                at = await conn.execute(pg(S.AUDIT_CHAIN_HEAD), ())
+            row = await queued.fetchone()
+            if row is None or any(w.rowcount != 1 for w in wrote):
                 raise psycopg.Rollback()  # fenced off: nothing written, nobody woken
-        return None if row is None or wrote.rowcount != 1 else self.rows.run_from_row(row[:-1])
+            if audit is not None and key is not None:
+                seq, mac = chain.next_link(chain.head_from_row(await at.fetchone()), audit, key)
+                params = (*self.rows.audit_to_params(audit), seq, mac)
+                await conn.execute(pg(S.AUDIT_CHAINED_INSERT), params)
+            return self.rows.run_from_row(row[:-1])
+        return None
 
     async def announce_queued(self, run_id: str) -> None:
         """Wake the listening workers for a run that became ``queued`` by an update (an

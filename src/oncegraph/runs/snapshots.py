@@ -170,6 +170,9 @@ def shape(
     if source == "input" and cp_id and (split or not ns):
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
         source = "loop"  # ...and this one, the input applied, is the loop's first
+    forked = snap.metadata.get("forked_from")
+    if source == "fork" and isinstance(forked, Mapping) and forked.get("entry"):
+        parent = str(forked["entry"])  # a copy of an input checkpoint (runs/forks.py)
     step = int(snap.metadata.get("step", -1)) + 1
     return snap._replace(
         metadata={**lg_metadata(snap.metadata, step, source), "parents": dict(parents or {})},

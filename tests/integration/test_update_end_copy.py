@@ -34,7 +34,7 @@ class State(TypedDict):
 
 
 def _asking(checkpointer: Checkpointer, called: list[str]) -> Any:
-    def ask(state: State) -> State:
+    def ask(state: State) -> dict[str, Any]:
         called.append("ask")
         answer = interrupt("why?") if state["market"] == "DE" else " fine"
         return {"my_key": answer}
@@ -94,7 +94,7 @@ def test_end_with_values_or_behind_a_waiting_run_is_refused(checkpointer: Checkp
 
     with pytest.raises(ConfigError, match="takes no values"):
         app.update_state(cfg, {"my_key": "x"}, as_node=END)
-    with pytest.raises(UnfinishedRunError, match="app.branch"):
+    with pytest.raises(UnfinishedRunError, match=r"app\.branch"):
         app.update_state(first, None, as_node=END)  # the waiting run is not the head's
 
     assert [s.config for s in app.get_state_history(cfg)] == before

@@ -265,17 +265,34 @@ class TimeTravel:
                 entry = (checkpoint_id or "").endswith(INPUT_SUFFIX)
                 if entry and not more and first_node in (START, INPUT):  # its input anew
                     return await input_again(
-                        self, thread, latest, cp, first, actor=actor, reason=reason,
+                        self,
+                        thread,
+                        latest,
+                        cp,
+                        first,
+                        actor=actor,
+                        reason=reason,
                         allow_irreversible=allow_irreversible,
-                    )  # fmt: skip
+                    )
                 copied = await self.update(
-                    thread_id, None, checkpoint_id=checkpoint_id, as_node=COPY, actor=actor,
-                    reason=reason, allow_irreversible=allow_irreversible,
-                )  # fmt: skip
+                    thread_id,
+                    None,
+                    checkpoint_id=checkpoint_id,
+                    as_node=COPY,
+                    actor=actor,
+                    reason=reason,
+                    allow_irreversible=allow_irreversible,
+                )
                 return await self.update(
-                    thread_id, first, checkpoint_id=copied.checkpoint_id, as_node=first_node,
-                    actor=actor, reason=reason, allow_irreversible=allow_irreversible, also=more,
-                )  # fmt: skip
+                    thread_id,
+                    first,
+                    checkpoint_id=copied.checkpoint_id,
+                    as_node=first_node,
+                    actor=actor,
+                    reason=reason,
+                    allow_irreversible=allow_irreversible,
+                    also=more,
+                )
             writer = None
         else:
             for v, node in ((values, as_node), *also):
@@ -456,8 +473,12 @@ def _copy_updates(values: Any, also: Sequence[tuple[Any, str]]) -> list[tuple[An
     """The updates of ``update_state(config, [StateUpdate(values, as_node), ...],
     as_node="__copy__")``: a copy of the checkpoint, then these as one step on it."""
     items = values if isinstance(values, list | tuple) else None
-    if also or not items or not all(
-        isinstance(i, list | tuple) and len(i) >= 2 and isinstance(i[1], str) for i in items
+    if (
+        also
+        or not items
+        or not all(
+            isinstance(i, list | tuple) and len(i) >= 2 and isinstance(i[1], str) for i in items
+        )
     ):
         raise ConfigError(
             "update_state(config, values, as_node='__copy__') copies a checkpoint; values "
@@ -475,8 +496,9 @@ def _as_tasks(
     task's result; an update as a node with no task left there keeps the node's name."""
     sends = cp.metadata.get("sends") or ()
     keys = [(n, n) for n in cp.next[: len(cp.next) - len(sends)]]
-    keys += [(decode_send(spec, s).node, f"{decode_send(spec, s).node}:{i}") for i, s in
-             enumerate(sends)]  # fmt: skip
+    keys += [
+        (decode_send(spec, s).node, f"{decode_send(spec, s).node}:{i}") for i, s in enumerate(sends)
+    ]
     free: dict[str, list[str]] = {}
     for node, key in keys:
         free.setdefault(node, []).append(key)

@@ -119,6 +119,37 @@ def test_end_on_a_finished_thread_ends_at_a_past_checkpoint(checkpointer: Checkp
     assert called == ["ask"]
 
 
+def test_end_keeps_what_a_finished_sibling_wrote(checkpointer: Checkpointer) -> None:
+    def one(state: State) -> dict[str, Any]:
+        return {"my_key": " one"}
+
+    def ask(state: State) -> dict[str, Any]:
+        return {"my_key": interrupt("why?")}
+
+    def start(state: State) -> list[Any]:
+        return ["ask", Send("one", state)]
+
+    g = StateGraph(State)
+    g.add_node("ask", ask)
+    g.add_node("one", one)
+    g.add_conditional_edges(START, start)
+    app = g.compile(checkpointer=checkpointer)
+    cfg = {"configurable": {"thread_id": "t"}}
+    app.invoke({"my_key": "v", "market": "DE"}, cfg)
+    asked = app.get_state(cfg)
+    assert asked.values == {"my_key": "v one", "market": "DE"}
+    # LangGraph's order: the Send task first, then the pulled node
+    assert [(t.name, t.result) for t in asked.tasks] == [("one", {"my_key": " one"}), ("ask", None)]
+    assert asked.next == ("ask",)
+
+    app.update_state(cfg, None, as_node=END)
+
+    state = app.get_state(cfg)
+    assert state.values == {"my_key": "v one", "market": "DE"} and state.next == ()
+    past = app.get_state(asked.config)
+    assert [(t.name, t.result) for t in past.tasks] == [("one", {"my_key": " one"}), ("ask", None)]
+
+
 class Named(TypedDict):
     name: Annotated[str, lambda a, b: f"{a} > {b}" if a else b]
 

@@ -102,13 +102,15 @@ def timestamp(created_at: float | str | None) -> float | None:
 
 
 def task_keys(spec: GraphSpec, snap: StateSnapshot) -> list[tuple[str, str, Any]]:
-    """``(key, node, path)`` of each task of the step after ``snap``."""
+    """``(key, node, path)`` of each task of the step after ``snap``, in LangGraph's order:
+    the ``Send`` tasks first, then the pulled nodes."""
     sends = snap.metadata.get("sends") or ()
     pulled = snap.next[: len(snap.next) - len(sends)]
-    out: list[tuple[str, str, Any]] = [(n, n, (PULL, n)) for n in pulled]
+    out: list[tuple[str, str, Any]] = []
     for i, stored in enumerate(sends):
         send = decode_send(spec, stored)
         out.append((f"{send.node}:{i}", send.node, push_path(i)))
+    out.extend((n, n, (PULL, n)) for n in pulled)
     return out
 
 

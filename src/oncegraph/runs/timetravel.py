@@ -492,13 +492,14 @@ def _as_tasks(
     spec: GraphSpec, cp: CheckpointRecord, results: Sequence[TaskResult]
 ) -> tuple[TaskResult, ...]:
     """``results`` as the tasks of the step after ``cp`` (the n-th update as a node is
-    that node's n-th task there, a ``Send`` task included), so the history shows each
-    task's result; an update as a node with no task left there keeps the node's name."""
+    that node's n-th task there, in LangGraph's order: ``Send`` tasks first, then the
+    pulled nodes), so the history shows each task's result; an update as a node with no
+    task left there keeps the node's name."""
     sends = cp.metadata.get("sends") or ()
-    keys = [(n, n) for n in cp.next[: len(cp.next) - len(sends)]]
-    keys += [
+    keys = [
         (decode_send(spec, s).node, f"{decode_send(spec, s).node}:{i}") for i, s in enumerate(sends)
     ]
+    keys += [(n, n) for n in cp.next[: len(cp.next) - len(sends)]]
     free: dict[str, list[str]] = {}
     for node, key in keys:
         free.setdefault(node, []).append(key)

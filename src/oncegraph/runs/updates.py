@@ -35,8 +35,9 @@ from oncegraph.graph.constants import END, START
 from oncegraph.runs import audits, claims
 from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.engine import Head, TaskResult, advance, empty_head
+from oncegraph.runtime.engine import Head, TaskResult, advance, decode_result, empty_head
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.sends import decode_send
 from oncegraph.storage.records import (
     CheckpointRecord,
     EffectStatus,
@@ -44,6 +45,7 @@ from oncegraph.storage.records import (
     RunStatus,
     StepCommit,
     ThreadRecord,
+    WriteKind,
 )
 
 if TYPE_CHECKING:
@@ -194,7 +196,8 @@ async def end_by_update(
     )
     made_run = travel.new_run(thread_id, None, cfg, RunStatus.COMPLETED, None)
     run = travel._lineage(made_run, origin, cp, policy)
-    made = await fork(spec, heads, ctx.store, cp, run, source="update", thread=thread)
+    done = await _finished(travel, cp)  # a finished sibling's writes are kept
+    made = await fork(spec, heads, ctx.store, cp, run, source="update", thread=thread, results=done)
     metadata = {
         k: v
         for k, v in made.checkpoint.metadata.items()
@@ -320,6 +323,23 @@ async def input_again(
         )
     )
     return Fork(run, checkpoint.checkpoint_id, made.diff)
+
+
+async def _finished(travel: TimeTravel, cp: CheckpointRecord) -> tuple[TaskResult, ...]:
+    """What the tasks of the step after ``cp`` that finished wrote (a sibling of a task
+    that asked a question), kept as task writes."""
+    spec = travel.ctx.graph
+    sends = cp.metadata.get("sends") or ()
+    nodes = {n: n for n in cp.next[: len(cp.next) - len(sends)]}
+    for i, stored in enumerate(sends):
+        node = decode_send(spec, stored).node
+        nodes[f"{node}:{i}"] = node
+    writes = await travel.store.get_task_writes(cp.thread_id, cp.checkpoint_id)
+    return tuple(
+        decode_result(spec, w.task, nodes[w.task], w.value)
+        for w in writes
+        if w.kind is WriteKind.WRITES and w.task in nodes
+    )
 
 
 async def _dismiss(travel: TimeTravel, run: RunRecord, *, actor: str, reason: str) -> None:

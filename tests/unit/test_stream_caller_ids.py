@@ -66,3 +66,21 @@ def test_a_messages_chunk_carries_the_callers_ids_only(checkpointer: Checkpointe
         "graph-1",
     )
     assert "api_key" not in meta and "secret" not in str(meta)
+
+
+def test_a_run_id_taken_elsewhere_is_refused_without_saying_whose(
+    checkpointer: Checkpointer,
+) -> None:
+    app = _app(checkpointer)
+    other = (
+        StateGraph(MessagesState)
+        .add_node("speak", lambda state: {"messages": HumanMessage(content="hi")})
+        .add_edge(START, "speak")
+        .compile(checkpointer=checkpointer, name="other-app")
+    )
+    other.invoke({"messages": []}, {"configurable": {"thread_id": "o", "run_id": "run-shared"}})
+    config = {"configurable": {"thread_id": "t", "run_id": "run-shared"}}
+    with pytest.raises(ConfigError, match="the id is taken") as refused:
+        app.invoke({"messages": []}, config)
+    assert "other-app" not in str(refused.value) and "'o'" not in str(refused.value)
+    assert app.runs(thread_id="t") == []

@@ -147,6 +147,10 @@ class RunContext:
         """``run`` if this context may see it, else ``ForeignRunError`` (guarantee 15)."""
         return run if self.scope is None else self.scope.check(run, what)
 
+    def may_see(self, run: RunRecord) -> bool:
+        """Whether this context may see ``run`` (what an error may say of it)."""
+        return self.scope is None or self.scope.admits(run)
+
     async def get_run(self, run_id: str) -> RunRecord:
         """The stored run ``run_id``, checked; ``RunNotFoundError`` if there is none."""
         run_id = caller_id("run_id", run_id)  # a path's or argument's id: no invisible text

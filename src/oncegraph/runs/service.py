@@ -301,10 +301,18 @@ class RunService(ServiceViews):
         if cfg.run_id is not None and input is not None:
             if isinstance(input, Command) or launch is not None:
                 raise ConfigError("config['run_id'] continues a stored run; pass input=None")
-            if await self.store.get_run(cfg.run_id) is not None:
+            stored = await self.store.get_run(cfg.run_id)
+            if stored is not None:
+                if stored.thread_id == thread_id and self.context.may_see(stored):
+                    raise ConfigError(
+                        f"config['run_id'] {cfg.run_id!r} names a stored run of this thread: "
+                        "continue it with invoke(None, config), or name a new run with an id "
+                        "of its own"
+                    )
+                # another thread's or another app's run: say only that the id is taken
                 raise ConfigError(
-                    f"config['run_id'] {cfg.run_id!r} names a stored run: continue it with "
-                    "invoke(None, config), or name a new run with an id of its own"
+                    f"config['run_id'] {cfg.run_id!r} cannot name this new run: the id is "
+                    "taken. Name the new run with an id of its own, or leave run_id out"
                 )
             named = cfg.run_id  # as in LangGraph: the id of the run this input starts
         elif cfg.run_id is not None:  # continue exactly this run

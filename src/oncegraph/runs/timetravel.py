@@ -54,8 +54,10 @@ from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.snapshots import INPUT_SUFFIX
 from oncegraph.runs.updates import (
     INPUT,
+    at_breakpoint,
     end_by_update,
     input_again,
+    pass_breakpoint,
     start_by_update,
     starts_a_turn,
 )
@@ -322,7 +324,10 @@ class TimeTravel:
             assert latest is not None
             run, new = latest, False
         else:
-            await self._supersede(thread_id, latest, "update_state")
+            if latest is not None and await at_breakpoint(self, thread, latest, cp):
+                await pass_breakpoint(self, latest, actor=actor, reason=reason)
+            else:
+                await self._supersede(thread_id, latest, "update_state")
             origin = await self.ctx.get_run(cp.run_id)
             cfg = RunConfig.from_stored(origin.config, thread_id)
             policy = ReplayPolicy.of(

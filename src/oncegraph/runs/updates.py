@@ -35,7 +35,15 @@ from oncegraph.graph.constants import END, START
 from oncegraph.runs import audits, claims
 from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork
 from oncegraph.runtime.config import RunConfig
-from oncegraph.runtime.engine import Head, TaskResult, advance, decode_result, empty_head
+from oncegraph.runtime.engine import (
+    Head,
+    TaskResult,
+    advance,
+    decode_result,
+    empty_head,
+    is_breakpoint,
+)
+from oncegraph.runtime.moves import open_interrupts
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.sends import decode_send
 from oncegraph.storage.records import (
@@ -342,10 +350,20 @@ async def _finished(travel: TimeTravel, cp: CheckpointRecord) -> tuple[TaskResul
     )
 
 
-async def _dismiss(travel: TimeTravel, run: RunRecord, *, actor: str, reason: str) -> None:
-    """End ``run``, waiting for an answer, at its caller's explicit word (``as_node=
-    "__end__"`` on its head): ``abandoned``, with an audit record; refused while one of
-    its effects has an unknown outcome."""
+async def _dismiss(
+    travel: TimeTravel,
+    run: RunRecord,
+    *,
+    actor: str,
+    reason: str,
+    action: str = "end",
+    error: str = "ended by update_state(config, None, as_node='__end__'): its question dropped",
+    details: Mapping[str, Any] | None = None,
+) -> None:
+    """End ``run``, stopped at its head, at its caller's explicit word (``as_node=
+    "__end__"`` on its head; an update at its static breakpoint, :func:`at_breakpoint`):
+    ``abandoned``, with an audit record; refused while one of its effects has an
+    unknown outcome."""
     ctx = travel.ctx
     unknown = await ctx.store.list_effects(run_id=run.run_id, statuses=[EffectStatus.PENDING])
     if unknown:
@@ -359,7 +377,7 @@ async def _dismiss(travel: TimeTravel, run: RunRecord, *, actor: str, reason: st
     def still_waiting(found: RunRecord) -> RunRecord:
         if found.status is not RunStatus.INTERRUPTED:
             raise RunStateError(
-                f"run {found.run_id} is no longer waiting for an answer ({found.status}); "
+                f"run {found.run_id} is no longer stopped where it was ({found.status}); "
                 "read the thread again with app.get_state(config) and decide anew"
             )
         return found
@@ -369,16 +387,54 @@ async def _dismiss(travel: TimeTravel, run: RunRecord, *, actor: str, reason: st
         run.run_id,
         owner=f"update_state:{ctx.owner}",
         status=RunStatus.ABANDONED,
-        error="ended by update_state(config, None, as_node='__end__'): its question dropped",
+        error=error,
         check=still_waiting,
         audit=audits.for_run(
             run,
-            "end",
+            action,
             actor=actor,
             reason=reason,
-            details={"before": str(run.status), "as_node": END},
+            details={"before": str(run.status), **(details or {"as_node": END})},
         ),
     )
 
 
-__all__ = ["INPUT", "end_by_update", "input_again", "start_by_update", "starts_a_turn"]
+async def at_breakpoint(
+    travel: TimeTravel, thread: ThreadRecord, latest: RunRecord | None, cp: CheckpointRecord
+) -> bool:
+    """Whether ``cp`` is the head of ``latest``, stopped at a static breakpoint
+    (``interrupt_before`` / ``interrupt_after``) and asking no question: it owes no
+    answer, so an update there may take its place (:func:`pass_breakpoint`)."""
+    if latest is None or latest.status is not RunStatus.INTERRUPTED:
+        return False
+    if cp.checkpoint_id != thread.head_checkpoint_id or cp.run_id != latest.run_id:
+        return False
+    waiting = open_interrupts(await travel.store.get_task_writes(cp.thread_id, cp.checkpoint_id))
+    return bool(waiting) and all(is_breakpoint(w.task, w.value) for w in waiting.values())
+
+
+async def pass_breakpoint(travel: TimeTravel, run: RunRecord, *, actor: str, reason: str) -> None:
+    """An update at ``run``'s static breakpoint: the update's new run takes its place
+    (``run`` is ``abandoned``, with an audit record saying by what); ``invoke(None,
+    config)`` goes on from the edited state."""
+    await _dismiss(
+        travel,
+        run,
+        actor=actor,
+        reason=reason,
+        action="supersede",
+        error="superseded by an update_state at its breakpoint: the edited state goes on "
+        "in the run that update made",
+        details={"at": "breakpoint"},
+    )
+
+
+__all__ = [
+    "INPUT",
+    "at_breakpoint",
+    "end_by_update",
+    "input_again",
+    "pass_breakpoint",
+    "start_by_update",
+    "starts_a_turn",
+]

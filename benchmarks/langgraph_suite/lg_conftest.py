@@ -54,6 +54,10 @@ def _store(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
         store = PgCheckpointer(dsn)
     else:
         raise ValueError(f"unknown store {kind!r}; LG_SUITE_BACKENDS takes {_ALL_BACKENDS}")
+    # As LangGraph's own fixtures do (``checkpointer.setup()`` before the test): the
+    # schema is made before the test starts, so a test timing its first chunk does not
+    # time the migration of a fresh database.
+    run_sync(store.setup(), "setup")
     try:
         yield store
     finally:

@@ -53,7 +53,14 @@ RENAMES: dict[tuple[str, str], str] = {
     ),
     **{
         ("langgraph._internal._constants", name): f"oncegraph.constants:{name}"
-        for name in ("PULL", "PUSH", "ERROR", "INTERRUPT", "RESUME")
+        for name in (
+            "PULL",
+            "PUSH",
+            "ERROR",
+            "INTERRUPT",
+            "RESUME",
+            "CONFIG_KEY_TIMED_ATTEMPT_OBSERVER",
+        )
     },
     ("langgraph.prebuilt", "ToolNode"): "oncegraph.tools:ToolNode",
     ("langgraph.prebuilt.tool_node", "ToolNode"): "oncegraph.tools:ToolNode",

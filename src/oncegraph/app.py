@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Self
 
@@ -44,7 +44,7 @@ from oncegraph.runtime.context import current_task
 from oncegraph.runtime.driver import ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
-from oncegraph.runtime.lcrun import chain_run
+from oncegraph.runtime.lcrun import chain_run, stream_run
 from oncegraph.runtime.portal import iterate_sync, run_sync
 from oncegraph.runtime.shapes import STREAM_MODES, stream_shape
 from oncegraph.runtime.streaming import drained
@@ -80,6 +80,11 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
     stream_mode: str | Sequence[str] = "updates"
     # LangGraph's attribute: seconds a step may take (then the run fails with TimeoutError)
     step_timeout: float | None = None
+    # the name LangChain's callbacks see the graph's run under (None: get_name()); an
+    # entrypoint's graph is LangGraph's unnamed one
+    run_label: str | None = None
+    # and its output (None: the values returned); an entrypoint's is the function's
+    run_shown: Callable[[Any], Any] | None = None
 
     def __init__(
         self,
@@ -158,9 +163,14 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         bound._service = self.service.for_tenant(tenant)
         return bound
 
-    def get_graph(self, *, xray: bool | int = False) -> GraphView:
+    def get_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
         """The graph's nodes and edges (``.draw_mermaid()`` draws them); ``xray``: draw
-        subgraph nodes as their graphs (True: all levels, a number: that many)."""
+        subgraph nodes as their graphs (True: all levels, a number: that many).
+        ``config`` is taken as LangGraph takes it; the drawing reads nothing of it."""
+        return GraphView.of(self.spec, xray)
+
+    async def aget_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
+        """:meth:`get_graph`, awaitable (LangGraph's async twin)."""
         return GraphView.of(self.spec, xray)
 
     # -- plumbing --------------------------------------------------------------------------
@@ -263,6 +273,14 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         self.service  # noqa: B018 - no checkpointer is the first thing to report
         return thread_of(RunConfig.parse(config))
 
+    def _run_label(self) -> str:
+        return self.run_label or self.get_name()
+
+    def _run_output(self, values: Any) -> Any:
+        """The run's output as LangChain's callbacks see it."""
+        shown = self.run_shown
+        return values if shown is None else shown(values)
+
     async def _run(
         self,
         input: Any,
@@ -314,12 +332,16 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             bool(kwargs.get("_sync")),
         )
         cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
-        async with chain_run(config, self.get_name(), input) as ended:  # config["callbacks"]
+        thread = cfg.thread_id if cfg.named_thread else None
+        # config["callbacks"]: the run reported to them (oncegraph.runtime.lcrun)
+        async with chain_run(config, self._run_label(), input, thread_id=thread) as ended:
             result = await self._run(input, cfg, service, launch=launch)
             keys = kwargs.get("output_keys")
             if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
                 return ended(picked_output(self.spec, result.output(), keys))
-            return ended(output_values(self.spec, result.output()))
+            values = output_values(self.spec, result.output())
+            ended(self._run_output(values))
+            return values
 
     def invoke(
         self,
@@ -421,11 +443,28 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             bool(kwargs.get("_sync")),
         )
         cfg = cfg.with_durability(kwargs.get("durability"), kwargs.get("checkpoint_during"))
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        task = asyncio.ensure_future(
-            self._run(input, cfg, service, shape(queue.put_nowait), launch=launch)
+
+        ran: list[Any] = []
+
+        async def chunks() -> AsyncGenerator[Any, None]:
+            queue: asyncio.Queue[Any] = asyncio.Queue()
+            task = asyncio.ensure_future(
+                self._run(input, cfg, service, shape(queue.put_nowait), launch=launch)
+            )
+            async with aclosing(drained(queue, task)) as items:
+                async for item in items:
+                    yield item
+            ran.append(task.result())
+
+        def output() -> Any:
+            return self._run_output(output_values(self.spec, ran[0].output())) if ran else None
+
+        thread = cfg.thread_id if cfg.named_thread else None
+        # config["callbacks"]: the run reported to them, its chunks as its output
+        reported = stream_run(
+            config, self._run_label(), input, chunks, thread_id=thread, output=output
         )
-        async with aclosing(drained(queue, task)) as items:
+        async with aclosing(reported) as items:
             async for item in items:
                 yield item
 

@@ -181,10 +181,21 @@ class LangGraphMethods:
         version: str = "v2",
         **kwargs: Any,
     ) -> AsyncIterator[dict[str, Any]]:
-        """LangChain's event stream of the graph's run, at the graph's level:
+        """LangChain's event stream of the graph's run: with LangChain installed, its
+        own event stream of the run's callbacks (the graph's run, each node's and what
+        a node calls: a chat model's ``on_chat_model_stream`` tokens, ...; see
+        :mod:`oncegraph.runtime.lcrun`); without it, the graph's level only:
         ``on_chain_start``, one ``on_chain_stream`` per ``updates`` chunk (its
-        ``data["chunk"]``), ``on_chain_end`` with the output. Node-level events are in
-        ``stream_mode="events"``."""
+        ``data["chunk"]``), ``on_chain_end`` with the output. Node-level events are
+        also in ``stream_mode="events"``."""
+        from oncegraph.runtime import lcrun
+
+        if lcrun.langchain_loaded():
+            events: Any = lcrun.event_stream(self, input, config, **kwargs)
+            async with aclosing(events):  # closed with this one: the run stops
+                async for event in events:
+                    yield event
+            return
         name = self.get_name()
         run_id = str(uuid.uuid4())
         base = {"name": name, "run_id": run_id, "parent_ids": [], "tags": [], "metadata": {}}

@@ -52,6 +52,7 @@ class StateMethods:
             _checkpoint_id(config),
             subgraphs=subgraphs,
             masked=masked,
+            ns=str(_configured(config, "checkpoint_ns") or ""),
         )
 
     def get_state(

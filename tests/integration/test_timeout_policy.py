@@ -13,6 +13,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from oncegraph import END, START, StateGraph, ToolNode, add_messages, current_effect, tool
+from oncegraph.constants import CONFIG_KEY_TIMED_ATTEMPT_OBSERVER
 from oncegraph.errors import ConfigError, NodeTimeoutError
 from oncegraph.func import entrypoint, task
 from oncegraph.runtime import Runtime
@@ -224,3 +225,72 @@ def test_a_send_timeout_in_seconds_caps_a_sync_node() -> None:
     )
     with pytest.raises(Exception, match="idle timeout needs an async node"):
         g2.compile().invoke({"x": 0})
+
+
+def test_an_observer_sees_each_timed_attempt_finish_before_the_handler_runs(
+    checkpointer: Checkpointer, run_path: Any
+) -> None:
+    seen: list[Any] = []
+    order: list[str] = []
+
+    async def slow(state: S) -> dict[str, Any]:
+        await asyncio.sleep(LONG)
+        return {"done": "never"}
+
+    async def handler(state: S) -> dict[str, Any]:
+        order.append(f"handler after {len(seen)} events")
+        return {"done": "handled"}
+
+    def observe(event: Any) -> None:
+        seen.append(event)
+        if event.event == "start" and len(seen) == 1:
+            raise RuntimeError("an observer's own failure")  # logged, never the run's
+
+    app = _one(
+        checkpointer,
+        slow,
+        timeout=TimeoutPolicy(run_timeout=LONG, idle_timeout=SHORT),
+        retry_policy=RetryPolicy(
+            max_attempts=2, initial_interval=0, jitter=False, retry_on=NodeTimeoutError
+        ),
+        error_handler=handler,
+    )
+    config = {"thread_id": "t", "configurable": {CONFIG_KEY_TIMED_ATTEMPT_OBSERVER: observe}}
+    assert run_path(app, {"x": 0}, config)["done"] == "handled"
+    assert [(e.event, e.status, e.context.attempt) for e in seen] == [
+        ("start", None, 1),
+        ("finish", "error", 1),
+        ("start", None, 2),
+        ("finish", "error", 2),
+    ]
+    assert order == ["handler after 4 events"]
+    first = seen[0].context
+    assert (first.task_name, first.run_timeout_secs, first.idle_timeout_secs) == (
+        "slow",
+        LONG,
+        SHORT,
+    )
+    assert first.refresh_on == "auto" and first.thread_id == "t"
+    assert seen[1].context is first and seen[1].error_type == "NodeTimeoutError"
+    assert "no progress" in (seen[1].error_message or "")
+
+
+def test_an_observer_sees_progress_and_a_success(checkpointer: Checkpointer) -> None:
+    seen: list[Any] = []
+
+    async def beating(state: S, runtime: Runtime) -> dict[str, Any]:
+        for _ in range(3):  # each gap at least idle_timeout / 4, well under idle_timeout
+            await asyncio.sleep(0.11)
+            runtime.heartbeat()
+        for _ in range(3):  # these come too soon after the last progress event
+            runtime.heartbeat()
+        return {"x": 1}
+
+    policy = TimeoutPolicy(idle_timeout=0.4, refresh_on="heartbeat")
+    app = _one(checkpointer, beating, timeout=policy)
+    config = {"thread_id": "t", "configurable": {CONFIG_KEY_TIMED_ATTEMPT_OBSERVER: seen.append}}
+    assert app.invoke({"x": 0}, config)["x"] == 1
+    assert [e.event for e in seen] == ["start", "progress", "progress", "progress", "finish"]
+    assert seen[-1].status == "success" and seen[-1].error_type is None
+    assert all(e.context is seen[0].context for e in seen)
+    assert all(e.progress_at is not None for e in seen[1:4])

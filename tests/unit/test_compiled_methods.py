@@ -114,18 +114,50 @@ def test_bulk_update_state_applies_each_update_and_checks_them(tmp_path: Path) -
         app.bulk_update_state(cfg, [[StateUpdate({"n": 1}), StateUpdate({"n": 2})]])
 
 
-async def test_astream_events_wraps_the_updates_stream() -> None:
+async def test_astream_events_is_the_run_its_nodes_and_what_they_call() -> None:
     app = _graph()
     events = [e async for e in app.astream_events({"n": 0}, version="v2")]
-    assert [e["event"] for e in events] == [
-        "on_chain_start",
-        "on_chain_stream",
-        "on_chain_stream",
-        "on_chain_end",
+    root = app.get_name()
+    assert [(e["event"], e["name"]) for e in events] == [
+        ("on_chain_start", root),
+        ("on_chain_start", "inc"),
+        ("on_chain_stream", "inc"),
+        ("on_chain_end", "inc"),
+        ("on_chain_stream", root),
+        ("on_chain_start", "again"),
+        ("on_chain_stream", "again"),
+        ("on_chain_end", "again"),
+        ("on_chain_stream", root),
+        ("on_chain_end", root),
     ]
-    assert events[1]["data"]["chunk"] == {"inc": {"n": 1}}
+    chunks = [e["data"]["chunk"] for e in events if e["event"] == "on_chain_stream"]
+    assert chunks == [{"n": 1}, {"inc": {"n": 1}}, {"n": 2}, {"again": {"n": 2}}]  # node, graph
     assert events[-1]["data"]["output"] == {"n": 2}
-    assert all(e["parent_ids"] == [] for e in events)
+    assert [len(e["parent_ids"]) for e in events if e["name"] == "inc"] == [1, 1, 1]
+    assert events[1]["tags"] == ["graph:step:1"]
+
+
+async def test_astream_events_streams_a_chat_models_tokens() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    class Q(TypedDict, total=False):
+        q: str
+        a: str
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content="hello there")]))
+
+    async def ask(state: Q, config: Any) -> dict[str, Any]:
+        return {"a": (await model.ainvoke(state["q"], config)).content}
+
+    app = StateGraph(Q).add_node("ask", ask).add_edge(START, "ask").compile()
+    events = [e async for e in app.astream_events({"q": "hi"}, version="v2")]
+    tokens = [e["data"]["chunk"].content for e in events if e["event"] == "on_chat_model_stream"]
+    assert tokens == ["hello", " ", "there"]
+    streamed = next(e for e in events if e["event"] == "on_chat_model_stream")
+    assert streamed["metadata"]["langgraph_node"] == "ask"
+    assert len(streamed["parent_ids"]) == 2  # the graph's run, then the node's
+    assert events[-1]["data"]["output"] == {"q": "hi", "a": "hello there"}
 
 
 def test_channels_show_each_field_as_langgraph_names_its_channel() -> None:

@@ -29,6 +29,7 @@ from oncegraph.func.tasks import GeneratorNotSupportedError
 from oncegraph.graph import END, START, StateGraph
 from oncegraph.graph.timeouts import entry_timeout, split
 from oncegraph.hitl.command import Command
+from oncegraph.runtime import lcrun
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.portal import iterate_sync, run_sync
 
@@ -94,9 +95,13 @@ class Entrypoint:
     def astream_events(
         self, input: Any, config: Mapping[str, Any] | None = None, **kw: Any
     ) -> AsyncIterator[dict[str, Any]]:
-        """LangChain's event stream of the entrypoint's run, at its level (as the
-        compiled graph's ``astream_events``, over this entrypoint's own ``astream``, so
-        the input is the function's, not a state dict)."""
+        """LangChain's event stream of the entrypoint's run (over this entrypoint's own
+        ``astream``, so the input is the function's, not a state dict): the run's, its
+        node's and each ``@task`` call's start, stream and end events, as LangChain's
+        callbacks see them (:mod:`oncegraph.runtime.lcrun`). Without LangChain
+        installed, the run's own events only, as the compiled graph's."""
+        if lcrun.langchain_loaded():
+            return lcrun.event_stream(self, input, config, **kw)
         from oncegraph.app_methods import LangGraphMethods
 
         events: AsyncIterator[dict[str, Any]] = LangGraphMethods.astream_events(
@@ -354,6 +359,8 @@ class entrypoint:  # LangGraph's name
         graph = builder.compile(
             checkpointer=self.checkpointer, store=self.store, cache=self.cache, name=name
         )
+        graph.run_label = "LangGraph"  # LangGraph's unnamed graph, as callbacks see it
+        graph.run_shown = _shown_output  # and the function's return value, its output
         flow = Entrypoint(graph, name, fn)
         flow.context_schema = self.context_schema
         return flow
@@ -457,6 +464,7 @@ def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callab
             finally:
                 await asettle(token)
 
+        setattr(run_async, lcrun.SHOWN, _SHOWN)
         return run_async
 
     def run(state: Mapping[str, Any], config: Any) -> dict[str, Any]:
@@ -466,7 +474,20 @@ def _node(fn: Callable[..., Any], wanted: tuple[str, ...], store: Any) -> Callab
         finally:
             settle(token)
 
+    setattr(run, lcrun.SHOWN, _SHOWN)
     return run
+
+
+def _shown_output(update: Any) -> Any:
+    return update.get("output") if isinstance(update, Mapping) else update
+
+
+def _shown_input(state: Any) -> Any:
+    return state.get("input") if isinstance(state, Mapping) else state
+
+
+# what callbacks see of the node's run: the function's own input and return value
+_SHOWN = (_shown_input, _shown_output)
 
 
 def _runtime(config: Any, store: Any) -> Any:

@@ -38,11 +38,13 @@ from oncegraph.errors import ConfigError, GraphInterrupt
 from oncegraph.func import taskcache
 from oncegraph.func.futures import TaskFuture, from_thread, on_loop, track
 from oncegraph.graph.caching import checked_policy
+from oncegraph.graph.constants import PUSH
 from oncegraph.graph.retry import NodeRetry, node_retry
 from oncegraph.graph.timeouts import capped, task_timeout
 from oncegraph.ledger.keys import next_command_id
 from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import EffectRetry
+from oncegraph.runtime import lcrun
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.storage.records import EffectClass
 
@@ -162,7 +164,9 @@ class TaskFunction(Generic[P, T]):
             )
         ran: list[int] = []
         call = self._effect_call(ctx, args, kwargs, ran)
-        work = _run_call(ctx, call, self.name, ran, self._decode)
+        # the caller's callbacks: the call is a run under its node's
+        shown = self._inputs(args, kwargs) if lcrun.parent() is not None else _UNSHOWN
+        work = _run_call(ctx, call, self.name, ran, self._decode, shown)
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
@@ -175,6 +179,13 @@ class TaskFunction(Generic[P, T]):
             future, inner = from_thread(ctx.loop, work)
         track(inner)  # the call itself: it may outlive a cancelled future
         return future  # type: ignore[no-any-return]
+
+    def _inputs(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        """The call's arguments by parameter name, as its callback run's input."""
+        try:
+            return dict(inspect.signature(self.func).bind(*args, **kwargs).arguments)
+        except (TypeError, ValueError):
+            return {"args": list(args), "kwargs": dict(kwargs)}
 
     # -- the ledger's view of one call -----------------------------------------------------
 
@@ -432,25 +443,57 @@ def _return_adapter(fn: Any) -> Any:
         return False
 
 
+async def _reporting(ctx: TaskContext, name: str, inputs: Any) -> Any:
+    """The chain run a task call is reported as, under its node's run (None without
+    callbacks): the task's own ``langgraph_*`` metadata, pushed by its node."""
+    from oncegraph.runtime.tasks import stream_metadata  # the runtime's, at call time
+
+    meta = stream_metadata(ctx, written=True)
+    meta.update(
+        langgraph_node=name,
+        langgraph_triggers=(PUSH,),
+        langgraph_path=(PUSH, meta.get("langgraph_path"), ctx.effect_count, True),
+    )
+    return await lcrun.node_run(name, inputs, ["seq:step:1"], meta)
+
+
+_UNSHOWN: Any = object()
+
+
 async def _run_call(
     ctx: TaskContext,
     call: EffectCall,
     name: str,
     ran: list[int],
     decode: Callable[[Any], Any],
+    shown: Any = _UNSHOWN,
 ) -> Any:
     """Perform ``call`` through the ledger; the task's value (recorded or fresh).
-    ``ran`` is filled by the call's body when it ran in this process."""
+    ``ran`` is filled by the call's body when it ran in this process; ``shown``: the
+    call's input as its callback run shows it (none unless callbacks were given)."""
+    run = None if shown is _UNSHOWN else await _reporting(ctx, name, shown)
+    entered = None if run is None else lcrun.enter(run)
     try:
         value = (await perform(ctx, call)).result
     except ToolFailed as failed:
+        if run is not None:
+            await run.on_chain_error(failed.error)
         raise failed.error from None
+    except BaseException as exc:
+        if run is not None:
+            await run.on_chain_error(exc)
+        raise
+    finally:
+        if entered is not None:
+            lcrun.leave(entered)
     if isinstance(value, Mapping) and _ANSWERED in value:
         if not ran:  # served from its record: the answers it consumed are used up
             ctx.interrupt_count += int(value["interrupts"])
         value = value[_ANSWERED]
     if not ran:
         value = decode(value)
+    if run is not None:
+        await lcrun.ended(run, value)
     ctx.emit("updates", {name: value})
     return value
 

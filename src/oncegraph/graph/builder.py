@@ -127,6 +127,12 @@ class StateGraph:
         self.joins: list[JoinSpec] = []
 
     @property
+    def channels(self) -> Mapping[str, Any]:
+        """The state's channels, by key (LangGraph's ``builder.channels``): one for each
+        field of the state schema and of the input / output schemas merged into it."""
+        return self.schema.channels
+
+    @property
     def managed(self) -> Mapping[str, Any]:
         """The state's managed fields (``remaining_steps: RemainingSteps``), by name: the
         run fills them in for each step (:mod:`oncegraph.state.managed`)."""
@@ -164,7 +170,8 @@ class StateGraph:
         :mod:`oncegraph.runtime.subgraph`). ``retry_policy`` retries the node when it
         raises (:mod:`oncegraph.graph.retry`); ``input_schema`` types the node's input
         (``Send`` payloads); ``destinations`` names where its ``Command(goto=...)`` may go
-        (drawn by ``get_graph()``); ``metadata`` is accepted and kept out of the run.
+        (drawn by ``get_graph()``); ``metadata`` is drawn by ``get_graph()`` too and kept
+        out of the run.
 
         ``error_handler``: a function called when the node fails for good (after its
         retries), with the state and, to a parameter annotated ``NodeError``, the node
@@ -223,6 +230,7 @@ class StateGraph:
         drawn = tuple(destinations or ())
         labels = tuple(destinations.values()) if isinstance(destinations, Mapping) else ()
         handler = self._handler(f"__error_handler__{name}", error_handler)
+        drawn_metadata = dict(metadata) if metadata else None
         if isinstance(action, CompiledGraph):
             if inline:
                 raise GraphValidationError(f"node {name!r}: a subgraph cannot be inline")
@@ -243,7 +251,9 @@ class StateGraph:
                 replay=replays,
                 cache_policy=policy,
             )
-            self.nodes[name] = dataclasses.replace(spec, timeout_policy=timing, defer=defer)
+            self.nodes[name] = dataclasses.replace(
+                spec, timeout_policy=timing, defer=defer, metadata=drawn_metadata
+            )
             return self
         if is_runnable(action):  # a LangChain Runnable (or a dict of them)
             action = as_node(action)
@@ -279,6 +289,7 @@ class StateGraph:
             replay=replays,
             timeout_policy=timing,
             defer=defer,
+            metadata=drawn_metadata,
         )
         if own is not None:  # LangGraph: a node's own input schema adds its fields
             self.schema = self.schema.with_fields_of(own)
@@ -576,7 +587,7 @@ class StateGraph:
         return app
 
     def _breakpoint_names(self, what: str, names: str | Sequence[str] | None) -> tuple[str, ...]:
-        return breakpoint_names(what, names, self.nodes)
+        return breakpoint_names(what, names, self._with_defaults() if names else self.nodes)
 
 
 def _checked(nodes: dict[str, NodeSpec]) -> dict[str, NodeSpec]:

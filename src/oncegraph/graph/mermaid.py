@@ -2,7 +2,8 @@
 ``draw_mermaid()`` writes (so a drawing pasted from either looks the same).
 
 With styles: a front matter (``curve``), each node (the first ``([...]):::first``, the
-last ``([...]):::last``, the others ``id(label)``), the edges, and class styles; without
+last ``([...]):::last``, the others ``id(label)``; a node's metadata, when it has
+any, under its label as ``key = value`` lines), the edges, and class styles; without
 styles the edges only. A subgraph's nodes (ids ``<sub>:<id>``) and the edges inside it
 go in a ``subgraph <sub> ... end`` block, nested as deep as the ids are. Ids keep
 ``[A-Za-z0-9_-]`` and write any other character as ``\\<hex>``; a label that starts and
@@ -11,8 +12,12 @@ ends with ``*``, ``_`` or a backtick is wrapped in ``<p>...</p>``.
 
 from __future__ import annotations
 
+import importlib
 import string
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from oncegraph.errors import ConfigError
 
 if TYPE_CHECKING:
     from oncegraph.graph.view import Edge, GraphView, Node
@@ -38,10 +43,12 @@ def mermaid(
     with_styles: bool,
     curve: str,
     wrap: int,
+    styles: Mapping[str, str] | None = None,
+    frontmatter: Mapping[str, Any] | None = None,
 ) -> str:
     out: list[str] = []
     if with_styles:
-        out.append(f"---\nconfig:\n  flowchart:\n    curve: {curve}\n---\ngraph TD;\n")
+        out.append(f"---\n{_frontmatter(curve, frontmatter)}---\ngraph TD;\n")
     else:
         out.append("graph TD;\n")
     inner: dict[str, dict[str, Node]] = {}
@@ -55,6 +62,9 @@ def mermaid(
     def node_line(key: str, node: Node) -> str:
         name = node.name.split(":")[-1]
         label = f"<p>{name}</p>" if name.startswith(_MARKS) and name.endswith(_MARKS) else name
+        lines = _metadata_lines(node.metadata or {})
+        if lines:
+            label = f"{label}<hr/><small><em>" + "\n".join(lines) + "</em></small>"
         if key == first:
             return f"\t{safe_id(key)}([{label}]):::first\n"
         if key == last:
@@ -105,8 +115,56 @@ def mermaid(
                 out.extend(node_line(k, n) for k, n in members.items())
                 out.append("\tend\n")
                 seen.add(prefix)
-        out.append(_STYLES)
+        out.append(
+            _STYLES
+            if styles is None
+            else "".join(f"\tclassDef {name} {style}\n" for name, style in styles.items())
+        )
     return "".join(out)
+
+
+def _frontmatter(curve: str, given: Mapping[str, Any] | None) -> str:
+    """The YAML front matter: ``given`` (``frontmatter_config``) with the flowchart's
+    curve set, keys sorted as PyYAML writes them."""
+    config = dict(given or {})
+    inner = dict(config.get("config") or {})
+    inner["flowchart"] = {**dict(inner.get("flowchart") or {}), "curve": curve}
+    config["config"] = inner
+    if config == {"config": {"flowchart": {"curve": curve}}}:
+        return f"config:\n  flowchart:\n    curve: {curve}\n"
+    try:
+        yaml: Any = importlib.import_module("yaml")
+    except ImportError:
+        raise ConfigError(
+            "draw_mermaid(frontmatter_config=...) writes the front matter as YAML, which "
+            "needs PyYAML; install it (pip install pyyaml) or leave frontmatter_config out"
+        ) from None
+    return str(yaml.dump(config, default_flow_style=False))
+
+
+# characters a node label escapes (Mermaid reads them as syntax), "#" first
+_ESCAPES = {c: f"#{ord(c)};" for c in "[](){}<>|"} | {'"': "#quot;"}
+
+
+def _metadata_lines(metadata: dict[str, Any]) -> list[str]:
+    """``key = value`` for each metadata entry whose value is a scalar or a collection
+    of scalars (a set sorted), escaped; other values are left out."""
+    lines = []
+    for key, value in metadata.items():
+        if isinstance(value, str | int | float | bool):
+            text = str(value)
+        elif isinstance(value, list | tuple | set) and all(
+            isinstance(v, str | int | float | bool) for v in value
+        ):
+            items = [str(v) for v in value]
+            text = ", ".join(sorted(items) if isinstance(value, set) else items)
+        else:
+            continue
+        line = f"{key} = {text}".replace("#", "#35;")
+        for char, entity in _ESCAPES.items():
+            line = line.replace(char, entity)
+        lines.append(line)
+    return lines
 
 
 def _edge_line(e: Edge, wrap: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+RUNNABLE_ATTR = "__langchain_runnable__"  # on a node made by as_node: its Runnable
 _LANGCHAIN_KEYS = ("configurable", "metadata", "tags", "recursion_limit", "callbacks", "run_name")
 
 
@@ -48,7 +49,8 @@ def as_node(obj: Any) -> Callable[..., Any]:
 
     node.__name__ = runnable_name(obj) or "runnable"
     node.__qualname__ = node.__name__
+    setattr(node, RUNNABLE_ATTR, runnable)  # what the drawing names (graph/view.py)
     return node
 
 
-__all__ = ["as_node", "is_runnable", "runnable_name"]
+__all__ = ["RUNNABLE_ATTR", "as_node", "is_runnable", "runnable_name"]

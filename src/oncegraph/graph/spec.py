@@ -49,14 +49,21 @@ def positional_params(fn: Callable[..., Any]) -> int:
 def breakpoint_names(
     what: str, names: str | Sequence[str] | None, nodes: Mapping[str, Any]
 ) -> tuple[str, ...]:
-    """``names`` checked against ``nodes``: a tuple of node names, or ``("*",)``."""
+    """``names`` checked against ``nodes``: a tuple of node names, or ``("*",)``.
+
+    A node's error handler is named as LangGraph names it (``"__error_handler__<node>"``,
+    ``"__default_error_handler__"``) and is accepted here; it runs inside its failed
+    node's task, in that node's step, so as in LangGraph no breakpoint stops before it
+    (a node that failed with its handler then failing runs the handler again on resume,
+    never the node)."""
     if names is None:
         return ()
     if names == "*":
         return ("*",)
     listed = [names] if isinstance(names, str) else list(names)
+    handlers = {s.error_handler.name for s in nodes.values() if getattr(s, "error_handler", None)}
     for n in listed:
-        if n not in nodes:
+        if n not in nodes and n not in handlers:
             raise GraphValidationError(
                 f"{what}={listed!r}: {n!r} is not a node of the graph (its nodes: "
                 f"{sorted(nodes)}); use node names or '*'"
@@ -96,6 +103,8 @@ class NodeSpec:
     cache_policy: Any = None  # add_node(cache_policy=...): a CachePolicy (oncegraph.cache)
     # add_node(defer=True): runs only when the run has nothing else left to run
     defer: bool = False
+    # add_node(metadata=...): drawn by get_graph(), never read by the run
+    metadata: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
 
     def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
         """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
@@ -173,6 +182,8 @@ class GraphSpec:
     # channels (a PregelIO); None for a StateGraph
     triggers: Mapping[str, tuple[str, ...]] | None = None
     io: Any = None
+    # a Pregel app: the channels each node writes (what get_graph() draws its edges from)
+    writes: Mapping[str, tuple[str, ...]] | None = None
 
     @property
     def deferred(self) -> frozenset[str]:

@@ -133,6 +133,7 @@ class Pregel(CompiledGraph):
             cache=checked_cache(cache),
             triggers={k: tuple(v) for k, v in triggers.items()},
             io=io,
+            writes={n: _drawn_writes(node) for n, node in self.pregel_nodes.items()},
         )
         super().__init__(spec, checkpointer=checkpointer)
         self.node_store = store
@@ -259,6 +260,14 @@ class EachItem:
         self, inputs: Sequence[Any], config: Mapping[str, Any] | None = None
     ) -> list[Any]:
         return [await self.app.ainvoke(x, config) for x in inputs]
+
+
+def _drawn_writes(node: PregelNode) -> tuple[str, ...]:
+    """The channels ``node`` is drawn writing: all it writes but a ``skip_none`` write of
+    its output as is (LangGraph's drawing writes ``None`` through each node)."""
+    return tuple(
+        w.channel for w in node.writes if not (w.skip_none and w.mapper is None and not w.fixed)
+    )
 
 
 def node_function_writes(node: PregelNode, output: Any) -> dict[str, Any]:

@@ -31,6 +31,11 @@ class ChannelWriteEntry:
     skip_none: bool = False
     mapper: Callable[[Any], Any] | None = None
 
+    @property
+    def fixed(self) -> bool:
+        """Whether the write is of a fixed ``value`` (not of the output)."""
+        return self.value is not _NO_VALUE
+
     def of(self, output: Any) -> Any:
         if self.value is not _NO_VALUE:
             return self.value

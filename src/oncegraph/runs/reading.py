@@ -10,6 +10,7 @@ fields are masked (:mod:`oncegraph.runs.masking`). Each takes a
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -23,6 +24,7 @@ from oncegraph.runs.paging import SHOW, STOP, Page
 from oncegraph.runs.scope import check_checkpoints
 from oncegraph.runs.snapshots import INPUT_SUFFIX, input_snapshot, shape, task_keys
 from oncegraph.runs.views import StateSnapshot, empty_snapshot, snapshot
+from oncegraph.runtime.durability import EXIT_KEY
 from oncegraph.runtime.engine import TaskResult, empty_head, with_finished
 from oncegraph.runtime.moves import open_interrupts
 from oncegraph.runtime.stepevents import start_values
@@ -101,15 +103,33 @@ async def state(
     *,
     subgraphs: bool = False,
     masked: bool = True,
+    ns: str = "",
 ) -> StateSnapshot:
     """The thread's state now, or at ``checkpoint_id`` (a run's input checkpoint as
     LangGraph numbers it, ``<id>.input``, too); with ``subgraphs=True`` a subgraph task's
-    ``state`` is the subgraph's own snapshot, else its config."""
+    ``state`` is the subgraph's own snapshot, else its config; ``ns``: the state of the
+    subgraph at that namespace (as :func:`history` names it; ``checkpoint_id`` then one of
+    its own checkpoints), named by the thread and the namespace, as LangGraph names them."""
+    data = thread_id
     if checkpoint_id is not None and checkpoint_id.endswith(INPUT_SUFFIX):
         real = checkpoint_id[: -len(INPUT_SUFFIX)]
         snap = await stored_state(ctx, thread_id, real)
         rewritten = (await _went_on(ctx, thread_id, snap) or {}).get(START, _NONE)
         shaped = await _before_input(ctx, thread_id, snap, None, rewritten)
+    elif ns:
+        place = await subgraph_where(ctx, thread_id, ns)
+        if place is None:
+            return _nothing_at(ctx, thread_id, ns)
+        ctx, data = place.ctx, place.thread
+        snap = await stored_state(ctx, data, checkpoint_id)
+        if checkpoint_id is None and _left_out(snap, place):
+            parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
+            if not parent:
+                return _nothing_at(ctx, thread_id, ns)
+            snap = await stored_state(ctx, data, str(parent))
+        shaped = await _shaped(ctx.graph, ctx, snap, thread_id, subgraphs, ns, place.parents)
+        if checkpoint_id is None:
+            shaped = _with_finished_tasks(ctx.graph, shaped)
     else:
         snap = await stored_state(ctx, thread_id, checkpoint_id)
         done = None if checkpoint_id is None else await _went_on(ctx, thread_id, snap)
@@ -118,7 +138,14 @@ async def state(
             shaped = _with_finished_tasks(ctx.graph, shaped)
     if not masked:
         return shaped
-    return _mask(await ctx.masker(thread_ids=(thread_id,)), shaped)
+    return _mask(await ctx.masker(thread_ids=tuple(dict.fromkeys((thread_id, data)))), shaped)
+
+
+def _nothing_at(ctx: RunContext, thread_id: str, ns: str) -> StateSnapshot:
+    """The state of a subgraph namespace with no checkpoint kept, as LangGraph's: empty."""
+    return empty_snapshot(thread_id, {})._replace(
+        config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+    )
 
 
 async def history(
@@ -141,15 +168,19 @@ async def history(
     Snapshots are made as the caller asks for them, a page of checkpoints at a time, so
     walking a long thread's history holds one page, not the whole list."""
     data = thread_id
+    place: SubgraphPlace | None = None
     if ns:
-        ctx, data = await subgraph_place(ctx, thread_id, ns)
+        place = await subgraph_where(ctx, thread_id, ns)
+        if place is None:
+            return
+        ctx, data = place.ctx, place.thread
     start: int | None = None
     if before is not None:
         found = await ctx.store.get_checkpoint(data, before.removesuffix(INPUT_SUFFIX))
         start = None if found is None else found.version + 1
     page = Page(before=before if start is not None else None, filter=filter, limit=limit)
     masker: Masker | None = None
-    async for item in _sequence(ctx, thread_id, run_id, start, ns, data):
+    async for item in _sequence(ctx, thread_id, run_id, start, ns, data, place):
         if masker is None:
             # Read the effects AFTER the newest page of checkpoints: an effect is written
             # no later than the checkpoint holding its values, so every checkpoint shown
@@ -214,11 +245,14 @@ async def _sequence(
     start: int | None,
     ns: str = "",
     data: str | None = None,
+    place: SubgraphPlace | None = None,
 ) -> AsyncIterator[StateSnapshot]:
     """Every snapshot newest first: each checkpoint, and after a run's input checkpoint
     the state before that input (which needs the next older checkpoint's values).
-    ``data``: the thread the checkpoints are on (a subgraph's, of namespace ``ns``)."""
+    ``data``: the thread the checkpoints are on (a subgraph's, of namespace ``ns``, at
+    ``place``; those LangGraph keeps none of are left out, see :func:`_left_out`)."""
     data = data or thread_id
+    parents = place.parents if place is not None else None
     held: StateSnapshot | None = None  # an input checkpoint, until the older one is read
     # what the tasks of a step wrote, kept by the checkpoint the step made (newer, so read
     # first), by the checkpoint the step ran from; of several (forks), the oldest's
@@ -227,24 +261,56 @@ async def _sequence(
     rewritten: Any = _NONE  # the held input's, as an update as __start__ rewrote it
     async for snap in stored_history(ctx, data, run_id=run_id, before_version=start):
         if held is not None:
-            yield await _before_input(ctx, thread_id, held, snap, rewritten, ns, data)
+            yield await _before_input(ctx, thread_id, held, snap, rewritten, ns, data, parents)
+        if _left_out(snap, place):
+            continue
         cp_id = snap.config.get("checkpoint_id")
         results = done.pop(cp_id, None) if cp_id else None
-        yield await _shaped(ctx.graph, ctx, snap, thread_id, False, ns, done=results, split=True)
+        yield await _shaped(
+            ctx.graph, ctx, snap, thread_id, False, ns, parents, done=results, split=True
+        )
         held = snap if snap.metadata.get("source") == "input" else None
         rewritten = (results or {}).get(START, _NONE)
         parent = snap.parent_config.get("checkpoint_id") if snap.parent_config else None
         if parent and RESULTS in snap.metadata:
             done[parent] = decode_results(schema, snap.metadata, snap.values)
     if held is not None:
-        yield await _before_input(ctx, thread_id, held, None, rewritten, ns, data)
+        yield await _before_input(ctx, thread_id, held, None, rewritten, ns, data, parents)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SubgraphPlace:
+    """Where the subgraph at a namespace of a thread keeps its checkpoints: its read
+    context, its thread, the checkpoint that called it of each graph above it by
+    namespace (LangGraph's ``metadata["parents"]``), and whether it is stateful
+    (``compile(checkpointer=True)``: one thread for every call)."""
+
+    ctx: RunContext
+    thread: str
+    parents: dict[str, str]
+    stateful: bool
 
 
 async def subgraph_place(ctx: RunContext, thread_id: str, ns: str) -> tuple[RunContext, str]:
     """The read context and the thread of the subgraph at namespace ``ns`` of the
-    thread: each element ``"<task>:<step>"`` is the call of that task at that step (the
-    latest one), a stateful subgraph's is its node's name."""
+    thread (see :func:`subgraph_where`)."""
+    found = await subgraph_where(ctx, thread_id, ns)
+    if found is None:
+        raise RunNotFoundError(f"no call of the subgraph at checkpoint_ns {ns!r}")
+    return found.ctx, found.thread
+
+
+async def subgraph_where(ctx: RunContext, thread_id: str, ns: str) -> SubgraphPlace | None:
+    """Where the subgraph at namespace ``ns`` of the thread is: each element
+    ``"<task>:<step>"`` is the call of that task at that step (the latest one; with no
+    step, the latest call), a stateful subgraph's is its node's name (its calls share one
+    thread, so no calling checkpoint is named for it). None when no such call is kept:
+    none was made, or the checkpoint that made it was folded (``durability="exit"``), as
+    LangGraph keeps no checkpoint of such a call."""
     spec, thread = ctx.graph, thread_id
+    parents: dict[str, str] = {}
+    above: list[str] = []
+    stateful = False
     for element in ns.split("|"):
         task, _, step = element.rpartition(":")
         if not task or not step.isdigit():
@@ -258,24 +324,38 @@ async def subgraph_place(ctx: RunContext, thread_id: str, ns: str) -> tuple[RunC
                 "subgraph tasks are the ones get_state(config, subgraphs=True) lists"
             )
         stateful = bool(getattr(child, "stateful", False))
-        calling = "" if stateful else await _calling(ctx, thread, task, int(step or 0), ns)
+        at = int(step) if step else None  # a stateful one's calls share a thread: none looked for
+        calling = "" if stateful else await _calling(ctx, thread, task, at)
+        if calling:
+            parents["|".join(above)] = calling
+        elif not stateful:
+            return None
         thread, _ = child_place(stateful, thread, task, name, calling, int(step or 0))
+        above.append(element)
         spec = child.spec
         ctx = ctx.child(spec)
-    return ctx, thread
+    return SubgraphPlace(ctx, thread, parents, stateful)
 
 
-async def _calling(ctx: RunContext, thread: str, task: str, step: int, ns: str) -> str:
-    """The checkpoint of ``thread`` whose step ``step`` ran subgraph task ``task``."""
+def _left_out(snap: StateSnapshot, place: SubgraphPlace | None) -> bool:
+    """Whether ``snap``, a checkpoint of the subgraph at ``place``, is one LangGraph
+    keeps none of: the last of a call of a (not stateful) subgraph that finished under
+    ``durability="exit"`` (LangGraph saves such a call's checkpoint only when it
+    interrupted or failed). It stays stored: a crash before the parent's step commits
+    goes on from it and runs none of the call's nodes again."""
+    return place is not None and not place.stateful and not snap.next and EXIT_KEY in snap.metadata
+
+
+async def _calling(ctx: RunContext, thread: str, task: str, step: int | None) -> str:
+    """The checkpoint of ``thread`` whose step ``step`` ran subgraph task ``task`` (with
+    no ``step``, the latest that ran it); "" when none is kept."""
     async for snap in stored_history(ctx, thread):
         ran = int(snap.metadata.get("step", -1)) + 1
-        if ran == step and task.split(":")[0] in snap.next:
+        if (step is None or ran == step) and task.split(":")[0] in snap.next:
             return str(snap.config["checkpoint_id"])
-        if ran < step:
+        if step is not None and ran < step:
             break
-    raise RunNotFoundError(
-        f"no call of subgraph task {task!r} at step {step} (checkpoint_ns {ns!r})"
-    )
+    return ""
 
 
 async def _shaped(
@@ -367,6 +447,7 @@ async def _before_input(
     rewritten: Any = _NONE,
     ns: str = "",
     data: str | None = None,
+    parents: Mapping[str, str] | None = None,
 ) -> StateSnapshot:
     """LangGraph's entry of a run's input before it was applied; ``rewritten``: what an
     ``update_state(..., as_node="__start__")`` on the input checkpoint wrote as the
@@ -387,7 +468,13 @@ async def _before_input(
             except (InvalidUpdateError, ValueError, TypeError):
                 update = dict(run.input)  # written by an older version's schema: as stored
     shown = input_snapshot(
-        snap, thread_id=thread_id, before=values, before_id=parent_id, update=update, ns=ns
+        snap,
+        thread_id=thread_id,
+        before=values,
+        before_id=parent_id,
+        update=update,
+        ns=ns,
+        parents=parents,
     )
     if rewritten is _NONE:
         return shown
@@ -395,4 +482,13 @@ async def _before_input(
     return shown._replace(tasks=(task._replace(result=rewritten),))
 
 
-__all__ = ["HISTORY_PAGE", "history", "state", "stored_history", "stored_state"]
+__all__ = [
+    "HISTORY_PAGE",
+    "SubgraphPlace",
+    "history",
+    "state",
+    "stored_history",
+    "stored_state",
+    "subgraph_place",
+    "subgraph_where",
+]

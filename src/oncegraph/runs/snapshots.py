@@ -195,19 +195,20 @@ def input_snapshot(
     before_id: str | None,
     update: Mapping[str, Any],
     ns: str = "",
+    parents: Mapping[str, str] | None = None,
 ) -> StateSnapshot:
     """LangGraph's input checkpoint of a run: the state ``before`` the run's input
     ``update``, about to run ``__start__``; ``loop_snap`` is the run's input checkpoint
-    as oncegraph stores it (input applied)."""
+    as oncegraph stores it (input applied); ``parents`` as for :func:`shape`."""
     cp_id = str(loop_snap.config.get("checkpoint_id", "")) + INPUT_SUFFIX
     step = int(loop_snap.metadata.get("step", -1))
     return StateSnapshot(
         values=public(before),
         next=(START,),
-        config=lg_config(thread_id, cp_id, ns),
-        metadata={"source": "input", "step": step, "parents": {}},
+        config=lg_config(thread_id, cp_id, ns, parents),
+        metadata={"source": "input", "step": step, "parents": dict(parents or {})},
         created_at=iso_time(loop_snap.created_at),
-        parent_config=lg_config(thread_id, before_id, ns) if before_id else None,
+        parent_config=lg_config(thread_id, before_id, ns, parents) if before_id else None,
         run_id=loop_snap.run_id,
         interrupts=(),
         tasks=(

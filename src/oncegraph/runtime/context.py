@@ -65,6 +65,8 @@ class TaskContext:
     name: str = ""  # the node's name ("" = node)
     task: str = ""  # the task's key in its step ("" = node)
     ns: tuple[str, ...] = ()  # the subgraph namespace the task runs in (() = top level)
+    # the checkpoint that called each graph above the task's, by namespace ({} = top level)
+    parents: Mapping[str, str] = field(default_factory=dict)
     subgraph_calls: int = 0  # graphs this task ran as subgraphs so far (their order)
     attempt: int = 1  # which attempt of the node this is (a retry policy's: 2, 3, ...)
     first_attempt_at: float | None = None  # when its first attempt started (time.time())

@@ -79,6 +79,7 @@ from oncegraph.runtime.moves import (
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.routers import routed_input, routed_step, router_config
 from oncegraph.runtime.stepevents import (
+    Where,
     emit_results,
     emit_step,
     emit_tasks,
@@ -132,6 +133,8 @@ class Driver(Asking, CommitPath):
     parent: TaskContext | None = None
     answer_base: int = 0
     root_thread: str = ""
+    # in a subgraph: the checkpoint that called each graph above it, by namespace
+    parents: Mapping[str, str] = field(default_factory=dict)
     stopped: bool = False  # an interrupt or a breakpoint paused the run
     shown: dict[str, Any] | None = None  # the state an interrupted step leaves the caller
     steps: int = 0  # steps counted against recursion_limit in this call
@@ -396,6 +399,7 @@ class Driver(Asking, CommitPath):
             name=task.node,
             task=task.key,
             ns=self.ns,
+            parents=self.parents,
             graph_thread=run.thread_id if self.root_thread else "",
             cache=self.spec.cache,
             # this step is counted already (self.steps): it is one of those remaining
@@ -493,9 +497,9 @@ class Driver(Asking, CommitPath):
         return router_config(self.config, self.root_thread or run.thread_id, run.run_id)
 
     @property
-    def _where(self) -> tuple[str | None, tuple[str, ...]]:
-        """The root thread (None: this driver's own) and the namespace, for stream events."""
-        return self.root_thread, tuple(self.ns)
+    def _where(self) -> Where:
+        """Where this driver's checkpoints are shown to be, for stream events."""
+        return Where(self.root_thread, tuple(self.ns), self.parents)
 
 
 __all__ = ["COMMIT_RETRY_DELAYS", "Driver", "Emit", "ignore"]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from oncegraph.runtime.context import TaskContext
     from oncegraph.runtime.heads import Heads
     from oncegraph.runtime.replay import ReplayPolicy
+    from oncegraph.runtime.stepevents import Where
     from oncegraph.runtime.streaming import Emit
     from oncegraph.storage.protocols import Checkpointer
     from oncegraph.storage.records import EffectRecord, RunRecord, RunStatus
@@ -50,7 +51,7 @@ class DriverParts:
         def fence(self) -> int | None: ...
 
         @property
-        def _where(self) -> tuple[str | None, tuple[str, ...]]: ...
+        def _where(self) -> Where: ...
 
         async def set_status(
             self, run: RunRecord, status: RunStatus, error: str | None

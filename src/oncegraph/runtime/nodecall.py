@@ -22,7 +22,7 @@ from oncegraph._waiting import wait_done
 from oncegraph.errors import ConfigError, MissingRecordError, NodeError, NodeTimeoutError
 from oncegraph.graph.constants import PULL, PUSH, push_path, triggers
 from oncegraph.graph.spec import GraphSpec, NodeSpec
-from oncegraph.runtime import executor
+from oncegraph.runtime import executor, lcrun
 from oncegraph.runtime.context import TaskContext
 from oncegraph.runtime.engine import Head, Task
 from oncegraph.runtime.lcstream import child_config, reset_child, token_handler
@@ -90,17 +90,49 @@ async def _called(
     state = node_input(spec, node, head, task, ctx.remaining_steps)
     handler = token_handler(ctx, stream_metadata(ctx))  # None unless tokens are streamed
     ctx.callbacks = () if handler is None else (handler,)
-    token = None if handler is None else child_config(node_config(ctx))
+    # the caller's callbacks: this call is a run of its own under the graph's
+    show_in, show_out = lcrun.shown(node.fn)
+    run = None
+    if lcrun.parent() is not None:  # nothing to do (or import) without callbacks
+        run = await lcrun.node_run(
+            ctx.node_name,
+            show_in(state),
+            [f"graph:step:{ctx.step + 1}"],
+            stream_metadata(ctx, written=True),
+        )
+    entered = None if run is None else lcrun.enter(run)
+    if run is not None:
+        ctx.callbacks = (_with_handler(lcrun.parent(), handler),)
+    token = None if not ctx.callbacks else child_config(node_config(ctx))
     try:
         args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
         kwargs = _injected(node, ctx, error) if node.inject else {}
         if node.inline:  # on the loop thread: no hand-off, no timeout
-            return node.fn(*args, **kwargs)
-        return await _call(node, ctx, args, kwargs)
+            value = node.fn(*args, **kwargs)
+        else:
+            value = await _call(node, ctx, args, kwargs)
+    except BaseException as exc:
+        if run is not None:
+            await run.on_chain_error(exc)
+        raise
     finally:
-        if handler is not None:
+        if token is not None:
             reset_child(token)
-            ctx.callbacks = ()
+        if entered is not None:
+            lcrun.leave(entered)
+        ctx.callbacks = ()
+    if run is not None:
+        await lcrun.ended(run, show_out(value))
+    return value
+
+
+def _with_handler(manager: Any, handler: Any) -> Any:
+    """The node run's child manager, with the token stream's handler when there is one."""
+    if handler is None:
+        return manager
+    manager = manager.copy()
+    manager.add_handler(handler, inherit=True)
+    return manager
 
 
 def _injected(node: NodeSpec, ctx: TaskContext, error: NodeError | None) -> dict[str, Any]:
@@ -231,7 +263,9 @@ def node_config(ctx: TaskContext) -> dict[str, Any]:
         "recursion_limit": ctx.config.recursion_limit,
     }
     if ctx.callbacks:  # the node's LangChain token stream (oncegraph.runtime.lcstream)
-        config["callbacks"] = list(ctx.callbacks)
+        # or the callback manager of its run (oncegraph.runtime.lcrun)
+        first = ctx.callbacks[0]
+        config["callbacks"] = first if hasattr(first, "add_handler") else list(ctx.callbacks)
     return config
 
 

@@ -6,6 +6,7 @@ never shows what was not written."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -89,7 +90,7 @@ def emit_interrupts(
 def emit_step(
     emit: Emit,
     spec: GraphSpec,
-    where: tuple[str | None, tuple[str, ...]],
+    where: Where,
     head: Head,
     parent: CheckpointRecord,
     results: Sequence[TaskResult],
@@ -121,31 +122,48 @@ def emit_step(
         emit("debug", debug_event(cp.step + 1, "checkpoint", shown))
 
 
-def _config(thread: str, ns: str, checkpoint_id: str) -> dict[str, Any]:
-    return {
-        "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-    }
+@dataclasses.dataclass(frozen=True, slots=True)
+class Where:
+    """Where a driver's checkpoints are shown to be, for its stream events: the root
+    thread ("": the driver's own), the namespace, and, in a subgraph, the checkpoint that
+    called each graph above it, by namespace (LangGraph's ``metadata["parents"]``)."""
+
+    root_thread: str = ""
+    ns: tuple[str, ...] = ()
+    parents: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _config(
+    thread: str, ns: str, checkpoint_id: str, parents: Mapping[str, str]
+) -> dict[str, Any]:
+    """A checkpoint's config as the history shows it (a subgraph's has its
+    ``checkpoint_map``: every namespace down to its own mapped to its checkpoint)."""
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    conf["checkpoint_id"] = checkpoint_id
+    if parents and checkpoint_id:
+        conf["checkpoint_map"] = {**parents, ns: checkpoint_id}
+    return {"configurable": conf}
 
 
 def _input_checkpoint(
     spec: GraphSpec,
-    where: tuple[str | None, tuple[str, ...]],
+    where: Where,
     head: Head,
     parent: CheckpointRecord,
     before: Mapping[str, Any],
 ) -> dict[str, Any]:
     cp = head.checkpoint
-    thread = where[0] or cp.thread_id
-    ns = "|".join(where[1])
+    thread = where.root_thread or cp.thread_id
+    ns = "|".join(where.ns)
     cp_id = cp.checkpoint_id + INPUT_SUFFIX
     values = dict(before) if parent.checkpoint_id else start_values(spec.schema)
     return {
-        "config": _config(thread, ns, cp_id),
-        "parent_config": _config(thread, ns, parent.checkpoint_id)
+        "config": _config(thread, ns, cp_id, where.parents),
+        "parent_config": _config(thread, ns, parent.checkpoint_id, where.parents)
         if parent.checkpoint_id
         else None,
         "values": public(values),
-        "metadata": {"source": "input", "step": cp.step, "parents": {}},
+        "metadata": {"source": "input", "step": cp.step, "parents": dict(where.parents)},
         "next": [START],
         "tasks": [{"id": task_id(cp_id, START), "name": START, "interrupts": (), "state": None}],
     }
@@ -153,25 +171,28 @@ def _input_checkpoint(
 
 def debug_checkpoint(
     spec: GraphSpec,
-    where: tuple[str | None, tuple[str, ...]],
+    where: Where,
     head: Head,
     parent: CheckpointRecord,
 ) -> dict[str, Any]:
     """The ``debug`` stream's payload of a checkpoint, as ``get_state_history`` shows it."""
-    root_thread, namespace = where
+    namespace = where.ns
     cp = head.checkpoint
-    thread = root_thread or cp.thread_id
+    thread = where.root_thread or cp.thread_id
     ns = "|".join(namespace)
     source = str(cp.metadata.get("source", "loop"))
     if source == "input":
         source = "loop"  # after LangGraph's input checkpoint, the loop's first
     return {
-        "config": _config(thread, ns, cp.checkpoint_id),
-        "parent_config": _config(thread, ns, parent.checkpoint_id)
+        "config": _config(thread, ns, cp.checkpoint_id, where.parents),
+        "parent_config": _config(thread, ns, parent.checkpoint_id, where.parents)
         if parent.checkpoint_id
         else None,
         "values": public(dict(head.values)),
-        "metadata": lg_metadata(cp.metadata, cp.step + 1, source),
+        "metadata": {
+            **lg_metadata(cp.metadata, cp.step + 1, source),
+            "parents": dict(where.parents),
+        },
         "next": list(cp.next),
         "tasks": [
             {
@@ -270,6 +291,7 @@ def _result_event(
 
 __all__ = [
     "INPUT_SUFFIX",
+    "Where",
     "debug_checkpoint",
     "emit_interrupts",
     "emit_results",

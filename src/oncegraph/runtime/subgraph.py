@@ -112,6 +112,7 @@ async def run_nested(
         parent=ctx,
         answer_base=ctx.interrupt_count,
         root_thread=ctx.thread_id,
+        parents={**ctx.parents, "|".join(ctx.ns): ctx.checkpoint_id},
         subgraphs=run_subgraph_node,
     )
     run = RunRecord(run_id=ctx.run_id, thread_id=thread, status=RunStatus.RUNNING)

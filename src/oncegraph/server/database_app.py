@@ -78,7 +78,10 @@ class DatabaseApp(CompiledGraph):
             "(oncegraph serve MODULE:APP) for tenant keys.",
         )
 
-    def get_graph(self, *, xray: bool | int = False) -> GraphView:
+    def get_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
+        raise needs_app("draw the graph")
+
+    async def aget_graph(self, config: Any = None, *, xray: bool | int = False) -> GraphView:
         raise needs_app("draw the graph")
 
     # Refused whatever they are given: each takes the app's method's arguments.

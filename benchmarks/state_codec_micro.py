@@ -18,7 +18,7 @@ from typing import Annotated, Any, TypedDict
 
 from oncegraph import START, StateGraph, add_messages
 from oncegraph.runtime.engine import TaskResult, advance, empty_head
-from oncegraph.storage.sql import rows
+from oncegraph.storage.sql.rows import PLAIN as rows
 
 
 class Plain(TypedDict, total=False):

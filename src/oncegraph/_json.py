@@ -9,13 +9,16 @@ run's input). State arrives already encoded by its channels' codecs
 whose declared type is plain JSON, and would come back as another type after a restart
 (a ``datetime`` as ``str``, a dataclass as ``dict``): it is refused, naming the field,
 instead of being converted the way ``dumps`` converts tool arguments and results.
+A few known types (oncegraph's ``Command`` and ``Send``, LangChain messages) have a
+tagged JSON form there instead (:func:`register_tagged`), which :func:`untag` builds
+back into the value when state is read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -42,8 +45,69 @@ def _default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+#: The key of a tagged JSON form: ``{TAG: "<tag>", "value": <JSON>}``.
+TAG = "__oncegraph_type__"
+
+_TAGGED: list[tuple[str, Callable[[Any], bool], Callable[[Any], Any]]] = []
+_UNTAGGED: dict[str, Callable[[Any], Any]] = {}
+
+
+def register_tagged(
+    tag: str,
+    matches: Callable[[Any], bool],
+    to_json: Callable[[Any], Any],
+    from_json: Callable[[Any], Any],
+) -> None:
+    """Give the values ``matches`` accepts a tagged JSON form at plain state positions.
+
+    ``to_json`` turns a value into JSON-able data (it may hold other tagged values);
+    ``from_json`` builds the value again from that data, already untagged. Only known
+    types register (``Command``, ``Send``, LangChain messages): reading a tag never runs
+    anything but its registered constructor.
+    """
+    if tag in _UNTAGGED:
+        return
+    _TAGGED.append((tag, matches, to_json))
+    _UNTAGGED[tag] = from_json
+
+
 def _refuse(value: Any) -> Any:
+    for tag, matches, to_json in _TAGGED:
+        if matches(value):
+            return {TAG: tag, "value": to_json(value)}
     raise TypeError(type(value).__name__)
+
+
+def untag(value: Any) -> Any:
+    """``value`` with each tagged JSON form (see :func:`register_tagged`) built again as
+    its value; untouched (the same object) when it holds none. An unknown tag stays as
+    stored."""
+    kind = type(value)
+    if kind is dict:
+        if TAG in value and len(value) == 2 and "value" in value:
+            build = _UNTAGGED.get(value[TAG])
+            if build is not None:
+                return build(untag(value["value"]))
+        out: dict[Any, Any] | None = None
+        for key, item in value.items():
+            if type(item) in (dict, list):
+                new = untag(item)
+                if new is not item:
+                    if out is None:
+                        out = dict(value)
+                    out[key] = new
+        return value if out is None else out
+    if kind is list:
+        changed: list[Any] | None = None
+        for i, item in enumerate(value):
+            if type(item) in (dict, list):
+                new = untag(item)
+                if new is not item:
+                    if changed is None:
+                        changed = list(value)
+                    changed[i] = new
+        return value if changed is None else changed
+    return value
 
 
 def dumps(value: Any) -> bytes:

@@ -339,7 +339,7 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
             keys = kwargs.get("output_keys")
             if keys is not None:  # LangGraph's invoke(output_keys=...): these channels only
                 return ended(picked_output(self.spec, result.output(), keys))
-            values = output_values(self.spec, result.output())
+            values = output_values(self.spec, result.output(), invoked=True)
             ended(self._run_output(values))
             return values
 

@@ -10,14 +10,17 @@ their ``commit`` returns, as a second connection shows.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from group_refusals import check_answers, check_refused_wrote_nothing, heads, refusals
 
-from oncegraph.storage.records import StepCommit
+from oncegraph.errors import StorageError
+from oncegraph.storage.records import AuditRecord, StepCommit
 from oncegraph.storage.sql.sqlite import SqliteCheckpointer
 from oncegraph.testing.conformance import make_checkpoint, start_thread
 
@@ -87,3 +90,41 @@ async def test_a_cancelled_commit_is_left_out_of_its_group(tmp_path: Path) -> No
     finally:
         await store.aclose()
 
+
+
+async def test_audit_appends_ride_the_group_of_a_step_commit_and_make_one_chain(
+    tmp_path: Path,
+) -> None:
+    store = SqliteCheckpointer(tmp_path / "audit.db")
+    try:
+        tid, rid, cp = await start_thread(store)
+        records = [
+            AuditRecord(f"aud_{uuid.uuid4().hex}", "api:otto", "start", "run", rid, run_id=rid)
+            for _ in range(4)
+        ]
+        step = StepCommit(
+            thread_id=tid,
+            expected_version=1,
+            checkpoint=make_checkpoint(tid, rid, 2, parent=cp.checkpoint_id),
+        )
+        before = store.commit_groups.stats.transactions
+        duplicate = dataclasses.replace(records[0], reason="rewritten")
+        results = await asyncio.gather(
+            store.commit(step),
+            *(store.append_audit(r) for r in records),
+            store.append_audit(duplicate),  # the same audit id: refused alone
+            return_exceptions=True,
+        )
+        # one group: its first transaction rolled back by the duplicate, then written again
+        assert store.commit_groups.stats.transactions == before + 1
+        assert isinstance(results[-1], StorageError)
+        assert "already exists" in str(results[-1])
+        assert results[1:-1] == [None] * 4
+        assert (await store.get_thread(tid)).version == 2  # type: ignore[union-attr]
+        got = _rows(tmp_path / "audit.db", "SELECT audit_id, reason FROM oncegraph_audit")
+        assert sorted(got) == sorted((r.audit_id, None) for r in records)
+        report = await store.verify_audit()
+        assert report.ok, report.describe()
+        assert report.records == 4
+    finally:
+        await store.aclose()

@@ -309,12 +309,12 @@ def test_conditional_edges_with_path_map_and_list_returns(
 
 # A bad update, a router's GraphValidationError or a router's own exception fail the run
 # with the error recorded (it was once left "running").
-@pytest.mark.parametrize("fault", ["unknown_field", "router_raises", "router_unknown_node"])
+@pytest.mark.parametrize("fault", ["not_an_update", "router_raises", "router_unknown_node"])
 def test_errors_applying_a_step_fail_the_run(
     checkpointer: Checkpointer, run_path: RunPath, fault: str
 ) -> None:
-    def node(state: S) -> dict[str, Any]:
-        return {"nope": 1} if fault == "unknown_field" else {"x": 1}
+    def node(state: S) -> Any:
+        return 5 if fault == "not_an_update" else {"x": 1}
 
     def router(state: S) -> str:
         if fault == "router_raises":
@@ -337,8 +337,6 @@ def test_bad_input_writes_nothing(checkpointer: Checkpointer, run_path: RunPath)
     app = _fan(checkpointer, lambda s: None, lambda s: None)
     with pytest.raises(InvalidUpdateError, match=r"input must be a dict.*got int"):
         run_path(app, 5, {"thread_id": "t"})
-    with pytest.raises(InvalidUpdateError, match="no field 'nope'"):
-        run_path(app, {"nope": 1}, {"thread_id": "t"})
     assert app.runs(thread_id="t") == []
     assert list(app.get_state_history({"thread_id": "t"})) == []
 

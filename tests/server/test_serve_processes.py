@@ -1,8 +1,9 @@
 """``oncegraph serve --workers N`` and ``--log-level``: several real server processes on
-one SQLite database, and a server that logs no request at ``warning``."""
+one SQLite or PostgreSQL database, and a server that logs no request at ``warning``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -147,3 +148,73 @@ def test_several_processes_refuse_a_store_private_to_one(tmp_path: Path) -> None
         serve(f"{app}:app", log_level="loud")
     with pytest.raises(ConfigError, match="spec string"):
         serve(None, database=str(tmp_path / "x.db"), workers=2, keys={"k" * 8: "admin"})
+
+
+PAID_APP = """
+import os
+from oncegraph import current_effect, tool
+from oncegraph.prebuilt.agent import ReactAgent
+from oncegraph.prebuilt.models.scripted import ScriptedModel
+from oncegraph.storage.memory import InMemoryCheckpointer
+
+@tool(effect="irreversible", recipient="payments")
+def pay(order_id: str) -> str:
+    \"\"\"Pay an order.\"\"\"
+    with open(os.environ["PAID_LOG"], "a") as log:  # one line per execution
+        log.write(f"{current_effect().idempotency_key} {os.getpid()}\\n")
+    return "paid"
+
+call = {"id": "c1", "name": "pay", "args": {"order_id": "7"}}
+model = ScriptedModel.turns({"content": "", "tool_calls": [call]}, "Paid.")
+app = ReactAgent(model=model, tools=[pay]).compile(checkpointer=InMemoryCheckpointer())
+"""
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_runs_through_two_processes_on_one_store_each_run_once_with_one_effect(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = tmp_path / "paid_app.py"
+    app.write_text(PAID_APP)
+    paid = tmp_path / "paid.log"
+    monkeypatch.setenv("PAID_LOG", str(paid))
+    database = (
+        str(tmp_path / "shared.db") if kind == "sqlite" else request.getfixturevalue("fresh_dsn")
+    )
+    args = (f"{app}:app", "--database", database, "--workers", "2", "--log-level", "warning")
+    headers = {"Authorization": f"Bearer {KEY}"}
+    started: list[str] = []
+
+    async def batch(url: str, first: int) -> list[str]:
+        async def one(n: int) -> str:  # a connection each: either process may take it
+            async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+                got = await http.post(
+                    f"/api/threads/order-{n}/runs", json={"input": ASK, "wait": True}
+                )
+            assert got.status_code == 200, got.text
+            assert got.json()["run"]["status"] == "completed", got.text
+            return str(got.json()["run"]["run_id"])
+
+        return list(await asyncio.gather(*(one(first + i) for i in range(8))))
+
+    with _cli_serve(tmp_path, *args) as (url, proc, _):
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2:  # the supervisor's two server processes
+            assert time.monotonic() < deadline, "the server processes did not start"
+            time.sleep(0.2)
+        # batches of concurrent runs until both processes ran some (the kernel picks)
+        for at in range(0, 80, 8):
+            started += asyncio.run(batch(url, at))
+            if len({line.split()[1] for line in paid.read_text().splitlines()}) == 2:
+                break
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as client:
+            listed = client.get("/api/runs", params={"limit": 200}).json()["runs"]
+            assert sorted(r["run_id"] for r in listed) == sorted(started)
+            assert {r["status"] for r in listed} == {"completed"}
+            for run_id in started:  # each run's ledger: one payment, completed
+                effects = client.get(f"/api/runs/{run_id}/effects").json()["effects"]
+                assert [e["status"] for e in effects if e["effect_type"] == "pay"] == ["completed"]
+    lines = [line.split() for line in paid.read_text().splitlines()]
+    assert len(lines) == len(started), "one execution per run, wherever it ran"
+    assert len({key for key, _ in lines}) == len(started), "each run's payment once"
+    assert len({pid for _, pid in lines}) == 2, "runs went through both processes"

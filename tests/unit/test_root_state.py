@@ -82,8 +82,9 @@ def test_stored_state_and_resume_after_an_interrupt(tmp_path: Path) -> None:
     g.add_edge(START, "ask")
     app = g.compile(checkpointer=SqliteCheckpointer(str(tmp_path / "runs.db")))
     cfg = {"configurable": {"thread_id": "t"}}
-    first = app.invoke(["q"], cfg)
-    assert first == ["q"]
+    first = app.invoke(["q"], cfg)  # as LangGraph: a paused root-value run shows its question
+    assert list(first) == ["__interrupt__"]
+    assert [i.value for i in first["__interrupt__"]] == ["which?"]
     snap = app.get_state(cfg)
     assert snap.values == ["q"]
     assert snap.next == ("ask",)

@@ -1,17 +1,18 @@
 """What a run takes as input and what a router reads, by their schemas (as LangGraph):
 input keys outside the input schema (or, without one, outside the state schema's own
-fields) are dropped; a router annotated with its own TypedDict reads only its fields; an
-async router also routes an ``update_state`` written as its node."""
+fields) are dropped, each with one warning; a router annotated with its own TypedDict
+reads only its fields; an async router also routes an ``update_state`` written as its
+node."""
 
 from __future__ import annotations
 
+import logging
 import operator
 from typing import Annotated, Any, TypedDict
 
 import pytest
 
 from oncegraph import END, START, StateGraph
-from oncegraph.errors import InvalidUpdateError
 from oncegraph.storage.protocols import Checkpointer
 
 
@@ -104,12 +105,20 @@ def test_update_state_as_a_node_with_an_async_router(checkpointer: Checkpointer)
     assert app.invoke(None, config)["seen"] == ["first", "left", "right"]
 
 
-def test_an_input_key_the_state_lacks_is_still_refused() -> None:
+def test_an_input_key_the_state_lacks_is_dropped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     def b(state: ForB) -> dict[str, Any]:
-        return {}
+        return {"seen": [dict(state)]}
 
     builder = StateGraph(State)
     builder.add_node("b", b)
     builder.add_edge(START, "b")
-    with pytest.raises(InvalidUpdateError, match="typo"):
-        builder.compile().invoke({"hello": "x", "typo": 1})
+    with caplog.at_level(logging.WARNING, logger="oncegraph.state.channels"):
+        out = builder.compile().invoke({"hello": "x", "typo": 1})
+    assert out == {"hello": "x", "seen": [{"hello": "x"}]}
+    assert [r.getMessage() for r in caplog.records if "'typo'" in r.getMessage()] == [
+        "input key 'typo' is not a field of the graph's input schema, so it is dropped (as "
+        "LangGraph drops it); known fields: ['hello', 'seen']. Add 'typo' to the input "
+        "schema (or the state schema) or fix the input."
+    ]

@@ -85,3 +85,18 @@ def test_a_record_chained_under_a_key_not_given_is_not_checked() -> None:
     assert not report.ok and not report.checked and report.broken == "aud-0"
     assert "NOT CHECKED" in report.describe() and "--keys-file" in report.describe()
     assert chain.verify(links, db_key=b"s" * 32, encryption=KEYS).ok
+
+
+def test_a_link_is_the_mac_existing_chains_were_written_with() -> None:
+    # Links a chain written by an earlier release holds: the MAC's input (the record's
+    # fields in their stored order) must never change, or those chains stop verifying.
+    key = chain.ChainKey("db", b"k" * 32)
+    first, second = _records(2)
+    details = {"before": "running", "n": [1, 2.5]}
+    second = dataclasses.replace(second, thread_id="t1", details=details, at=1700000000)
+    head = chain.next_link(None, first, key)
+    assert head == (1, "am1:db:a6de840c31cdd4f581eba3bfc3d84657f7aa90fedc5279a03cc88045461a83c1")
+    assert chain.next_link(head, second, key) == (
+        2,
+        "am1:db:a051c49c7ba9c94d8d21784595bd09c2263d40985b889c2f88e399ec64f7e0f2",
+    )

@@ -29,7 +29,7 @@ from typing import Any
 
 from oncegraph.errors import EmptyChannelError, InvalidUpdateError
 from oncegraph.state.channels import Channel, StateSchema, required_unwrapped
-from oncegraph.state.codec import codec_for
+from oncegraph.state.codec import PLAIN, codec_for
 
 _MISSING: Any = object()
 
@@ -67,7 +67,8 @@ class BaseChannel:
             self.reducer(),
             False,
             self.zero(),
-            codec_for(name, self.typ),
+            # an untracked value is never stored: it may be any object, so no codec
+            PLAIN if self.untracked else codec_for(name, self.typ),
             clears=self.clears,
             untracked=self.untracked,
         )
@@ -78,9 +79,7 @@ class BaseChannel:
     def ValueType(self) -> Any:
         return self.typ
 
-    @property
-    def UpdateType(self) -> Any:
-        return self.typ
+    UpdateType = ValueType  # the type of an update: a value, unless a channel says otherwise
 
     def copy(self) -> BaseChannel:
         new = self.__class__.__new__(self.__class__)

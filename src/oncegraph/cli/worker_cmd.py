@@ -45,6 +45,7 @@ def register(app: typer.Typer) -> None:
         from oncegraph.loading import load_app
         from oncegraph.observe import configure_logging
         from oncegraph.worker.process import run_worker
+        from oncegraph.worker.worker import Worker
 
         configure_logging(log_format, log_level)
         try:
@@ -54,7 +55,7 @@ def register(app: typer.Typer) -> None:
         if compiled.checkpointer is not None:
             check_store(compiled.checkpointer)
         try:
-            code = run_worker(
+            worker = Worker(
                 compiled,
                 concurrency=concurrency,
                 lease_seconds=lease,
@@ -65,6 +66,7 @@ def register(app: typer.Typer) -> None:
             )
         except ValueError as exc:  # the worker's own checks (heartbeat vs lease)
             raise CliError(str(exc), code=2) from None
+        code = run_worker(worker)
         raise typer.Exit(code)
 
     @app.command()

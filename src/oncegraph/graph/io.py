@@ -1,7 +1,7 @@
 """What a run accepts and returns: the graph's input and output schemas (pure helpers).
 
 ``StateGraph(State, input_schema=In, output_schema=Out)``: :func:`input_update` turns
-the caller's input into the START update and refuses fields ``In`` does not declare;
+the caller's input into the START update and drops fields ``In`` does not declare;
 :func:`output_values` keeps the fields ``Out`` declares (and ``__interrupt__``) of the
 final state. Without those schemas both are the state schema's behaviour.
 """
@@ -71,28 +71,31 @@ def input_update(spec: GraphSpec, value: Any) -> Mapping[str, Any]:
             f"input must be a dict of state fields (or None to continue a run); got "
             f"{type(value).__name__}"
         )
+    # as LangGraph: keys outside the input schema (without one, outside the state
+    # schema's own fields) are not input: dropped, each logged once
     update = schema.to_update(START, value)
-    # as LangGraph: state fields outside the input schema are not input (a field only a
-    # node's schema added, one the input schema leaves out): dropped. A key the state
-    # lacks altogether is still refused where the update is encoded.
-    if (
-        spec.input_schema is not None
-        and schema.kind != "dict"
-        and any(k not in schema.channels for k in update)
-    ):
-        state = spec.schema.channels
-        update = {k: v for k, v in update.items() if k in schema.channels or k not in state}
+    if schema is not spec.schema:  # and what the state has no field for either
+        update = spec.schema.known(START, update)
     return update
 
 
-def output_values(spec: GraphSpec, values: Mapping[str, Any]) -> Any:
+def output_values(spec: GraphSpec, values: Mapping[str, Any], *, invoked: bool = False) -> Any:
     """The part of the final state a run returns (``__interrupt__`` always included);
-    a root-value state's value itself."""
+    a root-value state's value itself, but what ``invoke`` returns of a paused one
+    (``invoked``): as LangGraph, ``{"__interrupt__": [...]}`` (merged into a dict value)."""
     if spec.io is not None:
         return spec.io.values(values)
     schema = spec.output_schema
     if (schema or spec.schema).is_root:
-        return values.get(ROOT)
+        value = values.get(ROOT)
+        if invoked and INTERRUPT_KEY in values:
+            asked = values[INTERRUPT_KEY]
+            return (
+                {**value, INTERRUPT_KEY: asked}
+                if isinstance(value, dict)
+                else {INTERRUPT_KEY: asked}
+            )
+        return value
     if schema is None:
         return dict(values)
     out = {k: v for k, v in values.items() if k in schema.channels}

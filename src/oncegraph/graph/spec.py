@@ -106,6 +106,11 @@ class NodeSpec:
     # add_node(metadata=...): drawn by get_graph(), never read by the run
     metadata: Mapping[str, Any] | None = dataclasses.field(default=None, compare=False)
 
+    @property
+    def runnable(self) -> NodeRunnable:
+        """LangGraph's ``StateNodeSpec.runnable``: its ``func`` is the node's function."""
+        return NodeRunnable(self.fn)
+
     def copy(self, update: Mapping[str, Any] | None = None) -> NodeSpec:
         """This node with ``update``'s fields replaced (LangGraph's ``PregelNode.copy``)."""
         return dataclasses.replace(self, **dict(update or {}))
@@ -125,6 +130,13 @@ class NodeSpec:
         inject = injected(fn)
         takes_config = not inject and positional_params(fn) >= 2
         return cls(name, fn, is_async, takes_config, timeout, inline, inject=inject)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRunnable:
+    """What ``NodeSpec.runnable`` shows of a node, as LangGraph's tests read it."""
+
+    func: Callable[..., Any]
 
 
 @dataclass(frozen=True, slots=True)

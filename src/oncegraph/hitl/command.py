@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
+from oncegraph._json import register_tagged
 from oncegraph.errors import ConfigError
 from oncegraph.hitl.send import Send
 
@@ -65,3 +66,32 @@ class Command(Generic[N]):
         if isinstance(self.goto, (str, Send)):
             return (self.goto,)
         return tuple(self.goto)
+
+
+def _command_json(command: Command[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if command.graph is not None:
+        out["graph"] = command.graph
+    if command.update is not None:
+        out["update"] = command.update
+    if command.has_resume:
+        out["resume"] = command.resume
+    if command.goto is not None:
+        out["goto"] = command.goto
+    return out
+
+
+def _command_of(data: Any) -> Command[Any]:
+    update = data.get("update")
+    if isinstance(update, list):  # (field, value) pairs come back from JSON as lists
+        update = [tuple(p) if isinstance(p, list) and len(p) == 2 else p for p in update]
+    return Command(
+        graph=data.get("graph"),
+        update=update,
+        resume=data.get("resume", _UNSET),
+        goto=data.get("goto"),
+    )
+
+
+# a Command held in state or in a Send's payload is stored as a tagged JSON form
+register_tagged("command", lambda v: isinstance(v, Command), _command_json, _command_of)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from oncegraph._json import register_tagged
+
 
 class Send:
     """Run ``node`` in the next step with ``arg`` as its input; ``timeout`` (seconds, a
@@ -48,5 +50,19 @@ class Send:
             return f"Send(node={self.node!r}, arg={self.arg!r})"
         return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
+
+def _send_json(send: Send) -> dict[str, Any]:
+    out = {"node": send.node, "arg": send.arg}
+    if send.timeout is not None:
+        out["timeout"] = send.timeout
+    return out
+
+
+def _send_of(data: Any) -> Send:
+    return Send(str(data["node"]), data.get("arg"), timeout=data.get("timeout"))
+
+
+# a Send held in state or in another Send's payload is stored as a tagged JSON form
+register_tagged("send", lambda v: isinstance(v, Send), _send_json, _send_of)
 
 __all__ = ["Send"]

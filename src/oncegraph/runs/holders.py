@@ -12,6 +12,7 @@ lock is gone or the lease has run out.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -36,12 +37,7 @@ class Holder:
         return not self.alive
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "owner": self.owner,
-            "alive": self.alive,
-            "lease_expires_at": self.lease_expires_at,
-            "last_write": self.last_write,
-        }
+        return dataclasses.asdict(self)
 
 
 async def holder_alive(store: Checkpointer, run: RunRecord) -> bool:

@@ -30,6 +30,7 @@ from oncegraph.runtime.moves import open_interrupts
 from oncegraph.runtime.stepevents import start_values
 from oncegraph.runtime.stepresults import RESULTS, decode_results
 from oncegraph.runtime.subgraph import child_place
+from oncegraph.state.channels import ROOT
 from oncegraph.storage.records import CheckpointRecord
 
 HISTORY_PAGE = 50
@@ -221,13 +222,23 @@ def _with_finished_tasks(spec: GraphSpec, snap: StateSnapshot) -> StateSnapshot:
     failed or interrupted) with some of its tasks finished has their writes applied to
     the values, and ``next`` names only the tasks still to run (the stored checkpoint,
     read by its id, is as it was)."""
-    done = [TaskResult(t.name, t.result) for t in snap.tasks if t.result is not None]
+    root = spec.schema.is_root  # the values and results are the one value, as shown
+    done = [
+        TaskResult(t.name, {ROOT: t.result} if root and not _rooted(t.result) else t.result)
+        for t in snap.tasks
+        if t.result is not None
+    ]
     if not done:
         return snap
+    values = with_finished(spec, {ROOT: snap.values} if root else snap.values, done)
     return snap._replace(
-        values=with_finished(spec, snap.values, done),
+        values=values.get(ROOT) if root else values,
         next=tuple(t.name for t in snap.tasks if t.result is None),
     )
+
+
+def _rooted(result: Any) -> bool:
+    return isinstance(result, Mapping) and len(result) == 1 and ROOT in result
 
 
 def _mask(masker: Masker, snap: StateSnapshot) -> StateSnapshot:

@@ -41,8 +41,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from oncegraph._json import dumps_state, loads, untag
 from oncegraph._slots import slot_init
-from oncegraph.errors import CorruptRecordError, corrupt
+from oncegraph.errors import (
+    CorruptRecordError,
+    InvalidUpdateError,
+    PayloadTooLargeError,
+    corrupt,
+)
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.send import Send
 from oncegraph.ids import new_checkpoint_id
@@ -79,6 +85,9 @@ class TaskResult:
     # The update as the node returned it, where ``update`` gave its messages their ids
     # (runtime/tasks.py): what the ``updates`` stream shows, as LangGraph shows it.
     shown: Mapping[str, Any] | None = None
+    # the keys of the node's returned dict that the state has no field for: not state,
+    # but its routers read them (LangGraph passes a node's return on to its branches)
+    extra: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> str:
@@ -303,7 +312,8 @@ def decode_result(spec: GraphSpec, task: str, node: str, stored: Mapping[str, An
         goto.append(decode_send(spec, item) if isinstance(item, Mapping) else str(item))
     by = str(stored.get("by") or node)  # an error handler's result stands for its node's
     more = tuple(spec.schema.decode_update(u) for u in stored.get("more", ()))
-    return TaskResult(by, update, tuple(goto), task if task != by else "", more)
+    extra = untag(stored["extra"]) if "extra" in stored else None
+    return TaskResult(by, update, tuple(goto), task if task != by else "", more, extra=extra)
 
 
 def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
@@ -316,6 +326,11 @@ def encode_result(spec: GraphSpec, result: TaskResult) -> dict[str, Any]:
         out["by"] = result.node
     if result.more:
         out["more"] = [spec.schema.encode_update(u) for u in result.more]
+    if result.extra:  # kept for the routers of a resumed step when JSON can hold them
+        try:
+            out["extra"] = loads(dumps_state(result.extra))
+        except (InvalidUpdateError, PayloadTooLargeError):
+            pass  # not state: a resumed step's routers go without them
     return out
 
 

@@ -25,6 +25,7 @@ from oncegraph.runtime.engine import (
     tasks_of,
     with_finished,
 )
+from oncegraph.runtime.routes import router_state
 
 if TYPE_CHECKING:
     from oncegraph.runtime.config import RunConfig
@@ -92,11 +93,15 @@ async def routed(
 ) -> dict[tuple[str, int], Any] | None:
     """Await the async routers of ``results``' nodes on ``values``."""
     out: dict[tuple[str, int], Any] = {}
+    extras: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if r.extra:
+            extras.setdefault(r.node, {}).update(r.extra)
     for node in dict.fromkeys(r.node for r in results):
         for index, branch in enumerate(spec.branches.get(node, ())):
             if not branch.is_async:
                 continue
-            state = branch.state_for(spec.schema, values)
+            state = router_state(spec, branch, values, extras.get(node))
             try:
                 if branch.takes_config:
                     out[(node, index)] = await branch.router(state, dict(config or {}))

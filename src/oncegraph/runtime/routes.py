@@ -10,7 +10,10 @@ checkpoint from them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import typing
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -38,6 +41,45 @@ class Finished(Protocol):
     @property
     def more(self) -> tuple[Mapping[str, Any], ...]: ...
 
+    @property
+    def extra(self) -> Mapping[str, Any] | None: ...
+
+
+def router_state(
+    spec: GraphSpec, branch: Any, values: Mapping[str, Any], extra: Mapping[str, Any] | None
+) -> Any:
+    """What ``branch``'s router reads: the state as its schema gives it, and, as LangGraph
+    passes them, the keys the node returned that the state has no field for (a router
+    with no schema of its own, on a dict state; the state's values win)."""
+    state = branch.state_for(spec.schema, values)
+    if extra and isinstance(state, dict) and _takes_extra(branch.router):
+        return {**extra, **state}
+    return state
+
+
+_TAKES_EXTRA: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
+def _takes_extra(router: Any) -> bool:
+    """Whether LangGraph would pass a node's extra keys to ``router``: its first parameter
+    is not annotated with a class that declares fields (a state schema of its own)."""
+    try:
+        return _TAKES_EXTRA[router]
+    except (KeyError, TypeError):
+        pass
+    takes = True
+    try:
+        params = list(inspect.signature(router).parameters.values())
+        hints = typing.get_type_hints(router) if params else {}
+        hint = hints.get(params[0].name) if params else None
+        if isinstance(hint, type) and typing.get_type_hints(hint):
+            takes = False
+    except Exception:  # an annotation that does not resolve: no schema to go by
+        takes = True
+    with contextlib.suppress(TypeError):  # not weakly referable: worked out each time
+        _TAKES_EXTRA[router] = takes
+    return takes
+
 
 def _targets(
     spec: GraphSpec,
@@ -45,6 +87,7 @@ def _targets(
     values: Mapping[str, Any],
     config: Mapping[str, Any] | None,
     routed: Mapping[tuple[str, int], Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> list[str | Send]:
     out: list[str | Send] = list(spec.edges.get(node, ()))
     for index, branch in enumerate(spec.branches.get(node, ())):
@@ -53,9 +96,9 @@ def _targets(
             if isinstance(picked, RouterFailed):
                 raise picked.error
         elif branch.takes_config:
-            picked = branch.router(branch.state_for(spec.schema, values), dict(config or {}))
+            picked = branch.router(router_state(spec, branch, values, extra), dict(config or {}))
         else:
-            picked = branch.router(branch.state_for(spec.schema, values))
+            picked = branch.router(router_state(spec, branch, values, extra))
         if type(picked) is not str and inspect.isawaitable(picked):
             close = getattr(picked, "close", None)
             if close:
@@ -124,7 +167,8 @@ def route(
     found: set[str] = set()
     sends: list[Send] = []
     for task in finished:
-        for target in (*_targets(spec, task.node, values, config, routed), *task.goto):
+        targets = _targets(spec, task.node, values, config, routed, task.extra)
+        for target in (*targets, *task.goto):
             if isinstance(target, Send):
                 if target.node not in spec.nodes:
                     raise GraphValidationError(
@@ -176,4 +220,4 @@ def next_nodes(
     return route(spec, values, finished).pulled
 
 
-__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route"]
+__all__ = ["Finished", "RouterFailed", "Routes", "next_nodes", "route", "router_state"]

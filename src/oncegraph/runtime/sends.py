@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from oncegraph._json import dumps_state, loads
+from oncegraph._json import dumps_state, loads, untag
 from oncegraph.errors import GraphValidationError, InvalidUpdateError
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.graph.timeouts import TimeoutPolicy
@@ -58,6 +61,24 @@ def _policy(stored: Any) -> TimeoutPolicy | None:
     )
 
 
+# A send's untracked values (``UntrackedValue`` fields of its payload) are never stored:
+# the process that sent them keeps them here, by a token the stored send names, for the
+# task it runs; a resumed run in another process (or after these were let go) runs the
+# task without them, as LangGraph does.
+_HELD: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_HELD_MAX = 1024
+_HELD_LOCK = threading.Lock()
+
+
+def _hold(values: dict[str, Any]) -> str:
+    token = secrets.token_hex(12)
+    with _HELD_LOCK:
+        _HELD[token] = values
+        while len(_HELD) > _HELD_MAX:
+            _HELD.popitem(last=False)
+    return token
+
+
 def encode_send(spec: GraphSpec, send: Send) -> dict[str, Any]:
     """``send`` as stored in a checkpoint: its payload encoded by the target node's input
     schema when it is state-shaped (a dict of the schema's fields, or an instance of the
@@ -90,7 +111,10 @@ def _payload(spec: GraphSpec, send: Send) -> dict[str, Any]:
         ):
             # as JSON gives it back, so this process hands the task what a resumed one would
             stored = loads(dumps_state(schema.encode_update(arg)))
-            return {"node": send.node, "as": "state", "arg": stored}
+            out = {"node": send.node, "as": "state", "arg": stored}
+            if schema.untracked and any(k in schema.untracked for k in arg):
+                out["held"] = _hold({k: v for k, v in arg.items() if k in schema.untracked})
+            return out
         plain = loads(dumps_state(arg))
     except InvalidUpdateError as exc:
         raise InvalidUpdateError(f"the payload of Send({send.node!r}, ...): {exc}") from exc
@@ -105,8 +129,13 @@ def decode_send(spec: GraphSpec, stored: Mapping[str, Any]) -> Send:
     if kind in ("state", "instance") and node in spec.nodes:
         schema = _send_schema(spec, node)
         arg = schema.decode_update(arg or {})
+        held = _HELD.get(str(stored.get("held", "")))
+        if held is not None and kind == "state":  # this process still holds them
+            arg = {**arg, **held}
         if kind == "instance":
             arg = schema.source(**arg)
+    elif kind == "json":  # a Command or a message in it comes back as itself
+        arg = untag(arg)
     return Send(node, arg, timeout=_policy(stored.get("timeout")))
 
 

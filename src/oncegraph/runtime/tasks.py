@@ -150,8 +150,36 @@ def _with_message_ids(
         for k, v in result.update.items()
     }
     return TaskResult(
-        result.node, update, result.goto, result.task, shown=result.update, more=result.more
+        result.node,
+        update,
+        result.goto,
+        result.task,
+        shown=_shown(result.update, update),
+        more=result.more,
+        extra=result.extra,
     )
+
+
+def _shown(returned: Mapping[str, Any], given: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What the ``updates`` stream shows of a task's messages: as the node returned them,
+    but a LangChain message object with the id it was given, as LangGraph shows the
+    message its ``add_messages`` gave an id to (a dict stays as returned)."""
+    shown: dict[str, Any] | None = None
+    for key, value in returned.items():
+        items = value if type(value) is list else [value]
+        ided = given.get(key)
+        if (
+            not items
+            or type(ided) is not list
+            or len(ided) != len(items)
+            or not all(lc.is_message(m) for m in items)
+            or not all(lc.is_message(m) for m in ided)
+        ):
+            continue
+        if shown is None:
+            shown = dict(returned)
+        shown[key] = ided if type(value) is list else ided[0]
+    return returned if shown is None else shown
 
 
 def _lacks_id(update: Any) -> bool:

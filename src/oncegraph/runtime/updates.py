@@ -25,6 +25,7 @@ def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
     if isinstance(value, Command):
         pairs = _pairs(value.update)
         if pairs is not None:
+            pairs = [u for p in pairs if (u := spec.schema.known(node, p))]
             first, *rest = pairs or [{}]
             return TaskResult(node, first, value.goto_nodes(), key, tuple(rest))
         return TaskResult(node, spec.schema.to_update(node, value.update), value.goto_nodes(), key)
@@ -39,7 +40,11 @@ def result_of(spec: GraphSpec, node: str, value: Any, key: str) -> TaskResult:
                 updates.append(spec.schema.to_update(node, item))
         updates = [u for u in updates if u] or [{}]
         return TaskResult(node, updates[0], tuple(goto), key, tuple(updates[1:]))
-    return TaskResult(node, spec.schema.to_update(node, value), (), key)
+    update = spec.schema.to_update(node, value)
+    if type(value) is dict and len(update) < len(value):  # keys the state has no field for
+        extra = {k: v for k, v in value.items() if k not in update}
+        return TaskResult(node, update, (), key, extra=extra)
+    return TaskResult(node, update, (), key)
 
 
 def _pairs(update: Any) -> list[Mapping[str, Any]] | None:

@@ -14,9 +14,9 @@ an error response's message is masked by the same masker (:func:`masked_message`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
@@ -33,7 +33,10 @@ from oncegraph.server.database_app import has_code, needs_app
 from oncegraph.server.encode import Shown
 from oncegraph.server.hub import RunHub
 from oncegraph.server.problems import ApiError, bad_request, forbidden, not_found
+from oncegraph.server.reading import Readers
 from oncegraph.storage.records import RunRecord
+
+T = TypeVar("T")
 
 # How many running runs of one listing have their liveness lock tried (together).
 HOLDER_LOOKS = 50
@@ -46,6 +49,7 @@ class Served:
     graph: CompiledGraph
     keys: KeyRing
     hub: RunHub
+    readers: Readers
 
     @property
     def masks(self) -> dict[str, tuple[str, ...]]:
@@ -78,6 +82,15 @@ def graph(request: Request) -> CompiledGraph:
     if principal is not None and principal.tenant is not None:
         return whole.for_tenant(principal.tenant)
     return whole
+
+
+async def read(request: Request, reading: Callable[[CompiledGraph], Awaitable[T]]) -> T:
+    """``await reading(app)`` with the app as :func:`graph` binds it, on the readers'
+    own connection and thread (:mod:`oncegraph.server.reading`): for listings and the
+    masked values a response learns, which must not wait behind the runs' writes."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    tenant = principal.tenant if principal is not None else None
+    return await served(request).readers.read(tenant, reading)
 
 
 def key_of(request: Request, *, cookie: bool) -> str | None:
@@ -135,7 +148,7 @@ async def _learn(request: Request) -> Masker:
         todo = sorted(pending)
         pending.clear()
         learned.update(todo)
-        masker.absorb(await graph(request).service.masker(thread_ids=todo))
+        masker.absorb(await read(request, lambda g: g.service.masker(thread_ids=todo)))
     return masker
 
 
@@ -152,7 +165,8 @@ async def shown(request: Request, principal: Principal, *thread_ids: str) -> Sho
 
     async def refresh() -> None:
         if learned:
-            masker.absorb(await graph(request).service.masker(thread_ids=sorted(learned)))
+            ids = sorted(learned)
+            masker.absorb(await read(request, lambda g: g.service.masker(thread_ids=ids)))
 
     view.refresh = refresh
     return view
@@ -225,8 +239,9 @@ async def visible_runs(
     """Runs newest first, ``before`` a page's last run. A tenant-bound key's app is
     bound to its tenant, so the store lists that tenant's runs only (guarantee 15) and reads
     ``limit`` of them; :func:`tenancy.allows` stays as the routes' one check."""
-    runs = await graph(request).aruns(
-        thread_id=thread_id, status=status, limit=limit, before=before
+    runs = await read(
+        request,
+        lambda g: g.aruns(thread_id=thread_id, status=status, limit=limit, before=before),
     )
     kept = [r for r in runs if tenancy.allows(principal, r.thread_id, r)]
     seen(request, {r.thread_id for r in kept})
@@ -265,6 +280,7 @@ __all__ = [
     "holders",
     "masked_message",
     "need",
+    "read",
     "request_masker",
     "seen",
     "served",

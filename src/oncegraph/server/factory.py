@@ -6,8 +6,9 @@ the caller's key verified, the rate limit by that key or, without one, by addres
 and an API request without a valid key answered 401 before its body is read); body size
 by ``Content-Length`` (413); then Starlette's routing with one error handler that turns
 every refusal into the JSON of :mod:`oncegraph.server.problems` (the UI renders its own
-pages). The app opens the graph's store at start-up (migrating it) and, at shutdown,
-cancels runs it started (they stay resumable) and closes the store.
+pages). The app opens the graph's store at start-up (migrating it) and its readers
+(:mod:`oncegraph.server.reading`: listings on a connection and thread of their own) and,
+at shutdown, cancels runs it started (they stay resumable) and closes the readers.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from oncegraph.server.hub import KEEPALIVE, RunHub
 from oncegraph.server.idempotency import DEFAULT_WINDOW, Keys
 from oncegraph.server.limits import BodyLimit, Gate
 from oncegraph.server.problems import ApiError, from_exception, response
+from oncegraph.server.reading import Readers
 from oncegraph.server.recovery import RECOVER_EVERY, Recovery
 
 log = logging.getLogger("oncegraph.server")
@@ -138,12 +140,14 @@ def create_app(
         raise ConfigError(f"keepalive must be a positive number of seconds; got {keepalive!r}")
     keys_kept = Keys(idempotency_window)
     hub = RunHub(graph, max_runs=max_runs, max_events=max_events, keepalive=keepalive)
+    readers = Readers(graph)
     # a database served without the app's code cannot go on with anyone's runs
     recovery = Recovery(hub, every=recover_every) if recover and has_code(graph) else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await graph.setup()
+        readers.start()
         if recovery is not None:
             recovery.start()
         try:
@@ -152,6 +156,7 @@ def create_app(
             if recovery is not None:
                 await recovery.stop()
             await hub.aclose()
+            await readers.aclose()
 
     app = Starlette(
         routes=[
@@ -172,7 +177,7 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.state.served = Served(graph, ring, hub)
+    app.state.served = Served(graph, ring, hub, readers)
     app.state.compensate_role = compensation_role(compensate_role)
     app.state.keys = keys_kept
     app.state.recovery = recovery

@@ -20,11 +20,13 @@ back in a fresh process as the type that was written.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints
 
+from oncegraph._json import untag
 from oncegraph.errors import ConfigError, InvalidUpdateError
 from oncegraph.state.fields import (  # Channel, required_unwrapped: also imported from here
     Channel,
@@ -36,6 +38,8 @@ from oncegraph.state.fields import (  # Channel, required_unwrapped: also import
     required_unwrapped,
 )
 from oncegraph.state.overwrite import OVERWRITE, Overwrite, overwritten
+
+log = logging.getLogger(__name__)
 
 ROOT = "__root__"
 """The one channel of a root-value state (``StateGraph(Annotated[list, add])``)."""
@@ -66,6 +70,10 @@ class StateSchema:
     # Pregel channels cleared between steps, and those never stored (oncegraph.channels)
     clearing: tuple[Channel, ...] = field(init=False)
     untracked: frozenset[str] = field(init=False)
+    # (node, key) pairs already warned of as outside the schema: one warning each
+    _warned: set[tuple[str, str]] = field(
+        init=False, default_factory=set, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         chans = self.channels.values()
@@ -138,20 +146,10 @@ class StateSchema:
         """This schema plus the fields of ``others`` it lacks (LangGraph's input and
         output schemas add their fields to the state). Nodes of a dataclass or pydantic
         state still get an instance of the state class, made of its own fields."""
-        extra = {
-            name: channel
-            for other in others
-            if other is not None
-            for name, channel in other.channels.items()
-            if name not in self.channels and name not in self.managed
-        }
-        managed = {
-            name: manager
-            for other in others
-            if other is not None
-            for name, manager in other.managed.items()
-            if name not in self.managed and name not in self.channels
-        }
+        known = self.channels.keys() | self.managed.keys()
+        given = [other for other in others if other is not None]
+        extra = {n: c for o in given for n, c in o.channels.items() if n not in known}
+        managed = {n: m for o in given for n, m in o.managed.items() if n not in known}
         if (not extra and not managed) or self.kind == "dict":
             return self
         return StateSchema(
@@ -215,9 +213,13 @@ class StateSchema:
     def decode_values(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """Stored value channels back as their declared types."""
         values = dict(stored)
-        for name in self.typed_values:
+        typed = self.typed_values
+        for name in typed:
             if values.get(name) is not None:
                 values[name] = self.channels[name].codec.decode(values[name])
+        for name, value in stored.items():  # tagged forms at plain positions (a Command)
+            if type(value) in (dict, list) and name not in typed:
+                values[name] = untag(value)
         return values
 
     def encode_entries(self, channel: str, entries: list[Any]) -> list[Any]:
@@ -227,9 +229,13 @@ class StateSchema:
         return [encode(e) for e in entries]
 
     def decode_entries(self, channel: str, entries: list[Any]) -> list[Any]:
-        """Stored log entries of ``channel`` back as their declared type."""
+        """Stored log entries of ``channel`` back as their declared type (at a plain
+        position, a tagged form as its value; a message dict holds none, so a long chat's
+        dict messages are not walked)."""
         if channel not in self.typed_logs:
-            return entries
+            if self.channels[channel].flavor is not None:
+                return entries
+            return untag(entries)  # type: ignore[no-any-return]
         decode = self.channels[channel].codec.decode
         return [
             {OVERWRITE: [decode(x) for x in e[OVERWRITE]]} if is_reset(e) else decode(e)
@@ -241,10 +247,14 @@ class StateSchema:
 
         A log channel's update is stored as its normalized entries (messages with their
         ids), a value channel's as its declared type; a reducer whose update is not of
-        the field's type cannot be stored (the error names the field).
+        the field's type cannot be stored (the error names the field). An untracked field
+        (``UntrackedValue``) is left out: its values are never stored.
         """
         out: dict[str, Any] = {}
+        untracked = self.untracked
         for key, value in update.items():
+            if untracked and key in untracked:
+                continue
             channel = self.channel(key)
             if channel.reducer is not None and channel.flavor is None:
                 is_overwrite, inner = overwritten(value)
@@ -274,9 +284,11 @@ class StateSchema:
                     out[key] = Overwrite(self.decode_update({key: inner})[key])
                     continue
             if channel.log:
-                out[key] = self.decode_entries(key, value) if key in self.typed_logs else value
+                out[key] = (
+                    self.decode_entries(key, value) if key in self.typed_logs else untag(value)
+                )
             elif value is None or channel.codec.plain:
-                out[key] = value
+                out[key] = untag(value)
             else:
                 out[key] = channel.codec.decode(value)
         return out
@@ -304,8 +316,43 @@ class StateSchema:
             return {k: v for k, v in values.items() if k in own}
         return dict(values)
 
+    def known(self, node: str, update: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``update`` without the keys this schema has no field for, as LangGraph drops
+        them (an input key outside the input schema, a node's key outside the state).
+
+        A dropped key is logged once per node and key (a typo would otherwise go
+        unnoticed); a managed field (``RemainingSteps``) is dropped without a word.
+        """
+        channels = self.channels
+        if self.kind == "dict" or all(k in channels for k in update):
+            return update
+        kept: dict[str, Any] = {}
+        for key, value in update.items():
+            if key in channels:
+                kept[key] = value
+            elif key not in self.managed and (node, key) not in self._warned:
+                self._warned.add((node, key))
+                log.warning("%s", self._dropped(node, key))
+        return kept
+
+    def _dropped(self, node: str, key: str) -> str:
+        known = sorted(self.channels)
+        if node == "__start__":
+            return (
+                f"input key {key!r} is not a field of the graph's input schema, so it is "
+                f"dropped (as LangGraph drops it); known fields: {known}. Add {key!r} to "
+                "the input schema (or the state schema) or fix the input."
+            )
+        return (
+            f"node {node!r} wrote {key!r}, which is not a field of the state schema, so it "
+            "is not stored (as LangGraph drops it; only the node's conditional edges read "
+            f"it); known fields: {known}. Add {key!r} to the state schema to keep it, or fix "
+            "the node's return value."
+        )
+
     def to_update(self, node: str, value: Any) -> Mapping[str, Any]:
-        """A node's return value as a mapping of channel -> update."""
+        """A node's return value as a mapping of channel -> update; keys the schema has
+        no field for are dropped (:meth:`known`)."""
         if value is None:
             return {}
         if self.kind == "root":  # the node's return is the new value (or the reducer's update)
@@ -313,7 +360,7 @@ class StateSchema:
                 return value  # already the update of the one channel
             return {ROOT: value}
         if isinstance(value, Mapping):
-            return value
+            return self.known(node, value)
         if self.kind != "typeddict" and isinstance(value, self.source):
             if self.kind == "pydantic":  # the set fields, as objects (not dumped to dicts)
                 return {name: getattr(value, name) for name in value.model_fields_set}

@@ -193,12 +193,39 @@ def _first_line(exc: BaseException) -> str:
 
 def _storable(tp: Any) -> Any:
     """The type the adapter uses: an abstract LangChain ``BaseMessage`` becomes the
-    tagged union of every message class, so a stored ``AIMessage`` comes back as one."""
+    tagged union of every message class, so a stored ``AIMessage`` comes back as one;
+    pydantic's ``SecretStr`` / ``SecretBytes`` (alone or inside a list, dict, tuple, set
+    or union) are stored as their secret, not the ``"**********"`` pydantic's JSON shows
+    (which would read back as a different secret). Encryption at rest keeps them secret
+    in the store; masking keeps them out of what is shown."""
     if isinstance(tp, type) and tp.__name__ == "BaseMessage":
         messages = sys.modules.get("langchain_core.messages")
         if messages is not None and tp is getattr(messages, "BaseMessage", None):
             return messages.AnyMessage
+    if isinstance(tp, type) and tp.__name__ in ("SecretStr", "SecretBytes"):
+        import pydantic
+
+        if issubclass(tp, (pydantic.SecretStr, pydantic.SecretBytes)):
+            keep = pydantic.PlainSerializer(_secret_value, when_used="json")
+            return typing.Annotated[tp, keep]
+    origin = get_origin(tp)
+    if origin in _REBUILT and get_args(tp):
+        args = get_args(tp)
+        stored = tuple(a if a is Ellipsis else _storable(a) for a in args)
+        if stored != args:
+            if origin in (typing.Union, types.UnionType):
+                return typing.Union[stored]  # noqa: UP007 - built from a tuple of types
+            return origin[stored]
     return tp
+
+
+def _secret_value(value: Any) -> Any:
+    return value.get_secret_value()
+
+
+_REBUILT = frozenset(
+    {list, dict, tuple, set, frozenset, Sequence, Mapping, typing.Union, types.UnionType}
+)
 
 
 def _unwrap(tp: Any) -> Any:

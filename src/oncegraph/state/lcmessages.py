@@ -20,7 +20,9 @@ Three flavors of message channel (``Annotated[list[X], add_messages]``):
 :class:`MessageCodec` stores the messages of the last two flavors as JSON: a LangChain
 message as pydantic's dump of the tagged union (``RemoveMessage`` included; it has a
 ``type`` and no ``role``), a dict as itself (it has a ``role``), and reads each back as
-the same class.
+the same class. At a plain position (a field declared ``str`` or ``Any`` that is given a
+message, an ``AIMessageChunk`` a node streamed), a LangChain message is stored as a
+tagged JSON form of that dump and read back as the same class.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, get_args
 
+from oncegraph._json import register_tagged
 from oncegraph.errors import ConfigError, InvalidUpdateError, StorageError
 from oncegraph.messages import ROLE_ALIASES, MessageDict, to_message_dict
 
@@ -192,6 +195,21 @@ class MessageCodec:
                 f"the stored message in state field {self.field!r} is not a valid LangChain "
                 f"message ({str(exc).splitlines()[0]}); nothing was modified"
             ) from exc
+
+
+_PLAIN_CODEC = MessageCodec("")
+
+
+def _message_json(message: Any) -> Any:
+    return _PLAIN_CODEC.encode(message)
+
+
+def _message_of(data: Any) -> Any:
+    return _PLAIN_CODEC.decode(data)
+
+
+# a LangChain message (a chunk included) at a plain position: a tagged JSON form
+register_tagged("langchain_message", is_message, _message_json, _message_of)
 
 
 __all__ = [

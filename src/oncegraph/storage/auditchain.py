@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from oncegraph._json import dumps_str
 from oncegraph.errors import EncryptionKeyError, OnceGraphError
 from oncegraph.storage.encryption import EncryptionKeys, PlaintextError
-from oncegraph.storage.records import AuditRecord
+from oncegraph.storage.records import AuditRecord, audit_values
 
 FORMAT = "am1"
 DB_KEY = "db"
@@ -61,22 +61,8 @@ def chain_key(db_key: bytes, encryption: EncryptionKeys | None) -> ChainKey:
 
 
 def _digest(key: bytes, seq: int, previous: str | None, record: AuditRecord) -> str:
-    body = dumps_str(
-        [
-            seq,
-            previous,
-            record.audit_id,
-            float(record.at),
-            record.actor,
-            record.action,
-            record.target_kind,
-            record.target_id,
-            record.run_id,
-            record.thread_id,
-            record.reason,
-            record.details,
-        ]
-    )
+    audit_id, at, *rest = audit_values(record)
+    body = dumps_str([seq, previous, audit_id, float(at), *rest])
     return hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from oncegraph.errors import LeaseLostError, RunNotFoundError, StaleStateError, StorageError
 from oncegraph.storage import auditchain as chain
+from oncegraph.storage.doors import StoreDoors
 from oncegraph.storage.filelocks import HeldRunLock
 from oncegraph.storage.lifecycle import Closing
 from oncegraph.storage.memory_requests import RequestTables
@@ -64,7 +65,6 @@ from oncegraph.storage.queries import (
     EffectQuery,
     PayloadQuery,
     RunQuery,
-    StoreDoors,
     Takeover,
 )
 from oncegraph.storage.records import (

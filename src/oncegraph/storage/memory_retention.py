@@ -18,8 +18,8 @@ from oncegraph.storage.memory_tables import (
     RUN_STATUS,
     Tables,
 )
-from oncegraph.storage.queries import PrunePolicy
-from oncegraph.storage.records import PruneReport, fold_of, prune_effects_cutoff
+from oncegraph.storage.queries import PrunePolicy, PruneTerms
+from oncegraph.storage.records import PruneReport
 from oncegraph.storage.saver_api import refuse_deleting
 
 
@@ -31,16 +31,13 @@ class Retention(Tables):
     async def _prune(self, p: PrunePolicy) -> PruneReport:
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`; one thread per lock hold,
         with the same rules as the SQL statements of the prune."""
-        cutoff = prune_effects_cutoff(p.keep_checkpoints, p.effects_older_than)
-        fold = fold_of(p.thread_id, p.run_id, p.after_version)
-        if fold is not None:
-            cutoff = None  # a fold deletes no effect record
+        terms = p.terms()
         with self._lock:
             thread_ids = sorted(self._threads) if p.thread_id is None else [p.thread_id]
         report = PruneReport()
         for tid in thread_ids:
             with self._lock:
-                one = self._prune_thread(tid, p.keep_checkpoints, cutoff, p.dry_run, fold)
+                one = self._prune_thread(tid, terms)
             if p.on_thread is not None:
                 p.on_thread(one)
             report = report.plus(one)
@@ -72,16 +69,9 @@ class Retention(Tables):
                 del self._logs[key]
         return PruneReport(threads=threads, checkpoints=checkpoints, task_writes=writes)
 
-    def _prune_thread(
-        self,
-        thread_id: str,
-        keep: int,
-        cutoff: float | None,
-        dry_run: bool = False,
-        fold: tuple[str, int] | None = None,
-    ) -> PruneReport:
-        """Prune one thread (``dry_run``: count only; ``fold``: the run and the version
-        its call started from, see the protocol); call under the lock."""
+    def _prune_thread(self, thread_id: str, t: PruneTerms) -> PruneReport:
+        """Prune one thread by ``t``; call under the lock."""
+        keep, cutoff, dry_run, fold = t.keep, t.cutoff, t.dry_run, t.fold
         thread = self._threads.get(thread_id)
         if thread is None:
             return PruneReport()

@@ -6,9 +6,12 @@ is the optional hot cache (Redis), never the source of truth. :class:`Pruner` is
 retention, which every bundled backend also implements. Each backend passes the
 conformance suite in :mod:`oncegraph.testing.conformance`.
 
-The bundled stores take the long keyword signatures (listings, ``prune``,
-``fence_run``) through one set of doors (:class:`oncegraph.storage.queries.StoreDoors`),
-which hands each store one frozen value of the arguments. All methods are coroutines.
+The long keyword signatures (listings, ``prune``, ``fence_run``) are written once, here,
+with their door: :class:`RunDoors`, :class:`EffectDoors`, :class:`AuditDoors` and
+:class:`Pruner` hand ONE frozen value of the arguments (:mod:`oncegraph.storage.queries`)
+to a hook of :class:`oncegraph.storage.doors.StoreDoors`, which every bundled store
+inherits and implements; a store of its own that does not inherit it writes these methods
+itself. All methods are coroutines.
 Backends map their driver's errors to :class:`oncegraph.errors.StorageError` subclasses
 at this boundary.
 """
@@ -16,8 +19,9 @@ at this boundary.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
+from oncegraph.storage import queries as Q
 from oncegraph.storage.records import (
     AuditRecord,
     CheckpointRecord,
@@ -35,6 +39,13 @@ from oncegraph.storage.requests import IdempotencyRecord
 
 if TYPE_CHECKING:
     from oncegraph.storage.auditchain import ChainReport as AuditChainReport
+    from oncegraph.storage.doors import StoreDoors
+
+
+def _hooks(store: object) -> StoreDoors:
+    """A store that inherits a door: a :class:`~oncegraph.storage.doors.StoreDoors` (the
+    doors are the bundled stores' implementation; another store writes the methods)."""
+    return cast("StoreDoors", store)
 
 
 @runtime_checkable
@@ -62,8 +73,80 @@ class LoopBoundLock(Protocol):
         cannot; the lock is then held as before."""
 
 
+class RunDoors(Protocol):
+    """The keyword doors of :class:`CheckpointStore` (see the module docstring)."""
+
+    async def list_checkpoints(
+        self,
+        thread_id: str,
+        *,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_version: int | None = None,
+    ) -> list[CheckpointRecord]:
+        """Checkpoints of the thread (optionally one run), newest first; with
+        ``before_version`` only those of a lower version (the next page after a checkpoint
+        of that version)."""
+        query = Q.CheckpointQuery(thread_id, run_id, limit, before_version)
+        return await _hooks(self)._list_checkpoints(query)
+
+    async def update_run(
+        self,
+        run_id: str,
+        *,
+        status: RunStatus,
+        error: str | None = None,
+        fence: int | None = None,
+    ) -> None:
+        """Set status and error (kept as :func:`~oncegraph.storage.records.error_text`).
+        Raises ``RunNotFoundError`` for an unknown run and ``LeaseLostError`` if
+        ``fence`` is given and is not the run's fencing token."""
+        await _hooks(self)._update_run(run_id, status, error, fence)
+
+    async def list_runs(
+        self,
+        *,
+        thread_id: str | None = None,
+        statuses: Sequence[RunStatus] | None = None,
+        limit: int = 100,
+        app_id: str | None = None,
+        tenant: str | None = None,
+        parent_run_id: str | None = None,
+        before: tuple[float, str] | None = None,
+    ) -> list[RunRecord]:
+        """Runs, newest first (``created_at``, then ``run_id``, descending); with
+        ``thread_id``, the thread's runs in the order the store placed them, the last
+        stored first (never by ``created_at`` or ``run_id``: they are the submitting
+        process's clock), and ``before`` is read by its run id; with
+        ``app_id`` only that app's (a run with no stored app_id belongs to its
+        ``workflow_name``), with ``tenant`` only that tenant's, with ``parent_run_id``
+        only the runs made from that run (its replays and branches), with ``before`` (a
+        run's ``(created_at, run_id)``) only the runs listed after that run: the next
+        page of a listing whose last run it was."""
+        query = Q.RunQuery(thread_id, statuses, limit, app_id, tenant, parent_run_id, before)
+        return await _hooks(self)._list_runs(query)
+
+    async def fence_run(
+        self,
+        run_id: str,
+        *,
+        expected_token: int,
+        owner: str | None,
+        status: RunStatus | None = None,
+        error: str | None = None,
+        audit: AuditRecord | None = None,
+    ) -> RunRecord | None:
+        """Take the run over: compare-and-set ``fencing_token`` from ``expected_token`` to
+        ``expected_token + 1``, set ``lease_owner`` (no lease expiry) and, if given, the
+        status and error. Returns the run as stored now, or None if the token had moved
+        (someone else took it first: read it again). ``RunNotFoundError`` if unknown.
+        ``audit`` is appended in the same transaction, only if the takeover happened."""
+        takeover = Q.Takeover(expected_token, owner, status, error, audit)
+        return await _hooks(self)._fence_run(run_id, takeover)
+
+
 @runtime_checkable
-class CheckpointStore(Protocol):
+class CheckpointStore(RunDoors, Protocol):
     """Threads, runs, checkpoints, append-only logs and per-task writes."""
 
     async def setup(self) -> None:
@@ -86,18 +169,6 @@ class CheckpointStore(Protocol):
     ) -> CheckpointRecord | None:
         """The given checkpoint of the thread, or its head when ``checkpoint_id`` is None."""
 
-    async def list_checkpoints(
-        self,
-        thread_id: str,
-        *,
-        run_id: str | None = None,
-        limit: int | None = None,
-        before_version: int | None = None,
-    ) -> list[CheckpointRecord]:
-        """Checkpoints of the thread (optionally one run), newest first; with
-        ``before_version`` only those of a lower version (the next page after a checkpoint
-        of that version)."""
-
     async def read_log(self, thread_id: str, channel: str, end: int) -> list[Any]:
         """Values of log entries ``seq < end`` of ``(thread_id, channel)``, in seq order."""
 
@@ -118,39 +189,6 @@ class CheckpointStore(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
-    async def update_run(
-        self,
-        run_id: str,
-        *,
-        status: RunStatus,
-        error: str | None = None,
-        fence: int | None = None,
-    ) -> None:
-        """Set status and error (kept as :func:`~oncegraph.storage.records.error_text`).
-        Raises ``RunNotFoundError`` for an unknown run and ``LeaseLostError`` if
-        ``fence`` is given and is not the run's fencing token."""
-
-    async def list_runs(
-        self,
-        *,
-        thread_id: str | None = None,
-        statuses: Sequence[RunStatus] | None = None,
-        limit: int = 100,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        parent_run_id: str | None = None,
-        before: tuple[float, str] | None = None,
-    ) -> list[RunRecord]:
-        """Runs, newest first (``created_at``, then ``run_id``, descending); with
-        ``thread_id``, the thread's runs in the order the store placed them, the last
-        stored first (never by ``created_at`` or ``run_id``: they are the submitting
-        process's clock), and ``before`` is read by its run id; with
-        ``app_id`` only that app's (a run with no stored app_id belongs to its
-        ``workflow_name``), with ``tenant`` only that tenant's, with ``parent_run_id``
-        only the runs made from that run (its replays and branches), with ``before`` (a
-        run's ``(created_at, run_id)``) only the runs listed after that run: the next
-        page of a listing whose last run it was."""
-
     async def lock_run(self, run_id: str) -> RunLock | None:
         """Take run ``run_id``'s liveness lock without waiting; None if a live holder has it.
 
@@ -160,25 +198,46 @@ class CheckpointStore(Protocol):
         guards who may START work on a run; the fencing token guards the writes.
         """
 
-    async def fence_run(
+
+class EffectDoors(Protocol):
+    """The keyword doors of :class:`EffectStore` (see the module docstring)."""
+
+    async def list_effects(
         self,
-        run_id: str,
         *,
-        expected_token: int,
-        owner: str | None,
-        status: RunStatus | None = None,
-        error: str | None = None,
-        audit: AuditRecord | None = None,
-    ) -> RunRecord | None:
-        """Take the run over: compare-and-set ``fencing_token`` from ``expected_token`` to
-        ``expected_token + 1``, set ``lease_owner`` (no lease expiry) and, if given, the
-        status and error. Returns the run as stored now, or None if the token had moved
-        (someone else took it first: read it again). ``RunNotFoundError`` if unknown.
-        ``audit`` is appended in the same transaction, only if the takeover happened."""
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        statuses: Sequence[EffectStatus] | None = None,
+        app_id: str | None = None,
+        tenant: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[EffectRecord]:
+        """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
+        run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
+        ``limit`` and ``offset`` page through them."""
+        query = Q.EffectQuery(run_id, thread_id, statuses, app_id, tenant, limit, offset)
+        return await _hooks(self)._list_effects(query)
+
+    async def list_effect_payloads(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        results: bool = True,
+        thread_ids: Sequence[str] | None = None,
+    ) -> list[EffectPayload]:
+        """The type, request and result (None unless ``results``) of the effects
+        :meth:`list_effects` lists for ``run_id`` / ``thread_id``, in its order: what a
+        view needs to learn the values it masks, without the rest of each record.
+        ``thread_ids``: of any of these threads too (none: no effect), in one read, for a
+        view of many threads (a listing of runs)."""
+        query = Q.PayloadQuery(run_id, thread_id, results, thread_ids)
+        return await _hooks(self)._list_effect_payloads(query)
 
 
 @runtime_checkable
-class EffectStore(Protocol):
+class EffectStore(EffectDoors, Protocol):
     """The effect ledger (guarantees 2 to 7)."""
 
     async def begin_effect(
@@ -205,43 +264,9 @@ class EffectStore(Protocol):
         never changes. With ``fence``, as :meth:`begin_effect`. ``audit`` is appended in
         the same transaction. Committed before returning."""
 
-    async def list_effects(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        statuses: Sequence[EffectStatus] | None = None,
-        app_id: str | None = None,
-        tenant: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[EffectRecord]:
-        """Effects ordered by creation time; with ``app_id`` / ``tenant`` only those whose
-        run belongs to that app / tenant (as :meth:`CheckpointStore.list_runs` filters);
-        ``limit`` and ``offset`` page through them."""
 
-    async def list_effect_payloads(
-        self,
-        *,
-        run_id: str | None = None,
-        thread_id: str | None = None,
-        results: bool = True,
-        thread_ids: Sequence[str] | None = None,
-    ) -> list[EffectPayload]:
-        """The type, request and result (None unless ``results``) of the effects
-        :meth:`list_effects` lists for ``run_id`` / ``thread_id``, in its order: what a
-        view needs to learn the values it masks, without the rest of each record.
-        ``thread_ids``: of any of these threads too (none: no effect), in one read, for a
-        view of many threads (a listing of runs)."""
-
-
-@runtime_checkable
-class AuditLog(Protocol):
-    """The append-only record of operator actions and interrupt answers (guarantee 14)."""
-
-    async def append_audit(self, record: AuditRecord) -> None:
-        """Insert ``record``; an ``audit_id`` that exists is a ``StorageError`` (records
-        are never replaced, updated or deleted)."""
+class AuditDoors(Protocol):
+    """The keyword door of :class:`AuditLog` (see the module docstring)."""
 
     async def list_audit(
         self,
@@ -259,6 +284,17 @@ class AuditLog(Protocol):
         a record's ``(at, audit_id)`` (the records listed after it, ties in time too);
         with ``app_id`` (and ``tenant``) only the records whose run is that app's (and
         that tenant's), and those with no run or whose run the store does not hold."""
+        query = Q.AuditQuery(run_id, thread_id, target_id, before, limit, app_id, tenant)
+        return await _hooks(self)._list_audit(query)
+
+
+@runtime_checkable
+class AuditLog(AuditDoors, Protocol):
+    """The append-only record of operator actions and interrupt answers (guarantee 14)."""
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        """Insert ``record``; an ``audit_id`` that exists is a ``StorageError`` (records
+        are never replaced, updated or deleted)."""
 
 
 @runtime_checkable
@@ -372,6 +408,16 @@ class Pruner(Protocol):
         the head, which stays with its task writes); ``keep_checkpoints`` is not applied
         and no effect record is deleted.
         """
+        policy = Q.PrunePolicy(
+            keep_checkpoints,
+            effects_older_than,
+            thread_id,
+            dry_run,
+            on_thread,
+            run_id,
+            after_version,
+        )
+        return await _hooks(self)._prune(policy)
 
 
 @runtime_checkable

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from oncegraph._slots import slot_init
@@ -66,6 +67,16 @@ def _masked_repr(record: object) -> str:
     if _REPR:
         return _REPR[0](record)
     return f"{type(record).__name__}(...)"
+
+
+class MaskedRepr:
+    """A record's repr, with what tools declared masked masked (it may be logged): the
+    base of every record that holds run data (declare the dataclass ``repr=False``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return _masked_repr(self)
 
 
 def now() -> float:
@@ -118,8 +129,8 @@ class ThreadRecord:
     updated_at: float
 
 
-@dataclass(frozen=True, slots=True)
-class RunRecord:
+@dataclass(frozen=True, slots=True, repr=False)
+class RunRecord(MaskedRepr):
     run_id: str
     thread_id: str
     status: RunStatus
@@ -159,13 +170,10 @@ class RunRecord:
     def replace(self, **changes: Any) -> RunRecord:
         return dataclasses.replace(self, **changes)
 
-    def __repr__(self) -> str:
-        return _masked_repr(self)
-
 
 @slot_init
-@dataclass(frozen=True, slots=True)
-class CheckpointRecord:
+@dataclass(frozen=True, slots=True, repr=False)
+class CheckpointRecord(MaskedRepr):
     checkpoint_id: str
     thread_id: str
     run_id: str
@@ -178,19 +186,13 @@ class CheckpointRecord:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     created_at: float = field(default_factory=now)
 
-    def __repr__(self) -> str:
-        return _masked_repr(self)
-
 
 @slot_init
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+@dataclass(frozen=True, slots=True, repr=False)
+class LogEntry(MaskedRepr):
     channel: str
     seq: int
     value: Any
-
-    def __repr__(self) -> str:
-        return _masked_repr(self)
 
 
 class WriteKind(StrEnum):
@@ -203,8 +205,8 @@ class WriteKind(StrEnum):
 
 
 @slot_init
-@dataclass(frozen=True, slots=True)
-class TaskWrite:
+@dataclass(frozen=True, slots=True, repr=False)
+class TaskWrite(MaskedRepr):
     """A write that belongs to one task of the step after ``checkpoint_id``; ``kind``
     says what it holds (:class:`WriteKind`)."""
 
@@ -215,9 +217,6 @@ class TaskWrite:
     idx: int
     value: Any
     created_at: float = field(default_factory=now)
-
-    def __repr__(self) -> str:
-        return _masked_repr(self)
 
 
 class AttemptOutcome(StrEnum):
@@ -264,8 +263,8 @@ _RESULT_OUTCOMES = frozenset(
 
 
 @slot_init
-@dataclass(frozen=True, slots=True)
-class EffectRecord:
+@dataclass(frozen=True, slots=True, repr=False)
+class EffectRecord(MaskedRepr):
     effect_id: str
     effect_type: str
     effect_class: EffectClass
@@ -290,9 +289,6 @@ class EffectRecord:
 
     def __post_init__(self) -> None:
         _keep_describable(self, "error", "recipient", "provider_reference")
-
-    def __repr__(self) -> str:
-        return _masked_repr(self)
 
     @property
     def source_version(self) -> str | None:
@@ -389,8 +385,8 @@ class StepCommit:
         _keep_describable(self, "run_error")
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
+@dataclass(frozen=True, slots=True, repr=False)
+class AuditRecord(MaskedRepr):
     """One operator action or interrupt answer, kept forever (guarantee 14).
 
     Stores only insert these: no API updates or deletes one, and a prune never touches
@@ -412,8 +408,25 @@ class AuditRecord:
     def __post_init__(self) -> None:
         _keep_describable(self, "reason", "actor")
 
-    def __repr__(self) -> str:
-        return _masked_repr(self)
+
+AUDIT_FIELDS = (
+    "audit_id",
+    "at",
+    "actor",
+    "action",
+    "target_kind",
+    "target_id",
+    "run_id",
+    "thread_id",
+    "reason",
+    "details",
+)
+""":class:`AuditRecord`'s fields in the order they are stored (the audit table's columns)
+and chained (the MAC's input, :mod:`oncegraph.storage.auditchain`): never reorder them, a
+chain written before would no longer verify."""
+
+audit_values: Callable[[AuditRecord], tuple[Any, ...]] = attrgetter(*AUDIT_FIELDS)
+"""An audit record's values in :data:`AUDIT_FIELDS` order."""
 
 
 @dataclass(frozen=True, slots=True)

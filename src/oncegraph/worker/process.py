@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from oncegraph.app import CompiledGraph
 from oncegraph.worker.worker import Worker
 
 
@@ -28,34 +27,8 @@ async def serve(worker: Worker) -> None:
             await closer()
 
 
-def run_worker(
-    target: str | CompiledGraph,
-    *,
-    concurrency: int = 1,
-    lease_seconds: float = 30.0,
-    heartbeat_seconds: float | None = None,
-    poll_seconds: float = 0.5,
-    shutdown_grace_seconds: float = 0.0,
-    owner: str | None = None,
-) -> int:
-    """Serve the app (or ``module:app``) until stopped; returns the exit code."""
-    if isinstance(target, CompiledGraph):
-        app = target
-    else:
-        from oncegraph.loading import load_app
-
-        app = load_app(target)
-    worker = Worker(
-        app,
-        concurrency=concurrency,
-        lease_seconds=lease_seconds,
-        heartbeat_seconds=heartbeat_seconds,
-        poll_seconds=poll_seconds,
-        shutdown_grace_seconds=shutdown_grace_seconds,
-        owner=owner,
-    )
+def run_worker(worker: Worker) -> int:
+    """Serve ``worker`` until stopped (:func:`serve`, in a loop of its own); returns the
+    exit code."""
     asyncio.run(serve(worker))
     return 0
-
-
-__all__ = ["run_worker", "serve"]

@@ -58,21 +58,8 @@ class Rows(RunRows, EffectRows, AuditRows):
     thread_from_row = staticmethod(thread_from_row)
 
 
-# The codec without encryption, and its methods as functions (stores use their own Rows).
+# The codec without encryption (stores use their own Rows).
 PLAIN = Rows()
-run_to_params = PLAIN.run_to_params
-run_from_row = PLAIN.run_from_row
-checkpoint_to_params = PLAIN.checkpoint_to_params
-checkpoint_from_row = PLAIN.checkpoint_from_row
-log_params = PLAIN.log_params
-log_values = PLAIN.log_values
-task_write_to_params = PLAIN.task_write_to_params
-task_write_from_row = PLAIN.task_write_from_row
-effect_to_params = PLAIN.effect_to_params
-effect_update_params = PLAIN.effect_update_params
-effect_from_row = PLAIN.effect_from_row
-audit_to_params = PLAIN.audit_to_params
-audit_from_row = PLAIN.audit_from_row
 
 
 # -- commit checks and messages (shared by every store) -----------------------------
@@ -167,28 +154,15 @@ __all__ = [
     "SEALED_COLUMNS",
     "Row",
     "Rows",
-    "audit_from_row",
-    "audit_to_params",
     "check_commit",
     "check_run",
-    "checkpoint_from_row",
-    "checkpoint_to_params",
     "corrupt",
     "corrupt_effect",
     "effect_cas_message",
     "effect_corruption",
-    "effect_from_row",
     "effect_problem",
-    "effect_to_params",
-    "effect_update_params",
     "full_message",
     "lease_message",
-    "log_params",
-    "log_values",
-    "run_from_row",
-    "run_to_params",
     "stale_message",
-    "task_write_from_row",
-    "task_write_to_params",
     "thread_from_row",
 ]

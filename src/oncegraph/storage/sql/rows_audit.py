@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oncegraph.storage.records import AuditRecord
+from oncegraph.storage.records import AUDIT_FIELDS, AuditRecord, audit_values
 from oncegraph.storage.requests import IdempotencyRecord
 from oncegraph.storage.sql.rows_codec import AUDIT, REQUESTS, Codec, Row, decode
+
+# The audit columns read back as they are (the last two, reason and details, are sealed).
+_AS_STORED = AUDIT_FIELDS[:-2]
 
 
 class AuditRows(Codec):
@@ -17,29 +20,16 @@ class AuditRows(Codec):
     __slots__ = ()
 
     def audit_to_params(self, record: AuditRecord) -> tuple[Any, ...]:
+        *head, reason, details = audit_values(record)
         return (
-            record.audit_id,
-            record.at,
-            record.actor,
-            record.action,
-            record.target_kind,
-            record.target_id,
-            record.run_id,
-            record.thread_id,
-            self._opt_text(record.reason, self._at(AUDIT, "reason", record.audit_id)),
-            self._json(record.details, self._at(AUDIT, "details", record.audit_id)),
+            *head,
+            self._opt_text(reason, self._at(AUDIT, "reason", record.audit_id)),
+            self._json(details, self._at(AUDIT, "details", record.audit_id)),
         )
 
     def _audit(self, row: Row) -> AuditRecord:
         return AuditRecord(
-            audit_id=row[0],
-            at=row[1],
-            actor=row[2],
-            action=row[3],
-            target_kind=row[4],
-            target_id=row[5],
-            run_id=row[6],
-            thread_id=row[7],
+            **dict(zip(_AS_STORED, row, strict=False)),
             reason=self._open_text(row[8], self._at(AUDIT, "reason", row[0])),
             details=self._loads(row[9], self._at(AUDIT, "details", row[0])),
         )

@@ -55,7 +55,7 @@ from oncegraph.errors import (
 )
 from oncegraph.storage.encryption import EncryptionKeys
 from oncegraph.storage.filelocks import FileRunLock, HeldRunLock, LockFile
-from oncegraph.storage.records import StepCommit, now
+from oncegraph.storage.records import AuditRecord, StepCommit, now
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql.sqlite_group import CommitGroups
 from oncegraph.storage.sql.sqlite_open import (
@@ -276,6 +276,28 @@ class SqliteCheckpointer(SqlStore):
                 conn.execute("ROLLBACK")  # nothing is written; the counts stay
 
     # -- what is SQLite's own ---------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> None:
+        """The next link of the audit chain, in the loop's next commit group (as a step
+        commit is: durable when this returns, the chain's head read inside the group's
+        transaction, in request order), not in a transaction and fsync of its own."""
+        key = await self._chain_key()
+        duplicate = f"audit record {record.audit_id!r} already exists; nothing was written"
+
+        def write(conn: sqlite3.Connection) -> None:
+            linking = self._append_audit_in_tx(_Tx(conn), record, key)
+            try:  # _Tx never suspends: the coroutine finishes on its first step
+                linking.send(None)
+            except StopIteration:
+                return
+            except sqlite3.Error as exc:
+                if is_duplicate(exc):  # the group rolls back and writes the others again
+                    raise StorageError(duplicate) from exc
+                raise
+            linking.close()
+            raise RuntimeError("an audit append suspended inside a commit group")
+
+        await self.commit_groups.write(write)
 
     async def commit(self, commit: StepCommit) -> int:
         """One step's commit, grouped with the steps of other runs on this loop that

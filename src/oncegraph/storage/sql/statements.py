@@ -41,7 +41,6 @@ from oncegraph.storage.sql.statements_audit import (
     AUDIT_INSERT,
     AUDIT_LATEST_UNCHAINED,
     AUDIT_UNCHAINED,
-    audit_list,
     audit_query,
 )
 from oncegraph.storage.sql.statements_columns import (
@@ -66,8 +65,8 @@ from oncegraph.storage.sql.statements_effects import (
     EFFECT_UPSERT_FIRST,
     EFFECT_UPSERT_FIRST_FENCED,
     EFFECT_UPSERT_RESULT,
-    effect_list,
-    effect_payloads,
+    effect_query,
+    payload_query,
 )
 from oncegraph.storage.sql.statements_prune import (
     CHECKPOINT_FOLD,
@@ -201,12 +200,11 @@ __all__ = [
     "THREAD_OPENING",
     "THREAD_ORDER",
     "THREAD_SELECT",
-    "audit_list",
     "audit_query",
     "checkpoint_prune",
-    "effect_list",
-    "effect_payloads",
     "effect_prune",
+    "effect_query",
+    "payload_query",
     "run_list",
     "run_list_params",
     "status_count",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from oncegraph.storage.queries import AuditQuery
 from oncegraph.storage.sql.statements_columns import AUDIT_COLUMNS, cols, insert_into, where
 
 # -- the audit log (append-only: there is no UPDATE or DELETE of it anywhere) ---------
@@ -34,33 +35,37 @@ AUDIT_CHAIN_PAGE = (
 )
 
 
+def audit_query(q: AuditQuery) -> tuple[str, list[object]]:
+    """The statement of the audit records ``q`` lists and its parameters (``q.before``:
+    an ``at``, or a record's ``(at, audit_id)``)."""
+    position = q.before if isinstance(q.before, tuple) else (q.before,)
+    filters = (q.run_id, q.thread_id, q.target_id, *position, q.app_id, q.tenant)
+    params: list[object] = [f for f in filters if f is not None]
+    by = (q.run_id is not None, q.thread_id is not None, q.target_id is not None)
+    cursor = "record" if isinstance(q.before, tuple) else "at" if q.before is not None else ""
+    sql = _audit_list(by, cursor, q.app_id is not None, q.tenant is not None)
+    return sql, [*params, max(q.limit, 0)]
+
+
 @lru_cache(maxsize=32)
-def audit_list(
-    *,
-    by_run: bool,
-    by_thread: bool,
-    by_target: bool,
-    before: bool,
-    by_app: bool = False,
-    by_tenant: bool = False,
-    after_record: bool = False,
-) -> str:
-    """``SELECT`` of audit records, newest first. Params: ``run_id``, ``thread_id``,
-    ``target_id`` (each if filtered), ``before`` (an ``at`` cursor; with ``after_record``
-    a record's ``at`` and ``audit_id``: the records listed after it, ties in time too),
-    the app and the tenant whose records they are (each if ``by_app`` / ``by_tenant``),
-    then limit.
+def _audit_list(by: tuple[bool, bool, bool], cursor: str, by_app: bool, by_tenant: bool) -> str:
+    """``SELECT`` of audit records, newest first. ``by``: filtered by run, thread, target.
+    Params: ``run_id``, ``thread_id``, ``target_id`` (each if filtered), the cursor (with
+    ``cursor`` ``"at"`` an ``at``: the records older; ``"record"`` a record's ``at`` and
+    ``audit_id``: the records listed after it, ties in time too; ``""`` none), the app and
+    the tenant whose records they are (each if ``by_app`` / ``by_tenant``), then limit.
 
     A record is an app's (and a tenant's) unless its run is another's: records with no
     run, or whose run this database does not hold, are everyone's (as
     :meth:`Scope.admits` is asked of the run, and nothing when there is none).
     """
     other = " OR ".join(c for c, on in ((_OTHER_APP, by_app), (_OTHER_TENANT, by_tenant)) if on)
+    by_run, by_thread, by_target = by
     clause = where(
         ("run_id = ?", by_run),
         ("thread_id = ?", by_thread),
         ("target_id = ?", by_target),
-        ("(at, audit_id) < (?, ?)" if after_record else "at < ?", before),
+        ("(at, audit_id) < (?, ?)" if cursor == "record" else "at < ?", cursor),
         (
             "NOT EXISTS (SELECT 1 FROM oncegraph_runs r WHERE r.run_id = oncegraph_audit.run_id "
             f"AND ({other}))",
@@ -76,30 +81,3 @@ def audit_list(
 # A run that is not the app's, or not the tenant's (a run with no tenant is none's).
 _OTHER_APP = "COALESCE(r.app_id, r.workflow_name) <> ?"
 _OTHER_TENANT = "r.tenant IS NULL OR r.tenant <> ?"
-
-
-def audit_query(
-    run_id: str | None,
-    thread_id: str | None,
-    target_id: str | None,
-    before: float | tuple[float, str] | None,
-    limit: int,
-    app_id: str | None = None,
-    tenant: str | None = None,
-) -> tuple[str, list[object]]:
-    """The :func:`audit_list` statement for these filters, and its parameters
-    (``before``: an ``at``, or a record's ``(at, audit_id)``)."""
-    position = before if isinstance(before, tuple) else (before,)
-    filters: list[object] = [
-        f for f in (run_id, thread_id, target_id, *position, app_id, tenant) if f is not None
-    ]
-    sql = audit_list(
-        by_run=run_id is not None,
-        by_thread=thread_id is not None,
-        by_target=target_id is not None,
-        before=before is not None,
-        by_app=app_id is not None,
-        by_tenant=tenant is not None,
-        after_record=isinstance(before, tuple),
-    )
-    return sql, [*filters, max(limit, 0)]

@@ -7,6 +7,8 @@ contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 
 from __future__ import annotations
 
+from oncegraph.storage.records import AUDIT_FIELDS
+
 # -- column orders (INSERT parameter order == SELECT row order) ----------------------
 
 THREAD_COLUMNS = ("thread_id", "version", "head_checkpoint_id", "updated_at")
@@ -75,18 +77,7 @@ EFFECT_COLUMNS = (
     "row_version",
 )
 
-AUDIT_COLUMNS = (
-    "audit_id",
-    "at",
-    "actor",
-    "action",
-    "target_kind",
-    "target_id",
-    "run_id",
-    "thread_id",
-    "reason",
-    "details",
-)
+AUDIT_COLUMNS = AUDIT_FIELDS  # the record's fields, in their stored order
 
 # Columns an effect result may change (guarantee 3); identity and request are fixed at insert.
 EFFECT_MUTABLE_COLUMNS = (

@@ -8,10 +8,13 @@ contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
+from oncegraph.storage.queries import EffectQuery, PayloadQuery
 from oncegraph.storage.sql.statements_columns import (
     EFFECT_COLUMNS,
     EFFECT_MUTABLE_COLUMNS,
+    NO_LIMIT,
     any_of,
     cols,
     marks,
@@ -93,19 +96,26 @@ EFFECT_UPDATE = (
 EFFECT_SELECT = f"SELECT {cols(EFFECT_COLUMNS)} FROM oncegraph_effects WHERE effect_id = ?"
 
 
+def effect_query(q: EffectQuery) -> tuple[str, list[Any]] | None:
+    """The statement of the effects ``q`` lists and its parameters, or None when it lists
+    none (``statuses`` given and empty)."""
+    wanted = [str(s) for s in q.statuses] if q.statuses is not None else []
+    if q.statuses is not None and not wanted:
+        return None
+    filters = (q.run_id, q.thread_id, *wanted, q.app_id, q.tenant)
+    params: list[Any] = [p for p in filters if p is not None]
+    params += [NO_LIMIT if q.limit is None else max(q.limit, 0), max(q.offset, 0)]
+    by_run, by_thread = q.run_id is not None, q.thread_id is not None
+    by_app, by_tenant = q.app_id is not None, q.tenant is not None
+    return _effect_list(by_run, by_thread, len(wanted), by_app, by_tenant), params
+
+
 @lru_cache(maxsize=64)
-def effect_list(
-    *,
-    by_run: bool,
-    by_thread: bool,
-    n_statuses: int,
-    by_app: bool = False,
-    by_tenant: bool = False,
-) -> str:
+def _effect_list(by_run: bool, by_thread: bool, n: int, by_app: bool, by_tenant: bool) -> str:
     """``SELECT`` of effects in creation order (``created_at``, then ``effect_id``).
 
-    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then statuses, then
-    the run's ``app_id`` if ``by_app`` and its ``tenant`` if ``by_tenant``, then limit
+    Params: ``run_id`` if ``by_run``, ``thread_id`` if ``by_thread``, then ``n`` statuses,
+    then the run's ``app_id`` if ``by_app`` and its ``tenant`` if ``by_tenant``, then limit
     (``NO_LIMIT`` for all) and offset.
     """
     owner = where(
@@ -116,7 +126,7 @@ def effect_list(
     clause = where(
         ("run_id = ?", by_run),
         ("thread_id = ?", by_thread),
-        (any_of("status", n_statuses), n_statuses),
+        (any_of("status", n), n),
         (f"EXISTS (SELECT 1 FROM oncegraph_runs r{owner})", by_app or by_tenant),
     )
     return (
@@ -125,8 +135,19 @@ def effect_list(
     )
 
 
+def payload_query(q: PayloadQuery) -> tuple[str, list[Any]] | None:
+    """The statement of the effect payloads ``q`` lists and its parameters, or None when
+    it lists none (``thread_ids`` given and empty)."""
+    if q.thread_ids is not None and not q.thread_ids:
+        return None
+    params: list[Any] = [p for p in (q.run_id, q.thread_id) if p is not None]
+    params += q.thread_ids or ()
+    by_run, by_thread = q.run_id is not None, q.thread_id is not None
+    return _effect_payloads(by_run, by_thread, q.results, len(q.thread_ids or ())), params
+
+
 @lru_cache(maxsize=32)
-def effect_payloads(*, by_run: bool, by_thread: bool, results: bool, n_threads: int = 0) -> str:
+def _effect_payloads(by_run: bool, by_thread: bool, results: bool, n_threads: int) -> str:
     """``SELECT effect_id, effect_type, request, result`` of effects in creation order
     (``result`` NULL unless ``results``): what masking learns secrets from, without
     decoding the rest of each record. Params: ``run_id`` if ``by_run``, ``thread_id`` if

@@ -11,7 +11,7 @@ from :mod:`oncegraph.storage.saver_api`.
 
 from __future__ import annotations
 
-from oncegraph.storage.queries import StoreDoors
+from oncegraph.storage.doors import StoreDoors
 from oncegraph.storage.saver_api import FromConnString, SaverMethods
 from oncegraph.storage.sql.store_ledger import LedgerMethods
 from oncegraph.storage.sql.store_runs import RunMethods

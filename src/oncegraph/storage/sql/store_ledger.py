@@ -10,7 +10,6 @@ not run); a lost compare-and-swap of an effect is a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 from oncegraph.errors import LedgerUnavailableError, StaleStateError, StorageError
@@ -22,26 +21,6 @@ from oncegraph.storage.sql import request_keys as R
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.store_port import FirstWrite, SqlPort
-
-
-@lru_cache(maxsize=64)
-def _effect_list(
-    by_run: bool, by_thread: bool, n_statuses: int, by_app: bool, by_tenant: bool
-) -> str:
-    return S.effect_list(
-        by_run=by_run,
-        by_thread=by_thread,
-        n_statuses=n_statuses,
-        by_app=by_app,
-        by_tenant=by_tenant,
-    )
-
-
-@lru_cache(maxsize=32)
-def _effect_payloads(by_run: bool, by_thread: bool, results: bool, n_threads: int) -> str:
-    return S.effect_payloads(
-        by_run=by_run, by_thread=by_thread, results=results, n_threads=n_threads
-    )
 
 
 class LedgerMethods(SqlPort):
@@ -88,33 +67,19 @@ class LedgerMethods(SqlPort):
         raise StaleStateError(f"{stale} (stored row version: {version})")
 
     async def _list_effects(self, q: EffectQuery) -> list[EffectRecord]:
-        wanted = [str(s) for s in q.statuses] if q.statuses is not None else []
-        if q.statuses is not None and not wanted:
-            return []
-        params: list[Any] = [p for p in (q.run_id, q.thread_id) if p is not None]
-        params += wanted
-        params += [f for f in (q.app_id, q.tenant) if f is not None]
-        params += [S.NO_LIMIT if q.limit is None else max(q.limit, 0), max(q.offset, 0)]
-        sql = _effect_list(
-            q.run_id is not None,
-            q.thread_id is not None,
-            len(wanted),
-            q.app_id is not None,
-            q.tenant is not None,
-        )
-        found = await self._fetchall("list_effects", sql, params, LedgerUnavailableError)
+        found = await self._ledger_listing("list_effects", S.effect_query(q))
         return [self.rows.effect_from_row(r) for r in found]
 
     async def _list_effect_payloads(self, q: PayloadQuery) -> list[EffectPayload]:
-        if q.thread_ids is not None and not q.thread_ids:
-            return []
-        params = [p for p in (q.run_id, q.thread_id) if p is not None]
-        params += q.thread_ids or ()
-        sql = _effect_payloads(
-            q.run_id is not None, q.thread_id is not None, q.results, len(q.thread_ids or ())
-        )
-        found = await self._fetchall("list_effect_payloads", sql, params, LedgerUnavailableError)
+        found = await self._ledger_listing("list_effect_payloads", S.payload_query(q))
         return [self.rows.payload_from_row(r) for r in found]
+
+    async def _ledger_listing(self, op: str, listing: tuple[str, list[Any]] | None) -> list[Any]:
+        """The rows of a ledger listing's statement (none for a listing of nothing); a
+        driver error is a ``LedgerUnavailableError``."""
+        if listing is None:
+            return []
+        return await self._fetchall(op, *listing, LedgerUnavailableError)
 
     # -- the audit log -----------------------------------------------------------------
 
@@ -146,9 +111,7 @@ class LedgerMethods(SqlPort):
         )
 
     async def _list_audit(self, q: AuditQuery) -> list[AuditRecord]:
-        sql, params = S.audit_query(
-            q.run_id, q.thread_id, q.target_id, q.before, q.limit, q.app_id, q.tenant
-        )
+        sql, params = S.audit_query(q)
         found = await self._fetchall("list_audit", sql, params)
         return [self.rows.audit_from_row(r) for r in found]
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from oncegraph.errors import RunNotFoundError
-from oncegraph.storage.queries import CheckpointQuery, PrunePolicy, RunQuery, Takeover
+from oncegraph.storage.queries import CheckpointQuery, PrunePolicy, PruneTerms, RunQuery, Takeover
 from oncegraph.storage.records import (
     PRUNABLE_EFFECT_RUN_STATUSES,
     PRUNABLE_EFFECT_STATUSES,
@@ -23,9 +23,7 @@ from oncegraph.storage.records import (
     RunStatus,
     TaskWrite,
     ThreadRecord,
-    fold_of,
     now,
-    prune_effects_cutoff,
 )
 from oncegraph.storage.saver_api import deletion_audit, refuse_deleting
 from oncegraph.storage.sql import rows
@@ -191,14 +189,9 @@ class RunMethods(SqlPort):
         """See :meth:`oncegraph.storage.protocols.Pruner.prune`. Each thread is pruned in
         its own transaction, so writers wait at most one thread; the thread row is only
         read, and rows a racing commit inserts are kept."""
-        cutoff = prune_effects_cutoff(p.keep_checkpoints, p.effects_older_than)
-        fold = fold_of(p.thread_id, p.run_id, p.after_version)
-        if fold is not None:
-            cutoff = None  # a fold deletes no effect record
+        terms = p.terms()
         if p.thread_id is not None:
-            report = await self._prune_thread(
-                p.thread_id, p.keep_checkpoints, cutoff, p.dry_run, fold
-            )
+            report = await self._prune_thread(p.thread_id, terms)
             if p.on_thread is not None:
                 p.on_thread(report)
             return report
@@ -210,7 +203,7 @@ class RunMethods(SqlPort):
             else:
                 page = await self._fetchall("prune", S.THREAD_IDS_AFTER, (after, _THREAD_PAGE))
             for (tid,) in page:
-                one = await self._prune_thread(tid, p.keep_checkpoints, cutoff, p.dry_run)
+                one = await self._prune_thread(tid, terms)
                 if p.on_thread is not None:
                     p.on_thread(one)
                 report = report.plus(one)
@@ -240,14 +233,8 @@ class RunMethods(SqlPort):
             await self._append_audit_in_tx(tx, deletion_audit(thread_id, report), key)
         return report
 
-    async def _prune_thread(
-        self,
-        thread_id: str,
-        keep: int,
-        cutoff: float | None,
-        dry_run: bool = False,
-        fold: tuple[str, int] | None = None,
-    ) -> PruneReport:
+    async def _prune_thread(self, thread_id: str, t: PruneTerms) -> PruneReport:
+        keep, cutoff, fold = t.keep, t.cutoff, t.fold
         writes = effects = 0
         async with self._transaction("prune") as tx:
             if await tx.one(S.THREAD_SELECT, (thread_id,)) is None:
@@ -268,7 +255,7 @@ class RunMethods(SqlPort):
                     _EFFECT_PRUNE,
                     (thread_id, cutoff, *_PRUNE_EFFECT_STATUSES, *_PRUNE_EFFECT_RUN_STATUSES),
                 )
-            if dry_run:
+            if t.dry_run:
                 tx.discard()  # counted, not deleted
         return PruneReport(
             threads=1, checkpoints=len(doomed), task_writes=max(writes, 0), effects=max(effects, 0)

@@ -98,6 +98,28 @@ def checkpointer(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Che
     close_store(store)
 
 
+@pytest.fixture
+def reopen(
+    checkpointer: Checkpointer, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Callable[[], Checkpointer]]:
+    """A second store on what ``checkpointer`` wrote (the memory store: itself); on
+    PostgreSQL ``fresh_dsn`` is this test's own database, the one ``checkpointer`` opened."""
+    opened: list[Checkpointer] = []
+
+    def again() -> Checkpointer:
+        kind = type(checkpointer).__name__
+        if "Memory" in kind:
+            return checkpointer
+        dsn = request.getfixturevalue("fresh_dsn") if "Pg" in kind else None
+        store = make_checkpointer("postgres" if dsn else "sqlite", tmp_path, dsn)
+        opened.append(store)
+        return store
+
+    yield again
+    for store in opened:
+        close_store(store)
+
+
 def close_store(store: Checkpointer) -> None:
     """Close ``store`` on whatever loops it opened: the portal's (sync API) and others."""
     from oncegraph.runtime.portal import run_sync

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import logging
 import operator
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from conftest import close_store, make_checkpointer
 from oncegraph import END, START, Command, FaultPlan, StateGraph
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import InvalidUpdateError, _CrashSignal
@@ -47,25 +45,6 @@ def _build(store: Checkpointer | None) -> CompiledGraph:
 
 def _dropped(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
-
-
-@pytest.fixture
-def reopen(checkpointer: Checkpointer, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    """A second store on what ``checkpointer`` wrote (the memory store: itself)."""
-    opened: list[Checkpointer] = []
-
-    def again() -> Checkpointer:
-        kind = type(checkpointer).__name__
-        if "Memory" in kind:
-            return checkpointer
-        dsn = request.getfixturevalue("fresh_dsn") if "Pg" in kind else None
-        store = make_checkpointer("postgres" if dsn else "sqlite", tmp_path, dsn)
-        opened.append(store)
-        return store
-
-    yield again
-    for store in opened:
-        close_store(store)
 
 
 def test_unknown_keys_of_updates_are_dropped_and_stored_state_has_only_fields(

@@ -187,6 +187,10 @@ def test_branch_shows_the_diff_runs_nothing_then_sends_the_patched_amount(shop: 
     assert _original(shop) == before
     with pytest.raises(ConfigError, match="reason is required"):
         shop.app.branch(run_id, patch={}, reason=" ", actor="bo")
+    made_before = shop.app.runs(parent_run_id=run_id)
+    with pytest.raises(ConfigError, match=r"\['mesages'\], which the state has no field"):
+        shop.app.branch(run_id, patch={"mesages": []}, reason="typo", actor="bo")
+    assert shop.app.runs(parent_run_id=run_id) == made_before  # nothing branched
 
 
 def test_update_state_forks_the_thread_and_its_live_run_blocks_the_refund(shop: Shop) -> None:

@@ -12,38 +12,17 @@ from __future__ import annotations
 
 import operator
 import threading
-from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pydantic
 import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 
-from conftest import close_store, make_checkpointer
 from oncegraph import START, Command, Send, StateGraph, interrupt
 from oncegraph.app import CompiledGraph
 from oncegraph.channels import UntrackedValue
 from oncegraph.errors import InvalidUpdateError
 from oncegraph.storage.protocols import Checkpointer
-
-
-@pytest.fixture
-def reopen(checkpointer: Checkpointer, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    """A second store on what ``checkpointer`` wrote (the memory store: itself)."""
-    opened: list[Checkpointer] = []
-
-    def again() -> Checkpointer:
-        kind = type(checkpointer).__name__
-        if "Memory" in kind:
-            return checkpointer
-        dsn = request.getfixturevalue("fresh_dsn") if "Pg" in kind else None
-        store = make_checkpointer("postgres" if dsn else "sqlite", tmp_path, dsn)
-        opened.append(store)
-        return store
-
-    yield again
-    for store in opened:
-        close_store(store)
 
 
 def _sends_commands(store: Checkpointer, seen: list[Any]) -> CompiledGraph:

@@ -182,3 +182,27 @@ def test_bulk_updates_show_as_the_tasks_they_stand_for(checkpointer: Checkpointe
     results = {t.name: t.result for s in history for t in s.tasks if t.result is not None}
     assert results == {"double": {"num": 2, "text": "aa"}, "__start__": {"num": 1, "text": "a"}}
     assert all(app.get_state(s.config) == s for s in history)
+
+
+def test_a_field_a_task_wrote_twice_shows_each_write(checkpointer: Checkpointer) -> None:
+    def one(state: Named) -> Command:
+        return Command(update=[("name", "one.0"), ("name", "one.1")])
+
+    def two(state: Named) -> dict[str, Any]:
+        return {"name": "two"}
+
+    app = (
+        StateGraph(Named)
+        .add_node("one", one)
+        .add_node("two", two)
+        .add_edge(START, "one")
+        .add_edge("one", "two")
+        .compile(checkpointer=checkpointer)
+    )
+    cfg = {"configurable": {"thread_id": "t"}}
+    assert app.invoke({"name": "in"}, cfg) == {"name": "in > one.0 > one.1 > two"}
+    by_next = {s.next: s for s in app.get_state_history(cfg)}
+    assert [(t.name, t.result) for t in by_next[("one",)].tasks] == [
+        ("one", {"name": {"$writes": ["one.0", "one.1"]}})
+    ]
+    assert [(t.name, t.result) for t in by_next[("two",)].tasks] == [("two", {"name": "two"})]

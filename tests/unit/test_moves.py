@@ -111,6 +111,16 @@ def test_a_passed_breakpoint_lets_the_step_run() -> None:
     assert _move(spec, h0, writes, before=("a",)) is None
 
 
+def test_the_step_after_an_update_stops_at_no_breakpoint() -> None:
+    spec = _spec(interrupt_after=("a",), interrupt_before=("b",))
+    _, h1 = _heads(spec)
+    assert _move(spec, h1, []) == Interrupt(((BREAKPOINT, {"after": ["a"]}, 0),))
+    edited, _, _ = advance(spec, h1, "r2", [TaskResult("a", {"x": 1})], step=1, source="update")
+    assert edited.checkpoint.next == ("b",)
+    assert _move(spec, edited, []) is None  # LangGraph's update is seen by the breakpoints
+    assert _move(spec, edited, [], before=("b",)) is None
+
+
 def test_the_recursion_limit_fails_the_run_naming_the_limit_and_the_fix() -> None:
     spec = _spec()
     h0, _ = _heads(spec)

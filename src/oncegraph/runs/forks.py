@@ -30,6 +30,7 @@ from oncegraph.runtime.engine import TaskResult, route
 from oncegraph.runtime.heads import Heads
 from oncegraph.runtime.routers import routed
 from oncegraph.runtime.sends import encode_send
+from oncegraph.runtime.stepevents import INPUT_SUFFIX
 from oncegraph.runtime.stepresults import RESULTS, encode_results
 from oncegraph.state.channels import apply_writes
 from oncegraph.storage.protocols import Checkpointer
@@ -155,6 +156,10 @@ async def fork(
             "run_id": cp.run_id,
         },
     }
+    if sibling and cp.metadata.get("source") == "input":
+        # a copy of a run's input checkpoint stands, as it does, after that run's input
+        # entry in the history (runs/snapshots.py)
+        metadata["forked_from"]["entry"] = cp.checkpoint_id + INPUT_SUFFIX
     if results:
         metadata["writes"] = [r.node for r in results]
         kept = encode_results(spec.schema, results)

@@ -160,6 +160,7 @@ class Replays(OnContext):
             raise ConfigError(f"patch must be a dict of state fields; got {patch!r}")
         if as_node is not None and as_node not in spec.nodes:
             raise ConfigError(f"as_node {as_node!r} is not a node of this graph")
+        _fields_only(spec.schema, patch)
         parent = await self.ctx.get_run(run_id)
         cp = await self._checkpoint(parent, checkpoint_id, latest=True)
         run = self._new_run(
@@ -312,3 +313,17 @@ def _required(**values: str) -> None:
 
 
 __all__ = ["LINEAGE_KEY", "Branch", "Replays", "StateChange", "fork_thread_id", "kind_of"]
+
+
+def _fields_only(schema: Any, patch: Mapping[str, Any]) -> None:
+    """Refuse a branch's patch that names a key the state has no field for: an operator's
+    edit is never dropped in silence (a node's or an input's stray key is, as LangGraph
+    drops it, with a warning)."""
+    if schema.kind in ("dict", "root"):
+        return
+    unknown = sorted(str(k) for k in patch if k not in schema.channels)
+    if unknown:
+        raise ConfigError(
+            f"the patch names {unknown}, which the state has no field for (known fields: "
+            f"{sorted(schema.channels)}); nothing was branched. Fix the field names."
+        )

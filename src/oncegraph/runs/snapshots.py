@@ -102,13 +102,15 @@ def timestamp(created_at: float | str | None) -> float | None:
 
 
 def task_keys(spec: GraphSpec, snap: StateSnapshot) -> list[tuple[str, str, Any]]:
-    """``(key, node, path)`` of each task of the step after ``snap``."""
+    """``(key, node, path)`` of each task of the step after ``snap``, in LangGraph's order:
+    the ``Send`` tasks first, then the pulled nodes."""
     sends = snap.metadata.get("sends") or ()
     pulled = snap.next[: len(snap.next) - len(sends)]
-    out: list[tuple[str, str, Any]] = [(n, n, (PULL, n)) for n in pulled]
+    out: list[tuple[str, str, Any]] = []
     for i, stored in enumerate(sends):
         send = decode_send(spec, stored)
         out.append((f"{send.node}:{i}", send.node, push_path(i)))
+    out.extend((n, n, (PULL, n)) for n in pulled)
     return out
 
 
@@ -170,6 +172,9 @@ def shape(
     if source == "input" and cp_id and (split or not ns):
         parent = cp_id + INPUT_SUFFIX  # LangGraph's input checkpoint comes before it
         source = "loop"  # ...and this one, the input applied, is the loop's first
+    forked = snap.metadata.get("forked_from")
+    if source == "fork" and isinstance(forked, Mapping) and forked.get("entry"):
+        parent = str(forked["entry"])  # a copy of an input checkpoint (runs/forks.py)
     step = int(snap.metadata.get("step", -1)) + 1
     return snap._replace(
         metadata={**lg_metadata(snap.metadata, step, source), "parents": dict(parents or {})},

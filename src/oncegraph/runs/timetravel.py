@@ -38,11 +38,12 @@ runs nothing (LangGraph's "replay from the final checkpoint").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
-from oncegraph.graph.constants import START
+from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
 from oncegraph.runs import audits, claims, subtravel
@@ -51,11 +52,20 @@ from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork, last_writer
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.snapshots import INPUT_SUFFIX
-from oncegraph.runs.updates import start_by_update, starts_a_turn
+from oncegraph.runs.updates import (
+    INPUT,
+    at_breakpoint,
+    end_by_update,
+    input_again,
+    pass_breakpoint,
+    start_by_update,
+    starts_a_turn,
+)
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.driver import Emit
 from oncegraph.runtime.engine import TaskResult
 from oncegraph.runtime.replay import ReplayPolicy
+from oncegraph.runtime.sends import decode_send
 from oncegraph.storage.records import (
     UNFINISHED_STATUSES,
     CheckpointRecord,
@@ -234,16 +244,56 @@ class TimeTravel:
                 reason=reason,
             )
         assert thread is not None and thread.head_checkpoint_id is not None
+        if as_node == END:  # the turn ended there: nothing left to run
+            return await end_by_update(
+                self,
+                thread,
+                latest,
+                values,
+                checkpoint_id=checkpoint_id,
+                actor=actor,
+                reason=reason,
+                allow_irreversible=allow_irreversible,
+                also=also,
+            )
         cp = await self.checkpoint(thread_id, checkpoint_id or thread.head_checkpoint_id)
         if as_node == START and _is_input_of(cp, latest, values, spec):
             assert latest is not None  # LangGraph's __start__ after __input__: applied already
             return Fork(latest, cp.checkpoint_id, ())
         copy = as_node == COPY
         if copy:
-            if values is not None:
-                raise ConfigError(
-                    "update_state(config, None, as_node='__copy__') copies a checkpoint "
-                    "unchanged; pass None as values, or update it with as_node=<node name>"
+            if values is not None:  # a copy, then a step of updates on it
+                (first, first_node), *more = _copy_updates(values, also)
+                entry = (checkpoint_id or "").endswith(INPUT_SUFFIX)
+                if entry and not more and first_node in (START, INPUT):  # its input anew
+                    return await input_again(
+                        self,
+                        thread,
+                        latest,
+                        cp,
+                        first,
+                        actor=actor,
+                        reason=reason,
+                        allow_irreversible=allow_irreversible,
+                    )
+                copied = await self.update(
+                    thread_id,
+                    None,
+                    checkpoint_id=checkpoint_id,
+                    as_node=COPY,
+                    actor=actor,
+                    reason=reason,
+                    allow_irreversible=allow_irreversible,
+                )
+                return await self.update(
+                    thread_id,
+                    first,
+                    checkpoint_id=copied.checkpoint_id,
+                    as_node=first_node,
+                    actor=actor,
+                    reason=reason,
+                    allow_irreversible=allow_irreversible,
+                    also=more,
                 )
             writer = None
         else:
@@ -262,6 +312,7 @@ class TimeTravel:
         )
         if not also and not isinstance(values, Command):
             results = ()  # one node's fields: fork's patch as that node
+        results = _as_tasks(spec, cp, results)
         editing = (
             latest is not None
             and latest.status is RunStatus.PAUSED
@@ -273,7 +324,10 @@ class TimeTravel:
             assert latest is not None
             run, new = latest, False
         else:
-            await self._supersede(thread_id, latest, "update_state")
+            if latest is not None and await at_breakpoint(self, thread, latest, cp):
+                await pass_breakpoint(self, latest, actor=actor, reason=reason)
+            else:
+                await self._supersede(thread_id, latest, "update_state")
             origin = await self.ctx.get_run(cp.run_id)
             cfg = RunConfig.from_stored(origin.config, thread_id)
             policy = ReplayPolicy.of(
@@ -418,6 +472,47 @@ class TimeTravel:
             run_id=run.run_id,
             fence=token,
         )
+
+
+def _copy_updates(values: Any, also: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """The updates of ``update_state(config, [StateUpdate(values, as_node), ...],
+    as_node="__copy__")``: a copy of the checkpoint, then these as one step on it."""
+    items = values if isinstance(values, list | tuple) else None
+    if (
+        also
+        or not items
+        or not all(
+            isinstance(i, list | tuple) and len(i) >= 2 and isinstance(i[1], str) for i in items
+        )
+    ):
+        raise ConfigError(
+            "update_state(config, values, as_node='__copy__') copies a checkpoint; values "
+            "is None (an unchanged copy) or a list of StateUpdate(values, as_node) written "
+            f"as one step on the copy; got {values!r}"
+        )
+    return [(i[0], i[1]) for i in items]
+
+
+def _as_tasks(
+    spec: GraphSpec, cp: CheckpointRecord, results: Sequence[TaskResult]
+) -> tuple[TaskResult, ...]:
+    """``results`` as the tasks of the step after ``cp`` (the n-th update as a node is
+    that node's n-th task there, in LangGraph's order: ``Send`` tasks first, then the
+    pulled nodes), so the history shows each task's result; an update as a node with no
+    task left there keeps the node's name."""
+    sends = cp.metadata.get("sends") or ()
+    keys = [
+        (decode_send(spec, s).node, f"{decode_send(spec, s).node}:{i}") for i, s in enumerate(sends)
+    ]
+    keys += [(n, n) for n in cp.next[: len(cp.next) - len(sends)]]
+    free: dict[str, list[str]] = {}
+    for node, key in keys:
+        free.setdefault(node, []).append(key)
+    out = []
+    for r in results:
+        left = free.get(r.node)
+        out.append(dataclasses.replace(r, task=left.pop(0)) if left and not r.task else r)
+    return tuple(out)
 
 
 def _result(spec: GraphSpec, node: str, values: Any) -> TaskResult:

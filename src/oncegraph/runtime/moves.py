@@ -59,7 +59,12 @@ def breakpoint_at(
 ) -> dict[str, list[str]] | None:
     """The static breakpoint that stops the run before the step after ``cp``, if any:
     ``{"before": [nodes]}`` when a task's node is in ``before`` (or ``before`` is
-    ``("*",)``), ``{"after": [nodes]}`` when a node that wrote ``cp`` is in ``after``."""
+    ``("*",)``), ``{"after": [nodes]}`` when a node that wrote ``cp`` is in ``after``. The
+    step after an ``update_state`` checkpoint (``source="update"``) stops at neither: as
+    in LangGraph, an update is seen by the breakpoints (``invoke(None, config)`` after an
+    edit at a breakpoint goes on)."""
+    if cp.metadata.get("source") == "update":
+        return None  # LangGraph's update counts as seen by the breakpoints: none stops
     before = (*spec.interrupt_before, *before)
     after = (*spec.interrupt_after, *after)
     if after:

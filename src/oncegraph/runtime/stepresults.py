@@ -4,7 +4,8 @@ after the step's own task writes are gone.
 
 The step's checkpoint keeps, under ``metadata["results"]``, each task's update by task key
 (the node's name, ``node:i`` for the i-th ``Send``), value fields encoded as the schema
-stores them. A log field (a message list) is left out: its entries are stored once, in
+stores them (a field the task wrote several times: each write, shown as LangGraph's
+``{"$writes": [...]}``). A log field (a message list) is left out: its entries are stored once, in
 the thread's log, and the checkpoint's state holds them; repeating them here would store
 every message twice. A field with no reducer that one task wrote is only named: its
 value is the checkpoint's own. A task whose update has nothing else is not listed.
@@ -32,7 +33,7 @@ def encode_results(schema: StateSchema, results: Sequence[Any]) -> dict[str, Any
             writers[key] = writers.get(key, 0) + 1
     out: dict[str, Any] = {}
     for r in results:
-        merged: dict[str, Any] = {}
+        merged: dict[str, list[Any]] = {}
         same: list[str] = []
         for update in (r.update, *r.more):
             for key, value in update.items():
@@ -44,15 +45,29 @@ def encode_results(schema: StateSchema, results: Sequence[Any]) -> dict[str, Any
                         same.append(key)
                     merged.pop(key, None)
                 else:
-                    merged[key] = value
+                    merged.setdefault(key, []).append(value)
         kept: dict[str, Any] = {}
-        if merged:
-            kept["update"] = schema.encode_update(merged)
+        once = {k: vs[0] for k, vs in merged.items() if len(vs) == 1}
+        if once:
+            kept["update"] = schema.encode_update(once)
+        many = {k: vs for k, vs in merged.items() if len(vs) > 1}
+        if many:  # a field the task wrote several times: each write, in order
+            kept["writes"] = {
+                k: [schema.encode_update({k: v})[k] for v in vs] for k, vs in many.items()
+            }
         if same:
             kept["same"] = same
         if kept:
             out[r.key] = kept
     return out
+
+
+def _decoded(schema: StateSchema, name: str, raw: Any) -> Any:
+    """One stored write of field ``name``, typed again (an older schema's: as stored)."""
+    try:
+        return schema.decode_update({name: raw})[name]
+    except (ValueError, TypeError, KeyError):
+        return raw
 
 
 def decode_results(
@@ -74,6 +89,8 @@ def decode_results(
             update.update(schema.decode_update(raw))
         except (ValueError, TypeError, KeyError):  # an older schema's field: as stored
             update.update(raw)
+        for name, each in (kept.get("writes") or {}).items():
+            update[name] = {"$writes": [_decoded(schema, name, raw) for raw in each]}
         for name in kept.get("same") or ():
             if name in values:
                 update[name] = values[name]

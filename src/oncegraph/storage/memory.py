@@ -73,6 +73,7 @@ from oncegraph.storage.records import (
     EffectPayload,
     EffectRecord,
     EffectStatus,
+    PruneReport,
     RunRecord,
     RunStatus,
     StepCommit,
@@ -80,7 +81,7 @@ from oncegraph.storage.records import (
     ThreadRecord,
     now,
 )
-from oncegraph.storage.saver_api import SaverMethods
+from oncegraph.storage.saver_api import SaverMethods, deletion_audit
 from oncegraph.storage.sql import rows
 
 
@@ -381,6 +382,17 @@ class InMemoryCheckpointer(SaverMethods, RequestTables, Retention, StoreDoors, C
                 self._link_audit(audit, audit_row)
 
     # -- the audit log ----------------------------------------------------------------
+
+    async def _delete_thread(self, thread_id: str) -> PruneReport:
+        """See :meth:`SaverMethods.adelete_thread`: the rows and the audit record under one
+        lock hold."""
+        with self._lock:
+            report = self._delete_thread_rows(thread_id)
+            record = deletion_audit(thread_id, report)
+            row = self.rows.audit_to_params(record)
+            self._refuse_known_audit(row)
+            self._link_audit(record, row)
+        return report
 
     async def append_audit(self, record: AuditRecord) -> None:
         row = self.rows.audit_to_params(record)

@@ -20,6 +20,7 @@ from oncegraph.storage.memory_tables import (
 )
 from oncegraph.storage.queries import PrunePolicy, PruneTerms
 from oncegraph.storage.records import PruneReport
+from oncegraph.storage.saver_api import refuse_deleting
 
 
 class Retention(Tables):
@@ -41,6 +42,32 @@ class Retention(Tables):
                 p.on_thread(one)
             report = report.plus(one)
         return report
+
+    def _delete_thread_rows(self, thread_id: str) -> PruneReport:
+        """Delete what LangGraph's saver holds of ``thread_id`` (its row, checkpoints, task
+        writes and logs, and its subgraphs' threads': those holding checkpoints of its
+        runs), refused while a run of it is unfinished (``saver_api``); call under the
+        lock."""
+        run_ids = list(self._thread_runs.get(thread_id, ()))
+        for rid in run_ids:
+            run = self._runs.get(rid)
+            if run is not None and run[RUN_STATUS] in KEEP_RUN_STATUSES:
+                raise refuse_deleting(thread_id, rid, str(run[RUN_STATUS]))
+        owned = set(run_ids)
+        doomed = {thread_id} | {
+            tid for (tid, _), row in self._checkpoints.items() if row[CP_RUN] in owned
+        }
+        threads = checkpoints = writes = 0
+        for tid in doomed:
+            threads += self._threads.pop(tid, None) is not None
+            for key in [k for k in self._checkpoints if k[0] == tid]:
+                del self._checkpoints[key]
+                checkpoints += 1
+            for key in [k for k in self._task_writes if k[0] == tid]:
+                writes += len(self._task_writes.pop(key))
+            for key in [k for k in self._logs if k[0] == tid]:
+                del self._logs[key]
+        return PruneReport(threads=threads, checkpoints=checkpoints, task_writes=writes)
 
     def _prune_thread(self, thread_id: str, t: PruneTerms) -> PruneReport:
         """Prune one thread by ``t``; call under the lock."""

@@ -13,6 +13,15 @@ recorded) as done without the graph running it, which would bypass the effect le
 Their errors name the graph's own way (``update_state``, which writes a new checkpoint
 with lineage under a run of its own).
 
+``delete_thread`` / ``adelete_thread`` delete what LangGraph's saver holds of a thread:
+its checkpoints (its subgraphs' too), their task writes and the thread's channel logs
+(the message lists), so ``get_tuple`` finds nothing and the history is empty. The run
+records, the effect ledger and the audit log stay: a record of a call that moved money
+or sent a message is the proof it was made, and stays that long; the deletion itself is
+kept in the audit log (``action="delete_thread"``). A thread with an unfinished run
+(waiting for an answer, parked, failed, running, queued, paused) is refused and nothing
+is deleted: that run still needs its checkpoints to go on.
+
 The LangGraph shapes belong to the compatibility layer (:mod:`oncegraph.checkpoint`),
 which is built over the stores: it installs the reads (:func:`read_tuples_with`) when
 ``oncegraph`` is imported, so the stores never import it.
@@ -25,8 +34,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from typing import TYPE_CHECKING, Any
 
 from oncegraph._blocking import iterate_sync, run_sync
-from oncegraph.errors import ConfigError
+from oncegraph.errors import ConfigError, UnfinishedRunError
+from oncegraph.ids import new_audit_id
 from oncegraph.storage.lifecycle import Closing
+from oncegraph.storage.records import AuditRecord, PruneReport
 
 if TYPE_CHECKING:
     from oncegraph.checkpoint.tuples import CheckpointTuple
@@ -62,6 +73,40 @@ def _installed() -> tuple[GetTuple, ListTuples]:
             "(or oncegraph.checkpoint.tuples) before calling get_tuple() or list()"
         )
     return _reads
+
+
+DELETE_THREAD = "delete_thread"
+"""The audit action (and actor) of a thread's deletion."""
+
+
+def deletion_audit(thread_id: str, report: PruneReport) -> AuditRecord:
+    """The audit record of deleting ``thread_id``: what went (``report``'s counts)."""
+    return AuditRecord(
+        audit_id=new_audit_id(),
+        actor=DELETE_THREAD,
+        action=DELETE_THREAD,
+        target_kind="thread",
+        target_id=thread_id,
+        thread_id=thread_id,
+        reason="checkpointer.delete_thread(thread_id)",
+        details={
+            "threads": report.threads,
+            "checkpoints": report.checkpoints,
+            "task_writes": report.task_writes,
+            "kept": ["runs", "effects", "audit"],
+        },
+    )
+
+
+def refuse_deleting(thread_id: str, run_id: str, status: str) -> UnfinishedRunError:
+    """The error of deleting a thread whose run ``run_id`` is unfinished."""
+    return UnfinishedRunError(
+        f"thread {thread_id!r} has an unfinished run {run_id} ({status}): deleting the "
+        "thread would take the checkpoints it needs to go on (an answer it waits for, an "
+        "effect to settle). Finish it first (invoke(None, config), or invoke(Command("
+        "resume=...), config) for a question), or give it up with app.abandon(config), "
+        "then delete the thread; nothing was deleted"
+    )
 
 
 class JsonSerde:
@@ -144,6 +189,22 @@ class SaverMethods:
             return current + 1
         return int(str(current).split(".")[0]) + 1
 
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, task writes and channel logs, its subgraphs'
+        too; runs, effect records and the audit log stay, and the deletion is audited
+        (see the module docstring). Refused, deleting nothing, while a run of the thread
+        is unfinished (``UnfinishedRunError``)."""
+        deleting = getattr(self, "_delete_thread", None)
+        if deleting is None:
+            raise ConfigError(
+                f"{type(self).__name__} cannot delete a thread (it has no _delete_thread); "
+                "use InMemoryCheckpointer, SqliteCheckpointer or PgCheckpointer"
+            )
+        await deleting(str(thread_id))
+
+    def delete_thread(self, thread_id: str) -> None:
+        run_sync(self.adelete_thread(thread_id), "delete_thread")
+
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         raise ConfigError(_NO_PUT.format(method="put"))
 
@@ -195,4 +256,13 @@ class FromConnString:
         return Opened(cls(conn_string, **kwargs))  # type: ignore[call-arg]
 
 
-__all__ = ["FromConnString", "JsonSerde", "Opened", "SaverMethods", "read_tuples_with"]
+__all__ = [
+    "DELETE_THREAD",
+    "FromConnString",
+    "JsonSerde",
+    "Opened",
+    "SaverMethods",
+    "deletion_audit",
+    "read_tuples_with",
+    "refuse_deleting",
+]

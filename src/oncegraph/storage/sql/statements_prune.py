@@ -70,3 +70,34 @@ def effect_prune(n_effect_statuses: int, n_run_statuses: int) -> str:
         "AND EXISTS (SELECT 1 FROM oncegraph_runs r "
         f"WHERE r.run_id = oncegraph_effects.run_id AND r.status IN ({run_marks}))"
     )
+
+
+# -- deleting a thread (LangGraph's delete_thread) --------------------------------------
+#
+# What LangGraph's saver holds of a thread goes: its row, checkpoints, channel logs and
+# task writes, and those of its subgraphs' threads (the threads holding checkpoints of its
+# runs). Runs, effect records and the audit log stay. Params: thread_id.
+
+THREAD_DELETE = "DELETE FROM oncegraph_threads WHERE thread_id = ?"
+CHECKPOINTS_DELETE_THREAD = "DELETE FROM oncegraph_checkpoints WHERE thread_id = ?"
+LOG_DELETE_THREAD = "DELETE FROM oncegraph_log WHERE thread_id = ?"
+TASK_WRITES_DELETE_THREAD = "DELETE FROM oncegraph_task_writes WHERE thread_id = ?"
+
+# The other threads holding checkpoints of the thread's runs (its subgraphs'). Params:
+# thread_id, thread_id.
+THREAD_CHILDREN = (
+    "SELECT DISTINCT c.thread_id FROM oncegraph_checkpoints c "
+    "JOIN oncegraph_runs r ON r.run_id = c.run_id "
+    "WHERE r.thread_id = ? AND c.thread_id <> ?"
+)
+
+
+@lru_cache(maxsize=8)
+def thread_unfinished(n_statuses: int) -> str:
+    """``SELECT run_id, status`` of one run of a thread in one of the given (unfinished)
+    statuses. Params: thread_id, then ``n_statuses`` run statuses."""
+    marks = ", ".join("?" for _ in range(n_statuses))
+    return (
+        "SELECT run_id, status FROM oncegraph_runs "
+        f"WHERE thread_id = ? AND status IN ({marks}) ORDER BY run_id LIMIT 1"
+    )

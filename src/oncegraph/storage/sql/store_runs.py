@@ -25,6 +25,7 @@ from oncegraph.storage.records import (
     ThreadRecord,
     now,
 )
+from oncegraph.storage.saver_api import deletion_audit, refuse_deleting
 from oncegraph.storage.sql import rows
 from oncegraph.storage.sql import statements as S
 from oncegraph.storage.sql.listing import Shape
@@ -36,6 +37,7 @@ _PRUNE_EFFECT_RUN_STATUSES = tuple(str(s) for s in PRUNABLE_EFFECT_RUN_STATUSES)
 _CHECKPOINT_PRUNE = S.checkpoint_prune(len(_KEEP_RUN_STATUSES))
 _EFFECT_PRUNE = S.effect_prune(len(_PRUNE_EFFECT_STATUSES), len(_PRUNE_EFFECT_RUN_STATUSES))
 _THREAD_PAGE = 500
+_THREAD_UNFINISHED = S.thread_unfinished(len(_KEEP_RUN_STATUSES))
 
 
 @lru_cache(maxsize=64)
@@ -208,6 +210,28 @@ class RunMethods(SqlPort):
             if len(page) < _THREAD_PAGE:
                 return report
             after = page[-1][0]
+
+    async def _delete_thread(self, thread_id: str) -> PruneReport:
+        """See :meth:`~oncegraph.storage.saver_api.SaverMethods.adelete_thread`: one
+        transaction, the thread's row deleted first (so a writer of the thread waits for
+        it, then finds the thread gone), refused while a run of it is unfinished."""
+        key = await self._chain_key()
+        async with self._transaction("delete_thread") as tx:  # counts read: no pipeline
+            threads = max(await tx.count(S.THREAD_DELETE, (thread_id,)), 0)
+            busy = await tx.one(_THREAD_UNFINISHED, (thread_id, *_KEEP_RUN_STATUSES))
+            if busy is not None:
+                raise refuse_deleting(thread_id, str(busy[0]), str(busy[1]))
+            children = [r[0] for r in await tx.all(S.THREAD_CHILDREN, (thread_id, thread_id))]
+            checkpoints = writes = 0
+            for tid in (thread_id, *children):
+                writes += max(await tx.count(S.TASK_WRITES_DELETE_THREAD, (tid,)), 0)
+                await tx.count(S.LOG_DELETE_THREAD, (tid,))
+                checkpoints += max(await tx.count(S.CHECKPOINTS_DELETE_THREAD, (tid,)), 0)
+                if tid != thread_id:
+                    threads += max(await tx.count(S.THREAD_DELETE, (tid,)), 0)
+            report = PruneReport(threads=threads, checkpoints=checkpoints, task_writes=writes)
+            await self._append_audit_in_tx(tx, deletion_audit(thread_id, report), key)
+        return report
 
     async def _prune_thread(self, thread_id: str, t: PruneTerms) -> PruneReport:
         keep, cutoff, fold = t.keep, t.cutoff, t.fold

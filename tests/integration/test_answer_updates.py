@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from tests.conftest import RunPath, run_async
 
-from conftest import RunPath, run_async
 from oncegraph import START, Command, StateGraph, interrupt
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError

@@ -4,6 +4,7 @@ token fenced with the audited answer), for the run service's ``resume`` and ``ru
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -209,6 +210,48 @@ async def take(
         raise
     claim = Claim(run.run_id, taken.fencing_token, lock)
     return Answering(claim, taken, head, task, answered, more, given=kept)
+
+
+async def queue_taken(
+    context: RunContext,
+    held: Answering,
+    answer: Any,
+    *,
+    at_once: bool,
+    migrated: Callable[[], Awaitable[Head | None]],
+) -> RunRecord:
+    """The answer ``held`` (taken under the run's lock) written and its run queued for the
+    workers, the lock let go. ``at_once``: the store's ``queue_answer`` writes the answer,
+    the queueing, the workers' notice and the audited answer in one transaction; else
+    ``migrated`` gives the migrated head (or None) and they go one by one."""
+    store = context.store
+    run, claim = held.run, held.claim
+    queue_answer = getattr(store, "queue_answer", None)
+    queued: RunRecord | None
+    try:
+        if at_once:
+            assert queue_answer is not None
+            queued = await queue_answer(
+                held.writes(answer), run.run_id, claim.token, audit=held.audit
+            )
+        else:
+            head = await migrated() or held.head
+            if queue_answer is not None:
+                queued = await queue_answer(held.writes(answer, head), run.run_id, claim.token)
+            else:
+                for write in held.writes(answer, head):
+                    await store.put_task_write(write, run_id=run.run_id, fence=claim.token)
+                queued = await store.fence_run(
+                    run.run_id, expected_token=claim.token, owner=None, status=RunStatus.QUEUED
+                )
+    finally:
+        await claim.release()
+    if queued is None:  # another process took it between the answer and the queueing
+        raise await claims.busy_error(store, run.run_id)
+    announce = getattr(store, "announce_queued", None)
+    if queue_answer is None and announce is not None:  # wake a listening worker now
+        await announce(run.run_id)
+    return queued
 
 
 def given_result(spec: GraphSpec, given: Command[Any]) -> TaskResult | None:

@@ -498,37 +498,13 @@ class RunService(ServiceViews):
         held = await answering.take(
             self.context, run, answer, cfg, asked, one=True, fence=not at_once, given=given
         )
-        claim = held.claim
-        queued: RunRecord | None
-        try:
-            if at_once:
-                assert queue_answer is not None
-                queued = await queue_answer(
-                    held.writes(answer), run.run_id, claim.token, audit=held.audit
-                )
-            else:
-                head = await self._migrate_if(verdict, held.run, claim) or held.head
-                if queue_answer is not None:
-                    queued = await queue_answer(held.writes(answer, head), run.run_id, claim.token)
-                else:
-                    for write in held.writes(answer, head):
-                        await self.store.put_task_write(
-                            write, run_id=run.run_id, fence=claim.token
-                        )
-                    queued = await self.store.fence_run(
-                        run.run_id,
-                        expected_token=claim.token,
-                        owner=None,
-                        status=RunStatus.QUEUED,
-                    )
-        finally:
-            await claim.release()
-        if queued is None:  # another process took it between the answer and the queueing
-            raise await claims.busy_error(self.store, run.run_id)
-        announce = getattr(self.store, "announce_queued", None)
-        if queue_answer is None and announce is not None:  # wake a listening worker now
-            await announce(run.run_id)
-        return queued
+        return await answering.queue_taken(
+            self.context,
+            held,
+            answer,
+            at_once=at_once,
+            migrated=lambda: self._migrate_if(verdict, held.run, held.claim),
+        )
 
     # giving up on a run (runs/stopping.py)
     abandon = door(None, stopping.abandon)

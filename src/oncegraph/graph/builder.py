@@ -6,7 +6,6 @@ import dataclasses
 import inspect
 import sys
 import types
-import typing
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +13,7 @@ from oncegraph.errors import ConfigError, GraphValidationError
 from oncegraph.graph.caching import checked_cache, checked_policy
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.inputs import NODE_CLASSES, replay_class
-from oncegraph.graph.params import injected
+from oncegraph.graph.params import injected, input_schema_of
 from oncegraph.graph.retry import node_retry
 from oncegraph.graph.runnables import as_node, is_runnable, runnable_name
 from oncegraph.graph.spec import (
@@ -55,33 +54,6 @@ def _app_class() -> type[CompiledGraph]:
     if _compiled is None:  # pragma: no cover - importing oncegraph installs it
         raise ConfigError("the compiled app is not installed: import oncegraph first")
     return _compiled
-
-
-def _input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
-    """The schema a node's first parameter is annotated with, if it is a state class
-    (TypedDict, dataclass, pydantic model) other than the graph's state."""
-    target = fn if inspect.isroutine(fn) else type(fn).__call__
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-        hints = typing.get_type_hints(target)
-    except Exception:  # unresolvable annotations: the node reads the graph's state
-        return None
-    if not params or params[0].name not in hints:
-        return None
-    hint = hints[params[0].name]
-    if hint is state or not isinstance(hint, type) or hint is dict:
-        return None
-    is_state_class = (
-        (issubclass(hint, dict) and hasattr(hint, "__total__"))
-        or dataclasses.is_dataclass(hint)
-        or isinstance(getattr(hint, "model_fields", None), dict)
-    )
-    if not is_state_class:
-        return None
-    try:
-        return StateSchema.of(hint)
-    except Exception:
-        return None
 
 
 class StateGraph:
@@ -276,7 +248,7 @@ class StateGraph:
         own = (
             StateSchema.of(input_schema)
             if input_schema is not None
-            else _input_schema_of(action, self.schema.source)
+            else input_schema_of(action, self.schema.source)
         )
         self.nodes[name] = dataclasses.replace(
             spec,
@@ -434,7 +406,7 @@ class StateGraph:
         takes_config = positional_params(path) >= 2
         target = path if inspect.isroutine(path) else type(path).__call__
         is_async = inspect.iscoroutinefunction(path) or inspect.iscoroutinefunction(target)
-        own = _input_schema_of(path, self.schema.source)
+        own = input_schema_of(path, self.schema.source)
         branch = BranchSpec(source, path, mapping, takes_config, is_async, own)
         self.branches.setdefault(source, []).append(branch)
         if own is not None:  # LangGraph: a router's own input schema adds its fields

@@ -9,9 +9,13 @@ gets the config there, as before (``def node(state, cfg)``). Pure: reads signatu
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
+
+from oncegraph.state.channels import StateSchema
 
 StreamWriter = Callable[[Any], None]
 """What a node's ``writer`` is: ``writer(chunk)`` streams ``chunk`` (``stream_mode="custom"``)."""
@@ -60,4 +64,31 @@ def injected(fn: Callable[..., Any], *, handler: bool = False) -> tuple[tuple[st
     return tuple(out)
 
 
-__all__ = ["INJECTABLE", "StreamWriter", "injected"]
+def input_schema_of(fn: Callable[..., Any], state: Any) -> StateSchema | None:
+    """The schema a node's first parameter is annotated with, if it is a state class
+    (TypedDict, dataclass, pydantic model) other than the graph's state."""
+    target = fn if inspect.isroutine(fn) else type(fn).__call__
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+        hints = typing.get_type_hints(target)
+    except Exception:  # unresolvable annotations: the node reads the graph's state
+        return None
+    if not params or params[0].name not in hints:
+        return None
+    hint = hints[params[0].name]
+    if hint is state or not isinstance(hint, type) or hint is dict:
+        return None
+    is_state_class = (
+        (issubclass(hint, dict) and hasattr(hint, "__total__"))
+        or dataclasses.is_dataclass(hint)
+        or isinstance(getattr(hint, "model_fields", None), dict)
+    )
+    if not is_state_class:
+        return None
+    try:
+        return StateSchema.of(hint)
+    except Exception:
+        return None
+
+
+__all__ = ["INJECTABLE", "StreamWriter", "injected", "input_schema_of"]

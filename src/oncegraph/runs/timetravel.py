@@ -55,6 +55,7 @@ from oncegraph.runs.snapshots import INPUT_SUFFIX
 from oncegraph.runs.updates import (
     INPUT,
     at_breakpoint,
+    commit_update,
     end_by_update,
     input_again,
     pass_breakpoint,
@@ -351,27 +352,18 @@ class TimeTravel:
         done = not made.checkpoint.next  # nothing left to run: the edit is the run's end
         if done and new:
             run = run.replace(status=RunStatus.COMPLETED)
-        await self.store.commit(
-            StepCommit(
-                thread_id=thread_id,
-                expected_version=thread.version,
-                checkpoint=made.checkpoint,
-                log=made.log,
-                new_run=run if new else None,
-                run_status=RunStatus.COMPLETED if done and not new else None,
-            )
+        commit = StepCommit(
+            thread_id,
+            thread.version,
+            made.checkpoint,
+            made.log,
+            new_run=run if new else None,
+            run_status=RunStatus.COMPLETED if done and not new else None,
         )
-        await self.store.append_audit(
-            audits.for_update(
-                run,
-                actor=actor,
-                reason=reason,
-                parent_run_id=cp.run_id,
-                checkpoint_id=cp.checkpoint_id,
-                new_checkpoint_id=made.checkpoint.checkpoint_id,
-                as_node=as_node,
-                changed=[c.channel for c in made.diff],
-            )
+        changed = [c.channel for c in made.diff]
+        edited = (cp.run_id, cp.checkpoint_id)
+        await commit_update(
+            self.store, commit, run, edited, as_node, changed, actor=actor, reason=reason
         )
         return Fork(run, made.checkpoint.checkpoint_id, made.diff)
 

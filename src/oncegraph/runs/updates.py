@@ -58,6 +58,7 @@ from oncegraph.storage.records import (
 
 if TYPE_CHECKING:
     from oncegraph.runs.timetravel import TimeTravel
+    from oncegraph.storage.protocols import Checkpointer
 
 INPUT = "__input__"
 """LangGraph's ``as_node`` for an update that is a turn's input."""
@@ -133,26 +134,12 @@ async def start_by_update(
     )
     status = RunStatus.PAUSED if nxt.checkpoint.next else RunStatus.COMPLETED
     run = run.replace(status=status)
-    await ctx.store.commit(
-        StepCommit(
-            thread_id=thread_id,
-            expected_version=head.version if not fresh or thread is None else thread.version,
-            checkpoint=nxt.checkpoint,
-            log=entries,
-            new_run=run,
-        )
-    )
-    await ctx.store.append_audit(
-        audits.for_update(
-            run,
-            actor=actor,
-            reason=reason,
-            parent_run_id=run.parent_run_id,
-            checkpoint_id=run.parent_checkpoint_id,
-            new_checkpoint_id=nxt.checkpoint.checkpoint_id,
-            as_node=as_node,
-            changed=sorted(writes.changed),
-        )
+    version = head.version if not fresh or thread is None else thread.version
+    commit = StepCommit(thread_id, version, nxt.checkpoint, entries, new_run=run)
+    edited = (run.parent_run_id, run.parent_checkpoint_id)
+    changed = sorted(writes.changed)
+    await commit_update(
+        ctx.store, commit, run, edited, as_node, changed, actor=actor, reason=reason
     )
     return Fork(run, nxt.checkpoint.checkpoint_id, ())
 
@@ -212,27 +199,9 @@ async def end_by_update(
         if k not in ("sends", "joins", "deferred")  # nothing is left to run
     }
     checkpoint = dataclasses.replace(made.checkpoint, next=(), step=cp.step + 1, metadata=metadata)
-    await ctx.store.commit(
-        StepCommit(
-            thread_id=thread_id,
-            expected_version=thread.version,
-            checkpoint=checkpoint,
-            log=made.log,
-            new_run=run,
-        )
-    )
-    await ctx.store.append_audit(
-        audits.for_update(
-            run,
-            actor=actor,
-            reason=reason,
-            parent_run_id=cp.run_id,
-            checkpoint_id=cp.checkpoint_id,
-            new_checkpoint_id=checkpoint.checkpoint_id,
-            as_node=END,
-            changed=[],
-        )
-    )
+    commit = StepCommit(thread_id, thread.version, checkpoint, made.log, new_run=run)
+    edited = (cp.run_id, cp.checkpoint_id)
+    await commit_update(ctx.store, commit, run, edited, END, [], actor=actor, reason=reason)
     return Fork(run, checkpoint.checkpoint_id, ())
 
 
@@ -309,27 +278,10 @@ async def input_again(
     checkpoint = dataclasses.replace(made.checkpoint, step=cp.step, metadata=metadata)
     status = RunStatus.PAUSED if checkpoint.next else RunStatus.COMPLETED
     run = run.replace(status=status)
-    await ctx.store.commit(
-        StepCommit(
-            thread_id=thread_id,
-            expected_version=reopened.version,
-            checkpoint=checkpoint,
-            log=made.log,
-            new_run=run,
-        )
-    )
-    await ctx.store.append_audit(
-        audits.for_update(
-            run,
-            actor=actor,
-            reason=reason,
-            parent_run_id=cp.run_id,
-            checkpoint_id=cp.checkpoint_id,
-            new_checkpoint_id=checkpoint.checkpoint_id,
-            as_node=START,
-            changed=[c.channel for c in made.diff],
-        )
-    )
+    commit = StepCommit(thread_id, reopened.version, checkpoint, made.log, new_run=run)
+    edited = (cp.run_id, cp.checkpoint_id)
+    changed = [c.channel for c in made.diff]
+    await commit_update(ctx.store, commit, run, edited, START, changed, actor=actor, reason=reason)
     return Fork(run, checkpoint.checkpoint_id, made.diff)
 
 
@@ -429,9 +381,38 @@ async def pass_breakpoint(travel: TimeTravel, run: RunRecord, *, actor: str, rea
     )
 
 
+async def commit_update(
+    store: Checkpointer,
+    commit: StepCommit,
+    run: RunRecord,
+    edited: tuple[str | None, str | None],
+    as_node: str | None,
+    changed: list[str],
+    *,
+    actor: str,
+    reason: str | None,
+) -> None:
+    """An ``update_state``'s step committed, then its audit record: ``run``, the run the
+    commit makes or moves on, who edited which checkpoint (``edited``: its run id and
+    checkpoint id) as which node, and the channels it changed."""
+    await store.commit(commit)
+    audit = audits.for_update(
+        run,
+        actor=actor,
+        reason=reason,
+        parent_run_id=edited[0],
+        checkpoint_id=edited[1],
+        new_checkpoint_id=commit.checkpoint.checkpoint_id,
+        as_node=as_node,
+        changed=changed,
+    )
+    await store.append_audit(audit)
+
+
 __all__ = [
     "INPUT",
     "at_breakpoint",
+    "commit_update",
     "end_by_update",
     "input_again",
     "pass_breakpoint",

@@ -83,30 +83,21 @@ def untag(value: Any) -> Any:
     its value; untouched (the same object) when it holds none. An unknown tag stays as
     stored."""
     kind = type(value)
-    if kind is dict:
-        if TAG in value and len(value) == 2 and "value" in value:
-            build = _UNTAGGED.get(value[TAG])
-            if build is not None:
-                return build(untag(value["value"]))
-        out: dict[Any, Any] | None = None
-        for key, item in value.items():
+    if kind is dict and TAG in value and len(value) == 2 and "value" in value:
+        build = _UNTAGGED.get(value[TAG])
+        if build is not None:
+            return build(untag(value["value"]))
+    if kind is dict or kind is list:  # a copy made only where a nested value changes
+        pairs = value.items() if kind is dict else enumerate(value)
+        out: Any = None
+        for key, item in pairs:
             if type(item) in (dict, list):
                 new = untag(item)
                 if new is not item:
                     if out is None:
-                        out = dict(value)
+                        out = kind(value)
                     out[key] = new
         return value if out is None else out
-    if kind is list:
-        changed: list[Any] | None = None
-        for i, item in enumerate(value):
-            if type(item) in (dict, list):
-                new = untag(item)
-                if new is not item:
-                    if changed is None:
-                        changed = list(value)
-                    changed[i] = new
-        return value if changed is None else changed
     return value
 
 

@@ -363,6 +363,23 @@ def given_head(spec: GraphSpec, head: Head, plan: StepPlan) -> Head:
     return Head(head.checkpoint, apply_writes(spec.schema, head.values, _writes(plan.given)).values)
 
 
+def _stored_result(spec: GraphSpec, w: TaskWrite, node: str, run_id: str, what: str) -> TaskResult:
+    """A task's stored result (``w``, a ``writes`` task write) typed again; a row that does
+    not fit is a corrupt row, named with its thread and run."""
+    try:
+        if not isinstance(w.value, dict) or not isinstance(w.value.get("goto"), list):
+            raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
+        return decode_result(spec, w.task, node, w.value)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise corrupt(
+            "oncegraph_task_writes",
+            f"{w.checkpoint_id}/{w.task}",
+            f"{what} does not fit the state schema ({exc})",
+            thread_id=w.thread_id,
+            run_id=run_id,
+        ) from exc
+
+
 def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> StepPlan:
     """What the step after ``head`` runs; a head naming nodes this graph does not have, or
     a task write its schema cannot read, is a ``CorruptRecordError`` (nothing runs)."""
@@ -393,29 +410,9 @@ def plan_step(spec: GraphSpec, head: Head, task_writes: Sequence[TaskWrite]) -> 
     answered = 0
     for w in task_writes:
         if w.kind == WriteKind.WRITES and w.task in nodes:  # a finished sibling, typed again
-            try:
-                if not isinstance(w.value, dict) or not isinstance(w.value.get("goto"), list):
-                    raise TypeError(f"expected {{'update': ..., 'goto': [...]}}; got {w.value!r}")
-                done[w.task] = decode_result(spec, w.task, nodes[w.task], w.value)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise corrupt(
-                    "oncegraph_task_writes",
-                    f"{w.checkpoint_id}/{w.task}",
-                    f"the update does not fit the state schema ({exc})",
-                    thread_id=w.thread_id,
-                    run_id=cp.run_id,
-                ) from exc
+            done[w.task] = _stored_result(spec, w, nodes[w.task], cp.run_id, "the update")
         elif w.kind == WriteKind.WRITES and w.task == GIVEN:  # an answer's update
-            try:
-                given.append(decode_result(spec, GIVEN, GIVEN, w.value))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise corrupt(
-                    "oncegraph_task_writes",
-                    f"{w.checkpoint_id}/{w.task}",
-                    f"the answer's update does not fit the state schema ({exc})",
-                    thread_id=w.thread_id,
-                    run_id=cp.run_id,
-                ) from exc
+            given.append(_stored_result(spec, w, GIVEN, cp.run_id, "the answer's update"))
         elif w.kind == WriteKind.RESUME:
             resumes.setdefault(w.task, []).append(w.value)
             answered += 1

@@ -9,29 +9,9 @@ installed AND a tracer provider is configured (``pip install "oncegraph[otel]"``
 
 from __future__ import annotations
 
+from oncegraph.observe import tracing
 from oncegraph.observe.logs import JsonFormatter, configure_logging
-from oncegraph.observe.tracing import (
-    capture_content,
-    effect_event,
-    effect_span,
-    model_response,
-    model_span,
-    run_span,
-    step_span,
-    tracer,
-    use_tracer_provider,
-)
+from oncegraph.observe.tracing import *  # noqa: F403 - its __all__ is the hooks this package offers
 
-__all__ = [
-    "JsonFormatter",
-    "capture_content",
-    "configure_logging",
-    "effect_event",
-    "effect_span",
-    "model_response",
-    "model_span",
-    "run_span",
-    "step_span",
-    "tracer",
-    "use_tracer_provider",
-]
+__all__ = ["JsonFormatter", "configure_logging"]
+__all__ += tracing.__all__

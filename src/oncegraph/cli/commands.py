@@ -21,7 +21,7 @@ from oncegraph.cli.database import Database, check_postgres, storage_errors
 from oncegraph.cli.keys import CurrentOpt, KeysFileOpt, read_keys
 from oncegraph.cli.literal import literal
 from oncegraph.cli.output import CliError, console
-from oncegraph.cli.session import ANYWHERE, ActorOpt, JsonOpt, Where, actor, where_options
+from oncegraph.cli.session import ANYWHERE, ActorOpt, JsonOpt, Where, actor, where_command
 
 
 def _version(value: bool) -> None:
@@ -98,8 +98,7 @@ def demo(
     raise typer.Exit(run_demo(db, crash_at))
 
 
-@db_app.command("migrate")
-@where_options(with_app=False)
+@where_command(db_app, "migrate", with_app=False)
 def db_migrate(
     where: Where = ANYWHERE,
     as_json: JsonOpt = False,
@@ -117,8 +116,7 @@ def db_migrate(
     console.print(literal(f"{target.describe()}: {state.describe()}"))
 
 
-@db_app.command("verify")
-@where_options(with_app=False)
+@where_command(db_app, "verify", with_app=False)
 def db_verify(
     where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
@@ -174,8 +172,7 @@ def _verify_audit(target: Database, keys: Any) -> Any:
         return asyncio.run(go())
 
 
-@db_app.command("encrypt")
-@where_options(with_app=False)
+@where_command(db_app, "encrypt", with_app=False)
 def db_encrypt(
     where: Where = ANYWHERE,
     keys_file: KeysFileOpt = None,
@@ -237,8 +234,7 @@ def _schema(target: Database, *, migrate: bool) -> Any:
         return pg.migrate(target.where) if migrate else pg.verify(target.where)
 
 
-@db_app.command("prune")
-@where_options(with_app=False)
+@where_command(db_app, "prune", with_app=False)
 def db_prune(
     where: Where = ANYWHERE,
     keep: Annotated[
@@ -363,8 +359,7 @@ def db_prune(
         )
 
 
-@app.command("probe-recipient")
-@where_options()
+@where_command(app, "probe-recipient")
 def probe_recipient_cmd(
     url: Annotated[str, typer.Argument(help="the sandbox endpoint that performs the effect")],
     payload: Annotated[str, typer.Option(help="JSON body of the probe's requests")],

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    @kit.where_options()
+    @kit.where_command(app)
     def compensate(
         effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect to undo")],
         reason: kit.ReasonOpt,

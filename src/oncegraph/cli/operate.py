@@ -29,7 +29,7 @@ from oncegraph.cli.session import (
     confirmed,
     json_arg,
     run,
-    where_options,
+    where_command,
 )
 from oncegraph.cli.views import shown_effect
 
@@ -65,8 +65,7 @@ def register(app: typer.Typer) -> None:
         )
         o.report_run(result, as_json, "continued run")
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def resolve(
         effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
         outcome: Annotated[
@@ -160,7 +159,11 @@ def register(app: typer.Typer) -> None:
         made = run(
             Where(app=app_),
             lambda s: s.branch(
-                run_id, checkpoint, patch=changes, reason=reason, actor=actor(who),
+                run_id,
+                checkpoint,
+                patch=changes,
+                reason=reason,
+                actor=actor(who),
                 as_node=as_node,
             ),
             needs_app="branch",
@@ -169,8 +172,11 @@ def register(app: typer.Typer) -> None:
             o.emit_json({"run": made.run, "checkpoint_id": made.checkpoint_id, "diff": made.diff})
             return
         o.fields(
-            [("branch run", made.run.run_id), ("thread", made.run.thread_id),
-             ("status", made.run.status)]
+            [
+                ("branch run", made.run.run_id),
+                ("thread", made.run.thread_id),
+                ("status", made.run.status),
+            ]
         )
         o.table(
             ("channel", "before", "after"),
@@ -263,6 +269,7 @@ def register(app: typer.Typer) -> None:
 
 def register_runs(app: typer.Typer) -> None:
     """The run commands: ``start``, ``abandon``, ``check``."""
+
     @app.command()
     def start(
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread to run on")],
@@ -308,8 +315,7 @@ def register_runs(app: typer.Typer) -> None:
         result = run(Where(app=app_), go, needs_app="start")
         o.report_run(result, as_json, "started run")
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def abandon(
         run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run to give up on")],
         reason: ReasonOpt,
@@ -372,12 +378,10 @@ def register_runs(app: typer.Typer) -> None:
             )
 
 
-
 def _masked_run(record: Any) -> Any:
     """A run as ``--json`` shows it: its input and error are not shown without the app's
     masks (they may hold masked values)."""
     return {**o.plain(record), "input": None, "config": None}
-
 
 
 def _preview(preview: Any) -> None:

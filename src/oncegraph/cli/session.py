@@ -35,21 +35,19 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+
+def _unset(*flags: str, help: str) -> Any:
+    """An option that is None unless given, so its help shows no default."""
+    return typer.Option(*flags, help=help, show_default=False)
+
+
 DatabaseOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--database",
-        "-d",
-        help=f"SQLite path or PostgreSQL DSN (default: ${ENV})",
-        show_default=False,
-    ),
+    str | None, _unset("--database", "-d", help=f"SQLite path or PostgreSQL DSN (default: ${ENV})")
 ]
 DatabaseFileOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--database-file",
-        help="a file holding the DSN (keeps a password off the command line)",
-        show_default=False,
+    _unset(
+        "--database-file", help="a file holding the DSN (keeps a password off the command line)"
     ),
 ]
 SqliteOpt = Annotated[
@@ -58,21 +56,19 @@ SqliteOpt = Annotated[
 PgOpt = Annotated[str | None, typer.Option("--postgres", help="PostgreSQL DSN (= --database DSN)")]
 AppOpt = Annotated[
     str | None,
-    typer.Option(
+    _unset(
         "--app",
         help="the compiled app, module:attr or path/to/file.py:attr (its checkpointer is "
         "the database); needed to run the graph and to show masked payloads",
-        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout, for scripts")]
 ActorOpt = Annotated[
     str | None,
-    typer.Option(
+    _unset(
         "--actor",
         help="who acts, for the audit log, recorded as cli:<name> (default: "
         "$ONCEGRAPH_ACTOR, else your login name)",
-        show_default=False,
     ),
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="why (kept in the audit log)")]
@@ -145,6 +141,20 @@ def where_options(*, with_app: bool = True) -> Callable[[F], F]:
     return wrap
 
 
+def where_command(
+    typer_app: typer.Typer, name: str | None = None, *, with_app: bool = True
+) -> Callable[[F], F]:
+    """Register a command of ``typer_app`` (named ``name``, else after the function) that
+    takes the :func:`where_options`."""
+
+    def wrap(command: F) -> F:
+        shown = where_options(with_app=with_app)(command)
+        typer_app.command(name)(shown)
+        return shown
+
+    return wrap
+
+
 def json_arg(
     flag: str, text: str, *, example: str = '{"field": "value"}', object_of: str | None = None
 ) -> Any:
@@ -155,8 +165,7 @@ def json_arg(
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(
-            f"{flag} is not valid JSON ({exc.msg} at character {exc.pos}); e.g. "
-            f"{flag} '{example}'",
+            f"{flag} is not valid JSON ({exc.msg} at character {exc.pos}); e.g. {flag} '{example}'",
             code=2,
         ) from None
     if object_of is not None and not isinstance(value, dict):
@@ -208,8 +217,10 @@ def service_for(where: Where, *, needs_app: str | None = None) -> RunService:
 
     ``needs_app``: the command runs the graph; without ``--app`` it is refused (exit 2)."""
     if where.app is not None:
-        if any(x is not None for x in (where.database, where.database_file, where.sqlite,
-                                       where.postgres)):
+        if any(
+            x is not None
+            for x in (where.database, where.database_file, where.sqlite, where.postgres)
+        ):
             raise CliError(
                 "pass --app or --database, not both: the app's checkpointer is its database",
                 code=2,
@@ -267,5 +278,6 @@ __all__ = [
     "json_arg",
     "run",
     "service_for",
+    "where_command",
     "where_options",
 ]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from oncegraph.cli import output as o
-from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, run, where_options
+from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, run, where_command
 from oncegraph.cli.views import _statuses, masked_for
 from oncegraph.storage.records import RunStatus
 
@@ -24,8 +24,7 @@ MAX_SCAN = 20_000  # runs read at most for one listing
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    @where_options()
+    @where_command(app)
     def threads(
         status: Annotated[
             list[str] | None,
@@ -88,8 +87,7 @@ def register(app: typer.Typer) -> None:
             ids=("thread_id", "latest run"),
         )
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def state(
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         checkpoint: Annotated[

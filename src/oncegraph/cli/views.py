@@ -21,7 +21,7 @@ from oncegraph.cli.session import (
     JsonOpt,
     Where,
     run,
-    where_options,
+    where_command,
 )
 from oncegraph.errors import ForeignRunError, RunNotFoundError
 from oncegraph.runs import compensating
@@ -85,8 +85,7 @@ async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    @where_options()
+    @where_command(app)
     def runs(
         status: Annotated[
             list[str] | None,
@@ -121,16 +120,20 @@ def register(app: typer.Typer) -> None:
         o.table(
             ("run_id", "thread_id", "status", "reason", "created", "error"),
             (
-                (r.run_id, r.thread_id,
-                 "running, stopped by a crash" if r.run_id in crashed else r.status,
-                 r.launch_reason, o.when(r.created_at), (r.error or "")[:80])
+                (
+                    r.run_id,
+                    r.thread_id,
+                    "running, stopped by a crash" if r.run_id in crashed else r.status,
+                    r.launch_reason,
+                    o.when(r.created_at),
+                    (r.error or "")[:80],
+                )
                 for r in found
             ),
             ids=("run_id", "thread_id"),
         )
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def show(
         run_id: Annotated[str, typer.Argument(metavar="RUN", help="the run id")],
         where: Where = ANYWHERE,
@@ -182,8 +185,12 @@ def register(app: typer.Typer) -> None:
             ]
         )
         if record.parent_run_id:
-            o.fields([("parent run", record.parent_run_id),
-                      ("from checkpoint", record.parent_checkpoint_id)])
+            o.fields(
+                [
+                    ("parent run", record.parent_run_id),
+                    ("from checkpoint", record.parent_checkpoint_id),
+                ]
+            )
         if held is not None and held.crashed:
             o.fields(
                 [
@@ -199,8 +206,13 @@ def register(app: typer.Typer) -> None:
             until = held.lease_expires_at
             lease = f", lease until {o.when(until)}" if until else ""
             o.fields(
-                [("held by", f"{held.owner or 'a live process'} (last write "
-                  f"{o.when(held.last_write)}{lease})")]
+                [
+                    (
+                        "held by",
+                        f"{held.owner or 'a live process'} (last write "
+                        f"{o.when(held.last_write)}{lease})",
+                    )
+                ]
             )
         if record.error:
             o.fields([("error", record.error)])
@@ -209,8 +221,7 @@ def register(app: typer.Typer) -> None:
         if audit:
             _audit_table(audit)
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def history(
         thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
@@ -245,8 +256,14 @@ def register(app: typer.Typer) -> None:
             o.table(
                 ("step", "checkpoint_id", "run_id", "source", "next", "created"),
                 (
-                    (c.step, c.checkpoint_id, c.run_id, c.metadata.get("source", ""),
-                     ",".join(c.next), o.when(c.created_at))
+                    (
+                        c.step,
+                        c.checkpoint_id,
+                        c.run_id,
+                        c.metadata.get("source", ""),
+                        ",".join(c.next),
+                        o.when(c.created_at),
+                    )
                     for c in records
                 ),
                 ids=("checkpoint_id", "run_id"),
@@ -254,9 +271,7 @@ def register(app: typer.Typer) -> None:
             return
         snaps = run(
             where,  # the masked history, as get_state_history shows it
-            lambda s: _collected(
-                reading.history(s.context, thread_id, run_id=run_id, limit=limit)
-            ),
+            lambda s: _collected(reading.history(s.context, thread_id, run_id=run_id, limit=limit)),
         )
         if as_json:
             o.emit_json(snaps)
@@ -278,8 +293,7 @@ def register(app: typer.Typer) -> None:
             ids=("checkpoint_id", "run_id"),
         )
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def effects(
         run_id: Annotated[str | None, typer.Option("--run", help="the run's effects")] = None,
         thread: Annotated[str | None, typer.Option(help="the thread's effects")] = None,
@@ -318,8 +332,7 @@ def register(app: typer.Typer) -> None:
             return
         _effects_table(found)
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def effect(
         effect_id: Annotated[str, typer.Argument(metavar="ID", help="the effect id")],
         where: Where = ANYWHERE,
@@ -360,14 +373,12 @@ def register(app: typer.Typer) -> None:
         o.table(
             ("attempt", "started", "ended", "outcome", "error"),
             (
-                (a.number, o.when(a.started_at), o.when(a.ended_at), a.outcome or "",
-                 a.error or "")
+                (a.number, o.when(a.started_at), o.when(a.ended_at), a.outcome or "", a.error or "")
                 for a in record.attempts
             ),
         )
 
-    @app.command()
-    @where_options()
+    @where_command(app)
     def audit(
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         thread: Annotated[str | None, typer.Option(help="only this thread's")] = None,
@@ -455,8 +466,11 @@ def _effect_log(
                 "pending": log.pending,
                 "matched": log.matched,
                 "effects": [
-                    {**shown_effect(e, masked), "needs_review": item.needs_review,
-                     "run_status": item.run_status}
+                    {
+                        **shown_effect(e, masked),
+                        "needs_review": item.needs_review,
+                        "run_status": item.run_status,
+                    }
                     for e, item in zip(shown, log.effects, strict=True)
                 ],
             }
@@ -466,9 +480,15 @@ def _effect_log(
     o.table(
         ("when", "effect_id", "type", "status", "attempts", "recipient", "run_id"),
         (
-            (o.when(e.created_at), e.effect_id, e.effect_type,
-             "needs review" if item.needs_review else e.status, _attempts(e),
-             e.recipient or "", e.run_id)
+            (
+                o.when(e.created_at),
+                e.effect_id,
+                e.effect_type,
+                "needs review" if item.needs_review else e.status,
+                _attempts(e),
+                e.recipient or "",
+                e.run_id,
+            )
             for e, item in zip(shown, log.effects, strict=True)
         ),
         ids=("effect_id", "run_id"),
@@ -489,8 +509,7 @@ def _effects_table(found: list[EffectRecord]) -> None:
     o.table(
         ("effect_id", "type", "class", "status", "attempts", "recipient"),
         (
-            (e.effect_id, e.effect_type, e.effect_class, e.status, _attempts(e),
-             e.recipient or "")
+            (e.effect_id, e.effect_type, e.effect_class, e.status, _attempts(e), e.recipient or "")
             for e in found
         ),
         ids=("effect_id",),

@@ -187,7 +187,9 @@ def _limits(parts: list[str], hint: str) -> dict[str, Any]:
     return found
 
 
-def key_ring(keys: Any) -> tuple[KeyRing, str | None]:
+def key_ring(
+    keys: str | Mapping[str, Any] | Iterable[ApiKey] | None,
+) -> tuple[KeyRing, str | None]:
     """The key ring from ``serve(keys=...)``; the second value is a generated admin key
     (only when no key was given anywhere: it is printed once at start-up).
 

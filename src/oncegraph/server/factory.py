@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from starlette.types import ASGIApp
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.server import api, openapi, ui, ui_compensate, ui_effects, ui_redeliver
-from oncegraph.server.auth import key_ring
+from oncegraph.server.auth import ApiKey, key_ring
 from oncegraph.server.compensation import compensation_role
 from oncegraph.server.context import Served, masked_message, request_masker
 from oncegraph.server.database_app import has_code
@@ -88,13 +88,13 @@ async def _openapi(request: Request) -> Response:
 def create_app(
     graph: CompiledGraph,
     *,
-    keys: Any = None,
+    keys: str | Mapping[str, Any] | Iterable[ApiKey] | None = None,
     max_body: int = MAX_BODY,
     rate: float = RATE,
     burst: int = BURST,
     auth_rate: float = AUTH_RATE,
     auth_burst: int = AUTH_BURST,
-    origins: Any = None,
+    origins: str | Iterable[str] | None = None,
     max_runs: int = 256,
     max_events: int = 2000,
     idempotency_window: float = DEFAULT_WINDOW,

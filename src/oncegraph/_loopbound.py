@@ -84,18 +84,25 @@ def home_loop() -> asyncio.AbstractEventLoop:
     global _home
     with _home_lock:
         if _home is None or _home.is_closed():
-            loop = asyncio.new_event_loop()
-            ready = threading.Event()
-
-            def serve() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                loop.run_forever()
-
-            threading.Thread(target=serve, name="oncegraph-portal", daemon=True).start()
-            ready.wait()
-            _home = loop
+            _home, _ = loop_thread("oncegraph-portal")
         return _home
+
+
+def loop_thread(name: str) -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """A new event loop running forever on a daemon thread called ``name``, returned
+    once it runs (stop it with ``loop.call_soon_threadsafe(loop.stop)``)."""
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    thread = threading.Thread(target=serve, name=name, daemon=True)
+    thread.start()
+    ready.wait()
+    return loop, thread
 
 
 def home_loop_if_running() -> asyncio.AbstractEventLoop | None:
@@ -251,6 +258,7 @@ __all__ = [
     "home_loop",
     "home_loop_if_running",
     "is_home",
+    "loop_thread",
     "on_home",
     "running_loop",
     "submit_home",

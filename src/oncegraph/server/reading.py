@@ -26,6 +26,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from oncegraph._loopbound import loop_thread
 from oncegraph.app import CompiledGraph
 from oncegraph.server.database_app import DatabaseApp
 
@@ -79,22 +80,9 @@ class Readers:
         if found is None or self._loop is not None:
             return
         self._app, self._owned = found
-        loop = asyncio.new_event_loop()
-        ready = threading.Event()
+        self._loop, self._thread = loop_thread(THREAD_NAME)
 
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.call_soon(ready.set)
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name=THREAD_NAME, daemon=True)
-        self._thread.start()
-        ready.wait()
-        self._loop = loop
-
-    async def read(
-        self, tenant: str | None, read: Callable[[CompiledGraph], Awaitable[T]]
-    ) -> T:
+    async def read(self, tenant: str | None, read: Callable[[CompiledGraph], Awaitable[T]]) -> T:
         """``await read(app)`` with the readers' app (bound to ``tenant`` if given), in
         the readers' thread; in place on the server's app before :meth:`start`."""
         loop, app = self._loop, self._app

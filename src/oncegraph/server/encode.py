@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oncegraph.runs.compensating import compensates
 from oncegraph.runs.holders import Holder
@@ -30,6 +30,9 @@ from oncegraph.runs.snapshots import timestamp
 from oncegraph.server.auth import Principal, Role
 from oncegraph.server.database_app import WITHHELD
 from oncegraph.storage.records import AuditRecord, EffectRecord, RunRecord
+
+if TYPE_CHECKING:
+    from oncegraph.runs.commands import RedeliveryPreview
 
 
 def jsonable(value: Any) -> Any:
@@ -51,6 +54,14 @@ def jsonable(value: Any) -> Any:
     if callable(dump):
         return jsonable(dump(mode="json"))
     return repr(value)
+
+
+def _as_stored(record: Any, *, leaving: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A record's fields (but those ``leaving``) as stored, in their declared order: the
+    encoders put what they show otherwise in their places."""
+    return {
+        f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in leaving
+    }
 
 
 class Shown:
@@ -168,16 +179,9 @@ class Shown:
 
     def audit(self, record: AuditRecord) -> dict[str, Any]:
         return {
-            "audit_id": record.audit_id,
-            "actor": record.actor,
-            "action": record.action,
-            "target_kind": record.target_kind,
-            "target_id": record.target_id,
-            "run_id": record.run_id,
-            "thread_id": record.thread_id,
+            **_as_stored(record),
             "reason": self.text(record.reason),
             "details": self.value(record.details),
-            "at": record.at,
         }
 
     def snapshot(self, snap: Any) -> dict[str, Any]:
@@ -193,24 +197,14 @@ class Shown:
             "interrupts": self.value(snap.interrupts),
         }
 
-    def preview(self, preview: Any) -> dict[str, Any]:
+    def preview(self, preview: RedeliveryPreview) -> dict[str, Any]:
         return {
-            "token": preview.token,
-            "effect_id": preview.effect_id,
-            "effect_type": preview.effect_type,
-            "run_id": preview.run_id,
-            "thread_id": preview.thread_id,
+            **_as_stored(preview, leaving=("expires_at",)),
             "recipient": self.text(preview.recipient),
             "payload": self.value(preview.payload),
             "status": str(preview.status),
             "last_attempt": self.value(preview.last_attempt),
-            "dedup": preview.dedup,
-            "key": preview.key,
-            "dedup_method": preview.dedup_method,
-            "past_dedup_window": preview.past_dedup_window,
-            "warning": preview.warning,
             "recipient_answer": self.text(preview.recipient_answer),
-            "recipient_has_it": preview.recipient_has_it,
         }
 
     def runs(

@@ -21,6 +21,7 @@ from oncegraph.cli.session import (
     ANYWHERE,
     ActorOpt,
     AppOpt,
+    EffectArg,
     JsonOpt,
     MaybeReasonOpt,
     ReasonOpt,
@@ -67,7 +68,7 @@ def register(app: typer.Typer) -> None:
 
     @where_command(app)
     def resolve(
-        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        effect_id: EffectArg,
         outcome: Annotated[
             Literal["done", "not_done"],
             typer.Option(help="what you found at the recipient: done (it happened) or not_done"),
@@ -186,7 +187,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def redeliver(
-        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        effect_id: EffectArg,
         reason: ReasonOpt,
         new_key: Annotated[
             bool, typer.Option(help="send with a new idempotency key (default: the same key)")
@@ -345,7 +346,7 @@ def register_runs(app: typer.Typer) -> None:
 
     @app.command()
     def check(
-        effect_id: Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")],
+        effect_id: EffectArg,
         reason: Annotated[
             str, typer.Option(help="why (kept in the audit log)")
         ] = "asked the recipient from the command line",

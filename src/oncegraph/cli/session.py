@@ -73,6 +73,8 @@ ActorOpt = Annotated[
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="why (kept in the audit log)")]
 MaybeReasonOpt = Annotated[str | None, typer.Option("--reason", help="why (kept in the audit log)")]
+ThreadArg = Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")]
+EffectArg = Annotated[str, typer.Argument(metavar="EFFECT", help="the effect id")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,11 +269,13 @@ __all__ = [
     "AppOpt",
     "DatabaseFileOpt",
     "DatabaseOpt",
+    "EffectArg",
     "JsonOpt",
     "MaybeReasonOpt",
     "PgOpt",
     "ReasonOpt",
     "SqliteOpt",
+    "ThreadArg",
     "Where",
     "actor",
     "confirmed",

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from oncegraph.cli import output as o
-from oncegraph.cli.session import ANYWHERE, JsonOpt, Where, run, where_command
+from oncegraph.cli.session import ANYWHERE, JsonOpt, ThreadArg, Where, run, where_command
 from oncegraph.cli.views import _statuses, masked_for
 from oncegraph.storage.records import RunStatus
 
@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
 
     @where_command(app)
     def state(
-        thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
+        thread_id: ThreadArg,
         checkpoint: Annotated[
             str | None, typer.Option(help="the state at this checkpoint (default: now)")
         ] = None,

@@ -19,6 +19,7 @@ from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
     ANYWHERE,
     JsonOpt,
+    ThreadArg,
     Where,
     run,
     where_command,
@@ -223,7 +224,7 @@ def register(app: typer.Typer) -> None:
 
     @where_command(app)
     def history(
-        thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="the thread id")],
+        thread_id: ThreadArg,
         run_id: Annotated[str | None, typer.Option("--run", help="only this run's")] = None,
         limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
         where: Where = ANYWHERE,

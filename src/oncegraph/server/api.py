@@ -372,72 +372,61 @@ def _command(
     return idempotency.api_route(handler, binds_run=binds_run)
 
 
-routes = [
-    Route("/api/health", health, methods=["GET"]),
-    Route("/api/me", me, methods=["GET"]),
-    Route("/api/runs", list_runs, methods=["GET"]),
-    Route("/api/runs/{run_id}", get_run, methods=["GET"]),
-    Route("/api/runs/{run_id}/history", run_history, methods=["GET"]),
-    Route("/api/runs/{run_id}/effects", run_effects, methods=["GET"]),
-    Route("/api/runs/{run_id}/effects/{effect_id}", run_effect, methods=["GET"]),
-    Route("/api/runs/{run_id}/audit", run_audit, methods=["GET"]),
-    Route("/api/runs/{run_id}/events", run_events, methods=["GET"]),
-    Route(
-        "/api/runs/{run_id}/continue",
-        _command(operations.continue_run, "run_id"),
-        methods=["POST"],
-    ),
-    Route(
+# What a GET reads, by path; what a POST commands (each path has one method).
+_READS: tuple[tuple[str, Any], ...] = (
+    ("/api/health", health),
+    ("/api/me", me),
+    ("/api/runs", list_runs),
+    ("/api/runs/{run_id}", get_run),
+    ("/api/runs/{run_id}/history", run_history),
+    ("/api/runs/{run_id}/effects", run_effects),
+    ("/api/runs/{run_id}/effects/{effect_id}", run_effect),
+    ("/api/runs/{run_id}/audit", run_audit),
+    ("/api/runs/{run_id}/events", run_events),
+    ("/api/threads", list_threads),
+    ("/api/threads/{thread_id}", get_thread),
+    ("/api/threads/{thread_id}/state", thread_state),
+    ("/api/threads/{thread_id}/history", thread_history),
+    ("/api/threads/{thread_id}/effects", thread_effects),
+    ("/api/audit", audit),
+)
+_COMMANDS: tuple[tuple[str, Any], ...] = (
+    ("/api/runs/{run_id}/continue", _command(operations.continue_run, "run_id")),
+    (
         "/api/runs/{run_id}/replay",
         _command(operations.replay, "run_id", status=201, binds_run=True),
-        methods=["POST"],
     ),
-    Route(
+    (
         "/api/runs/{run_id}/branch",
         _command(operations.branch, "run_id", status=201, binds_run=True),
-        methods=["POST"],
     ),
-    Route(
-        "/api/runs/{run_id}/abandon",
-        _command(operations.abandon, "run_id"),
-        methods=["POST"],
-    ),
-    Route(
+    ("/api/runs/{run_id}/abandon", _command(operations.abandon, "run_id")),
+    (
         "/api/runs/{run_id}/effects/{effect_id}/resolve",
         _command(operations.resolve, "run_id", "effect_id"),
-        methods=["POST"],
     ),
-    Route(
+    (
         "/api/runs/{run_id}/effects/{effect_id}/check",
         _command(operations.check, "run_id", "effect_id"),
-        methods=["POST"],
     ),
-    Route(
+    (
         "/api/runs/{run_id}/effects/{effect_id}/redeliver",
         _command(operations.redeliver, "run_id", "effect_id", role=Role.ADMIN),
-        methods=["POST"],
     ),
-    Route("/api/threads", list_threads, methods=["GET"]),
-    Route("/api/threads/{thread_id}", get_thread, methods=["GET"]),
-    Route("/api/threads/{thread_id}/state", thread_state, methods=["GET"]),
-    Route("/api/threads/{thread_id}/history", thread_history, methods=["GET"]),
-    Route("/api/threads/{thread_id}/effects", thread_effects, methods=["GET"]),
-    Route(
+    (
         "/api/threads/{thread_id}/runs",
         idempotency.api_route(start_run, binds_run=True),
-        methods=["POST"],
     ),
-    Route(
+    (
         "/api/threads/{thread_id}/runs/stream",
         idempotency.api_route(start_and_stream, binds_run=True, streams=True),
-        methods=["POST"],
     ),
-    Route("/api/audit", audit, methods=["GET"]),
-    Route(
-        "/api/agui",
-        idempotency.api_route(agui.run, binds_run=True, streams=True),
-        methods=["POST"],
-    ),
+    ("/api/agui", idempotency.api_route(agui.run, binds_run=True, streams=True)),
+)
+
+routes = [
+    *(Route(path, read, methods=["GET"]) for path, read in _READS),
+    *(Route(path, command, methods=["POST"]) for path, command in _COMMANDS),
 ]
 
 routes += compensation.routes  # POST /api/effects/{effect_id}/compensate

@@ -42,6 +42,11 @@ if TYPE_CHECKING:
 
 _THREADS_PER_READ = 100
 
+StatusesOpt = Annotated[
+    list[str] | None,
+    typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
+]
+
 _HIDDEN = "(not shown: pass --app to show payloads with the tool's mask fields masked)"
 
 
@@ -88,10 +93,7 @@ async def masked_for(service: RunService, thread_ids: Iterable[str]) -> Masker:
 def register(app: typer.Typer) -> None:
     @where_command(app)
     def runs(
-        status: Annotated[
-            list[str] | None,
-            typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
-        ] = None,
+        status: StatusesOpt = None,
         thread: Annotated[str | None, typer.Option(help="only this thread")] = None,
         limit: Annotated[int, typer.Option(min=1, help="at most this many")] = 50,
         before: Annotated[
@@ -298,10 +300,7 @@ def register(app: typer.Typer) -> None:
     def effects(
         run_id: Annotated[str | None, typer.Option("--run", help="the run's effects")] = None,
         thread: Annotated[str | None, typer.Option(help="the thread's effects")] = None,
-        status: Annotated[
-            list[str] | None,
-            typer.Option("--status", help="only these statuses (repeat, or comma-separated)"),
-        ] = None,
+        status: StatusesOpt = None,
         tool: Annotated[
             str | None, typer.Option(help="across runs: only this tool's (or model:NAME)")
         ] = None,

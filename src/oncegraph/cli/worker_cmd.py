@@ -3,12 +3,12 @@ operator UI of :mod:`oncegraph.server`, an optional part imported only when used
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 
 from oncegraph.cli.output import CliError
+from oncegraph.cli.session import DatabaseFileOpt
 
 LogFormatOpt = Annotated[
     Literal["text", "json"],
@@ -94,14 +94,7 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
-        database_file: Annotated[
-            Path | None,
-            typer.Option(
-                "--database-file",
-                help="a file holding the DSN (keeps a password off the command line)",
-                show_default=False,
-            ),
-        ] = None,
+        database_file: DatabaseFileOpt = None,
         origin: Annotated[
             list[str] | None,
             typer.Option(
@@ -163,8 +156,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--keepalive",
                 min=0.001,
-                help="seconds of silence before an event stream sends a comment line "
-                "(default 15)",
+                help="seconds of silence before an event stream sends a comment line (default 15)",
                 show_default=False,
             ),
         ] = None,

@@ -98,6 +98,9 @@ class Layout(Generic[_R]):
         fields = tuple(f.name for f in dataclasses.fields(record))  # type: ignore[arg-type]
         if fields != tuple(columns):
             raise TypeError(f"{record.__name__}'s fields are not its columns: {fields}")
+        unknown = sorted({*written, *read} - set(fields))
+        if unknown:
+            raise TypeError(f"{record.__name__} has no columns {unknown}")
         given = {c: f"written_{i}" for i, c in enumerate(written)}
         out = ", ".join(given.get(f, f"record.{f}") for f in fields)
         taken = {c: f"read_{i}" for i, c in enumerate(read)}

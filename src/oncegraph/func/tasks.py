@@ -46,6 +46,7 @@ from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.runtime import lcrun
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.runtime.nodecall import running_as
 from oncegraph.storage.records import EffectClass
 
 P = ParamSpec("P")
@@ -482,20 +483,11 @@ async def _run_call(
     ``ran`` is filled by the call's body when it ran in this process; ``shown``: the
     call's input as its callback run shows it (none unless callbacks were given)."""
     run = None if shown is _UNSHOWN else await _reporting(ctx, name, shown)
-    entered = None if run is None else lcrun.enter(run)
-    try:
-        value = (await perform(ctx, call)).result
-    except ToolFailed as failed:
-        if run is not None:
-            await run.on_chain_error(failed.error)
-        raise failed.error from None
-    except BaseException as exc:
-        if run is not None:
-            await run.on_chain_error(exc)
-        raise
-    finally:
-        if entered is not None:
-            lcrun.leave(entered)
+    async with running_as(run):
+        try:
+            value = (await perform(ctx, call)).result
+        except ToolFailed as failed:
+            raise failed.error from None
     if isinstance(value, Mapping) and _ANSWERED in value:
         if not ran:  # served from its record: the answers it consumed are used up
             ctx.interrupt_count += int(value["interrupts"])

@@ -46,7 +46,7 @@ from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
-from oncegraph.runs import audits, claims, subtravel
+from oncegraph.runs import audits, claims, stopping, subtravel
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork, last_writer
 from oncegraph.runs.launch import Launch
@@ -398,20 +398,16 @@ class TimeTravel:
                 refuse_unfinished(thread_id, found)
             return found
 
-        await claims.overrule(
-            self.store,
-            latest.run_id,
-            owner=f"time_travel:{self.ctx.owner}",
-            status=RunStatus.ABANDONED,
-            error=f"superseded by a later {by} on the thread before it ran",
-            check=still_paused,
-            audit=audits.for_run(
-                latest,
-                "supersede",
-                actor=by,
-                reason=f"a later {by} on the thread",
-                details={"before": str(latest.status)},
-            ),
+        audit = audits.for_run(
+            latest,
+            "supersede",
+            actor=by,
+            reason=f"a later {by} on the thread",
+            details={"before": str(latest.status)},
+        )
+        error = f"superseded by a later {by} on the thread before it ran"
+        await stopping.give_up(
+            self.ctx, latest, still_paused, by="time_travel", error=error, audit=audit
         )
 
     def _lineage(

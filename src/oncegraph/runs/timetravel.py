@@ -180,8 +180,7 @@ class TimeTravel:
         if starts:
             run = run.replace(config={**run.config, subtravel.STARTS: dict(starts)})
         spec, heads = self.ctx.graph_heads()
-        claim = await claims.new(self.store, run)
-        try:
+        async with claims.new(self.store, run) as claim:
             made = await fork(spec, heads, self.store, cp, run, source="fork", thread=thread)
             await self.store.commit(
                 StepCommit(
@@ -201,8 +200,6 @@ class TimeTravel:
             if run.input is not None:
                 head = await driver.commit_input(head, run, new=False)
             return await self.ctx.drive(driver, head, run)
-        finally:
-            await claim.release()
 
     # -- update_state ------------------------------------------------------------------------
 

@@ -641,6 +641,7 @@ def table(info: dict[str, Any], rows: list[dict[str, Any]]) -> str:
         {
             ("sqlite " if r["peer"] == "floor" and r["store"] == "sqlite" else "") + r["version"]
             for r in rows
+            if "version" in r
         }
     )
     out += ["", "### Budget", "", *verdicts, "", "Versions: " + "; ".join(versions) + "."]

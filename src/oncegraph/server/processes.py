@@ -20,9 +20,11 @@ key. A store private to one process (the in-memory one) is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
+import socket
 from typing import Any
 
 from oncegraph.errors import ConfigError
@@ -69,7 +71,7 @@ def serve_processes(
         ) from None
     os.environ[ENV] = handed
     os.environ[ENV_KEYS] = spec
-    uvicorn.run(
+    config = uvicorn.Config(
         "oncegraph.server.processes:from_environment",
         factory=True,
         host=host,
@@ -78,6 +80,26 @@ def serve_processes(
         log_level=log_level.lower(),
         access_log=access_log,
     )
+    from uvicorn.supervisors import Multiprocess
+
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[tcp_listener(config.bind_socket())]).run()
+
+
+def tcp_listener(sock: socket.socket) -> socket.socket:
+    """``sock`` (a bound TCP listener) as a socket that says it is TCP.
+
+    uvicorn binds the supervisor's listener with the protocol left at 0, and asyncio
+    turns Nagle's algorithm off (``TCP_NODELAY``) only on accepted sockets that say
+    ``IPPROTO_TCP``: without this every response after the first on a kept-alive
+    connection waited for the client's delayed acknowledgement, about 40 ms on Linux.
+    The descriptor, its address and its inheritability are kept."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.proto == socket.IPPROTO_TCP:
+        return sock
+    inheritable = sock.get_inheritable()
+    tcp = socket.socket(sock.family, sock.type, socket.IPPROTO_TCP, fileno=sock.detach())
+    tcp.set_inheritable(inheritable)
+    return tcp
 
 
 def from_environment() -> Any:
@@ -116,4 +138,4 @@ def _shared_store(target: str | None, database: str | None) -> None:
         )
 
 
-__all__ = ["ENV", "from_environment", "serve_processes"]
+__all__ = ["ENV", "from_environment", "serve_processes", "tcp_listener"]

@@ -44,13 +44,13 @@ from oncegraph.ids import new_run_id
 from oncegraph.runs.launch import Launch
 from oncegraph.runs.lifecycle import thread_of
 from oncegraph.runs.masking import masks_of
-from oncegraph.runs.service import RunHandle, RunService
+from oncegraph.runs.service import RunHandle, RunResult, RunService
 from oncegraph.runs.submitted import Submitted
 from oncegraph.runs.views import StateSnapshot
 from oncegraph.runtime import executor
 from oncegraph.runtime.config import RunConfig, step_seconds, thread_sleep
 from oncegraph.runtime.context import current_task
-from oncegraph.runtime.driver import ignore
+from oncegraph.runtime.driver import Emit, ignore
 from oncegraph.runtime.executor import THREAD_NAME, ThreadPool
 from oncegraph.runtime.faults import FaultPlan
 from oncegraph.runtime.lcrun import chain_run, stream_run
@@ -346,9 +346,9 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
         input: Any,
         cfg: RunConfig,
         service: RunService,
-        emit: Any = None,
+        emit: Emit = ignore,
         launch: Launch | None = None,
-    ) -> Any:
+    ) -> RunResult:
         if launch is not None and service is not self._service:
             raise ConfigError(
                 "launch= says who a stored run is started for; this graph was compiled "
@@ -356,8 +356,6 @@ class CompiledGraph(LangGraphMethods, OperatorMethods, StateMethods):
                 "compile(checkpointer=...)"
             )
         try:
-            if emit is None:
-                return await service.run(input, cfg, launch=launch)
             return await service.run(input, cfg, emit, launch=launch)
         except UnfinishedRunError as exc:
             exc.add_note(_DIFFERS)

@@ -244,11 +244,11 @@ class CorruptRecordError(StorageError):
 
 def corrupt(
     table: str,
-    key: Any,
+    key: object,
     detail: str,
     *,
-    thread_id: Any = None,
-    run_id: Any = None,
+    thread_id: str | None = None,
+    run_id: str | None = None,
 ) -> CorruptRecordError:
     """The error for a stored row that cannot be read back (guarantee 12): names the table, the
     row, its thread and run, and says nothing was changed or re-executed."""

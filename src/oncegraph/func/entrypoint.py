@@ -20,8 +20,9 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypedDict, TypeVar
 
+from oncegraph._blocking import _dressed
 from oncegraph.app import CompiledGraph
 from oncegraph.errors import ConfigError
 from oncegraph.func.futures import asettle, open_calls, settle
@@ -33,8 +34,16 @@ from oncegraph.runtime import lcrun
 from oncegraph.runtime.context import current_task
 from oncegraph.runtime.portal import iterate_sync, run_sync
 
+if TYPE_CHECKING:
+    from oncegraph.cache.base import BaseCache, CachePolicy
+    from oncegraph.graph.retry import RetryPolicy
+    from oncegraph.graph.timeouts import TimeoutPolicy
+    from oncegraph.storage.protocols import Checkpointer
+
 R = TypeVar("R")
 S = TypeVar("S")
+P = ParamSpec("P")
+_E = TypeVar("_E", bound="Entrypoint")
 
 INTERRUPT = "__interrupt__"
 
@@ -66,6 +75,24 @@ def _with_values(snap: Any, values: Any) -> Any:
     if callable(replace):
         return replace(values=values)
     return dataclasses.replace(snap, values=values)
+
+
+def _sync_stream(
+    method: Callable[Concatenate[_E, P], AsyncIterator[Any]],
+) -> Callable[Concatenate[_E, P], Iterator[Any]]:
+    """``stream`` from ``astream``: the same signature and docstring, walked through the
+    portal, or on the running node's loop when called inside a node."""
+
+    def stream(self: _E, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[Any]:
+        events = getattr(self, method.__name__)(*args, **kwargs)
+        task = current_task()
+        if task is not None:  # inside a running node: streamed on that node's loop
+            from oncegraph.runtime.subgraph import stream_inside
+
+            return stream_inside(task, events)
+        return iterate_sync(events, "stream")
+
+    return _dressed(stream, method)
 
 
 class Entrypoint:
@@ -134,6 +161,7 @@ class Entrypoint:
 
     async def astream(
         self,
+        /,
         input: Any,
         config: Mapping[str, Any] | None = None,
         *,
@@ -191,22 +219,7 @@ class Entrypoint:
             if mode in modes:
                 yield _chunk(single, subgraphs, ns, mode, payload)
 
-    def stream(
-        self,
-        input: Any,
-        config: Mapping[str, Any] | None = None,
-        *,
-        stream_mode: str | Sequence[str] = "updates",
-        subgraphs: bool = False,
-        **kw: Any,
-    ) -> Iterator[Any]:
-        events = self.astream(input, config, stream_mode=stream_mode, subgraphs=subgraphs, **kw)
-        task = current_task()
-        if task is not None:  # inside a running node: streamed on that node's loop
-            from oncegraph.runtime.subgraph import stream_inside
-
-            return stream_inside(task, events)
-        return iterate_sync(events, "stream")
+    stream = _sync_stream(astream)
 
     async def areplay(self, run_id: str, **kw: Any) -> Any:
         """The graph's ``replay`` (a NEW run with lineage, in ``evidence``, ``simulation``
@@ -320,13 +333,13 @@ class entrypoint:  # LangGraph's name
 
     def __init__(
         self,
-        checkpointer: Any = None,
+        checkpointer: Checkpointer | None = None,
         store: Any = None,
-        cache: Any = None,
-        context_schema: Any = None,
-        cache_policy: Any = None,
-        retry_policy: Any = None,
-        timeout: Any = None,
+        cache: BaseCache | None = None,
+        context_schema: type[Any] | None = None,
+        cache_policy: CachePolicy | None = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        timeout: float | TimeoutPolicy | None = None,
         **kwargs: Any,
     ) -> None:
         self.checkpointer = checkpointer

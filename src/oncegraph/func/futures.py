@@ -86,19 +86,7 @@ def on_loop(
 ) -> tuple[_AsyncTaskFuture[Any], asyncio.Future[Any]]:
     future: _AsyncTaskFuture[Any] = _AsyncTaskFuture(loop=loop)
     running = asyncio.ensure_future(work)
-
-    def done(t: asyncio.Future[Any]) -> None:
-        if future.done():
-            return
-        if t.cancelled():
-            future.cancel()
-        elif (error := t.exception()) is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(t.result())
-
-    running.add_done_callback(done)
-    future.add_done_callback(lambda f: running.cancel() if f.cancelled() else None)
+    _chain(running, future)
     return future, running
 
 
@@ -107,21 +95,31 @@ def from_thread(
 ) -> tuple[TaskFuture[Any], concurrent.futures.Future[Any]]:
     future: TaskFuture[Any] = TaskFuture()
     inner = asyncio.run_coroutine_threadsafe(work, loop)
+    _chain(inner, future)
+    return future, inner
 
-    def done(f: concurrent.futures.Future[Any]) -> None:
+
+_AnyFuture = asyncio.Future[Any] | concurrent.futures.Future[Any]
+
+
+def _chain(source: _AnyFuture, future: _AnyFuture) -> None:
+    """``future`` ends as ``source`` ends (its value, its error or cancelled), unless the
+    caller cancelled it first; cancelling ``future`` cancels ``source``."""
+
+    def done(f: _AnyFuture) -> None:
         if future.done():  # the caller cancelled it first
             return
         if f.cancelled():
             future.cancel()
-            future.set_running_or_notify_cancel()
+            if isinstance(future, concurrent.futures.Future):
+                future.set_running_or_notify_cancel()  # wakes its waiters
         elif (error := f.exception()) is not None:
             future.set_exception(error)
         else:
             future.set_result(f.result())
 
-    inner.add_done_callback(done)
-    future.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
-    return future, inner
+    source.add_done_callback(done)
+    future.add_done_callback(lambda f: source.cancel() if f.cancelled() else None)
 
 
 def track(call: Any) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
@@ -46,6 +46,7 @@ from oncegraph.ledger.perform import EffectCall, ToolFailed, perform
 from oncegraph.ledger.retry import EffectRetry
 from oncegraph.runtime import lcrun
 from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.runtime.nodecall import running_as
 from oncegraph.storage.records import EffectClass
 
 P = ParamSpec("P")
@@ -199,8 +200,9 @@ class TaskFunction(Generic[P, T]):
             command_id = f"{scope.command_id}/{scope.calls}"
             scope.calls += 1
         request: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs)}
+        call = _Call(ctx, command_id, args, kwargs, ran)
         if self.tool is not None:
-            return self._tool_call(ctx, command_id, args, kwargs, ran)
+            return self._tool_call(call)
         cls = self.effect or EffectClass.READ
         timeout = self.timeout
         if timeout is None and self.effect is not None:
@@ -215,7 +217,7 @@ class TaskFunction(Generic[P, T]):
             effect_class=cls,
             command_id=command_id,
             request=request,
-            fn=self._body(ctx, command_id, args, kwargs, ran),
+            fn=self._body(call),
             runs="loop" if self.is_async else "thread",
             recipient=self.recipient,
             reconcile=self.reconcile,
@@ -228,16 +230,10 @@ class TaskFunction(Generic[P, T]):
             mask=self.mask,
         )
 
-    def _tool_call(
-        self,
-        ctx: TaskContext,
-        command_id: str,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        ran: list[int],
-    ) -> EffectCall:
+    def _tool_call(self, call: _Call) -> EffectCall:
         """A task made from an oncegraph tool: the tool's class, hooks, policy and mask."""
         tool = self.tool
+        ctx, args, kwargs = call.ctx, call.args, call.kwargs
         bound = _bind(tool.fn, args, kwargs)
         request: dict[str, Any] = {"tool": tool.name, "args": bound}
         if tool.mask:
@@ -248,9 +244,9 @@ class TaskFunction(Generic[P, T]):
         return EffectCall(
             effect_type=tool.name,
             effect_class=tool.effect,
-            command_id=command_id,
+            command_id=call.command_id,
             request=request,
-            fn=self._body(ctx, command_id, args, kwargs, ran),
+            fn=self._body(call),
             runs=tool.runs,
             recipient=recipient,
             reconcile=tool.reconcile,
@@ -265,17 +261,11 @@ class TaskFunction(Generic[P, T]):
             replay=tool.replay,
         )
 
-    def _body(
-        self,
-        ctx: TaskContext,
-        command_id: str,
-        args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
-        ran: list[int],
-    ) -> Callable[[], Any]:
+    def _body(self, call: _Call) -> Callable[[], Any]:
         """The call the ledger makes: the function under this call's scope (so tasks it
         calls are numbered inside it), retried by the task's own policy, its consumed
         interrupt answers counted into a plain task's record."""
+        ctx, args, kwargs = call.ctx, call.args, call.kwargs
         fn = self.func
         retry = self.retry
         plain = self.effect is None and self.tool is None
@@ -285,7 +275,7 @@ class TaskFunction(Generic[P, T]):
 
         def counted(value: Any, before: int) -> Any:
             used = ctx.interrupt_count - before
-            ran.append(used)
+            call.ran.append(used)
             if plain and used > 0:
                 return {_ANSWERED: value, "interrupts": used}
             return value
@@ -294,7 +284,7 @@ class TaskFunction(Generic[P, T]):
             """The call, once as each of its attempts: it yields what to do (read the
             cache, call the function, store, sleep) and is sent what came of it; the
             async and the sync call below each do those steps in their own way."""
-            token = _scope.set(_Scope(command_id))
+            token = _scope.set(_Scope(call.command_id))
             before = ctx.interrupt_count
             try:
                 attempt = 0
@@ -336,18 +326,7 @@ class TaskFunction(Generic[P, T]):
                 return await ctx.config.sleep(step.arg)
 
             async def run_async() -> Any:
-                flow = attempts()
-                try:
-                    step = next(flow)
-                    while True:
-                        try:
-                            done = await step_async(step)
-                        except BaseException as exc:  # the attempts decide, and reset
-                            step = flow.throw(exc)
-                        else:
-                            step = flow.send(done)
-                except StopIteration as stop:
-                    return stop.value
+                return await _drive(attempts(), step_async, awaits=True)
 
             return run_async
 
@@ -361,20 +340,52 @@ class TaskFunction(Generic[P, T]):
             return asyncio.run_coroutine_threadsafe(_pause(ctx, step.arg), ctx.loop).result()
 
         def run_sync() -> Any:
-            flow = attempts()
-            try:
-                step = next(flow)
-                while True:
-                    try:
-                        done = step_sync(step)
-                    except BaseException as exc:  # the attempts decide, and reset
-                        step = flow.throw(exc)
-                    else:
-                        step = flow.send(done)
-            except StopIteration as stop:
-                return stop.value
+            return _at_once(_drive(attempts(), step_sync, awaits=False))
 
         return run_sync
+
+
+async def _drive(
+    flow: Generator[_Step, Any, Any], do: Callable[[_Step], Any], *, awaits: bool
+) -> Any:
+    """Run a call's attempts: each step ``flow`` yields is done by ``do`` (awaited when
+    ``awaits``) and what came of it, a value or the exception, is sent back; the call's
+    value is what ``flow`` returns."""
+    try:
+        step = next(flow)
+        while True:
+            try:
+                done = (await do(step)) if awaits else do(step)
+            except BaseException as exc:  # the attempts decide, and reset
+                step = flow.throw(exc)
+            else:
+                step = flow.send(done)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _at_once(driving: Coroutine[Any, Any, Any]) -> Any:
+    """The value of a coroutine that never suspends (:func:`_drive` with a blocking
+    ``do``), run to its end in the calling thread."""
+    try:
+        driving.send(None)
+    except StopIteration as stop:
+        return stop.value
+    driving.close()
+    raise RuntimeError("a blocking task call suspended")  # pragma: no cover
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One call of a task, as its ledger command is built: the node's context, the
+    call's command id and arguments, and ``ran``, which its body fills when it runs in
+    this process (with the count of interrupt answers it used)."""
+
+    ctx: TaskContext
+    command_id: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    ran: list[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,20 +483,11 @@ async def _run_call(
     ``ran`` is filled by the call's body when it ran in this process; ``shown``: the
     call's input as its callback run shows it (none unless callbacks were given)."""
     run = None if shown is _UNSHOWN else await _reporting(ctx, name, shown)
-    entered = None if run is None else lcrun.enter(run)
-    try:
-        value = (await perform(ctx, call)).result
-    except ToolFailed as failed:
-        if run is not None:
-            await run.on_chain_error(failed.error)
-        raise failed.error from None
-    except BaseException as exc:
-        if run is not None:
-            await run.on_chain_error(exc)
-        raise
-    finally:
-        if entered is not None:
-            lcrun.leave(entered)
+    async with running_as(run):
+        try:
+            value = (await perform(ctx, call)).result
+        except ToolFailed as failed:
+            raise failed.error from None
     if isinstance(value, Mapping) and _ANSWERED in value:
         if not ran:  # served from its record: the answers it consumed are used up
             ctx.interrupt_count += int(value["interrupts"])

@@ -20,16 +20,20 @@ from oncegraph.state.channels import StateSchema
 StreamWriter = Callable[[Any], None]
 """What a node's ``writer`` is: ``writer(chunk)`` streams ``chunk`` (``stream_mode="custom"``)."""
 
-INJECTABLE = ("config", "writer", "store", "runtime", "error")
+#: Each kind of injected value and the annotation (its class name) that asks for it; a
+#: parameter named as the kind asks for it too, ``error`` only an error handler's.
+_KINDS = (
+    ("config", "RunnableConfig"),
+    ("writer", "StreamWriter"),
+    ("store", "BaseStore"),
+    ("runtime", "Runtime"),
+    ("error", "NodeError"),
+)
 
-_BY_NAME = {"config": "config", "writer": "writer", "store": "store", "runtime": "runtime"}
-_BY_ANNOTATION = {
-    "RunnableConfig": "config",
-    "StreamWriter": "writer",
-    "BaseStore": "store",
-    "Runtime": "runtime",
-    "NodeError": "error",
-}
+INJECTABLE = tuple(kind for kind, _ in _KINDS)
+
+_BY_NAME = frozenset(INJECTABLE) - {"error"}
+_BY_ANNOTATION = {annotation: kind for kind, annotation in _KINDS}
 
 
 def _annotation_kind(annotation: Any) -> str | None:
@@ -56,9 +60,9 @@ def injected(fn: Callable[..., Any], *, handler: bool = False) -> tuple[tuple[st
     for p in params[1:]:
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
             continue
-        kind = _annotation_kind(p.annotation) or _BY_NAME.get(p.name)
-        if kind is None and handler and p.name == "error":
-            kind = "error"
+        kind = _annotation_kind(p.annotation)
+        if kind is None and (p.name in _BY_NAME or (handler and p.name == "error")):
+            kind = p.name
         if kind is not None:
             out.append((p.name, kind))
     return tuple(out)

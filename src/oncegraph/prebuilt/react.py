@@ -17,15 +17,18 @@ The agent's turns are bounded by the run's ``recursion_limit``, as in LangGraph 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from oncegraph.errors import ConfigError
 from oncegraph.prebuilt.agent import ReactAgent
 from oncegraph.tools.node import ToolNode
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
     from oncegraph.app import CompiledGraph
+    from oncegraph.storage.protocols import Checkpointer
 
 _BUILD_INSTEAD = (
     "build the graph instead: a StateGraph with your own node before or after the "
@@ -63,18 +66,18 @@ def create_react_agent(
     model: Any,
     tools: Sequence[Any] | ToolNode,
     *,
-    prompt: Any = None,
-    response_format: Any = None,
-    pre_model_hook: Any = None,
-    post_model_hook: Any = None,
-    state_schema: Any = None,
-    context_schema: Any = None,
-    checkpointer: Any = None,
+    prompt: str | Mapping[str, Any] | BaseMessage | None = None,
+    response_format: type[Any] | Mapping[str, Any] | None = None,
+    pre_model_hook: Callable[..., Any] | None = None,
+    post_model_hook: Callable[..., Any] | None = None,
+    state_schema: type[Any] | None = None,
+    context_schema: type[Any] | None = None,
+    checkpointer: Checkpointer | None = None,
     store: Any = None,
     interrupt_before: Sequence[str] | None = None,
     interrupt_after: Sequence[str] | None = None,
     debug: bool = False,
-    version: str = "v2",
+    version: Literal["v1", "v2"] = "v2",
     name: str | None = None,
 ) -> CompiledGraph:
     """A compiled tool-calling agent, as LangGraph's ``create_react_agent`` builds it

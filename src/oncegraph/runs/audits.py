@@ -24,11 +24,20 @@ def for_run(
     audit_id: str | None = None,
 ) -> AuditRecord:
     """The audit record of ``actor``'s ``action`` on ``run`` (a fresh id unless given)."""
-    return _record("run", run.run_id, run, action, actor, reason, details, audit_id)
+    return record(
+        "run",
+        run.run_id,
+        action,
+        actor=actor,
+        reason=reason,
+        details=details,
+        on=run,
+        audit_id=audit_id,
+    )
 
 
 def for_effect(
-    record: EffectRecord,
+    effect: EffectRecord,
     action: str,
     *,
     actor: str,
@@ -36,7 +45,9 @@ def for_effect(
     details: Mapping[str, Any] | None = None,
 ) -> AuditRecord:
     """The audit record of an operator command on one effect."""
-    return _record("effect", record.effect_id, record, action, actor, reason, details, None)
+    return record(
+        "effect", effect.effect_id, action, actor=actor, reason=reason, details=details, on=effect
+    )
 
 
 def for_update(
@@ -67,27 +78,31 @@ def for_update(
     )
 
 
-def _record(
+def record(
     target_kind: str,
     target_id: str,
-    on: RunRecord | EffectRecord,
     action: str,
+    *,
     actor: str,
     reason: str | None,
-    details: Mapping[str, Any] | None,
-    audit_id: str | None,
+    details: Mapping[str, Any] | None = None,
+    on: RunRecord | EffectRecord | None = None,
+    audit_id: str | None = None,
 ) -> AuditRecord:
+    """The audit record of ``actor``'s ``action`` on the ``target_kind`` ``target_id``
+    (a run, an effect, a tool); ``on``: the run or effect it names with its run and
+    thread (a fresh id unless ``audit_id`` is given)."""
     return AuditRecord(
         audit_id=audit_id or new_audit_id(),
         actor=actor,
         action=action,
         target_kind=target_kind,
         target_id=target_id,
-        run_id=on.run_id,
-        thread_id=on.thread_id,
+        run_id=None if on is None else on.run_id,
+        thread_id=None if on is None else on.thread_id,
         reason=reason,
         details=dict(details or {}),
     )
 
 
-__all__ = ["for_effect", "for_run", "for_update"]
+__all__ = ["for_effect", "for_run", "for_update", "record"]

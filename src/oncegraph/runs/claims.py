@@ -9,7 +9,8 @@ before anything runs. Every write of the run then carries the new token.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 from oncegraph.errors import LeaseLostError, RunBusyError, RunNotFoundError, UnfinishedRunError
 from oncegraph.runs.holders import holder_alive
@@ -135,12 +136,18 @@ async def open_run(
     return found, None if found is None else await store.get_thread(found.thread_id)
 
 
-async def new(store: Checkpointer, run: RunRecord) -> Claim:
-    """Lock a run that is about to be created (its id is fresh; its token is its own)."""
+@asynccontextmanager
+async def new(store: Checkpointer, run: RunRecord) -> AsyncIterator[Claim]:
+    """Lock a run that is about to be created (its id is fresh; its token is its own),
+    for the block: the claim is let go when it ends, however it ends."""
     lock = await store.lock_run(run.run_id)
     if lock is None:  # pragma: no cover - a fresh id cannot be held by anyone
         raise await busy_error(store, run.run_id)
-    return Claim(run.run_id, run.fencing_token, lock)
+    claim = Claim(run.run_id, run.fencing_token, lock)
+    try:
+        yield claim
+    finally:
+        await claim.release()
 
 
 async def overrule(

@@ -89,40 +89,47 @@ def mint(key: bytes, claim: Claim, *, at: float, ttl: float = TTL) -> tuple[str,
 def check(key: bytes, token: str, claim: Claim, *, at: float) -> float:
     """When ``token`` expires; refused (``RunStateError``, nothing sent) unless it was
     minted for ``claim`` and has not expired at ``at``."""
-    nothing = "Nothing was sent; open the preview again and confirm from it."
     fields = _verified(key, token)
+    refused = _refusal(fields, claim, at)
+    if refused is not None:
+        raise RunStateError(
+            f"{refused} Nothing was sent; open the preview again and confirm from it."
+        )
+    assert fields is not None
+    return float(fields["x"])
+
+
+def _refusal(fields: dict[str, Any] | None, claim: Claim, at: float) -> str | None:
+    """Why the token's ``fields`` (None: not a token of ours) do not confirm ``claim`` at
+    ``at``; None when they do."""
+    effect = claim.effect_id
     if fields is None:
-        raise RunStateError(
-            f"the confirmation of the redelivery of effect {claim.effect_id} is not one that "
-            f"a preview of this server handed out. {nothing}"
+        return (
+            f"the confirmation of the redelivery of effect {effect} is not one that a "
+            "preview of this server handed out."
         )
-    if fields.get("e") != claim.effect_id:
-        raise RunStateError(
-            f"the confirmation is for another effect, not {claim.effect_id}. {nothing}"
-        )
+    if fields.get("e") != effect:
+        return f"the confirmation is for another effect, not {effect}."
     if fields.get("a") != claim.actor:
-        raise RunStateError(
-            f"the confirmation of effect {claim.effect_id} was handed out to another "
-            f"actor; {claim.actor} needs a preview of their own. {nothing}"
+        return (
+            f"the confirmation of effect {effect} was handed out to another actor; "
+            f"{claim.actor} needs a preview of their own."
         )
     if fields.get("n") is not claim.new_key:
         wanted = "a new key" if claim.new_key else "the same key"
-        raise RunStateError(
-            f"the confirmation of effect {claim.effect_id} was for the other key choice, "
-            f"not {wanted}. {nothing}"
-        )
+        return f"the confirmation of effect {effect} was for the other key choice, not {wanted}."
     expires = fields.get("x")
     if not isinstance(expires, int) or at > expires:
-        raise RunStateError(
-            f"the confirmation of effect {claim.effect_id} has expired (a preview is valid "
-            f"for {TTL / 60:g} minutes). {nothing}"
+        return (
+            f"the confirmation of effect {effect} has expired (a preview is valid for "
+            f"{TTL / 60:g} minutes)."
         )
     if fields.get("v") != claim.row_version:
-        raise RunStateError(
-            f"effect {claim.effect_id} changed since the preview (it was sent, resolved or "
-            f"checked since), so the confirmation no longer matches it. {nothing}"
+        return (
+            f"effect {effect} changed since the preview (it was sent, resolved or checked "
+            "since), so the confirmation no longer matches it."
         )
-    return float(expires)
+    return None
 
 
 def _verified(key: bytes, token: str) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oncegraph.errors import RunStateError
-from oncegraph.ids import new_audit_id
+from oncegraph.runs import audits
 from oncegraph.storage.records import Attempt, AttemptOutcome, AuditRecord, EffectRecord
 from oncegraph.tools.base import window_seconds
 
@@ -193,12 +193,11 @@ async def window_of(store: Any, tool: Any) -> Window:
 
 def measured_audit(tool: str, seconds: float, actor: str, **details: Any) -> AuditRecord:
     """The audit record of a dedup window ``probe-recipient`` measured for ``tool``."""
-    return AuditRecord(
-        audit_id=new_audit_id(),
+    return audits.record(
+        "tool",
+        tool,
+        MEASURED,
         actor=actor,
-        action=MEASURED,
-        target_kind="tool",
-        target_id=tool,
         reason=f"probe-recipient measured the key kept for {duration(seconds)}",
         details={"kind": MEASURED, "tool": tool, "seconds": seconds, **details},
     )

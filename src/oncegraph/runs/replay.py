@@ -129,16 +129,13 @@ class Replays(OnContext):
             policy=policy,
             run_id=new_run_id,
         )
-        claim = await claims.new(self.store, run)
-        try:
+        async with claims.new(self.store, run) as claim:
             head, _ = await self._fork(parent, cp, run, "replay", None, None)
             for audit in self._audits(parent, actor, "replay", reason, run, cp, {"mode": mode}):
                 await self.store.append_audit(audit)
             cfg = RunConfig.from_stored(parent.config, run.thread_id)
             driver = self.ctx.make_driver(cfg, emit, claim, policy)
             return await self.ctx.drive(driver, head, run)
-        finally:
-            await claim.release()
 
     async def branch(
         self,

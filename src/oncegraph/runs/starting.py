@@ -47,17 +47,14 @@ async def begin(
             f"run {run.run_id} exists already: Launch(run_id=...) names a NEW run (a "
             "fresh oncegraph.ids.new_run_id()); nothing was started"
         )
-    claim = await claims.new(ctx.store, run)
-    driver = ctx.make_driver(cfg, emit, claim)
-    try:
+    async with claims.new(ctx.store, run) as claim:
+        driver = ctx.make_driver(cfg, emit, claim)
         # the thread row read before: its version is checked by the commit (a run that
         # started on the thread meanwhile makes it a StaleStateError, as before)
         head = await driver.commit_input(await ctx.heads.at(run.thread_id, thread), run, new=True)
         if launch is not None:  # before its first node runs
             await ctx.store.append_audit(creating.start_audit(launch, run))
         return await ctx.drive(driver, head, run)
-    finally:
-        await claim.release()
 
 
 async def start_or_go_on(

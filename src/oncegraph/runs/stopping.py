@@ -2,16 +2,18 @@
 each a compare-and-set on the run's fencing token, kept in the audit log.
 
 Both take the narrow :class:`~oncegraph.runs.context.RunContext` (the run service's
-``abandon`` and ``cancel`` are their doors).
+``abandon`` and ``cancel`` are their doors). :func:`give_up` is the abandon itself, which
+an update that ends a waiting run and a time travel that supersedes an edit use too.
 """
 
 from __future__ import annotations
 
 from oncegraph.errors import RunNotFoundError, RunStateError
 from oncegraph.runs import audits, claims
+from oncegraph.runs.claims import Check
 from oncegraph.runs.context import RunContext
 from oncegraph.runs.lifecycle import FINAL_STATUSES
-from oncegraph.storage.records import RunRecord, RunStatus
+from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus
 
 
 async def abandon(
@@ -39,16 +41,27 @@ async def abandon(
         return run
 
     run = unfinished(latest)
+    audit = audits.for_run(
+        run, "abandon", actor=actor, reason=reason, details={"before": str(run.status)}
+    )
+    return await give_up(ctx, run, unfinished, by="operator", error=reason, audit=audit)
+
+
+async def give_up(
+    ctx: RunContext, run: RunRecord, check: Check, *, by: str, error: str, audit: AuditRecord
+) -> RunRecord:
+    """``run`` abandoned at ``by``'s word (an operator, an update, a time travel), as
+    ``check`` still finds it, with ``error`` and ``audit``: an overrule
+    (:func:`~oncegraph.runs.claims.overrule`), so a process still working on it is
+    fenced out."""
     return await claims.overrule(
         ctx.store,
         run.run_id,
-        owner=f"operator:{ctx.owner}",
+        owner=f"{by}:{ctx.owner}",
         status=RunStatus.ABANDONED,
-        error=reason,
-        check=unfinished,
-        audit=audits.for_run(
-            run, "abandon", actor=actor, reason=reason, details={"before": str(run.status)}
-        ),
+        error=error,
+        check=check,
+        audit=audit,
     )
 
 
@@ -83,4 +96,4 @@ async def cancel(
     )
 
 
-__all__ = ["abandon", "cancel"]
+__all__ = ["abandon", "cancel", "give_up"]

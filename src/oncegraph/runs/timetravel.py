@@ -46,7 +46,7 @@ from oncegraph.errors import ConfigError, RunNotFoundError, UnfinishedRunError
 from oncegraph.graph.constants import END, START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.hitl.command import Command
-from oncegraph.runs import audits, claims, subtravel
+from oncegraph.runs import audits, claims, stopping, subtravel
 from oncegraph.runs.context import RunContext, RunResult
 from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork, last_writer
 from oncegraph.runs.launch import Launch
@@ -180,8 +180,7 @@ class TimeTravel:
         if starts:
             run = run.replace(config={**run.config, subtravel.STARTS: dict(starts)})
         spec, heads = self.ctx.graph_heads()
-        claim = await claims.new(self.store, run)
-        try:
+        async with claims.new(self.store, run) as claim:
             made = await fork(spec, heads, self.store, cp, run, source="fork", thread=thread)
             await self.store.commit(
                 StepCommit(
@@ -201,8 +200,6 @@ class TimeTravel:
             if run.input is not None:
                 head = await driver.commit_input(head, run, new=False)
             return await self.ctx.drive(driver, head, run)
-        finally:
-            await claim.release()
 
     # -- update_state ------------------------------------------------------------------------
 
@@ -398,20 +395,16 @@ class TimeTravel:
                 refuse_unfinished(thread_id, found)
             return found
 
-        await claims.overrule(
-            self.store,
-            latest.run_id,
-            owner=f"time_travel:{self.ctx.owner}",
-            status=RunStatus.ABANDONED,
-            error=f"superseded by a later {by} on the thread before it ran",
-            check=still_paused,
-            audit=audits.for_run(
-                latest,
-                "supersede",
-                actor=by,
-                reason=f"a later {by} on the thread",
-                details={"before": str(latest.status)},
-            ),
+        audit = audits.for_run(
+            latest,
+            "supersede",
+            actor=by,
+            reason=f"a later {by} on the thread",
+            details={"before": str(latest.status)},
+        )
+        error = f"superseded by a later {by} on the thread before it ran"
+        await stopping.give_up(
+            self.ctx, latest, still_paused, by="time_travel", error=error, audit=audit
         )
 
     def _lineage(

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import ConfigError, RunNotFoundError, RunStateError, UnfinishedRunError
 from oncegraph.graph.constants import END, START
-from oncegraph.runs import audits, claims
+from oncegraph.runs import audits, stopping
 from oncegraph.runs.forks import COPY, TIME_TRAVEL, Fork, fork
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import (
@@ -334,21 +334,9 @@ async def _dismiss(
             )
         return found
 
-    await claims.overrule(
-        ctx.store,
-        run.run_id,
-        owner=f"update_state:{ctx.owner}",
-        status=RunStatus.ABANDONED,
-        error=error,
-        check=still_waiting,
-        audit=audits.for_run(
-            run,
-            action,
-            actor=actor,
-            reason=reason,
-            details={"before": str(run.status), **(details or {"as_node": END})},
-        ),
-    )
+    before = {"before": str(run.status), **(details or {"as_node": END})}
+    audit = audits.for_run(run, action, actor=actor, reason=reason, details=before)
+    await stopping.give_up(ctx, run, still_waiting, by="update_state", error=error, audit=audit)
 
 
 async def at_breakpoint(

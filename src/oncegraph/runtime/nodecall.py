@@ -12,10 +12,11 @@ call's result or error becomes (a ``TaskOutcome``, a retry, the error handler) i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from oncegraph._waiting import wait_done
@@ -100,30 +101,40 @@ async def _called(
             [f"graph:step:{ctx.step + 1}"],
             stream_metadata(ctx, written=True),
         )
-    entered = None if run is None else lcrun.enter(run)
+    async with running_as(run):
+        if run is not None:
+            ctx.callbacks = (_with_handler(lcrun.parent(), handler),)
+        token = None if not ctx.callbacks else child_config(node_config(ctx))
+        try:
+            args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
+            kwargs = _injected(node, ctx, error) if node.inject else {}
+            if node.inline:  # on the loop thread: no hand-off, no timeout
+                value = node.fn(*args, **kwargs)
+            else:
+                value = await _call(node, ctx, args, kwargs)
+        finally:
+            if token is not None:
+                reset_child(token)
+            ctx.callbacks = ()
     if run is not None:
-        ctx.callbacks = (_with_handler(lcrun.parent(), handler),)
-    token = None if not ctx.callbacks else child_config(node_config(ctx))
+        await lcrun.ended(run, show_out(value))
+    return value
+
+
+@contextlib.asynccontextmanager
+async def running_as(run: Any) -> AsyncIterator[None]:
+    """The body runs as the callback ``run`` of a node or a task call (the parent of the
+    runs it starts); an error it raises ends ``run`` as failed. ``None``: no callbacks."""
+    entered = None if run is None else lcrun.enter(run)
     try:
-        args: tuple[Any, ...] = (state, node_config(ctx)) if node.takes_config else (state,)
-        kwargs = _injected(node, ctx, error) if node.inject else {}
-        if node.inline:  # on the loop thread: no hand-off, no timeout
-            value = node.fn(*args, **kwargs)
-        else:
-            value = await _call(node, ctx, args, kwargs)
+        yield
     except BaseException as exc:
         if run is not None:
             await run.on_chain_error(exc)
         raise
     finally:
-        if token is not None:
-            reset_child(token)
         if entered is not None:
             lcrun.leave(entered)
-        ctx.callbacks = ()
-    if run is not None:
-        await lcrun.ended(run, show_out(value))
-    return value
 
 
 def _with_handler(manager: Any, handler: Any) -> Any:

@@ -30,10 +30,10 @@ which is built over the stores: it installs the reads (:func:`read_tuples_with`)
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from oncegraph._blocking import iterate_sync, run_sync
+from oncegraph._blocking import iter_twin, run_sync, sync_twin
 from oncegraph.errors import ConfigError, UnfinishedRunError
 from oncegraph.ids import new_audit_id
 from oncegraph.storage.lifecycle import Closing
@@ -144,16 +144,14 @@ class SaverMethods:
         get_tuple, _ = _installed()
         return await get_tuple(self._store(), config)
 
-    def get_tuple(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
-        return run_sync(self.aget_tuple(config), "get_tuple")
+    get_tuple = sync_twin(aget_tuple)
 
     async def aget(self, config: Mapping[str, Any]) -> Any:
         """The checkpoint of ``config`` (its ``get_tuple``'s ``checkpoint``), or None."""
         found = await self.aget_tuple(config)
         return None if found is None else found.checkpoint
 
-    def get(self, config: Mapping[str, Any]) -> Any:
-        return run_sync(self.aget(config), "get")
+    get = sync_twin(aget)
 
     async def alist(
         self,
@@ -171,15 +169,7 @@ class SaverMethods:
         ):
             yield item
 
-    def list(
-        self,
-        config: Mapping[str, Any] | None,
-        *,
-        filter: Mapping[str, Any] | None = None,
-        before: Mapping[str, Any] | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        return iterate_sync(self.alist(config, filter=filter, before=before, limit=limit), "list")
+    list = iter_twin(alist)
 
     def get_next_version(self, current: Any, channel: Any = None) -> int:
         """The version after ``current`` (None: the first), as LangGraph numbers them."""
@@ -202,8 +192,7 @@ class SaverMethods:
             )
         await deleting(str(thread_id))
 
-    def delete_thread(self, thread_id: str) -> None:
-        run_sync(self.adelete_thread(thread_id), "delete_thread")
+    delete_thread = sync_twin(adelete_thread)
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         raise ConfigError(_NO_PUT.format(method="put"))

@@ -263,3 +263,22 @@ class WithoutPrune:
         if name == "prune":
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+
+# What :mod:`oncegraph.testing.conformance` re-exports: what a backend's own tests use.
+__all__ = [
+    "NESTED",
+    "PruneState",
+    "Reopen",
+    "add_run",
+    "as_pruner",
+    "build_history",
+    "make_checkpoint",
+    "make_effect",
+    "make_run",
+    "new_id",
+    "prune_graph",
+    "snapshot",
+    "start_thread",
+    "step",
+]

@@ -1,25 +1,35 @@
 """What the SDK-backed adapters share: a per-event-loop client, its closing, and the
 ``ConfigError`` (naming the API-key variable) when the SDK refuses to build one.
 
-``SDKChatModel`` is their base (``model``, ``name``, ``params``, ``aclose``);
-``sdk_options`` is the keyword set of the httpx-based SDKs (``openai``,
-``anthropic``); :func:`answer` reads a response into a ``ModelResponse`` through each
-provider's :class:`Wire` (where its SDK keeps id, model and token counts). Not public API.
+``SDKChatModel`` is their base (the constructor, ``model``, ``name``, ``params``,
+``generate``, ``generate_stream``, ``aclose``); :func:`sdk_import` guards their SDK
+import; :class:`ClientOptions` is what builds a client; :meth:`Wire.answer` reads a
+response into a ``ModelResponse`` through each provider's :class:`Wire` (where its SDK keeps id,
+model and token counts). Not public API.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from oncegraph._loopbound import LoopBound
 from oncegraph.errors import ConfigError
-from oncegraph.messages import ToolCall
-from oncegraph.prebuilt.models.base import ModelResponse, served_model, token_usage
+from oncegraph.messages import Message, ToolCall, ToolSpec
+from oncegraph.prebuilt.models.base import (
+    ModelResponse,
+    OnText,
+    install_hint,
+    served_model,
+    token_usage,
+)
 
 _T = TypeVar("_T")
 _C = TypeVar("_C")
+_Req = TypeVar("_Req")
 
 
 @dataclass(slots=True)
@@ -87,51 +97,134 @@ async def _close_at_loop_end(
         await close(client)
 
 
-class SDKChatModel(Generic[_C]):
-    """The shared half of a provider adapter over an SDK client of type ``_C``.
+@contextmanager
+def sdk_import(extra: str, sdk: str) -> Iterator[None]:
+    """Wraps an adapter's SDK import: a missing ``sdk`` raises ``ImportError`` whose
+    message is the install command of the ``extra``."""
+    try:
+        yield
+    except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
+        raise ImportError(install_hint(extra, sdk)) from exc
 
-    A subclass normalizes its model id, then calls ``super().__init__`` with:
-    ``label`` (the provider as people write it, in messages), ``example`` (a valid
-    model id, for the empty-id error), ``connect`` (builds a new client; may raise one
-    of ``errors`` when the SDK refuses, e.g. without an API key), ``key_env`` (what to
-    set then), ``close`` (closes a client the adapter built) and ``client`` (the
-    caller's own client, which wins over ``connect`` and is never closed here).
+
+@dataclass(frozen=True, slots=True)
+class ClientOptions:
+    """How an adapter builds its SDK client: ``api_key`` and ``base_url`` (``None``: the
+    SDK reads its environment variables), ``timeout`` in seconds and the SDK's own
+    ``max_retries`` (``None`` for either: the SDK's default)."""
+
+    api_key: str | None
+    base_url: str | None
+    timeout: float | None
+    max_retries: int | None
+
+    def httpx_keywords(self) -> dict[str, Any]:
+        """Client keywords for the httpx-based SDKs (``openai``, ``anthropic``)."""
+        options: dict[str, Any] = {"api_key": self.api_key, "base_url": self.base_url}
+        if self.timeout is not None:
+            options["timeout"] = self.timeout
+        if self.max_retries is not None:
+            options["max_retries"] = self.max_retries
+        return options
+
+
+class SDKOptions(TypedDict, Generic[_C], total=False):
+    """The keywords of :class:`SDKChatModel`, for an adapter that adds its own."""
+
+    api_key: str | None
+    base_url: str | None
+    timeout: float | None
+    max_retries: int | None
+    params: Mapping[str, Any] | None
+    client: _C | None
+
+
+class SDKChatModel(ABC, Generic[_C, _Req]):
+    """The shared half of a provider adapter over an SDK client of type ``_C``, sending
+    requests of type ``_Req``.
+
+    A subclass names its provider (``provider``, the ``name`` prefix; ``label``, as
+    people write it, in messages; ``example``, a valid model id, for the empty-id error;
+    ``key_env``, what to set when the SDK refuses to build a client, raising one of
+    ``errors``) and implements ``_connect`` (a new client), ``_disconnect`` (closes one
+    the adapter built), ``_request`` (the request of a call), ``_send`` (sends it, maps the
+    response) and ``_stream`` (the same, streaming the text to ``on_text``). A caller's own
+    ``client=`` wins over ``_connect`` and is never closed here.
     """
 
     __slots__ = ("_clients", "model", "name", "params")
 
+    provider: ClassVar[str]
+    label: ClassVar[str]
+    example: ClassVar[str]
+    key_env: ClassVar[str]
+    errors: ClassVar[tuple[type[Exception], ...]]
+
     def __init__(
         self,
         model: str,
-        name: str,
         *,
-        label: str,
-        example: str,
-        params: Mapping[str, Any] | None,
-        client: _C | None,
-        connect: Callable[[], _C],
-        close: Callable[[_C], Awaitable[object]],
-        errors: tuple[type[Exception], ...],
-        key_env: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = 0,
+        params: Mapping[str, Any] | None = None,
+        client: _C | None = None,
     ) -> None:
+        model, name = self._names(model, own_endpoint=base_url is not None or client is not None)
         if not model:
-            raise ConfigError(f"{label} model id is empty; pass e.g. {example!r}")
+            raise ConfigError(f"{self.label} model id is empty; pass e.g. {self.example!r}")
         self.model = model
         self.name = name
         self.params: dict[str, Any] = dict(params or {})
+        options = ClientOptions(api_key, base_url, timeout, max_retries)
 
         def build() -> _C:
             try:
-                return connect()
-            except errors as exc:
+                return self._connect(options)
+            except self.errors as exc:
                 raise ConfigError(
-                    f"cannot create the {label} client: {exc}. Set {key_env} or pass "
-                    "api_key= to the model"
+                    f"cannot create the {self.label} client: {exc}. Set {self.key_env} or "
+                    "pass api_key= to the model"
                 ) from exc
 
         self._clients: PerLoopClient[_C] = (
-            PerLoopClient(build, close) if client is None else PerLoopClient(lambda: client, None)
+            PerLoopClient(build, self._disconnect)
+            if client is None
+            else PerLoopClient(lambda: client, None)
         )
+
+    def _names(self, model: str, *, own_endpoint: bool) -> tuple[str, str]:
+        """The model id sent to the API and the adapter's ``name``; by default a leading
+        ``"<provider>/"`` is stripped from the id and put before it in the name."""
+        model = model.removeprefix(f"{self.provider}/")
+        return model, f"{self.provider}/{model}"
+
+    @abstractmethod
+    def _connect(self, options: ClientOptions) -> _C: ...
+
+    @abstractmethod
+    def _disconnect(self, client: _C) -> Awaitable[object]: ...
+
+    @abstractmethod
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> _Req: ...
+
+    @abstractmethod
+    async def _send(self, client: _C, request: _Req) -> ModelResponse: ...
+
+    @abstractmethod
+    async def _stream(self, client: _C, request: _Req, on_text: OnText) -> ModelResponse: ...
+
+    async def generate(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    ) -> ModelResponse:
+        return await self._send(await self._client(), self._request(messages, tools))
+
+    async def generate_stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    ) -> ModelResponse:
+        request = self._request(messages, tools)
+        return await self._stream(await self._client(), request, on_text)
 
     async def _client(self) -> _C:
         """The SDK client for the running event loop."""
@@ -143,22 +236,9 @@ class SDKChatModel(Generic[_C]):
         await self._clients.aclose()
 
 
-def sdk_options(
-    api_key: str | None, base_url: str | None, timeout: float | None, max_retries: int | None
-) -> dict[str, Any]:
-    """Client keywords for the httpx-based SDKs; ``None`` timeout/retries keep the
-    SDK's defaults (``None`` key/url make it read its environment variables)."""
-    options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
-    if timeout is not None:
-        options["timeout"] = timeout
-    if max_retries is not None:
-        options["max_retries"] = max_retries
-    return options
-
-
 @dataclass(frozen=True, slots=True)
 class Wire:
-    """Where a provider SDK's response keeps what :func:`answer` reads, by attribute
+    """Where a provider SDK's response keeps what :meth:`answer` reads, by attribute
     name: its ``id``, the ``model`` it names, its ``usage`` and, on that, the ``counts``
     of input, output and total tokens (total ``None``: input plus output)."""
 
@@ -167,24 +247,24 @@ class Wire:
     usage: str
     counts: tuple[str, str, str | None]
 
-
-def answer(
-    response: Any, wire: Wire, content: str, calls: Sequence[ToolCall], finish: str | None
-) -> ModelResponse:
-    """The :class:`ModelResponse` of a provider's ``response`` read through ``wire``:
-    ``content``, the tool ``calls`` and the ``finish`` reason as the adapter found them."""
-    counted = getattr(response, wire.usage, None)
-    usage: dict[str, int] = {}
-    if counted is not None:
-        given, made, total = (getattr(counted, n) if n else None for n in wire.counts)
-        if wire.counts[2] is None and given is not None and made is not None:
-            total = given + made
-        usage = token_usage(given, made, total)
-    return ModelResponse(
-        content=content,
-        tool_calls=tuple(calls),
-        provider_message_id=getattr(response, wire.id, None),
-        usage=usage,
-        raw_finish_reason=finish,
-        model_version=served_model(getattr(response, wire.model, None)),
-    )
+    def answer(
+        self, response: Any, content: str, calls: Sequence[ToolCall], finish: str | None
+    ) -> ModelResponse:
+        """The :class:`ModelResponse` of a provider's ``response`` read through this
+        wire: ``content``, the tool ``calls`` and the ``finish`` reason as the adapter
+        found them."""
+        counted = getattr(response, self.usage, None)
+        usage: dict[str, int] = {}
+        if counted is not None:
+            given, made, total = (getattr(counted, n) if n else None for n in self.counts)
+            if self.counts[2] is None and given is not None and made is not None:
+                total = given + made
+            usage = token_usage(given, made, total)
+        return ModelResponse(
+            content=content,
+            tool_calls=tuple(calls),
+            provider_message_id=getattr(response, self.id, None),
+            usage=usage,
+            raw_finish_reason=finish,
+            model_version=served_model(getattr(response, self.model, None)),
+        )

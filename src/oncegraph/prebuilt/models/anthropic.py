@@ -17,73 +17,71 @@ Streaming (``generate_stream``) uses the SDK's ``messages.stream``: text deltas 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, Unpack
 
 from oncegraph.errors import ConfigError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer, sdk_options
+from oncegraph.prebuilt.models._client import (
+    ClientOptions,
+    SDKChatModel,
+    SDKOptions,
+    Wire,
+    sdk_import,
+)
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
-    install_hint,
     split_system,
     synthetic_call_id,
+    tool_call_id_of,
     tool_result_text,
 )
 
-try:
+with sdk_import("anthropic", "anthropic"):
     import anthropic
-except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
-    raise ImportError(install_hint("anthropic", "anthropic")) from exc
 
 DEFAULT_MAX_TOKENS = 4096
 _WIRE = Wire("id", "model", "usage", ("input_tokens", "output_tokens", None))
 
 
-class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
+class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic", dict[str, Any]]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over the Anthropic Messages API.
 
-    ``api_key`` defaults to ``ANTHROPIC_API_KEY`` and ``base_url`` to
-    ``ANTHROPIC_BASE_URL`` (both read by the SDK); ``timeout`` is in seconds;
-    ``max_tokens`` is required by the API (default 4096); ``params`` are extra request
-    fields (``temperature``...) sent on every call. A leading ``"anthropic/"`` is
-    stripped from the model id. ``max_retries`` is the SDK's own retry count, 0 by
-    default: the agent's ledger retries model calls, once. ``aclose()`` closes the
-    clients it opened.
+    ``AnthropicChatModel(model, *, api_key=None, base_url=None, timeout=None,
+    max_retries=0, max_tokens=4096, params=None, client=None)``: ``api_key`` defaults
+    to ``ANTHROPIC_API_KEY`` and ``base_url`` to ``ANTHROPIC_BASE_URL`` (both read by
+    the SDK); ``timeout`` is in seconds; ``max_tokens`` is required by the API (default
+    4096); ``params`` are extra request fields (``temperature``...) sent on every call.
+    A leading ``"anthropic/"`` is stripped from the model id. ``max_retries`` is the
+    SDK's own retry count, 0 by default: the agent's ledger retries model calls, once.
+    ``aclose()`` closes the clients it opened.
     """
 
     __slots__ = ("max_tokens",)
+
+    provider = "anthropic"
+    label = "Anthropic"
+    example = "claude-sonnet-4-6"
+    key_env = "ANTHROPIC_API_KEY"
+    errors = (anthropic.AnthropicError,)
 
     def __init__(
         self,
         model: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = 0,
         max_tokens: int = DEFAULT_MAX_TOKENS,
-        params: Mapping[str, Any] | None = None,
-        client: anthropic.AsyncAnthropic | None = None,
+        **options: Unpack[SDKOptions[anthropic.AsyncAnthropic]],
     ) -> None:
-        model = model.removeprefix("anthropic/")
-        super().__init__(
-            model,
-            f"anthropic/{model}",
-            label="Anthropic",
-            example="claude-sonnet-4-6",
-            params=params,
-            client=client,
-            connect=lambda: anthropic.AsyncAnthropic(
-                **sdk_options(api_key, base_url, timeout, max_retries)
-            ),
-            close=lambda c: c.close(),
-            errors=(anthropic.AnthropicError,),
-            key_env="ANTHROPIC_API_KEY",
-        )
+        super().__init__(model, **options)
         self.max_tokens = max_tokens
+
+    def _connect(self, options: ClientOptions) -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(**options.httpx_keywords())
+
+    def _disconnect(self, client: anthropic.AsyncAnthropic) -> Awaitable[None]:
+        return client.close()
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         system, wire_messages = to_anthropic_messages(messages)
@@ -99,18 +97,15 @@ class AnthropicChatModel(SDKChatModel["anthropic.AsyncAnthropic"]):
             request["tools"] = to_anthropic_tools(tools)
         return request
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
+    async def _send(
+        self, client: anthropic.AsyncAnthropic, request: dict[str, Any]
     ) -> ModelResponse:
-        request = self._request(messages, tools)
-        response = await (await self._client()).messages.create(**request)
-        return from_anthropic(response)
+        return from_anthropic(await client.messages.create(**request))
 
-    async def generate_stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    async def _stream(
+        self, client: anthropic.AsyncAnthropic, request: dict[str, Any], on_text: OnText
     ) -> ModelResponse:
-        request = self._request(messages, tools)
-        async with (await self._client()).messages.stream(**request) as stream:
+        async with client.messages.stream(**request) as stream:
             async for text in stream.text_stream:
                 if text:
                     on_text(text)
@@ -129,7 +124,7 @@ def from_anthropic(response: Any) -> ModelResponse:
             calls.append(
                 {"id": block.id or synthetic_call_id(len(calls)), "name": block.name, "args": args}
             )
-    return answer(response, _WIRE, "".join(texts), calls, response.stop_reason)
+    return _WIRE.answer(response, "".join(texts), calls, response.stop_reason)
 
 
 def to_anthropic_messages(
@@ -165,12 +160,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     role = message["role"]
     content = message.get("content")
     if role == "tool":
-        call_id = message.get("tool_call_id")
-        if not call_id:
-            raise ConfigError(f"tool message without tool_call_id: {message!r}")
         block: dict[str, Any] = {
             "type": "tool_result",
-            "tool_use_id": call_id,
+            "tool_use_id": tool_call_id_of(message),
             "content": tool_result_text(content),
         }
         if message.get("status") == "error":

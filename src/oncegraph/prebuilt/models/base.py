@@ -266,6 +266,14 @@ def tool_result_text(content: Any) -> str:
     return _json.dumps_str(content)
 
 
+def tool_call_id_of(message: Message) -> str:
+    """The ``tool_call_id`` of a tool message, which the providers require."""
+    call_id = message.get("tool_call_id")
+    if not call_id:
+        raise ConfigError(f"tool message without tool_call_id: {message!r}")
+    return call_id
+
+
 def parse_tool_args(raw: str | None, *, tool: str, model: str) -> dict[str, Any]:
     """Parse a provider's JSON-string tool arguments into a dict (``""`` means ``{}``).
 

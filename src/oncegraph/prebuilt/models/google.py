@@ -22,28 +22,28 @@ the last usage, id and finish reason are joined into one response, mapped exactl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer
+from oncegraph.prebuilt.models._client import ClientOptions, SDKChatModel, Wire, sdk_import
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
-    install_hint,
     is_synthetic_call_id,
     split_system,
     synthetic_call_id,
     tool_names_by_call_id,
 )
 
-try:
+with sdk_import("google", "google-genai"):
     from google import genai
     from google.genai import types
-except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
-    raise ImportError(install_hint("google", "google-genai")) from exc
+
+#: what a call sends: the contents and the generation config
+_Request = tuple[list[types.Content], types.GenerateContentConfig]
 
 _WIRE = Wire(
     "response_id",
@@ -53,11 +53,13 @@ _WIRE = Wire(
 )
 
 
-class GoogleChatModel(SDKChatModel["genai.Client"]):
+class GoogleChatModel(SDKChatModel["genai.Client", _Request]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over the Gemini API.
 
-    ``api_key`` defaults to ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY`` (read by the SDK);
-    ``base_url`` overrides the endpoint; ``timeout`` is in seconds; ``params`` are extra
+    ``GoogleChatModel(model, *, api_key=None, base_url=None, timeout=None,
+    max_retries=0, params=None, client=None)``: ``api_key`` defaults to
+    ``GOOGLE_API_KEY`` / ``GEMINI_API_KEY`` (read by the SDK); ``base_url`` overrides
+    the endpoint; ``timeout`` is in seconds; ``params`` are extra
     ``GenerateContentConfig`` fields (``temperature``...). A leading ``"google/"`` is
     stripped from the model id (``"google/gemini-2.5-flash"`` -> ``"gemini-2.5-flash"``).
     ``max_retries`` is the SDK's own retry count, 0 by default: the agent's ledger
@@ -66,43 +68,24 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
 
     __slots__ = ()
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = 0,
-        params: Mapping[str, Any] | None = None,
-        client: genai.Client | None = None,
-    ) -> None:
-        model = model.removeprefix("google/")
+    provider = "google"
+    label = "Gemini"
+    example = "gemini-2.5-flash"
+    key_env = "GEMINI_API_KEY (or GOOGLE_API_KEY)"
+    errors = (ValueError,)
 
-        def connect() -> genai.Client:
-            http = types.HttpOptions(base_url=base_url)
-            if timeout is not None:
-                http.timeout = max(1, round(timeout * 1000))  # the SDK takes milliseconds
-            if max_retries:  # None or 0: the SDK never retries (its default without options)
-                http.retry_options = types.HttpRetryOptions(attempts=max_retries + 1)
-            return genai.Client(api_key=api_key, http_options=http)
+    def _connect(self, options: ClientOptions) -> genai.Client:
+        http = types.HttpOptions(base_url=options.base_url)
+        if options.timeout is not None:
+            http.timeout = max(1, round(options.timeout * 1000))  # the SDK takes milliseconds
+        if options.max_retries:  # None or 0: the SDK never retries (its default without options)
+            http.retry_options = types.HttpRetryOptions(attempts=options.max_retries + 1)
+        return genai.Client(api_key=options.api_key, http_options=http)
 
-        super().__init__(
-            model,
-            f"google/{model}",
-            label="Gemini",
-            example="gemini-2.5-flash",
-            params=params,
-            client=client,
-            connect=connect,
-            close=lambda c: c.aio.aclose(),
-            errors=(ValueError,),
-            key_env="GEMINI_API_KEY (or GOOGLE_API_KEY)",
-        )
+    def _disconnect(self, client: genai.Client) -> Awaitable[None]:
+        return client.aio.aclose()
 
-    def _request(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
-    ) -> tuple[list[types.Content], types.GenerateContentConfig]:
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> _Request:
         system, contents = to_google_contents(messages)
         config = types.GenerateContentConfig(
             **self.params,
@@ -112,20 +95,18 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
         )
         return contents, config
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
-        contents, config = self._request(messages, tools)
-        response = await (await self._client()).aio.models.generate_content(
+    async def _send(self, client: genai.Client, request: _Request) -> ModelResponse:
+        contents, config = request
+        response = await client.aio.models.generate_content(
             model=self.model, contents=contents, config=config
         )
         return self.from_google(response)
 
-    async def generate_stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    async def _stream(
+        self, client: genai.Client, request: _Request, on_text: OnText
     ) -> ModelResponse:
-        contents, config = self._request(messages, tools)
-        stream = await (await self._client()).aio.models.generate_content_stream(
+        contents, config = request
+        stream = await client.aio.models.generate_content_stream(
             model=self.model, contents=contents, config=config
         )
         parts: list[types.Part] = []
@@ -189,7 +170,7 @@ class GoogleChatModel(SDKChatModel["genai.Client"]):
             elif part.text is not None and not part.thought:
                 texts.append(part.text)
         finish = _enum_str(candidate.finish_reason)
-        return answer(response, _WIRE, "".join(texts), calls, finish)
+        return _WIRE.answer(response, "".join(texts), calls, finish)
 
 
 def to_google_contents(messages: Sequence[Message]) -> tuple[str | None, list[types.Content]]:

@@ -19,71 +19,61 @@ built exactly as ``generate`` builds it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from oncegraph import _json
 from oncegraph.errors import ConfigError, OnceGraphError
 from oncegraph.messages import Message, ToolCall, ToolSpec
-from oncegraph.prebuilt.models._client import SDKChatModel, Wire, answer, sdk_options
+from oncegraph.prebuilt.models._client import ClientOptions, SDKChatModel, Wire, sdk_import
 from oncegraph.prebuilt.models.base import (
     ModelResponse,
     OnText,
     content_text,
-    install_hint,
     parse_tool_args,
     synthetic_call_id,
+    tool_call_id_of,
     tool_result_text,
 )
 
-try:
+with sdk_import("openai", "openai"):
     import openai
-except ImportError as exc:  # pragma: no cover - exercised by a test with the SDK hidden
-    raise ImportError(install_hint("openai", "openai")) from exc
 
 _WIRE = Wire("id", "model", "usage", ("prompt_tokens", "completion_tokens", "total_tokens"))
 
 
-class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
+class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI", dict[str, Any]]):
     """A :class:`~oncegraph.prebuilt.models.ChatModel` over OpenAI chat completions.
 
-    ``api_key`` defaults to ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL``
-    (both read by the SDK); ``timeout`` is in seconds; ``params`` are extra request
-    fields (``temperature``, ``max_completion_tokens``...) sent on every call.
-    ``max_retries`` is the SDK's own retry count, 0 by default: the agent's ledger
-    retries model calls, once. ``aclose()`` closes the clients it opened.
+    ``OpenAIChatModel(model, *, api_key=None, base_url=None, timeout=None,
+    max_retries=0, params=None, client=None)``: ``api_key`` defaults to
+    ``OPENAI_API_KEY`` and ``base_url`` to ``OPENAI_BASE_URL`` (both read by the SDK);
+    ``timeout`` is in seconds; ``params`` are extra request fields (``temperature``,
+    ``max_completion_tokens``...) sent on every call. ``max_retries`` is the SDK's own
+    retry count, 0 by default: the agent's ledger retries model calls, once.
+    ``aclose()`` closes the clients it opened.
     """
 
     __slots__ = ()
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = 0,
-        params: Mapping[str, Any] | None = None,
-        client: openai.AsyncOpenAI | None = None,
-    ) -> None:
-        if base_url is None and client is None:
+    provider = "openai"
+    label = "OpenAI"
+    example = "gpt-4o-mini"
+    key_env = "OPENAI_API_KEY"
+    errors = (openai.OpenAIError,)
+
+    def _names(self, model: str, *, own_endpoint: bool) -> tuple[str, str]:
+        # a gateway's ids (own base_url or client) are sent verbatim: "openai/gpt-4o"
+        if not own_endpoint:
             model = model.removeprefix("openai/")
-        super().__init__(
-            model,
-            model if model.startswith("openai/") else f"openai/{model}",
-            label="OpenAI",
-            example="gpt-4o-mini",
-            params=params,
-            client=client,
-            connect=lambda: openai.AsyncOpenAI(
-                **sdk_options(api_key, base_url, timeout, max_retries)
-            ),
-            close=lambda c: c.close(),
-            errors=(openai.OpenAIError,),
-            key_env="OPENAI_API_KEY",
-        )
+        return model, model if model.startswith("openai/") else f"openai/{model}"
+
+    def _connect(self, options: ClientOptions) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(**options.httpx_keywords())
+
+    def _disconnect(self, client: openai.AsyncOpenAI) -> Awaitable[None]:
+        return client.close()
 
     def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -95,20 +85,15 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             request["tools"] = to_openai_tools(tools)
         return request
 
-    async def generate(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec]
-    ) -> ModelResponse:
-        request = self._request(messages, tools)
-        response = await (await self._client()).chat.completions.create(**request)
-        return self.from_openai(response)
+    async def _send(self, client: openai.AsyncOpenAI, request: dict[str, Any]) -> ModelResponse:
+        return self.from_openai(await client.chat.completions.create(**request))
 
-    async def generate_stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec], on_text: OnText
+    async def _stream(
+        self, client: openai.AsyncOpenAI, request: dict[str, Any], on_text: OnText
     ) -> ModelResponse:
-        request = self._request(messages, tools)
         request["stream"] = True
         request["stream_options"] = {**request.get("stream_options", {}), "include_usage": True}
-        stream = await (await self._client()).chat.completions.create(**request)
+        stream = await client.chat.completions.create(**request)
         joined = _Joined()
         async with stream:
             async for chunk in stream:
@@ -133,7 +118,7 @@ class OpenAIChatModel(SDKChatModel["openai.AsyncOpenAI"]):
             args = parse_tool_args(call.function.arguments, tool=name, model=self.name)
             calls.append({"id": call.id or synthetic_call_id(index), "name": name, "args": args})
         content = message.content or message.refusal or ""
-        return answer(response, _WIRE, content, calls, choice.finish_reason)
+        return _WIRE.answer(response, content, calls, choice.finish_reason)
 
 
 # -- a streamed completion, joined back into the shape of a whole one ------------------
@@ -220,9 +205,7 @@ def to_openai_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         role = message["role"]
         content = message.get("content")
         if role == "tool":
-            call_id = message.get("tool_call_id")
-            if not call_id:
-                raise ConfigError(f"tool message without tool_call_id: {message!r}")
+            call_id = tool_call_id_of(message)
             out.append(
                 {"role": "tool", "tool_call_id": call_id, "content": tool_result_text(content)}
             )

@@ -138,14 +138,14 @@ def corrupt_effect(
 
 
 def effect_corruption(
-    effect_id: Any,
+    effect_id: object,
     column: str,
     detail: str,
     *,
-    effect_type: Any = None,
-    thread_id: Any = None,
-    run_id: Any = None,
-    recipient: Any = None,
+    effect_type: object = None,
+    thread_id: str | None = None,
+    run_id: str | None = None,
+    recipient: object = None,
     salvage: EffectRecord | None = None,
 ) -> CorruptRecordError:
     """The error for a damaged effect: names the effect, its tool, thread and run, the

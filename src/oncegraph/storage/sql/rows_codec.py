@@ -8,8 +8,9 @@ families are written in :mod:`.rows_runs`, :mod:`.rows_effects` and :mod:`.rows_
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from oncegraph._json import dumps_str, loads
 from oncegraph.errors import EncryptionKeyError, corrupt
@@ -64,6 +65,56 @@ def thread_from_row(row: Row) -> ThreadRecord:
     return ThreadRecord(
         thread_id=row[0], version=int(row[1]), head_checkpoint_id=row[2], updated_at=row[3]
     )
+
+
+# -- a record's columns -----------------------------------------------------------------
+
+
+class Layout(Generic[_R]):
+    """A table whose columns, in their stored order, are its record's fields in theirs
+    (checked when made), so a record's values are a row's parameters and a row's values
+    build its record, by position. ``written``: the columns stored otherwise than the
+    record holds them, whose values :meth:`params` is given, in this order; ``read``: the
+    columns converted on the way back, whose values :meth:`record` is given.
+
+    Both run for every row a step writes or reads, so they are compiled once, from the
+    field names alone, into the tuple a hand-written mapping would build."""
+
+    __slots__ = ("params", "record")
+
+    params: Callable[..., tuple[Any, ...]]
+    """``params(record, *written)``: ``record``'s row parameters."""
+    record: Callable[..., _R]
+    """``record(row, *read)``: the record of ``row`` (its first columns, when it has more)."""
+
+    def __init__(
+        self,
+        record: type[_R],
+        columns: Sequence[str],
+        *,
+        written: Sequence[str] = (),
+        read: Sequence[str] = (),
+    ) -> None:
+        fields = tuple(f.name for f in dataclasses.fields(record))  # type: ignore[arg-type]
+        if fields != tuple(columns):
+            raise TypeError(f"{record.__name__}'s fields are not its columns: {fields}")
+        unknown = sorted({*written, *read} - set(fields))
+        if unknown:
+            raise TypeError(f"{record.__name__} has no columns {unknown}")
+        given = {c: f"written_{i}" for i, c in enumerate(written)}
+        out = ", ".join(given.get(f, f"record.{f}") for f in fields)
+        taken = {c: f"read_{i}" for i, c in enumerate(read)}
+        into = ", ".join(taken.get(f, f"row[{i}]") for i, f in enumerate(fields))
+        scope: dict[str, Any] = {"build": record}
+        exec(  # the text is built from the field names alone
+            f"def params(record, {''.join(v + ', ' for v in given.values())}):\n"
+            f"    return ({out},)\n"
+            f"def record(row, {''.join(v + ', ' for v in taken.values())}):\n"
+            f"    return build({into})\n",
+            scope,
+        )
+        self.params = scope["params"]
+        self.record = scope["record"]
 
 
 # -- the codec of one store ------------------------------------------------------------
@@ -147,6 +198,7 @@ __all__ = [
     "TASK_WRITES",
     "BadColumn",
     "Codec",
+    "Layout",
     "Row",
     "decode",
     "thread_from_row",

@@ -15,7 +15,15 @@ from oncegraph.storage.sql.effect_checks import (
     effect_corruption,
     effect_problem,
 )
-from oncegraph.storage.sql.rows_codec import EFFECTS, BadColumn, Codec, Row, decode
+from oncegraph.storage.sql.rows_codec import EFFECTS, BadColumn, Codec, Layout, Row, decode
+from oncegraph.storage.sql.statements import EFFECT_COLUMNS
+
+_OUTCOME = ("attempts", "provider_reference", "result", "error")  # as _effect_outcome gives them
+_EFFECT = Layout(
+    EffectRecord,
+    EFFECT_COLUMNS,
+    written=("effect_class", "status", "request", "recipient", *_OUTCOME),
+)
 
 
 class EffectRows(Codec):
@@ -24,23 +32,14 @@ class EffectRows(Codec):
     __slots__ = ()
 
     def effect_to_params(self, effect: EffectRecord) -> tuple[Any, ...]:
-        return (
-            effect.effect_id,
-            effect.effect_type,
+        key = effect.effect_id
+        return _EFFECT.params(
+            effect,
             str(effect.effect_class),
-            effect.command_id,
-            effect.run_id,
-            effect.thread_id,
-            effect.node,
-            effect.request_hash,
             str(effect.status),
-            effect.checkpoint_id,
-            self._opt_json(effect.request, self._at(EFFECTS, "request", effect.effect_id)),
-            self._opt_text(effect.recipient, self._at(EFFECTS, "recipient", effect.effect_id)),
+            self._opt_json(effect.request, self._at(EFFECTS, "request", key)),
+            self._opt_text(effect.recipient, self._at(EFFECTS, "recipient", key)),
             *self._effect_outcome(effect),
-            effect.created_at,
-            effect.updated_at,
-            effect.row_version,
         )
 
     def effect_update_params(self, effect: EffectRecord) -> tuple[Any, ...]:

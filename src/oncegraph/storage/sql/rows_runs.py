@@ -28,11 +28,22 @@ from oncegraph.storage.sql.rows_codec import (
     RUNS,
     TASK_WRITES,
     Codec,
+    Layout,
     Row,
     decode,
     thread_from_row,
 )
-from oncegraph.storage.sql.statements import THREAD_COLUMNS
+from oncegraph.storage.sql.statements import RUN_COLUMNS, TASK_WRITE_COLUMNS, THREAD_COLUMNS
+
+_RUN = Layout(
+    RunRecord,
+    RUN_COLUMNS,
+    written=("status", "input", "config", "error"),
+    read=("status", "state_schema_version", "input", "config", "error", "fencing_token"),
+)
+_TASK_WRITE = Layout(
+    TaskWrite, TASK_WRITE_COLUMNS, written=("value",), read=("kind", "idx", "value")
+)
 
 
 class RunRows(Codec):
@@ -49,55 +60,27 @@ class RunRows(Codec):
         return None if text is None else self._seal(text, self._at(RUNS, "error", run_id))
 
     def run_to_params(self, run: RunRecord) -> tuple[Any, ...]:
-        return (
-            run.run_id,
-            run.thread_id,
+        key = run.run_id
+        return _RUN.params(
+            run,
             str(run.status),
-            run.workflow_name,
-            run.workflow_version,
-            run.state_schema_version,
-            run.graph_fingerprint,
-            run.parent_run_id,
-            run.parent_checkpoint_id,
-            run.launch_reason,
-            run.mode,
             None
             if run.input is None
-            else self._seal(dumps_state_str(run.input), self._at(RUNS, "input", run.run_id)),
+            else self._seal(dumps_state_str(run.input), self._at(RUNS, "input", key)),
             dumps_str(run.config),
-            self.error_param(run.run_id, run.error),
-            run.lease_owner,
-            run.lease_expires_at,
-            run.fencing_token,
-            run.created_at,
-            run.updated_at,
-            run.app_id,
-            run.tenant,
+            self.error_param(key, run.error),
         )
 
     def _run(self, row: Row) -> RunRecord:
-        return RunRecord(
-            run_id=row[0],
-            thread_id=row[1],
-            status=RunStatus(row[2]),
-            workflow_name=row[3],
-            workflow_version=row[4],
-            state_schema_version=int(row[5]),
-            graph_fingerprint=row[6],
-            parent_run_id=row[7],
-            parent_checkpoint_id=row[8],
-            launch_reason=row[9],
-            mode=row[10],
-            input=self._opt_loads(row[11], self._at(RUNS, "input", row[0])),
-            config=loads(row[12]),
-            error=self._open_text(row[13], self._at(RUNS, "error", row[0])),
-            lease_owner=row[14],
-            lease_expires_at=row[15],
-            fencing_token=int(row[16]),
-            created_at=row[17],
-            updated_at=row[18],
-            app_id=row[19],
-            tenant=row[20],
+        key = row[0]
+        return _RUN.record(
+            row,
+            RunStatus(row[2]),
+            int(row[5]),
+            self._opt_loads(row[11], self._at(RUNS, "input", key)),
+            loads(row[12]),
+            self._open_text(row[13], self._at(RUNS, "error", key)),
+            int(row[16]),
         )
 
     def run_from_row(self, row: Row) -> RunRecord:
@@ -218,39 +201,15 @@ class RunRows(Codec):
     # -- task writes ------------------------------------------------------------------
 
     def task_write_to_params(self, write: TaskWrite) -> tuple[Any, ...]:
-        return (
-            write.thread_id,
-            write.checkpoint_id,
-            write.task,
-            write.kind,
-            write.idx,
-            self._seal(
-                _task_write_json(write),
-                self._at(
-                    TASK_WRITES,
-                    "value",
-                    write.thread_id,
-                    write.checkpoint_id,
-                    write.task,
-                    write.kind,
-                    write.idx,
-                ),
-            ),
-            write.created_at,
+        key = (write.thread_id, write.checkpoint_id, write.task, write.kind, write.idx)
+        return _TASK_WRITE.params(
+            write, self._seal(_task_write_json(write), self._at(TASK_WRITES, "value", *key))
         )
 
     def _task_write(self, row: Row) -> TaskWrite:
-        return TaskWrite(
-            thread_id=row[0],
-            checkpoint_id=row[1],
-            task=row[2],
-            kind=WriteKind(row[3]),
-            idx=int(row[4]),
-            value=self._loads(
-                row[5], self._at(TASK_WRITES, "value", row[0], row[1], row[2], row[3], int(row[4]))
-            ),
-            created_at=row[6],
-        )
+        kind, idx = WriteKind(row[3]), int(row[4])
+        where = self._at(TASK_WRITES, "value", row[0], row[1], row[2], row[3], idx)
+        return _TASK_WRITE.record(row, kind, idx, self._loads(row[5], where))
 
     def task_write_from_row(self, row: Row) -> TaskWrite:
         return decode("oncegraph_task_writes", row, self._task_write)

@@ -1,8 +1,7 @@
 """Statements of the audit log (append-only: there is no UPDATE or DELETE of it
 anywhere): inserts, the chain's reads, and its listings.
 
-Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+Written for SQLite and PostgreSQL alike with ``?`` placeholders (the contract: :mod:`.statements`).
 """
 
 from __future__ import annotations

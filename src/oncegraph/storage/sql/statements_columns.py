@@ -1,8 +1,7 @@
 """Column orders (the INSERT parameter order is the SELECT row order) and the small
 builders of statement text every table family uses.
 
-Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+Written for SQLite and PostgreSQL alike with ``?`` placeholders (the contract: :mod:`.statements`).
 """
 
 from __future__ import annotations

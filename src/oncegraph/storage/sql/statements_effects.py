@@ -1,8 +1,7 @@
 """Statements of the effect ledger (``oncegraph_effects``): first writer wins,
 compare-and-set updates, fenced writes, listings and payloads.
 
-Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+Written for SQLite and PostgreSQL alike with ``?`` placeholders (the contract: :mod:`.statements`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Statements of retention (prune).
 
-Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+Written for SQLite and PostgreSQL alike with ``?`` placeholders (the contract: :mod:`.statements`).
 """
 
 from __future__ import annotations

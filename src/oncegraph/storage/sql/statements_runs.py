@@ -1,8 +1,7 @@
 """Statements of threads, checkpoints, the append-only logs, runs (and their listing
 plans) and task writes.
 
-Written with ``?`` placeholders, accepted by SQLite and PostgreSQL alike; the
-contract they keep is stated in :mod:`oncegraph.storage.sql.statements`.
+Written for SQLite and PostgreSQL alike with ``?`` placeholders (the contract: :mod:`.statements`).
 """
 
 from __future__ import annotations

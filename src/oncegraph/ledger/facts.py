@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from oncegraph.errors import (
@@ -44,7 +44,7 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger import machine
 from oncegraph.ledger.keys import effect_id_for
-from oncegraph.ledger.planned import intent_record
+from oncegraph.ledger.planned import CallSite, intent_record
 from oncegraph.storage.records import EffectClass, EffectRecord, now
 
 if TYPE_CHECKING:
@@ -93,11 +93,8 @@ class FactLog:
             return
         record = machine.completed_at_once(
             intent_record(
-                key_run_id=ctx.run_id,
-                run_id=ctx.run_id,
-                thread_id=ctx.thread_id,
-                node=ctx.node,
-                checkpoint_id=ctx.checkpoint_id,
+                # keyed by this run's own id, in a replay too: the draws are its own
+                replace(CallSite.of(ctx), key_run_id=ctx.run_id),
                 effect_type=FACTS,
                 effect_class=EffectClass.READ,
                 command_id=facts_command_id(ctx),

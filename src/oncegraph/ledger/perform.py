@@ -58,7 +58,7 @@ from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
 from oncegraph.ledger.masks import remember_call
-from oncegraph.ledger.planned import intent_record, is_untouched_plan
+from oncegraph.ledger.planned import CallSite, intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
@@ -197,11 +197,7 @@ class _Performer:
     def _new_record(self, status: EffectStatus, attempts: tuple[Attempt, ...]) -> EffectRecord:
         ctx, call = self.ctx, self.call
         return intent_record(
-            key_run_id=ctx.key_run_id,
-            run_id=ctx.run_id,
-            thread_id=ctx.thread_id,
-            node=ctx.node,
-            checkpoint_id=ctx.checkpoint_id,
+            CallSite.of(ctx),
             effect_type=call.effect_type,
             effect_class=call.effect_class,
             command_id=call.command_id,

@@ -24,19 +24,37 @@ record, and the class's policy decides.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from oncegraph.ledger.keys import effect_id_for, request_hash
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus
 
+if TYPE_CHECKING:
+    from oncegraph.runtime.context import TaskContext
+
+
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where a call happens: the run, thread, node and checkpoint its record belongs to;
+    ``key_run_id`` is the run id its effect id is computed with (the original run's in a
+    recorded replay, see ``TaskContext.key_run_id``)."""
+
+    key_run_id: str
+    run_id: str
+    thread_id: str
+    node: str
+    checkpoint_id: str
+
+    @classmethod
+    def of(cls, ctx: TaskContext) -> CallSite:
+        """Where the running task ``ctx`` calls."""
+        return cls(ctx.key_run_id, ctx.run_id, ctx.thread_id, ctx.node, ctx.checkpoint_id)
+
 
 def intent_record(
+    site: CallSite,
     *,
-    key_run_id: str,
-    run_id: str,
-    thread_id: str,
-    node: str,
-    checkpoint_id: str,
     effect_type: str,
     effect_class: EffectClass,
     command_id: str,
@@ -48,21 +66,21 @@ def intent_record(
     key: bytes | None = None,
     row_version: int = 0,
 ) -> EffectRecord:
-    """The record of one command as the ledger writes it first (planned or begun);
-    ``hashed`` is its request hash, else it is computed under the store's ``key``
-    (:func:`oncegraph.ledger.keys.hash_key`); ``row_version`` 1 for a planned record
-    (as inserted with its checkpoint)."""
+    """The record of one command called at ``site`` as the ledger writes it first
+    (planned or begun); ``hashed`` is its request hash, else it is computed under the
+    store's ``key`` (:func:`oncegraph.ledger.keys.hash_key`); ``row_version`` 1 for a
+    planned record (as inserted with its checkpoint)."""
     return EffectRecord(
-        effect_id=effect_id_for(key_run_id, effect_type, command_id),
+        effect_id=effect_id_for(site.key_run_id, effect_type, command_id),
         effect_type=effect_type,
         effect_class=effect_class,
         command_id=command_id,
-        run_id=run_id,
-        thread_id=thread_id,
-        node=node,
+        run_id=site.run_id,
+        thread_id=site.thread_id,
+        node=site.node,
         request_hash=hashed if hashed is not None else request_hash(request, key),
         status=status,
-        checkpoint_id=checkpoint_id,
+        checkpoint_id=site.checkpoint_id,
         request=request,
         recipient=recipient,
         attempts=attempts,
@@ -86,4 +104,4 @@ def is_untouched_plan(record: EffectRecord, hashed: str) -> bool:
     )
 
 
-__all__ = ["intent_record", "is_untouched_plan", "planned"]
+__all__ = ["CallSite", "intent_record", "is_untouched_plan", "planned"]

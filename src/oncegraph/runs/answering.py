@@ -21,7 +21,13 @@ from oncegraph.runs.lifecycle import FINAL_STATUSES
 from oncegraph.runtime.claim import Claim
 from oncegraph.runtime.config import RunConfig
 from oncegraph.runtime.engine import GIVEN, Head, TaskResult, encode_result
-from oncegraph.runtime.moves import answer_order, next_answer, open_interrupts
+from oncegraph.runtime.moves import (
+    answer_order,
+    count_writes,
+    next_answer,
+    next_write,
+    open_interrupts,
+)
 from oncegraph.runtime.updates import result_of
 from oncegraph.storage.records import AuditRecord, RunRecord, RunStatus, TaskWrite, WriteKind
 
@@ -146,7 +152,7 @@ async def take(
             raise NoRunToResumeError(f"run {run.run_id}: the interrupts answered are not open")
 
         def answered_of(task: str) -> int:
-            return sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
+            return count_writes(writes, task, WriteKind.RESUME)
 
         task = picked[0]
         answered = answered_of(task)
@@ -157,15 +163,8 @@ async def take(
         if given is not None:
             result = given_result(spec, given)
             if result is not None:
-                n = sum(1 for w in writes if w.kind == WriteKind.WRITES and w.task == GIVEN)
-                kept = TaskWrite(
-                    run.thread_id,
-                    cp.checkpoint_id,
-                    GIVEN,
-                    WriteKind.WRITES,
-                    n,
-                    encode_result(spec, result),
-                )
+                update = encode_result(spec, result)
+                kept = next_write(writes, run, cp, GIVEN, WriteKind.WRITES, update)
         # Who approved what: the question, the answer and the actor, kept for good.
         record = audits.for_run(
             run,

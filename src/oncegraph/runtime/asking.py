@@ -18,7 +18,7 @@ from oncegraph.runtime.decisions import Interrupt
 from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import BREAKPOINT, Head, StepPlan, with_finished
 from oncegraph.runtime.interrupt import Interrupt as InterruptValue
-from oncegraph.runtime.moves import next_answer, open_interrupts
+from oncegraph.runtime.moves import next_answer, next_write, open_interrupts
 from oncegraph.runtime.stepevents import emit_interrupts, emit_update, finished_shown
 from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import CheckpointRecord, RunRecord, RunStatus, TaskWrite, WriteKind
@@ -35,9 +35,7 @@ class Asking(DriverParts):
         cp = head.checkpoint
         for task, value, index in decision.waits:
             await self.store.put_task_write(
-                TaskWrite(
-                    run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value
-                ),
+                TaskWrite(run.thread_id, cp.checkpoint_id, task, WriteKind.INTERRUPT, index, value),
                 run_id=run.run_id,
                 fence=self.fence,
             )
@@ -92,15 +90,8 @@ class Asking(DriverParts):
             if not waiting:
                 break
             task = next_answer(order, waiting)
-            answered = sum(1 for w in writes if w.kind == WriteKind.RESUME and w.task == task)
-            write = TaskWrite(
-                run.thread_id,
-                cp.checkpoint_id,
-                task,
-                WriteKind.RESUME,
-                answered,
-                parent.resume_values[self.answer_base + consumed],
-            )
+            answer = parent.resume_values[self.answer_base + consumed]
+            write = next_write(writes, run, cp, task, WriteKind.RESUME, answer)
             await self.store.put_task_write(write, run_id=run.run_id, fence=self.fence)
             writes.append(write)
             consumed += 1

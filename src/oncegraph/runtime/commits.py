@@ -22,6 +22,7 @@ from oncegraph.errors import (
     StorageError,
     ThreadMovedOnError,
 )
+from oncegraph.ledger.planned import CallSite
 from oncegraph.runtime import durability
 from oncegraph.runtime.decisions import Commit, Fail
 from oncegraph.runtime.driverparts import DriverParts
@@ -120,11 +121,13 @@ class CommitPath(DriverParts):
             intents += planner(
                 nxt.values,
                 hash_key=key,
-                key_run_id=run.run_id,
-                run_id=run.run_id,
-                thread_id=self.root_thread or run.thread_id,
-                node=name,
-                checkpoint_id=cp.checkpoint_id,
+                site=CallSite(
+                    key_run_id=run.run_id,
+                    run_id=run.run_id,
+                    thread_id=self.root_thread or run.thread_id,
+                    node=name,
+                    checkpoint_id=cp.checkpoint_id,
+                ),
             )
         return intents
 

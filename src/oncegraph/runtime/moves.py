@@ -10,6 +10,7 @@ so each is unit-tested with plain values:
   a paused step are still open, and the ONE order they are answered in (the graph's
   declaration order of their nodes, then a node's ``Send`` tasks by number, so the n-th
   answer goes to the same question at the top level, in a subgraph and in every view);
+  :func:`next_write`: a task's next write of a kind, numbered after those before it;
 * :func:`may_plan_intents` and :func:`intent_planners`: whether the intents of the next
   step's calls may ride this step's checkpoint, and which nodes plan them.
 """
@@ -26,7 +27,7 @@ from oncegraph.graph.constants import START
 from oncegraph.graph.spec import GraphSpec
 from oncegraph.runtime.decisions import Interrupt
 from oncegraph.runtime.engine import BREAKPOINT, StepPlan, Task
-from oncegraph.storage.records import CheckpointRecord, TaskWrite, WriteKind
+from oncegraph.storage.records import CheckpointRecord, RunRecord, TaskWrite, WriteKind
 
 # -- between steps: breakpoints and the recursion limit -------------------------------------
 
@@ -161,6 +162,26 @@ def next_answer(order: Mapping[str, int], waiting: Iterable[str]) -> str:
     return min(waiting, key=_answer_key(order))
 
 
+def count_writes(writes: Iterable[TaskWrite], task: str, kind: WriteKind) -> int:
+    """How many writes of ``kind`` task ``task`` has in ``writes`` (the number its next
+    one takes: its answers so far, for a ``RESUME``)."""
+    return sum(1 for w in writes if w.kind == kind and w.task == task)
+
+
+def next_write(
+    writes: Iterable[TaskWrite],
+    run: RunRecord,
+    cp: CheckpointRecord,
+    task: str,
+    kind: WriteKind,
+    value: Any,
+) -> TaskWrite:
+    """Task ``task``'s next write of ``kind`` on ``cp`` (in ``run``'s thread), holding
+    ``value``: numbered after those of its kind in ``writes``."""
+    n = count_writes(writes, task, kind)
+    return TaskWrite(run.thread_id, cp.checkpoint_id, task, kind, n, value)
+
+
 # -- planned intents --------------------------------------------------------------------------
 
 
@@ -210,11 +231,13 @@ __all__ = [
     "OutOfSteps",
     "answer_order",
     "breakpoint_at",
+    "count_writes",
     "has_breakpoints",
     "intent_planners",
     "may_plan_intents",
     "next_answer",
     "next_move",
+    "next_write",
     "open_interrupts",
     "out_of_steps",
     "passed_breakpoint",

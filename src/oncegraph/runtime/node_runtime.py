@@ -26,12 +26,8 @@ if TYPE_CHECKING:
 ContextT = TypeVar("ContextT")
 
 
-def _no_op_writer(_: Any) -> None:
-    return None
-
-
-def _no_op_heartbeat() -> None:
-    return None
+def _no_op(*_: Any) -> None:
+    """The stream writer and heartbeat of a runtime given none: they do nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +52,8 @@ class Runtime(Generic[ContextT]):
 
     context: ContextT = field(default=None)  # type: ignore[assignment]
     store: Any = None
-    stream_writer: Callable[[Any], None] = field(default=_no_op_writer)
-    heartbeat: Callable[[], None] = field(default=_no_op_heartbeat)
+    stream_writer: Callable[[Any], None] = field(default=_no_op)
+    heartbeat: Callable[[], None] = field(default=_no_op)
     previous: Any = None
     execution_info: ExecutionInfo | None = None
     server_info: ServerInfo | None = None
@@ -69,13 +65,9 @@ class Runtime(Generic[ContextT]):
             context=other.context or self.context,
             store=other.store or self.store,
             stream_writer=(
-                other.stream_writer
-                if other.stream_writer is not _no_op_writer
-                else self.stream_writer
+                other.stream_writer if other.stream_writer is not _no_op else self.stream_writer
             ),
-            heartbeat=(
-                other.heartbeat if other.heartbeat is not _no_op_heartbeat else self.heartbeat
-            ),
+            heartbeat=other.heartbeat if other.heartbeat is not _no_op else self.heartbeat,
             previous=self.previous if other.previous is None else other.previous,
             execution_info=other.execution_info or self.execution_info,
             server_info=other.server_info or self.server_info,

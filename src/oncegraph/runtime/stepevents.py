@@ -116,7 +116,8 @@ def emit_step(
         cp = head.checkpoint
         shown = debug_checkpoint(spec, where, head, parent)
         if before is not None and cp.metadata.get("source") == "input":
-            first = _input_checkpoint(spec, where, head, parent, before)
+            values = dict(before) if parent.checkpoint_id else start_values(spec.schema)
+            first = _input_checkpoint(where, head, parent, values)
             emit("debug", debug_event(cp.step, "checkpoint", first))
             shown["parent_config"] = first["config"]
         emit("debug", debug_event(cp.step + 1, "checkpoint", shown))
@@ -132,10 +133,12 @@ class Where:
     ns: tuple[str, ...] = ()
     parents: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
+    def thread_of(self, cp: CheckpointRecord) -> str:
+        """The thread ``cp`` is shown on: the root thread, else its own."""
+        return self.root_thread or cp.thread_id
 
-def _config(
-    thread: str, ns: str, checkpoint_id: str, parents: Mapping[str, str]
-) -> dict[str, Any]:
+
+def _config(thread: str, ns: str, checkpoint_id: str, parents: Mapping[str, str]) -> dict[str, Any]:
     """A checkpoint's config as the history shows it (a subgraph's has its
     ``checkpoint_map``: every namespace down to its own mapped to its checkpoint)."""
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
@@ -145,23 +148,30 @@ def _config(
     return {"configurable": conf}
 
 
-def _input_checkpoint(
-    spec: GraphSpec,
-    where: Where,
-    head: Head,
-    parent: CheckpointRecord,
-    before: Mapping[str, Any],
+def _configs(
+    where: Where, cp: CheckpointRecord, checkpoint_id: str, parent: CheckpointRecord
 ) -> dict[str, Any]:
-    cp = head.checkpoint
-    thread = where.root_thread or cp.thread_id
+    """The ``config`` and ``parent_config`` of ``cp`` shown as ``checkpoint_id`` (its
+    input checkpoint's id, or its own), after ``parent`` (none for a thread's first)."""
+    thread = where.thread_of(cp)
     ns = "|".join(where.ns)
-    cp_id = cp.checkpoint_id + INPUT_SUFFIX
-    values = dict(before) if parent.checkpoint_id else start_values(spec.schema)
     return {
-        "config": _config(thread, ns, cp_id, where.parents),
+        "config": _config(thread, ns, checkpoint_id, where.parents),
         "parent_config": _config(thread, ns, parent.checkpoint_id, where.parents)
         if parent.checkpoint_id
         else None,
+    }
+
+
+def _input_checkpoint(
+    where: Where, head: Head, parent: CheckpointRecord, values: dict[str, Any]
+) -> dict[str, Any]:
+    """The input checkpoint LangGraph shows before ``head``'s step, with ``values`` (the
+    state before the input)."""
+    cp = head.checkpoint
+    cp_id = cp.checkpoint_id + INPUT_SUFFIX
+    return {
+        **_configs(where, cp, cp_id, parent),
         "values": public(values),
         "metadata": {"source": "input", "step": cp.step, "parents": dict(where.parents)},
         "next": [START],
@@ -176,18 +186,13 @@ def debug_checkpoint(
     parent: CheckpointRecord,
 ) -> dict[str, Any]:
     """The ``debug`` stream's payload of a checkpoint, as ``get_state_history`` shows it."""
-    namespace = where.ns
     cp = head.checkpoint
-    thread = where.root_thread or cp.thread_id
-    ns = "|".join(namespace)
+    thread = where.thread_of(cp)
     source = str(cp.metadata.get("source", "loop"))
     if source == "input":
         source = "loop"  # after LangGraph's input checkpoint, the loop's first
     return {
-        "config": _config(thread, ns, cp.checkpoint_id, where.parents),
-        "parent_config": _config(thread, ns, parent.checkpoint_id, where.parents)
-        if parent.checkpoint_id
-        else None,
+        **_configs(where, cp, cp.checkpoint_id, parent),
         "values": public(dict(head.values)),
         "metadata": {
             **lg_metadata(cp.metadata, cp.step + 1, source),
@@ -199,7 +204,7 @@ def debug_checkpoint(
                 "id": task_id(cp.checkpoint_id, t.key),
                 "name": t.node,
                 "interrupts": (),
-                "state": _subgraph_config(spec, thread, namespace, cp, t.key, t.node),
+                "state": _subgraph_config(spec, thread, where.ns, cp, t.key, t.node),
             }
             for t in tasks_of(spec, cp)
         ],

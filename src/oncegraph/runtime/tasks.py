@@ -85,7 +85,7 @@ async def run_task(
         ctx.emit("events", _event("node_start", ctx))
     try:
         outcome = await _outcome(
-            spec, node, ctx, head, save, task, streamed is not None, subgraphs
+            _TaskRun(spec, node, ctx, head, save, task, subgraphs), streamed is not None
         )
     finally:
         reset_task(token)
@@ -224,17 +224,29 @@ def _event(kind: str, ctx: TaskContext) -> dict[str, Any]:
     return event
 
 
-async def _outcome(
-    spec: GraphSpec,
-    node: NodeSpec,
-    ctx: TaskContext,
-    head: Head,
-    save: Save | None,
-    task: Task,
-    messages: bool = False,
-    subgraphs: RunSubgraph | None = None,
-) -> TaskOutcome:
-    key = task.key if task.key != task.node else ""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TaskRun:
+    """One task being run: node ``node`` of graph ``spec`` as task ``task`` on ``head``'s
+    state, with the driver's ``save`` hook and how it runs subgraph nodes; what both the
+    node's attempts and its error handler run with."""
+
+    spec: GraphSpec
+    node: NodeSpec
+    ctx: TaskContext
+    head: Head
+    save: Save | None
+    task: Task
+    subgraphs: RunSubgraph | None
+
+    @property
+    def key(self) -> str:
+        """The task's key as its outcome names it ("" for a task named as its node)."""
+        return self.task.key if self.task.key != self.task.node else ""
+
+
+async def _outcome(run: _TaskRun, messages: bool) -> TaskOutcome:
+    spec, node, ctx, head, save, task = run.spec, run.node, run.ctx, run.head, run.save, run.task
+    key = run.key
     entry = None
     if node.cache_policy is not None:
         entry = nodecache.cache_key(spec, node, node_input(spec, node, head, task))
@@ -252,7 +264,7 @@ async def _outcome(
         # the node failed before and its handler then failed: the handler runs again
         # with the node's error as kept, and the node does not run again
         failed = RecordedNodeError(str(kept.get("error", "")))
-        return await _handled(spec, node, ctx, head, save, task, failed, subgraphs)
+        return await _handled(run, failed)
     attempt = 0
     while True:
         attempt += 1
@@ -263,7 +275,7 @@ async def _outcome(
             ctx.first_attempt_at = time.time()
         try:
             try:
-                value = await run_node(spec, node, ctx, head, task, subgraphs)
+                value = await run_node(spec, node, ctx, head, task, run.subgraphs)
             except ParentCommand as sent:  # a subgraph this task ran routes this graph
                 value = dataclasses.replace(sent.command, graph=None)
             except asyncio.CancelledError as cancelled:
@@ -311,31 +323,25 @@ async def _outcome(
             if await _retry(node, ctx, exc, attempt):
                 continue
             if node.error_handler is not None and _retryable(exc):
-                return await _handled(spec, node, ctx, head, save, task, exc, subgraphs)
+                return await _handled(run, exc)
             return TaskOutcome(task.node, error=exc, task=key)
 
 
-async def _handled(
-    spec: GraphSpec,
-    node: NodeSpec,
-    ctx: TaskContext,
-    head: Head,
-    save: Save | None,
-    task: Task,
-    exc: Exception,
-    subgraphs: RunSubgraph | None,
-) -> TaskOutcome:
+async def _handled(run: _TaskRun, exc: Exception) -> TaskOutcome:
     """The outcome of ``node``'s error handler after the node failed with ``exc``: its
     update (and ``Command`` routing) stand for the node's, under the handler's name, so
     the failed node's own edges do not fire. oncegraph's own errors (a ledger verdict, a
     lost lease) never reach a handler: they stop the run as before."""
+    spec, node, ctx, save, task = run.spec, run.node, run.ctx, run.save, run.task
     handler = node.error_handler
     assert handler is not None
-    key = task.key if task.key != task.node else ""
+    key = run.key
     ctx.interrupt_count = 0
     ctx.interrupt_raised = None
     try:
-        value = await run_node(spec, handler, ctx, head, task, subgraphs, _failed(node.name, exc))
+        value = await run_node(
+            spec, handler, ctx, run.head, task, run.subgraphs, _failed(node.name, exc)
+        )
     except (GraphInterrupt, _ParkSignal, _CrashSignal) as sig:
         return _signalled(task, key, sig)
     except Exception as failed:

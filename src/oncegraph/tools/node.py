@@ -27,7 +27,7 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import ToolFailed, perform
-from oncegraph.ledger.planned import intent_record, planned
+from oncegraph.ledger.planned import CallSite, intent_record, planned
 from oncegraph.runtime.context import TaskContext, current_task
 from oncegraph.runtime.streaming import wants
 from oncegraph.state import lcmessages
@@ -77,15 +77,11 @@ class ToolNode:
         self,
         state: Any,
         *,
-        key_run_id: str,
-        run_id: str,
-        thread_id: str,
-        node: str,
-        checkpoint_id: str,
+        site: CallSite,
         hash_key: bytes | None = None,
     ) -> list[EffectRecord]:
-        """The intents of the calls this node will make from ``state``, for the driver to
-        write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
+        """The intents of the calls this node will make from ``state`` at ``site``, for the
+        driver to write with the checkpoint that decided them (:mod:`oncegraph.ledger.planned`):
         ``write`` tools whose arguments validate, in a turn within the limits. Exactly
         the records the calls would begin, so the step that runs them finds them."""
         messages = lcmessages.messages_of(state, self.messages_key)
@@ -109,11 +105,7 @@ class ToolNode:
                 continue  # answered with an error, never called: nothing to plan
             try:
                 record = intent_record(
-                    key_run_id=key_run_id,
-                    run_id=run_id,
-                    thread_id=thread_id,
-                    node=node,
-                    checkpoint_id=checkpoint_id,
+                    site,
                     effect_type=tool.name,
                     effect_class=tool.effect,
                     command_id=tool_command_id(str(message_id), call_id),

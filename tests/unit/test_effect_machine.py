@@ -202,7 +202,7 @@ def test_next_version_bumps_the_row_version_by_exactly_one() -> None:
         machine.failed(found, "E: x", T1),
         machine.timed_out(found, T1),
         machine.close_open(found, T1),
-        machine.resolved(found, True, "by a: b", T1),
+        machine.resolved(found, Reconciled.done(), "by a: b", T1),
         machine.checked(found, Reconciled.done(), T1),
         machine.redelivering(found, T1),
     ):
@@ -283,7 +283,7 @@ def test_close_open_closes_only_open_attempts() -> None:
 
 def test_resolved_done_and_not_done() -> None:
     found = record(EffectStatus.PENDING, OPEN, provider_reference="old", error="E")
-    done = machine.resolved(found, True, "by ann: called them", T1, result={"r": 1})
+    done = machine.resolved(found, Reconciled.done({"r": 1}), "by ann: called them", T1)
     assert (done.status, done.result, done.provider_reference, done.error) == (
         EffectStatus.COMPLETED,
         {"r": 1},
@@ -295,17 +295,26 @@ def test_resolved_done_and_not_done() -> None:
         Attempt(2, T1, T1, AttemptOutcome.RESOLVED_DONE, "by ann: called them"),
     )
     accepted = record(EffectStatus.ACCEPTED, ENDED, result="q")
-    not_done = machine.resolved(accepted, False, "by ann: nothing there", T1)
+    not_done = machine.resolved(accepted, Reconciled.not_done(), "by ann: nothing there", T1)
     assert not_done.status is EffectStatus.PENDING and not_done.result == "q"
     assert not_done.attempts[-1].outcome == "resolved_not_done"
     # and the next perform sends it once more, even an irreversible one
     irreversible = machine.resolved(
-        record(EffectStatus.PENDING, OPEN, effect_class=EffectClass.IRREVERSIBLE), False, "n", T1
+        record(EffectStatus.PENDING, OPEN, effect_class=EffectClass.IRREVERSIBLE),
+        Reconciled.not_done(),
+        "n",
+        T1,
     )
     assert isinstance(
         machine.decide(irreversible, EffectClass.IRREVERSIBLE, has_probe=False, at=T2),
         machine.Run,
     )
+
+
+@pytest.mark.parametrize("found", [Reconciled.accepted("r"), Reconciled.unknown()])
+def test_resolved_is_done_or_not_done_only(found: Reconciled) -> None:
+    with pytest.raises(ValueError, match="done or not done"):
+        machine.resolved(record(EffectStatus.PENDING, OPEN), found, "by ann: ?", T1)
 
 
 @pytest.mark.parametrize(

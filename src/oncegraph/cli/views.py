@@ -1,4 +1,4 @@
-"""Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect ID``,
+"""Read commands: ``runs``, ``show RUN``, ``history THREAD``, ``effects``, ``effect EFFECT``,
 ``audit``. They call the run service's views; none reads a store directly; none needs
 the app's code (``--app`` adds what only the graph knows: masks, decoded states).
 
@@ -18,6 +18,7 @@ from oncegraph.cli import output as o
 from oncegraph.cli.output import CliError
 from oncegraph.cli.session import (
     ANYWHERE,
+    EffectArg,
     JsonOpt,
     ThreadArg,
     Where,
@@ -333,11 +334,7 @@ def register(app: typer.Typer) -> None:
         _effects_table(found)
 
     @where_command(app)
-    def effect(
-        effect_id: Annotated[str, typer.Argument(metavar="ID", help="the effect id")],
-        where: Where = ANYWHERE,
-        as_json: JsonOpt = False,
-    ) -> None:
+    def effect(effect_id: EffectArg, where: Where = ANYWHERE, as_json: JsonOpt = False) -> None:
         """One effect: status, attempts, request hash, provider reference, masked payload."""
         record, undone_by = run(where, lambda s: _effect_and_links(s, effect_id))
         masked = where.app is not None

@@ -96,11 +96,11 @@ class TaskFunction(Generic[P, T]):
         name: str | None,
         retry_policy: Any,
         effect: EffectClass | None,
-        recipient: str | None,
-        reconcile: Callable[..., Any] | None,
-        probe: Callable[..., Any] | None,
         timeout: Any,
-        mask: Sequence[str],
+        recipient: str | None = None,
+        reconcile: Callable[..., Any] | None = None,
+        probe: Callable[..., Any] | None = None,
+        mask: Sequence[str] = (),
         tool: Any = None,
         cache_policy: Any = None,
     ) -> None:
@@ -565,11 +565,7 @@ def task(
                 name=name or f.name,
                 retry_policy=retry_policy,
                 effect=f.effect,
-                recipient=None,
-                reconcile=None,
-                probe=None,
                 timeout=timeout,
-                mask=(),
                 tool=f,
             )
         if cls is None and (reconcile is not None or probe is not None):

@@ -303,18 +303,13 @@ def reconciled(record: EffectRecord, verdict: Reconciled, at: float) -> EffectRe
     )
 
 
-def resolved(
-    record: EffectRecord,
-    done: bool,
-    note: str,
-    at: float,
-    *,
-    result: Any = None,
-    provider_reference: str | None = None,
-) -> EffectRecord:
-    """An operator checked at the recipient (``note``: who and why): ``done`` completes
-    it with ``result``; not done leaves it pending, and the next attempt sends it once
-    more with the same key (:func:`decide`). Open attempts are closed first."""
+def resolved(record: EffectRecord, found: Reconciled, note: str, at: float) -> EffectRecord:
+    """An operator checked at the recipient (``note``: who and why) and ``found`` it done
+    (completed with its result) or not done (left pending: the next attempt sends it once
+    more with the same key, :func:`decide`). Open attempts are closed first."""
+    done = found.verdict == Verdict.DONE
+    if not done and found.verdict != Verdict.NOT_DONE:
+        raise ValueError(f"an operator resolves an effect as done or not done, not {found!r}")
     closed = close_open(record, at, CLOSED_BY_OPERATOR)
     mark = AttemptOutcome.RESOLVED_DONE if done else AttemptOutcome.RESOLVED_NOT_DONE
     attempts = (*closed.attempts, Attempt(len(closed.attempts) + 1, at, at, mark, note))
@@ -322,8 +317,8 @@ def resolved(
         return closed.replace(status=EffectStatus.PENDING, attempts=attempts)
     return closed.replace(
         status=EffectStatus.COMPLETED,
-        result=result,
-        provider_reference=provider_reference or record.provider_reference,
+        result=found.result,
+        provider_reference=found.provider_reference or record.provider_reference,
         error=None,
         attempts=attempts,
     )

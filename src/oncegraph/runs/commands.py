@@ -167,14 +167,12 @@ class Commands(OnContext):
                 "redeliver(effect_id, ...)"
             )
         t = now()
-        changed = machine.resolved(
-            record,
-            outcome == "done",
-            f"by {actor}: {reason}",
-            t,
-            result=result,
-            provider_reference=provider_reference,
+        found = (
+            Reconciled.done(result, provider_reference)
+            if outcome == "done"
+            else Reconciled.not_done()
         )
+        changed = machine.resolved(record, found, f"by {actor}: {reason}", t)
         changed = machine.next_version(changed, t)
         audit = _effect_audit(
             record,

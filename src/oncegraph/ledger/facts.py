@@ -44,7 +44,8 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger import machine
 from oncegraph.ledger.keys import effect_id_for
-from oncegraph.ledger.planned import CallSite, intent_record
+from oncegraph.ledger.planned import intent_record
+from oncegraph.runtime.context import CallSite
 from oncegraph.storage.records import EffectClass, EffectRecord, now
 
 if TYPE_CHECKING:

@@ -58,11 +58,11 @@ from oncegraph.ledger.calls import RunsOn
 from oncegraph.ledger.integrity import check_found
 from oncegraph.ledger.keys import effect_id_for, hash_key, request_hash, same_request
 from oncegraph.ledger.masks import remember_call
-from oncegraph.ledger.planned import CallSite, intent_record, is_untouched_plan
+from oncegraph.ledger.planned import intent_record, is_untouched_plan
 from oncegraph.ledger.retry import RetryPolicy, policy_for
 from oncegraph.runtime import executor
 from oncegraph.runtime.claim import Ended
-from oncegraph.runtime.context import EffectContext, TaskContext
+from oncegraph.runtime.context import CallSite, EffectContext, TaskContext
 from oncegraph.runtime.replay import ReplayPolicy
 from oncegraph.runtime.streaming import wants
 from oncegraph.storage.records import (

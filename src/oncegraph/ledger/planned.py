@@ -24,32 +24,11 @@ record, and the class's policy decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oncegraph.ledger.keys import effect_id_for, request_hash
+from oncegraph.runtime.context import CallSite
 from oncegraph.storage.records import Attempt, EffectClass, EffectRecord, EffectStatus
-
-if TYPE_CHECKING:
-    from oncegraph.runtime.context import TaskContext
-
-
-@dataclass(frozen=True, slots=True)
-class CallSite:
-    """Where a call happens: the run, thread, node and checkpoint its record belongs to;
-    ``key_run_id`` is the run id its effect id is computed with (the original run's in a
-    recorded replay, see ``TaskContext.key_run_id``)."""
-
-    key_run_id: str
-    run_id: str
-    thread_id: str
-    node: str
-    checkpoint_id: str
-
-    @classmethod
-    def of(cls, ctx: TaskContext) -> CallSite:
-        """Where the running task ``ctx`` calls."""
-        return cls(ctx.key_run_id, ctx.run_id, ctx.thread_id, ctx.node, ctx.checkpoint_id)
 
 
 def intent_record(
@@ -104,4 +83,4 @@ def is_untouched_plan(record: EffectRecord, hashed: str) -> bool:
     )
 
 
-__all__ = ["CallSite", "intent_record", "is_untouched_plan", "planned"]
+__all__ = ["intent_record", "is_untouched_plan", "planned"]

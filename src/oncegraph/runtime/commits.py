@@ -22,8 +22,8 @@ from oncegraph.errors import (
     StorageError,
     ThreadMovedOnError,
 )
-from oncegraph.ledger.planned import CallSite
 from oncegraph.runtime import durability
+from oncegraph.runtime.context import CallSite
 from oncegraph.runtime.decisions import Commit, Fail
 from oncegraph.runtime.driverparts import DriverParts
 from oncegraph.runtime.engine import Head, TaskResult, encode_result

@@ -131,6 +131,24 @@ class TaskContext:
         return mode in getattr(self.emit, "modes", ())
 
 
+@dataclass(frozen=True, slots=True)
+class CallSite:
+    """Where a call happens: the run, thread, node and checkpoint its record belongs to;
+    ``key_run_id`` is the run id its effect id is computed with (the original run's in a
+    recorded replay, see ``TaskContext.key_run_id``)."""
+
+    key_run_id: str
+    run_id: str
+    thread_id: str
+    node: str
+    checkpoint_id: str
+
+    @classmethod
+    def of(cls, ctx: TaskContext) -> CallSite:
+        """Where the running task ``ctx`` calls."""
+        return cls(ctx.key_run_id, ctx.run_id, ctx.thread_id, ctx.node, ctx.checkpoint_id)
+
+
 @dataclass(slots=True)
 class EffectContext:
     """The effect in progress: what a tool passes to its provider."""

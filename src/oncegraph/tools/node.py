@@ -27,8 +27,8 @@ from oncegraph.errors import (
 )
 from oncegraph.ledger.keys import effect_id_for, tool_command_id
 from oncegraph.ledger.perform import ToolFailed, perform
-from oncegraph.ledger.planned import CallSite, intent_record, planned
-from oncegraph.runtime.context import TaskContext, current_task
+from oncegraph.ledger.planned import intent_record, planned
+from oncegraph.runtime.context import CallSite, TaskContext, current_task
 from oncegraph.runtime.streaming import wants
 from oncegraph.state import lcmessages
 from oncegraph.storage.records import EffectRecord

@@ -163,6 +163,14 @@ WHERE h.run_id IN (SELECT run_id FROM renewed)
    )
 """
 
+# Params: run ids, their tokens. The runs among them that ended (are no longer
+# ``running``) under the same token: no one took them.
+ENDED_UNDER = f"""
+SELECT r.run_id FROM oncegraph_runs r
+JOIN unnest(%s::text[], %s::bigint[]) AS h(run_id, token) ON r.run_id = h.run_id
+WHERE r.fencing_token = h.token AND r.status <> '{RunStatus.RUNNING}'
+"""
+
 # Params: run_id, lease_owner, fencing_token.
 RELEASE = f"""
 UPDATE oncegraph_runs
@@ -201,7 +209,16 @@ class PgRunQueue:
             return set()
         ids = list(held)
         params = (ids, [held[r] for r in ids], owner, lease_seconds)
-        return {r[0] for r in await self._read("renew", RENEW_MANY, params)}
+        ours = {r[0] for r in await self._read("renew", RENEW_MANY, params)}
+        missing = [r for r in ids if r not in ours]
+        if missing:
+            # A run whose last commit held its row while the renewal waited for it is seen
+            # by the statement's snapshot as still running (so not ended) and by its
+            # re-checked lock as not running (so not renewed): ask again, in a fresh
+            # snapshot, which of them ended under their token.
+            params2 = (missing, [held[r] for r in missing])
+            ours |= {r[0] for r in await self._read("renew", ENDED_UNDER, params2)}
+        return ours
 
     async def release(self, run_id: str, owner: str, token: int) -> bool:
         """Give a running run back to the queue; False if the lease was not ours any more."""
@@ -211,6 +228,7 @@ class PgRunQueue:
 __all__ = [
     "ANNOUNCE",
     "CLAIM",
+    "ENDED_UNDER",
     "QUEUE_FENCE_NOTIFY",
     "RELEASE",
     "RENEW",

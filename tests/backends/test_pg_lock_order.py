@@ -158,6 +158,22 @@ def test_a_renewal_and_a_group_commit_of_the_same_runs_do_not_deadlock(fresh_dsn
     asyncio.run(go())
 
 
+async def _renewed_while_held(
+    store: PgCheckpointer, held: dict[str, int], run_id: str, change: str
+) -> set[str]:
+    """Renew ``held`` while another connection holds ``run_id``'s row, and let that
+    connection run ``change`` (on the run, ``%s`` its id) and commit once the renewal
+    waits for it: what the renewal says is still ours."""
+    dsn = store.session_conninfo()
+    async with await psycopg.AsyncConnection.connect(dsn) as holder:
+        await holder.execute(_LOCK_ROW, (run_id,))
+        renewal = asyncio.ensure_future(store.run_queue().renew_many("w", held, 30))
+        await _until_waiting(dsn, 1)
+        await holder.execute(change, (run_id,))
+        await holder.commit()
+    return await renewal
+
+
 def test_a_run_that_ends_while_its_renewal_waits_for_it_is_still_ours(fresh_dsn: str) -> None:
     """The run's last commit holds its row when the renewal comes; the renewal waits, and
     the commit ends the run under the same token: the run was not taken, so the renewal
@@ -168,30 +184,22 @@ def test_a_run_that_ends_while_its_renewal_waits_for_it_is_still_ours(fresh_dsn:
         store = PgCheckpointer(fresh_dsn)
         try:
             (_, lo), (_, hi) = await _held_runs(store, "w")
-            queue = store.run_queue()
-            async with await psycopg.AsyncConnection.connect(fresh_dsn) as commit:
-                await commit.execute(_LOCK_ROW, (lo,))
-                renewal = asyncio.ensure_future(queue.renew_many("w", {lo: 1, hi: 1}, 30))
-                await _until_waiting(fresh_dsn, 1)
-                await commit.execute(
-                    "UPDATE oncegraph_runs SET status = 'completed', lease_owner = NULL, "
-                    "lease_expires_at = NULL WHERE run_id = %s",
-                    (lo,),
-                )
-                await commit.commit()
-            assert await renewal == {lo, hi}
+            ended = await _renewed_while_held(
+                store,
+                {lo: 1, hi: 1},
+                lo,
+                "UPDATE oncegraph_runs SET status = 'completed', lease_owner = NULL, "
+                "lease_expires_at = NULL WHERE run_id = %s",
+            )
+            assert ended == {lo, hi}
             # taken meanwhile (its token moved on): not ours, however the renewal waited
-            async with await psycopg.AsyncConnection.connect(fresh_dsn) as other:
-                await other.execute(_LOCK_ROW, (hi,))
-                renewal = asyncio.ensure_future(queue.renew_many("w", {hi: 1}, 30))
-                await _until_waiting(fresh_dsn, 1)
-                await other.execute(
-                    "UPDATE oncegraph_runs SET lease_owner = 'x', fencing_token = 2 "
-                    "WHERE run_id = %s",
-                    (hi,),
-                )
-                await other.commit()
-            assert await renewal == set()
+            taken = await _renewed_while_held(
+                store,
+                {hi: 1},
+                hi,
+                "UPDATE oncegraph_runs SET lease_owner = 'x', fencing_token = 2 WHERE run_id = %s",
+            )
+            assert taken == set()
         finally:
             await store.aclose()
 
